@@ -1,0 +1,115 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+/*
+ * The one definition of every map key and value that svcmap's datapath and
+ * agent share. The TypeScript codecs in src/maps/ describe the same layouts
+ * and are checked against the BTF that clang emits for this header; a field
+ * moved here without moving it there stops the agent at start.
+ *
+ * Byte order: addresses and ports are network byte order (what the socket
+ * hooks and packets carry); ids, counts and flags are host order.
+ */
+#ifndef SVCMAP_MAPS_H
+#define SVCMAP_MAPS_H
+
+#include <linux/types.h>
+
+/* Map names (at most 15 characters: the kernel's BPF_OBJ_NAME_LEN - 1). */
+#define SVCMAP_MAP_SERVICES  svcmap_svc
+#define SVCMAP_MAP_BACKENDS  svcmap_be
+#define SVCMAP_MAP_REVNAT    svcmap_revnat
+#define SVCMAP_MAP_SK_REVNAT svcmap_sk_rnat
+
+/* Default capacities; the agent may resize before load (--max-*). */
+#define SVCMAP_SERVICES_MAX   65536
+#define SVCMAP_BACKENDS_MAX   65536
+#define SVCMAP_REVNAT_MAX     65536
+#define SVCMAP_SK_REVNAT_MAX  262144
+
+/* svc_key.scope: external traffic sees the external entry; a service with
+ * a Local traffic policy also has an internal entry holding all backends. */
+#define SVC_SCOPE_EXT 0
+#define SVC_SCOPE_INT 1
+
+/* svc_value.flags (master entry). */
+#define SVC_F_CLUSTERIP    0x0001
+#define SVC_F_NODEPORT     0x0002
+#define SVC_F_EXTERNALIP   0x0004
+#define SVC_F_LOADBALANCER 0x0008
+#define SVC_F_ETP_LOCAL    0x0010 /* externalTrafficPolicy: Local */
+#define SVC_F_ITP_LOCAL    0x0020 /* internalTrafficPolicy: Local */
+#define SVC_F_AFFINITY     0x0040 /* sessionAffinity: ClientIP */
+#define SVC_F_WILDCARD     0x0080 /* NodePort on any local address (0.0.0.0) */
+#define SVC_F_SRC_RANGES   0x0100 /* loadBalancerSourceRanges apply */
+#define SVC_F_TWO_SCOPES   0x0200 /* an internal-scope entry exists too */
+
+/* svc_value.algorithm */
+#define LB_ALG_RANDOM 0
+
+/* backend_value.state */
+#define BACKEND_STATE_ACTIVE      0
+#define BACKEND_STATE_TERMINATING 1 /* serving+terminating, used while none is ready */
+
+/* backend_value.flags */
+#define BACKEND_F_LOCAL 0x01 /* the endpoint runs on this node */
+
+/*
+ * services: one master entry (slot 0) per frontend and one entry per
+ * backend slot (1..count). Readers look up the master, pick a slot in
+ * 1..count, then the backend id it holds.
+ */
+struct svc_key {
+	__be32 addr;   /* frontend address (ClusterIP, node IP, LB IP, ...) */
+	__be16 port;   /* frontend port */
+	__u16 slot;    /* 0 = master entry, 1..count = backend slot */
+	__u8 proto;    /* IPPROTO_TCP or IPPROTO_UDP */
+	__u8 scope;    /* SVC_SCOPE_* */
+	__u8 pad[2];
+};
+
+struct svc_value {
+	__u32 backend_id;       /* slot > 0: the backend */
+	__u32 rev_nat_id;       /* master: key into the reverse NAT map */
+	__u16 count;            /* master: number of backend slots */
+	__u16 flags;            /* master: SVC_F_* */
+	__u8 algorithm;         /* master: LB_ALG_* */
+	__u8 pad[3];
+	__u32 affinity_timeout; /* master: seconds, with SVC_F_AFFINITY */
+};
+
+/* backends: backend id -> endpoint. One id per (addr, port, proto). */
+struct backend_value {
+	__be32 addr;
+	__be16 port;
+	__u8 proto;
+	__u8 state;    /* BACKEND_STATE_* */
+	__u8 flags;    /* BACKEND_F_* */
+	__u8 pad;
+	__u16 zone;    /* zone id, 0 = unknown */
+};
+
+/* reverse NAT: rev_nat_id (__u32) -> the frontend a reply must appear to come from. */
+struct rev_nat_value {
+	__be32 addr;
+	__be16 port;
+	__u16 pad;
+};
+
+/*
+ * Per-socket reverse NAT (LRU): which frontend a socket asked for when it
+ * was sent to a backend. recvmsg4 and getpeername4 use it to show the VIP.
+ */
+struct sk_rev_nat_key {
+	__u64 cookie;  /* bpf_get_socket_cookie() */
+	__be32 addr;   /* backend address */
+	__be16 port;   /* backend port */
+	__u16 pad;
+};
+
+struct sk_rev_nat_value {
+	__be32 addr;   /* frontend address */
+	__be16 port;   /* frontend port */
+	__u16 pad;
+	__u32 rev_nat_id;
+};
+
+#endif /* SVCMAP_MAPS_H */

@@ -1,0 +1,102 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+/*
+ * Socket-level load balancing: translate the destination a socket asks for
+ * (a service frontend) into a backend once, at connect() or sendmsg(), and
+ * show the frontend again wherever the application looks at the peer.
+ */
+#ifndef SVCMAP_LIB_SOCK_LB_H
+#define SVCMAP_LIB_SOCK_LB_H
+
+#include "lb.h"
+
+static __always_inline void sock4_remember(struct bpf_sock_addr *ctx,
+					   const struct backend_value *be,
+					   const struct svc_key *frontend, __u32 rev_nat_id)
+{
+	struct sk_rev_nat_key key = {
+		.cookie = bpf_get_socket_cookie(ctx),
+		.addr = be->addr,
+		.port = be->port,
+	};
+	struct sk_rev_nat_value val = {
+		.addr = frontend->addr,
+		.port = frontend->port,
+		.rev_nat_id = rev_nat_id,
+	};
+
+	bpf_map_update_elem(&SVCMAP_MAP_SK_REVNAT, &key, &val, BPF_ANY);
+}
+
+/*
+ * Returns 0 when the destination is not a frontend or was translated, and a
+ * negative errno when the frontend exists but has nothing to connect to.
+ */
+static __always_inline int sock4_xlate_fwd(struct bpf_sock_addr *ctx)
+{
+	struct svc_key key = {
+		.addr = ctx->user_ip4,
+		.port = (__be16)ctx->user_port,
+		.scope = SVC_SCOPE_EXT,
+	};
+	struct svc_key frontend;
+	struct backend_value *be;
+	struct svc_value *svc;
+	__u32 backend_id = 0;
+	__u32 proto = ctx->protocol;
+
+	if (proto != IPPROTO_TCP && proto != IPPROTO_UDP)
+		return 0;
+	key.proto = (__u8)proto;
+	frontend = key;
+
+	svc = lb4_lookup_service(&key);
+	if (!svc && is_loopback4(key.addr)) {
+		/* 127.0.0.1:NodePort: the wildcard NodePort entry. */
+		key.addr = 0;
+		svc = lb4_lookup_service(&key);
+		if (svc && !(svc->flags & SVC_F_WILDCARD))
+			svc = NULL;
+	}
+	if (!svc)
+		return 0;
+	svc = lb4_internal_scope(&key, svc);
+	if (svc->count == 0)
+		return -ECONNREFUSED;
+	be = lb4_select_backend(&key, svc, &backend_id);
+	if (!be)
+		return -ECONNREFUSED;
+
+	sock4_remember(ctx, be, &frontend, svc->rev_nat_id);
+	ctx->user_ip4 = be->addr;
+	ctx->user_port = be->port;
+	return 0;
+}
+
+/* recvmsg and getpeername: a backend's address becomes the frontend's again. */
+static __always_inline void sock4_xlate_rev(struct bpf_sock_addr *ctx)
+{
+	struct sk_rev_nat_key key = {
+		.cookie = bpf_get_socket_cookie(ctx),
+		.addr = ctx->user_ip4,
+		.port = (__be16)ctx->user_port,
+	};
+	struct sk_rev_nat_value *val;
+	struct rev_nat_value *rnat;
+	__u32 id;
+
+	val = bpf_map_lookup_elem(&SVCMAP_MAP_SK_REVNAT, &key);
+	if (!val)
+		return;
+	/* The service may have been removed or replaced since: then the
+	 * application sees the real peer rather than a stale frontend. */
+	id = val->rev_nat_id;
+	rnat = bpf_map_lookup_elem(&SVCMAP_MAP_REVNAT, &id);
+	if (!rnat || rnat->addr != val->addr || rnat->port != val->port) {
+		bpf_map_delete_elem(&SVCMAP_MAP_SK_REVNAT, &key);
+		return;
+	}
+	ctx->user_ip4 = val->addr;
+	ctx->user_port = val->port;
+}
+
+#endif /* SVCMAP_LIB_SOCK_LB_H */

@@ -1,0 +1,50 @@
+// SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
+/*
+ * Entry file for the cgroup v2 socket hooks (IPv4). The logic lives in
+ * lib/sock_lb.h; this file only maps hooks to it.
+ */
+#include "lib/sock_lb.h"
+
+/* A frontend without backends fails at once with ECONNREFUSED instead of a
+ * connect that hangs on an address nobody answers. */
+static __always_inline int reject(int err)
+{
+	bpf_set_retval(err);
+	return SYS_REJECT;
+}
+
+SEC("cgroup/connect4")
+int svcmap_connect4(struct bpf_sock_addr *ctx)
+{
+	int err = sock4_xlate_fwd(ctx);
+
+	return err ? reject(err) : SYS_PROCEED;
+}
+
+/* Unconnected UDP: every datagram picks its backend. */
+SEC("cgroup/sendmsg4")
+int svcmap_sendmsg4(struct bpf_sock_addr *ctx)
+{
+	int err;
+
+	if (ctx->type != SOCK_DGRAM)
+		return SYS_PROCEED;
+	err = sock4_xlate_fwd(ctx);
+	return err ? reject(err) : SYS_PROCEED;
+}
+
+SEC("cgroup/recvmsg4")
+int svcmap_recvmsg4(struct bpf_sock_addr *ctx)
+{
+	sock4_xlate_rev(ctx);
+	return SYS_PROCEED;
+}
+
+SEC("cgroup/getpeername4")
+int svcmap_getpeername4(struct bpf_sock_addr *ctx)
+{
+	sock4_xlate_rev(ctx);
+	return SYS_PROCEED;
+}
+
+char _license[] SEC("license") = "Dual BSD/GPL";

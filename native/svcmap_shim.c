@@ -1,0 +1,352 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * A flat C ABI over the libbpf calls whose option structs change between
+ * libbpf versions (open opts, tc hooks, test runs, batch opts, info structs).
+ * Built against the installed libbpf headers, so the TypeScript side passes
+ * only ints, pointers to buffers and plain out-parameters, and never needs a
+ * libbpf struct offset.
+ *
+ * Every function returns 0 or a positive value on success and -errno on
+ * failure, like libbpf 1.x itself.
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/syscall.h>
+#include <linux/bpf.h>
+#include <linux/btf.h>
+#include <bpf/bpf.h>
+#include <bpf/btf.h>
+#include <bpf/libbpf.h>
+
+/* Newer than the UAPI headers of Debian 12; the values are kernel ABI. */
+#ifndef BPF_TCX_INGRESS
+#define SVCMAP_TCX_INGRESS 46
+#define SVCMAP_TCX_EGRESS 47
+#else
+#define SVCMAP_TCX_INGRESS BPF_TCX_INGRESS
+#define SVCMAP_TCX_EGRESS BPF_TCX_EGRESS
+#endif
+
+#define SHIM_API __attribute__((visibility("default")))
+
+SHIM_API int svcmap_shim_abi_version(void) { return 1; }
+
+/* ---- libbpf's own messages, captured so errors can carry them ---------- */
+
+static char log_ring[64 * 1024];
+static size_t log_len;
+static int log_echo_level = -1; /* echo to stderr at or below this level */
+
+static int capture_print(enum libbpf_print_level level, const char *fmt, va_list args)
+{
+	char line[2048];
+	va_list copy;
+	int n;
+
+	va_copy(copy, args);
+	n = vsnprintf(line, sizeof(line), fmt, copy);
+	va_end(copy);
+	if (n < 0)
+		return 0;
+	if ((size_t)n >= sizeof(line))
+		n = sizeof(line) - 1;
+	if ((int)level <= log_echo_level)
+		fputs(line, stderr);
+	if (level == LIBBPF_DEBUG)
+		return n;
+	/* Keep the newest text: drop the oldest half when full. */
+	if (log_len + (size_t)n >= sizeof(log_ring)) {
+		size_t keep = sizeof(log_ring) / 2;
+		if (log_len > keep) {
+			memmove(log_ring, log_ring + log_len - keep, keep);
+			log_len = keep;
+		}
+		if (log_len + (size_t)n >= sizeof(log_ring))
+			log_len = 0;
+	}
+	memcpy(log_ring + log_len, line, (size_t)n);
+	log_len += (size_t)n;
+	log_ring[log_len] = 0;
+	return n;
+}
+
+SHIM_API void svcmap_log_capture(int echo_level)
+{
+	log_echo_level = echo_level;
+	libbpf_set_print(capture_print);
+}
+
+/* Copies the captured text into buf (NUL-terminated) and clears it. */
+SHIM_API int svcmap_log_take(char *buf, size_t size)
+{
+	size_t n = log_len < size - 1 ? log_len : size - 1;
+
+	memcpy(buf, log_ring, n);
+	buf[n] = 0;
+	log_len = 0;
+	return (int)n;
+}
+
+/* ---- objects ------------------------------------------------------------ */
+
+/* Opens an ELF object; the verifier log of a failed load lands in log_buf. */
+SHIM_API struct bpf_object *svcmap_open(const char *path, const char *name,
+					 char *log_buf, size_t log_size, __u32 log_level)
+{
+	LIBBPF_OPTS(bpf_object_open_opts, opts,
+		    .object_name = name,
+		    .kernel_log_buf = log_buf,
+		    .kernel_log_size = log_size,
+		    .kernel_log_level = log_level);
+	struct bpf_object *obj = bpf_object__open_file(path, &opts);
+
+	if (!obj && !errno)
+		errno = EINVAL;
+	return obj;
+}
+
+/* ---- info about maps, programs and links -------------------------------- */
+
+SHIM_API int svcmap_map_info(int fd, __u32 *type, __u32 *id, __u32 *key_size,
+			     __u32 *value_size, __u32 *max_entries, __u32 *map_flags,
+			     char *name, size_t name_size)
+{
+	struct bpf_map_info info;
+	__u32 len = sizeof(info);
+	int err;
+
+	memset(&info, 0, sizeof(info));
+	err = bpf_obj_get_info_by_fd(fd, &info, &len);
+	if (err)
+		return err;
+	*type = info.type;
+	*id = info.id;
+	*key_size = info.key_size;
+	*value_size = info.value_size;
+	*max_entries = info.max_entries;
+	*map_flags = info.map_flags;
+	snprintf(name, name_size, "%s", info.name);
+	return 0;
+}
+
+SHIM_API int svcmap_prog_info(int fd, __u32 *type, __u32 *id, char *tag_hex,
+			      char *name, size_t name_size)
+{
+	struct bpf_prog_info info;
+	__u32 len = sizeof(info);
+	int err, i;
+
+	memset(&info, 0, sizeof(info));
+	err = bpf_obj_get_info_by_fd(fd, &info, &len);
+	if (err)
+		return err;
+	*type = info.type;
+	*id = info.id;
+	for (i = 0; i < BPF_TAG_SIZE; i++)
+		snprintf(tag_hex + 2 * i, 3, "%02x", info.tag[i]);
+	snprintf(name, name_size, "%s", info.name);
+	return 0;
+}
+
+/* target: the cgroup id for cgroup links, the ifindex for tcx links. */
+SHIM_API int svcmap_link_info(int fd, __u32 *type, __u32 *id, __u32 *prog_id,
+			      __u32 *attach_type, __u64 *target)
+{
+	struct bpf_link_info info;
+	__u32 len = sizeof(info);
+	int err;
+
+	memset(&info, 0, sizeof(info));
+	err = bpf_obj_get_info_by_fd(fd, &info, &len);
+	if (err)
+		return err;
+	*type = info.type;
+	*id = info.id;
+	*prog_id = info.prog_id;
+	*attach_type = 0;
+	*target = 0;
+	if (info.type == BPF_LINK_TYPE_CGROUP) {
+		*attach_type = info.cgroup.attach_type;
+		*target = info.cgroup.cgroup_id;
+	} else if (info.type == 11 /* BPF_LINK_TYPE_TCX */) {
+		/* link_info.tcx {ifindex, attach_type} sits where netns's fields do. */
+		*target = info.netns.netns_ino;
+		*attach_type = info.netns.attach_type;
+	}
+	return 0;
+}
+
+/* ---- batch map operations (elem_flags lives in an opts struct) ---------- */
+
+SHIM_API int svcmap_map_update_batch(int fd, const void *keys, const void *values,
+				     __u32 *count, __u64 elem_flags)
+{
+	LIBBPF_OPTS(bpf_map_batch_opts, opts, .elem_flags = elem_flags);
+
+	return bpf_map_update_batch(fd, keys, values, count, &opts);
+}
+
+SHIM_API int svcmap_map_delete_batch(int fd, const void *keys, __u32 *count)
+{
+	LIBBPF_OPTS(bpf_map_batch_opts, opts);
+
+	return bpf_map_delete_batch(fd, keys, count, &opts);
+}
+
+/* in_batch NULL starts from the beginning; -ENOENT means this was the last chunk. */
+SHIM_API int svcmap_map_lookup_batch(int fd, void *in_batch, void *out_batch,
+				     void *keys, void *values, __u32 *count)
+{
+	LIBBPF_OPTS(bpf_map_batch_opts, opts);
+
+	return bpf_map_lookup_batch(fd, in_batch, out_batch, keys, values, count, &opts);
+}
+
+/* ---- attach points ------------------------------------------------------- */
+
+/* tcx (kernel 6.6+): a link, not a qdisc filter; raw syscall because libbpf 1.1
+ * predates it. Returns the link fd. */
+SHIM_API int svcmap_tcx_link_create(int prog_fd, int ifindex, int ingress)
+{
+	union bpf_attr attr;
+	int fd;
+
+	memset(&attr, 0, sizeof(attr));
+	attr.link_create.prog_fd = prog_fd;
+	attr.link_create.target_ifindex = ifindex;
+	attr.link_create.attach_type = ingress ? SVCMAP_TCX_INGRESS : SVCMAP_TCX_EGRESS;
+	fd = syscall(__NR_bpf, BPF_LINK_CREATE, &attr, sizeof(attr));
+	return fd < 0 ? -errno : fd;
+}
+
+SHIM_API int svcmap_tcx_attach_type(int ingress)
+{
+	return ingress ? SVCMAP_TCX_INGRESS : SVCMAP_TCX_EGRESS;
+}
+
+/* Classic clsact + cls_bpf in direct-action mode, for kernels without tcx. */
+SHIM_API int svcmap_tc_attach(int ifindex, int ingress, int prog_fd, __u32 handle,
+			      __u32 priority, int replace)
+{
+	LIBBPF_OPTS(bpf_tc_hook, hook, .ifindex = ifindex,
+		    .attach_point = ingress ? BPF_TC_INGRESS : BPF_TC_EGRESS);
+	LIBBPF_OPTS(bpf_tc_opts, opts, .prog_fd = prog_fd, .handle = handle,
+		    .priority = priority, .flags = replace ? BPF_TC_F_REPLACE : 0);
+	int err = bpf_tc_hook_create(&hook);
+
+	if (err && err != -EEXIST)
+		return err;
+	return bpf_tc_attach(&hook, &opts);
+}
+
+SHIM_API int svcmap_tc_detach(int ifindex, int ingress, __u32 handle, __u32 priority)
+{
+	LIBBPF_OPTS(bpf_tc_hook, hook, .ifindex = ifindex,
+		    .attach_point = ingress ? BPF_TC_INGRESS : BPF_TC_EGRESS);
+	LIBBPF_OPTS(bpf_tc_opts, opts, .handle = handle, .priority = priority);
+
+	return bpf_tc_detach(&hook, &opts);
+}
+
+/* Returns the attached program id in *prog_id, or -ENOENT. */
+SHIM_API int svcmap_tc_query(int ifindex, int ingress, __u32 handle, __u32 priority,
+			     __u32 *prog_id)
+{
+	LIBBPF_OPTS(bpf_tc_hook, hook, .ifindex = ifindex,
+		    .attach_point = ingress ? BPF_TC_INGRESS : BPF_TC_EGRESS);
+	LIBBPF_OPTS(bpf_tc_opts, opts, .handle = handle, .priority = priority);
+	int err = bpf_tc_query(&hook, &opts);
+
+	if (!err)
+		*prog_id = opts.prog_id;
+	return err;
+}
+
+/* Removes the clsact qdisc (and with it every filter on both directions). */
+SHIM_API int svcmap_tc_hook_destroy(int ifindex)
+{
+	LIBBPF_OPTS(bpf_tc_hook, hook, .ifindex = ifindex,
+		    .attach_point = BPF_TC_INGRESS | BPF_TC_EGRESS);
+
+	return bpf_tc_hook_destroy(&hook);
+}
+
+/* ---- BPF_PROG_TEST_RUN ---------------------------------------------------- */
+
+SHIM_API int svcmap_prog_test_run(int prog_fd, const void *data_in, __u32 size_in,
+				  void *data_out, __u32 *size_out,
+				  const void *ctx_in, __u32 ctx_size_in,
+				  void *ctx_out, __u32 *ctx_size_out,
+				  __u32 repeat, __u32 *retval, __u32 *duration)
+{
+	LIBBPF_OPTS(bpf_test_run_opts, opts,
+		    .data_in = data_in, .data_size_in = size_in,
+		    .data_out = data_out, .data_size_out = *size_out,
+		    .ctx_in = ctx_in, .ctx_size_in = ctx_size_in,
+		    .ctx_out = ctx_out, .ctx_size_out = ctx_size_out ? *ctx_size_out : 0,
+		    .repeat = repeat);
+	int err = bpf_prog_test_run_opts(prog_fd, &opts);
+
+	if (err)
+		return err;
+	*size_out = opts.data_size_out;
+	if (ctx_size_out)
+		*ctx_size_out = opts.ctx_size_out;
+	*retval = opts.retval;
+	*duration = opts.duration;
+	return 0;
+}
+
+/* ---- BTF: struct layouts, for checking the TypeScript codecs ------------- */
+
+static const struct btf_type *find_struct(const struct btf *btf, const char *name, __s32 *id_out)
+{
+	__s32 id = btf__find_by_name_kind(btf, name, BTF_KIND_STRUCT);
+
+	if (id < 0)
+		return NULL;
+	if (id_out)
+		*id_out = id;
+	return btf__type_by_id(btf, id);
+}
+
+/* Size and member count of struct `name`, or -ENOENT. */
+SHIM_API int svcmap_btf_struct(const struct btf *btf, const char *name, __u32 *size,
+			       __u32 *members)
+{
+	const struct btf_type *t = find_struct(btf, name, NULL);
+
+	if (!t)
+		return -ENOENT;
+	*size = t->size;
+	*members = btf_vlen(t);
+	return 0;
+}
+
+/* Member idx of struct `name`: its name, bit offset, bitfield size (0 if
+ * none) and byte size. */
+SHIM_API int svcmap_btf_member(const struct btf *btf, const char *name, __u32 idx,
+			       char *member_name, size_t name_size, __u32 *bit_offset,
+			       __u32 *bitfield_size, __u32 *byte_size)
+{
+	const struct btf_type *t = find_struct(btf, name, NULL);
+	const struct btf_member *m;
+	__s64 sz;
+
+	if (!t)
+		return -ENOENT;
+	if (idx >= btf_vlen(t))
+		return -ERANGE;
+	m = btf_members(t) + idx;
+	snprintf(member_name, name_size, "%s", btf__name_by_offset(btf, m->name_off));
+	*bit_offset = btf_member_bit_offset(t, idx);
+	*bitfield_size = btf_member_bitfield_size(t, idx);
+	sz = btf__resolve_size(btf, m->type);
+	if (sz < 0)
+		return (int)sz;
+	*byte_size = (__u32)sz;
+	return 0;
+}

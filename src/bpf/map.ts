@@ -1,0 +1,276 @@
+// One BPF map by file descriptor: element and batch operations with every
+// buffer length checked against the map's key and value sizes (the FFI
+// cannot check them), and every failure turned into a BpfError.
+import { closeSync } from 'node:fs';
+import { BpfError, errnoNumber } from './errors.ts';
+import { cString, native } from './native.ts';
+
+export const BPF_ANY = 0n;
+export const BPF_NOEXIST = 1n;
+export const BPF_EXIST = 2n;
+
+export const MAP_TYPE_NAMES: Record<number, string> = {
+  1: 'hash', 2: 'array', 9: 'lru_hash', 11: 'lpm_trie', 10: 'lru_percpu_hash', 5: 'percpu_hash', 6: 'percpu_array',
+};
+
+export interface MapInfo {
+  type: number;
+  id: number;
+  keySize: number;
+  valueSize: number;
+  maxEntries: number;
+  flags: number;
+  name: string;
+}
+
+const ENOENT = errnoNumber('ENOENT');
+const ENOSPC = errnoNumber('ENOSPC');
+const EINVAL = errnoNumber('EINVAL');
+const ENOTSUPP = 524; // kernel-internal "not supported" that batch ops return for some map types
+
+export function mapInfoByFd(fd: number): MapInfo {
+  const u32 = () => Buffer.alloc(4);
+  const [type, id, keySize, valueSize, maxEntries, flags] = [u32(), u32(), u32(), u32(), u32(), u32()];
+  const name = Buffer.alloc(32);
+  const rc = native().mapInfo(fd, type, id, keySize, valueSize, maxEntries, flags, name, name.length) as number;
+  if (rc < 0) throw new BpfError(`map info of fd ${fd}`, rc, libbpfText(rc));
+  return {
+    type: type.readUInt32LE(),
+    id: id.readUInt32LE(),
+    keySize: keySize.readUInt32LE(),
+    valueSize: valueSize.readUInt32LE(),
+    maxEntries: maxEntries.readUInt32LE(),
+    flags: flags.readUInt32LE(),
+    name: cString(name),
+  };
+}
+
+export function libbpfText(rc: number): string {
+  const buf = Buffer.alloc(256);
+  native().strerror(rc, buf, buf.length);
+  return cString(buf);
+}
+
+export class BpfMap {
+  readonly fd: number;
+  readonly info: MapInfo;
+  /** What errors call this map: the pin path or the map name. */
+  readonly label: string;
+  #closed = false;
+  #batchOk = true;
+  #owned: boolean;
+
+  /** owned: close() closes the fd (false for an fd a loaded BpfObject owns). */
+  constructor(fd: number, label?: string, owned = true) {
+    this.fd = fd;
+    this.info = mapInfoByFd(fd);
+    this.label = label ?? this.info.name;
+    this.#owned = owned;
+  }
+
+  /** Opens a pinned map; the fd is owned by the returned object. */
+  static openPinned(path: string): BpfMap {
+    const fd = native().objGet(path) as number;
+    if (fd < 0) throw new BpfError(`open pinned map ${path}`, fd, libbpfText(fd));
+    return new BpfMap(fd, path);
+  }
+
+  /** A new unpinned map, e.g. for tests of the codecs and writers. */
+  static create(type: number, name: string, keySize: number, valueSize: number, maxEntries: number): BpfMap {
+    if (name.length > 15) throw new Error(`map name ${name} is longer than 15 characters`);
+    const fd = native().mapCreate(type, name, keySize, valueSize, maxEntries, null) as number;
+    if (fd < 0) throw new BpfError(`create map ${name}`, fd, libbpfText(fd));
+    return new BpfMap(fd, name);
+  }
+
+  get keySize(): number { return this.info.keySize; }
+  get valueSize(): number { return this.info.valueSize; }
+  get maxEntries(): number { return this.info.maxEntries; }
+
+  #checkKey(key: Buffer, op: string): void {
+    if (key.length !== this.keySize) {
+      throw new Error(`${op} ${this.label}: key is ${key.length} bytes, the map's key_size is ${this.keySize}`);
+    }
+  }
+
+  #checkValue(value: Buffer, op: string): void {
+    if (value.length !== this.valueSize) {
+      throw new Error(`${op} ${this.label}: value is ${value.length} bytes, the map's value_size is ${this.valueSize}`);
+    }
+  }
+
+  #fail(op: string, rc: number): never {
+    throw new BpfError(`${op} ${this.label}`, rc, libbpfText(rc));
+  }
+
+  lookup(key: Buffer): Buffer | undefined {
+    this.#checkKey(key, 'lookup');
+    const value = Buffer.alloc(this.valueSize);
+    const rc = native().mapLookup(this.fd, key, value) as number;
+    if (rc === -ENOENT) return undefined;
+    if (rc < 0) this.#fail('lookup', rc);
+    return value;
+  }
+
+  update(key: Buffer, value: Buffer, flags: bigint = BPF_ANY): void {
+    this.#checkKey(key, 'update');
+    this.#checkValue(value, 'update');
+    const rc = native().mapUpdate(this.fd, key, value, flags) as number;
+    if (rc < 0) this.#fail('update', rc);
+  }
+
+  /** False when the key was not there. */
+  delete(key: Buffer): boolean {
+    this.#checkKey(key, 'delete');
+    const rc = native().mapDelete(this.fd, key) as number;
+    if (rc === -ENOENT) return false;
+    if (rc < 0) this.#fail('delete', rc);
+    return true;
+  }
+
+  /** Every key, one syscall each; use entries() for bulk reads. */
+  keys(): Buffer[] {
+    const out: Buffer[] = [];
+    let prev: Buffer | null = null;
+    for (;;) {
+      const next = Buffer.alloc(this.keySize);
+      const rc = native().mapNextKey(this.fd, prev, next) as number;
+      if (rc === -ENOENT) return out;
+      if (rc < 0) this.#fail('next key', rc);
+      out.push(next);
+      prev = next;
+    }
+  }
+
+  /** Every entry, read with BPF_MAP_LOOKUP_BATCH where the kernel has it. */
+  entries(): Array<[Buffer, Buffer]> {
+    if (this.#batchOk) {
+      const got = this.#lookupAllBatched();
+      if (got) return got;
+    }
+    const out: Array<[Buffer, Buffer]> = [];
+    for (const key of this.keys()) {
+      const value = this.lookup(key);
+      if (value) out.push([key, value]); // deleted since keys() saw it
+    }
+    return out;
+  }
+
+  #lookupAllBatched(): Array<[Buffer, Buffer]> | undefined {
+    const out: Array<[Buffer, Buffer]> = [];
+    let chunk = 4096;
+    const tokenSize = Math.max(this.keySize, 8);
+    let inBatch: Buffer | null = null;
+    for (;;) {
+      const keys = Buffer.alloc(chunk * this.keySize);
+      const values = Buffer.alloc(chunk * this.valueSize);
+      const outBatch = Buffer.alloc(tokenSize);
+      const count = Buffer.alloc(4);
+      count.writeUInt32LE(chunk);
+      const rc = native().mapLookupBatch(this.fd, inBatch, outBatch, keys, values, count) as number;
+      if (rc === -EINVAL || rc === -ENOTSUPP) {
+        if (out.length === 0 && inBatch === null) {
+          this.#batchOk = false;
+          return undefined;
+        }
+        this.#fail('lookup batch', rc);
+      }
+      if (rc === -ENOSPC) { // one hash bucket holds more than `chunk` entries
+        chunk *= 2;
+        continue;
+      }
+      if (rc < 0 && rc !== -ENOENT) this.#fail('lookup batch', rc);
+      const n = count.readUInt32LE();
+      for (let i = 0; i < n; i++) {
+        out.push([
+          Buffer.from(keys.subarray(i * this.keySize, (i + 1) * this.keySize)),
+          Buffer.from(values.subarray(i * this.valueSize, (i + 1) * this.valueSize)),
+        ]);
+      }
+      if (rc === -ENOENT) return out;
+      inBatch = outBatch;
+    }
+  }
+
+  /**
+   * Writes `count` packed keys and values in one BPF_MAP_UPDATE_BATCH (or
+   * one update per element where the kernel lacks it). On failure the error
+   * says how many elements were written before it: `processed`.
+   */
+  updateBatch(keys: Buffer, values: Buffer, count: number, flags: bigint = BPF_ANY): void {
+    if (count === 0) return;
+    if (keys.length !== count * this.keySize) throw new Error(`update batch ${this.label}: ${keys.length} key bytes for ${count} keys of ${this.keySize}`);
+    if (values.length !== count * this.valueSize) throw new Error(`update batch ${this.label}: ${values.length} value bytes for ${count} values of ${this.valueSize}`);
+    if (this.#batchOk) {
+      const n = Buffer.alloc(4);
+      n.writeUInt32LE(count);
+      const rc = native().mapUpdateBatch(this.fd, keys, values, n, flags) as number;
+      if (rc === 0) return;
+      const processed = n.readUInt32LE();
+      if ((rc === -EINVAL || rc === -ENOTSUPP) && processed === 0) {
+        this.#batchOk = false;
+      } else {
+        throw new BatchError(`update batch ${this.label}`, rc, processed, count);
+      }
+    }
+    for (let i = 0; i < count; i++) {
+      const rc = native().mapUpdate(this.fd, keys.subarray(i * this.keySize, (i + 1) * this.keySize),
+        values.subarray(i * this.valueSize, (i + 1) * this.valueSize), flags) as number;
+      if (rc < 0) throw new BatchError(`update ${this.label}`, rc, i, count);
+    }
+  }
+
+  /** Deletes `count` packed keys; every key must exist (ENOENT stops the batch). */
+  deleteBatch(keys: Buffer, count: number): void {
+    if (count === 0) return;
+    if (keys.length !== count * this.keySize) throw new Error(`delete batch ${this.label}: ${keys.length} key bytes for ${count} keys of ${this.keySize}`);
+    if (this.#batchOk) {
+      const n = Buffer.alloc(4);
+      n.writeUInt32LE(count);
+      const rc = native().mapDeleteBatch(this.fd, keys, n) as number;
+      if (rc === 0) return;
+      const processed = n.readUInt32LE();
+      if (rc === -ENOENT) {
+        // Already gone (e.g. an LRU eviction): skip it and go on with the rest.
+        const rest = count - processed - 1;
+        if (rest > 0) this.deleteBatch(keys.subarray((processed + 1) * this.keySize), rest);
+        return;
+      }
+      if ((rc === -EINVAL || rc === -ENOTSUPP) && processed === 0) {
+        this.#batchOk = false;
+      } else {
+        throw new BatchError(`delete batch ${this.label}`, rc, processed, count);
+      }
+    }
+    for (let i = 0; i < count; i++) {
+      const rc = native().mapDelete(this.fd, keys.subarray(i * this.keySize, (i + 1) * this.keySize)) as number;
+      if (rc < 0 && rc !== -ENOENT) throw new BatchError(`delete ${this.label}`, rc, i, count);
+    }
+  }
+
+  /** Number of entries, by walking the keys (maps have no counter before 6.6's map_extra). */
+  count(): number {
+    return this.entries().length;
+  }
+
+  pin(path: string): void {
+    const rc = native().objPin(this.fd, path) as number;
+    if (rc < 0) this.#fail(`pin at ${path}`, rc);
+  }
+
+  close(): void {
+    if (this.#closed) return;
+    this.#closed = true;
+    if (this.#owned) closeSync(this.fd);
+  }
+}
+
+export class BatchError extends BpfError {
+  readonly processed: number;
+  readonly requested: number;
+  constructor(op: string, rc: number, processed: number, requested: number) {
+    super(op, rc, `${libbpfText(rc)} after ${processed} of ${requested} elements`);
+    this.processed = processed;
+    this.requested = requested;
+  }
+}

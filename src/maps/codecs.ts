@@ -1,0 +1,122 @@
+// One codec per BPF map key and value: typed TypeScript objects to and from
+// the bytes the datapath reads. The layouts mirror bpf/include/svcmap_maps.h
+// and are checked against its BTF at load (see btf-check.ts).
+import { type Decoded, type StructLayout, decodeFrom, encodeInto, field, pad, scalar, struct } from './layout.ts';
+
+export interface Codec<T> {
+  layout: StructLayout;
+  encode(obj: T, buf: Buffer, off: number): void;
+  decode(buf: Buffer, off: number): T;
+}
+
+function codec<T>(layout: StructLayout): Codec<T> {
+  return {
+    layout,
+    encode: (obj, buf, off) => encodeInto(layout, obj as unknown as Decoded, buf, off),
+    decode: (buf, off) => decodeFrom(layout, buf, off) as unknown as T,
+  };
+}
+
+function scalarCodec(layout: StructLayout): Codec<number> {
+  return {
+    layout,
+    encode: (v, buf, off) => encodeInto(layout, { value: v }, buf, off),
+    decode: (buf, off) => decodeFrom(layout, buf, off).value as number,
+  };
+}
+
+export interface SvcKey {
+  addr: string;
+  port: number;
+  slot: number;
+  proto: number;
+  scope: number;
+}
+
+export interface SvcValue {
+  backend_id: number;
+  rev_nat_id: number;
+  count: number;
+  flags: number;
+  algorithm: number;
+  affinity_timeout: number;
+}
+
+export interface BackendValue {
+  addr: string;
+  port: number;
+  proto: number;
+  state: number;
+  flags: number;
+  zone: number;
+}
+
+export interface RevNatValue {
+  addr: string;
+  port: number;
+}
+
+export interface SkRevNatKey {
+  cookie: bigint;
+  addr: string;
+  port: number;
+}
+
+export interface SkRevNatValue {
+  addr: string;
+  port: number;
+  rev_nat_id: number;
+}
+
+export const svcKey = codec<SvcKey>(struct('svc_key', 12, [
+  field('addr', 0, 'ipv4'),
+  field('port', 4, 'be16'),
+  field('slot', 6, 'u16'),
+  field('proto', 8, 'u8'),
+  field('scope', 9, 'u8'),
+  pad('pad', 10, 2),
+]));
+
+export const svcValue = codec<SvcValue>(struct('svc_value', 20, [
+  field('backend_id', 0, 'u32'),
+  field('rev_nat_id', 4, 'u32'),
+  field('count', 8, 'u16'),
+  field('flags', 10, 'u16'),
+  field('algorithm', 12, 'u8'),
+  pad('pad', 13, 3),
+  field('affinity_timeout', 16, 'u32'),
+]));
+
+export const backendId = scalarCodec(scalar('__u32', 'u32'));
+
+export const backendValue = codec<BackendValue>(struct('backend_value', 12, [
+  field('addr', 0, 'ipv4'),
+  field('port', 4, 'be16'),
+  field('proto', 6, 'u8'),
+  field('state', 7, 'u8'),
+  field('flags', 8, 'u8'),
+  pad('pad', 9, 1),
+  field('zone', 10, 'u16'),
+]));
+
+export const revNatId = scalarCodec(scalar('__u32', 'u32'));
+
+export const revNatValue = codec<RevNatValue>(struct('rev_nat_value', 8, [
+  field('addr', 0, 'ipv4'),
+  field('port', 4, 'be16'),
+  pad('pad', 6, 2),
+]));
+
+export const skRevNatKey = codec<SkRevNatKey>(struct('sk_rev_nat_key', 16, [
+  field('cookie', 0, 'u64'),
+  field('addr', 8, 'ipv4'),
+  field('port', 12, 'be16'),
+  pad('pad', 14, 2),
+]));
+
+export const skRevNatValue = codec<SkRevNatValue>(struct('sk_rev_nat_value', 12, [
+  field('addr', 0, 'ipv4'),
+  field('port', 4, 'be16'),
+  pad('pad', 6, 2),
+  field('rev_nat_id', 8, 'u32'),
+]));

@@ -1,0 +1,57 @@
+// The datapath's constants, mirrored from bpf/include/svcmap_maps.h (a test
+// parses the header and compares every one of them).
+
+export const MAP_SERVICES = 'svcmap_svc';
+export const MAP_BACKENDS = 'svcmap_be';
+export const MAP_REVNAT = 'svcmap_revnat';
+export const MAP_SK_REVNAT = 'svcmap_sk_rnat';
+
+export const SVC_SCOPE_EXT = 0;
+export const SVC_SCOPE_INT = 1;
+
+export const SVC_F_CLUSTERIP = 0x0001;
+export const SVC_F_NODEPORT = 0x0002;
+export const SVC_F_EXTERNALIP = 0x0004;
+export const SVC_F_LOADBALANCER = 0x0008;
+export const SVC_F_ETP_LOCAL = 0x0010;
+export const SVC_F_ITP_LOCAL = 0x0020;
+export const SVC_F_AFFINITY = 0x0040;
+export const SVC_F_WILDCARD = 0x0080;
+export const SVC_F_SRC_RANGES = 0x0100;
+export const SVC_F_TWO_SCOPES = 0x0200;
+
+export const LB_ALG_RANDOM = 0;
+
+export const BACKEND_STATE_ACTIVE = 0;
+export const BACKEND_STATE_TERMINATING = 1;
+
+export const BACKEND_F_LOCAL = 0x01;
+
+export const IPPROTO_TCP = 6;
+export const IPPROTO_UDP = 17;
+
+/** Flag names for display, in bit order. */
+export const SVC_FLAG_NAMES: Array<[number, string]> = [
+  [SVC_F_CLUSTERIP, 'ClusterIP'],
+  [SVC_F_NODEPORT, 'NodePort'],
+  [SVC_F_EXTERNALIP, 'ExternalIP'],
+  [SVC_F_LOADBALANCER, 'LoadBalancer'],
+  [SVC_F_ETP_LOCAL, 'ETP=Local'],
+  [SVC_F_ITP_LOCAL, 'ITP=Local'],
+  [SVC_F_AFFINITY, 'affinity'],
+  [SVC_F_WILDCARD, 'wildcard'],
+  [SVC_F_SRC_RANGES, 'source-ranges'],
+  [SVC_F_TWO_SCOPES, 'two-scopes'],
+];
+
+export function flagNames(flags: number): string[] {
+  return SVC_FLAG_NAMES.filter(([bit]) => flags & bit).map(([, name]) => name);
+}
+
+export function protoName(proto: number): string {
+  return proto === IPPROTO_TCP ? 'TCP' : proto === IPPROTO_UDP ? 'UDP' : `proto${proto}`;
+}
+
+export function protoNumber(name: 'TCP' | 'UDP'): number {
+  return name === 'TCP' ? IPPROTO_TCP : IPPROTO_UDP;
+}

@@ -1,0 +1,34 @@
+// The maps the datapath shares with the agent, with their codecs and default
+// capacities. The order is the order `svcmap status` and `dump` list them.
+import * as c from './codecs.ts';
+import type { Codec } from './codecs.ts';
+import { MAP_BACKENDS, MAP_REVNAT, MAP_SERVICES, MAP_SK_REVNAT } from './constants.ts';
+
+export interface MapSpec<K = unknown, V = unknown> {
+  name: string;
+  key: Codec<K>;
+  value: Codec<V>;
+  /** What the map is for, for status and docs. */
+  purpose: string;
+  /** The flag that resizes it, when it can be resized. */
+  sizeFlag?: string;
+}
+
+export const servicesMap: MapSpec<c.SvcKey, c.SvcValue> = {
+  name: MAP_SERVICES, key: c.svcKey, value: c.svcValue,
+  purpose: 'frontend -> master entry and backend slots', sizeFlag: '--max-services',
+};
+export const backendsMap: MapSpec<number, c.BackendValue> = {
+  name: MAP_BACKENDS, key: c.backendId, value: c.backendValue,
+  purpose: 'backend id -> endpoint', sizeFlag: '--max-backends',
+};
+export const revNatMap: MapSpec<number, c.RevNatValue> = {
+  name: MAP_REVNAT, key: c.revNatId, value: c.revNatValue,
+  purpose: 'reverse NAT id -> frontend', sizeFlag: '--max-services',
+};
+export const skRevNatMap: MapSpec<c.SkRevNatKey, c.SkRevNatValue> = {
+  name: MAP_SK_REVNAT, key: c.skRevNatKey, value: c.skRevNatValue,
+  purpose: 'socket -> frontend it asked for (LRU)',
+};
+
+export const ALL_MAPS: readonly MapSpec[] = [servicesMap, backendsMap, revNatMap, skRevNatMap] as MapSpec[];

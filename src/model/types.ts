@@ -1,0 +1,82 @@
+// The desired state: what the BPF maps should hold, derived from Kubernetes
+// objects by pure functions in this folder. src/sync/ compares it with what the
+// maps hold; nothing here knows about maps, files or the API server.
+
+export type Protocol = 'TCP' | 'UDP';
+
+/** active: a ready endpoint. terminating: serving+terminating, used only while no endpoint is ready. */
+export type BackendState = 'active' | 'terminating';
+
+export interface Backend {
+  ip: string; // dotted IPv4
+  port: number; // 1..65535
+  protocol: Protocol;
+  state: BackendState;
+  nodeName?: string;
+  zone?: string;
+  /** The endpoint runs on the node the agent serves (nodeName matches). */
+  local: boolean;
+}
+
+export type FrontendType = 'ClusterIP' | 'NodePort' | 'ExternalIP' | 'LoadBalancer';
+
+/** external: what traffic from outside the node (and ClusterIP traffic) sees; internal: the all-backends twin of an ETP=Local frontend. */
+export type Scope = 'external' | 'internal';
+
+export interface ServiceRef {
+  namespace: string;
+  name: string;
+  /** The Service port's name ('' for a single unnamed port). */
+  portName: string;
+}
+
+export interface Frontend {
+  /** Canonical identity: `${ip}:${port}/${protocol}` plus `/internal` for the internal scope. */
+  key: string;
+  ip: string; // dotted IPv4; 0.0.0.0 for the NodePort wildcard entry
+  port: number;
+  protocol: Protocol;
+  scope: Scope;
+  type: FrontendType;
+  service: ServiceRef;
+  /** externalTrafficPolicy: Local (NodePort, LoadBalancer, ExternalIP frontends). */
+  externalLocal: boolean;
+  /** internalTrafficPolicy: Local (ClusterIP frontends). */
+  internalLocal: boolean;
+  /** NodePort frontend that matches any local address (socket LB for 127.0.0.1:NodePort). */
+  wildcard: boolean;
+  /** A twin entry with scope 'internal' exists (ETP=Local). */
+  twoScopes: boolean;
+  /** sessionAffinity: ClientIP timeout in seconds, or 0 for none. */
+  affinityTimeoutSeconds: number;
+  /** loadBalancerSourceRanges as CIDR strings (LoadBalancer frontends); empty = no restriction. */
+  sourceRanges: string[];
+  /** Deduplicated, sorted by ip then port. Empty means the service rejects connections. */
+  backends: Backend[];
+}
+
+export interface DesiredState {
+  /** Keyed by Frontend.key. */
+  frontends: Map<string, Frontend>;
+}
+
+/** Something wrong with one object, reported and skipped; other objects are unaffected. */
+export interface Problem {
+  kind: string; // 'Service', 'EndpointSlice', 'Node', or the object's kind
+  namespace: string; // '' for cluster-scoped or unknown
+  name: string; // '' when the object has no name
+  /** Field path, e.g. `endpoints[1].addresses[0]`; '' for the object as a whole. */
+  path: string;
+  message: string;
+  /** Where it came from: a file path (file source) or 'api' (Kubernetes source). */
+  source?: string;
+  /** 'error': object skipped; 'warning': object used, one part ignored (e.g. an IPv6 ClusterIP). */
+  severity: 'error' | 'warning';
+}
+
+/** The node the agent runs on: its name (for local endpoints) and addresses (for NodePort frontends). */
+export interface NodeInfo {
+  name: string;
+  /** IPv4 addresses NodePort frontends listen on (InternalIP, ExternalIP). */
+  addresses: string[];
+}

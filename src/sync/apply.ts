@@ -1,0 +1,49 @@
+// Carries out a plan against the maps, phase by phase, each phase one batch
+// syscall per map. Stops at the first failure: every earlier phase is whole,
+// so the maps stay consistent for readers, and the caller re-reads them.
+import type { BackendValue, RevNatValue, SvcKey, SvcValue } from '../maps/codecs.ts';
+import type { Plan } from './plan.ts';
+
+/** The writes the sync engine makes; the real one is DatapathMaps, tests may record. */
+export interface MapWriter {
+  putBackends(entries: ReadonlyArray<readonly [number, BackendValue]>): void;
+  putRevNat(entries: ReadonlyArray<readonly [number, RevNatValue]>): void;
+  putServices(entries: ReadonlyArray<readonly [SvcKey, SvcValue]>): void;
+  deleteServices(keys: readonly SvcKey[]): void;
+  deleteRevNat(ids: readonly number[]): void;
+  deleteBackends(ids: readonly number[]): void;
+}
+
+export const PHASES = ['backends', 'revnat', 'slots', 'masters', 'removed-masters', 'stale-slots', 'stale-revnat', 'stale-backends'] as const;
+export type Phase = (typeof PHASES)[number];
+
+export class ApplyError extends Error {
+  readonly phase: Phase;
+  override readonly cause: unknown;
+  constructor(phase: Phase, cause: unknown) {
+    super(`writing ${phase} failed: ${(cause as Error)?.message ?? String(cause)}`);
+    this.name = 'ApplyError';
+    this.phase = phase;
+    this.cause = cause;
+  }
+}
+
+export function applyPlan(plan: Plan, w: MapWriter): void {
+  const steps: Array<[Phase, () => void]> = [
+    ['backends', () => w.putBackends(plan.backendUpserts)],
+    ['revnat', () => w.putRevNat(plan.revNatUpserts)],
+    ['slots', () => w.putServices(plan.slotUpserts)],
+    ['masters', () => w.putServices(plan.masterUpserts)],
+    ['removed-masters', () => w.deleteServices(plan.masterDeletes)],
+    ['stale-slots', () => w.deleteServices(plan.slotDeletes)],
+    ['stale-revnat', () => w.deleteRevNat(plan.revNatDeletes)],
+    ['stale-backends', () => w.deleteBackends(plan.backendDeletes)],
+  ];
+  for (const [phase, run] of steps) {
+    try {
+      run();
+    } catch (err) {
+      throw new ApplyError(phase, err);
+    }
+  }
+}

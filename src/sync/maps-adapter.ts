@@ -1,0 +1,31 @@
+// The sync engine's view of the real maps: read the state back, know their
+// capacities, write batches.
+import type { BackendValue, RevNatValue, SvcKey, SvcValue } from '../maps/codecs.ts';
+import type { DatapathMaps } from '../maps/datapath-maps.ts';
+import type { MapWriter } from './apply.ts';
+import type { Capacity } from './plan.ts';
+import type { MapSource } from './syncer.ts';
+import { type MapState, stateFromEntries } from './state.ts';
+
+export class MapsAdapter implements MapSource, MapWriter {
+  readonly maps: DatapathMaps;
+  constructor(maps: DatapathMaps) {
+    this.maps = maps;
+  }
+  readState(): MapState {
+    return stateFromEntries(this.maps.services.entries(), this.maps.backends.entries(), this.maps.revNat.entries());
+  }
+  capacity(): Capacity {
+    return {
+      services: this.maps.services.raw.maxEntries,
+      backends: this.maps.backends.raw.maxEntries,
+      revNat: this.maps.revNat.raw.maxEntries,
+    };
+  }
+  putBackends(entries: ReadonlyArray<readonly [number, BackendValue]>): void { this.maps.backends.putMany(entries); }
+  putRevNat(entries: ReadonlyArray<readonly [number, RevNatValue]>): void { this.maps.revNat.putMany(entries); }
+  putServices(entries: ReadonlyArray<readonly [SvcKey, SvcValue]>): void { this.maps.services.putMany(entries); }
+  deleteServices(keys: readonly SvcKey[]): void { this.maps.services.deleteMany(keys); }
+  deleteRevNat(ids: readonly number[]): void { this.maps.revNat.deleteMany(ids); }
+  deleteBackends(ids: readonly number[]): void { this.maps.backends.deleteMany(ids); }
+}

@@ -1,0 +1,58 @@
+// Codecs round-trip, put bytes where the C structs have them, and use network
+// byte order for addresses and ports.
+import t from 'tap';
+import * as c from '../../src/maps/codecs.ts';
+import { ALL_MAPS } from '../../src/maps/registry.ts';
+import { ipv4ToU32, layoutProblems, u32ToIpv4 } from '../../src/maps/layout.ts';
+
+const roundTrip = <T>(codec: c.Codec<T>, v: T): T => {
+  const buf = Buffer.alloc(codec.layout.size + 8, 0xee);
+  codec.encode(v, buf, 4);
+  t.equal(buf[3], 0xee, `${codec.layout.cName}: does not write before its offset`);
+  t.equal(buf[4 + codec.layout.size], 0xee, `${codec.layout.cName}: does not write past its size`);
+  return codec.decode(buf, 4);
+};
+
+t.test('every codec round-trips', async (t) => {
+  const key: c.SvcKey = { addr: '10.96.0.10', port: 443, slot: 7, proto: 6, scope: 1 };
+  t.same(roundTrip(c.svcKey, key), key);
+  const val: c.SvcValue = { backend_id: 0xfffffffe, rev_nat_id: 70000, count: 65535, flags: 0x2ff, algorithm: 0, affinity_timeout: 10800 };
+  t.same(roundTrip(c.svcValue, val), val);
+  const be: c.BackendValue = { addr: '255.255.255.254', port: 65535, proto: 17, state: 1, flags: 1, zone: 513 };
+  t.same(roundTrip(c.backendValue, be), be);
+  t.equal(roundTrip(c.backendId, 123456789), 123456789);
+  t.same(roundTrip(c.revNatValue, { addr: '1.2.3.4', port: 53 }), { addr: '1.2.3.4', port: 53 });
+  const sk: c.SkRevNatKey = { cookie: 0x1234_5678_9abc_def0n, addr: '10.244.1.2', port: 8080 };
+  t.same(roundTrip(c.skRevNatKey, sk), sk);
+  t.same(roundTrip(c.skRevNatValue, { addr: '10.96.0.1', port: 80, rev_nat_id: 9 }), { addr: '10.96.0.1', port: 80, rev_nat_id: 9 });
+});
+
+t.test('addresses and ports are network byte order, ids host order', async (t) => {
+  const buf = Buffer.alloc(12);
+  c.svcKey.encode({ addr: '10.96.0.10', port: 0x1f90, slot: 0x0102, proto: 6, scope: 0 }, buf, 0);
+  t.same([...buf.subarray(0, 4)], [10, 96, 0, 10], 'address bytes in order');
+  t.same([...buf.subarray(4, 6)], [0x1f, 0x90], 'port big-endian');
+  t.equal(buf.readUInt16LE(6), 0x0102, 'slot in host (little-endian) order');
+  t.equal(buf[8], 6);
+  t.same([...buf.subarray(10, 12)], [0, 0], 'padding is zero');
+});
+
+t.test('padding is zeroed even when the buffer was dirty', async (t) => {
+  const buf = Buffer.alloc(20, 0xff);
+  c.svcValue.encode({ backend_id: 1, rev_nat_id: 2, count: 3, flags: 4, algorithm: 5, affinity_timeout: 6 }, buf, 0);
+  t.same([...buf.subarray(13, 16)], [0, 0, 0]);
+});
+
+t.test('layouts are well formed', async (t) => {
+  for (const spec of ALL_MAPS) {
+    t.same(layoutProblems(spec.key.layout), [], `${spec.name} key`);
+    t.same(layoutProblems(spec.value.layout), [], `${spec.name} value`);
+  }
+});
+
+t.test('ipv4 conversion rejects what is not an address', async (t) => {
+  t.equal(u32ToIpv4(ipv4ToU32('192.168.1.255')), '192.168.1.255');
+  for (const bad of ['10.0.0.300', '10.0.0', 'a.b.c.d', '', '1.2.3.4.5', '01.2.3.-4']) {
+    t.throws(() => ipv4ToU32(bad), { message: /not an IPv4 address/ }, bad);
+  }
+});

@@ -1,0 +1,44 @@
+// The constants in src/maps/constants.ts mirror bpf/include/svcmap_maps.h:
+// every #define the agent relies on is parsed out of the header and compared.
+import { readFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import t from 'tap';
+import * as k from '../../src/maps/constants.ts';
+
+const header = readFileSync(fileURLToPath(new URL('../../bpf/include/svcmap_maps.h', import.meta.url)), 'utf8');
+const defines = new Map<string, string>();
+for (const m of header.matchAll(/^#define\s+(\w+)\s+(\S+)/gm)) defines.set(m[1]!, m[2]!);
+
+const numeric: Record<string, number> = {
+  SVC_SCOPE_EXT: k.SVC_SCOPE_EXT, SVC_SCOPE_INT: k.SVC_SCOPE_INT,
+  SVC_F_CLUSTERIP: k.SVC_F_CLUSTERIP, SVC_F_NODEPORT: k.SVC_F_NODEPORT, SVC_F_EXTERNALIP: k.SVC_F_EXTERNALIP,
+  SVC_F_LOADBALANCER: k.SVC_F_LOADBALANCER, SVC_F_ETP_LOCAL: k.SVC_F_ETP_LOCAL, SVC_F_ITP_LOCAL: k.SVC_F_ITP_LOCAL,
+  SVC_F_AFFINITY: k.SVC_F_AFFINITY, SVC_F_WILDCARD: k.SVC_F_WILDCARD, SVC_F_SRC_RANGES: k.SVC_F_SRC_RANGES,
+  SVC_F_TWO_SCOPES: k.SVC_F_TWO_SCOPES, LB_ALG_RANDOM: k.LB_ALG_RANDOM,
+  BACKEND_STATE_ACTIVE: k.BACKEND_STATE_ACTIVE, BACKEND_STATE_TERMINATING: k.BACKEND_STATE_TERMINATING,
+  BACKEND_F_LOCAL: k.BACKEND_F_LOCAL,
+};
+
+t.test('numeric constants match the header', async (t) => {
+  for (const [name, value] of Object.entries(numeric)) {
+    const raw = defines.get(name);
+    t.ok(raw !== undefined, `${name} is defined in the header`);
+    t.equal(Number(raw), value, name);
+  }
+});
+
+t.test('map names match the header and fit the kernel limit', async (t) => {
+  const names: Record<string, string> = {
+    SVCMAP_MAP_SERVICES: k.MAP_SERVICES, SVCMAP_MAP_BACKENDS: k.MAP_BACKENDS,
+    SVCMAP_MAP_REVNAT: k.MAP_REVNAT, SVCMAP_MAP_SK_REVNAT: k.MAP_SK_REVNAT,
+  };
+  for (const [macro, name] of Object.entries(names)) {
+    t.equal(defines.get(macro), name, macro);
+    t.ok(name.length <= 15, `${name} has at most 15 characters`);
+  }
+});
+
+t.test('every SVC_F_ flag in the header is mirrored', async (t) => {
+  const inHeader = [...defines.keys()].filter((n) => n.startsWith('SVC_F_'));
+  t.same(inHeader.sort(), Object.keys(numeric).filter((n) => n.startsWith('SVC_F_')).sort());
+});

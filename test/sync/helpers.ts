@@ -1,0 +1,81 @@
+// An in-memory stand-in for the three maps, applying writes one element at a
+// time so that tests can look at every intermediate state a reader could see.
+import type { BackendValue, RevNatValue, SvcKey, SvcValue } from '../../src/maps/codecs.ts';
+import type { MapWriter } from '../../src/sync/apply.ts';
+import type { Capacity } from '../../src/sync/plan.ts';
+import type { MapSource } from '../../src/sync/syncer.ts';
+import { type MapState, stateFromEntries } from '../../src/sync/state.ts';
+import type { FrontendTarget } from '../../src/sync/targets.ts';
+
+const sk = (k: SvcKey) => `${k.addr}:${k.port}/${k.proto}/${k.scope}#${k.slot}`;
+
+export class MemoryMaps implements MapSource, MapWriter {
+  services = new Map<string, [SvcKey, SvcValue]>();
+  backends = new Map<number, BackendValue>();
+  revNat = new Map<number, RevNatValue>();
+  cap: Capacity = { services: 1 << 20, backends: 1 << 20, revNat: 1 << 20 };
+  /** Called after every single element written or deleted. */
+  onWrite: (what: string) => void = () => {};
+  writes: string[] = [];
+
+  readState(): MapState {
+    return stateFromEntries([...this.services.values()], [...this.backends], [...this.revNat]);
+  }
+  capacity(): Capacity { return this.cap; }
+  #check(size: number, max: number, name: string) {
+    if (size > max) throw new Error(`${name} map full`);
+  }
+  putBackends(e: ReadonlyArray<readonly [number, BackendValue]>) {
+    for (const [id, v] of e) { this.backends.set(id, { ...v }); this.#check(this.backends.size, this.cap.backends, 'backends'); this.#w(`backend+${id}`); }
+  }
+  putRevNat(e: ReadonlyArray<readonly [number, RevNatValue]>) {
+    for (const [id, v] of e) { this.revNat.set(id, { ...v }); this.#w(`revnat+${id}`); }
+  }
+  putServices(e: ReadonlyArray<readonly [SvcKey, SvcValue]>) {
+    for (const [k, v] of e) { this.services.set(sk(k), [{ ...k }, { ...v }]); this.#check(this.services.size, this.cap.services, 'services'); this.#w(`svc+${sk(k)}`); }
+  }
+  deleteServices(keys: readonly SvcKey[]) {
+    for (const k of keys) { if (!this.services.delete(sk(k))) throw new Error(`delete of missing ${sk(k)}`); this.#w(`svc-${sk(k)}`); }
+  }
+  deleteRevNat(ids: readonly number[]) {
+    for (const id of ids) { if (!this.revNat.delete(id)) throw new Error(`delete of missing revnat ${id}`); this.#w(`revnat-${id}`); }
+  }
+  deleteBackends(ids: readonly number[]) {
+    for (const id of ids) { if (!this.backends.delete(id)) throw new Error(`delete of missing backend ${id}`); this.#w(`backend-${id}`); }
+  }
+  #w(what: string) { this.writes.push(what); this.onWrite(what); }
+
+  /** What a datapath reader resolves each frontend to: the backend addresses it can pick, or an error. */
+  resolve(): Map<string, string[] | string> {
+    const out = new Map<string, string[] | string>();
+    for (const [k, v] of this.services.values()) {
+      if (k.slot !== 0) continue;
+      const fid = `${k.addr}:${k.port}/${k.proto}/${k.scope}`;
+      const addrs: string[] = [];
+      let err = '';
+      for (let s = 1; s <= v.count; s++) {
+        const slot = this.services.get(sk({ ...k, slot: s }));
+        if (!slot) { err = `slot ${s} of ${fid} missing`; break; }
+        const be = this.backends.get(slot[1].backend_id);
+        if (!be) { err = `backend ${slot[1].backend_id} of ${fid} missing`; break; }
+        addrs.push(`${be.addr}:${be.port}`);
+      }
+      if (!err && !this.revNat.has(v.rev_nat_id)) err = `revnat ${v.rev_nat_id} of ${fid} missing`;
+      out.set(fid, err || addrs);
+    }
+    return out;
+  }
+}
+
+let seq = 0;
+export function target(vip: string, port: number, backends: string[], opts: Partial<FrontendTarget> = {}): FrontendTarget {
+  const key = { addr: vip, port, proto: 6, scope: 0 };
+  return {
+    id: `${vip}:${port}/6/0`, key, flags: 1, algorithm: 0, affinityTimeout: 0, label: `ns/svc${seq++}`,
+    backends: backends.map((b) => {
+      const [addr, p] = b.split(':');
+      return { addr: addr!, port: Number(p ?? 8080), proto: 6, state: 0, flags: 0, zone: 0 };
+    }),
+    ...opts,
+  };
+}

@@ -1,0 +1,57 @@
+// Ordering, checked the way a reader sees it: random sequences of desired
+// states are synced into maps that apply one element at a time, and after
+// every single write each frontend that exists resolves to backends that
+// exist, never to fewer than both its old and its new backend count.
+import t from 'tap';
+import { Syncer } from '../../src/sync/syncer.ts';
+import type { FrontendTarget } from '../../src/sync/targets.ts';
+import { MemoryMaps, target } from './helpers.ts';
+
+function rng(seed: number) {
+  let s = seed >>> 0;
+  return () => ((s = (s * 1664525 + 1013904223) >>> 0) / 2 ** 32);
+}
+
+function randomState(r: () => number): FrontendTarget[] {
+  const out: FrontendTarget[] = [];
+  for (let svc = 0; svc < 6; svc++) {
+    if (r() < 0.25) continue;
+    const n = Math.floor(r() * 6);
+    const backends = new Set<string>();
+    for (let i = 0; i < n; i++) backends.add(`10.244.0.${1 + Math.floor(r() * 12)}`);
+    out.push(target(`10.96.0.${svc}`, 80, [...backends]));
+  }
+  return out;
+}
+
+t.test('no reader ever sees a half-written service', async (t) => {
+  let checks = 0;
+  for (let seed = 1; seed <= 40; seed++) {
+    const r = rng(seed);
+    const m = new MemoryMaps();
+    const s = new Syncer(m);
+    let prev = new Map<string, number>();
+    for (let step = 0; step < 15; step++) {
+      const next = randomState(r);
+      const want = new Map(next.map((x) => [x.id, x.backends.length]));
+      m.onWrite = (what) => {
+        for (const [fid, res] of m.resolve()) {
+          checks++;
+          if (typeof res === 'string') {
+            t.fail(`seed ${seed} step ${step} after ${what}: ${res}`);
+            return;
+          }
+          const floor = Math.min(prev.get(fid) ?? Infinity, want.get(fid) ?? Infinity);
+          if (floor !== Infinity && res.length < floor) t.fail(`seed ${seed} step ${step} after ${what}: ${fid} has ${res.length} backends, old ${prev.get(fid)} new ${want.get(fid)}`);
+        }
+      };
+      s.sync(next);
+      m.onWrite = () => {};
+      const final = m.resolve();
+      t.same([...final.keys()].sort(), [...want.keys()].sort(), `seed ${seed} step ${step}: the frontends are the desired ones`);
+      for (const x of next) t.same((final.get(x.id) as string[]).slice().sort(), x.backends.map((b) => `${b.addr}:${b.port}`).sort());
+      prev = want;
+    }
+  }
+  t.ok(checks > 1000, `checked ${checks} intermediate states`);
+});
