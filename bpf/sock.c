@@ -41,7 +41,7 @@ int svcmap_recvmsg4(struct bpf_sock_addr *ctx)
 }
 
 SEC("cgroup/getpeername4")
-int svcmap_getpeername4(struct bpf_sock_addr *ctx)
+int svcmap_getpeer4(struct bpf_sock_addr *ctx)
 {
 	sock4_xlate_rev(ctx);
 	return SYS_PROCEED;

@@ -1,0 +1,75 @@
+# svcmap: make demo | make test | make bench. Each installs what is missing.
+ROOT := $(abspath $(dir $(lastword $(MAKEFILE_LIST))))
+TOOLS := $(ROOT)/.tools
+NODE := $(ROOT)/node_modules/.bin/node
+NPM ?= npm
+export PATH := $(ROOT)/node_modules/.bin:$(TOOLS)/bin:$(PATH)
+
+# Debian packages the build, the datapath and the tests need.
+APT_PACKAGES := clang llvm libbpf-dev libbpf1 bpftool iproute2 gcc make linux-libc-dev util-linux procps iptables nftables shellcheck
+
+SHIM := native/build/libsvcmap_shim.so
+TS_SOURCES := $(shell find src -name '*.ts' 2>/dev/null)
+
+.PHONY: all deps apt-deps npm-deps build native dist bpf typecheck test demo bench bench-smoke clean sweep
+
+all: build
+
+deps: apt-deps npm-deps chart-deps
+
+# Installs only the packages that are missing (apt-get update first, once).
+apt-deps:
+	@missing=""; for p in $(APT_PACKAGES); do \
+	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'install ok installed' || missing="$$missing $$p"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing:$$missing"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
+	fi
+
+# npm ci when node_modules is missing or older than the lock file.
+npm-deps: node_modules/.package-lock.json
+node_modules/.package-lock.json: package-lock.json package.json
+	$(NPM) ci --no-audit --no-fund
+	@touch $@
+
+native: $(SHIM)
+$(SHIM): native/svcmap_shim.c
+	@mkdir -p native/build
+	gcc -O2 -g -Wall -Wextra -Werror -fPIC -shared -fvisibility=hidden -o $@ $< -lbpf
+
+typecheck: npm-deps
+	$(NODE) node_modules/.bin/tsc -p tsconfig.json --noEmit
+
+dist: dist/.stamp
+dist/.stamp: $(TS_SOURCES) tsconfig.json tsconfig.build.json node_modules/.package-lock.json
+	rm -rf dist
+	$(NODE) node_modules/.bin/tsc -p tsconfig.build.json
+	@touch $@
+
+# BPF objects: compiled by the same TypeScript module the agent uses.
+bpf: dist native
+	bin/svcmap compile
+
+build: dist native bpf
+
+test: deps build typecheck
+	$(NODE) node_modules/.bin/tap
+
+demo: deps build
+	$(NODE) demo/demo.ts
+
+bench: deps build
+	$(NODE) bench/run.ts
+
+bench-smoke: deps build
+	$(NODE) bench/run.ts --smoke
+
+# Removes namespaces, cgroups and pins that a crashed test or demo left.
+sweep: npm-deps
+	$(NODE) lab/sweep.ts
+
+clean:
+	rm -rf dist build native/build
+
+-include mk/chart.mk

@@ -1,0 +1,32 @@
+// svcmap cleanup: detach every program svcmap attached and remove its pins,
+// leaving the node as it was before the agent ran.
+import { existsSync, readdirSync, rmSync, rmdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { z } from 'zod';
+import { detachPinnedLinks, linkPinDir } from '../bpf/loader.ts';
+import { parseFlags, pinDirFlag } from './args.ts';
+
+const schema = z.object({ 'pin-dir': pinDirFlag });
+
+export const cleanupHelp = `svcmap cleanup [--pin-dir DIR]
+  Detaches every program svcmap attached (cgroup links, tcx links, tc filters)
+  and removes the pinned maps. Services stop being translated at once.`;
+
+export function cleanupPins(pinDir: string): string[] {
+  const removed = detachPinnedLinks(linkPinDir(pinDir));
+  if (existsSync(pinDir)) {
+    for (const name of readdirSync(pinDir)) {
+      const p = join(pinDir, name);
+      rmSync(p, { recursive: true, force: true });
+      removed.push(p);
+    }
+    rmdirSync(pinDir);
+  }
+  return removed;
+}
+
+export function cleanup(argv: string[], out: (s: string) => void): void {
+  const f = parseFlags(argv, { 'pin-dir': { type: 'string' } }, schema, 'cleanup');
+  const removed = cleanupPins(f['pin-dir']);
+  out(removed.length ? `removed:\n${removed.map((r) => `  ${r}`).join('\n')}\n` : `nothing to remove at ${f['pin-dir']}\n`);
+}

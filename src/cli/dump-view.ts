@@ -1,0 +1,98 @@
+// The maps decoded into what a person wants to read: each frontend with its
+// flags and its backends in slot order. Pure.
+import type { BackendValue, RevNatValue, SvcKey, SvcValue } from '../maps/codecs.ts';
+import { BACKEND_F_LOCAL, BACKEND_STATE_TERMINATING, SVC_SCOPE_INT, flagNames, protoName } from '../maps/constants.ts';
+
+export interface BackendView {
+  slot: number;
+  id: number;
+  address: string;
+  state: string;
+  local: boolean;
+}
+
+export interface FrontendView {
+  frontend: string;
+  address: string;
+  port: number;
+  protocol: string;
+  scope: 'external' | 'internal';
+  flags: string[];
+  revNatId: number;
+  backends: BackendView[];
+  /** Problems a reader would hit: missing slots or backends. */
+  problems: string[];
+}
+
+export function buildDumpView(
+  services: ReadonlyArray<readonly [SvcKey, SvcValue]>,
+  backends: ReadonlyArray<readonly [number, BackendValue]>,
+  revNat: ReadonlyArray<readonly [number, RevNatValue]>,
+): FrontendView[] {
+  const be = new Map(backends);
+  const rn = new Map(revNat);
+  const slots = new Map<string, Map<number, number>>();
+  const id = (k: SvcKey) => `${k.addr}:${k.port}/${k.proto}/${k.scope}`;
+  for (const [k, v] of services) {
+    if (k.slot === 0) continue;
+    let m = slots.get(id(k));
+    if (!m) slots.set(id(k), (m = new Map()));
+    m.set(k.slot, v.backend_id);
+  }
+  const out: FrontendView[] = [];
+  for (const [k, v] of services) {
+    if (k.slot !== 0) continue;
+    const problems: string[] = [];
+    const list: BackendView[] = [];
+    const mine = slots.get(id(k)) ?? new Map<number, number>();
+    for (let s = 1; s <= v.count; s++) {
+      const bid = mine.get(s);
+      if (bid === undefined) {
+        problems.push(`slot ${s} missing`);
+        continue;
+      }
+      const b = be.get(bid);
+      if (!b) {
+        problems.push(`slot ${s} refers to missing backend ${bid}`);
+        continue;
+      }
+      list.push({
+        slot: s, id: bid, address: `${b.addr}:${b.port}`,
+        state: b.state === BACKEND_STATE_TERMINATING ? 'terminating' : 'active',
+        local: (b.flags & BACKEND_F_LOCAL) !== 0,
+      });
+    }
+    if (!rn.has(v.rev_nat_id)) problems.push(`reverse NAT ${v.rev_nat_id} missing`);
+    const proto = protoName(k.proto);
+    const scope = k.scope === SVC_SCOPE_INT ? 'internal' : 'external';
+    out.push({
+      frontend: `${k.addr}:${k.port}/${proto}${scope === 'internal' ? ' (internal)' : ''}`,
+      address: k.addr, port: k.port, protocol: proto, scope, flags: flagNames(v.flags),
+      revNatId: v.rev_nat_id, backends: list, problems,
+    });
+  }
+  return out.sort((a, b) => cmpAddr(a.address, b.address) || a.port - b.port || a.protocol.localeCompare(b.protocol) || a.scope.localeCompare(b.scope));
+}
+
+function cmpAddr(a: string, b: string): number {
+  const pa = a.split('.').map(Number);
+  const pb = b.split('.').map(Number);
+  for (let i = 0; i < 4; i++) if (pa[i] !== pb[i]) return (pa[i] ?? 0) - (pb[i] ?? 0);
+  return 0;
+}
+
+/** A fixed-width table: one row per frontend, backends listed in the last column. */
+export function renderTable(views: readonly FrontendView[]): string {
+  const rows = views.map((v) => [
+    v.frontend,
+    v.flags.join(',') || '-',
+    String(v.backends.length),
+    v.backends.length
+      ? v.backends.map((b) => `${b.address}${b.state === 'active' ? '' : ` (${b.state})`}${b.local ? ' [local]' : ''}`).join(', ')
+      : '(none: connections are refused)',
+  ].concat(v.problems.length ? [`!! ${v.problems.join('; ')}`] : []));
+  const header = ['FRONTEND', 'FLAGS', 'N', 'BACKENDS'];
+  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => (i < 3 ? r[i]!.length : 0))));
+  const line = (r: string[]) => r.map((c, i) => (i < 3 ? c.padEnd(widths[i]!) : c)).join('  ').trimEnd();
+  return [line(header), ...rows.map(line)].join('\n') + '\n';
+}

@@ -1,0 +1,45 @@
+// svcmap dump: the pinned maps, decoded. Works without a running agent.
+import { z } from 'zod';
+import { DatapathMaps } from '../maps/datapath-maps.ts';
+import { ALL_MAPS } from '../maps/registry.ts';
+import { parseFlags, pinDirFlag, UsageError } from './args.ts';
+import { buildDumpView, renderTable } from './dump-view.ts';
+import { formatData, outputFlag } from './format.ts';
+
+const schema = z.object({
+  'pin-dir': pinDirFlag,
+  output: outputFlag,
+  map: z.string().optional(),
+});
+
+export const dumpHelp = `svcmap dump [-o table|json|yaml] [--map NAME] [--pin-dir DIR]
+  Decodes the pinned maps: each frontend (VIP:port/proto) with its backends and
+  their state. --map NAME prints one map's entries, decoded (${ALL_MAPS.map((m) => m.name).join(', ')}).`;
+
+export function dump(argv: string[], out: (s: string) => void): void {
+  const f = parseFlags(argv, {
+    'pin-dir': { type: 'string' },
+    output: { type: 'string', short: 'o' },
+    map: { type: 'string' },
+  }, schema, 'dump');
+  const maps = DatapathMaps.openPinned(f['pin-dir']);
+  try {
+    if (f.map !== undefined) {
+      const m = maps.all().find((x) => x.spec.name === f.map);
+      if (!m) throw new UsageError(`svcmap dump: --map: no map ${JSON.stringify(f.map)}; the maps are ${ALL_MAPS.map((s) => s.name).join(', ')}`);
+      const entries = m.entries().map(([key, value]) => ({ key, value }));
+      out(f.output === 'table'
+        ? entries.map((e) => `${JSON.stringify(e.key, bigintReplacer)} => ${JSON.stringify(e.value, bigintReplacer)}`).join('\n') + (entries.length ? '\n' : '')
+        : formatData({ map: m.spec.name, entries }, f.output));
+      return;
+    }
+    const view = buildDumpView(maps.services.entries(), maps.backends.entries(), maps.revNat.entries());
+    out(f.output === 'table' ? renderTable(view) : formatData({ frontends: view }, f.output));
+  } finally {
+    maps.close();
+  }
+}
+
+function bigintReplacer(_k: string, v: unknown): unknown {
+  return typeof v === 'bigint' ? v.toString() : v;
+}

@@ -1,0 +1,106 @@
+// svcmap status: what is loaded and attached, and how full each map is.
+// Reads the pins only, so it answers whether or not the agent runs.
+import { closeSync, existsSync, readdirSync, statSync } from 'node:fs';
+import { join } from 'node:path';
+import { z } from 'zod';
+import { cgroup2Mounts } from '../bpf/environment.ts';
+import { ATTACH_TYPE_NAMES, LINK_TYPE_CGROUP, LINK_TYPE_TCX, linkInfo, openPinned, progInfoById } from '../bpf/link.ts';
+import { linkPinDir } from '../bpf/loader.ts';
+import { BpfMap, MAP_TYPE_NAMES } from '../bpf/map.ts';
+import { ALL_MAPS } from '../maps/registry.ts';
+import { parseFlags, pinDirFlag } from './args.ts';
+import { formatData, outputFlag } from './format.ts';
+
+const schema = z.object({ 'pin-dir': pinDirFlag, output: outputFlag });
+
+export const statusHelp = `svcmap status [-o table|json|yaml] [--pin-dir DIR]
+  Lists the attached programs and where they are attached (cgroup, tcx or tc),
+  and each map's fill level.`;
+
+export interface StatusReport {
+  pinDir: string;
+  programs: Array<{ link: string; program: string; progId: number; tag: string; attachType: string; attachedTo: string; mode: string }>;
+  maps: Array<{ name: string; type: string; entries: number; maxEntries: number; fill: string; purpose: string }>;
+}
+
+/** The cgroup directory whose id (inode) is `id`, searched under the cgroup v2 mounts. */
+function cgroupPathById(id: bigint): string | undefined {
+  const walk = (dir: string, depth: number): string | undefined => {
+    if (statSync(dir, { bigint: true }).ino === id) return dir;
+    if (depth === 0) return undefined;
+    let entries;
+    try {
+      entries = readdirSync(dir, { withFileTypes: true });
+    } catch {
+      return undefined;
+    }
+    for (const e of entries) {
+      if (!e.isDirectory()) continue;
+      const hit = walk(join(dir, e.name), depth - 1);
+      if (hit) return hit;
+    }
+    return undefined;
+  };
+  for (const m of cgroup2Mounts()) {
+    const hit = walk(m, 6);
+    if (hit) return hit;
+  }
+  return undefined;
+}
+
+export function collectStatus(pinDir: string): StatusReport {
+  const report: StatusReport = { pinDir, programs: [], maps: [] };
+  const linkDir = linkPinDir(pinDir);
+  if (existsSync(linkDir)) {
+    for (const name of readdirSync(linkDir).sort()) {
+      const fd = openPinned(join(linkDir, name));
+      if (fd === undefined) continue;
+      try {
+        const info = linkInfo(fd);
+        const prog = progInfoById(info.progId);
+        const attachedTo = info.type === LINK_TYPE_CGROUP
+          ? `cgroup ${cgroupPathById(info.target) ?? `id ${info.target}`}`
+          : info.type === LINK_TYPE_TCX ? `ifindex ${info.target}` : '?';
+        report.programs.push({
+          link: name, program: prog?.name ?? '?', progId: info.progId, tag: prog?.tag ?? '',
+          attachType: ATTACH_TYPE_NAMES[info.attachType] ?? String(info.attachType),
+          attachedTo, mode: info.type === LINK_TYPE_TCX ? 'tcx link' : info.type === LINK_TYPE_CGROUP ? 'cgroup link' : `link type ${info.type}`,
+        });
+      } finally {
+        closeSync(fd);
+      }
+    }
+  }
+  for (const spec of ALL_MAPS) {
+    const path = join(pinDir, spec.name);
+    if (!existsSync(path)) continue;
+    const m = BpfMap.openPinned(path);
+    try {
+      const entries = m.count();
+      report.maps.push({
+        name: spec.name, type: MAP_TYPE_NAMES[m.info.type] ?? String(m.info.type), entries, maxEntries: m.maxEntries,
+        fill: `${((100 * entries) / m.maxEntries).toFixed(1)}%`, purpose: spec.purpose,
+      });
+    } finally {
+      m.close();
+    }
+  }
+  return report;
+}
+
+export function renderStatus(r: StatusReport): string {
+  const lines: string[] = [`pin directory: ${r.pinDir}`, '', 'PROGRAMS'];
+  if (!r.programs.length) lines.push('  (none attached)');
+  for (const p of r.programs) lines.push(`  ${p.attachType.padEnd(20)} ${p.program.padEnd(20)} id ${String(p.progId).padEnd(6)} ${p.mode} on ${p.attachedTo}`);
+  lines.push('', 'MAPS');
+  if (!r.maps.length) lines.push('  (none pinned)');
+  for (const m of r.maps) lines.push(`  ${m.name.padEnd(16)} ${m.type.padEnd(9)} ${`${m.entries}/${m.maxEntries}`.padEnd(16)} ${m.fill.padStart(6)}  ${m.purpose}`);
+  return `${lines.join('\n')}\n`;
+}
+
+export function status(argv: string[], out: (s: string) => void): void {
+  const f = parseFlags(argv, { 'pin-dir': { type: 'string' }, output: { type: 'string', short: 'o' } }, schema, 'status');
+  if (!existsSync(f['pin-dir'])) throw new Error(`nothing is pinned at ${f['pin-dir']}: the agent has not run with this --pin-dir, or svcmap cleanup removed it`);
+  const r = collectStatus(f['pin-dir']);
+  out(f.output === 'table' ? renderStatus(r) : formatData(r, f.output));
+}

@@ -1,0 +1,168 @@
+// Services + EndpointSlices (+ the agent's node) -> the desired state of the
+// maps. Pure and deterministic: inputs are sorted first, so the same set of
+// objects always gives the same frontends, backends and problems, whatever
+// order the informers or the file source delivered them in.
+
+import type { DesiredState, Frontend, NodeInfo, Problem } from './types.ts';
+import type { EndpointSlice, Service } from './schemas.ts';
+import type { IPv4Slice } from './endpoints.ts';
+import { serviceFrontends } from './frontends.ts';
+import { ipv4ToNumber } from './ip.ts';
+import { problemAbout } from './problems.ts';
+
+export { nodeInfoFromNode } from './node.ts';
+
+export const SERVICE_NAME_LABEL = 'kubernetes.io/service-name';
+/** Services (and their slices) carrying this label belong to another proxy. */
+export const SERVICE_PROXY_NAME_LABEL = 'service.kubernetes.io/service-proxy-name';
+/** Set by the EndpointSlice controller on slices of headless Services. */
+export const HEADLESS_LABEL = 'service.kubernetes.io/headless';
+
+export interface DesiredInput {
+  services: readonly Service[];
+  slices: readonly EndpointSlice[];
+  node?: NodeInfo;
+}
+
+type Named = { metadata: { namespace: string; name: string } };
+
+function id(obj: Named): string {
+  return `${obj.metadata.namespace}/${obj.metadata.name}`;
+}
+
+/**
+ * Sorted by "namespace/name" in plain code-unit order (as the conflict rule is
+ * stated); a second object with the same id is reported and dropped.
+ */
+function sortedUnique<T extends Named & { kind: string }>(objs: readonly T[], problems: Problem[]): T[] {
+  const keyed = objs.map((o) => ({ o, key: id(o) })).sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
+  const out: T[] = [];
+  let lastKey: string | undefined;
+  for (const { o, key } of keyed) {
+    if (key === lastKey) {
+      problems.push(problemAbout(o, 'error', '', `duplicate ${o.kind} ${key}; the first one is used`));
+    } else {
+      out.push(o);
+      lastKey = key;
+    }
+  }
+  return out;
+}
+
+/**
+ * Whether kube-proxy would program this Service. Headless, ExternalName and
+ * other proxies' Services are skipped silently: that is their normal state.
+ */
+function isProxied(svc: Service, problems: Problem[]): boolean {
+  const spec = svc.spec;
+  if (Object.hasOwn(svc.metadata.labels, SERVICE_PROXY_NAME_LABEL)) return false;
+  if (spec.type === 'ExternalName') return false;
+  const primary = spec.clusterIPs[0] ?? spec.clusterIP;
+  if (primary === 'None') return false;
+  if (primary === '') {
+    // The API server always allocates one; from a manifest this is a mistake.
+    problems.push(problemAbout(svc, 'error', 'spec.clusterIP', 'is empty (no address allocated); Service not proxied'));
+    return false;
+  }
+  return true;
+}
+
+/** The IPv4 slices of each proxied Service, keyed by namespace/name, reporting slices that cannot be used. */
+function indexSlices(
+  slices: readonly EndpointSlice[],
+  services: ReadonlyMap<string, { proxied: boolean }>,
+  problems: Problem[],
+): Map<string, IPv4Slice[]> {
+  const bySvc = new Map<string, IPv4Slice[]>();
+  for (const slice of slices) {
+    const labels = slice.metadata.labels;
+    // kube-proxy's informer does not even see these.
+    if (Object.hasOwn(labels, SERVICE_PROXY_NAME_LABEL) || Object.hasOwn(labels, HEADLESS_LABEL)) continue;
+    const svcName = labels[SERVICE_NAME_LABEL];
+    if (svcName === undefined || svcName === '') {
+      problems.push(
+        problemAbout(slice, 'warning', `metadata.labels["${SERVICE_NAME_LABEL}"]`, 'is missing; the EndpointSlice belongs to no Service'),
+      );
+      continue;
+    }
+    const key = `${slice.metadata.namespace}/${svcName}`;
+    const svc = services.get(key);
+    if (svc === undefined) {
+      problems.push(problemAbout(slice, 'warning', '', `no Service ${key} for this EndpointSlice`));
+      continue;
+    }
+    if (!svc.proxied) continue;
+    if (slice.addressType === 'IPv6') {
+      problems.push(problemAbout(slice, 'warning', 'addressType', 'IPv6 is not supported yet; EndpointSlice skipped'));
+      continue;
+    }
+    if (slice.addressType !== 'IPv4') continue; // FQDN slices are not proxied by kube-proxy either
+    slice.ports.forEach((p, i) => {
+      if (p.port === undefined) {
+        problems.push(problemAbout(slice, 'warning', `ports[${i}].port`, 'is not set (all ports); this port is ignored'));
+      }
+    });
+    const list = bySvc.get(key);
+    if (list === undefined) bySvc.set(key, [slice]);
+    else list.push(slice);
+  }
+  return bySvc;
+}
+
+/** Order of frontends in the state: ip (numerically), port, protocol, external before internal. */
+function sortFrontends(frontends: Iterable<Frontend>): Frontend[] {
+  const keyed = [...frontends].map((f) => ({
+    f,
+    order: ((ipv4ToNumber(f.ip) * 65536 + f.port) * 2 + (f.protocol === 'TCP' ? 0 : 1)) * 2 + (f.scope === 'external' ? 0 : 1),
+  }));
+  return keyed.sort((a, b) => a.order - b.order).map((k) => k.f);
+}
+
+export function buildDesiredState(input: DesiredInput): { state: DesiredState; problems: Problem[] } {
+  const problems: Problem[] = [];
+  const services = sortedUnique(input.services, problems);
+  const slices = sortedUnique(input.slices, problems);
+
+  const proxied = new Map<string, { svc: Service; proxied: boolean }>();
+  for (const svc of services) proxied.set(id(svc), { svc, proxied: isProxied(svc, problems) });
+  const slicesBySvc = indexSlices(slices, proxied, problems);
+
+  // Services are visited in id order, so the first claimant of a frontend is
+  // the one whose namespace/name sorts first.
+  const claimed = new Map<string, Frontend>();
+  for (const { svc, proxied: isOn } of proxied.values()) {
+    if (!isOn) continue;
+    let lastAccepted: string | undefined;
+    for (const { frontend, path } of serviceFrontends(svc, slicesBySvc.get(id(svc)) ?? [], input.node, problems)) {
+      if (frontend.scope === 'internal') {
+        // The twin stands or falls with its external entry, emitted just before it.
+        if (lastAccepted !== undefined && frontend.key === `${lastAccepted}/internal`) claimed.set(frontend.key, frontend);
+        continue;
+      }
+      lastAccepted = undefined;
+      const owner = claimed.get(frontend.key);
+      if (owner === undefined) {
+        claimed.set(frontend.key, frontend);
+        lastAccepted = frontend.key;
+      } else if (owner.service.namespace === svc.metadata.namespace && owner.service.name === svc.metadata.name) {
+        // e.g. a LoadBalancer ingress IP also listed in externalIPs.
+        problems.push(
+          problemAbout(svc, 'warning', path, `frontend ${frontend.key} (${frontend.type}) duplicates this Service's ${owner.type} frontend; kept the ${owner.type} one`),
+        );
+      } else {
+        problems.push(
+          problemAbout(
+            svc,
+            'error',
+            path,
+            `frontend ${frontend.key} (${frontend.type}) is already used by Service ${owner.service.namespace}/${owner.service.name} (${owner.type}); this frontend is skipped`,
+          ),
+        );
+      }
+    }
+  }
+
+  const frontends = new Map<string, Frontend>();
+  for (const f of sortFrontends(claimed.values())) frontends.set(f.key, f);
+  return { state: { frontends }, problems };
+}

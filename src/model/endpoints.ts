@@ -1,0 +1,87 @@
+// From EndpointSlices to the backends of one Service port, with kube-proxy's
+// rules: slices are merged, endpoints deduplicated by ip:port, ready endpoints
+// used, and serving+terminating ones only while nothing is ready.
+
+import type { Backend, NodeInfo, Protocol } from './types.ts';
+import type { EndpointSlice } from './schemas.ts';
+import { ipv4ToNumber } from './ip.ts';
+
+/** An IPv4 slice: the only address type the datapath serves today. */
+export type IPv4Slice = Extract<EndpointSlice, { addressType: 'IPv4' }>;
+
+/** One endpoint address on one port, before selection. */
+export interface Candidate {
+  ip: string;
+  port: number;
+  protocol: Protocol;
+  ready: boolean;
+  serving: boolean;
+  terminating: boolean;
+  nodeName?: string;
+  zone?: string;
+}
+
+/** How usable an endpoint is; duplicates keep the most usable copy. */
+function rank(c: Candidate): number {
+  if (c.ready) return 2;
+  if (c.serving && c.terminating) return 1;
+  return 0;
+}
+
+/**
+ * Every endpoint of `slices` on the slice port named `portName` with
+ * `protocol`. The slice port's number is the backend port: that is how a named
+ * targetPort resolves, per slice, even while pods disagree during a rollout.
+ * `slices` must be in a stable order (the caller sorts them by name) so that
+ * ties between duplicates resolve the same way every time.
+ */
+export function mergeEndpoints(slices: readonly IPv4Slice[], portName: string, protocol: Protocol): Candidate[] {
+  const byAddress = new Map<string, Candidate>();
+  for (const slice of slices) {
+    for (const sp of slice.ports) {
+      if (sp.name !== portName || sp.protocol !== protocol || sp.port === undefined) continue;
+      for (const ep of slice.endpoints) {
+        // The API says addresses are fungible and consumers may use only the first; kube-proxy does.
+        const ip = ep.addresses[0];
+        if (ip === undefined) continue;
+        const c: Candidate = { ip, port: sp.port, protocol, ...ep.conditions };
+        if (ep.nodeName !== undefined) c.nodeName = ep.nodeName;
+        if (ep.zone !== undefined) c.zone = ep.zone;
+        const key = `${ip}:${sp.port}`;
+        const seen = byAddress.get(key);
+        if (seen === undefined || rank(c) > rank(seen)) byAddress.set(key, c);
+      }
+    }
+  }
+  return [...byAddress.values()];
+}
+
+/** The endpoint runs on the agent's node. Without node information nothing is local. */
+export function isLocal(c: Candidate, node: NodeInfo | undefined): boolean {
+  return node !== undefined && c.nodeName !== undefined && c.nodeName === node.name;
+}
+
+/**
+ * kube-proxy's selection, applied to whatever set the traffic policy left:
+ * the ready endpoints; only when there are none, the ones that are still
+ * serving while terminating (so connections drain during a rollout instead of
+ * failing). Endpoints that are neither are never used. Sorted by ip, then port.
+ */
+export function selectBackends(candidates: readonly Candidate[], node: NodeInfo | undefined): Backend[] {
+  let chosen = candidates.filter((c) => c.ready);
+  let state: Backend['state'] = 'active';
+  if (chosen.length === 0) {
+    chosen = candidates.filter((c) => c.serving && c.terminating);
+    state = 'terminating';
+  }
+  // Sort on a precomputed numeric key: this runs for every Service on every rebuild.
+  return chosen
+    .map((c) => {
+      const b: Backend = { ip: c.ip, port: c.port, protocol: c.protocol, state, local: isLocal(c, node) };
+      if (c.nodeName !== undefined) b.nodeName = c.nodeName;
+      if (c.zone !== undefined) b.zone = c.zone;
+      return { b, order: ipv4ToNumber(c.ip) * 65536 + c.port };
+    })
+    .sort((x, y) => x.order - y.order)
+    .map((x) => x.b);
+}

@@ -1,0 +1,348 @@
+// zod schemas for the Kubernetes objects svcmap consumes, validated once at the
+// boundary (file source, API source) so the model can trust its input.
+//
+// Lenient on fields we do not read (they pass and are dropped from the output,
+// so managedFields and friends cost no memory), strict on the fields we do read.
+// The output is normalised: Kubernetes defaults are filled in (type ClusterIP,
+// protocol TCP, policies Cluster, ...), Go's `null` for empty lists becomes [],
+// and EndpointSlice conditions are resolved to plain booleans with the API's
+// nil semantics, so the model never has to think about absent values.
+
+import * as z from 'zod';
+import type { Problem } from './types.ts';
+import { renderIssue } from './issues.ts';
+
+export const DEFAULT_AFFINITY_TIMEOUT_SECONDS = 10800;
+
+// ---------------------------------------------------------------- building blocks
+
+/** Absent or null (Go's nil) becomes `fallback`. */
+function orDefault<S extends z.ZodType, D extends z.output<S>>(schema: S, fallback: D) {
+  return schema.nullish().transform((v): z.output<S> => v ?? fallback);
+}
+
+const DNS_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
+const DNS_SUBDOMAIN = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
+
+const objectName = z
+  .string()
+  .min(1, { error: 'must not be empty' })
+  .max(253, { error: 'must be at most 253 characters' })
+  .regex(DNS_SUBDOMAIN, { error: 'must be a lowercase DNS name (a-z, 0-9, "-", ".")' });
+
+const namespaceName = z
+  .string()
+  .min(1, { error: 'must not be empty' })
+  .max(63, { error: 'must be at most 63 characters' })
+  .regex(DNS_LABEL, { error: 'must be a lowercase DNS label (a-z, 0-9, "-")' });
+
+/** Service and EndpointSlice port names: DNS labels, '' for a single unnamed port. */
+const portName = z
+  .string()
+  .max(63, { error: 'must be at most 63 characters' })
+  .regex(/^$|^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/, { error: 'must be a lowercase DNS label (a-z, 0-9, "-")' });
+
+const labels = orDefault(z.record(z.string(), z.string({ error: 'label values must be strings' })), {});
+
+const portNumber = z
+  .int({ error: 'must be an integer' })
+  .min(1, { error: 'must be between 1 and 65535' })
+  .max(65535, { error: 'must be between 1 and 65535' });
+
+const protocol = orDefault(
+  z.enum(['TCP', 'UDP', 'SCTP'], { error: 'must be one of TCP, UDP, SCTP' }),
+  'TCP',
+);
+
+const ipv4 = z.ipv4({ error: 'must be an IPv4 address' });
+const ipv6 = z.ipv6({ error: 'must be an IPv6 address' });
+const ipAddress = z.union([ipv4, ipv6], { error: 'must be an IP address' });
+
+/** kube-proxy trims blanks around source ranges, so we do too. */
+const cidr = z
+  .string()
+  .trim()
+  .pipe(z.union([z.cidrv4(), z.cidrv6()], { error: 'must be a CIDR such as 10.0.0.0/8' }));
+
+/** "None" marks a headless service; "" a service whose address is not allocated. */
+const clusterIP = z.union([z.literal('None'), z.literal(''), ipv4, ipv6], {
+  error: 'must be an IP address, "None" or ""',
+});
+
+const namespacedMeta = z.object({
+  name: objectName,
+  // Manifests applied with kubectl land in "default" when they do not say.
+  namespace: orDefault(namespaceName, 'default'),
+  labels,
+});
+
+const clusterMeta = z.object({ name: objectName, labels });
+
+// ---------------------------------------------------------------- Service (v1)
+
+const servicePort = z.object({
+  name: orDefault(portName, ''),
+  protocol,
+  port: portNumber,
+  targetPort: z.union([portNumber, z.string().min(1)], { error: 'must be a port number or a port name' }).nullish(),
+  nodePort: portNumber.nullish(),
+});
+
+const serviceSpec = z
+  .object({
+    type: orDefault(
+      z.enum(['ClusterIP', 'NodePort', 'LoadBalancer', 'ExternalName'], {
+        error: 'must be one of ClusterIP, NodePort, LoadBalancer, ExternalName',
+      }),
+      'ClusterIP',
+    ),
+    clusterIP: orDefault(clusterIP, ''),
+    clusterIPs: orDefault(z.array(clusterIP), []),
+    ports: orDefault(z.array(servicePort), []),
+    externalIPs: orDefault(z.array(ipAddress), []),
+    // "Global" is the pre-1.14 spelling of Cluster; the API server still accepts it.
+    externalTrafficPolicy: orDefault(
+      z.enum(['Cluster', 'Local', 'Global'], { error: 'must be one of Cluster, Local' }),
+      'Cluster',
+    ).transform((v) => (v === 'Global' ? 'Cluster' : v)),
+    internalTrafficPolicy: orDefault(z.enum(['Cluster', 'Local'], { error: 'must be one of Cluster, Local' }), 'Cluster'),
+    sessionAffinity: orDefault(z.enum(['None', 'ClientIP'], { error: 'must be one of None, ClientIP' }), 'None'),
+    sessionAffinityConfig: z
+      .object({
+        clientIP: z
+          .object({
+            timeoutSeconds: orDefault(
+              z
+                .int({ error: 'must be an integer' })
+                .min(1, { error: 'must be between 1 and 86400' })
+                .max(86400, { error: 'must be between 1 and 86400' }),
+              DEFAULT_AFFINITY_TIMEOUT_SECONDS,
+            ),
+          })
+          .nullish(),
+      })
+      .nullish(),
+    loadBalancerSourceRanges: orDefault(z.array(cidr), []),
+    externalName: z.string().nullish(),
+  })
+  .superRefine((spec, ctx) => {
+    // The API server's own rules that the model relies on: port names tell
+    // ports apart when matching EndpointSlice ports, so they must be unique
+    // and present when there are several; port/protocol pairs must be unique.
+    const names = new Set<string>();
+    const pairs = new Set<string>();
+    spec.ports.forEach((p, i) => {
+      if (spec.ports.length > 1 && p.name === '') {
+        ctx.addIssue({ code: 'custom', path: ['ports', i, 'name'], message: 'is required when a Service has several ports' });
+      } else if (names.has(p.name)) {
+        ctx.addIssue({ code: 'custom', path: ['ports', i, 'name'], message: 'duplicates another port name', input: p.name });
+      }
+      names.add(p.name);
+      const pair = `${p.port}/${p.protocol}`;
+      if (pairs.has(pair)) {
+        ctx.addIssue({ code: 'custom', path: ['ports', i, 'port'], message: 'duplicates another port with the same protocol', input: p.port });
+      }
+      pairs.add(pair);
+    });
+    const first = spec.clusterIPs[0];
+    if (spec.clusterIP !== '' && first !== undefined && first !== spec.clusterIP) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['clusterIPs', 0],
+        message: `must equal spec.clusterIP (${JSON.stringify(spec.clusterIP)})`,
+        input: first,
+      });
+    }
+  });
+
+const serviceStatus = z.object({
+  loadBalancer: z
+    .object({
+      ingress: orDefault(
+        z.array(
+          z.object({
+            ip: ipAddress.nullish(),
+            hostname: z.string().nullish(),
+            // ipMode Proxy: the load balancer proxies; the node must not capture the IP.
+            ipMode: z.enum(['VIP', 'Proxy'], { error: 'must be one of VIP, Proxy' }).nullish(),
+          }),
+        ),
+        [],
+      ),
+    })
+    .nullish(),
+});
+
+export const ServiceSchema = z.object({
+  apiVersion: z.literal('v1', { error: 'must be v1' }),
+  kind: z.literal('Service'),
+  metadata: namespacedMeta,
+  spec: serviceSpec,
+  status: serviceStatus.nullish(),
+});
+
+// ---------------------------------------------------------------- EndpointSlice (discovery.k8s.io/v1)
+
+/** Resolved with the API's nil semantics: ready nil => true, serving nil => ready, terminating nil => false. */
+const conditions = z
+  .object({
+    ready: z.boolean({ error: 'must be true or false' }).nullish(),
+    serving: z.boolean({ error: 'must be true or false' }).nullish(),
+    terminating: z.boolean({ error: 'must be true or false' }).nullish(),
+  })
+  .nullish()
+  .transform((c) => {
+    const ready = c?.ready ?? true;
+    return { ready, serving: c?.serving ?? ready, terminating: c?.terminating ?? false };
+  });
+
+function endpoint<A extends z.ZodType<string>>(address: A) {
+  return z.object({
+    addresses: z.array(address).min(1, { error: 'must hold at least one address' }),
+    conditions,
+    nodeName: z.string().nullish().transform((v) => v ?? undefined),
+    zone: z.string().nullish().transform((v) => v ?? undefined),
+  });
+}
+
+const endpointPort = z.object({
+  name: orDefault(portName, ''),
+  // nil means "all ports"; kube-proxy ignores such ports, and so does the model.
+  port: portNumber.nullish().transform((v) => v ?? undefined),
+  protocol,
+});
+
+const sliceCommon = {
+  apiVersion: z.literal('discovery.k8s.io/v1', { error: 'must be discovery.k8s.io/v1' }),
+  kind: z.literal('EndpointSlice'),
+  metadata: namespacedMeta,
+  ports: orDefault(z.array(endpointPort), []),
+};
+
+const FQDN = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\.?$/i;
+
+// One variant per addressType, so addresses are checked against the slice's own
+// family and every bad address is reported with its exact path in one pass.
+export const EndpointSliceSchema = z.discriminatedUnion(
+  'addressType',
+  [
+    z.object({
+      ...sliceCommon,
+      addressType: z.literal('IPv4'),
+      endpoints: orDefault(z.array(endpoint(z.ipv4({ error: 'must be an IPv4 address (addressType is IPv4)' }))), []),
+    }),
+    z.object({
+      ...sliceCommon,
+      addressType: z.literal('IPv6'),
+      endpoints: orDefault(z.array(endpoint(z.ipv6({ error: 'must be an IPv6 address (addressType is IPv6)' }))), []),
+    }),
+    z.object({
+      ...sliceCommon,
+      addressType: z.literal('FQDN'),
+      endpoints: orDefault(z.array(endpoint(z.string().regex(FQDN, { error: 'must be a DNS name (addressType is FQDN)' }))), []),
+    }),
+  ],
+  { error: 'must be one of IPv4, IPv6, FQDN' },
+);
+
+// ---------------------------------------------------------------- Node (v1)
+
+const nodeAddress = z
+  .object({ type: z.string(), address: z.string() })
+  .superRefine((a, ctx) => {
+    if ((a.type === 'InternalIP' || a.type === 'ExternalIP') && !ipAddress.safeParse(a.address).success) {
+      ctx.addIssue({ code: 'custom', path: ['address'], message: `must be an IP address (type is ${a.type})`, input: a.address });
+    }
+  });
+
+export const NodeSchema = z.object({
+  apiVersion: z.literal('v1', { error: 'must be v1' }),
+  kind: z.literal('Node'),
+  metadata: clusterMeta,
+  status: orDefault(z.object({ addresses: orDefault(z.array(nodeAddress), []) }), { addresses: [] }),
+});
+
+// ---------------------------------------------------------------- types and validation
+
+export type Service = z.output<typeof ServiceSchema>;
+export type ServicePort = Service['spec']['ports'][number];
+export type EndpointSlice = z.output<typeof EndpointSliceSchema>;
+export type Endpoint = EndpointSlice['endpoints'][number];
+export type EndpointPort = EndpointSlice['ports'][number];
+export type Node = z.output<typeof NodeSchema>;
+export type KubeObject = Service | EndpointSlice | Node;
+export type SupportedKind = KubeObject['kind'];
+
+export type ValidationResult = { ok: true; obj: KubeObject } | { ok: false; problems: Problem[] };
+
+/** API group each kind must come from; a `serving.knative.dev` Service is not ours. */
+const GROUPS: Record<SupportedKind, string> = { Service: '', Node: '', EndpointSlice: 'discovery.k8s.io' };
+
+const SCHEMAS: Record<SupportedKind, z.ZodType<KubeObject>> = {
+  Service: ServiceSchema,
+  EndpointSlice: EndpointSliceSchema,
+  Node: NodeSchema,
+};
+
+function isRecord(v: unknown): v is Record<string, unknown> {
+  return typeof v === 'object' && v !== null && !Array.isArray(v);
+}
+
+/**
+ * The kind svcmap would validate this object as, or undefined for objects it
+ * does not consume (ConfigMaps, Knative Services, ...). A missing apiVersion
+ * counts as ours so that validation can say it is missing.
+ */
+export function supportedKind(raw: unknown): SupportedKind | undefined {
+  if (!isRecord(raw) || typeof raw.kind !== 'string' || !Object.hasOwn(GROUPS, raw.kind)) return undefined;
+  const kind = raw.kind as SupportedKind;
+  if (typeof raw.apiVersion !== 'string') return kind;
+  const group = raw.apiVersion.includes('/') ? raw.apiVersion.slice(0, raw.apiVersion.lastIndexOf('/')) : '';
+  return group === GROUPS[kind] ? kind : undefined;
+}
+
+/** kind, namespace and name read from an object that may be invalid, for naming it in problems. */
+export function identify(raw: unknown): { kind: string; namespace: string; name: string } {
+  const r = isRecord(raw) ? raw : {};
+  const meta = isRecord(r.metadata) ? r.metadata : {};
+  const kind = typeof r.kind === 'string' ? r.kind : '';
+  const name = typeof meta.name === 'string' ? meta.name : '';
+  let namespace = typeof meta.namespace === 'string' ? meta.namespace : '';
+  if (namespace === '' && (kind === 'Service' || kind === 'EndpointSlice')) namespace = 'default';
+  return { kind, namespace, name };
+}
+
+/**
+ * Validate one raw object (parsed YAML/JSON or an API response) as a Service,
+ * EndpointSlice or Node. Every problem names the object and the field.
+ */
+export function validateObject(raw: unknown, source?: string): ValidationResult {
+  const id = identify(raw);
+  const problem = (path: string, message: string): Problem => ({
+    ...id,
+    path,
+    message,
+    severity: 'error',
+    ...(source === undefined ? {} : { source }),
+  });
+  if (!isRecord(raw)) return { ok: false, problems: [problem('', 'must be a mapping (a Kubernetes object)')] };
+  if (typeof raw.kind !== 'string') return { ok: false, problems: [problem('kind', 'kind: is required')] };
+  const kind = supportedKind(raw);
+  if (kind === undefined) {
+    return {
+      ok: false,
+      problems: [
+        problem('kind', `kind: ${raw.kind} (apiVersion ${String(raw.apiVersion)}) is not consumed by svcmap (Service, EndpointSlice, Node)`),
+      ],
+    };
+  }
+  const result = z.safeParse(SCHEMAS[kind], raw, { reportInput: true });
+  if (result.success) return { ok: true, obj: result.data };
+  return {
+    ok: false,
+    problems: result.error.issues.map((issue) => {
+      const { path, message } = renderIssue(issue);
+      return problem(path, message);
+    }),
+  };
+}

@@ -1,0 +1,142 @@
+// The socket-level datapath end to end: the real agent, compiled and loaded
+// BPF programs attached to a cgroup of the test's own, real TCP and UDP
+// sockets from a client namespace in that cgroup to echo servers in pod
+// namespaces. Nothing here touches the root namespace or the root cgroup.
+import t from 'tap';
+import { type Cluster, POD_IPS, POD_NAMES, TCP_PORT, UDP_PORT, echoService, startCluster } from './fixtures/cluster.ts';
+
+const WEB = '10.96.0.10';
+const EMPTY = '10.96.0.20';
+const OTHER = '10.96.0.30';
+
+let c: Cluster;
+t.before(async () => {
+  c = await startCluster([
+    echoService('web', WEB),
+    echoService('empty', EMPTY, { endpoints: [] }),
+    echoService('other', OTHER),
+  ]);
+  await c.startAgent();
+});
+t.teardown(async () => {
+  await c?.destroy();
+});
+
+t.test('300 TCP connections to a VIP reach each of 3 backends at least 15% of the time', async (t) => {
+  const r = await c.client.tcpConnect({ ip: WEB, port: 80, count: 300, timeoutMs: 2000, concurrency: 8 });
+  t.equal(r.failed, 0, `no failures (${JSON.stringify(r.errors)})`);
+  t.equal(r.ok, 300);
+  for (const pod of POD_NAMES) t.ok((r.byPod[pod] ?? 0) >= 45, `${pod} got ${r.byPod[pod] ?? 0} of 300`);
+  t.same(r.seenFrom, ['10.244.0.100'], 'backends see the client address (no SNAT)');
+});
+
+t.test('getpeername returns the VIP, not the backend', async (t) => {
+  const r = await c.client.tcpConnect({ ip: WEB, port: 80, count: 20, timeoutMs: 2000 });
+  t.equal(r.ok, 20);
+  t.same(r.peerNames, [`${WEB}:80`]);
+});
+
+t.test('unconnected UDP to the VIP gets replies whose source is the VIP', async (t) => {
+  const r = await c.client.udpSend({ ip: WEB, port: 53, count: 60, connected: false, timeoutMs: 2000 });
+  t.equal(r.failed, 0, JSON.stringify(r.errors));
+  t.same(r.replySources, [`${WEB}:53`]);
+  t.equal(Object.keys(r.byPod).length, 3, `datagrams spread over the pods: ${JSON.stringify(r.byPod)}`);
+});
+
+t.test('connected UDP to the VIP works and shows the VIP as the peer', async (t) => {
+  const r = await c.client.udpSend({ ip: WEB, port: 53, count: 20, connected: true, timeoutMs: 2000 });
+  t.equal(r.failed, 0, JSON.stringify(r.errors));
+  t.same(r.replySources, [`${WEB}:53`]);
+});
+
+t.test('a service with no endpoints fails connect at once', async (t) => {
+  const started = performance.now();
+  const r = await c.client.tcpConnect({ ip: EMPTY, port: 80, count: 5, timeoutMs: 3000 });
+  const took = performance.now() - started;
+  t.equal(r.ok, 0);
+  t.same(Object.keys(r.errors), ['ECONNREFUSED'], `refused, not hanging: ${JSON.stringify(r.errors)}`);
+  t.ok(took < 2500, `answered without waiting for a timeout (${took.toFixed(0)} ms for 5)`);
+  const u = await c.client.udpSend({ ip: EMPTY, port: 53, count: 2, connected: false, timeoutMs: 1000 });
+  t.same(Object.keys(u.errors), ['ECONNREFUSED'], `UDP send refused too: ${JSON.stringify(u.errors)}`);
+});
+
+t.test('traffic to a non-VIP address is untouched', async (t) => {
+  const direct = await c.client.tcpConnect({ ip: POD_IPS[1]!, port: TCP_PORT, count: 10, timeoutMs: 2000 });
+  t.same(direct.byPod, { [POD_NAMES[1]!]: 10 }, 'a pod IP reaches that pod only');
+  t.same(direct.peerNames, [`${POD_IPS[1]}:${TCP_PORT}`]);
+  const udp = await c.client.udpSend({ ip: POD_IPS[2]!, port: UDP_PORT, count: 5, connected: false, timeoutMs: 2000 });
+  t.same(udp.replySources, [`${POD_IPS[2]}:${UDP_PORT}`]);
+  // A VIP port that is no service port is not translated: it goes to the VIP
+  // itself, which nothing in the lab answers (the node namespace routes it nowhere).
+  const wrongPort = await c.client.tcpConnect({ ip: WEB, port: 81, count: 1, timeoutMs: 500 });
+  t.equal(wrongPort.ok, 0);
+  t.same(wrongPort.byPod, {}, 'no pod answered');
+});
+
+t.test('svcmap dump shows each VIP with its backends', async (t) => {
+  const table = c.svcmap('dump');
+  t.match(table, new RegExp(`${WEB.replace(/\./g, '\\.')}:80/TCP\\s+ClusterIP\\s+3\\s+`));
+  t.match(table, /10\.96\.0\.20:80\/TCP\s+ClusterIP\s+0\s+\(none: connections are refused\)/);
+  const json = JSON.parse(c.svcmap('dump', '-o', 'json')) as { frontends: Array<{ frontend: string; backends: Array<{ address: string; state: string }> }> };
+  const web = json.frontends.find((f) => f.frontend === `${WEB}:53/UDP`)!;
+  t.same(web.backends.map((b) => b.address).sort(), POD_IPS.map((ip) => `${ip}:${UDP_PORT}`));
+  t.ok(web.backends.every((b) => b.state === 'active'));
+  t.match(c.svcmap('dump', '-o', 'yaml'), /frontend: 10\.96\.0\.10:80\/TCP/);
+  t.match(c.svcmap('dump', '--map', 'svcmap_be'), /"addr":"10\.244\.0\.11","port":8080/);
+});
+
+t.test('svcmap status lists the hooks on the test cgroup and the map fill levels', async (t) => {
+  const s = c.svcmap('status');
+  for (const [hook, prog] of [['connect4', 'connect4'], ['sendmsg4', 'sendmsg4'], ['recvmsg4', 'recvmsg4'], ['getpeername4', 'getpeer4']]) {
+    t.match(s, new RegExp(`cgroup/${hook}\\s+svcmap_${prog}.*on cgroup ${c.cgroup}`));
+  }
+  t.match(s, /svcmap_svc\s+hash\s+\d+\/65536/);
+});
+
+t.test('removing an endpoint from the manifest stops new connections to it within 1 s', async (t) => {
+  const started = performance.now();
+  await c.writeService(echoService('web', WEB, { endpoints: [{ ip: POD_IPS[0]! }, { ip: POD_IPS[2]! }] }));
+  const synced = performance.now() - started;
+  t.ok(synced < 1000, `the agent synced the change ${synced.toFixed(0)} ms after the write`);
+  const r = await c.client.tcpConnect({ ip: WEB, port: 80, count: 100, timeoutMs: 2000, concurrency: 4 });
+  t.equal(r.ok, 100);
+  t.notOk(r.byPod[POD_NAMES[1]!], 'the removed pod gets no new connection');
+  await c.writeService(echoService('web', WEB));
+});
+
+t.test('an invalid manifest is reported and leaves the other services working', async (t) => {
+  const from = c.agent.mark();
+  await c.writeManifest('broken.yaml', `apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata:
+  name: other-broken
+  namespace: default
+  labels: {kubernetes.io/service-name: other}
+addressType: IPv4
+ports: [{name: tcp, protocol: TCP, port: 70000}]
+endpoints:
+  - addresses: [10.244.0.300]
+`);
+  const err = await c.agent.waitFor((l) => typeof l.msg === 'string' && l.msg.includes('other-broken'), { from, what: 'the error about other-broken' });
+  t.match(err.msg, /broken\.yaml/, 'names the file');
+  t.match(err.msg, /endpoints\[0\]\.addresses\[0\]|ports\[0\]\.port/, 'names the field');
+  const r = await c.client.tcpConnect({ ip: OTHER, port: 80, count: 30, timeoutMs: 2000 });
+  t.equal(r.ok, 30, 'the service the broken slice names still works with its valid slice');
+  const w = await c.client.tcpConnect({ ip: WEB, port: 80, count: 30, timeoutMs: 2000 });
+  t.equal(w.ok, 30, 'other services keep working');
+  await c.removeManifest('broken.yaml');
+});
+
+t.test('kill -9 and restart of the agent during 2,000 connections: 0 failures', async (t) => {
+  const loop = c.client.tcpLoop({ ip: WEB, port: 80, count: 2000, timeoutMs: 2000 });
+  await new Promise((r) => setTimeout(r, 150));
+  c.agent.kill('SIGKILL');
+  await c.agent.exited;
+  await c.startAgent();
+  const restartLog = c.agent.lines.find((l) => l.msg === 'read current map state');
+  t.ok(restartLog && (restartLog.frontends as number) > 0, 'the restarted agent found the pinned maps full');
+  const r = await loop;
+  t.equal(r.ok, 2000, `all connections succeeded (${JSON.stringify(r.errors)})`);
+  t.equal(r.failed, 0);
+  t.equal(Object.keys(r.byPod).length, 3);
+});
