@@ -26,7 +26,7 @@ export interface DesiredInput {
 
 type Named = { metadata: { namespace: string; name: string } };
 
-function id(obj: Named): string {
+export function objectId(obj: Named): string {
   return `${obj.metadata.namespace}/${obj.metadata.name}`;
 }
 
@@ -35,7 +35,7 @@ function id(obj: Named): string {
  * stated); a second object with the same id is reported and dropped.
  */
 function sortedUnique<T extends Named & { kind: string }>(objs: readonly T[], problems: Problem[]): T[] {
-  const keyed = objs.map((o) => ({ o, key: id(o) })).sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
+  const keyed = objs.map((o) => ({ o, key: objectId(o) })).sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
   const out: T[] = [];
   let lastKey: string | undefined;
   for (const { o, key } of keyed) {
@@ -53,7 +53,7 @@ function sortedUnique<T extends Named & { kind: string }>(objs: readonly T[], pr
  * Whether kube-proxy would program this Service. Headless, ExternalName and
  * other proxies' Services are skipped silently: that is their normal state.
  */
-function isProxied(svc: Service, problems: Problem[]): boolean {
+export function isProxied(svc: Service, problems: Problem[]): boolean {
   const spec = svc.spec;
   if (Object.hasOwn(svc.metadata.labels, SERVICE_PROXY_NAME_LABEL)) return false;
   if (spec.type === 'ExternalName') return false;
@@ -67,6 +67,35 @@ function isProxied(svc: Service, problems: Problem[]): boolean {
   return true;
 }
 
+/**
+ * The Service (namespace/name) an EndpointSlice feeds, or undefined for a
+ * slice kube-proxy would not use (another proxy's, headless, unlabelled,
+ * IPv6, FQDN), reporting what is worth reporting.
+ */
+export function sliceService(slice: EndpointSlice, problems: Problem[]): string | undefined {
+  const labels = slice.metadata.labels;
+  // kube-proxy's informer does not even see these.
+  if (Object.hasOwn(labels, SERVICE_PROXY_NAME_LABEL) || Object.hasOwn(labels, HEADLESS_LABEL)) return undefined;
+  const svcName = labels[SERVICE_NAME_LABEL];
+  if (svcName === undefined || svcName === '') {
+    problems.push(
+      problemAbout(slice, 'warning', `metadata.labels["${SERVICE_NAME_LABEL}"]`, 'is missing; the EndpointSlice belongs to no Service'),
+    );
+    return undefined;
+  }
+  if (slice.addressType === 'IPv6') {
+    problems.push(problemAbout(slice, 'warning', 'addressType', 'IPv6 is not supported yet; EndpointSlice skipped'));
+    return undefined;
+  }
+  if (slice.addressType !== 'IPv4') return undefined; // FQDN slices are not proxied by kube-proxy either
+  slice.ports.forEach((p, i) => {
+    if (p.port === undefined) {
+      problems.push(problemAbout(slice, 'warning', `ports[${i}].port`, 'is not set (all ports); this port is ignored'));
+    }
+  });
+  return `${slice.metadata.namespace}/${svcName}`;
+}
+
 /** The IPv4 slices of each proxied Service, keyed by namespace/name, reporting slices that cannot be used. */
 function indexSlices(
   slices: readonly EndpointSlice[],
@@ -75,42 +104,28 @@ function indexSlices(
 ): Map<string, IPv4Slice[]> {
   const bySvc = new Map<string, IPv4Slice[]>();
   for (const slice of slices) {
-    const labels = slice.metadata.labels;
-    // kube-proxy's informer does not even see these.
-    if (Object.hasOwn(labels, SERVICE_PROXY_NAME_LABEL) || Object.hasOwn(labels, HEADLESS_LABEL)) continue;
-    const svcName = labels[SERVICE_NAME_LABEL];
-    if (svcName === undefined || svcName === '') {
-      problems.push(
-        problemAbout(slice, 'warning', `metadata.labels["${SERVICE_NAME_LABEL}"]`, 'is missing; the EndpointSlice belongs to no Service'),
-      );
+    const own: Problem[] = [];
+    const key = sliceService(slice, own);
+    if (key === undefined) {
+      problems.push(...own);
       continue;
     }
-    const key = `${slice.metadata.namespace}/${svcName}`;
     const svc = services.get(key);
     if (svc === undefined) {
       problems.push(problemAbout(slice, 'warning', '', `no Service ${key} for this EndpointSlice`));
       continue;
     }
     if (!svc.proxied) continue;
-    if (slice.addressType === 'IPv6') {
-      problems.push(problemAbout(slice, 'warning', 'addressType', 'IPv6 is not supported yet; EndpointSlice skipped'));
-      continue;
-    }
-    if (slice.addressType !== 'IPv4') continue; // FQDN slices are not proxied by kube-proxy either
-    slice.ports.forEach((p, i) => {
-      if (p.port === undefined) {
-        problems.push(problemAbout(slice, 'warning', `ports[${i}].port`, 'is not set (all ports); this port is ignored'));
-      }
-    });
+    problems.push(...own);
     const list = bySvc.get(key);
-    if (list === undefined) bySvc.set(key, [slice]);
-    else list.push(slice);
+    if (list === undefined) bySvc.set(key, [slice as IPv4Slice]);
+    else list.push(slice as IPv4Slice);
   }
   return bySvc;
 }
 
 /** Order of frontends in the state: ip (numerically), port, protocol, external before internal. */
-function sortFrontends(frontends: Iterable<Frontend>): Frontend[] {
+export function sortFrontends(frontends: Iterable<Frontend>): Frontend[] {
   const keyed = [...frontends].map((f) => ({
     f,
     order: ((ipv4ToNumber(f.ip) * 65536 + f.port) * 2 + (f.protocol === 'TCP' ? 0 : 1)) * 2 + (f.scope === 'external' ? 0 : 1),
@@ -124,7 +139,7 @@ export function buildDesiredState(input: DesiredInput): { state: DesiredState; p
   const slices = sortedUnique(input.slices, problems);
 
   const proxied = new Map<string, { svc: Service; proxied: boolean }>();
-  for (const svc of services) proxied.set(id(svc), { svc, proxied: isProxied(svc, problems) });
+  for (const svc of services) proxied.set(objectId(svc), { svc, proxied: isProxied(svc, problems) });
   const slicesBySvc = indexSlices(slices, proxied, problems);
 
   // Services are visited in id order, so the first claimant of a frontend is
@@ -133,7 +148,7 @@ export function buildDesiredState(input: DesiredInput): { state: DesiredState; p
   for (const { svc, proxied: isOn } of proxied.values()) {
     if (!isOn) continue;
     let lastAccepted: string | undefined;
-    for (const { frontend, path } of serviceFrontends(svc, slicesBySvc.get(id(svc)) ?? [], input.node, problems)) {
+    for (const { frontend, path } of serviceFrontends(svc, slicesBySvc.get(objectId(svc)) ?? [], input.node, problems)) {
       if (frontend.scope === 'internal') {
         // The twin stands or falls with its external entry, emitted just before it.
         if (lastAccepted !== undefined && frontend.key === `${lastAccepted}/internal`) claimed.set(frontend.key, frontend);

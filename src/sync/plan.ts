@@ -1,13 +1,19 @@
 // The sync plan: desired frontends against what the maps hold, as ordered
-// map operations. Pure. The order is what keeps live connections safe:
+// map operations plus the change to the tracked state. Pure: it reads the
+// current state and never modifies it; commitPlan() does, after the writes
+// succeeded. The order is what keeps live connections safe:
 //
 //   1 backends  2 reverse NAT  3 backend slots  4 masters (the new count)
 //   5 removed masters  6 stale slots  7 stale reverse NAT  8 unreferenced backends
 //
 // A reader that finds a master always finds slots 1..count, and every slot
-// names a backend that exists. Ids freed by this plan are not reused by it.
+// names a backend that exists. Ids freed by a plan are not reused by it.
+//
+// A plan covers either every frontend (a full sync: also removes strays and
+// orphans an interrupted run left) or only the frontends of changed services
+// (a partial sync: cost proportional to the change, not to the cluster).
 import type { BackendValue, RevNatValue, SvcKey, SvcValue } from '../maps/codecs.ts';
-import { type FrontendState, type MapState, backendAddrKey, entryCounts } from './state.ts';
+import { type FrontendState, type MapState, backendAddrKey } from './state.ts';
 import type { FrontendTarget } from './targets.ts';
 
 export interface Plan {
@@ -19,8 +25,16 @@ export interface Plan {
   slotDeletes: SvcKey[];
   revNatDeletes: number[];
   backendDeletes: number[];
-  /** The state once the plan is applied. */
-  next: MapState;
+  /** The change to the tracked state, committed once the writes succeeded. */
+  delta: {
+    frontendSets: Map<string, FrontendState>;
+    frontendDeletes: string[];
+    refDelta: Map<number, number>;
+    clearStrays: boolean;
+    addedServiceEntries: number;
+    nextBackendId: number;
+    nextRevNatId: number;
+  };
   /** Frontends written (added, changed or removed). */
   changed: string[];
   /** Frontends left as they were because a map is full, with the reason. */
@@ -33,40 +47,26 @@ export interface Capacity {
   revNat: number;
 }
 
+/** full: the targets are everything; partial: only frontends in `removable` may be removed. */
+export type PlanScope = { full: true } | { full: false; removable: Iterable<string> };
+
 export function planIsEmpty(p: Plan): boolean {
   return p.backendUpserts.length + p.revNatUpserts.length + p.slotUpserts.length + p.masterUpserts.length +
     p.masterDeletes.length + p.slotDeletes.length + p.revNatDeletes.length + p.backendDeletes.length === 0;
 }
 
-/** Allocates ids not used by the current state nor by this plan, starting after the highest seen. */
-class IdAllocator {
-  #used: Set<number>;
-  #next: number;
-  readonly #max: number;
-  constructor(used: Iterable<number>, max: number) {
-    this.#used = new Set(used);
-    this.#max = max;
-    let hi = 0;
-    for (const id of this.#used) if (id > hi) hi = id;
-    this.#next = hi + 1;
-  }
-  take(): number {
-    for (let tries = 0; tries <= this.#max; tries++) {
-      if (this.#next > this.#max) this.#next = 1;
-      const id = this.#next++;
-      if (!this.#used.has(id)) {
-        this.#used.add(id);
-        return id;
-      }
-    }
-    throw new Error('no free id left');
-  }
-  release(id: number): void {
-    this.#used.delete(id);
-  }
-}
-
 const U32_MAX = 0xffffffff;
+
+/** The next id at or after `from` that neither the maps nor this plan use (ids wrap, 0 is never used). */
+function freeId(from: number, used: (id: number) => boolean): number {
+  let id = from;
+  for (let tries = 0; tries < U32_MAX; tries++) {
+    if (id > U32_MAX || id < 1) id = 1;
+    if (!used(id)) return id;
+    id++;
+  }
+  throw new Error('no free id left');
+}
 
 function sameBackend(a: BackendValue | undefined, b: BackendValue): boolean {
   return !!a && a.addr === b.addr && a.port === b.port && a.proto === b.proto && a.state === b.state && a.flags === b.flags && a.zone === b.zone;
@@ -109,85 +109,86 @@ function svcKey(fe: { key: FrontendState['key'] }, slot: number): SvcKey {
   return { addr: fe.key.addr, port: fe.key.port, proto: fe.key.proto, scope: fe.key.scope, slot };
 }
 
-export function planSync(current: MapState, targets: readonly FrontendTarget[], capacity: Capacity): Plan {
+const SLOT_VALUE = { rev_nat_id: 0, count: 0, flags: 0, algorithm: 0, affinity_timeout: 0 };
+
+export function planSync(current: MapState, targets: readonly FrontendTarget[], capacity: Capacity, scope: PlanScope = { full: true }): Plan {
+  const delta: Plan['delta'] = {
+    frontendSets: new Map(), frontendDeletes: [], refDelta: new Map(), clearStrays: false, addedServiceEntries: 0,
+    nextBackendId: current.nextBackendId, nextRevNatId: current.nextRevNatId,
+  };
   const plan: Plan = {
     backendUpserts: [], revNatUpserts: [], slotUpserts: [], masterUpserts: [],
     masterDeletes: [], slotDeletes: [], revNatDeletes: [], backendDeletes: [],
-    next: { frontends: new Map(), backends: new Map(current.backends), revNat: new Map(current.revNat), straySlots: [] },
-    changed: [], deferred: [],
+    delta, changed: [], deferred: [],
   };
-  const backendIds = new IdAllocator(current.backends.keys(), U32_MAX);
-  const revNatIds = new IdAllocator(current.revNat.keys(), U32_MAX);
-  const idByAddr = new Map<string, number>();
-  for (const [id, be] of current.backends) {
-    const k = backendAddrKey(be);
-    if (!idByAddr.has(k)) idByAddr.set(k, id);
-  }
-
-  // Peak fill during the plan: new entries are written before any is deleted.
-  const used = entryCounts(current);
-  const budget = { services: capacity.services - used.services, backends: capacity.backends - used.backends, revNat: capacity.revNat - used.revNat };
-  const upsertedBackend = new Map<number, BackendValue>();
+  const newIdByAddr = new Map<string, number>();
+  const plannedBackend = new Map<number, BackendValue>(); // upserts of this plan, by id
+  const plannedRevNat = new Set<number>();
+  const ref = (id: number, d: number) => delta.refDelta.set(id, (delta.refDelta.get(id) ?? 0) + d);
+  const budget = {
+    services: capacity.services - current.counts.services,
+    backends: capacity.backends - current.counts.backends,
+    revNat: capacity.revNat - current.counts.revNat,
+  };
 
   for (const t of targets) {
     const cur = current.frontends.get(t.id);
     const oldSlots = cur?.slots ?? [];
 
     // Backend ids, allocated tentatively until the frontend fits.
-    const fresh: number[] = [];
-    const pendingBackends: Array<[number, BackendValue]> = [];
+    const fresh: Array<[string, number]> = [];
+    const pending: Array<[number, BackendValue]> = [];
     const ids: number[] = [];
     for (const be of t.backends) {
       const ak = backendAddrKey(be);
-      let id = idByAddr.get(ak);
+      let id = newIdByAddr.get(ak) ?? current.idByAddr.get(ak);
       if (id === undefined) {
-        id = backendIds.take();
-        fresh.push(id);
-        idByAddr.set(ak, id);
+        id = freeId(delta.nextBackendId, (x) => current.backends.has(x) || plannedBackend.has(x) || fresh.some(([, f]) => f === x));
+        delta.nextBackendId = id + 1;
+        fresh.push([ak, id]);
       }
       ids.push(id);
-      const have = upsertedBackend.get(id) ?? plan.next.backends.get(id);
-      if (!sameBackend(have, be)) pendingBackends.push([id, be]);
+      if (!sameBackend(plannedBackend.get(id) ?? current.backends.get(id), be)) pending.push([id, be]);
     }
     const newSlots = reconcileSlots(oldSlots, ids);
     const definedOld = oldSlots.filter((s) => s !== undefined).length;
     const needServices = (cur ? 0 : 1) + Math.max(0, newSlots.length - definedOld);
-    const needRevNat = cur && current.revNat.has(cur.master.rev_nat_id) ? 0 : 1;
+    const hasRevNat = !!cur && cur.master.rev_nat_id !== 0 && current.revNat.has(cur.master.rev_nat_id);
+    const needRevNat = hasRevNat ? 0 : 1;
     const lacking = needServices > budget.services ? 'services' : fresh.length > budget.backends ? 'backends' : needRevNat > budget.revNat ? 'reverse NAT' : '';
     if (lacking) {
-      for (const id of fresh) {
-        backendIds.release(id);
-        const be = t.backends[ids.indexOf(id)]!;
-        idByAddr.delete(backendAddrKey(be));
-      }
       const cap = lacking === 'services' ? capacity.services : lacking === 'backends' ? capacity.backends : capacity.revNat;
       plan.deferred.push({ id: t.id, label: t.label, reason: `the ${lacking} map is full (${cap} entries)` });
-      if (cur) plan.next.frontends.set(t.id, cur); // keeps serving what it had
-      continue;
+      continue; // keeps serving what it had, if anything
     }
     budget.services -= needServices;
     budget.backends -= fresh.length;
     budget.revNat -= needRevNat;
-    for (const [id, be] of pendingBackends) {
-      if (!upsertedBackend.has(id)) plan.backendUpserts.push([id, be]);
+    delta.addedServiceEntries += needServices;
+    for (const [ak, id] of fresh) newIdByAddr.set(ak, id);
+    for (const [id, be] of pending) {
+      if (!plannedBackend.has(id)) plan.backendUpserts.push([id, be]);
       else plan.backendUpserts[plan.backendUpserts.findIndex(([x]) => x === id)] = [id, be];
-      upsertedBackend.set(id, be);
-      plan.next.backends.set(id, be);
+      plannedBackend.set(id, be);
     }
 
     let changed = false;
     for (let i = 0; i < newSlots.length; i++) {
       if (oldSlots[i] !== newSlots[i]) {
-        plan.slotUpserts.push([svcKey(t, i + 1), { backend_id: newSlots[i]!, rev_nat_id: 0, count: 0, flags: 0, algorithm: 0, affinity_timeout: 0 }]);
+        plan.slotUpserts.push([svcKey(t, i + 1), { backend_id: newSlots[i]!, ...SLOT_VALUE }]);
         changed = true;
       }
     }
-    const revNatId = cur?.master.rev_nat_id || revNatIds.take();
+    let revNatId = hasRevNat ? cur!.master.rev_nat_id : 0;
+    if (!revNatId) {
+      revNatId = freeId(delta.nextRevNatId, (x) => current.revNat.has(x) || plannedRevNat.has(x));
+      delta.nextRevNatId = revNatId + 1;
+      plannedRevNat.add(revNatId);
+    }
     const rn: RevNatValue = { addr: t.key.addr, port: t.key.port };
     const haveRn = current.revNat.get(revNatId);
     if (!haveRn || haveRn.addr !== rn.addr || haveRn.port !== rn.port) {
       plan.revNatUpserts.push([revNatId, rn]);
-      plan.next.revNat.set(revNatId, rn);
       changed = true;
     }
     const master: SvcValue = { backend_id: 0, rev_nat_id: revNatId, count: newSlots.length, flags: t.flags, algorithm: t.algorithm, affinity_timeout: t.affinityTimeout };
@@ -199,40 +200,88 @@ export function planSync(current: MapState, targets: readonly FrontendTarget[], 
       if (oldSlots[i] !== undefined) plan.slotDeletes.push(svcKey(t, i + 1));
       changed = true;
     }
-    plan.next.frontends.set(t.id, { key: t.key, master, slots: newSlots });
-    if (changed) plan.changed.push(t.id);
+    if (changed) {
+      for (const s of oldSlots) if (s !== undefined) ref(s, -1);
+      for (const s of newSlots) ref(s, +1);
+      delta.frontendSets.set(t.id, { key: t.key, master, slots: newSlots });
+      plan.changed.push(t.id);
+    }
   }
 
-  // Frontends no longer wanted: master first, then its slots.
+  // Frontends no longer wanted: master first, then its slots, then its reverse NAT.
   const wanted = new Set(targets.map((t) => t.id));
-  for (const [id, fe] of current.frontends) {
-    if (wanted.has(id)) continue;
+  const removable = scope.full ? current.frontends.keys() : scope.removable;
+  for (const id of removable) {
+    const fe = current.frontends.get(id);
+    if (!fe || wanted.has(id)) continue;
     plan.masterDeletes.push(svcKey(fe, 0));
     fe.slots.forEach((s, i) => {
-      if (s !== undefined) plan.slotDeletes.push(svcKey(fe, i + 1));
+      if (s === undefined) return;
+      plan.slotDeletes.push(svcKey(fe, i + 1));
+      ref(s, -1);
     });
+    if (current.revNat.has(fe.master.rev_nat_id)) plan.revNatDeletes.push(fe.master.rev_nat_id);
+    delta.frontendDeletes.push(id);
     plan.changed.push(id);
   }
-  plan.slotDeletes.push(...current.straySlots);
 
-  // Reverse NAT and backends nothing refers to any more.
-  const liveRevNat = new Set<number>();
-  const liveBackends = new Set<number>();
-  for (const fe of plan.next.frontends.values()) {
-    liveRevNat.add(fe.master.rev_nat_id);
-    for (const s of fe.slots) if (s !== undefined) liveBackends.add(s);
+  // Backends no slot refers to any more.
+  const unreferenced = (id: number) => (current.refs.get(id) ?? 0) + (delta.refDelta.get(id) ?? 0) <= 0;
+  const candidates = scope.full ? current.backends.keys() : delta.refDelta.keys();
+  for (const id of candidates) {
+    if (current.backends.has(id) && unreferenced(id)) plan.backendDeletes.push(id);
   }
-  for (const id of plan.next.revNat.keys()) {
-    if (!liveRevNat.has(id)) {
-      plan.next.revNat.delete(id);
-      if (current.revNat.has(id)) plan.revNatDeletes.push(id);
-    }
-  }
-  for (const id of plan.next.backends.keys()) {
-    if (!liveBackends.has(id)) {
-      plan.next.backends.delete(id);
-      if (current.backends.has(id)) plan.backendDeletes.push(id);
-    }
+
+  if (scope.full) {
+    // What an interrupted run may have left: stray slots, reverse NAT entries no master uses.
+    plan.slotDeletes.push(...current.straySlots);
+    delta.clearStrays = current.straySlots.length > 0;
+    const usedRevNat = new Set<number>();
+    const gone = new Set(delta.frontendDeletes);
+    for (const [id, fe] of current.frontends) if (!gone.has(id) && !delta.frontendSets.has(id)) usedRevNat.add(fe.master.rev_nat_id);
+    for (const fe of delta.frontendSets.values()) usedRevNat.add(fe.master.rev_nat_id);
+    const deleting = new Set(plan.revNatDeletes);
+    for (const id of current.revNat.keys()) if (!usedRevNat.has(id) && !deleting.has(id)) plan.revNatDeletes.push(id);
   }
   return plan;
+}
+
+/** Applies a plan's delta to the tracked state, in place, after its writes succeeded. */
+export function commitPlan(state: MapState, plan: Plan): void {
+  const d = plan.delta;
+  for (const id of d.frontendDeletes) state.frontends.delete(id);
+  for (const [id, fe] of d.frontendSets) state.frontends.set(id, fe);
+  if (d.clearStrays) state.straySlots = [];
+  let newBackends = 0;
+  for (const [id, be] of plan.backendUpserts) {
+    if (!state.backends.has(id)) newBackends++;
+    state.backends.set(id, be);
+    const k = backendAddrKey(be);
+    if (!state.idByAddr.has(k)) state.idByAddr.set(k, id);
+  }
+  for (const id of plan.backendDeletes) {
+    const be = state.backends.get(id);
+    state.backends.delete(id);
+    state.refs.delete(id);
+    if (be && state.idByAddr.get(backendAddrKey(be)) === id) state.idByAddr.delete(backendAddrKey(be));
+  }
+  let newRevNat = 0;
+  for (const [id, rn] of plan.revNatUpserts) {
+    if (!state.revNat.has(id)) newRevNat++;
+    state.revNat.set(id, rn);
+  }
+  for (const id of plan.revNatDeletes) state.revNat.delete(id);
+  for (const [id, dv] of d.refDelta) {
+    if (!state.backends.has(id)) continue;
+    const n = (state.refs.get(id) ?? 0) + dv;
+    if (n > 0) state.refs.set(id, n);
+    else state.refs.delete(id);
+  }
+  state.counts = {
+    services: state.counts.services + d.addedServiceEntries - plan.masterDeletes.length - plan.slotDeletes.length,
+    backends: state.counts.backends + newBackends - plan.backendDeletes.length,
+    revNat: state.counts.revNat + newRevNat - plan.revNatDeletes.length,
+  };
+  state.nextBackendId = d.nextBackendId;
+  state.nextRevNatId = d.nextRevNatId;
 }

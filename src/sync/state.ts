@@ -1,6 +1,8 @@
 // What the maps hold, as the sync engine tracks it: frontends with their
-// master entry and backend slots, the backends, the reverse NAT entries. Read
-// back from the pinned maps at start, so a restarted agent keeps every id.
+// master entry and backend slots, the backends, the reverse NAT entries, and
+// the indexes an incremental update needs (backend id by address, slot
+// references per backend, entry counts). Read back from the pinned maps at
+// start, so a restarted agent keeps every id.
 import type { BackendValue, RevNatValue, SvcKey, SvcValue } from '../maps/codecs.ts';
 
 export interface FrontendKey {
@@ -17,12 +19,27 @@ export interface FrontendState {
   slots: Array<number | undefined>;
 }
 
+export interface EntryCounts {
+  services: number;
+  backends: number;
+  revNat: number;
+}
+
 export interface MapState {
   frontends: Map<string, FrontendState>;
   backends: Map<number, BackendValue>;
   revNat: Map<number, RevNatValue>;
   /** Services-map entries no frontend accounts for: slots past a master's count, slots without a master. */
   straySlots: SvcKey[];
+  /** First backend id per address (`addr:port/proto`). */
+  idByAddr: Map<string, number>;
+  /** How many slots refer to each backend id. */
+  refs: Map<number, number>;
+  /** Entries in each map, kept up to date as plans are committed. */
+  counts: EntryCounts;
+  /** Where the next id search starts (ids are not reused soon after they are freed). */
+  nextBackendId: number;
+  nextRevNatId: number;
 }
 
 export function frontendId(k: FrontendKey): string {
@@ -34,7 +51,11 @@ export function backendAddrKey(b: { addr: string; port: number; proto: number })
 }
 
 export function emptyState(): MapState {
-  return { frontends: new Map(), backends: new Map(), revNat: new Map(), straySlots: [] };
+  return {
+    frontends: new Map(), backends: new Map(), revNat: new Map(), straySlots: [],
+    idByAddr: new Map(), refs: new Map(), counts: { services: 0, backends: 0, revNat: 0 },
+    nextBackendId: 1, nextRevNatId: 1,
+  };
 }
 
 /** Rebuilds the tracked state from map contents (as read with lookup batch). */
@@ -68,14 +89,26 @@ export function stateFromEntries(
   for (const fe of state.frontends.values()) {
     // A master whose slots are all missing still needs `count` (undefined) slots, rewritten next sync.
     if (fe.slots.length !== fe.master.count) fe.slots = Array.from({ length: fe.master.count }, (_, i) => fe.slots[i]);
+    for (const s of fe.slots) if (s !== undefined) state.refs.set(s, (state.refs.get(s) ?? 0) + 1);
   }
-  for (const [id, v] of backends) state.backends.set(id, { ...v });
+  for (const [id, v] of backends) {
+    state.backends.set(id, { ...v });
+    const k = backendAddrKey(v);
+    if (!state.idByAddr.has(k)) state.idByAddr.set(k, id);
+  }
   for (const [id, v] of revNat) state.revNat.set(id, { ...v });
+  state.counts = { services: services.length, backends: backends.length, revNat: revNat.length };
+  let maxB = 0;
+  for (const id of state.backends.keys()) if (id > maxB) maxB = id;
+  let maxR = 0;
+  for (const id of state.revNat.keys()) if (id > maxR) maxR = id;
+  state.nextBackendId = maxB + 1;
+  state.nextRevNatId = maxR + 1;
   return state;
 }
 
-/** Counts of entries per map that this state accounts for. */
-export function entryCounts(state: MapState): { services: number; backends: number; revNat: number } {
+/** Counts recomputed from scratch (tests compare them with the tracked ones). */
+export function countEntries(state: MapState): EntryCounts {
   let services = state.straySlots.length;
   for (const fe of state.frontends.values()) services += 1 + fe.slots.filter((s) => s !== undefined).length;
   return { services, backends: state.backends.size, revNat: state.revNat.size };

@@ -17,6 +17,8 @@ export interface FrontendTarget {
   algorithm: number;
   affinityTimeout: number;
   backends: BackendValue[];
+  /** The Service it belongs to (namespace/name): partial syncs replace an owner's frontends. */
+  owner: string;
   /** For messages: namespace/name:port of the service. */
   label: string;
 }
@@ -60,6 +62,7 @@ export function toTarget(fe: Frontend): FrontendTarget {
       flags: b.local ? BACKEND_F_LOCAL : 0,
       zone: 0,
     })),
+    owner: `${fe.service.namespace}/${fe.service.name}`,
     label: `${fe.service.namespace}/${fe.service.name}${fe.service.portName ? `:${fe.service.portName}` : ''}`,
   };
 }

@@ -70,8 +70,9 @@ export class MemoryMaps implements MapSource, MapWriter {
 let seq = 0;
 export function target(vip: string, port: number, backends: string[], opts: Partial<FrontendTarget> = {}): FrontendTarget {
   const key = { addr: vip, port, proto: 6, scope: 0 };
+  const label = `ns/svc${seq++}`;
   return {
-    id: `${vip}:${port}/6/0`, key, flags: 1, algorithm: 0, affinityTimeout: 0, label: `ns/svc${seq++}`,
+    id: `${vip}:${port}/6/0`, key, flags: 1, algorithm: 0, affinityTimeout: 0, label, owner: `owner-${vip}`,
     backends: backends.map((b) => {
       const [addr, p] = b.split(':');
       return { addr: addr!, port: Number(p ?? 8080), proto: 6, state: 0, flags: 0, zone: 0 };

@@ -1,0 +1,210 @@
+// The desired state, kept up to date one object at a time: a change to a
+// Service or an EndpointSlice recomputes that Service's frontends only, so an
+// endpoint change costs the same with 10 or 100,000 Services. It applies the
+// same rules as buildDesiredState (and a property test holds the two equal),
+// including who wins when two Services claim one frontend: the one whose
+// namespace/name sorts first.
+import { isProxied, objectId, sliceService } from './desired.ts';
+import type { IPv4Slice } from './endpoints.ts';
+import { serviceFrontends, type SourcedFrontend } from './frontends.ts';
+import { problemAbout } from './problems.ts';
+import type { EndpointSlice, Service } from './schemas.ts';
+import type { Frontend, NodeInfo, Problem } from './types.ts';
+
+export interface ModelChanges {
+  /** Services whose frontends changed, with all their frontends now (empty: none). */
+  services: Map<string, Frontend[]>;
+  /** Problems of the objects recomputed, by object ("Kind namespace/name"); an empty list means it is fine now. */
+  problems: Map<string, Problem[]>;
+}
+
+function objectKey(kind: string, id: string): string {
+  return `${kind} ${id}`;
+}
+
+function sameFrontends(a: readonly Frontend[] | undefined, b: readonly Frontend[]): boolean {
+  if (!a) return b.length === 0;
+  if (a.length !== b.length) return false;
+  return JSON.stringify(a) === JSON.stringify(b);
+}
+
+export class IncrementalModel {
+  readonly #services = new Map<string, Service>();
+  readonly #slices = new Map<string, EndpointSlice>();
+  /** Slice id -> the Service it feeds (only slices kube-proxy would use). */
+  readonly #sliceOwner = new Map<string, string>();
+  readonly #slicesBySvc = new Map<string, Set<string>>();
+  #node: NodeInfo | undefined;
+
+  /** Every frontend each Service would have if it won every conflict. */
+  readonly #candidates = new Map<string, SourcedFrontend[]>();
+  /** External frontend key -> the Services that claim it. */
+  readonly #claims = new Map<string, Set<string>>();
+  /** What the maps were last told, per Service. */
+  readonly #emitted = new Map<string, Frontend[]>();
+
+  readonly #dirty = new Set<string>();
+  readonly #problemDirty = new Map<string, Problem[]>();
+
+  get serviceCount(): number {
+    return this.#services.size;
+  }
+
+  upsertService(svc: Service): void {
+    const id = objectId(svc);
+    this.#services.set(id, svc);
+    this.#dirty.add(id);
+  }
+
+  deleteService(namespace: string, name: string): void {
+    const id = `${namespace}/${name}`;
+    this.#services.delete(id);
+    this.#dirty.add(id);
+    this.#problemDirty.set(objectKey('Service', id), []);
+  }
+
+  upsertSlice(slice: EndpointSlice): void {
+    const id = objectId(slice);
+    this.#unlinkSlice(id);
+    this.#slices.set(id, slice);
+    const problems: Problem[] = [];
+    const owner = sliceService(slice, problems);
+    this.#problemDirty.set(objectKey('EndpointSlice', id), problems);
+    if (owner === undefined) return;
+    this.#sliceOwner.set(id, owner);
+    let set = this.#slicesBySvc.get(owner);
+    if (!set) this.#slicesBySvc.set(owner, (set = new Set()));
+    set.add(id);
+    this.#dirty.add(owner);
+  }
+
+  deleteSlice(namespace: string, name: string): void {
+    const id = `${namespace}/${name}`;
+    this.#unlinkSlice(id);
+    this.#slices.delete(id);
+    this.#problemDirty.set(objectKey('EndpointSlice', id), []);
+  }
+
+  #unlinkSlice(id: string): void {
+    const owner = this.#sliceOwner.get(id);
+    if (owner === undefined) return;
+    this.#sliceOwner.delete(id);
+    const set = this.#slicesBySvc.get(owner);
+    set?.delete(id);
+    if (set && set.size === 0) this.#slicesBySvc.delete(owner);
+    this.#dirty.add(owner);
+  }
+
+  /** The node's name and addresses decide NodePort frontends and local endpoints: every Service is recomputed. */
+  setNode(node: NodeInfo | undefined): void {
+    if (JSON.stringify(node) === JSON.stringify(this.#node)) return;
+    this.#node = node;
+    for (const id of this.#services.keys()) this.#dirty.add(id);
+  }
+
+  /** Marks every Service for recomputation (a periodic full resync). */
+  markAllDirty(): void {
+    for (const id of this.#services.keys()) this.#dirty.add(id);
+    for (const id of this.#emitted.keys()) this.#dirty.add(id);
+  }
+
+  hasChanges(): boolean {
+    return this.#dirty.size > 0 || this.#problemDirty.size > 0;
+  }
+
+  /** All frontends, by Service, as last computed (for a full sync). */
+  allFrontends(): Map<string, Frontend[]> {
+    return new Map(this.#emitted);
+  }
+
+  /** Recomputes the Services changed since the last call and returns what differs. */
+  takeChanges(): ModelChanges {
+    const problems = new Map(this.#problemDirty);
+    this.#problemDirty.clear();
+    const dirty = [...this.#dirty];
+    this.#dirty.clear();
+
+    // 1. New candidates for the changed Services, and every Service whose claim on a frontend changed.
+    const affected = new Set<string>(dirty);
+    for (const id of dirty) {
+      const own: Problem[] = [];
+      const next = this.#compute(id, own);
+      problems.set(objectKey('Service', id), own);
+      const before = new Set((this.#candidates.get(id) ?? []).filter((c) => c.frontend.scope === 'external').map((c) => c.frontend.key));
+      const after = new Set(next.filter((c) => c.frontend.scope === 'external').map((c) => c.frontend.key));
+      for (const key of before) {
+        if (after.has(key)) continue;
+        const set = this.#claims.get(key);
+        set?.delete(id);
+        if (set?.size === 0) this.#claims.delete(key);
+        for (const other of set ?? []) affected.add(other);
+      }
+      for (const key of after) {
+        if (before.has(key)) continue;
+        let set = this.#claims.get(key);
+        if (!set) this.#claims.set(key, (set = new Set()));
+        for (const other of set) affected.add(other);
+        set.add(id);
+      }
+      if (next.length) this.#candidates.set(id, next);
+      else this.#candidates.delete(id);
+    }
+
+    // 2. Each affected Service keeps the frontends it wins.
+    const services = new Map<string, Frontend[]>();
+    for (const id of [...affected].sort()) {
+      const conflicts: Problem[] = [];
+      const won = this.#resolve(id, conflicts);
+      if (conflicts.length) {
+        const key = objectKey('Service', id);
+        problems.set(key, [...(problems.get(key) ?? []), ...conflicts]);
+      }
+      if (!sameFrontends(this.#emitted.get(id), won)) {
+        services.set(id, won);
+        if (won.length) this.#emitted.set(id, won);
+        else this.#emitted.delete(id);
+      }
+    }
+    return { services, problems };
+  }
+
+  #compute(id: string, problems: Problem[]): SourcedFrontend[] {
+    const svc = this.#services.get(id);
+    if (!svc || !isProxied(svc, problems)) return [];
+    const slices = [...(this.#slicesBySvc.get(id) ?? [])].sort().map((s) => this.#slices.get(s) as IPv4Slice);
+    return serviceFrontends(svc, slices, this.#node, problems);
+  }
+
+  /** The candidates of one Service minus the frontends another Service (sorting first) owns. */
+  #resolve(id: string, problems: Problem[]): Frontend[] {
+    const svc = this.#services.get(id);
+    const out: Frontend[] = [];
+    const mine = new Map<string, Frontend>();
+    let lastAccepted: string | undefined;
+    for (const { frontend, path } of this.#candidates.get(id) ?? []) {
+      if (frontend.scope === 'internal') {
+        if (lastAccepted !== undefined && frontend.key === `${lastAccepted}/internal`) out.push(frontend);
+        continue;
+      }
+      lastAccepted = undefined;
+      const dup = mine.get(frontend.key);
+      if (dup) {
+        if (svc) problems.push(problemAbout(svc, 'warning', path, `frontend ${frontend.key} (${frontend.type}) duplicates this Service's ${dup.type} frontend; kept the ${dup.type} one`));
+        continue;
+      }
+      const owner = [...(this.#claims.get(frontend.key) ?? [])].sort()[0];
+      if (owner !== undefined && owner !== id) {
+        const other = this.#candidates.get(owner)?.find((c) => c.frontend.key === frontend.key)?.frontend;
+        if (svc) {
+          problems.push(problemAbout(svc, 'error', path,
+            `frontend ${frontend.key} (${frontend.type}) is already used by Service ${owner}${other ? ` (${other.type})` : ''}; this frontend is skipped`));
+        }
+        continue;
+      }
+      mine.set(frontend.key, frontend);
+      out.push(frontend);
+      lastAccepted = frontend.key;
+    }
+    return out;
+  }
+}
