@@ -68,7 +68,7 @@ async function main(): Promise<void> {
     say('   (the VIPs 10.96.0.x exist nowhere: no route, no address; only svcmap makes them work)');
 
     say(`\n== 2. svcmap agent --manifests ${MANIFESTS} --cgroup ${cgroup}`);
-    agent = new AgentProcess(['--manifests', manifests, '--cgroup', cgroup, '--pin-dir', pinDir, '--node-name', 'demo-node']);
+    agent = new AgentProcess(['--manifests', manifests, '--cgroup', cgroup, '--pin-dir', pinDir, '--node-name', 'demo-node', '--metrics-port', '0', '--health-port', '0', '--bind-address', '127.0.0.1']);
     const synced = await agent.waitForSync(0, 60000);
     const up = agent.lines.find((l) => String(l.msg).startsWith('datapath up'));
     say(`   BPF object: ${String(up?.object ?? '?')}`);

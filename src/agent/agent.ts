@@ -1,21 +1,50 @@
-// svcmap agent: datapath up, then every desired state from the source is
-// synced into the maps. On SIGTERM the agent exits and leaves the datapath
-// pinned and working; svcmap cleanup removes it.
+// svcmap agent: datapath up, metrics and health endpoints up, then the
+// source (a manifest directory, or the Kubernetes API) drives the sync. On
+// SIGTERM the agent exits and leaves the datapath pinned and working;
+// svcmap cleanup removes it.
+import type { Server } from 'node:http';
 import type { DesiredState, Problem } from '../model/types.ts';
 import { FileSource } from '../sources/file/file-source.ts';
+import { type KubeConnection, loadKubeConfig } from '../sources/kubernetes/config.ts';
+import { KubernetesSource } from '../sources/kubernetes/source.ts';
 import { MapsAdapter } from '../sync/maps-adapter.ts';
 import { Syncer } from '../sync/syncer.ts';
 import { toTargets } from '../sync/targets.ts';
 import { type DatapathOptions, bringUpDatapath } from './datapath.ts';
+import { serveHealth, serveMetrics } from './http-servers.ts';
+import { KubernetesSyncLoop } from './k8s-loop.ts';
 import type { Logger } from './log.ts';
+import { AgentMetrics } from './metrics.ts';
 import { ProblemReporter } from './problems-log.ts';
+import { SyncStatus } from './sync-status.ts';
+
+export type AgentSource = { kind: 'files'; dir: string } | ({ kind: 'kubernetes' } & KubeConnection);
 
 export interface AgentConfig extends DatapathOptions {
-  manifests: string;
+  source: AgentSource;
   nodeName?: string;
+  metrics: { bindAddress: string; port: number } | null;
+  health: { bindAddress: string; port: number } | null;
+  /** Minimum time between syncs (0: as soon as a change arrives). */
+  minSyncIntervalMs: number;
+  /** Maximum time between syncs: the periodic full resync. */
+  syncPeriodMs: number;
 }
 
-export async function runAgent(cfg: AgentConfig, log: Logger): Promise<{ stop(): void; stopped: Promise<void> }> {
+export interface RunningAgent {
+  stop(): void;
+  stopped: Promise<void>;
+  metricsPort?: number;
+  healthPort?: number;
+}
+
+export async function runAgent(cfg: AgentConfig, log: Logger): Promise<RunningAgent> {
+  // Fail on bad credentials before touching the datapath.
+  const kc = cfg.source.kind === 'kubernetes' ? loadKubeConfig(cfg.source) : undefined;
+  if (cfg.source.kind === 'kubernetes' && !cfg.nodeName) {
+    throw new Error('the Kubernetes source needs this node\'s name: --node-name NAME or the NODE_NAME environment variable (from the downward API: spec.nodeName)');
+  }
+
   const dp = bringUpDatapath(cfg, (msg, fields) => log.info(fields ?? {}, msg));
   for (const n of dp.notes) log.warn(n);
   log.info({
@@ -24,26 +53,79 @@ export async function runAgent(cfg: AgentConfig, log: Logger): Promise<{ stop():
 
   const syncer = new Syncer(new MapsAdapter(dp.maps));
   log.info({ frontends: syncer.state.frontends.size, backends: syncer.state.backends.size }, 'read current map state');
-  const problems = new ProblemReporter(log);
 
-  const apply = (state: DesiredState, found: Problem[]) => {
-    problems.report(found);
-    try {
-      const r = syncer.sync(toTargets(state));
-      for (const d of r.deferred) log.error({ frontend: d.id, service: d.label }, `not programmed: ${d.reason}; raise the map size (--max-services / --max-backends)`);
-      log.info({ changed: r.changed, ops: r.ops, entries: r.entries, durationMs: Number(r.durationMs.toFixed(3)), frontends: state.frontends.size }, 'sync done');
-    } catch (err) {
-      log.error({ err }, 'sync failed; the maps were re-read and the next change retries');
-    }
-  };
-
-  const source = new FileSource({
-    dir: cfg.manifests,
-    ...(cfg.nodeName ? { nodeName: cfg.nodeName } : {}),
-    onError: (err) => log.error({ err }, 'reading manifests failed; keeping the last state'),
+  const metrics = new AgentMetrics();
+  const status = new SyncStatus(metrics, log);
+  const problems = new ProblemReporter(log, (p: Problem) => {
+    if (p.severity === 'error' && p.kind !== 'Service') metrics.syncErrors.inc({ kind: 'invalid_object' });
   });
-  await source.start(apply);
-  log.info({ manifests: cfg.manifests }, 'watching manifests');
+  const servers: Server[] = [];
+  const running: Partial<RunningAgent> = {};
+  if (cfg.metrics) {
+    const m = await serveMetrics(metrics, cfg.metrics);
+    servers.push(m.server);
+    running.metricsPort = m.port;
+  }
+  if (cfg.health) {
+    const h = await serveHealth(() => status.health, Math.max(60_000, 2 * cfg.minSyncIntervalMs), cfg.health);
+    servers.push(h.server);
+    running.healthPort = h.port;
+  }
+  log.info({ metricsPort: running.metricsPort, healthPort: running.healthPort }, 'serving metrics and health');
+
+  let stopSource: () => void;
+  if (cfg.source.kind === 'files') {
+    const source = new FileSource({
+      dir: cfg.source.dir,
+      ...(cfg.nodeName ? { nodeName: cfg.nodeName } : {}),
+      onError: (err) => {
+        metrics.syncErrors.inc({ kind: 'source' });
+        log.error({ err }, 'reading manifests failed; keeping the last state');
+      },
+    });
+    const apply = (state: DesiredState, found: Problem[]) => {
+      problems.report(found);
+      status.pending();
+      try {
+        const r = syncer.sync(toTargets(state));
+        status.succeeded(r, syncer.capacity(), state.frontends.size);
+      } catch (err) {
+        status.failed(err);
+      }
+    };
+    await source.start(apply);
+    log.info({ manifests: cfg.source.dir }, 'watching manifests');
+    stopSource = () => source.stop();
+  } else {
+    let loop: KubernetesSyncLoop | undefined;
+    const source = new KubernetesSource(kc!, cfg.nodeName, {
+      changed: () => loop?.poke(),
+      invalid: (found) => {
+        for (const p of found) {
+          metrics.syncErrors.inc({ kind: 'invalid_object' });
+          log.error({ kind: p.kind, namespace: p.namespace, name: p.name, field: p.path }, `skipped invalid ${p.kind} ${p.namespace}/${p.name}: ${p.message}`);
+        }
+      },
+      informerError: (kind, err, retryMs) => {
+        metrics.syncErrors.inc({ kind: 'source' });
+        log.warn({ informer: kind, err: String((err as Error)?.message ?? err), retryMs }, 'watch failed; the maps keep their state, retrying');
+      },
+      sliceTrigger: (svc, at) => loop?.trigger(svc, at),
+    });
+    source.model.setNode({ name: cfg.nodeName!, addresses: [] });
+    loop = new KubernetesSyncLoop(source, syncer, status, metrics, problems, log, {
+      minIntervalMs: cfg.minSyncIntervalMs, syncPeriodMs: cfg.syncPeriodMs,
+    });
+    loop.start();
+    source.start();
+    const server = kc!.getCurrentCluster()?.server;
+    log.info({ apiServer: server, node: cfg.nodeName }, 'watching the Kubernetes API');
+    void source.synced.then(() => log.info('informers synced'));
+    stopSource = () => {
+      loop?.stop();
+      source.stop();
+    };
+  }
 
   let resolveStopped!: () => void;
   const stopped = new Promise<void>((r) => (resolveStopped = r));
@@ -51,11 +133,12 @@ export async function runAgent(cfg: AgentConfig, log: Logger): Promise<{ stop():
   const stop = () => {
     if (done) return;
     done = true;
-    source.stop();
+    stopSource();
+    for (const s of servers) s.close();
     dp.maps.close();
     dp.object.close(); // pins and links stay: the datapath keeps working
     log.info('agent stopped; datapath left in place (svcmap cleanup removes it)');
     resolveStopped();
   };
-  return { stop, stopped };
+  return { ...running, stop, stopped };
 }

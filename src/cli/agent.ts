@@ -1,25 +1,40 @@
 // svcmap agent: flags -> config -> runAgent, with signal handling.
 import { z } from 'zod';
 import { defaultCgroup } from '../bpf/environment.ts';
-import { runAgent } from '../agent/agent.ts';
+import { type AgentSource, runAgent } from '../agent/agent.ts';
 import { LOG_LEVELS, createLogger } from '../agent/log.ts';
-import { intString, parseFlags, pinDirFlag } from './args.ts';
+import { UsageError, duration, intString, parseFlags, pinDirFlag } from './args.ts';
 
-export const agentHelp = `svcmap agent --manifests DIR [flags]
+export const agentHelp = `svcmap agent [--manifests DIR | --kubeconfig PATH] [flags]
   Loads the datapath, attaches it to a cgroup, and keeps the maps in sync.
-  --manifests DIR        directory of Service/EndpointSlice YAML (file source)
+  Source (one of):
+    (default)            the Kubernetes API, with in-cluster credentials
+    --kubeconfig PATH    the Kubernetes API, with this kubeconfig
+    --manifests DIR      a directory of Service/EndpointSlice YAML (local runs)
+  --k8s-api-server URL   https://HOST:PORT of the API server, bypassing the
+                         kubernetes Service (env SVCMAP_K8S_API_SERVER)
+  --node-name NAME       this node's name (env NODE_NAME); required with the API
   --cgroup PATH          cgroup v2 directory to attach the socket hooks to
                          (default: the cgroup v2 mount root)
   --pin-dir DIR          bpffs directory for pins (default /sys/fs/bpf/svcmap)
-  --node-name NAME       this node's name, for local endpoints (env NODE_NAME)
   --bpf-dir DIR          where compiled BPF objects are cached (default build/bpf)
   --compile              compile the BPF programs even if a cached object matches
   --max-services N       services map capacity for a new map (default 65536)
   --max-backends N       backends map capacity for a new map (default 65536)
+  --min-sync-interval D  minimum time between syncs (default 0s: immediate)
+  --sync-period D        periodic full resync (default 1h)
+  --metrics-port N       Prometheus /metrics (default 10249; 0 = any free port; -1 = off)
+  --health-port N        /healthz, /livez, /readyz (default 10256; 0 = any; -1 = off)
+  --bind-address ADDR    address for both (default: metrics 127.0.0.1, health 0.0.0.0)
   --log-level LEVEL      debug, info, warn or error (default info)`;
 
+const port = z.string().regex(/^-?\d+$/, 'must be a port number, 0 for any free port, or -1 for off').transform(Number)
+  .refine((n) => n >= -1 && n <= 65535, { message: 'must be between -1 and 65535' });
+
 const schema = z.object({
-  manifests: z.string({ message: 'is required (a directory of Service and EndpointSlice manifests)' }).min(1),
+  manifests: z.string().min(1).optional(),
+  kubeconfig: z.string().min(1).optional(),
+  'k8s-api-server': z.string().optional(),
   cgroup: z.string().startsWith('/', 'must be an absolute path').optional(),
   'pin-dir': pinDirFlag,
   'node-name': z.string().optional(),
@@ -27,12 +42,19 @@ const schema = z.object({
   compile: z.boolean().default(false),
   'max-services': intString(1, 16_777_216).optional(),
   'max-backends': intString(1, 16_777_216).optional(),
+  'min-sync-interval': duration.default(0),
+  'sync-period': duration.default(3_600_000),
+  'metrics-port': port.default(10249),
+  'health-port': port.default(10256),
+  'bind-address': z.ipv4({ message: 'must be an IPv4 address' }).optional(),
   'log-level': z.enum(LOG_LEVELS, { message: `must be one of ${LOG_LEVELS.join(', ')}` }).default('info'),
 });
 
 export async function agent(argv: string[]): Promise<void> {
   const f = parseFlags(argv, {
     manifests: { type: 'string' },
+    kubeconfig: { type: 'string' },
+    'k8s-api-server': { type: 'string' },
     cgroup: { type: 'string' },
     'pin-dir': { type: 'string' },
     'node-name': { type: 'string' },
@@ -40,12 +62,26 @@ export async function agent(argv: string[]): Promise<void> {
     compile: { type: 'boolean' },
     'max-services': { type: 'string' },
     'max-backends': { type: 'string' },
+    'min-sync-interval': { type: 'string' },
+    'sync-period': { type: 'string' },
+    'metrics-port': { type: 'string' },
+    'health-port': { type: 'string' },
+    'bind-address': { type: 'string' },
     'log-level': { type: 'string' },
   }, schema, 'agent');
+  if (f.manifests && (f.kubeconfig || f['k8s-api-server'])) {
+    throw new UsageError('svcmap agent: --manifests is a local file source; it cannot be combined with --kubeconfig or --k8s-api-server');
+  }
+  if (f['sync-period'] <= 0) throw new UsageError('svcmap agent: --sync-period: must be more than 0');
   const log = createLogger(f['log-level']);
   const nodeName = f['node-name'] ?? process.env.NODE_NAME;
+  const apiServer = f['k8s-api-server'] ?? process.env.SVCMAP_K8S_API_SERVER;
+  const source: AgentSource = f.manifests
+    ? { kind: 'files', dir: f.manifests }
+    : { kind: 'kubernetes', ...(f.kubeconfig ? { kubeconfig: f.kubeconfig } : {}), ...(apiServer ? { apiServer } : {}) };
+  const endpoint = (p: number, defaultAddress: string) => (p < 0 ? null : { bindAddress: f['bind-address'] ?? defaultAddress, port: p });
   const running = await runAgent({
-    manifests: f.manifests,
+    source,
     cgroup: f.cgroup ?? defaultCgroup(),
     pinDir: f['pin-dir'],
     ...(nodeName ? { nodeName } : {}),
@@ -53,6 +89,10 @@ export async function agent(argv: string[]): Promise<void> {
     forceCompile: f.compile,
     ...(f['max-services'] ? { maxServices: f['max-services'] } : {}),
     ...(f['max-backends'] ? { maxBackends: f['max-backends'] } : {}),
+    metrics: endpoint(f['metrics-port'], '127.0.0.1'),
+    health: endpoint(f['health-port'], '0.0.0.0'),
+    minSyncIntervalMs: f['min-sync-interval'],
+    syncPeriodMs: f['sync-period'],
   }, log);
   for (const sig of ['SIGTERM', 'SIGINT'] as const) process.once(sig, () => running.stop());
   await running.stopped;

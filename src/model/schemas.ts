@@ -78,6 +78,19 @@ const namespacedMeta = z.object({
 
 const clusterMeta = z.object({ name: objectName, labels });
 
+/** Set by the EndpointSlice controller: when the change that led to this version happened. */
+export const LAST_CHANGE_TRIGGER_TIME = 'endpoints.kubernetes.io/last-change-trigger-time';
+
+// Only the trigger time is read from annotations (for the network programming
+// latency metric); an unreadable value is ignored, never an error.
+const sliceMeta = namespacedMeta.extend({
+  annotations: z.record(z.string(), z.unknown()).nullish(),
+}).transform(({ annotations, ...meta }) => {
+  const raw = annotations?.[LAST_CHANGE_TRIGGER_TIME];
+  const at = typeof raw === 'string' ? Date.parse(raw) : Number.NaN;
+  return Number.isFinite(at) ? { ...meta, lastChangeTriggerTime: at } : meta;
+});
+
 // ---------------------------------------------------------------- Service (v1)
 
 const servicePort = z.object({
@@ -215,7 +228,7 @@ const endpointPort = z.object({
 const sliceCommon = {
   apiVersion: z.literal('discovery.k8s.io/v1', { error: 'must be discovery.k8s.io/v1' }),
   kind: z.literal('EndpointSlice'),
-  metadata: namespacedMeta,
+  metadata: sliceMeta,
   ports: orDefault(z.array(endpointPort), []),
 };
 

@@ -1,0 +1,53 @@
+// What both sync loops share: recording each sync's outcome in metrics,
+// logs and the health state.
+import type { Capacity } from '../sync/plan.ts';
+import type { SyncReport } from '../sync/syncer.ts';
+import type { HealthState } from './http-servers.ts';
+import type { Logger } from './log.ts';
+import type { AgentMetrics } from './metrics.ts';
+import { MAP_BACKENDS, MAP_REVNAT, MAP_SERVICES } from '../maps/constants.ts';
+
+export class SyncStatus {
+  readonly health: HealthState = { ready: false, lastSyncAt: 0, pendingSince: 0 };
+  readonly #metrics: AgentMetrics;
+  readonly #log: Logger;
+
+  constructor(metrics: AgentMetrics, log: Logger) {
+    this.#metrics = metrics;
+    this.#log = log;
+  }
+
+  /** A change arrived that is not in the maps yet. */
+  pending(): void {
+    if (!this.health.pendingSince) this.health.pendingSince = Date.now();
+  }
+
+  succeeded(r: SyncReport, capacity: Capacity, frontends: number, extra: Record<string, unknown> = {}): void {
+    const m = this.#metrics;
+    m.syncDuration.observe({ kind: r.full ? 'full' : 'partial' }, r.durationMs / 1000);
+    m.mapEntries.set({ map: MAP_SERVICES }, r.entries.services);
+    m.mapEntries.set({ map: MAP_BACKENDS }, r.entries.backends);
+    m.mapEntries.set({ map: MAP_REVNAT }, r.entries.revNat);
+    m.mapCapacity.set({ map: MAP_SERVICES }, capacity.services);
+    m.mapCapacity.set({ map: MAP_BACKENDS }, capacity.backends);
+    m.mapCapacity.set({ map: MAP_REVNAT }, capacity.revNat);
+    m.frontends.set(frontends);
+    m.lastSync.set(Date.now() / 1000);
+    for (const d of r.deferred) {
+      m.syncErrors.inc({ kind: 'map_full' });
+      this.#log.error({ frontend: d.id, service: d.label }, `not programmed: ${d.reason}; raise the map size (--max-services / --max-backends)`);
+    }
+    this.health.lastSyncAt = Date.now();
+    this.health.pendingSince = 0;
+    if (r.full) this.health.ready = true;
+    const level = r.changed > 0 || r.full ? 'info' : 'debug';
+    this.#log[level]({
+      full: r.full, changed: r.changed, ops: r.ops, entries: r.entries, durationMs: Number(r.durationMs.toFixed(3)), frontends, ...extra,
+    }, 'sync done');
+  }
+
+  failed(err: unknown): void {
+    this.#metrics.syncErrors.inc({ kind: 'write_failed' });
+    this.#log.error({ err }, 'sync failed; the maps were re-read and the sync is retried');
+  }
+}

@@ -1,0 +1,130 @@
+// The Kubernetes source: informers in, an incremental model out. Every object
+// is validated once, as it arrives; an invalid one is reported (with its
+// namespace/name and field), counted, and kept out of the model, and a
+// previous valid version of it is removed, so that what the maps hold always
+// comes from objects that passed validation. Informers that fail are
+// restarted with backoff; none of this ever empties the model, so a dropped
+// watch or an API server outage never shrinks a map.
+import type { KubeConfig, KubernetesObject } from '@kubernetes/client-node';
+import { IncrementalModel } from '../../model/incremental.ts';
+import { nodeInfoFromNode } from '../../model/node.ts';
+import { type EndpointSlice, type Node, type Service, identify, validateObject } from '../../model/schemas.ts';
+import type { Problem } from '../../model/types.ts';
+import { type InformerKind, type RunningInformer, makeInformers } from './informers.ts';
+
+export interface SourceEvents {
+  /** The model changed; run a sync soon. */
+  changed(): void;
+  /** An object failed validation (already removed from the model). */
+  invalid(problems: Problem[]): void;
+  /** An informer failed and will be restarted after `retryMs`. */
+  informerError(kind: InformerKind, err: unknown, retryMs: number): void;
+  /** Called when an EndpointSlice with a last-change-trigger-time arrives, for the latency metric. */
+  sliceTrigger?(serviceId: string, at: number): void;
+}
+
+const BACKOFF_MS = [1000, 2000, 4000, 8000, 16000, 30000];
+
+export class KubernetesSource {
+  readonly model = new IncrementalModel();
+  readonly #kc: KubeConfig;
+  readonly #nodeName: string | undefined;
+  readonly #events: SourceEvents;
+  #informers: RunningInformer[] = [];
+  readonly #listed = new Set<InformerKind>();
+  #syncedResolve!: () => void;
+  /** Resolves once every informer has delivered its first full list. */
+  readonly synced: Promise<void>;
+  #stopped = false;
+  readonly #failures = new Map<InformerKind, number>();
+  readonly #timers = new Set<NodeJS.Timeout>();
+
+  constructor(kc: KubeConfig, nodeName: string | undefined, events: SourceEvents) {
+    this.#kc = kc;
+    this.#nodeName = nodeName;
+    this.#events = events;
+    this.synced = new Promise((r) => (this.#syncedResolve = r));
+  }
+
+  get isSynced(): boolean {
+    return this.#listed.size === this.#informers.length && this.#informers.length > 0;
+  }
+
+  start(): void {
+    this.#informers = makeInformers(this.#kc, this.#nodeName, {
+      upsert: (kind, raw) => this.#upsert(kind, raw),
+      remove: (kind, raw) => this.#remove(kind, raw),
+      listed: (kind) => {
+        this.#failures.delete(kind);
+        this.#listed.add(kind);
+        if (this.isSynced) this.#syncedResolve();
+        this.#events.changed();
+      },
+      error: (kind, err) => this.#restartLater(kind, err),
+    });
+    for (const i of this.#informers) void this.#startOne(i);
+  }
+
+  async #startOne(i: RunningInformer): Promise<void> {
+    try {
+      await i.informer.start();
+    } catch (err) {
+      this.#restartLater(i.kind, err);
+    }
+  }
+
+  #restartLater(kind: InformerKind, err: unknown): void {
+    if (this.#stopped) return;
+    const n = this.#failures.get(kind) ?? 0;
+    this.#failures.set(kind, n + 1);
+    const retryMs = BACKOFF_MS[Math.min(n, BACKOFF_MS.length - 1)]!;
+    this.#events.informerError(kind, err, retryMs);
+    const i = this.#informers.find((x) => x.kind === kind);
+    if (!i) return;
+    const timer = setTimeout(() => {
+      this.#timers.delete(timer);
+      if (!this.#stopped) void this.#startOne(i);
+    }, retryMs);
+    this.#timers.add(timer);
+  }
+
+  stop(): void {
+    this.#stopped = true;
+    for (const t of this.#timers) clearTimeout(t);
+    this.#timers.clear();
+    for (const i of this.#informers) void i.informer.stop();
+  }
+
+  #upsert(kind: InformerKind, raw: KubernetesObject): void {
+    const plain = JSON.parse(JSON.stringify(raw)) as unknown; // class instances and Dates -> the wire shape
+    const r = validateObject(plain, 'api');
+    if (!r.ok) {
+      this.#removeById(kind, identify(plain));
+      this.#events.invalid(r.problems);
+      this.#events.changed();
+      return;
+    }
+    const obj = r.obj;
+    if (obj.kind === 'Service') this.model.upsertService(obj as Service);
+    else if (obj.kind === 'EndpointSlice') {
+      const slice = obj as EndpointSlice;
+      this.model.upsertSlice(slice);
+      const at = (slice.metadata as { lastChangeTriggerTime?: number }).lastChangeTriggerTime;
+      const svc = slice.metadata.labels['kubernetes.io/service-name'];
+      if (at !== undefined && svc) this.#events.sliceTrigger?.(`${slice.metadata.namespace}/${svc}`, at);
+    } else this.model.setNode(nodeInfoFromNode(obj as Node));
+    this.#events.changed();
+  }
+
+  #remove(kind: InformerKind, raw: KubernetesObject): void {
+    this.#removeById(kind, identify(raw));
+    this.#events.changed();
+  }
+
+  #removeById(kind: InformerKind, who: { namespace: string; name: string }): void {
+    const ns = who.namespace || 'default';
+    if (kind === 'Service') this.model.deleteService(ns, who.name);
+    else if (kind === 'EndpointSlice') this.model.deleteSlice(ns, who.name);
+    else if (this.#nodeName) this.model.setNode({ name: this.#nodeName, addresses: [] });
+  }
+}
