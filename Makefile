@@ -72,4 +72,4 @@ sweep: npm-deps
 clean:
 	rm -rf dist build native/build
 
--include mk/chart.mk
+include mk/chart.mk

@@ -1,7 +1,8 @@
 // The e2e workload and its client, in plain Node so that both run in the
 // svcmap image (no other image has to be pulled into kind) and on the host.
 //
-//   node echo.mjs serve                 TCP :8080 and UDP :8081, answer with $POD_NAME
+//   node echo.mjs serve                 TCP :8080 and UDP :8081 (TCP_PORT, UDP_PORT),
+//                                       answer with $POD_NAME
 //   node echo.mjs tcp HOST PORT [N]     N TCP connections, print who answered (one a line)
 //   node echo.mjs udp HOST PORT [N]     N datagrams from one unconnected socket; every
 //                                       reply must come from HOST:PORT (reverse NAT)
@@ -15,6 +16,12 @@ import net from 'node:net';
 const TIMEOUT_MS = 3000;
 const [mode, ...rest] = process.argv.slice(2);
 
+// `tap test/e2e/kind` runs every file in the directory; say this is no test.
+if (mode === undefined && process.env.TAP === '1') {
+  process.stdout.write('1..0 # SKIP echo.mjs is the e2e workload, not a test\n');
+  process.exit(0);
+}
+
 function die(msg) {
   process.stderr.write(`echo.mjs: ${msg}\n`);
   process.exit(1);
@@ -22,14 +29,18 @@ function die(msg) {
 
 function serve() {
   const name = process.env.POD_NAME ?? 'unknown';
+  const tcpPort = Number(process.env.TCP_PORT ?? '8080');
+  const udpPort = Number(process.env.UDP_PORT ?? '8081');
   const tcp = net.createServer((sock) => {
     sock.on('error', () => {});
     sock.end(`${name}\n`);
   });
-  tcp.listen(8080, () => process.stdout.write(`tcp :8080 as ${name}\n`));
+  tcp.on('error', (err) => die(`tcp :${tcpPort}: ${err.message}`));
+  tcp.listen(tcpPort, () => process.stdout.write(`tcp :${tcpPort} as ${name}\n`));
   const udp = dgram.createSocket('udp4');
+  udp.on('error', (err) => die(`udp :${udpPort}: ${err.message}`));
   udp.on('message', (_msg, rinfo) => udp.send(name, rinfo.port, rinfo.address));
-  udp.bind(8081, () => process.stdout.write(`udp :8081 as ${name}\n`));
+  udp.bind(udpPort, () => process.stdout.write(`udp :${udpPort} as ${name}\n`));
   for (const sig of ['SIGTERM', 'SIGINT']) process.on(sig, () => process.exit(0));
 }
 

@@ -4,7 +4,9 @@
 // server/client on loopback.
 import t from 'tap';
 import { spawn, spawnSync } from 'node:child_process';
+import { createSocket } from 'node:dgram';
 import { readFileSync } from 'node:fs';
+import { createServer, type AddressInfo } from 'node:net';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parse, parseAllDocuments } from 'yaml';
@@ -35,7 +37,7 @@ t.test('workloads: Services the checks use, images substituted by run.sh', async
   t.match(svc('echo'), { ports: [{ port: 80, protocol: 'TCP' }, { port: 5353, protocol: 'UDP' }] });
   t.match(svc('echo-nodeport'), { type: 'NodePort', ports: [{ nodePort: 30080 }, { nodePort: 30081 }] });
   t.match(svc('echo-affinity'), { sessionAffinity: 'ClientIP' });
-  t.equal((text.match(/__IMAGE__/g) ?? []).length, 2, 'echo and client use the image placeholder');
+  t.equal((text.match(/image: __IMAGE__/g) ?? []).length, 2, 'echo and client use the image placeholder');
   const runSh = readFileSync(join(HERE, 'run.sh'), 'utf8');
   for (const port of ['30080', '30081', '5353']) t.match(runSh, port, `run.sh checks port ${port}`);
 });
@@ -64,10 +66,28 @@ function runEcho(args: string[]): Promise<{ code: number | null; stdout: string;
   });
 }
 
+// A free loopback port for TCP or UDP (bound, read, released).
+async function freePort(kind: 'tcp' | 'udp'): Promise<number> {
+  if (kind === 'tcp') {
+    const srv = createServer();
+    await new Promise<void>((r) => srv.listen(0, '127.0.0.1', r));
+    const port = (srv.address() as AddressInfo).port;
+    await new Promise<void>((r) => srv.close(() => r()));
+    return port;
+  }
+  const sock = createSocket('udp4');
+  await new Promise<void>((r) => sock.bind(0, '127.0.0.1', r));
+  const port = sock.address().port;
+  await new Promise<void>((r) => sock.close(r));
+  return port;
+}
+
 t.test('echo.mjs on loopback: server, TCP and UDP clients', async (t) => {
-  // The server's ports are fixed (8080/8081, as in the pods). Skip only this
-  // part, loudly, if another process holds them on this machine.
-  const server = spawn(process.execPath, [ECHO, 'serve'], { env: { ...process.env, POD_NAME: 'echo-a' } });
+  const tcpPort = await freePort('tcp');
+  const udpPort = await freePort('udp');
+  const server = spawn(process.execPath, [ECHO, 'serve'], {
+    env: { ...process.env, POD_NAME: 'echo-a', TCP_PORT: String(tcpPort), UDP_PORT: String(udpPort) },
+  });
   t.teardown(() => {
     server.kill('SIGTERM');
   });
@@ -76,18 +96,15 @@ t.test('echo.mjs on loopback: server, TCP and UDP clients', async (t) => {
   server.stdout.on('data', (d: Buffer) => (out += d.toString()));
   server.stderr.on('data', (d: Buffer) => (err += d.toString()));
   const deadline = Date.now() + 5000;
-  while (!(out.includes('tcp :8080') && out.includes('udp :8081')) && Date.now() < deadline && server.exitCode === null) {
+  while (!(out.includes('tcp :') && out.includes('udp :')) && Date.now() < deadline && server.exitCode === null) {
     await new Promise((r) => setTimeout(r, 25));
   }
-  if (/EADDRINUSE/.test(err)) {
-    t.skip(`ports 8080/8081 are taken on this machine: ${err.trim()}`);
-    return;
-  }
-  t.match(out, 'tcp :8080 as echo-a');
-  const tcp = await runEcho(['tcp', '127.0.0.1', '8080', '3']);
+  t.match(out, `tcp :${tcpPort} as echo-a`, err);
+  t.match(out, `udp :${udpPort} as echo-a`, err);
+  const tcp = await runEcho(['tcp', '127.0.0.1', String(tcpPort), '3']);
   t.equal(tcp.code, 0, tcp.stderr);
   t.same(tcp.stdout.trim().split('\n'), ['echo-a', 'echo-a', 'echo-a']);
-  const udp = await runEcho(['udp', '127.0.0.1', '8081', '2']);
+  const udp = await runEcho(['udp', '127.0.0.1', String(udpPort), '2']);
   t.equal(udp.code, 0, udp.stderr);
   t.same(udp.stdout.trim().split('\n'), ['echo-a', 'echo-a']);
   const dns = await runEcho(['dns', 'localhost']);

@@ -1,0 +1,187 @@
+{{/*
+Names. The full name is the release name when it already contains the chart
+name (`helm install svcmap ...` gives resources named "svcmap").
+*/}}
+{{- define "svcmap.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{- define "svcmap.fullname" -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- $name := default .Chart.Name .Values.nameOverride -}}
+{{- if contains $name .Release.Name -}}
+{{- .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "svcmap.cleanupName" -}}
+{{- printf "%s-cleanup" (include "svcmap.fullname" .) | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{- define "svcmap.serviceAccountName" -}}
+{{- default (include "svcmap.fullname" .) .Values.serviceAccount.name -}}
+{{- end -}}
+
+{{- define "svcmap.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{- define "svcmap.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "svcmap.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end -}}
+
+{{- define "svcmap.labels" -}}
+helm.sh/chart: {{ include "svcmap.chart" . }}
+{{ include "svcmap.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: svcmap
+{{- end -}}
+
+{{/*
+The image reference: repository@digest when a digest is given, else
+repository:tag with the tag defaulting to the chart's appVersion.
+*/}}
+{{- define "svcmap.image" -}}
+{{- if .Values.image.digest -}}
+{{- printf "%s@%s" .Values.image.repository .Values.image.digest -}}
+{{- else -}}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+Checks that the schema cannot express, with messages that say what to do.
+Included by every template that needs the API server address, so a bad
+value fails `helm template`, `helm lint` and `helm install` alike.
+*/}}
+{{- define "svcmap.validate" -}}
+{{- if not .Values.k8sServiceHost -}}
+{{- fail "k8sServiceHost is required: svcmap replaces kube-proxy, so the agent cannot reach the API server through the kubernetes Service ClusterIP (nothing translates it before svcmap runs). Set it to the API server's host name or IP as the nodes reach it, e.g. --set k8sServiceHost=10.0.0.10 (see `kubectl config view --minify -o jsonpath='{.clusters[0].cluster.server}'`, or controlPlaneEndpoint in the kubeadm-config ConfigMap), and k8sServicePort if it is not 6443." -}}
+{{- end -}}
+{{- if or (contains "://" .Values.k8sServiceHost) (contains "/" .Values.k8sServiceHost) -}}
+{{- fail (printf "k8sServiceHost must be a host name or IP address, not a URL (got %q): put the port in k8sServicePort" .Values.k8sServiceHost) -}}
+{{- end -}}
+{{- if or (regexMatch "^[^:]+:[0-9]*$" .Values.k8sServiceHost) (regexMatch "^\\[.*\\]:[0-9]*$" .Values.k8sServiceHost) -}}
+{{- fail (printf "k8sServiceHost must not carry a port (got %q): put the port in k8sServicePort" .Values.k8sServiceHost) -}}
+{{- end -}}
+{{- if eq (int .Values.metricsPort) (int .Values.healthPort) -}}
+{{- fail (printf "metricsPort and healthPort must differ (both are %d): the agent binds them as two servers" (int .Values.metricsPort)) -}}
+{{- end -}}
+{{- if not (hasPrefix "/sys/fs/bpf/" .Values.pinDir) -}}
+{{- fail (printf "pinDir must be a directory under /sys/fs/bpf/ (got %q): only /sys/fs/bpf is mounted from the host" .Values.pinDir) -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+The API server URL handed to the agent (--k8s-api-server). IPv6 literals
+are bracketed.
+*/}}
+{{- define "svcmap.apiServerURL" -}}
+{{- $host := trimAll "[]" .Values.k8sServiceHost -}}
+{{- if contains ":" $host -}}
+{{- printf "https://[%s]:%d" $host (int .Values.k8sServicePort) -}}
+{{- else -}}
+{{- printf "https://%s:%d" $host (int .Values.k8sServicePort) -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+Whether the cluster has the pod-level securityContext.appArmorProfile field
+(1.30+). helm template without --kube-version assumes a current version.
+*/}}
+{{- define "svcmap.appArmorField" -}}
+{{- if semverCompare ">=1.30.0-0" .Capabilities.KubeVersion.Version -}}true{{- end -}}
+{{- end -}}
+
+{{/*
+Pod-level security context shared by the agent and the cleanup pods.
+*/}}
+{{- define "svcmap.podSecurityContext" -}}
+{{- if and .Values.securityContext.appArmorUnconfined (include "svcmap.appArmorField" .) }}
+appArmorProfile:
+  type: Unconfined
+{{- end }}
+{{- with .Values.securityContext.seLinuxOptions }}
+seLinuxOptions:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end -}}
+
+{{/*
+AppArmor annotations for clusters older than 1.30 (one per container name
+given in .containers).
+*/}}
+{{- define "svcmap.appArmorAnnotations" -}}
+{{- if and .root.Values.securityContext.appArmorUnconfined (not (include "svcmap.appArmorField" .root)) }}
+{{- range .containers }}
+container.apparmor.security.beta.kubernetes.io/{{ . }}: unconfined
+{{- end }}
+{{- end }}
+{{- end -}}
+
+{{/*
+The agent's capabilities: exactly what loading, attaching and pinning BPF
+programs needs, and nothing else.
+  BPF          bpf(2): maps, programs, BTF
+  PERFMON      pointer-carrying program types and helpers
+  NET_ADMIN    tc/tcx attachment on the node's interfaces
+  SYS_ADMIN    cgroup attach at the cgroup v2 root, bpffs pin operations
+  SYS_RESOURCE raising RLIMIT_MEMLOCK on kernels that still charge it
+*/}}
+{{- define "svcmap.agentCapabilities" -}}
+capabilities:
+  add:
+    - BPF
+    - NET_ADMIN
+    - PERFMON
+    - SYS_ADMIN
+    - SYS_RESOURCE
+  drop:
+    - ALL
+{{- end -}}
+
+{{/*
+Volumes shared by the agent and the cleanup DaemonSet.
+*/}}
+{{- define "svcmap.hostVolumes" -}}
+- name: bpffs
+  hostPath:
+    path: /sys/fs/bpf
+    type: DirectoryOrCreate
+- name: cgroup-root
+  hostPath:
+    path: {{ .Values.cgroup.hostRoot }}
+    type: DirectoryOrCreate
+{{- end -}}
+
+{{/*
+Mounts of those volumes. HostToContainer, not Bidirectional: the API server
+accepts Bidirectional propagation only on privileged containers, and the
+agent does not need it (it pins files inside an existing bpffs and never
+mounts anything); the bpffs and cgroup2 mounts that the init container makes
+in the host's mount namespace reach the agent through HostToContainer.
+*/}}
+{{- define "svcmap.hostVolumeMounts" -}}
+- name: bpffs
+  mountPath: /sys/fs/bpf
+  mountPropagation: HostToContainer
+- name: cgroup-root
+  mountPath: {{ include "svcmap.cgroupMountPath" . }}
+  mountPropagation: HostToContainer
+{{- end -}}
+
+{{/*
+Where the host's cgroup v2 root appears inside the containers (--cgroup).
+Fixed, so that hostRoot: /sys/fs/cgroup does not shadow the container's own
+/sys/fs/cgroup.
+*/}}
+{{- define "svcmap.cgroupMountPath" -}}
+/run/svcmap/cgroupv2
+{{- end -}}

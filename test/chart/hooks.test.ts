@@ -1,0 +1,427 @@
+// The chart's moving parts beyond the agent DaemonSet: the pre-delete
+// cleanup hook (DaemonSet + waiting Job), the helm test Pod, NOTES.txt, and
+// the scripts they run, executed here with stand-ins for the host
+// (mountinfo, nsenter, svcmap) and for the API server.
+import t from 'tap';
+import { spawn, spawnSync } from 'node:child_process';
+import { chmodSync, cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer, type IncomingMessage } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import {
+  CHART,
+  type Manifest,
+  type PodSpec,
+  container,
+  envValue,
+  helm,
+  helmMissingMessage,
+  isHook,
+  one,
+  parseManifests,
+  podSpec,
+  render,
+  sorted,
+  templateArgs,
+} from './helm.ts';
+
+const HOST = '192.0.2.10';
+const FILES = join(CHART, 'files');
+
+function tempDir(t: { teardown: (fn: () => void) => void }, prefix: string): string {
+  const d = mkdtempSync(join(tmpdir(), `svcmap-chart-${prefix}-`));
+  t.teardown(() => rmSync(d, { recursive: true, force: true }));
+  return d;
+}
+
+function annotations(m: Manifest): Record<string, string> {
+  return m.metadata.annotations ?? {};
+}
+
+t.test('helm is installed (make chart-deps)', async (t) => {
+  t.equal(helmMissingMessage(), undefined);
+});
+
+t.test('pre-delete cleanup hook', async (t) => {
+  const ms = render({ set: [`k8sServiceHost=${HOST}`] });
+  const agent = podSpec(one(ms, 'DaemonSet', 'svcmap')) as PodSpec;
+  const cds = one(ms, 'DaemonSet', 'svcmap-cleanup');
+  const job = one(ms, 'Job', 'svcmap-cleanup-wait');
+
+  t.test('ordering: RBAC, then the DaemonSet, then the Job helm waits for', async (t) => {
+    const weight = (m: Manifest) => Number(annotations(m)['helm.sh/hook-weight']);
+    for (const m of [cds, job, one(ms, 'Role', 'svcmap-cleanup'), one(ms, 'ServiceAccount', 'svcmap-cleanup')]) {
+      t.ok(isHook(m, 'pre-delete'), `${m.kind} is a pre-delete hook`);
+      t.equal(annotations(m)['helm.sh/hook-delete-policy'], 'before-hook-creation,hook-succeeded');
+    }
+    t.ok(weight(one(ms, 'Role', 'svcmap-cleanup')) < weight(cds), 'RBAC before the DaemonSet');
+    t.ok(weight(cds) < weight(job), 'DaemonSet before the Job');
+  });
+
+  t.test('cleanup DaemonSet runs `svcmap cleanup` where the agent runs, with the agent\'s privileges', async (t) => {
+    const spec = podSpec(cds) as PodSpec;
+    const c = container(spec, 'cleanup');
+    const a = container(agent, 'agent');
+    t.same(c.command, ['sh', '/svcmap-scripts/cleanup.sh']);
+    t.equal(envValue(c, 'PIN_DIR'), '/sys/fs/bpf/svcmap');
+    t.equal(envValue(c, 'CGROUP'), '/run/svcmap/cgroupv2', 'the --cgroup path the agent uses');
+    t.same(sorted(c.securityContext?.capabilities?.add), sorted(a.securityContext?.capabilities?.add));
+    t.not(c.securityContext?.privileged, true);
+    t.same(c.readinessProbe?.exec?.command, ['test', '-f', envValue(c, 'DONE_FILE')], 'ready = done file written');
+    for (const path of ['/sys/fs/bpf', '/run/svcmap/cgroupv2']) {
+      const cm = c.volumeMounts?.find((v) => v.mountPath === path);
+      const am = a.volumeMounts?.find((v) => v.mountPath === path);
+      t.same(cm, am, `${path} mounted as in the agent`);
+      t.same(
+        spec.volumes?.find((v) => v.name === cm?.name),
+        agent.volumes?.find((v) => v.name === am?.name),
+        `${path} from the same host path`,
+      );
+    }
+    t.equal(spec.hostNetwork, true, "tc detach happens in the host's network namespace");
+    t.same(spec.tolerations, agent.tolerations);
+    t.same(spec.nodeSelector, agent.nodeSelector);
+    t.equal(spec.automountServiceAccountToken, false, 'no API access');
+    const sel = (cds.spec as { selector: { matchLabels: Record<string, string> } }).selector.matchLabels;
+    t.equal(sel['app.kubernetes.io/component'], 'cleanup', 'selector apart from the agent');
+  });
+
+  t.test('the Job talks to the real API server and runs unprivileged', async (t) => {
+    const spec = podSpec(job) as PodSpec;
+    const w = container(spec, 'wait');
+    t.same(w.command, ['node', '/svcmap-scripts/cleanup-wait.mjs']);
+    t.equal(envValue(w, 'API_SERVER'), `https://${HOST}:6443`);
+    t.equal(envValue(w, 'DAEMONSET'), 'svcmap-cleanup');
+    t.equal(envValue(w, 'NAMESPACE'), 'kube-system');
+    t.equal(spec.dnsPolicy, 'Default');
+    t.match(spec.securityContext, { runAsNonRoot: true });
+    t.equal(w.securityContext?.allowPrivilegeEscalation, false);
+    t.same(w.securityContext?.capabilities, { drop: ['ALL'] });
+    t.match(job.spec, { backoffLimit: 0, activeDeadlineSeconds: 360 });
+  });
+
+  t.test('cleanup.enabled=false drops every hook resource', async (t) => {
+    const off = render({ set: [`k8sServiceHost=${HOST}`, 'cleanup.enabled=false'] });
+    t.same(
+      off.filter((m) => isHook(m, 'pre-delete')).map((m) => m.kind),
+      [],
+    );
+  });
+});
+
+t.test('helm test Pod', async (t) => {
+  const ms = render({ set: [`k8sServiceHost=${HOST}`] });
+  const pod = one(ms, 'Pod', 'svcmap-test-service');
+  t.ok(isHook(pod, 'test'));
+  const spec = podSpec(pod) as PodSpec;
+  t.notOk(spec.hostNetwork, 'an ordinary pod: its sockets go through the cgroup hooks');
+  t.notOk(spec.dnsPolicy, 'cluster DNS (ClusterFirst), i.e. through the kube-dns Service');
+  const c = container(spec, 'test');
+  t.same(c.command, ['node', '/svcmap-scripts/helm-test.mjs']);
+  t.not(c.securityContext?.privileged, true);
+  t.same(c.securityContext?.capabilities, { drop: ['ALL'] });
+  t.match(spec.securityContext, { runAsNonRoot: true });
+  t.equal(spec.restartPolicy, 'Never');
+});
+
+t.test('NOTES.txt says how to check the install', async (t) => {
+  // helm renders NOTES.txt only on install/upgrade, which need a cluster.
+  // Render a copy of the chart in which the same text goes through `tpl`
+  // into a ConfigMap (helm template output must be YAML).
+  const dir = tempDir(t, 'notes');
+  const chart = join(dir, 'svcmap');
+  cpSync(CHART, chart, { recursive: true });
+  renameSync(join(chart, 'templates', 'NOTES.txt'), join(chart, 'files', 'notes.txt'));
+  writeFileSync(
+    join(chart, 'templates', 'notes-render.yaml'),
+    [
+      'apiVersion: v1',
+      'kind: ConfigMap',
+      'metadata:',
+      '  name: notes',
+      'data:',
+      '  notes: {{ tpl (.Files.Get "files/notes.txt") . | quote }}',
+      '',
+    ].join('\n'),
+  );
+  const r = helm(
+    templateArgs({
+      chart,
+      release: 'proxy',
+      namespace: 'net-system',
+      set: [`k8sServiceHost=${HOST}`],
+      extra: ['--show-only', 'templates/notes-render.yaml'],
+    }),
+  );
+  t.equal(r.status, 0, r.stderr);
+  const notes = String((parseManifests(r.stdout)[0]?.data as { notes?: string } | undefined)?.notes);
+  t.match(notes, 'kubectl -n net-system rollout status daemonset/proxy-svcmap');
+  t.match(notes, /kubectl -n net-system exec \S+ -c agent -- svcmap status --pin-dir \/sys\/fs\/bpf\/svcmap/);
+  t.match(notes, /kubectl -n net-system exec \S+ -c agent -- svcmap dump -o yaml/);
+  t.match(notes, 'helm test proxy -n net-system');
+  t.match(notes, `https://${HOST}:6443`);
+  t.match(notes, 'Migration', 'points at the kube-proxy removal notes');
+});
+
+t.test('chart scripts: node --check on the .mjs files', async (t) => {
+  for (const f of ['cleanup-wait.mjs', 'helm-test.mjs']) {
+    const r = spawnSync(process.execPath, ['--check', join(FILES, f)], { encoding: 'utf8' });
+    t.equal(r.status, 0, `${f}: ${r.stderr}`);
+  }
+});
+
+interface Run {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+function run(cmd: string, args: string[], env: Record<string, string>, timeoutMs = 20_000): Promise<Run> {
+  return new Promise((resolve, reject) => {
+    const p = spawn(cmd, args, { env: { PATH: process.env.PATH ?? '/usr/bin:/bin', ...env } });
+    let stdout = '';
+    let stderr = '';
+    p.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
+    p.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+    const timer = setTimeout(() => p.kill('SIGKILL'), timeoutMs);
+    p.on('error', reject);
+    p.on('close', (code) => {
+      clearTimeout(timer);
+      resolve({ code, stdout, stderr });
+    });
+  });
+}
+
+t.test('cleanup-wait.mjs against a fake API server', async (t) => {
+  const dir = tempDir(t, 'wait');
+  const tokenFile = join(dir, 'token');
+  writeFileSync(tokenFile, 'tok-123\n');
+  const seen: { url: string; auth: string | undefined }[] = [];
+  // Scripted answers: 404 (not created yet), then partial, then done.
+  let answers: { status: number; body: unknown }[] = [];
+  const server = createServer((req: IncomingMessage, res) => {
+    seen.push({ url: req.url ?? '', auth: req.headers.authorization });
+    const a = answers.length > 1 ? answers.shift() : answers[0];
+    res.writeHead(a?.status ?? 500, { 'content-type': 'application/json' });
+    res.end(JSON.stringify(a?.body ?? {}));
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  t.teardown(() => new Promise<void>((r) => server.close(() => r())));
+  const port = (server.address() as AddressInfo).port;
+  const env = {
+    API_SERVER: `http://127.0.0.1:${port}`,
+    NAMESPACE: 'kube-system',
+    DAEMONSET: 'svcmap-cleanup',
+    TOKEN_FILE: tokenFile,
+    CA_FILE: join(dir, 'none'),
+    POLL_MS: '50',
+  };
+  const ds = (generation: number, observed: number, desired: number, ready: number) => ({
+    metadata: { generation },
+    status: { observedGeneration: observed, desiredNumberScheduled: desired, numberReady: ready, updatedNumberScheduled: desired },
+  });
+
+  t.test('exits 0 once every node is ready', async (t) => {
+    seen.length = 0;
+    answers = [
+      { status: 404, body: { kind: 'Status', reason: 'NotFound' } },
+      { status: 200, body: ds(1, 0, 0, 0) },
+      { status: 200, body: ds(1, 1, 3, 1) },
+      { status: 200, body: ds(1, 1, 3, 3) },
+    ];
+    const r = await run(process.execPath, [join(FILES, 'cleanup-wait.mjs')], { ...env, TIMEOUT_SECONDS: '20' });
+    t.equal(r.code, 0, r.stderr);
+    t.match(r.stdout, /not yet readable: .*HTTP 404/);
+    t.match(r.stdout, /1\/3 nodes cleaned/);
+    t.match(r.stdout, /every node is clean: 3\/3 nodes cleaned/);
+    t.equal(seen[0]?.url, '/apis/apps/v1/namespaces/kube-system/daemonsets/svcmap-cleanup');
+    t.equal(seen[0]?.auth, 'Bearer tok-123', 'service account token sent');
+    t.equal(seen.length, 4, 'stops polling when done');
+  });
+
+  t.test('a stale status (old generation) is not taken as done', async (t) => {
+    answers = [
+      { status: 200, body: ds(2, 1, 2, 2) },
+      { status: 200, body: ds(2, 2, 2, 2) },
+    ];
+    const r = await run(process.execPath, [join(FILES, 'cleanup-wait.mjs')], { ...env, TIMEOUT_SECONDS: '20' });
+    t.equal(r.code, 0, r.stderr);
+    t.match(r.stdout, /generation 1\/2/);
+  });
+
+  t.test('exits 1 with a pointer to the pods when time runs out', async (t) => {
+    answers = [{ status: 200, body: ds(1, 1, 2, 1) }];
+    const r = await run(process.execPath, [join(FILES, 'cleanup-wait.mjs')], { ...env, TIMEOUT_SECONDS: '0.3' });
+    t.equal(r.code, 1);
+    t.match(r.stderr, /timed out after 0\.3s: 1\/2 nodes cleaned/);
+    t.match(r.stderr, /kubectl -n kube-system logs ds\/svcmap-cleanup/);
+  });
+
+  t.test('refuses to run without its settings', async (t) => {
+    const r = await run(process.execPath, [join(FILES, 'cleanup-wait.mjs')], {});
+    t.equal(r.code, 1);
+    t.match(r.stderr, /API_SERVER, NAMESPACE and DAEMONSET must be set/);
+  });
+});
+
+// A stand-in host for mount-host-fs.sh: $HOSTPROC/1/mountinfo, and an
+// nsenter on PATH that logs its arguments and "mounts" by appending to
+// that mountinfo.
+function fakeHost(t: { teardown: (fn: () => void) => void }, mounts: [string, string][]) {
+  const dir = tempDir(t, 'host');
+  const proc = join(dir, 'proc');
+  mkdirSync(join(proc, '1', 'ns'), { recursive: true });
+  const mountinfo = join(proc, '1', 'mountinfo');
+  const line = (i: number, mp: string, fs: string) =>
+    `${30 + i} 1 0:${40 + i} / ${mp} rw,relatime shared:${i} - ${fs} ${fs} rw\n`;
+  writeFileSync(mountinfo, mounts.map(([mp, fs], i) => line(i, mp, fs)).join(''));
+  const bin = join(dir, 'bin');
+  mkdirSync(bin);
+  const log = join(dir, 'nsenter.log');
+  writeFileSync(
+    join(bin, 'nsenter'),
+    [
+      '#!/bin/sh',
+      `echo "$*" >> '${log}'`,
+      'while [ "$1" != "--" ]; do shift; done; shift',
+      'if [ "$1" = mount ]; then',
+      '  fs=$3; eval "mp=\\${$#}"',
+      `  echo "99 1 0:99 / $mp rw shared:99 - $fs $fs rw" >> '${mountinfo}'`,
+      'fi',
+      'exit 0',
+      '',
+    ].join('\n'),
+  );
+  chmodSync(join(bin, 'nsenter'), 0o755);
+  const env = (extra: Record<string, string>) => ({
+    PATH: `${bin}:${process.env.PATH ?? '/usr/bin:/bin'}`,
+    HOSTPROC: proc,
+    CGROUP_ROOT: '/run/svcmap/cgroupv2',
+    ...extra,
+  });
+  const calls = () => (existsSync(log) ? readFileSync(log, 'utf8').trim().split('\n') : []);
+  return { env, calls };
+}
+
+t.test('mount-host-fs.sh (init container) on stand-in hosts', async (t) => {
+  const script = join(FILES, 'mount-host-fs.sh');
+  const base: [string, string][] = [
+    ['/', 'ext4'],
+    ['/sys', 'sysfs'],
+    ['/sys/fs/cgroup', 'cgroup2'],
+  ];
+
+  t.test('host has both: nothing is mounted', async (t) => {
+    const h = fakeHost(t, [...base, ['/sys/fs/bpf', 'bpf'], ['/run/svcmap/cgroupv2', 'cgroup2']]);
+    const r = await run('sh', [script], h.env({}));
+    t.equal(r.code, 0, r.stderr);
+    t.same(h.calls(), [], 'no nsenter');
+    t.match(r.stdout, 'bpffs is mounted at /sys/fs/bpf');
+    t.match(r.stdout, 'cgroup v2 is mounted at /run/svcmap/cgroupv2');
+  });
+
+  t.test('host lacks both: mounts them in the host namespaces', async (t) => {
+    const h = fakeHost(t, base);
+    const r = await run('sh', [script], h.env({}));
+    t.equal(r.code, 0, r.stderr);
+    const calls = h.calls();
+    t.equal(calls.length, 3, calls.join('\n'));
+    t.match(calls[0], /^--mount=\S+\/1\/ns\/mnt --cgroup=\S+\/1\/ns\/cgroup -- mount -t bpf .* bpffs \/sys\/fs\/bpf$/);
+    t.match(calls[1], /-- mkdir -p \/run\/svcmap\/cgroupv2$/);
+    t.match(calls[2], /-- mount -t cgroup2 .* cgroup2 \/run\/svcmap\/cgroupv2$/);
+    t.match(r.stdout, 'bpffs mounted at /sys/fs/bpf');
+    t.match(r.stdout, 'cgroup v2 mounted at /run/svcmap/cgroupv2');
+  });
+
+  t.test('a stacked mount counts by its topmost entry', async (t) => {
+    const h = fakeHost(t, [...base, ['/sys/fs/bpf', 'tmpfs'], ['/sys/fs/bpf', 'bpf'], ['/run/svcmap/cgroupv2', 'cgroup2']]);
+    const r = await run('sh', [script], h.env({}));
+    t.equal(r.code, 0, r.stderr);
+    t.same(h.calls(), []);
+  });
+
+  t.test('autoMount off and bpffs missing: fails and says what to do', async (t) => {
+    const h = fakeHost(t, [...base, ['/run/svcmap/cgroupv2', 'cgroup2']]);
+    const r = await run('sh', [script], h.env({ BPF_AUTOMOUNT: 'false' }));
+    t.equal(r.code, 1);
+    t.match(r.stderr, /no bpffs at \/sys\/fs\/bpf .*bpf\.autoMount is false/);
+    t.same(h.calls(), []);
+  });
+
+  t.test('cgroup root holding another file system: refuses to mount over it', async (t) => {
+    const h = fakeHost(t, [...base, ['/sys/fs/bpf', 'bpf'], ['/sys/fs/cgroup/unified', 'tmpfs']]);
+    const r = await run('sh', [script], h.env({ CGROUP_ROOT: '/sys/fs/cgroup/unified' }));
+    t.equal(r.code, 1);
+    t.match(r.stderr, /holds a tmpfs mount, not cgroup v2/);
+    t.same(h.calls(), []);
+  });
+
+  t.test('cgroup autoMount off and nothing mounted: fails and says what to do', async (t) => {
+    const h = fakeHost(t, [...base, ['/sys/fs/bpf', 'bpf']]);
+    const r = await run('sh', [script], h.env({ CGROUP_AUTOMOUNT: 'false' }));
+    t.equal(r.code, 1);
+    t.match(r.stderr, /cgroup\.autoMount is false/);
+  });
+
+  t.test("without the host's /proc: fails", async (t) => {
+    const r = await run('sh', [script], { HOSTPROC: '/nonexistent', CGROUP_ROOT: '/run/x' });
+    t.equal(r.code, 1);
+    t.match(r.stderr, /cannot read \/nonexistent\/1\/mountinfo/);
+  });
+});
+
+t.test('cleanup.sh (cleanup DaemonSet) with a stand-in svcmap', async (t) => {
+  const script = join(FILES, 'cleanup.sh');
+
+  function setup(t: { teardown: (fn: () => void) => void }, removes: boolean) {
+    const dir = tempDir(t, 'cleanup');
+    const pins = join(dir, 'pins');
+    mkdirSync(join(pins, 'links'), { recursive: true });
+    const bin = join(dir, 'bin');
+    mkdirSync(bin);
+    const log = join(dir, 'svcmap.log');
+    writeFileSync(
+      join(bin, 'svcmap'),
+      ['#!/bin/sh', `echo "$*" > '${log}'`, removes ? `rm -rf '${pins}'` : ':', ''].join('\n'),
+    );
+    chmodSync(join(bin, 'svcmap'), 0o755);
+    const env = {
+      PATH: `${bin}:${process.env.PATH ?? '/usr/bin:/bin'}`,
+      PIN_DIR: pins,
+      CGROUP: '/run/svcmap/cgroupv2',
+      DONE_FILE: join(dir, 'done'),
+      NODE_NAME: 'node-a',
+    };
+    return { env, log, done: join(dir, 'done'), pins };
+  }
+
+  t.test('runs svcmap cleanup, marks done, exits 0 on SIGTERM', async (t) => {
+    const s = setup(t, true);
+    const p = spawn('sh', [script], { env: s.env });
+    let out = '';
+    p.stdout.on('data', (d: Buffer) => (out += d.toString()));
+    const deadline = Date.now() + 10_000;
+    while (!existsSync(s.done) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+    t.ok(existsSync(s.done), 'done file written (readiness)');
+    t.equal(readFileSync(s.log, 'utf8').trim(), `cleanup --pin-dir ${s.pins} --cgroup /run/svcmap/cgroupv2`);
+    const code = await new Promise<number | null>((resolve) => {
+      const timer = setTimeout(() => p.kill('SIGKILL'), 10_000);
+      p.on('exit', (c) => {
+        clearTimeout(timer);
+        resolve(c);
+      });
+      p.kill('SIGTERM');
+    });
+    t.equal(code, 0, 'stops cleanly when the hook deletes it');
+    t.match(out, 'node node-a: done');
+  });
+
+  t.test('fails when the pins are still there afterwards', async (t) => {
+    const s = setup(t, false);
+    const r = await run('sh', [script], s.env);
+    t.equal(r.code, 1);
+    t.notOk(existsSync(s.done), 'never turns ready');
+    t.match(r.stdout, /still exists after svcmap cleanup/);
+  });
+});

@@ -1,0 +1,422 @@
+// helm template on charts/svcmap with default and edge values, checked on the
+// parsed manifests. Runs the real helm: a missing helm is a failure (make
+// test installs it first), not a skip.
+import t from 'tap';
+import { readFileSync } from 'node:fs';
+import { parse } from 'yaml';
+import {
+  EDGE_VALUES,
+  type Container,
+  type Manifest,
+  type PodSpec,
+  allContainers,
+  byKind,
+  container,
+  envValue,
+  helmMissingMessage,
+  isHook,
+  one,
+  podSpec,
+  render,
+  sorted,
+} from './helm.ts';
+
+const HOST = '192.0.2.10';
+const AGENT_CAPS = ['BPF', 'NET_ADMIN', 'PERFMON', 'SYS_ADMIN', 'SYS_RESOURCE'];
+const INIT_CAPS = ['SYS_ADMIN', 'SYS_CHROOT', 'SYS_PTRACE'];
+// group/resource:verb, the agent's whole ClusterRole.
+const AGENT_RBAC = [
+  '/services:get',
+  '/services:list',
+  '/services:watch',
+  '/nodes:get',
+  '/nodes:list',
+  '/nodes:watch',
+  'discovery.k8s.io/endpointslices:get',
+  'discovery.k8s.io/endpointslices:list',
+  'discovery.k8s.io/endpointslices:watch',
+  '/events:create',
+  '/events:patch',
+  'events.k8s.io/events:create',
+  'events.k8s.io/events:patch',
+].sort();
+
+interface Rule {
+  apiGroups?: string[];
+  resources?: string[];
+  verbs?: string[];
+  resourceNames?: string[];
+  nonResourceURLs?: string[];
+}
+
+function flattenRules(role: Manifest): string[] {
+  const out: string[] = [];
+  for (const r of (role.rules ?? []) as Rule[]) {
+    for (const g of r.apiGroups ?? []) {
+      for (const res of r.resources ?? []) {
+        for (const v of r.verbs ?? []) out.push(`${g}/${res}:${v}`);
+      }
+    }
+  }
+  return out.sort();
+}
+
+function workloads(ms: Manifest[]): { m: Manifest; spec: PodSpec }[] {
+  const out: { m: Manifest; spec: PodSpec }[] = [];
+  for (const m of ms) {
+    const spec = podSpec(m);
+    if (spec) out.push({ m, spec });
+  }
+  return out;
+}
+
+function agentDaemonSet(ms: Manifest[]): Manifest {
+  const ds = byKind(ms, 'DaemonSet').filter((m) => !isHook(m));
+  if (ds.length !== 1) throw new Error(`expected one agent DaemonSet, found ${ds.length}`);
+  return ds[0] as Manifest;
+}
+
+function agentSpec(ms: Manifest[]): PodSpec {
+  const spec = podSpec(agentDaemonSet(ms));
+  if (!spec) throw new Error('agent DaemonSet has no pod template');
+  return spec;
+}
+
+function mount(c: Container, path: string) {
+  return c.volumeMounts?.find((v) => v.mountPath === path);
+}
+
+function expectedArgs(v: {
+  url: string;
+  pinDir: string;
+  metricsPort: number;
+  healthPort: number;
+  bindAddress: string;
+  logLevel: string;
+  devices?: string[];
+  compile?: boolean;
+  extra?: string[];
+}): string[] {
+  const args = [
+    'agent',
+    '--k8s-api-server',
+    v.url,
+    '--node-name',
+    '$(NODE_NAME)',
+    '--cgroup',
+    '/run/svcmap/cgroupv2',
+    '--pin-dir',
+    v.pinDir,
+    '--metrics-port',
+    String(v.metricsPort),
+    '--health-port',
+    String(v.healthPort),
+    '--bind-address',
+    v.bindAddress,
+    '--log-level',
+    v.logLevel,
+  ];
+  if (v.devices && v.devices.length > 0) args.push('--devices', v.devices.join(','));
+  if (v.compile) args.push('--compile');
+  args.push(...(v.extra ?? []));
+  return args;
+}
+
+t.test('helm is installed (make chart-deps)', async (t) => {
+  t.equal(helmMissingMessage(), undefined);
+});
+
+t.test('default values (k8sServiceHost set)', async (t) => {
+  const ms = render({ set: [`k8sServiceHost=${HOST}`] });
+
+  t.test('renders the expected objects', async (t) => {
+    const names = ms.map((m) => `${m.kind}/${m.metadata.name}`).sort();
+    t.same(names, [
+      'ClusterRole/svcmap',
+      'ClusterRoleBinding/svcmap',
+      'ConfigMap/svcmap-scripts',
+      'DaemonSet/svcmap',
+      'DaemonSet/svcmap-cleanup',
+      'Job/svcmap-cleanup-wait',
+      'Pod/svcmap-test-service',
+      'Role/svcmap-cleanup',
+      'RoleBinding/svcmap-cleanup',
+      'ServiceAccount/svcmap',
+      'ServiceAccount/svcmap-cleanup',
+    ]);
+    for (const m of ms) {
+      if (m.kind.startsWith('Cluster')) continue;
+      t.equal(m.metadata.namespace, 'kube-system', `${m.kind}/${m.metadata.name} is in the release namespace`);
+    }
+  });
+
+  t.test('RBAC: exactly get/list/watch on services, endpointslices, nodes and create/patch on events', async (t) => {
+    const roles = byKind(ms, 'ClusterRole');
+    t.equal(roles.length, 1, 'one ClusterRole');
+    const role = roles[0] as Manifest;
+    t.same(flattenRules(role), AGENT_RBAC);
+    for (const r of (role.rules ?? []) as Rule[]) {
+      t.notOk(r.resourceNames, 'no resourceNames');
+      t.notOk(r.nonResourceURLs, 'no nonResourceURLs');
+      t.notOk(r.verbs?.includes('*'), 'no verb wildcard');
+      t.notOk(r.resources?.includes('*'), 'no resource wildcard');
+      t.notOk(r.apiGroups?.includes('*'), 'no group wildcard');
+    }
+    const binding = one(ms, 'ClusterRoleBinding', 'svcmap');
+    t.match(binding, {
+      roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'svcmap' },
+      subjects: [{ kind: 'ServiceAccount', name: 'svcmap', namespace: 'kube-system' }],
+    });
+    t.equal((binding.subjects as unknown[]).length, 1, 'one subject');
+    t.equal(agentSpec(ms).serviceAccountName, 'svcmap', 'the DaemonSet runs as the bound ServiceAccount');
+  });
+
+  t.test('the only other role: the cleanup hook may get its own DaemonSet', async (t) => {
+    const roles = byKind(ms, 'Role');
+    t.equal(roles.length, 1);
+    const role = roles[0] as Manifest;
+    t.ok(isHook(role, 'pre-delete'), 'exists only during helm uninstall');
+    t.same(role.rules, [
+      { apiGroups: ['apps'], resources: ['daemonsets'], resourceNames: ['svcmap-cleanup'], verbs: ['get'] },
+    ]);
+    const rb = one(ms, 'RoleBinding', 'svcmap-cleanup');
+    t.match(rb, {
+      roleRef: { kind: 'Role', name: 'svcmap-cleanup' },
+      subjects: [{ kind: 'ServiceAccount', name: 'svcmap-cleanup', namespace: 'kube-system' }],
+    });
+    const job = one(ms, 'Job', 'svcmap-cleanup-wait');
+    t.equal(podSpec(job)?.serviceAccountName, 'svcmap-cleanup');
+  });
+
+  t.test('no privileged container, no host PID/IPC, no Bidirectional mount anywhere', async (t) => {
+    // Bidirectional propagation is accepted by the API server only on
+    // privileged containers, so with no privileged container it must not appear.
+    const ws = workloads(ms);
+    t.equal(ws.length, 4, 'agent DaemonSet, cleanup DaemonSet, cleanup Job, test Pod');
+    for (const { m, spec } of ws) {
+      const where = `${m.kind}/${m.metadata.name}`;
+      t.notOk(spec.hostPID, `${where}: no hostPID`);
+      t.notOk(spec.hostIPC, `${where}: no hostIPC`);
+      for (const c of allContainers(spec)) {
+        t.not(c.securityContext?.privileged, true, `${where}/${c.name}: not privileged`);
+        t.same(c.securityContext?.capabilities?.drop, ['ALL'], `${where}/${c.name}: drops ALL capabilities`);
+        for (const vm of c.volumeMounts ?? []) {
+          t.not(vm.mountPropagation, 'Bidirectional', `${where}/${c.name}: ${vm.mountPath} not Bidirectional`);
+        }
+      }
+    }
+  });
+
+  t.test('agent DaemonSet: placement, update strategy, host network', async (t) => {
+    const ds = agentDaemonSet(ms);
+    const spec = agentSpec(ms);
+    t.match(ds.spec, { updateStrategy: { type: 'RollingUpdate', rollingUpdate: { maxUnavailable: 1 } } });
+    t.equal(spec.priorityClassName, 'system-node-critical');
+    t.same(spec.tolerations, [{ operator: 'Exists' }], 'tolerates every taint');
+    t.equal(spec.hostNetwork, true);
+    t.equal(spec.dnsPolicy, 'Default', "the node's resolver, not cluster DNS");
+    const sel = (ds.spec as { selector: { matchLabels: Record<string, string> } }).selector.matchLabels;
+    const labels = (ds.spec as { template: { metadata: { labels: Record<string, string> } } }).template.metadata.labels;
+    for (const [k, v] of Object.entries(sel)) t.equal(labels[k], v, `template carries selector label ${k}`);
+    t.equal(sel['app.kubernetes.io/component'], 'agent', 'selector does not match cleanup or test pods');
+    t.match(spec.securityContext, { appArmorProfile: { type: 'Unconfined' }, seLinuxOptions: { type: 'spc_t' } });
+  });
+
+  t.test('agent container: capabilities exactly BPF, NET_ADMIN, SYS_ADMIN, PERFMON, SYS_RESOURCE', async (t) => {
+    const agent = container(agentSpec(ms), 'agent');
+    t.same(sorted(agent.securityContext?.capabilities?.add), AGENT_CAPS);
+    t.same(agent.securityContext?.capabilities?.drop, ['ALL']);
+    t.equal(agent.securityContext?.privileged, false);
+    t.equal(agent.securityContext?.runAsUser, 0, 'uid 0, so the added capabilities are effective');
+    t.not(agent.securityContext?.allowPrivilegeEscalation, false, 'not set false (the API rejects it with SYS_ADMIN)');
+  });
+
+  t.test('init container: mounts bpffs and cgroup v2 on the host, with only setns capabilities', async (t) => {
+    const spec = agentSpec(ms);
+    t.equal(spec.initContainers?.length, 1);
+    const init = container(spec, 'mount-host-fs');
+    t.same(sorted(init.securityContext?.capabilities?.add), INIT_CAPS);
+    t.same(init.command, ['sh', '/svcmap-scripts/mount-host-fs.sh']);
+    t.equal(envValue(init, 'CGROUP_ROOT'), '/run/svcmap/cgroupv2');
+    t.equal(envValue(init, 'BPF_AUTOMOUNT'), 'true');
+    t.equal(envValue(init, 'CGROUP_AUTOMOUNT'), 'true');
+    t.equal(envValue(init, 'HOSTPROC'), '/hostproc');
+    t.match(mount(init, '/hostproc'), { name: 'hostproc', readOnly: true });
+    const vol = spec.volumes?.find((v) => v.name === 'hostproc');
+    t.same(vol?.hostPath, { path: '/proc', type: 'Directory' });
+  });
+
+  t.test('agent mounts: bpffs at /sys/fs/bpf and the host cgroup v2 root', async (t) => {
+    const spec = agentSpec(ms);
+    const agent = container(spec, 'agent');
+    const bpf = mount(agent, '/sys/fs/bpf');
+    t.ok(bpf, 'bpffs mounted at /sys/fs/bpf');
+    t.equal(bpf?.mountPropagation, 'HostToContainer', 'sees bpffs mounted on the host after the pod started');
+    t.not(bpf?.readOnly, true, 'writable: the agent pins there');
+    t.same(spec.volumes?.find((v) => v.name === bpf?.name)?.hostPath, { path: '/sys/fs/bpf', type: 'DirectoryOrCreate' });
+    const cg = mount(agent, '/run/svcmap/cgroupv2');
+    t.ok(cg, 'cgroup root mounted');
+    t.equal(cg?.mountPropagation, 'HostToContainer');
+    t.same(spec.volumes?.find((v) => v.name === cg?.name)?.hostPath, {
+      path: '/run/svcmap/cgroupv2',
+      type: 'DirectoryOrCreate',
+    });
+  });
+
+  t.test('probes: /healthz liveness and startup, /readyz readiness, on the health port', async (t) => {
+    const agent = container(agentSpec(ms), 'agent');
+    t.same(agent.livenessProbe?.httpGet, { path: '/healthz', port: 10256 });
+    t.same(agent.startupProbe?.httpGet, { path: '/healthz', port: 10256 });
+    t.same(agent.readinessProbe?.httpGet, { path: '/readyz', port: 10256 });
+    t.same(
+      agent.ports?.map((p) => [p.name, p.containerPort]),
+      [
+        ['metrics', 10249],
+        ['health', 10256],
+      ],
+    );
+  });
+
+  t.test('agent args and environment match the values', async (t) => {
+    const agent = container(agentSpec(ms), 'agent');
+    t.same(agent.command, ['svcmap']);
+    t.same(
+      agent.args,
+      expectedArgs({
+        url: `https://${HOST}:6443`,
+        pinDir: '/sys/fs/bpf/svcmap',
+        metricsPort: 10249,
+        healthPort: 10256,
+        bindAddress: '0.0.0.0',
+        logLevel: 'info',
+      }),
+    );
+    t.equal(envValue(agent, 'SVCMAP_K8S_API_SERVER'), `https://${HOST}:6443`);
+    t.equal(envValue(agent, 'KUBERNETES_SERVICE_HOST'), HOST);
+    t.equal(envValue(agent, 'KUBERNETES_SERVICE_PORT'), '6443');
+    t.same(agent.env?.find((e) => e.name === 'NODE_NAME')?.valueFrom, { fieldRef: { fieldPath: 'spec.nodeName' } });
+    t.equal(agent.image, 'svcmap:0.1.0', 'tag defaults to the appVersion');
+    t.same(agent.resources, { requests: { cpu: '100m', memory: '128Mi' }, limits: {} });
+  });
+
+  t.test('scripts ConfigMap carries the chart files verbatim', async (t) => {
+    const cm = one(ms, 'ConfigMap', 'svcmap-scripts');
+    const data = cm.data as Record<string, string>;
+    const chartDir = new URL('../../charts/svcmap/files/', import.meta.url);
+    for (const f of ['mount-host-fs.sh', 'cleanup.sh', 'cleanup-wait.mjs', 'helm-test.mjs']) {
+      t.equal(data[f], readFileSync(new URL(f, chartDir), 'utf8'), f);
+    }
+    const ds = agentDaemonSet(ms);
+    const ann = (ds.spec as { template: { metadata: { annotations: Record<string, string> } } }).template.metadata
+      .annotations;
+    t.match(ann['checksum/scripts'], /^[0-9a-f]{64}$/, 'pods roll when the scripts change');
+    t.equal(ann['prometheus.io/port'], '10249');
+  });
+});
+
+t.test('edge values (custom ports, devices, resources, IPv6 API server, no init container)', async (t) => {
+  const ms = render({ valuesFiles: [EDGE_VALUES], namespace: 'net' });
+  const values = parse(readFileSync(EDGE_VALUES, 'utf8')) as { resources: unknown };
+  const spec = agentSpec(ms);
+  const agent = container(spec, 'agent');
+
+  t.test('args follow the values', async (t) => {
+    t.same(
+      agent.args,
+      expectedArgs({
+        url: 'https://[fd00:10::1]:16443',
+        pinDir: '/sys/fs/bpf/tenant-a/svcmap',
+        metricsPort: 19249,
+        healthPort: 19256,
+        bindAddress: '127.0.0.1',
+        logLevel: 'debug',
+        devices: ['eth0', 'eth1', 'bond0.100'],
+        compile: true,
+        extra: ['--example-flag=1'],
+      }),
+    );
+    t.equal(envValue(agent, 'KUBERNETES_SERVICE_HOST'), 'fd00:10::1', 'no brackets in the env form');
+    t.equal(envValue(agent, 'EXTRA'), 'yes', 'extraEnv appended');
+  });
+
+  t.test('probes and ports on the custom ports; probes target the bind address', async (t) => {
+    t.same(agent.livenessProbe?.httpGet, { host: '127.0.0.1', path: '/healthz', port: 19256 });
+    t.same(agent.readinessProbe?.httpGet, { host: '127.0.0.1', path: '/readyz', port: 19256 });
+    t.same(agent.startupProbe?.httpGet, { host: '127.0.0.1', path: '/healthz', port: 19256 });
+    t.same(
+      agent.ports?.map((p) => p.containerPort),
+      [19249, 19256],
+    );
+  });
+
+  t.test('resources, image, names, placement', async (t) => {
+    t.same(agent.resources, values.resources);
+    t.equal(agent.image, 'registry.example.test/net/svcmap@sha256:' + '0123456789abcdef'.repeat(4), 'digest wins');
+    t.equal(agentDaemonSet(ms).metadata.name, 'kp-replacement');
+    t.equal(spec.serviceAccountName, 'proxy-agent');
+    t.equal(one(ms, 'ServiceAccount', 'proxy-agent').metadata.annotations?.['example.test/role'], 'proxy');
+    t.match(one(ms, 'ClusterRoleBinding', 'kp-replacement'), {
+      subjects: [{ name: 'proxy-agent', namespace: 'net' }],
+    });
+    t.equal(spec.priorityClassName, 'custom-critical');
+    t.same(spec.nodeSelector, { 'kubernetes.io/os': 'linux', pool: 'net' }, 'maps merge with the defaults');
+    t.same(spec.imagePullSecrets, [{ name: 'regcred' }]);
+    t.match(agentDaemonSet(ms).spec, { updateStrategy: { rollingUpdate: { maxUnavailable: '10%' } } });
+    t.notOk(spec.securityContext, 'AppArmor and SELinux settings switched off');
+  });
+
+  t.test('cgroup.hostRoot is mounted at the fixed --cgroup path; no init container', async (t) => {
+    t.notOk(spec.initContainers, 'both autoMounts off: no init container');
+    t.notOk(spec.volumes?.find((v) => v.name === 'hostproc'), 'no host /proc');
+    const cg = mount(agent, '/run/svcmap/cgroupv2');
+    t.same(spec.volumes?.find((v) => v.name === cg?.name)?.hostPath, {
+      path: '/sys/fs/cgroup',
+      type: 'DirectoryOrCreate',
+    });
+  });
+
+  t.test('RBAC and capabilities do not move with the values', async (t) => {
+    t.same(flattenRules(byKind(ms, 'ClusterRole')[0] as Manifest), AGENT_RBAC);
+    t.same(sorted(agent.securityContext?.capabilities?.add), AGENT_CAPS);
+    for (const { m, spec: s } of workloads(ms)) {
+      for (const c of allContainers(s)) {
+        t.not(c.securityContext?.privileged, true, `${m.kind}/${m.metadata.name}/${c.name}: not privileged`);
+      }
+    }
+    t.notOk(
+      ms.find((m) => m.kind === 'Pod'),
+      'test.enabled=false drops the test Pod',
+    );
+  });
+
+  t.test('the cleanup hook follows pinDir and the timeout', async (t) => {
+    const cds = one(ms, 'DaemonSet', 'kp-replacement-cleanup');
+    const c = container(podSpec(cds) as PodSpec, 'cleanup');
+    t.equal(envValue(c, 'PIN_DIR'), '/sys/fs/bpf/tenant-a/svcmap');
+    const job = one(ms, 'Job', 'kp-replacement-cleanup-wait');
+    t.equal((job.spec as { activeDeadlineSeconds: number }).activeDeadlineSeconds, 960);
+    const wait = container(podSpec(job) as PodSpec, 'wait');
+    t.equal(envValue(wait, 'TIMEOUT_SECONDS'), '900');
+    t.equal(envValue(wait, 'API_SERVER'), 'https://[fd00:10::1]:16443');
+    t.equal(envValue(wait, 'NAMESPACE'), 'net');
+  });
+});
+
+t.test('init container modes', async (t) => {
+  const onlyBpf = agentSpec(
+    render({ set: [`k8sServiceHost=${HOST}`, 'cgroup.autoMount=false', 'cgroup.hostRoot=/sys/fs/cgroup'] }),
+  );
+  const init = container(onlyBpf, 'mount-host-fs');
+  t.equal(envValue(init, 'BPF_AUTOMOUNT'), 'true');
+  t.equal(envValue(init, 'CGROUP_AUTOMOUNT'), 'false', 'still checks the cgroup mount, without mounting');
+  t.equal(envValue(init, 'CGROUP_ROOT'), '/sys/fs/cgroup');
+});
+
+t.test('Kubernetes older than 1.30: AppArmor through annotations', async (t) => {
+  const ms = render({ set: [`k8sServiceHost=${HOST}`], kubeVersion: '1.29.4' });
+  const ds = agentDaemonSet(ms);
+  const tmpl = (ds.spec as { template: { metadata: { annotations: Record<string, string> } } }).template;
+  t.equal(tmpl.metadata.annotations['container.apparmor.security.beta.kubernetes.io/agent'], 'unconfined');
+  t.equal(tmpl.metadata.annotations['container.apparmor.security.beta.kubernetes.io/mount-host-fs'], 'unconfined');
+  t.notOk((agentSpec(ms).securityContext as { appArmorProfile?: unknown }).appArmorProfile, 'no 1.30+ field');
+});

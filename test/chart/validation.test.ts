@@ -1,0 +1,90 @@
+// helm lint on the chart, and the renders that must fail: a missing or
+// malformed k8sServiceHost (the chart's `fail` messages) and wrong types or
+// unknown keys (values.schema.json). Runs the real helm; a missing helm is
+// a failure, not a skip.
+import t, { type Test } from 'tap';
+import { CHART, EDGE_VALUES, KUBE_VERSION, helm, helmMissingMessage, templateArgs } from './helm.ts';
+
+const HOST = '192.0.2.10';
+
+function renderFails(t: Test, what: string, opts: Parameters<typeof templateArgs>[0], messages: (string | RegExp)[]) {
+  t.test(what, async (t) => {
+    const r = helm(templateArgs(opts));
+    t.not(r.status, 0, 'helm template fails');
+    t.equal(r.stdout.trim(), '', 'and renders nothing');
+    for (const m of messages) t.match(r.stderr, m, `stderr says ${m}`);
+  });
+}
+
+t.test('helm is installed (make chart-deps)', async (t) => {
+  t.equal(helmMissingMessage(), undefined);
+});
+
+t.test('helm lint --strict', async (t) => {
+  for (const [what, args] of [
+    ['default values', ['--set', `k8sServiceHost=${HOST}`]],
+    ['edge values', ['--values', EDGE_VALUES]],
+    ['hooks, init container and test disabled', ['--set', `k8sServiceHost=${HOST},cleanup.enabled=false,test.enabled=false,bpf.autoMount=false,cgroup.autoMount=false`]],
+  ] as const) {
+    const r = helm(['lint', '--strict', CHART, '--kube-version', KUBE_VERSION, ...args]);
+    t.equal(r.status, 0, `${what}: lint passes\n${r.stdout}${r.stderr}`);
+    t.match(r.stdout, /1 chart\(s\) linted, 0 chart\(s\) failed/, what);
+  }
+  // helm lint reports template `fail` calls as [INFO] rather than failing;
+  // the message must still reach the operator.
+  const r = helm(['lint', CHART, '--kube-version', KUBE_VERSION]);
+  t.match(r.stdout + r.stderr, /k8sServiceHost is required/, 'lint without k8sServiceHost shows the message');
+});
+
+t.test('the chart refuses to render without a usable API server address', async (t) => {
+  renderFails(t, 'k8sServiceHost missing', {}, [
+    /k8sServiceHost is required/,
+    /cannot reach the API server through the kubernetes Service ClusterIP/,
+    /--set k8sServiceHost=/,
+  ]);
+  renderFails(t, 'k8sServiceHost empty', { set: ['k8sServiceHost='] }, [/k8sServiceHost is required/]);
+  renderFails(t, 'k8sServiceHost is a URL', { set: ['k8sServiceHost=https://api.example.test:6443'] }, [
+    /k8sServiceHost must be a host name or IP address, not a URL/,
+  ]);
+  renderFails(t, 'k8sServiceHost carries a port', { set: ['k8sServiceHost=api.example.test:6443'] }, [
+    /k8sServiceHost must not carry a port .*put the port in k8sServicePort/,
+  ]);
+  renderFails(t, 'bracketed IPv6 with a port', { set: ['k8sServiceHost=[fd00::1]:6443'] }, [
+    /k8sServiceHost must not carry a port/,
+  ]);
+  renderFails(t, 'metrics and health on one port', { set: [`k8sServiceHost=${HOST}`, 'metricsPort=9000', 'healthPort=9000'] }, [
+    /metricsPort and healthPort must differ/,
+  ]);
+});
+
+t.test('values.schema.json rejects wrong types with a message naming the value', async (t) => {
+  const base = [`k8sServiceHost=${HOST}`];
+  const schemaError = /values don't meet the specifications of the schema/;
+  renderFails(t, 'metricsPort: "abc"', { set: [...base, 'metricsPort=abc'] }, [
+    schemaError,
+    /\/metricsPort.*got string, want integer/,
+  ]);
+  renderFails(t, 'healthPort out of range', { set: [...base, 'healthPort=70000'] }, [schemaError, /\/healthPort/]);
+  renderFails(t, 'k8sServicePort as a string', { setString: ['k8sServicePort=6443'], set: base }, [
+    schemaError,
+    /\/k8sServicePort.*got string, want integer/,
+  ]);
+  renderFails(t, 'logLevel not one of debug/info/warn/error', { set: [...base, 'logLevel=verbose'] }, [
+    schemaError,
+    /\/logLevel.*value must be one of/,
+  ]);
+  renderFails(t, 'devices as a string instead of a list', { set: [...base, 'devices=eth0'] }, [
+    schemaError,
+    /\/devices.*got string, want array/,
+  ]);
+  renderFails(t, 'a misspelt top-level key', { set: [...base, 'metricPort=1'] }, [
+    schemaError,
+    /additional properties 'metricPort' not allowed/,
+  ]);
+  renderFails(t, 'pinDir outside /sys/fs/bpf', { set: [...base, 'pinDir=/tmp/pins'] }, [schemaError, /\/pinDir/]);
+  renderFails(t, 'resources as a string', { set: [...base, 'resources=big'] }, [schemaError, /\/resources/]);
+  renderFails(t, 'bpf.compile as a string', { set: base, setString: ['bpf.compile=yes'] }, [
+    schemaError,
+    /\/bpf\/compile.*got string, want boolean/,
+  ]);
+});
