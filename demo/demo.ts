@@ -71,7 +71,7 @@ async function main(): Promise<void> {
     agent = new AgentProcess(['--manifests', manifests, '--cgroup', cgroup, '--pin-dir', pinDir, '--node-name', 'demo-node', '--metrics-port', '0', '--health-port', '0', '--bind-address', '127.0.0.1']);
     const synced = await agent.waitForSync(0, 60000);
     const up = agent.lines.find((l) => String(l.msg).startsWith('datapath up'));
-    say(`   BPF object: ${String(up?.object ?? '?')}`);
+    say(`   BPF objects: ${(up?.objects as string[] | undefined)?.join(', ') ?? '?'}`);
     say(`   synced ${String(synced.frontends)} frontends in ${String(synced.durationMs)} ms`);
 
     say('\n== 3. 100 connections / datagrams to each VIP, from the client namespace');

@@ -36,8 +36,15 @@ export class AgentProcess {
   #waiters: Array<{ pred: (l: LogLine) => boolean; from: number; resolve: (l: LogLine) => void }> = [];
   readonly exited: Promise<number | null>;
 
-  constructor(args: string[]) {
-    this.child = spawn(SVCMAP, ['agent', ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+  /**
+   * spawnIn: how to start the process (default: here, in this network
+   * namespace); e.g. `(cmd, args) => lab.spawn(node, cmd, args, { stdio: ['ignore', 'pipe', 'pipe'] })`
+   * runs the agent inside a node namespace, where its tc programs attach.
+   */
+  constructor(args: string[], spawnIn?: (cmd: string, args: string[]) => ChildProcess) {
+    this.child = spawnIn
+      ? spawnIn(SVCMAP, ['agent', ...args])
+      : spawn(SVCMAP, ['agent', ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
     let buf = '';
     this.child.stdout!.setEncoding('utf8').on('data', (chunk: string) => {
       buf += chunk;

@@ -18,12 +18,17 @@
 #define SVCMAP_MAP_BACKENDS  svcmap_be
 #define SVCMAP_MAP_REVNAT    svcmap_revnat
 #define SVCMAP_MAP_SK_REVNAT svcmap_sk_rnat
+#define SVCMAP_MAP_CT        svcmap_ct
+#define SVCMAP_MAP_SRC_RANGE svcmap_srcrng
+#define SVCMAP_MAP_CONFIG    svcmap_cfg
 
 /* Default capacities; the agent may resize before load (--max-*). */
 #define SVCMAP_SERVICES_MAX   65536
 #define SVCMAP_BACKENDS_MAX   65536
 #define SVCMAP_REVNAT_MAX     65536
 #define SVCMAP_SK_REVNAT_MAX  262144
+#define SVCMAP_CT_MAX         262144
+#define SVCMAP_SRC_RANGE_MAX  16384
 
 /* svc_key.scope: external traffic sees the external entry; a service with
  * a Local traffic policy also has an internal entry holding all backends. */
@@ -110,6 +115,64 @@ struct sk_rev_nat_value {
 	__be16 port;   /* frontend port */
 	__u16 pad;
 	__u32 rev_nat_id;
+};
+
+/*
+ * Connection tracking for the tc datapath (LRU), keyed by the packet's
+ * 5-tuple as it arrives, plus where it was seen:
+ *  CT_DIR_FWD:       client -> frontend, at ingress: the translation to apply
+ *                    (DNAT to the backend, SNAT to the node when remote).
+ *  CT_DIR_REPLY_IN:  backend -> node (SNAT address/port), at ingress: back to
+ *                    frontend -> client.
+ *  CT_DIR_REPLY_OUT: backend -> client (no SNAT), at egress: the source back
+ *                    to the frontend.
+ */
+#define CT_DIR_FWD       0
+#define CT_DIR_REPLY_IN  1
+#define CT_DIR_REPLY_OUT 2
+
+#define CT_F_SNAT  0x01 /* the flow is source-NATed to the node */
+#define CT_F_LOCAL 0x02 /* the backend runs on this node */
+
+struct ct_key {
+	__be32 saddr;
+	__be32 daddr;
+	__be16 sport;
+	__be16 dport;
+	__u8 proto;
+	__u8 dir;      /* CT_DIR_* */
+	__u8 pad[2];
+};
+
+struct ct_value {
+	__be32 new_saddr;  /* 0: leave the source address */
+	__be32 new_daddr;  /* 0: leave the destination address */
+	__be16 new_sport;  /* 0: leave the source port */
+	__be16 new_dport;  /* 0: leave the destination port */
+	__u32 backend_id;  /* CT_DIR_FWD: the backend chosen for the flow */
+	__u32 rev_nat_id;
+	__u8 flags;        /* CT_F_* */
+	__u8 pad[3];
+	__u64 last_seen;   /* bpf_ktime_get_ns() */
+};
+
+/*
+ * loadBalancerSourceRanges (LPM trie): a frontend (by rev_nat_id) with
+ * SVC_F_SRC_RANGES accepts a client only if {rev_nat_id, saddr} matches.
+ * prefixlen counts the 32 bits of rev_nat_id plus the CIDR's mask length.
+ */
+struct src_range_key {
+	__u32 prefixlen;
+	__u32 rev_nat_id;
+	__be32 addr;
+};
+
+/* The node's settings for the tc datapath: array map, one entry at key 0. */
+struct svcmap_config {
+	__be32 node_ip;        /* source address for SNAT (the node's InternalIP) */
+	__u16 snat_port_min;   /* SNAT source ports, host order: above the */
+	__u16 snat_port_max;   /* kernel's ephemeral range by default */
+	__u32 flags;
 };
 
 #endif /* SVCMAP_MAPS_H */

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
 /*
- * The maps, defined once for every entry file. Layouts live in
+ * The maps every entry file shares, defined once. Layouts live in
  * include/svcmap_maps.h; the agent pins the maps under its bpffs directory
  * and reuses them across restarts, so every program sees the same maps.
  */
@@ -33,11 +33,5 @@ struct {
 	__uint(map_flags, BPF_F_NO_PREALLOC);
 } SVCMAP_MAP_REVNAT SEC(".maps");
 
-struct {
-	__uint(type, BPF_MAP_TYPE_LRU_HASH);
-	__type(key, struct sk_rev_nat_key);
-	__type(value, struct sk_rev_nat_value);
-	__uint(max_entries, SVCMAP_SK_REVNAT_MAX);
-} SVCMAP_MAP_SK_REVNAT SEC(".maps");
 
 #endif /* SVCMAP_LIB_MAPS_H */

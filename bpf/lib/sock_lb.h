@@ -8,6 +8,7 @@
 #define SVCMAP_LIB_SOCK_LB_H
 
 #include "lb.h"
+#include "maps_sock.h"
 
 static __always_inline void sock4_remember(struct bpf_sock_addr *ctx,
 					   const struct backend_value *be,
@@ -91,7 +92,9 @@ static __always_inline void sock4_xlate_rev(struct bpf_sock_addr *ctx)
 	 * application sees the real peer rather than a stale frontend. */
 	id = val->rev_nat_id;
 	rnat = bpf_map_lookup_elem(&SVCMAP_MAP_REVNAT, &id);
-	if (!rnat || rnat->addr != val->addr || rnat->port != val->port) {
+	/* A wildcard NodePort's reverse NAT entry has address 0: the socket
+	 * asked for 127.0.0.1 or another local address, kept in val. */
+	if (!rnat || rnat->port != val->port || (rnat->addr && rnat->addr != val->addr)) {
 		bpf_map_delete_elem(&SVCMAP_MAP_SK_REVNAT, &key);
 		return;
 	}

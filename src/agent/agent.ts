@@ -3,7 +3,7 @@
 // SIGTERM the agent exits and leaves the datapath pinned and working;
 // svcmap cleanup removes it.
 import type { Server } from 'node:http';
-import type { DesiredState, Problem } from '../model/types.ts';
+import type { DesiredState, Frontend, Problem } from '../model/types.ts';
 import { FileSource } from '../sources/file/file-source.ts';
 import { type KubeConnection, loadKubeConfig } from '../sources/kubernetes/config.ts';
 import { KubernetesSource } from '../sources/kubernetes/source.ts';
@@ -11,12 +11,14 @@ import { MapsAdapter } from '../sync/maps-adapter.ts';
 import { Syncer } from '../sync/syncer.ts';
 import { toTargets } from '../sync/targets.ts';
 import { type DatapathOptions, bringUpDatapath } from './datapath.ts';
+import { type HealthCheckService, HealthCheckPorts, healthCheckOf } from './health-check-ports.ts';
 import { serveHealth, serveMetrics } from './http-servers.ts';
 import { KubernetesSyncLoop } from './k8s-loop.ts';
 import type { Logger } from './log.ts';
 import { AgentMetrics } from './metrics.ts';
 import { ProblemReporter } from './problems-log.ts';
 import { SyncStatus } from './sync-status.ts';
+import { TcDatapath } from './tc-datapath.ts';
 
 export type AgentSource = { kind: 'files'; dir: string } | ({ kind: 'kubernetes' } & KubeConnection);
 
@@ -29,6 +31,10 @@ export interface AgentConfig extends DatapathOptions {
   minSyncIntervalMs: number;
   /** Maximum time between syncs: the periodic full resync. */
   syncPeriodMs: number;
+  /** Interfaces for the tc datapath; default: those holding the node's addresses. */
+  devices?: string[];
+  /** Where healthCheckNodePort servers listen (default 0.0.0.0). */
+  healthCheckBindAddress?: string;
 }
 
 export interface RunningAgent {
@@ -48,7 +54,7 @@ export async function runAgent(cfg: AgentConfig, log: Logger): Promise<RunningAg
   const dp = bringUpDatapath(cfg, (msg, fields) => log.info(fields ?? {}, msg));
   for (const n of dp.notes) log.warn(n);
   log.info({
-    object: dp.objectPath, reusedMaps: dp.reusedMaps, links: dp.links, cgroup: cfg.cgroup, pinDir: cfg.pinDir,
+    objects: dp.objectPaths, reusedMaps: dp.reusedMaps, links: dp.links, cgroup: cfg.cgroup, pinDir: cfg.pinDir,
   }, dp.reusedMaps.length ? 'datapath up (reusing pinned maps)' : 'datapath up');
 
   const syncer = new Syncer(new MapsAdapter(dp.maps));
@@ -59,6 +65,17 @@ export async function runAgent(cfg: AgentConfig, log: Logger): Promise<RunningAg
   const problems = new ProblemReporter(log, (p: Problem) => {
     if (p.severity === 'error' && p.kind !== 'Service') metrics.syncErrors.inc({ kind: 'invalid_object' });
   });
+  const tcDatapath = new TcDatapath(dp.tc, dp.maps.config!, cfg.pinDir, log, cfg.devices);
+  const attachTc = (node: { name: string; addresses: string[] } | undefined) => {
+    try {
+      tcDatapath.update(node);
+    } catch (err) {
+      metrics.syncErrors.inc({ kind: 'write_failed' });
+      log.error({ err }, 'attaching the tc datapath failed; NodePort/LoadBalancer/externalIP traffic from outside is not translated');
+    }
+  };
+  if (cfg.devices?.length) attachTc(cfg.nodeName ? { name: cfg.nodeName, addresses: [] } : undefined);
+  const healthChecks = new HealthCheckPorts(cfg.healthCheckBindAddress ?? '0.0.0.0', log, () => !status.health.pendingSince || Date.now() - status.health.pendingSince < 60_000);
   const servers: Server[] = [];
   const running: Partial<RunningAgent> = {};
   if (cfg.metrics) {
@@ -78,6 +95,7 @@ export async function runAgent(cfg: AgentConfig, log: Logger): Promise<RunningAg
     const source = new FileSource({
       dir: cfg.source.dir,
       ...(cfg.nodeName ? { nodeName: cfg.nodeName } : {}),
+      onNode: (node) => attachTc(node),
       onError: (err) => {
         metrics.syncErrors.inc({ kind: 'source' });
         log.error({ err }, 'reading manifests failed; keeping the last state');
@@ -89,6 +107,7 @@ export async function runAgent(cfg: AgentConfig, log: Logger): Promise<RunningAg
       try {
         const r = syncer.sync(toTargets(state));
         status.succeeded(r, syncer.capacity(), state.frontends.size);
+        healthChecks.replaceAll(healthChecksByService(state.frontends.values()));
       } catch (err) {
         status.failed(err);
       }
@@ -111,10 +130,14 @@ export async function runAgent(cfg: AgentConfig, log: Logger): Promise<RunningAg
         log.warn({ informer: kind, err: String((err as Error)?.message ?? err), retryMs }, 'watch failed; the maps keep their state, retrying');
       },
       sliceTrigger: (svc, at) => loop?.trigger(svc, at),
+      node: (node) => attachTc(node),
     });
     source.model.setNode({ name: cfg.nodeName!, addresses: [] });
     loop = new KubernetesSyncLoop(source, syncer, status, metrics, problems, log, {
       minIntervalMs: cfg.minSyncIntervalMs, syncPeriodMs: cfg.syncPeriodMs,
+      onServices: (changed) => {
+        for (const [svc, frontends] of changed) healthChecks.set(svc, healthCheckOf(frontends));
+      },
     });
     loop.start();
     source.start();
@@ -134,11 +157,29 @@ export async function runAgent(cfg: AgentConfig, log: Logger): Promise<RunningAg
     if (done) return;
     done = true;
     stopSource();
+    healthChecks.close();
     for (const s of servers) s.close();
     dp.maps.close();
-    dp.object.close(); // pins and links stay: the datapath keeps working
+    dp.sock.close(); // pins and links stay: the datapath keeps working
+    dp.tc.close();
     log.info('agent stopped; datapath left in place (svcmap cleanup removes it)');
     resolveStopped();
   };
   return { ...running, stop, stopped };
+}
+
+function healthChecksByService(frontends: Iterable<Frontend>): Map<string, HealthCheckService> {
+  const bySvc = new Map<string, Frontend[]>();
+  for (const f of frontends) {
+    const id = `${f.service.namespace}/${f.service.name}`;
+    const list = bySvc.get(id);
+    if (list) list.push(f);
+    else bySvc.set(id, [f]);
+  }
+  const out = new Map<string, HealthCheckService>();
+  for (const [id, list] of bySvc) {
+    const hc = healthCheckOf(list);
+    if (hc) out.set(id, hc);
+  }
+  return out;
 }

@@ -1,16 +1,20 @@
-// Brings up the socket-level datapath: checks the host, finds (or compiles)
-// the object, loads it with its maps pinned, checks the codecs against its
-// BTF, and attaches the socket hooks to the cgroup through pinned links.
+// Brings up the datapath: checks the host, finds (or compiles) the objects,
+// loads them with their maps pinned (the socket hooks and the tc programs
+// share the service maps through the pins), checks the codecs against their
+// BTF, and attaches the socket hooks to the cgroup through pinned links. The
+// tc programs are attached separately, once the devices are known.
 import { join } from 'node:path';
-import { compileBpf } from '../bpf/compile.ts';
+import { type BpfProgramName, compileBpf } from '../bpf/compile.ts';
 import { checkCgroup, checkPrivileges, ensureBpffs } from '../bpf/environment.ts';
-import { type LinkAction, ensureCgroupLink, linkPinDir, loadPinned } from '../bpf/loader.ts';
+import { type LinkAction, type MapPinSpec, ensureCgroupLink, linkPinDir, loadPinned } from '../bpf/loader.ts';
 import type { BpfObject } from '../bpf/object.ts';
 import { DatapathMaps } from '../maps/datapath-maps.ts';
-import { MAP_BACKENDS, MAP_REVNAT, MAP_SERVICES, MAP_SK_REVNAT } from '../maps/constants.ts';
+import { MAP_BACKENDS, MAP_CONFIG, MAP_CT, MAP_REVNAT, MAP_SERVICES, MAP_SK_REVNAT, MAP_SRC_RANGE } from '../maps/constants.ts';
 
 /** The socket hooks, by program name (the SEC names give the attach types). */
 export const SOCK_PROGRAMS = ['svcmap_connect4', 'svcmap_sendmsg4', 'svcmap_recvmsg4', 'svcmap_getpeer4'] as const;
+/** The tc programs: ingress and egress of the node's external devices. */
+export const TC_PROGRAMS = { ingress: 'svcmap_tc_in', egress: 'svcmap_tc_out' } as const;
 
 export interface DatapathOptions {
   pinDir: string;
@@ -22,50 +26,64 @@ export interface DatapathOptions {
   maxServices?: number;
   maxBackends?: number;
   maxSockRevNat?: number;
+  maxConntrack?: number;
 }
 
 export interface Datapath {
-  object: BpfObject;
+  sock: BpfObject;
+  tc: BpfObject;
   maps: DatapathMaps;
-  objectPath: string;
-  compiled: boolean;
+  objectPaths: string[];
   reusedMaps: string[];
   links: Array<{ program: string; action: LinkAction }>;
   notes: string[];
 }
+
+const size = (n: number | undefined) => (n ? { maxEntries: n } : {});
 
 export function bringUpDatapath(opts: DatapathOptions, log: (msg: string, fields?: object) => void): Datapath {
   checkPrivileges();
   ensureBpffs(opts.pinDir, true);
   checkCgroup(opts.cgroup);
 
-  const compiled = compileBpf({ program: 'sock', ...(opts.objectDir ? { outDir: opts.objectDir } : {}), ...(opts.forceCompile ? { force: true } : {}) });
-  log(compiled.cached ? 'using cached BPF object' : 'compiled BPF object', { path: compiled.path });
-
-  const loaded = loadPinned({
-    objectPath: compiled.path,
-    pinDir: opts.pinDir,
-    maps: [
-      { name: MAP_SERVICES, ...(opts.maxServices ? { maxEntries: opts.maxServices } : {}) },
-      { name: MAP_BACKENDS, ...(opts.maxBackends ? { maxEntries: opts.maxBackends } : {}) },
-      { name: MAP_REVNAT, ...(opts.maxServices ? { maxEntries: opts.maxServices } : {}) },
-      { name: MAP_SK_REVNAT, ...(opts.maxSockRevNat ? { maxEntries: opts.maxSockRevNat } : {}) },
-    ],
-  });
+  const build = (program: BpfProgramName) => {
+    const o = compileBpf({ program, ...(opts.objectDir ? { outDir: opts.objectDir } : {}), ...(opts.forceCompile ? { force: true } : {}) });
+    log(o.cached ? 'using cached BPF object' : 'compiled BPF object', { path: o.path });
+    return o.path;
+  };
+  const shared: MapPinSpec[] = [
+    { name: MAP_SERVICES, ...size(opts.maxServices) },
+    { name: MAP_BACKENDS, ...size(opts.maxBackends) },
+    { name: MAP_REVNAT, ...size(opts.maxServices) },
+  ];
+  const sockPath = build('sock');
+  const tcPath = build('tc');
+  const sock = loadPinned({ objectPath: sockPath, pinDir: opts.pinDir, maps: [...shared, { name: MAP_SK_REVNAT, ...size(opts.maxSockRevNat) }] });
+  let tc: ReturnType<typeof loadPinned>;
+  try {
+    tc = loadPinned({
+      objectPath: tcPath, pinDir: opts.pinDir,
+      maps: [...shared, { name: MAP_CT, ...size(opts.maxConntrack) }, { name: MAP_SRC_RANGE }, { name: MAP_CONFIG }],
+    });
+  } catch (err) {
+    sock.object.close();
+    throw err;
+  }
   let maps: DatapathMaps;
   try {
-    // Before anything is attached: a codec that disagrees with the object stops us here.
-    maps = DatapathMaps.fromObject(loaded.object);
+    // Before anything is attached: a codec that disagrees with an object stops us here.
+    maps = DatapathMaps.fromObjects([sock.object, tc.object]);
   } catch (err) {
-    loaded.object.close();
+    sock.object.close();
+    tc.object.close();
     throw err;
   }
   const links = SOCK_PROGRAMS.map((program) => ({
     program,
-    action: ensureCgroupLink(loaded.object, program, opts.cgroup, join(linkPinDir(opts.pinDir), program)),
+    action: ensureCgroupLink(sock.object, program, opts.cgroup, join(linkPinDir(opts.pinDir), program)),
   }));
   return {
-    object: loaded.object, maps, objectPath: compiled.path, compiled: !compiled.cached,
-    reusedMaps: loaded.reusedMaps, links, notes: loaded.notes,
+    sock: sock.object, tc: tc.object, maps, objectPaths: [sockPath, tcPath],
+    reusedMaps: [...new Set([...sock.reusedMaps, ...tc.reusedMaps])], links, notes: [...sock.notes, ...tc.notes],
   };
 }

@@ -17,6 +17,8 @@ export interface LoopOptions {
   minIntervalMs: number;
   syncPeriodMs: number;
   retryMs?: number;
+  /** After a successful sync: the Services whose frontends changed, with their frontends now. */
+  onServices?: (changed: ReadonlyMap<string, Frontend[]>) => void;
 }
 
 export class KubernetesSyncLoop {
@@ -28,6 +30,7 @@ export class KubernetesSyncLoop {
   readonly #log: Logger;
   readonly #runner: BoundedFrequencyRunner;
   readonly #retryMs: number;
+  readonly #onServices: LoopOptions['onServices'];
   #needFull = true;
   #retryTimer: NodeJS.Timeout | undefined;
   /** Earliest unprogrammed last-change-trigger-time per Service. */
@@ -41,6 +44,7 @@ export class KubernetesSyncLoop {
     this.#problems = problems;
     this.#log = log;
     this.#retryMs = opts.retryMs ?? 1000;
+    this.#onServices = opts.onServices;
     this.#runner = new BoundedFrequencyRunner((why) => this.#run(why), { minIntervalMs: opts.minIntervalMs, maxIntervalMs: opts.syncPeriodMs });
   }
 
@@ -103,6 +107,7 @@ export class KubernetesSyncLoop {
       this.#status.succeeded(report, this.#syncer.capacity(), report.full ? frontends : this.#syncer.state.frontends.size,
         { services: report.full ? model.serviceCount : changes.services.size, reason: why });
       this.#observeTriggers();
+      this.#onServices?.(report.full ? model.allFrontends() : changes.services);
     } catch (err) {
       this.#needFull = true;
       this.#status.failed(err);

@@ -10,7 +10,7 @@ import { join, relative } from 'node:path';
 import { packageRoot } from './native.ts';
 
 /** The entry files in bpf/: one per attach point. */
-export const BPF_PROGRAMS = ['sock'] as const;
+export const BPF_PROGRAMS = ['sock', 'tc'] as const;
 export type BpfProgramName = (typeof BPF_PROGRAMS)[number];
 
 export interface CompileRequest {

@@ -21,6 +21,10 @@ export const agentHelp = `svcmap agent [--manifests DIR | --kubeconfig PATH] [fl
   --compile              compile the BPF programs even if a cached object matches
   --max-services N       services map capacity for a new map (default 65536)
   --max-backends N       backends map capacity for a new map (default 65536)
+  --max-conntrack N      tc connection tracking capacity (default 262144)
+  --devices LIST         interfaces for NodePort/LoadBalancer/externalIP traffic
+                         from outside (comma-separated; default: the interfaces
+                         holding the node's InternalIP)
   --min-sync-interval D  minimum time between syncs (default 0s: immediate)
   --sync-period D        periodic full resync (default 1h)
   --metrics-port N       Prometheus /metrics (default 10249; 0 = any free port; -1 = off)
@@ -42,6 +46,8 @@ const schema = z.object({
   compile: z.boolean().default(false),
   'max-services': intString(1, 16_777_216).optional(),
   'max-backends': intString(1, 16_777_216).optional(),
+  'max-conntrack': intString(1, 16_777_216).optional(),
+  devices: z.string().regex(/^[A-Za-z0-9_.:@-]{1,15}(,[A-Za-z0-9_.:@-]{1,15})*$/, 'must be a comma-separated list of interface names').optional(),
   'min-sync-interval': duration.default(0),
   'sync-period': duration.default(3_600_000),
   'metrics-port': port.default(10249),
@@ -62,6 +68,8 @@ export async function agent(argv: string[]): Promise<void> {
     compile: { type: 'boolean' },
     'max-services': { type: 'string' },
     'max-backends': { type: 'string' },
+    'max-conntrack': { type: 'string' },
+    devices: { type: 'string' },
     'min-sync-interval': { type: 'string' },
     'sync-period': { type: 'string' },
     'metrics-port': { type: 'string' },
@@ -89,6 +97,9 @@ export async function agent(argv: string[]): Promise<void> {
     forceCompile: f.compile,
     ...(f['max-services'] ? { maxServices: f['max-services'] } : {}),
     ...(f['max-backends'] ? { maxBackends: f['max-backends'] } : {}),
+    ...(f['max-conntrack'] ? { maxConntrack: f['max-conntrack'] } : {}),
+    ...(f.devices ? { devices: f.devices.split(',') } : {}),
+    ...(f['bind-address'] ? { healthCheckBindAddress: f['bind-address'] } : {}),
     metrics: endpoint(f['metrics-port'], '127.0.0.1'),
     health: endpoint(f['health-port'], '0.0.0.0'),
     minSyncIntervalMs: f['min-sync-interval'],

@@ -4,6 +4,7 @@ import { existsSync, readdirSync, rmSync, rmdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { z } from 'zod';
 import { detachPinnedLinks, linkPinDir } from '../bpf/loader.ts';
+import { detachClassicTc, ifIndex, interfaceNames } from '../bpf/tc.ts';
 import { parseFlags, pinDirFlag } from './args.ts';
 
 const schema = z.object({ 'pin-dir': pinDirFlag });
@@ -14,6 +15,7 @@ export const cleanupHelp = `svcmap cleanup [--pin-dir DIR]
 
 export function cleanupPins(pinDir: string): string[] {
   const removed = detachPinnedLinks(linkPinDir(pinDir));
+  removed.push(...detachAllClassicTc());
   if (existsSync(pinDir)) {
     for (const name of readdirSync(pinDir)) {
       const p = join(pinDir, name);
@@ -29,4 +31,18 @@ export function cleanup(argv: string[], out: (s: string) => void): void {
   const f = parseFlags(argv, { 'pin-dir': { type: 'string' } }, schema, 'cleanup');
   const removed = cleanupPins(f['pin-dir']);
   out(removed.length ? `removed:\n${removed.map((r) => `  ${r}`).join('\n')}\n` : `nothing to remove at ${f['pin-dir']}\n`);
+}
+
+/** svcmap's classic tc filters (kernels without tcx) on every interface of this network namespace. */
+export function detachAllClassicTc(): string[] {
+  const out: string[] = [];
+  for (const name of interfaceNames()) {
+    try {
+      const n = detachClassicTc(ifIndex(name));
+      if (n) out.push(`tc filters on ${name}`);
+    } catch {
+      // the interface went away meanwhile
+    }
+  }
+  return out;
 }

@@ -6,6 +6,7 @@ import { z } from 'zod';
 import { cgroup2Mounts } from '../bpf/environment.ts';
 import { ATTACH_TYPE_NAMES, LINK_TYPE_CGROUP, LINK_TYPE_TCX, linkInfo, openPinned, progInfoById } from '../bpf/link.ts';
 import { linkPinDir } from '../bpf/loader.ts';
+import { classicTcProgram, ifIndex, interfaceNames } from '../bpf/tc.ts';
 import { BpfMap, MAP_TYPE_NAMES } from '../bpf/map.ts';
 import { ALL_MAPS } from '../maps/registry.ts';
 import { parseFlags, pinDirFlag } from './args.ts';
@@ -60,7 +61,7 @@ export function collectStatus(pinDir: string): StatusReport {
         const prog = progInfoById(info.progId);
         const attachedTo = info.type === LINK_TYPE_CGROUP
           ? `cgroup ${cgroupPathById(info.target) ?? `id ${info.target}`}`
-          : info.type === LINK_TYPE_TCX ? `ifindex ${info.target}` : '?';
+          : info.type === LINK_TYPE_TCX ? `device ${name.split('@')[1] ?? `ifindex ${info.target}`}` : '?';
         report.programs.push({
           link: name, program: prog?.name ?? '?', progId: info.progId, tag: prog?.tag ?? '',
           attachType: ATTACH_TYPE_NAMES[info.attachType] ?? String(info.attachType),
@@ -69,6 +70,21 @@ export function collectStatus(pinDir: string): StatusReport {
       } finally {
         closeSync(fd);
       }
+    }
+  }
+  // Classic tc filters (kernels without tcx) carry no pins: look at every interface.
+  for (const name of interfaceNames()) {
+    let idx: number;
+    try {
+      idx = ifIndex(name);
+    } catch {
+      continue;
+    }
+    for (const dir of ['ingress', 'egress'] as const) {
+      const id = classicTcProgram(idx, dir);
+      const prog = id === undefined ? undefined : progInfoById(id);
+      if (!prog?.name.startsWith('svcmap_')) continue;
+      report.programs.push({ link: `tc ${dir} ${name}`, program: prog.name, progId: id!, tag: prog.tag, attachType: `tc/${dir}`, attachedTo: `device ${name}`, mode: 'tc filter (clsact)' });
     }
   }
   for (const spec of ALL_MAPS) {

@@ -120,3 +120,77 @@ export const skRevNatValue = codec<SkRevNatValue>(struct('sk_rev_nat_value', 12,
   pad('pad', 6, 2),
   field('rev_nat_id', 8, 'u32'),
 ]));
+
+// ---- the tc datapath's maps
+
+export interface CtKey {
+  saddr: string;
+  daddr: string;
+  sport: number;
+  dport: number;
+  proto: number;
+  dir: number;
+}
+
+export interface CtValue {
+  new_saddr: string;
+  new_daddr: string;
+  new_sport: number;
+  new_dport: number;
+  backend_id: number;
+  rev_nat_id: number;
+  flags: number;
+  last_seen: bigint;
+}
+
+export interface SrcRangeKey {
+  prefixlen: number;
+  rev_nat_id: number;
+  addr: string;
+}
+
+export interface SvcmapConfig {
+  node_ip: string;
+  snat_port_min: number;
+  snat_port_max: number;
+  flags: number;
+}
+
+export const ctKey = codec<CtKey>(struct('ct_key', 16, [
+  field('saddr', 0, 'ipv4'),
+  field('daddr', 4, 'ipv4'),
+  field('sport', 8, 'be16'),
+  field('dport', 10, 'be16'),
+  field('proto', 12, 'u8'),
+  field('dir', 13, 'u8'),
+  pad('pad', 14, 2),
+]));
+
+export const ctValue = codec<CtValue>(struct('ct_value', 32, [
+  field('new_saddr', 0, 'ipv4'),
+  field('new_daddr', 4, 'ipv4'),
+  field('new_sport', 8, 'be16'),
+  field('new_dport', 10, 'be16'),
+  field('backend_id', 12, 'u32'),
+  field('rev_nat_id', 16, 'u32'),
+  field('flags', 20, 'u8'),
+  pad('pad', 21, 3),
+  field('last_seen', 24, 'u64'),
+]));
+
+export const srcRangeKey = codec<SrcRangeKey>(struct('src_range_key', 12, [
+  field('prefixlen', 0, 'u32'),
+  field('rev_nat_id', 4, 'u32'),
+  field('addr', 8, 'ipv4'),
+]));
+
+export const srcRangeValue = scalarCodec(scalar('__u8', 'u8'));
+
+export const configKey = scalarCodec(scalar('__u32', 'u32'));
+
+export const configValue = codec<SvcmapConfig>(struct('svcmap_config', 12, [
+  field('node_ip', 0, 'ipv4'),
+  field('snat_port_min', 4, 'u16'),
+  field('snat_port_max', 6, 'u16'),
+  field('flags', 8, 'u32'),
+]));

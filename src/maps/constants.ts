@@ -5,6 +5,15 @@ export const MAP_SERVICES = 'svcmap_svc';
 export const MAP_BACKENDS = 'svcmap_be';
 export const MAP_REVNAT = 'svcmap_revnat';
 export const MAP_SK_REVNAT = 'svcmap_sk_rnat';
+export const MAP_CT = 'svcmap_ct';
+export const MAP_SRC_RANGE = 'svcmap_srcrng';
+export const MAP_CONFIG = 'svcmap_cfg';
+
+export const CT_DIR_FWD = 0;
+export const CT_DIR_REPLY_IN = 1;
+export const CT_DIR_REPLY_OUT = 2;
+export const CT_F_SNAT = 0x01;
+export const CT_F_LOCAL = 0x02;
 
 export const SVC_SCOPE_EXT = 0;
 export const SVC_SCOPE_INT = 1;

@@ -1,52 +1,86 @@
-// The datapath's maps as typed maps, from a freshly loaded object (the agent)
+// The datapath's maps as typed maps, from freshly loaded objects (the agent)
 // or from their pins (dump, status), with the codec check against BTF.
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { btfStruct } from '../bpf/btf.ts';
 import { BpfMap } from '../bpf/map.ts';
 import type { BpfObject } from '../bpf/object.ts';
-import type { Ptr } from '../bpf/native.ts';
-import type { BackendValue, RevNatValue, SkRevNatKey, SkRevNatValue, SvcKey, SvcValue } from './codecs.ts';
+import type * as c from './codecs.ts';
 import { LayoutDriftError, codecDrift, mapSizeDrift } from './btf-check.ts';
-import { ALL_MAPS, backendsMap, revNatMap, servicesMap, skRevNatMap } from './registry.ts';
+import {
+  ALL_MAPS, type MapSpec, SOCK_MAPS, TC_MAPS, backendsMap, configMap, ctMap, revNatMap, servicesMap, skRevNatMap, srcRangeMap,
+} from './registry.ts';
 import { TypedMap } from './typed-map.ts';
 
 export class DatapathMaps {
-  readonly services: TypedMap<SvcKey, SvcValue>;
-  readonly backends: TypedMap<number, BackendValue>;
-  readonly revNat: TypedMap<number, RevNatValue>;
-  readonly skRevNat: TypedMap<SkRevNatKey, SkRevNatValue>;
+  readonly services: TypedMap<c.SvcKey, c.SvcValue>;
+  readonly backends: TypedMap<number, c.BackendValue>;
+  readonly revNat: TypedMap<number, c.RevNatValue>;
+  readonly skRevNat: TypedMap<c.SkRevNatKey, c.SkRevNatValue>;
+  /** The tc datapath's maps, when it is loaded. */
+  readonly ct: TypedMap<c.CtKey, c.CtValue> | undefined;
+  readonly srcRange: TypedMap<c.SrcRangeKey, number> | undefined;
+  readonly config: TypedMap<number, c.SvcmapConfig> | undefined;
 
-  private constructor(open: (name: string) => BpfMap) {
-    this.services = new TypedMap(servicesMap, open(servicesMap.name));
-    this.backends = new TypedMap(backendsMap, open(backendsMap.name));
-    this.revNat = new TypedMap(revNatMap, open(revNatMap.name));
-    this.skRevNat = new TypedMap(skRevNatMap, open(skRevNatMap.name));
+  private constructor(open: (name: string) => BpfMap | undefined) {
+    const need = (name: string) => {
+      const m = open(name);
+      if (!m) throw new Error(`map ${name} is missing`);
+      return m;
+    };
+    this.services = new TypedMap(servicesMap, need(servicesMap.name));
+    this.backends = new TypedMap(backendsMap, need(backendsMap.name));
+    this.revNat = new TypedMap(revNatMap, need(revNatMap.name));
+    this.skRevNat = new TypedMap(skRevNatMap, need(skRevNatMap.name));
+    const ct = open(ctMap.name);
+    const srcRange = open(srcRangeMap.name);
+    const config = open(configMap.name);
+    this.ct = ct ? new TypedMap(ctMap, ct) : undefined;
+    this.srcRange = srcRange ? new TypedMap(srcRangeMap, srcRange) : undefined;
+    this.config = config ? new TypedMap(configMap, config) : undefined;
   }
 
-  /** The maps of a loaded object, after checking every codec against the object's BTF. */
-  static fromObject(object: BpfObject): DatapathMaps {
-    checkCodecsAgainstBtf(object.btf(), object.path);
-    const drift: string[] = [];
-    for (const spec of ALL_MAPS) {
-      const m = object.map(spec.name);
+  /**
+   * The maps of loaded objects (shared maps are the same pinned map in each),
+   * after checking every codec against the BTF of the objects that use it.
+   */
+  static fromObjects(objects: readonly BpfObject[]): DatapathMaps {
+    const has = (o: BpfObject, name: string) => o.maps().some((m) => m.name === name);
+    const specs = ALL_MAPS.filter((s) => objects.some((o) => has(o, s.name)));
+    const drift = codecDrift(specs, (name) => {
+      for (const o of objects) {
+        const s = btfStruct(o.btf(), name);
+        if (s) return s;
+      }
+      return undefined;
+    });
+    const owner = (spec: MapSpec) => objects.find((o) => has(o, spec.name));
+    for (const spec of specs) {
+      const m = owner(spec)!.map(spec.name);
       drift.push(...mapSizeDrift(spec, m.keySize, m.valueSize));
     }
-    if (drift.length) throw new LayoutDriftError(object.path, drift);
-    return new DatapathMaps((name) => object.map(name));
+    if (drift.length) throw new LayoutDriftError(objects.map((o) => o.path).join(' + '), drift);
+    return new DatapathMaps((name) => {
+      const o = objects.find((x) => has(x, name));
+      return o ? o.map(name) : undefined;
+    });
   }
 
   /** The pinned maps under pinDir (for dump and status). */
   static openPinned(pinDir: string): DatapathMaps {
-    const missing = ALL_MAPS.map((s) => join(pinDir, s.name)).filter((p) => !existsSync(p));
+    const missing = SOCK_MAPS.map((s) => join(pinDir, s.name)).filter((p) => !existsSync(p));
     if (missing.length) {
       throw new Error(`no svcmap datapath is pinned at ${pinDir} (missing ${missing.join(', ')}): is the agent running, with --pin-dir ${pinDir}?`);
     }
-    return new DatapathMaps((name) => BpfMap.openPinned(join(pinDir, name)));
+    return new DatapathMaps((name) => {
+      const p = join(pinDir, name);
+      return existsSync(p) ? BpfMap.openPinned(p) : undefined;
+    });
   }
 
   all(): Array<TypedMap<unknown, unknown>> {
-    return [this.services, this.backends, this.revNat, this.skRevNat] as Array<TypedMap<unknown, unknown>>;
+    return [this.services, this.backends, this.revNat, this.skRevNat, this.ct, this.srcRange, this.config]
+      .filter((m) => m !== undefined) as Array<TypedMap<unknown, unknown>>;
   }
 
   close(): void {
@@ -54,8 +88,4 @@ export class DatapathMaps {
   }
 }
 
-/** Throws LayoutDriftError naming each struct and field where codecs and BTF differ. */
-export function checkCodecsAgainstBtf(btf: Ptr, objectPath: string): void {
-  const drift = codecDrift(ALL_MAPS, (name) => btfStruct(btf, name));
-  if (drift.length) throw new LayoutDriftError(objectPath, drift);
-}
+export { TC_MAPS };

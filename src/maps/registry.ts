@@ -2,7 +2,7 @@
 // capacities. The order is the order `svcmap status` and `dump` list them.
 import * as c from './codecs.ts';
 import type { Codec } from './codecs.ts';
-import { MAP_BACKENDS, MAP_REVNAT, MAP_SERVICES, MAP_SK_REVNAT } from './constants.ts';
+import { MAP_BACKENDS, MAP_CONFIG, MAP_CT, MAP_REVNAT, MAP_SERVICES, MAP_SK_REVNAT, MAP_SRC_RANGE } from './constants.ts';
 
 export interface MapSpec<K = unknown, V = unknown> {
   name: string;
@@ -31,4 +31,21 @@ export const skRevNatMap: MapSpec<c.SkRevNatKey, c.SkRevNatValue> = {
   purpose: 'socket -> frontend it asked for (LRU)',
 };
 
-export const ALL_MAPS: readonly MapSpec[] = [servicesMap, backendsMap, revNatMap, skRevNatMap] as MapSpec[];
+export const ctMap: MapSpec<c.CtKey, c.CtValue> = {
+  name: MAP_CT, key: c.ctKey, value: c.ctValue,
+  purpose: 'tc connection tracking: flow -> translation (LRU)', sizeFlag: '--max-conntrack',
+};
+export const srcRangeMap: MapSpec<c.SrcRangeKey, number> = {
+  name: MAP_SRC_RANGE, key: c.srcRangeKey, value: c.srcRangeValue,
+  purpose: 'loadBalancerSourceRanges (LPM trie)',
+};
+export const configMap: MapSpec<number, c.SvcmapConfig> = {
+  name: MAP_CONFIG, key: c.configKey, value: c.configValue,
+  purpose: 'tc datapath settings (node IP, SNAT ports)',
+};
+
+/** The maps the socket hooks use (bpf/sock.c). */
+export const SOCK_MAPS: readonly MapSpec[] = [servicesMap, backendsMap, revNatMap, skRevNatMap] as MapSpec[];
+/** The maps only the tc programs use (bpf/tc.c), besides the shared ones. */
+export const TC_MAPS: readonly MapSpec[] = [ctMap, srcRangeMap, configMap] as MapSpec[];
+export const ALL_MAPS: readonly MapSpec[] = [...SOCK_MAPS, ...TC_MAPS];

@@ -159,7 +159,8 @@ export function serviceFrontends(
 
     for (const a of addresses) {
       const portNumber = a.type === 'NodePort' ? (port.nodePort as number) : port.port;
-      const flags = { wildcard: a.wildcard, sourceRanges: [...a.sourceRanges], externalLocal, twoScopes: externalLocal };
+      const hc = externalLocal && spec.healthCheckNodePort != null ? { healthCheckNodePort: spec.healthCheckNodePort } : {};
+      const flags = { wildcard: a.wildcard, sourceRanges: [...a.sourceRanges], externalLocal, twoScopes: externalLocal, ...hc };
       // ETP=Local: outside traffic reaches only this node's endpoints (and keeps
       // its source address); the internal twin serves traffic that starts on the
       // node itself, which kube-proxy short-circuits to all endpoints.

@@ -136,6 +136,8 @@ const serviceSpec = z
       })
       .nullish(),
     loadBalancerSourceRanges: orDefault(z.array(cidr), []),
+    // Allocated by the API server for LoadBalancer Services with externalTrafficPolicy Local.
+    healthCheckNodePort: portNumber.nullish(),
     externalName: z.string().nullish(),
   })
   .superRefine((spec, ctx) => {

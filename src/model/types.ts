@@ -51,6 +51,8 @@ export interface Frontend {
   affinityTimeoutSeconds: number;
   /** loadBalancerSourceRanges as CIDR strings (LoadBalancer frontends); empty = no restriction. */
   sourceRanges: string[];
+  /** spec.healthCheckNodePort, on the external frontends of an externalTrafficPolicy Local Service that has one. */
+  healthCheckNodePort?: number;
   /** Deduplicated, sorted by ip then port. Empty means the service rejects connections. */
   backends: Backend[];
 }

@@ -1,7 +1,7 @@
 // Carries out a plan against the maps, phase by phase, each phase one batch
 // syscall per map. Stops at the first failure: every earlier phase is whole,
 // so the maps stay consistent for readers, and the caller re-reads them.
-import type { BackendValue, RevNatValue, SvcKey, SvcValue } from '../maps/codecs.ts';
+import type { BackendValue, RevNatValue, SrcRangeKey, SvcKey, SvcValue } from '../maps/codecs.ts';
 import type { Plan } from './plan.ts';
 
 /** The writes the sync engine makes; the real one is DatapathMaps, tests may record. */
@@ -9,12 +9,14 @@ export interface MapWriter {
   putBackends(entries: ReadonlyArray<readonly [number, BackendValue]>): void;
   putRevNat(entries: ReadonlyArray<readonly [number, RevNatValue]>): void;
   putServices(entries: ReadonlyArray<readonly [SvcKey, SvcValue]>): void;
+  putSrcRanges(keys: readonly SrcRangeKey[]): void;
+  deleteSrcRanges(keys: readonly SrcRangeKey[]): void;
   deleteServices(keys: readonly SvcKey[]): void;
   deleteRevNat(ids: readonly number[]): void;
   deleteBackends(ids: readonly number[]): void;
 }
 
-export const PHASES = ['backends', 'revnat', 'slots', 'masters', 'removed-masters', 'stale-slots', 'stale-revnat', 'stale-backends'] as const;
+export const PHASES = ['backends', 'revnat', 'source-ranges', 'slots', 'masters', 'removed-masters', 'stale-slots', 'stale-revnat', 'stale-source-ranges', 'stale-backends'] as const;
 export type Phase = (typeof PHASES)[number];
 
 export class ApplyError extends Error {
@@ -32,11 +34,13 @@ export function applyPlan(plan: Plan, w: MapWriter): void {
   const steps: Array<[Phase, () => void]> = [
     ['backends', () => w.putBackends(plan.backendUpserts)],
     ['revnat', () => w.putRevNat(plan.revNatUpserts)],
+    ['source-ranges', () => w.putSrcRanges(plan.srcRangeUpserts)],
     ['slots', () => w.putServices(plan.slotUpserts)],
     ['masters', () => w.putServices(plan.masterUpserts)],
     ['removed-masters', () => w.deleteServices(plan.masterDeletes)],
     ['stale-slots', () => w.deleteServices(plan.slotDeletes)],
     ['stale-revnat', () => w.deleteRevNat(plan.revNatDeletes)],
+    ['stale-source-ranges', () => w.deleteSrcRanges(plan.srcRangeDeletes)],
     ['stale-backends', () => w.deleteBackends(plan.backendDeletes)],
   ];
   for (const [phase, run] of steps) {

@@ -1,6 +1,6 @@
 // The sync engine's view of the real maps: read the state back, know their
 // capacities, write batches.
-import type { BackendValue, RevNatValue, SvcKey, SvcValue } from '../maps/codecs.ts';
+import type { BackendValue, RevNatValue, SrcRangeKey, SvcKey, SvcValue } from '../maps/codecs.ts';
 import type { DatapathMaps } from '../maps/datapath-maps.ts';
 import type { MapWriter } from './apply.ts';
 import type { Capacity } from './plan.ts';
@@ -13,19 +13,28 @@ export class MapsAdapter implements MapSource, MapWriter {
     this.maps = maps;
   }
   readState(): MapState {
-    return stateFromEntries(this.maps.services.entries(), this.maps.backends.entries(), this.maps.revNat.entries());
+    return stateFromEntries(this.maps.services.entries(), this.maps.backends.entries(), this.maps.revNat.entries(), this.maps.srcRange?.entries() ?? []);
   }
   capacity(): Capacity {
     return {
       services: this.maps.services.raw.maxEntries,
       backends: this.maps.backends.raw.maxEntries,
       revNat: this.maps.revNat.raw.maxEntries,
+      srcRanges: this.maps.srcRange?.raw.maxEntries ?? 0,
     };
   }
   putBackends(entries: ReadonlyArray<readonly [number, BackendValue]>): void { this.maps.backends.putMany(entries); }
   putRevNat(entries: ReadonlyArray<readonly [number, RevNatValue]>): void { this.maps.revNat.putMany(entries); }
   putServices(entries: ReadonlyArray<readonly [SvcKey, SvcValue]>): void { this.maps.services.putMany(entries); }
   deleteServices(keys: readonly SvcKey[]): void { this.maps.services.deleteMany(keys); }
+  putSrcRanges(keys: readonly SrcRangeKey[]): void {
+    if (keys.length && !this.maps.srcRange) throw new Error('loadBalancerSourceRanges need the tc datapath\'s svcmap_srcrng map, which is not loaded');
+    // LPM tries take no batch updates: one syscall per range (there are few).
+    for (const k of keys) this.maps.srcRange!.put(k, 1);
+  }
+  deleteSrcRanges(keys: readonly SrcRangeKey[]): void {
+    for (const k of keys) this.maps.srcRange?.delete(k);
+  }
   deleteRevNat(ids: readonly number[]): void { this.maps.revNat.deleteMany(ids); }
   deleteBackends(ids: readonly number[]): void { this.maps.backends.deleteMany(ids); }
 }

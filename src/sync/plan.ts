@@ -3,8 +3,9 @@
 // current state and never modifies it; commitPlan() does, after the writes
 // succeeded. The order is what keeps live connections safe:
 //
-//   1 backends  2 reverse NAT  3 backend slots  4 masters (the new count)
-//   5 removed masters  6 stale slots  7 stale reverse NAT  8 unreferenced backends
+//   1 backends  2 reverse NAT and source ranges  3 backend slots
+//   4 masters (the new count)  5 removed masters  6 stale slots
+//   7 stale reverse NAT and source ranges  8 unreferenced backends
 //
 // A reader that finds a master always finds slots 1..count, and every slot
 // names a backend that exists. Ids freed by a plan are not reused by it.
@@ -12,24 +13,28 @@
 // A plan covers either every frontend (a full sync: also removes strays and
 // orphans an interrupted run left) or only the frontends of changed services
 // (a partial sync: cost proportional to the change, not to the cluster).
-import type { BackendValue, RevNatValue, SvcKey, SvcValue } from '../maps/codecs.ts';
-import { type FrontendState, type MapState, backendAddrKey } from './state.ts';
+import type { BackendValue, RevNatValue, SrcRangeKey, SvcKey, SvcValue } from '../maps/codecs.ts';
+import { type FrontendState, type MapState, backendAddrKey, srcRangeKey } from './state.ts';
 import type { FrontendTarget } from './targets.ts';
 
 export interface Plan {
   backendUpserts: Array<[number, BackendValue]>;
   revNatUpserts: Array<[number, RevNatValue]>;
+  srcRangeUpserts: SrcRangeKey[];
   slotUpserts: Array<[SvcKey, SvcValue]>;
   masterUpserts: Array<[SvcKey, SvcValue]>;
   masterDeletes: SvcKey[];
   slotDeletes: SvcKey[];
   revNatDeletes: number[];
+  srcRangeDeletes: SrcRangeKey[];
   backendDeletes: number[];
   /** The change to the tracked state, committed once the writes succeeded. */
   delta: {
     frontendSets: Map<string, FrontendState>;
     frontendDeletes: string[];
     refDelta: Map<number, number>;
+    /** New source range sets by reverse NAT id (empty: none left). */
+    srcRangeSets: Map<number, Set<string>>;
     clearStrays: boolean;
     addedServiceEntries: number;
     nextBackendId: number;
@@ -45,14 +50,15 @@ export interface Capacity {
   services: number;
   backends: number;
   revNat: number;
+  srcRanges: number;
 }
 
 /** full: the targets are everything; partial: only frontends in `removable` may be removed. */
 export type PlanScope = { full: true } | { full: false; removable: Iterable<string> };
 
 export function planIsEmpty(p: Plan): boolean {
-  return p.backendUpserts.length + p.revNatUpserts.length + p.slotUpserts.length + p.masterUpserts.length +
-    p.masterDeletes.length + p.slotDeletes.length + p.revNatDeletes.length + p.backendDeletes.length === 0;
+  return p.backendUpserts.length + p.revNatUpserts.length + p.srcRangeUpserts.length + p.slotUpserts.length + p.masterUpserts.length +
+    p.masterDeletes.length + p.slotDeletes.length + p.revNatDeletes.length + p.srcRangeDeletes.length + p.backendDeletes.length === 0;
 }
 
 const U32_MAX = 0xffffffff;
@@ -113,12 +119,12 @@ const SLOT_VALUE = { rev_nat_id: 0, count: 0, flags: 0, algorithm: 0, affinity_t
 
 export function planSync(current: MapState, targets: readonly FrontendTarget[], capacity: Capacity, scope: PlanScope = { full: true }): Plan {
   const delta: Plan['delta'] = {
-    frontendSets: new Map(), frontendDeletes: [], refDelta: new Map(), clearStrays: false, addedServiceEntries: 0,
+    frontendSets: new Map(), frontendDeletes: [], refDelta: new Map(), srcRangeSets: new Map(), clearStrays: false, addedServiceEntries: 0,
     nextBackendId: current.nextBackendId, nextRevNatId: current.nextRevNatId,
   };
   const plan: Plan = {
-    backendUpserts: [], revNatUpserts: [], slotUpserts: [], masterUpserts: [],
-    masterDeletes: [], slotDeletes: [], revNatDeletes: [], backendDeletes: [],
+    backendUpserts: [], revNatUpserts: [], srcRangeUpserts: [], slotUpserts: [], masterUpserts: [],
+    masterDeletes: [], slotDeletes: [], revNatDeletes: [], srcRangeDeletes: [], backendDeletes: [],
     delta, changed: [], deferred: [],
   };
   const newIdByAddr = new Map<string, number>();
@@ -129,6 +135,7 @@ export function planSync(current: MapState, targets: readonly FrontendTarget[], 
     services: capacity.services - current.counts.services,
     backends: capacity.backends - current.counts.backends,
     revNat: capacity.revNat - current.counts.revNat,
+    srcRanges: capacity.srcRanges - current.counts.srcRanges,
   };
 
   for (const t of targets) {
@@ -155,15 +162,19 @@ export function planSync(current: MapState, targets: readonly FrontendTarget[], 
     const needServices = (cur ? 0 : 1) + Math.max(0, newSlots.length - definedOld);
     const hasRevNat = !!cur && cur.master.rev_nat_id !== 0 && current.revNat.has(cur.master.rev_nat_id);
     const needRevNat = hasRevNat ? 0 : 1;
-    const lacking = needServices > budget.services ? 'services' : fresh.length > budget.backends ? 'backends' : needRevNat > budget.revNat ? 'reverse NAT' : '';
+    const haveRanges = hasRevNat ? current.srcRanges.get(cur!.master.rev_nat_id) ?? new Set<string>() : new Set<string>();
+    const needRanges = t.sourceRanges.filter((r) => !haveRanges.has(r)).length;
+    const lacking = needServices > budget.services ? 'services' : fresh.length > budget.backends ? 'backends'
+      : needRevNat > budget.revNat ? 'reverse NAT' : needRanges > budget.srcRanges ? 'source ranges' : '';
     if (lacking) {
-      const cap = lacking === 'services' ? capacity.services : lacking === 'backends' ? capacity.backends : capacity.revNat;
+      const cap = { services: capacity.services, backends: capacity.backends, 'reverse NAT': capacity.revNat, 'source ranges': capacity.srcRanges }[lacking];
       plan.deferred.push({ id: t.id, label: t.label, reason: `the ${lacking} map is full (${cap} entries)` });
       continue; // keeps serving what it had, if anything
     }
     budget.services -= needServices;
     budget.backends -= fresh.length;
     budget.revNat -= needRevNat;
+    budget.srcRanges -= needRanges;
     delta.addedServiceEntries += needServices;
     for (const [ak, id] of fresh) newIdByAddr.set(ak, id);
     for (const [id, be] of pending) {
@@ -189,6 +200,15 @@ export function planSync(current: MapState, targets: readonly FrontendTarget[], 
     const haveRn = current.revNat.get(revNatId);
     if (!haveRn || haveRn.addr !== rn.addr || haveRn.port !== rn.port) {
       plan.revNatUpserts.push([revNatId, rn]);
+      changed = true;
+    }
+    const wantRanges = new Set(t.sourceRanges);
+    const adds = t.sourceRanges.filter((r) => !haveRanges.has(r));
+    const dels = [...haveRanges].filter((r) => !wantRanges.has(r));
+    if (adds.length || dels.length) {
+      for (const r of adds) plan.srcRangeUpserts.push(srcRangeKey(revNatId, r));
+      for (const r of dels) plan.srcRangeDeletes.push(srcRangeKey(revNatId, r));
+      delta.srcRangeSets.set(revNatId, wantRanges);
       changed = true;
     }
     const master: SvcValue = { backend_id: 0, rev_nat_id: revNatId, count: newSlots.length, flags: t.flags, algorithm: t.algorithm, affinity_timeout: t.affinityTimeout };
@@ -221,6 +241,11 @@ export function planSync(current: MapState, targets: readonly FrontendTarget[], 
       ref(s, -1);
     });
     if (current.revNat.has(fe.master.rev_nat_id)) plan.revNatDeletes.push(fe.master.rev_nat_id);
+    const ranges = current.srcRanges.get(fe.master.rev_nat_id);
+    if (ranges?.size) {
+      for (const r of ranges) plan.srcRangeDeletes.push(srcRangeKey(fe.master.rev_nat_id, r));
+      delta.srcRangeSets.set(fe.master.rev_nat_id, new Set());
+    }
     delta.frontendDeletes.push(id);
     plan.changed.push(id);
   }
@@ -242,6 +267,11 @@ export function planSync(current: MapState, targets: readonly FrontendTarget[], 
     for (const fe of delta.frontendSets.values()) usedRevNat.add(fe.master.rev_nat_id);
     const deleting = new Set(plan.revNatDeletes);
     for (const id of current.revNat.keys()) if (!usedRevNat.has(id) && !deleting.has(id)) plan.revNatDeletes.push(id);
+    for (const [id, ranges] of current.srcRanges) {
+      if (usedRevNat.has(id) || delta.srcRangeSets.has(id)) continue;
+      for (const r of ranges) plan.srcRangeDeletes.push(srcRangeKey(id, r));
+      delta.srcRangeSets.set(id, new Set());
+    }
   }
   return plan;
 }
@@ -271,6 +301,10 @@ export function commitPlan(state: MapState, plan: Plan): void {
     state.revNat.set(id, rn);
   }
   for (const id of plan.revNatDeletes) state.revNat.delete(id);
+  for (const [id, set] of d.srcRangeSets) {
+    if (set.size) state.srcRanges.set(id, set);
+    else state.srcRanges.delete(id);
+  }
   for (const [id, dv] of d.refDelta) {
     if (!state.backends.has(id)) continue;
     const n = (state.refs.get(id) ?? 0) + dv;
@@ -281,6 +315,7 @@ export function commitPlan(state: MapState, plan: Plan): void {
     services: state.counts.services + d.addedServiceEntries - plan.masterDeletes.length - plan.slotDeletes.length,
     backends: state.counts.backends + newBackends - plan.backendDeletes.length,
     revNat: state.counts.revNat + newRevNat - plan.revNatDeletes.length,
+    srcRanges: state.counts.srcRanges + plan.srcRangeUpserts.length - plan.srcRangeDeletes.length,
   };
   state.nextBackendId = d.nextBackendId;
   state.nextRevNatId = d.nextRevNatId;

@@ -3,7 +3,7 @@
 // the indexes an incremental update needs (backend id by address, slot
 // references per backend, entry counts). Read back from the pinned maps at
 // start, so a restarted agent keeps every id.
-import type { BackendValue, RevNatValue, SvcKey, SvcValue } from '../maps/codecs.ts';
+import type { BackendValue, RevNatValue, SrcRangeKey, SvcKey, SvcValue } from '../maps/codecs.ts';
 
 export interface FrontendKey {
   addr: string;
@@ -23,12 +23,15 @@ export interface EntryCounts {
   services: number;
   backends: number;
   revNat: number;
+  srcRanges: number;
 }
 
 export interface MapState {
   frontends: Map<string, FrontendState>;
   backends: Map<number, BackendValue>;
   revNat: Map<number, RevNatValue>;
+  /** loadBalancerSourceRanges by reverse NAT id (the frontend's), as CIDR strings. */
+  srcRanges: Map<number, Set<string>>;
   /** Services-map entries no frontend accounts for: slots past a master's count, slots without a master. */
   straySlots: SvcKey[];
   /** First backend id per address (`addr:port/proto`). */
@@ -52,8 +55,8 @@ export function backendAddrKey(b: { addr: string; port: number; proto: number })
 
 export function emptyState(): MapState {
   return {
-    frontends: new Map(), backends: new Map(), revNat: new Map(), straySlots: [],
-    idByAddr: new Map(), refs: new Map(), counts: { services: 0, backends: 0, revNat: 0 },
+    frontends: new Map(), backends: new Map(), revNat: new Map(), srcRanges: new Map(), straySlots: [],
+    idByAddr: new Map(), refs: new Map(), counts: { services: 0, backends: 0, revNat: 0, srcRanges: 0 },
     nextBackendId: 1, nextRevNatId: 1,
   };
 }
@@ -63,6 +66,7 @@ export function stateFromEntries(
   services: ReadonlyArray<readonly [SvcKey, SvcValue]>,
   backends: ReadonlyArray<readonly [number, BackendValue]>,
   revNat: ReadonlyArray<readonly [number, RevNatValue]>,
+  srcRanges: ReadonlyArray<readonly [SrcRangeKey, number]> = [],
 ): MapState {
   const state = emptyState();
   const slotsById = new Map<string, Array<[SvcKey, SvcValue]>>();
@@ -97,7 +101,12 @@ export function stateFromEntries(
     if (!state.idByAddr.has(k)) state.idByAddr.set(k, id);
   }
   for (const [id, v] of revNat) state.revNat.set(id, { ...v });
-  state.counts = { services: services.length, backends: backends.length, revNat: revNat.length };
+  for (const [k] of srcRanges) {
+    let set = state.srcRanges.get(k.rev_nat_id);
+    if (!set) state.srcRanges.set(k.rev_nat_id, (set = new Set()));
+    set.add(`${k.addr}/${k.prefixlen - 32}`);
+  }
+  state.counts = { services: services.length, backends: backends.length, revNat: revNat.length, srcRanges: srcRanges.length };
   let maxB = 0;
   for (const id of state.backends.keys()) if (id > maxB) maxB = id;
   let maxR = 0;
@@ -111,5 +120,13 @@ export function stateFromEntries(
 export function countEntries(state: MapState): EntryCounts {
   let services = state.straySlots.length;
   for (const fe of state.frontends.values()) services += 1 + fe.slots.filter((s) => s !== undefined).length;
-  return { services, backends: state.backends.size, revNat: state.revNat.size };
+  let srcRanges = 0;
+  for (const set of state.srcRanges.values()) srcRanges += set.size;
+  return { services, backends: state.backends.size, revNat: state.revNat.size, srcRanges };
+}
+
+/** The LPM trie key of one source range of a frontend. */
+export function srcRangeKey(revNatId: number, cidr: string): SrcRangeKey {
+  const [addr, len] = cidr.split('/');
+  return { prefixlen: 32 + Number(len), rev_nat_id: revNatId, addr: addr! };
 }

@@ -19,7 +19,7 @@ export interface SyncReport {
   changed: number;
   /** Frontends left as they were because a map is full. */
   deferred: Plan['deferred'];
-  ops: Record<'backendUpserts' | 'revNatUpserts' | 'slotUpserts' | 'masterUpserts' | 'masterDeletes' | 'slotDeletes' | 'revNatDeletes' | 'backendDeletes', number>;
+  ops: Record<'backendUpserts' | 'revNatUpserts' | 'srcRangeUpserts' | 'slotUpserts' | 'masterUpserts' | 'masterDeletes' | 'slotDeletes' | 'revNatDeletes' | 'srcRangeDeletes' | 'backendDeletes', number>;
   durationMs: number;
   entries: EntryCounts;
 }
@@ -98,10 +98,10 @@ export class Syncer {
       changed: plan.changed.length,
       deferred: plan.deferred,
       ops: {
-        backendUpserts: plan.backendUpserts.length, revNatUpserts: plan.revNatUpserts.length,
+        backendUpserts: plan.backendUpserts.length, revNatUpserts: plan.revNatUpserts.length, srcRangeUpserts: plan.srcRangeUpserts.length,
         slotUpserts: plan.slotUpserts.length, masterUpserts: plan.masterUpserts.length,
         masterDeletes: plan.masterDeletes.length, slotDeletes: plan.slotDeletes.length,
-        revNatDeletes: plan.revNatDeletes.length, backendDeletes: plan.backendDeletes.length,
+        revNatDeletes: plan.revNatDeletes.length, srcRangeDeletes: plan.srcRangeDeletes.length, backendDeletes: plan.backendDeletes.length,
       },
       durationMs: performance.now() - started,
       entries: { ...this.#state.counts },

@@ -1,6 +1,7 @@
 // The model's frontends turned into what the services map should hold: map
 // keys, master flags and backend values. Pure.
 import type { BackendValue } from '../maps/codecs.ts';
+import { ipv4ToU32, u32ToIpv4 } from '../maps/layout.ts';
 import {
   BACKEND_F_LOCAL, BACKEND_STATE_ACTIVE, BACKEND_STATE_TERMINATING, LB_ALG_RANDOM,
   SVC_F_AFFINITY, SVC_F_CLUSTERIP, SVC_F_ETP_LOCAL, SVC_F_EXTERNALIP, SVC_F_ITP_LOCAL,
@@ -17,6 +18,8 @@ export interface FrontendTarget {
   algorithm: number;
   affinityTimeout: number;
   backends: BackendValue[];
+  /** loadBalancerSourceRanges, normalized CIDRs (host bits cleared), sorted. */
+  sourceRanges: string[];
   /** The Service it belongs to (namespace/name): partial syncs replace an owner's frontends. */
   owner: string;
   /** For messages: namespace/name:port of the service. */
@@ -62,9 +65,19 @@ export function toTarget(fe: Frontend): FrontendTarget {
       flags: b.local ? BACKEND_F_LOCAL : 0,
       zone: 0,
     })),
+    sourceRanges: [...new Set(fe.sourceRanges.map(normalizeCidr))].sort(),
     owner: `${fe.service.namespace}/${fe.service.name}`,
     label: `${fe.service.namespace}/${fe.service.name}${fe.service.portName ? `:${fe.service.portName}` : ''}`,
   };
+}
+
+/** "10.1.2.3/8" -> "10.0.0.0/8": the LPM trie matches on the network part only. */
+export function normalizeCidr(cidr: string): string {
+  const [addr, lenText] = cidr.trim().split('/');
+  const len = lenText === undefined ? 32 : Number(lenText);
+  const n = ipv4ToU32(addr!);
+  const mask = len === 0 ? 0 : (0xffffffff << (32 - len)) >>> 0;
+  return `${u32ToIpv4((n & mask) >>> 0)}/${len}`;
 }
 
 export function toTargets(state: DesiredState): FrontendTarget[] {

@@ -1,25 +1,27 @@
 // An in-memory stand-in for the three maps, applying writes one element at a
 // time so that tests can look at every intermediate state a reader could see.
-import type { BackendValue, RevNatValue, SvcKey, SvcValue } from '../../src/maps/codecs.ts';
+import type { BackendValue, RevNatValue, SrcRangeKey, SvcKey, SvcValue } from '../../src/maps/codecs.ts';
 import type { MapWriter } from '../../src/sync/apply.ts';
 import type { Capacity } from '../../src/sync/plan.ts';
 import type { MapSource } from '../../src/sync/syncer.ts';
 import { type MapState, stateFromEntries } from '../../src/sync/state.ts';
 import type { FrontendTarget } from '../../src/sync/targets.ts';
 
+const rk = (k: SrcRangeKey) => `${k.rev_nat_id}:${k.addr}/${k.prefixlen - 32}`;
 const sk = (k: SvcKey) => `${k.addr}:${k.port}/${k.proto}/${k.scope}#${k.slot}`;
 
 export class MemoryMaps implements MapSource, MapWriter {
   services = new Map<string, [SvcKey, SvcValue]>();
   backends = new Map<number, BackendValue>();
   revNat = new Map<number, RevNatValue>();
-  cap: Capacity = { services: 1 << 20, backends: 1 << 20, revNat: 1 << 20 };
+  srcRanges = new Map<string, SrcRangeKey>();
+  cap: Capacity = { services: 1 << 20, backends: 1 << 20, revNat: 1 << 20, srcRanges: 1 << 20 };
   /** Called after every single element written or deleted. */
   onWrite: (what: string) => void = () => {};
   writes: string[] = [];
 
   readState(): MapState {
-    return stateFromEntries([...this.services.values()], [...this.backends], [...this.revNat]);
+    return stateFromEntries([...this.services.values()], [...this.backends], [...this.revNat], [...this.srcRanges.values()].map((k) => [k, 1] as const));
   }
   capacity(): Capacity { return this.cap; }
   #check(size: number, max: number, name: string) {
@@ -33,6 +35,12 @@ export class MemoryMaps implements MapSource, MapWriter {
   }
   putServices(e: ReadonlyArray<readonly [SvcKey, SvcValue]>) {
     for (const [k, v] of e) { this.services.set(sk(k), [{ ...k }, { ...v }]); this.#check(this.services.size, this.cap.services, 'services'); this.#w(`svc+${sk(k)}`); }
+  }
+  putSrcRanges(keys: readonly SrcRangeKey[]) {
+    for (const k of keys) { this.srcRanges.set(rk(k), { ...k }); this.#w(`range+${rk(k)}`); }
+  }
+  deleteSrcRanges(keys: readonly SrcRangeKey[]) {
+    for (const k of keys) { if (!this.srcRanges.delete(rk(k))) throw new Error(`delete of missing range ${rk(k)}`); this.#w(`range-${rk(k)}`); }
   }
   deleteServices(keys: readonly SvcKey[]) {
     for (const k of keys) { if (!this.services.delete(sk(k))) throw new Error(`delete of missing ${sk(k)}`); this.#w(`svc-${sk(k)}`); }
@@ -72,7 +80,7 @@ export function target(vip: string, port: number, backends: string[], opts: Part
   const key = { addr: vip, port, proto: 6, scope: 0 };
   const label = `ns/svc${seq++}`;
   return {
-    id: `${vip}:${port}/6/0`, key, flags: 1, algorithm: 0, affinityTimeout: 0, label, owner: `owner-${vip}`,
+    id: `${vip}:${port}/6/0`, key, flags: 1, algorithm: 0, affinityTimeout: 0, label, owner: `owner-${vip}`, sourceRanges: [],
     backends: backends.map((b) => {
       const [addr, p] = b.split(':');
       return { addr: addr!, port: Number(p ?? 8080), proto: 6, state: 0, flags: 0, zone: 0 };

@@ -46,7 +46,7 @@ t.test('random partial syncs equal a full sync, and tracked state equals the map
       desired.set(owner, list);
       s.syncOwners(new Map([[owner, list]]));
       t.same(s.state.counts, countEntries(s.state), `seed ${seed} step ${step}: tracked counts`);
-      t.same(s.state.counts, { services: m.services.size, backends: m.backends.size, revNat: m.revNat.size }, `seed ${seed} step ${step}: counts equal the maps`);
+      t.same(s.state.counts, { services: m.services.size, backends: m.backends.size, revNat: m.revNat.size, srcRanges: m.srcRanges.size }, `seed ${seed} step ${step}: counts equal the maps`);
     }
     const all = [...desired.values()].flat();
     const fresh = new MemoryMaps();

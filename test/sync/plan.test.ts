@@ -4,7 +4,7 @@ import { planSync, reconcileSlots } from '../../src/sync/plan.ts';
 import { Syncer } from '../../src/sync/syncer.ts';
 import { MemoryMaps, target } from './helpers.ts';
 
-const BIG = { services: 1 << 20, backends: 1 << 20, revNat: 1 << 20 };
+const BIG = { services: 1 << 20, backends: 1 << 20, revNat: 1 << 20, srcRanges: 1 << 20 };
 
 t.test('reconcileSlots keeps slots, swap-removes, appends', async (t) => {
   t.same(reconcileSlots([1, 2, 3, 4], [1, 2, 3, 4]), [1, 2, 3, 4]);
@@ -102,7 +102,7 @@ t.test('ids freed by a plan are not reused by the same plan', async (t) => {
 
 t.test('a full services map defers the frontends that do not fit, with the reason, and keeps the rest', async (t) => {
   const m = new MemoryMaps();
-  m.cap = { services: 5, backends: 100, revNat: 100 };
+  m.cap = { services: 5, backends: 100, revNat: 100, srcRanges: 100 };
   const s = new Syncer(m);
   const r = s.sync([target('10.96.0.10', 80, ['10.244.0.2', '10.244.0.3']), target('10.96.0.11', 80, ['10.244.0.4', '10.244.0.5'])]);
   t.equal(r.deferred.length, 1);
@@ -114,10 +114,36 @@ t.test('a full services map defers the frontends that do not fit, with the reaso
 
 t.test('a full map frees removed services first, then adds', async (t) => {
   const m = new MemoryMaps();
-  m.cap = { services: 3, backends: 100, revNat: 100 };
+  m.cap = { services: 3, backends: 100, revNat: 100, srcRanges: 100 };
   const s = new Syncer(m);
   s.sync([target('10.96.0.10', 80, ['10.244.0.2', '10.244.0.3'])]);
   const r = s.sync([target('10.96.0.11', 80, ['10.244.0.4', '10.244.0.5'])]);
   t.same(r.deferred, []);
   t.same([...m.resolve().keys()], ['10.96.0.11:80/6/0']);
+});
+
+t.test('source ranges are written before the master and removed after it', async (t) => {
+  const m = new MemoryMaps();
+  const s = new Syncer(m);
+  s.sync([target('10.96.0.10', 80, ['10.244.0.2'], { sourceRanges: ['192.168.0.0/16', '10.1.0.0/24'], flags: 0x108 })]);
+  const firstRange = m.writes.findIndex((w) => w.startsWith('range+'));
+  const master = m.writes.findIndex((w) => w.endsWith('#0'));
+  t.ok(firstRange >= 0 && firstRange < master, 'ranges before the master');
+  t.equal(m.srcRanges.size, 2);
+  m.writes = [];
+  s.sync([target('10.96.0.10', 80, ['10.244.0.2'], { sourceRanges: ['192.168.0.0/16', '172.16.0.0/12'], flags: 0x108 })]);
+  t.same(m.writes.filter((w) => w.startsWith('range')).map((w) => w.replace(/^range([+-])\d+:/, '$1')), ['+172.16.0.0/12', '-10.1.0.0/24'], 'only the difference is written');
+  m.writes = [];
+  s.sync([]);
+  t.ok(m.writes.findIndex((w) => w.startsWith('range-')) > m.writes.findIndex((w) => w.endsWith('#0')), 'ranges after the master');
+  t.equal(m.srcRanges.size, 0);
+  t.same(s.state.counts.srcRanges, 0);
+});
+
+t.test('a restart reads the ranges back and keeps them', async (t) => {
+  const m = new MemoryMaps();
+  new Syncer(m).sync([target('10.96.0.10', 80, ['10.244.0.2'], { sourceRanges: ['192.168.0.0/16'] })]);
+  m.writes = [];
+  new Syncer(m).sync([target('10.96.0.10', 80, ['10.244.0.2'], { sourceRanges: ['192.168.0.0/16'] })]);
+  t.same(m.writes, [], 'nothing rewritten');
 });

@@ -17,6 +17,8 @@ export interface FileSourceOptions {
   debounceMs?: number;
   /** A reload failed (e.g. the directory is briefly missing); the last state stays in force. */
   onError?: (err: unknown) => void;
+  /** The node as the manifests describe it (name and addresses), before each state is emitted. */
+  onNode?: (node: NodeInfo | undefined) => void;
 }
 
 export type StateListener = (state: DesiredState, problems: Problem[]) => void;
@@ -94,6 +96,7 @@ export class FileSource {
       else nodes.push(obj);
     }
     const node = this.#node(nodes);
+    this.#opts.onNode?.(node);
     const built = buildDesiredState(node === undefined ? { services, slices } : { services, slices, node });
     this.#listener?.(built.state, [...loaded.problems, ...built.problems]);
   }

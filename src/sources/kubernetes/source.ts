@@ -9,7 +9,7 @@ import type { KubeConfig, KubernetesObject } from '@kubernetes/client-node';
 import { IncrementalModel } from '../../model/incremental.ts';
 import { nodeInfoFromNode } from '../../model/node.ts';
 import { type EndpointSlice, type Node, type Service, identify, validateObject } from '../../model/schemas.ts';
-import type { Problem } from '../../model/types.ts';
+import type { NodeInfo, Problem } from '../../model/types.ts';
 import { type InformerKind, type RunningInformer, makeInformers } from './informers.ts';
 
 export interface SourceEvents {
@@ -19,6 +19,8 @@ export interface SourceEvents {
   invalid(problems: Problem[]): void;
   /** An informer failed and will be restarted after `retryMs`. */
   informerError(kind: InformerKind, err: unknown, retryMs: number): void;
+  /** This node's Node object changed (its addresses decide NodePorts and the tc devices). */
+  node?(node: NodeInfo): void;
   /** Called when an EndpointSlice with a last-change-trigger-time arrives, for the latency metric. */
   sliceTrigger?(serviceId: string, at: number): void;
 }
@@ -112,7 +114,11 @@ export class KubernetesSource {
       const at = (slice.metadata as { lastChangeTriggerTime?: number }).lastChangeTriggerTime;
       const svc = slice.metadata.labels['kubernetes.io/service-name'];
       if (at !== undefined && svc) this.#events.sliceTrigger?.(`${slice.metadata.namespace}/${svc}`, at);
-    } else this.model.setNode(nodeInfoFromNode(obj as Node));
+    } else {
+      const node = nodeInfoFromNode(obj as Node);
+      this.model.setNode(node);
+      this.#events.node?.(node);
+    }
     this.#events.changed();
   }
 

@@ -1,0 +1,75 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+/*
+ * Rewriting one header field and the checksums that cover it, incrementally:
+ * the IPv4 header checksum for addresses and the TTL, the TCP/UDP checksum
+ * for addresses (through the pseudo-header) and ports.
+ *
+ * bpf_l4_csum_replace works on the skb's checksum state: with a full
+ * checksum in the packet it updates the field; with CHECKSUM_PARTIAL (an
+ * offloaded packet that still has to be checksummed) the field holds only
+ * the pseudo-header sum, so only BPF_F_PSEUDO_HDR changes touch it; with
+ * CHECKSUM_COMPLETE it keeps skb->csum right too. Every change therefore
+ * goes through the helpers, never as a recomputation here.
+ *
+ * UDP: a zero checksum means "none" (IPv4 allows it). BPF_F_MARK_MANGLED_0
+ * leaves a zero field alone and writes a computed zero as 0xffff, its
+ * one's-complement equal, so "none" and "zero" never mix.
+ */
+#ifndef SVCMAP_LIB_CSUM_H
+#define SVCMAP_LIB_CSUM_H
+
+#include "packet.h"
+
+static __always_inline __u64 csum_l4_flags(const struct pkt4 *p)
+{
+	return p->proto == IPPROTO_UDP ? BPF_F_MARK_MANGLED_0 : 0;
+}
+
+/* Replace an IPv4 address (at IP4_SADDR_OFF or IP4_DADDR_OFF). 0 or a negative errno. */
+static __always_inline int csum4_store_addr(struct __sk_buff *skb, const struct pkt4 *p,
+					    __u32 off, __be32 from, __be32 to)
+{
+	int err;
+
+	err = bpf_l4_csum_replace(skb, p->csum_off, from, to,
+				  csum_l4_flags(p) | BPF_F_PSEUDO_HDR | sizeof(to));
+	if (err < 0)
+		return err;
+	err = bpf_l3_csum_replace(skb, IP4_CSUM_OFF, from, to, sizeof(to));
+	if (err < 0)
+		return err;
+	return bpf_skb_store_bytes(skb, off, &to, sizeof(to), 0);
+}
+
+/* Replace a TCP/UDP port (at p->l4_off + L4_SPORT_OFF or L4_DPORT_OFF). */
+static __always_inline int csum4_store_port(struct __sk_buff *skb, const struct pkt4 *p,
+					    __u32 off, __be16 from, __be16 to)
+{
+	int err;
+
+	err = bpf_l4_csum_replace(skb, p->csum_off, from, to, csum_l4_flags(p) | sizeof(to));
+	if (err < 0)
+		return err;
+	return bpf_skb_store_bytes(skb, off, &to, sizeof(to), 0);
+}
+
+/* TTL minus one. The header checksum covers TTL as the high byte of the
+ * 16-bit word it shares with the protocol. */
+static __always_inline int csum4_dec_ttl(struct __sk_buff *skb, struct pkt4 *p)
+{
+	__u8 ttl = p->ttl - 1;
+	__be16 from = bpf_htons(((__u16)p->ttl << 8) | p->proto);
+	__be16 to = bpf_htons(((__u16)ttl << 8) | p->proto);
+	int err;
+
+	err = bpf_l3_csum_replace(skb, IP4_CSUM_OFF, from, to, sizeof(to));
+	if (err < 0)
+		return err;
+	err = bpf_skb_store_bytes(skb, IP4_TTL_OFF, &ttl, sizeof(ttl), 0);
+	if (err < 0)
+		return err;
+	p->ttl = ttl;
+	return 0;
+}
+
+#endif /* SVCMAP_LIB_CSUM_H */

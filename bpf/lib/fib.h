@@ -1,0 +1,70 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+/*
+ * Forwarding a packet translated at ingress without the stack.
+ *
+ * After translation the source may be one of the node's own addresses (the
+ * SNAT address, or a NodePort frontend on a reply), which the input path
+ * drops as a martian. So the packet is routed here: a FIB lookup on the new
+ * addresses from the ingress device, then bpf_redirect_neigh() out of the
+ * device the route names, which fills in the L2 header from the neighbour
+ * table (and resolves the neighbour when it is not known yet: that is why
+ * BPF_FIB_LKUP_RET_NO_NEIGH is good enough). As a router does, the TTL goes
+ * down by one on the way through.
+ *
+ * Every other outcome returns TC_ACT_OK with the packet already
+ * translated, for the stack to handle as it would without svcmap:
+ *  - the destination is local (a host-network backend on this node) or
+ *    not a unicast route (NOT_FWDED), blackholed, unreachable, prohibited;
+ *  - forwarding is disabled on the ingress device (FWD_DISABLED);
+ *  - the packet is larger than the egress device's MTU, so the stack can
+ *    fragment it or send ICMP "fragmentation needed". The size check is
+ *    bpf_check_mtu() with BPF_MTU_CHK_SEGS after any lookup outcome we act
+ *    on: it judges a GRO-merged skb by its segments, not its total length
+ *    (fib.tot_len stays 0 for the same reason: set, the FIB lookup would
+ *    compare the merged IP length with the MTU and refuse GRO packets),
+ *    and it covers NO_NEIGH, where the lookup checks no MTU at all;
+ *  - the TTL would reach zero, so the stack sends ICMP "time exceeded";
+ *  - a route needing encapsulation (UNSUPP_LWT), or an error.
+ * For a DNAT-only flow the stack then forwards or delivers it normally; a
+ * packet whose new source is a local address is dropped by the stack as a
+ * martian, which is the right end for packets it cannot route either.
+ */
+#ifndef SVCMAP_LIB_FIB_H
+#define SVCMAP_LIB_FIB_H
+
+#include "csum.h"
+
+#ifndef AF_INET
+#define AF_INET 2
+#endif
+
+/* TC_ACT_REDIRECT, TC_ACT_OK, or TC_ACT_SHOT if the TTL could not be written. */
+static __always_inline int fib4_redirect(struct __sk_buff *skb, struct pkt4 *p)
+{
+	struct bpf_fib_lookup fib = {
+		.family = AF_INET,
+		.l4_protocol = p->proto,
+		.sport = p->sport,
+		.dport = p->dport,
+		/* At tc ingress, skb->ifindex is the device the packet came in on. */
+		.ifindex = skb->ifindex,
+		.tos = p->tos,
+		.ipv4_src = p->saddr,
+		.ipv4_dst = p->daddr,
+	};
+	__u32 mtu = 0; /* 0: check skb->len */
+	long rc;
+
+	rc = bpf_fib_lookup(skb, &fib, sizeof(fib), 0);
+	if (rc != BPF_FIB_LKUP_RET_SUCCESS && rc != BPF_FIB_LKUP_RET_NO_NEIGH)
+		return TC_ACT_OK;
+	if (bpf_check_mtu(skb, fib.ifindex, &mtu, 0, BPF_MTU_CHK_SEGS) != BPF_MTU_CHK_RET_SUCCESS)
+		return TC_ACT_OK;
+	if (p->ttl <= 1)
+		return TC_ACT_OK;
+	if (csum4_dec_ttl(skb, p) < 0)
+		return TC_ACT_SHOT;
+	return bpf_redirect_neigh(fib.ifindex, NULL, 0, 0);
+}
+
+#endif /* SVCMAP_LIB_FIB_H */

@@ -1,0 +1,19 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+/*
+ * The socket hooks' own map: which frontend a socket asked for, so that
+ * recvmsg and getpeername can show it again. Only bpf/sock.c includes this,
+ * so the tc object does not carry (or allocate) it.
+ */
+#ifndef SVCMAP_LIB_MAPS_SOCK_H
+#define SVCMAP_LIB_MAPS_SOCK_H
+
+#include "common.h"
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__type(key, struct sk_rev_nat_key);
+	__type(value, struct sk_rev_nat_value);
+	__uint(max_entries, SVCMAP_SK_REVNAT_MAX);
+} SVCMAP_MAP_SK_REVNAT SEC(".maps");
+
+#endif /* SVCMAP_LIB_MAPS_SOCK_H */

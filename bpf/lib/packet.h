@@ -1,0 +1,115 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+/*
+ * Parsing: an Ethernet frame carrying IPv4 and TCP or UDP, reduced to the
+ * tuple and offsets the tc programs need. Headers are copied out with
+ * bpf_skb_load_bytes, so a non-linear skb parses like a linear one and no
+ * packet pointer outlives a helper that may move the data.
+ */
+#ifndef SVCMAP_LIB_PACKET_H
+#define SVCMAP_LIB_PACKET_H
+
+#include <linux/if_ether.h>
+#include <linux/ip.h>
+#include <linux/tcp.h>
+#include <linux/udp.h>
+#include <linux/pkt_cls.h>
+
+#include "common.h"
+
+#ifndef offsetof
+#define offsetof(type, member) __builtin_offsetof(type, member)
+#endif
+
+#define IP4_OFF       ETH_HLEN
+#define IP4_TTL_OFF   (IP4_OFF + offsetof(struct iphdr, ttl))
+#define IP4_CSUM_OFF  (IP4_OFF + offsetof(struct iphdr, check))
+#define IP4_SADDR_OFF (IP4_OFF + offsetof(struct iphdr, saddr))
+#define IP4_DADDR_OFF (IP4_OFF + offsetof(struct iphdr, daddr))
+
+/* Both TCP and UDP start with the source and destination ports. */
+#define L4_SPORT_OFF 0
+#define L4_DPORT_OFF 2
+
+/* The TCP flags byte, and the flags in it that svcmap looks at. */
+#define TCP_FLAGS_OFF 13
+#define TCP_FLAG_SYN  0x02
+#define TCP_FLAG_ACK  0x10
+
+#define IP4_MF     0x2000
+#define IP4_OFFSET 0x1fff
+
+struct pkt4 {
+	__be32 saddr;
+	__be32 daddr;
+	__be16 sport;
+	__be16 dport;
+	__u8 proto;     /* IPPROTO_TCP or IPPROTO_UDP */
+	__u8 ttl;
+	__u8 tos;
+	__u8 tcp_flags; /* TCP only: the flags byte (TCP_FLAG_*) */
+	__u32 l4_off;   /* from the start of the frame */
+	__u32 csum_off; /* the L4 checksum field, from the start of the frame */
+};
+
+/*
+ * 0 for an IPv4 TCP or UDP packet that is not a fragment, with `p` filled;
+ * -1 for anything else, which the programs pass untouched: other
+ * ethertypes (ARP, IPv6, VLAN tags on the wire), other IP protocols, and
+ * fragments (only the first carries the ports; translating it alone would
+ * split the datagram, so all fragments go to the stack as they came).
+ */
+static __always_inline int pkt4_parse(struct __sk_buff *skb, struct pkt4 *p)
+{
+	struct iphdr ip;
+	__be16 ethertype;
+	__be16 ports[2];
+	__u32 ip_len, l4_min, csum_at;
+
+	if (bpf_skb_load_bytes(skb, offsetof(struct ethhdr, h_proto), &ethertype, sizeof(ethertype)) < 0)
+		return -1;
+	if (ethertype != bpf_htons(ETH_P_IP))
+		return -1;
+	if (bpf_skb_load_bytes(skb, IP4_OFF, &ip, sizeof(ip)) < 0)
+		return -1;
+	if (ip.version != 4 || ip.ihl < 5)
+		return -1;
+	if (ip.frag_off & bpf_htons(IP4_MF | IP4_OFFSET))
+		return -1;
+
+	switch (ip.protocol) {
+	case IPPROTO_TCP:
+		l4_min = sizeof(struct tcphdr);
+		csum_at = offsetof(struct tcphdr, check);
+		break;
+	case IPPROTO_UDP:
+		l4_min = sizeof(struct udphdr);
+		csum_at = offsetof(struct udphdr, check);
+		break;
+	default:
+		return -1;
+	}
+
+	ip_len = ip.ihl * 4;
+	p->l4_off = IP4_OFF + ip_len;
+	/* The whole L4 header must be there: the checksum helpers write into it. */
+	if (bpf_ntohs(ip.tot_len) < ip_len + l4_min || skb->len < p->l4_off + l4_min)
+		return -1;
+	if (bpf_skb_load_bytes(skb, p->l4_off, ports, sizeof(ports)) < 0)
+		return -1;
+	p->tcp_flags = 0;
+	if (ip.protocol == IPPROTO_TCP &&
+	    bpf_skb_load_bytes(skb, p->l4_off + TCP_FLAGS_OFF, &p->tcp_flags, 1) < 0)
+		return -1;
+
+	p->saddr = ip.saddr;
+	p->daddr = ip.daddr;
+	p->sport = ports[0];
+	p->dport = ports[1];
+	p->proto = ip.protocol;
+	p->ttl = ip.ttl;
+	p->tos = ip.tos;
+	p->csum_off = p->l4_off + csum_at;
+	return 0;
+}
+
+#endif /* SVCMAP_LIB_PACKET_H */

@@ -1,0 +1,226 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+/*
+ * Service translation at tc, for traffic that no local socket made:
+ * NodePort, LoadBalancer and externalIPs reached from outside the node.
+ *
+ * Ingress of an external device:
+ *  - a packet of a known flow (CT_DIR_FWD) gets the flow's translation
+ *    (see lb4_flow_stale() for when a flow starts afresh);
+ *  - a reply to a SNATed flow (CT_DIR_REPLY_IN: backend -> node:port) is
+ *    turned back into frontend -> client;
+ *  - a new packet to a frontend picks a backend: DNAT to it, plus SNAT to
+ *    the node when the backend is on another node and the policy is
+ *    Cluster (what KUBE-MARK-MASQ does), so the reply comes back here;
+ *  - anything else passes untouched.
+ * Translated packets leave through fib4_redirect().
+ *
+ * Egress of the same devices: a reply from a local backend to a DNAT-only
+ * client (CT_DIR_REPLY_OUT) gets the frontend back as its source.
+ */
+#ifndef SVCMAP_LIB_TC_LB_H
+#define SVCMAP_LIB_TC_LB_H
+
+#include "lb.h"
+#include "ct.h"
+#include "nat.h"
+#include "fib.h"
+
+enum {
+	TC_LB_PASS,  /* not for a frontend: hand to the stack untouched */
+	TC_LB_DROP,  /* for a frontend that must not or cannot take it */
+	TC_LB_XLATE, /* translate as the filled ct_value says */
+};
+
+/* loadBalancerSourceRanges: does the frontend accept this client? */
+static __always_inline int lb4_source_allowed(const struct svc_value *svc, __be32 saddr)
+{
+	struct src_range_key k = {
+		.prefixlen = 64, /* all of rev_nat_id, then all of the address */
+		.rev_nat_id = svc->rev_nat_id,
+		.addr = saddr,
+	};
+
+	if (!(svc->flags & SVC_F_SRC_RANGES))
+		return 1;
+	return bpf_map_lookup_elem(&SVCMAP_MAP_SRC_RANGE, &k) != NULL;
+}
+
+/*
+ * A known flow keeps its backend for as long as it lasts, also after the
+ * backend left the service (kube-proxy lets established connections to a
+ * terminating endpoint finish too), with two exceptions that start the
+ * flow afresh when its backend is no longer in the backends map as it was
+ * chosen (its id removed or reused):
+ *  - a TCP SYN without ACK: the client reuses its port for a new
+ *    connection, which must not go to a backend that is gone (a retransmit
+ *    of the first SYN still finds its backend and stays);
+ *  - any UDP datagram: UDP has no connection to finish, so a client that
+ *    keeps its port (DNS resolvers, statsd) moves on, as kube-proxy's
+ *    clearing of UDP conntrack entries for removed endpoints does.
+ */
+static __always_inline int lb4_flow_stale(const struct pkt4 *p, const struct ct_value *v)
+{
+	struct backend_value *be;
+	__u32 id = v->backend_id;
+
+	if (p->proto == IPPROTO_TCP &&
+	    (p->tcp_flags & (TCP_FLAG_SYN | TCP_FLAG_ACK)) != TCP_FLAG_SYN)
+		return 0;
+	be = bpf_map_lookup_elem(&SVCMAP_MAP_BACKENDS, &id);
+	return !be || be->addr != v->new_daddr || be->port != v->new_dport;
+}
+
+/*
+ * The first packet of a flow to a frontend: choose the backend, reserve
+ * the reply entry (and with it the SNAT port), then store the forward
+ * entry, and put the translation in *out.
+ */
+static __always_inline int lb4_tc_new_flow(const struct pkt4 *p, struct ct_value *out)
+{
+	struct svc_key key = {
+		.addr = p->daddr,
+		.port = p->dport,
+		.proto = p->proto,
+		.scope = SVC_SCOPE_EXT,
+	};
+	const struct svcmap_config *cfg;
+	struct ct_value fwd = {}, rev = {};
+	struct ct_key fkey, rkey = {};
+	struct backend_value *be;
+	struct ct_value *winner;
+	struct svc_value *svc;
+	__u32 backend_id = 0;
+	__u64 now;
+	int snat;
+
+	svc = lb4_lookup_service(&key);
+	if (!svc)
+		return TC_LB_PASS;
+	if (!lb4_source_allowed(svc, p->saddr))
+		return TC_LB_DROP;
+	/* With externalTrafficPolicy Local the external entry holds only this
+	 * node's endpoints: none here means drop, as kube-proxy does. */
+	if (svc->count == 0)
+		return TC_LB_DROP;
+	be = lb4_select_backend(&key, svc, &backend_id);
+	if (!be)
+		return TC_LB_DROP;
+
+	now = bpf_ktime_get_ns();
+	snat = !(be->flags & BACKEND_F_LOCAL) && !(svc->flags & SVC_F_ETP_LOCAL);
+
+	fwd.new_daddr = be->addr;
+	fwd.new_dport = be->port;
+	fwd.backend_id = backend_id;
+	fwd.rev_nat_id = svc->rev_nat_id;
+	fwd.flags = (be->flags & BACKEND_F_LOCAL) ? CT_F_LOCAL : 0;
+	fwd.last_seen = now;
+
+	/* Replies look like frontend -> client again. */
+	rev.new_saddr = p->daddr;
+	rev.new_sport = p->dport;
+	rev.backend_id = backend_id;
+	rev.rev_nat_id = svc->rev_nat_id;
+	rev.flags = fwd.flags;
+	rev.last_seen = now;
+
+	rkey.saddr = be->addr;
+	rkey.sport = be->port;
+	rkey.proto = p->proto;
+
+	if (snat) {
+		cfg = tc_config();
+		if (!cfg || !cfg->node_ip)
+			return TC_LB_DROP; /* no address to SNAT to: not configured */
+		rkey.daddr = cfg->node_ip;
+		rkey.dir = CT_DIR_REPLY_IN;
+		rev.new_daddr = p->saddr;
+		rev.new_dport = p->sport;
+		rev.flags |= CT_F_SNAT;
+		fwd.new_sport = nat4_snat_reserve(cfg, &rkey, &rev, p->sport);
+		if (!fwd.new_sport)
+			return TC_LB_DROP; /* no free port towards this backend */
+		fwd.new_saddr = cfg->node_ip;
+		fwd.flags |= CT_F_SNAT;
+	} else {
+		rkey.daddr = p->saddr;
+		rkey.dport = p->sport;
+		rkey.dir = CT_DIR_REPLY_OUT;
+		if (ct4_insert(&rkey, &rev, BPF_ANY) < 0)
+			return TC_LB_DROP;
+	}
+
+	ct4_key_of(&fkey, p, CT_DIR_FWD);
+	if (ct4_insert(&fkey, &fwd, BPF_NOEXIST) == 0) {
+		*out = fwd;
+		return TC_LB_XLATE;
+	}
+
+	/* Another CPU created the flow first (its first packets raced ours):
+	 * follow its choice, and give back what this one reserved unless the
+	 * winner shares it (same local backend, same reply entry). */
+	winner = bpf_map_lookup_elem(&SVCMAP_MAP_CT, &fkey);
+	if (snat || !winner || winner->new_daddr != fwd.new_daddr ||
+	    winner->new_dport != fwd.new_dport)
+		ct4_delete(&rkey);
+	if (!winner)
+		return TC_LB_DROP;
+	*out = *winner;
+	return TC_LB_XLATE;
+}
+
+static __always_inline int tc4_ingress(struct __sk_buff *skb)
+{
+	const struct svcmap_config *cfg;
+	struct ct_value xlate;
+	struct ct_value *ct;
+	struct pkt4 p;
+
+	if (pkt4_parse(skb, &p) < 0)
+		return TC_ACT_OK;
+
+	ct = ct4_lookup(&p, CT_DIR_FWD);
+	if (ct && lb4_flow_stale(&p, ct)) {
+		ct4_forget_flow(&p, ct);
+		ct = NULL;
+	} else if (!ct) {
+		/* Replies to SNATed flows are addressed to the SNAT address only:
+		 * other traffic to the node skips this lookup. */
+		cfg = tc_config();
+		if (cfg && cfg->node_ip && p.daddr == cfg->node_ip)
+			ct = ct4_lookup(&p, CT_DIR_REPLY_IN);
+	}
+	if (ct) {
+		xlate = *ct;
+	} else {
+		switch (lb4_tc_new_flow(&p, &xlate)) {
+		case TC_LB_XLATE:
+			break;
+		case TC_LB_DROP:
+			return TC_ACT_SHOT;
+		default:
+			return TC_ACT_OK;
+		}
+	}
+
+	if (nat4_rewrite(skb, &p, &xlate) < 0)
+		return TC_ACT_SHOT;
+	return fib4_redirect(skb, &p);
+}
+
+static __always_inline int tc4_egress(struct __sk_buff *skb)
+{
+	struct ct_value *ct;
+	struct pkt4 p;
+
+	if (pkt4_parse(skb, &p) < 0)
+		return TC_ACT_OK;
+	ct = ct4_lookup(&p, CT_DIR_REPLY_OUT);
+	if (!ct)
+		return TC_ACT_OK;
+	if (nat4_rewrite(skb, &p, ct) < 0)
+		return TC_ACT_SHOT;
+	return TC_ACT_OK;
+}
+
+#endif /* SVCMAP_LIB_TC_LB_H */

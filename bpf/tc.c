@@ -1,0 +1,22 @@
+// SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
+/*
+ * Entry file for the tc programs (sched_cls, direct action) on the node's
+ * external devices: NodePort, LoadBalancer and externalIPs for traffic from
+ * outside the node. The logic lives in lib/tc_lb.h; this file only maps the
+ * two hooks to it.
+ */
+#include "lib/tc_lb.h"
+
+SEC("tc")
+int svcmap_tc_in(struct __sk_buff *skb)
+{
+	return tc4_ingress(skb);
+}
+
+SEC("tc")
+int svcmap_tc_out(struct __sk_buff *skb)
+{
+	return tc4_egress(skb);
+}
+
+char _license[] SEC("license") = "Dual BSD/GPL";

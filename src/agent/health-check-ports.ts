@@ -1,0 +1,94 @@
+// healthCheckNodePort: for each externalTrafficPolicy Local Service that has
+// one, an HTTP server on that port answers whether this node has endpoints
+// for it, so an external load balancer sends traffic only to nodes that can
+// serve it locally. The answers are kube-proxy's: 200 with the local endpoint
+// count when there are some, 503 otherwise, with the same JSON body.
+import { type Server, createServer } from 'node:http';
+import type { Frontend } from '../model/types.ts';
+import type { Logger } from './log.ts';
+
+export interface HealthCheckService {
+  namespace: string;
+  name: string;
+  port: number;
+  localEndpoints: number;
+}
+
+/** The health-check ports of one Service's frontends (at most one: spec.healthCheckNodePort). */
+export function healthCheckOf(frontends: readonly Frontend[]): HealthCheckService | undefined {
+  const ext = frontends.filter((f) => f.scope === 'external' && f.healthCheckNodePort !== undefined);
+  if (!ext.length) return undefined;
+  const local = new Set<string>();
+  for (const f of ext) for (const b of f.backends) if (b.local) local.add(b.ip);
+  const f = ext[0]!;
+  return { namespace: f.service.namespace, name: f.service.name, port: f.healthCheckNodePort!, localEndpoints: local.size };
+}
+
+export class HealthCheckPorts {
+  readonly #bindAddress: string;
+  readonly #log: Logger;
+  readonly #proxyHealthy: () => boolean;
+  /** By Service id (namespace/name). */
+  readonly #services = new Map<string, HealthCheckService>();
+  readonly #servers = new Map<number, Server>();
+
+  constructor(bindAddress: string, log: Logger, proxyHealthy: () => boolean = () => true) {
+    this.#bindAddress = bindAddress;
+    this.#log = log;
+    this.#proxyHealthy = proxyHealthy;
+  }
+
+  /** Sets (or, with undefined, removes) one Service's health check. */
+  set(serviceId: string, hc: HealthCheckService | undefined): void {
+    if (hc) this.#services.set(serviceId, hc);
+    else this.#services.delete(serviceId);
+    this.#reconcile();
+  }
+
+  /** Replaces every health check at once (full syncs). */
+  replaceAll(all: ReadonlyMap<string, HealthCheckService>): void {
+    this.#services.clear();
+    for (const [id, hc] of all) this.#services.set(id, hc);
+    this.#reconcile();
+  }
+
+  ports(): number[] {
+    return [...this.#servers.keys()].sort((a, b) => a - b);
+  }
+
+  #byPort(port: number): HealthCheckService | undefined {
+    for (const hc of this.#services.values()) if (hc.port === port) return hc;
+    return undefined;
+  }
+
+  #reconcile(): void {
+    const wanted = new Set([...this.#services.values()].map((s) => s.port));
+    for (const [port, server] of this.#servers) {
+      if (!wanted.has(port)) {
+        server.close();
+        this.#servers.delete(port);
+      }
+    }
+    for (const port of wanted) {
+      if (this.#servers.has(port)) continue;
+      const server = createServer((_req, res) => {
+        const hc = this.#byPort(port);
+        const n = hc?.localEndpoints ?? 0;
+        const healthy = this.#proxyHealthy();
+        res.writeHead(n > 0 && healthy ? 200 : 503, { 'content-type': 'application/json', 'x-content-type-options': 'nosniff' });
+        res.end(JSON.stringify({ service: { namespace: hc?.namespace ?? '', name: hc?.name ?? '' }, localEndpoints: n, serviceProxyHealthy: healthy }));
+      });
+      server.on('error', (err) => {
+        this.#log.error({ port, err: err.message }, 'cannot serve healthCheckNodePort');
+        this.#servers.delete(port);
+      });
+      server.listen(port, this.#bindAddress);
+      this.#servers.set(port, server);
+    }
+  }
+
+  close(): void {
+    for (const s of this.#servers.values()) s.close();
+    this.#servers.clear();
+  }
+}

@@ -1,0 +1,57 @@
+// The tc object compiles with the project's flags, the verifier on this
+// kernel accepts both programs at the default map sizes, and its maps have
+// the types, flags and layouts the header declares.
+import t from 'tap';
+import { BtfFile } from '../../src/bpf/btf.ts';
+import { compileBpf } from '../../src/bpf/compile.ts';
+import { progInfo } from '../../src/bpf/link.ts';
+import { BpfObject } from '../../src/bpf/object.ts';
+import { structDrift } from '../../src/maps/btf-check.ts';
+import { TC_MAPS, ctKey, ctValue, srcRangeKey, tcConfig } from './fixtures/tc-codecs.ts';
+
+const BPF_PROG_TYPE_SCHED_CLS = 3;
+const MAP_HASH = 1;
+const MAP_ARRAY = 2;
+const MAP_LRU_HASH = 9;
+const MAP_LPM_TRIE = 11;
+const BPF_F_NO_PREALLOC = 1;
+
+const tc = compileBpf({ program: 'tc' });
+
+t.test('the verifier accepts both tc programs at the default map sizes', async (t) => {
+  const o = BpfObject.open(tc.path);
+  t.teardown(() => o.close());
+  t.same(o.programs().map((p) => [p.name, p.section]), [['svcmap_tc_in', 'tc'], ['svcmap_tc_out', 'tc']]);
+  o.load();
+  for (const name of ['svcmap_tc_in', 'svcmap_tc_out']) {
+    t.ok(name.length <= 15, `${name} fits the kernel's name limit`);
+    const info = progInfo(o.programFd(name));
+    t.equal(info.type, BPF_PROG_TYPE_SCHED_CLS, `${name} is sched_cls`);
+    t.equal(info.name, name);
+  }
+
+  const maps = new Map(o.maps().map((m) => [m.name, o.map(m.name).info]));
+  const ct = maps.get('svcmap_ct')!;
+  t.match(ct, { type: MAP_LRU_HASH, keySize: 16, valueSize: 32, maxEntries: 262144 }, 'conntrack: LRU hash');
+  const src = maps.get('svcmap_srcrng')!;
+  t.match(src, { type: MAP_LPM_TRIE, keySize: 12, valueSize: 1, maxEntries: 16384 }, 'source ranges: LPM trie');
+  t.equal(src.flags & BPF_F_NO_PREALLOC, BPF_F_NO_PREALLOC, 'the LPM trie is created without preallocation');
+  t.match(maps.get('svcmap_cfg')!, { type: MAP_ARRAY, keySize: 4, valueSize: 12, maxEntries: 1 }, 'config: an array of one');
+  t.match(maps.get('svcmap_svc')!, { type: MAP_HASH, keySize: 12, valueSize: 20 }, 'the services map is the shared one');
+});
+
+t.test('the tc codecs match the BTF of the compiled object', async (t) => {
+  const btf = new BtfFile(tc.path);
+  t.teardown(() => btf.close());
+  for (const codec of [ctKey, ctValue, srcRangeKey, tcConfig]) {
+    t.same(structDrift(codec.layout, (n) => btf.struct(n)), [], `struct ${codec.layout.cName}`);
+  }
+  t.same(TC_MAPS.map((m) => m.name), ['svcmap_ct', 'svcmap_srcrng', 'svcmap_cfg']);
+});
+
+t.test('the socket-hook object does not carry the tc-only maps', async (t) => {
+  const o = BpfObject.open(compileBpf({ program: 'sock' }).path);
+  t.teardown(() => o.close());
+  const names = o.maps().map((m) => m.name);
+  for (const m of TC_MAPS) t.notOk(names.includes(m.name), `sock.o has no ${m.name}`);
+});

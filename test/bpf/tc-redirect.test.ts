@@ -1,0 +1,88 @@
+// What svcmap_tc_in does after a translation, decided by the FIB: redirect
+// (TC_ACT_REDIRECT, TTL down by one) when the route is a forwardable
+// unicast one, else TC_ACT_OK for the stack. BPF_PROG_TEST_RUN does FIB
+// lookups in the caller's network namespace, so the scenarios run in a child
+// process inside a private one (unshare --net) with routes of its own: the
+// outcome does not depend on this machine's routes or sysctls, and nothing
+// is changed outside the child's namespace, which ends with it.
+import { execFileSync, spawnSync } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import t from 'tap';
+import { parseIpv4 } from './fixtures/packets.ts';
+import { translated } from './fixtures/tc-expect.ts';
+import { TC_ACT_OK, TC_ACT_REDIRECT } from './fixtures/tc-harness.ts';
+
+interface Outcome {
+  name: string;
+  retval: number;
+  input: Buffer;
+  output: Buffer;
+}
+
+let unshareOk = true;
+try {
+  execFileSync('unshare', ['--net', 'true'], { stdio: 'ignore' });
+} catch {
+  unshareOk = false;
+}
+
+const outcomes = new Map<string, Outcome>();
+if (unshareOk) {
+  const child = fileURLToPath(new URL('./fixtures/tc-netns-child.ts', import.meta.url));
+  const run = spawnSync('unshare', ['--net', '--', process.execPath, child], { encoding: 'utf8', timeout: 60_000 });
+  if (run.status !== 0) throw new Error(`the namespace child failed (status ${run.status}, signal ${run.signal}):\n${run.stderr}`);
+  for (const line of run.stdout.trim().split('\n')) {
+    const o = JSON.parse(line) as { name: string; retval: number; input: string; output: string };
+    outcomes.set(o.name, { name: o.name, retval: o.retval, input: Buffer.from(o.input, 'hex'), output: Buffer.from(o.output, 'hex') });
+  }
+}
+
+const get = (name: string): Outcome => {
+  const o = outcomes.get(name);
+  if (!o) throw new Error(`no outcome named ${name}`);
+  return o;
+};
+const result = (o: Outcome) => ({ retval: o.retval, packetOut: o.output, durationNs: 0 });
+
+t.test('redirect decisions in a private namespace', { skip: unshareOk ? false : 'unshare --net is not available' }, async (t) => {
+  t.test('a translated packet to a routed backend is redirected, TTL down by one', async (t) => {
+    for (const name of ['remote backend, no neighbour', 'remote backend, neighbour known', 'later packet of the flow', 'local backend']) {
+      const o = get(name);
+      t.equal(o.retval, TC_ACT_REDIRECT, `${name}: TC_ACT_REDIRECT`);
+      const out = translated(t, result(o), o.input, name);
+      t.equal(out.ttl, parseIpv4(o.input).ttl - 1, `${name}: TTL decremented`);
+    }
+    const out = parseIpv4(get('remote backend, no neighbour').output);
+    t.same([out.saddr, out.daddr, out.dport], ['198.51.100.1', '10.244.2.5', 8080], 'and test_run hands back the rewritten packet');
+  });
+
+  t.test('the reply of a SNATed flow is redirected to the client', async (t) => {
+    const o = get('reply to the SNAT port');
+    t.equal(o.retval, TC_ACT_REDIRECT);
+    const out = translated(t, result(o), o.input, 'reply');
+    t.same([out.saddr, out.sport, out.daddr, out.dport], ['198.51.100.1', 30001, '203.0.113.7', 40001]);
+  });
+
+  t.test('routes the program must not take go to the stack, translated', async (t) => {
+    for (const name of ['blackholed backend', 'unreachable backend', 'backend on a local address', 'larger than the egress MTU, no neighbour',
+      'larger than the egress MTU, neighbour known', 'forwarding disabled', 'TTL 1']) {
+      const o = get(name);
+      t.equal(o.retval, TC_ACT_OK, `${name}: TC_ACT_OK`);
+      const out = translated(t, result(o), o.input, name);
+      t.equal(out.ttl, parseIpv4(o.input).ttl, `${name}: TTL left for the stack`);
+      t.equal(out.saddr, '198.51.100.1', `${name}: SNATed all the same`);
+    }
+  });
+
+  t.test('egress never redirects', async (t) => {
+    const o = get('egress reply of the local backend');
+    t.equal(o.retval, TC_ACT_OK);
+    const out = translated(t, result(o), o.input, 'egress');
+    t.same([out.saddr, out.sport], ['198.51.100.1', 30005]);
+    t.equal(out.ttl, parseIpv4(o.input).ttl);
+  });
+
+  t.test('every scenario ran', async (t) => {
+    t.equal(outcomes.size, 13);
+  });
+});

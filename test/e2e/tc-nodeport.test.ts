@@ -1,0 +1,197 @@
+// The tc datapath end to end: an external client and two nodes on one L2
+// network (a bridge in a namespace of its own), pods behind each node's own
+// bridge, the real agent running inside each node namespace with its tc
+// programs on the node's eth0. Traffic from outside reaches services through
+// NodeIP:NodePort and an externalIP, with kube-proxy's semantics for both
+// traffic policies. Every address lives in namespaces this test made.
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import t from 'tap';
+import { stringify } from 'yaml';
+import { AgentProcess, SVCMAP, assertBuilt } from '../../lab/agent-process.ts';
+import { Lab, type LabClient, type LabNode, type LabPod, registerTeardown, unregisterTeardown } from '../../lab/index.ts';
+import { cleanupPins } from '../../src/cli/cleanup.ts';
+import { ensureBpffs, sweepStalePins } from './fixtures/cluster.ts';
+import { type ServiceSpec, serviceObject, sliceObject } from './fixtures/manifests.ts';
+
+const CLIENT_IP = '192.168.100.100';
+const NODE_IPS = { node1: '192.168.100.11', node2: '192.168.100.12' } as const;
+const EXTERNAL_IP = '192.168.200.10';
+const POD_A = '10.244.1.10'; // on node1
+const POD_B = '10.244.2.10'; // on node2
+const HC_PORT = 32000;
+
+const services: ServiceSpec[] = [
+  // Only a backend on node2: through node1 it is SNATed (Cluster policy).
+  {
+    name: 'remote', clusterIP: '10.96.0.10', type: 'NodePort', externalTrafficPolicy: 'Cluster',
+    ports: [
+      { name: 'tcp', protocol: 'TCP', port: 80, targetPort: 8080, nodePort: 30080 },
+      { name: 'udp', protocol: 'UDP', port: 53, targetPort: 5353, nodePort: 30053 },
+    ],
+    endpoints: [{ ip: POD_B, nodeName: 'node2' }],
+  },
+  // Local policy with its only endpoint on node1: node2 drops, node1 keeps the client's address.
+  {
+    name: 'local', clusterIP: '10.96.0.11', type: 'LoadBalancer', externalTrafficPolicy: 'Local',
+    ports: [{ name: 'tcp', protocol: 'TCP', port: 80, targetPort: 8080, nodePort: 30081 }],
+    endpoints: [{ ip: POD_A, nodeName: 'node1' }],
+    extraSpec: { healthCheckNodePort: HC_PORT },
+  },
+  // Both pods, Cluster policy, also on an externalIP.
+  {
+    name: 'mixed', clusterIP: '10.96.0.12', type: 'NodePort', externalTrafficPolicy: 'Cluster', externalIPs: [EXTERNAL_IP],
+    ports: [{ name: 'tcp', protocol: 'TCP', port: 80, targetPort: 8080, nodePort: 30082 }],
+    endpoints: [{ ip: POD_A, nodeName: 'node1' }, { ip: POD_B, nodeName: 'node2' }],
+  },
+];
+
+function manifestsFor(dir: string): void {
+  const docs: unknown[] = [];
+  for (const s of services) docs.push(serviceObject(s), sliceObject(s));
+  for (const [name, ip] of Object.entries(NODE_IPS)) {
+    docs.push({ apiVersion: 'v1', kind: 'Node', metadata: { name }, status: { addresses: [{ type: 'InternalIP', address: ip }] } });
+  }
+  writeFileSync(join(dir, 'all.yaml'), docs.map((d) => stringify(d)).join('---\n'));
+}
+
+let lab: Lab;
+let client: LabClient;
+let clientPod: LabPod;
+const nodes: Record<string, LabNode> = {};
+const agents: Record<string, AgentProcess> = {};
+const pinDirs: string[] = [];
+let manifests = '';
+const emergency = {
+  emergency() {
+    for (const a of Object.values(agents)) a.kill('SIGKILL');
+    for (const p of pinDirs) {
+      try { cleanupPins(p); } catch { /* best effort */ }
+    }
+    if (manifests) rmSync(manifests, { recursive: true, force: true });
+  },
+};
+
+/** A node namespace with a pod bridge, forwarding on, and eth0 on the shared network. */
+async function makeNode(name: 'node1' | 'node2', cidr: string, net: LabNode, uplink: string): Promise<LabNode> {
+  const node = await lab.node(name, { cidr, forward: true });
+  const link = await lab.link(node, net, `${NODE_IPS[name]}/24`, `192.168.100.${name === 'node1' ? 251 : 252}/24`, { names: ['eth0', uplink] });
+  // The network side is a bridge port, not an address.
+  await lab.ip(net, 'addr', 'flush', 'dev', link.b.ifname);
+  await lab.ip(net, 'link', 'set', link.b.ifname, 'master', 'br0');
+  return node;
+}
+
+t.before(async () => {
+  assertBuilt();
+  ensureBpffs();
+  sweepStalePins();
+  lab = await Lab.create();
+  registerTeardown(emergency);
+  const net = await lab.node('net', { cidr: '192.168.100.0/24' });
+  clientPod = await lab.pod(net, 'client', `${CLIENT_IP}/24`);
+  await lab.route(clientPod, `${EXTERNAL_IP}/32`, NODE_IPS.node1); // the external IP is announced by node1
+  nodes.node1 = await makeNode('node1', '10.244.1.0/24', net, 'n1');
+  nodes.node2 = await makeNode('node2', '10.244.2.0/24', net, 'n2');
+  await lab.route(nodes.node1, '10.244.2.0/24', NODE_IPS.node2);
+  await lab.route(nodes.node2, '10.244.1.0/24', NODE_IPS.node1);
+  await lab.echoServer(await lab.pod(nodes.node1, 'pod-a', POD_A), { tcpPorts: [8080], udpPorts: [5353] });
+  await lab.echoServer(await lab.pod(nodes.node2, 'pod-b', POD_B), { tcpPorts: [8080], udpPorts: [5353] });
+  client = await lab.client(clientPod);
+
+  manifests = mkdtempSync(join(tmpdir(), `svcmap-tc-${lab.id}-`));
+  manifestsFor(manifests);
+  for (const name of ['node1', 'node2'] as const) {
+    const pinDir = `/sys/fs/bpf/svcmap-lab-${lab.id}-${name}`;
+    pinDirs.push(pinDir);
+    const cgroup = await lab.cgroup(name); // the socket hooks need a cgroup; nothing runs in it
+    agents[name] = new AgentProcess([
+      '--manifests', manifests, '--cgroup', cgroup, '--pin-dir', pinDir, '--node-name', name, '--devices', 'eth0',
+      '--metrics-port', '0', '--health-port', '0',
+    ], (cmd, args) => lab.spawn(nodes[name]!, cmd, args, { stdio: ['ignore', 'pipe', 'pipe'] }));
+  }
+  for (const a of Object.values(agents)) {
+    await a.waitFor((l) => l.msg === 'tc datapath attached', { timeoutMs: 30000, what: 'tc datapath attached' });
+    await a.waitForSync(0, 30000);
+  }
+});
+
+t.teardown(async () => {
+  for (const a of Object.values(agents)) {
+    a.kill('SIGTERM');
+    await Promise.race([a.exited, new Promise((r) => setTimeout(r, 3000))]);
+    a.kill('SIGKILL');
+  }
+  for (const p of pinDirs) cleanupPins(p);
+  if (manifests) rmSync(manifests, { recursive: true, force: true });
+  unregisterTeardown(emergency);
+  await lab?.destroy();
+});
+
+t.test('Cluster policy, remote backend: SNAT to node1, replies come back translated', async (t) => {
+  const r = await client.tcpConnect({ ip: NODE_IPS.node1, port: 30080, count: 50, timeoutMs: 2000, concurrency: 4 });
+  t.equal(r.ok, 50, JSON.stringify(r.errors));
+  t.same(r.byPod, { 'pod-b': 50 });
+  t.same(r.seenFrom, [NODE_IPS.node1], 'the backend on node2 saw node1\'s address');
+  t.same(r.peerNames, [`${NODE_IPS.node1}:30080`], 'the client talked to the NodePort throughout');
+});
+
+t.test('Cluster policy, backend on the same node: DNAT only, the client address is kept', async (t) => {
+  const r = await client.tcpConnect({ ip: NODE_IPS.node2, port: 30080, count: 20, timeoutMs: 2000 });
+  t.equal(r.ok, 20, JSON.stringify(r.errors));
+  t.same(r.seenFrom, [CLIENT_IP]);
+  t.same(r.peerNames, [`${NODE_IPS.node2}:30080`]);
+});
+
+t.test('UDP through a NodePort to a remote backend', async (t) => {
+  const r = await client.udpSend({ ip: NODE_IPS.node1, port: 30053, count: 30, connected: false, timeoutMs: 2000 });
+  t.equal(r.ok, 30, JSON.stringify(r.errors));
+  t.same(r.replySources, [`${NODE_IPS.node1}:30053`], 'replies come from the NodePort');
+  t.same(r.seenFrom, [NODE_IPS.node1]);
+});
+
+t.test('Local policy: the node with the endpoint serves it with the client address kept; the other drops', async (t) => {
+  const r = await client.tcpConnect({ ip: NODE_IPS.node1, port: 30081, count: 20, timeoutMs: 2000 });
+  t.equal(r.ok, 20, JSON.stringify(r.errors));
+  t.same(r.byPod, { 'pod-a': 20 });
+  t.same(r.seenFrom, [CLIENT_IP], 'client source preserved');
+  const dropped = await client.tcpConnect({ ip: NODE_IPS.node2, port: 30081, count: 2, timeoutMs: 700 });
+  t.equal(dropped.ok, 0, 'node2 has no local endpoint: dropped');
+  t.same(Object.keys(dropped.errors), ['ETIMEDOUT']);
+});
+
+t.test('healthCheckNodePort: 200 with the local endpoint count on node1, 503 on node2', async (t) => {
+  const get = async (ip: string) => JSON.parse(await lab.exec(clientPod, process.execPath, ['-e',
+    `fetch('http://${ip}:${HC_PORT}/').then(async (r) => console.log(JSON.stringify({ status: r.status, body: await r.json() })))`])) as
+    { status: number; body: { service: { namespace: string; name: string }; localEndpoints: number } };
+  const one = await get(NODE_IPS.node1);
+  t.equal(one.status, 200);
+  t.same(one.body.service, { namespace: 'default', name: 'local' });
+  t.equal(one.body.localEndpoints, 1);
+  const two = await get(NODE_IPS.node2);
+  t.equal(two.status, 503);
+  t.equal(two.body.localEndpoints, 0);
+});
+
+t.test('an externalIP reaches the service', async (t) => {
+  const r = await client.tcpConnect({ ip: EXTERNAL_IP, port: 80, count: 40, timeoutMs: 2000, concurrency: 4 });
+  t.equal(r.ok, 40, JSON.stringify(r.errors));
+  t.same(Object.keys(r.byPod).sort(), ['pod-a', 'pod-b']);
+  t.same(r.peerNames, [`${EXTERNAL_IP}:80`]);
+});
+
+t.test('1,000 connections through a NodePort with both backends: 0 failures', async (t) => {
+  const r = await client.tcpConnect({ ip: NODE_IPS.node1, port: 30082, count: 1000, timeoutMs: 3000, concurrency: 8 });
+  t.equal(r.failed, 0, JSON.stringify(r.errors));
+  t.equal(r.ok, 1000);
+  t.ok((r.byPod['pod-a'] ?? 0) > 300 && (r.byPod['pod-b'] ?? 0) > 300, `both backends used: ${JSON.stringify(r.byPod)}`);
+  t.same([...r.seenFrom].sort(), [CLIENT_IP, NODE_IPS.node1].sort(), 'the local backend saw the client, the remote one saw node1');
+});
+
+t.test('svcmap status shows the tcx attachments; the conntrack map is in use', async (t) => {
+  const status = await lab.exec(nodes.node1!, SVCMAP, ['status', '--pin-dir', pinDirs[0]!]);
+  t.match(status, /tcx\/ingress\s+svcmap_tc_in\s+.*tcx link on device eth0/);
+  t.match(status, /tcx\/egress\s+svcmap_tc_out\s+.*tcx link on device eth0/);
+  t.match(status, /svcmap_ct\s+lru_hash\s+[1-9]\d*\//);
+});
