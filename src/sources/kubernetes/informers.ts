@@ -63,7 +63,10 @@ export function makeInformers(kc: KubeConfig, nodeName: string | undefined, h: I
       setImmediate(() => h.listed(s.kind));
       return result as never;
     };
-    const informer = new ListWatch<KubernetesObject>(s.path, watch, list, false, s.labelSelector, s.fieldSelector);
+    // The query in the path survives into the watch request; client-node sends no
+    // allowWatchBookmarks itself, and without bookmarks a quiet resource's watch
+    // is re-opened every 30 s from an ever older resourceVersion.
+    const informer = new ListWatch<KubernetesObject>(`${s.path}?allowWatchBookmarks=true`, watch, list, false, s.labelSelector, s.fieldSelector);
     informer.on('add', (o) => h.upsert(s.kind, typed(o)));
     informer.on('update', (o) => h.upsert(s.kind, typed(o)));
     informer.on('delete', (o) => h.remove(s.kind, typed(o)));

@@ -25,7 +25,10 @@ export interface SourceEvents {
   sliceTrigger?(serviceId: string, at: number): void;
 }
 
-const BACKOFF_MS = [1000, 2000, 4000, 8000, 16000, 30000];
+// client-node 2.x stops an informer for good on any error but a 410 (a cut
+// connection, connection refused, an HTTP error): it is restarted from here.
+// A proxy should come back quickly after an API server outage: capped at 8 s.
+const BACKOFF_MS = [500, 1000, 2000, 4000, 8000];
 
 export class KubernetesSource {
   readonly model = new IncrementalModel();
@@ -98,6 +101,7 @@ export class KubernetesSource {
   }
 
   #upsert(kind: InformerKind, raw: KubernetesObject): void {
+    this.#failures.delete(kind); // events flow again: the next failure starts the back-off afresh
     const plain = JSON.parse(JSON.stringify(raw)) as unknown; // class instances and Dates -> the wire shape
     const r = validateObject(plain, 'api');
     if (!r.ok) {
