@@ -133,6 +133,26 @@ struct sk_rev_nat_value {
 
 #define CT_F_SNAT  0x01 /* the flow is source-NATed to the node */
 #define CT_F_LOCAL 0x02 /* the backend runs on this node */
+/*
+ * The flow's state, coarsely, as the packets that passed show it. Both
+ * entries of a flow carry the same state bits (a change seen on one is
+ * copied to the other at once), so each alone tells the agent's conntrack
+ * GC how long the flow may stay idle:
+ *  CT_F_SEEN_REPLY: a packet came back from the backend: TCP established,
+ *                   UDP answered.
+ *  CT_F_FIN_FWD:    TCP: the client sent a FIN.
+ *  CT_F_FIN_REPLY:  TCP: the backend sent a FIN.
+ *  CT_F_CLOSING:    TCP: the connection is going away: an RST in either
+ *                   direction, or a FIN from each side. (A single FIN is a
+ *                   half-close: the other side may go on sending for as
+ *                   long as it likes, so that flow keeps its full lifetime.)
+ * A TCP SYN without ACK on a flow with any of FIN/RST seen starts the flow
+ * afresh (the client reuses its port for a new connection).
+ */
+#define CT_F_SEEN_REPLY 0x04
+#define CT_F_CLOSING    0x08
+#define CT_F_FIN_FWD    0x10
+#define CT_F_FIN_REPLY  0x20
 
 struct ct_key {
 	__be32 saddr;
@@ -153,7 +173,7 @@ struct ct_value {
 	__u32 rev_nat_id;
 	__u8 flags;        /* CT_F_* */
 	__u8 pad[3];
-	__u64 last_seen;   /* bpf_ktime_get_ns() */
+	__u64 last_seen;   /* bpf_ktime_get_ns() (CLOCK_MONOTONIC), refreshed at most once a second */
 };
 
 /*

@@ -2,9 +2,12 @@
 /*
  * Connection tracking for the tc programs: a flow is remembered by the
  * 5-tuple of its packets as they arrive, once per direction (CT_DIR_*), and
- * each entry holds the translation its packets get. The map is an LRU, so
- * entries of finished flows age out as new flows arrive; last_seen is there
- * for anything that wants to expire them sooner.
+ * each entry holds the translation its packets get. Each entry also carries
+ * the flow's state, coarsely (CT_F_SEEN_REPLY, CT_F_FIN_*, CT_F_CLOSING),
+ * and when a packet was last seen: the agent's conntrack GC (src/agent/
+ * ct-gc.ts) removes a flow's two entries together once it has been idle
+ * longer than its state allows, which gives its SNAT port back. The map is
+ * an LRU as well, so a full map still makes room for new flows.
  */
 #ifndef SVCMAP_LIB_CT_H
 #define SVCMAP_LIB_CT_H
@@ -27,11 +30,73 @@ static __always_inline void ct4_key_of(struct ct_key *k, const struct pkt4 *p, _
 	k->dir = dir;
 }
 
-/* The entry for this packet in direction dir, with last_seen refreshed; NULL if none. */
+/* The CT_F_* bits that are the flow's state, not its translation. */
+#define CT_F_STATE (CT_F_SEEN_REPLY | CT_F_CLOSING | CT_F_FIN_FWD | CT_F_FIN_REPLY)
+
+/* What packet p, met in direction dir, says about its flow: state bits to add. */
+static __always_inline __u8 ct4_state_of(const struct pkt4 *p, __u8 dir)
+{
+	__u8 s = 0;
+
+	if (dir != CT_DIR_FWD)
+		s |= CT_F_SEEN_REPLY;
+	if (p->proto == IPPROTO_TCP) {
+		if (p->tcp_flags & TCP_FLAG_RST)
+			s |= CT_F_CLOSING;
+		if (p->tcp_flags & TCP_FLAG_FIN)
+			s |= dir == CT_DIR_FWD ? CT_F_FIN_FWD : CT_F_FIN_REPLY;
+	}
+	return s;
+}
+
+/* flags with the state bits `add`; a FIN from each side makes it CT_F_CLOSING. */
+static __always_inline __u8 ct_state_merge(__u8 flags, __u8 add)
+{
+	flags |= add & CT_F_STATE;
+	if ((flags & (CT_F_FIN_FWD | CT_F_FIN_REPLY)) == (CT_F_FIN_FWD | CT_F_FIN_REPLY))
+		flags |= CT_F_CLOSING;
+	return flags;
+}
+
+/*
+ * The key of the other entry of the flow that entry {self, v} belongs to:
+ * the reverse of the tuple v translates packets into. For a forward entry
+ * that is the reply entry (from the backend: to the SNAT address and port,
+ * CT_DIR_REPLY_IN, or to the client, CT_DIR_REPLY_OUT); for a reply entry
+ * (whose packets become frontend -> client) it is the forward entry.
+ */
+static __always_inline void ct4_peer_key(struct ct_key *k, const struct ct_key *self,
+					 const struct ct_value *v)
+{
+	__builtin_memset(k, 0, sizeof(*k));
+	k->saddr = v->new_daddr ? v->new_daddr : self->daddr;
+	k->sport = v->new_dport ? v->new_dport : self->dport;
+	k->daddr = v->new_saddr ? v->new_saddr : self->saddr;
+	k->dport = v->new_sport ? v->new_sport : self->sport;
+	k->proto = self->proto;
+	if (self->dir != CT_DIR_FWD)
+		k->dir = CT_DIR_FWD;
+	else
+		k->dir = (v->flags & CT_F_SNAT) ? CT_DIR_REPLY_IN : CT_DIR_REPLY_OUT;
+}
+
+/*
+ * The entry for this packet in direction dir, NULL if none. Its last_seen
+ * is refreshed (at most once per CT_REFRESH_NS), and what the packet says
+ * about the flow's state is written at once, to this entry and to the
+ * flow's other entry, so that either alone has the whole state.
+ *
+ * The flags are a plain read-modify-write (BPF has no atomic or on a
+ * byte): two CPUs changing the same entry's state at the same instant may
+ * lose one bit. Later packets of the same kind set it again, the flow's
+ * other entry has its own copy, and the GC reads both entries; the worst
+ * left is a flow kept for a longer lifetime than its state allows.
+ */
 static __always_inline struct ct_value *ct4_lookup(const struct pkt4 *p, __u8 dir)
 {
-	struct ct_value *v;
-	struct ct_key k;
+	struct ct_value *v, *peer;
+	struct ct_key k, pk;
+	__u8 flags;
 	__u64 now;
 
 	ct4_key_of(&k, p, dir);
@@ -39,8 +104,21 @@ static __always_inline struct ct_value *ct4_lookup(const struct pkt4 *p, __u8 di
 	if (!v)
 		return NULL;
 	now = bpf_ktime_get_ns();
-	if (now - v->last_seen > CT_REFRESH_NS)
-		v->last_seen = now;
+	flags = ct_state_merge(v->flags, ct4_state_of(p, dir));
+	if (flags == v->flags) {
+		if (now - v->last_seen > CT_REFRESH_NS)
+			v->last_seen = now;
+		return v;
+	}
+	v->flags = flags;
+	v->last_seen = now;
+	ct4_peer_key(&pk, &k, v);
+	peer = bpf_map_lookup_elem(&SVCMAP_MAP_CT, &pk);
+	if (peer) {
+		flags = ct_state_merge(peer->flags, flags);
+		if (flags != peer->flags)
+			peer->flags = flags;
+	}
 	return v;
 }
 
@@ -63,15 +141,10 @@ static __always_inline void ct4_delete(const struct ct_key *k)
  */
 static __always_inline void ct4_forget_flow(const struct pkt4 *p, const struct ct_value *v)
 {
-	struct ct_key fwd, rep = {};
+	struct ct_key fwd, rep;
 
-	rep.saddr = v->new_daddr ? v->new_daddr : p->daddr;
-	rep.sport = v->new_dport ? v->new_dport : p->dport;
-	rep.daddr = v->new_saddr ? v->new_saddr : p->saddr;
-	rep.dport = v->new_sport ? v->new_sport : p->sport;
-	rep.proto = p->proto;
-	rep.dir = (v->flags & CT_F_SNAT) ? CT_DIR_REPLY_IN : CT_DIR_REPLY_OUT;
 	ct4_key_of(&fwd, p, CT_DIR_FWD);
+	ct4_peer_key(&rep, &fwd, v);
 	ct4_delete(&rep);
 	ct4_delete(&fwd);
 }

@@ -65,6 +65,10 @@ static __always_inline int nat4_rewrite(struct __sk_buff *skb, struct pkt4 *p,
  * client's own port is tried first when it is in range (it keeps ports
  * stable where it can, as netfilter's masquerade does); then random ports.
  * Returns the port (network order) or 0 when every try was taken.
+ * A port comes back when its reply entry goes: the agent's conntrack GC
+ * removes a flow's entries once it is closed or idle for long enough (see
+ * CT_F_CLOSING), a stale flow is forgotten (ct4_forget_flow()), or the LRU
+ * evicts it.
  */
 static __always_inline __be16 nat4_snat_reserve(const struct svcmap_config *cfg,
 						struct ct_key *reply,

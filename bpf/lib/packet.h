@@ -32,7 +32,9 @@
 
 /* The TCP flags byte, and the flags in it that svcmap looks at. */
 #define TCP_FLAGS_OFF 13
+#define TCP_FLAG_FIN  0x01
 #define TCP_FLAG_SYN  0x02
+#define TCP_FLAG_RST  0x04
 #define TCP_FLAG_ACK  0x10
 
 #define IP4_MF     0x2000

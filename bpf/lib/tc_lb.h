@@ -16,6 +16,10 @@
  *
  * Egress of the same devices: a reply from a local backend to a DNAT-only
  * client (CT_DIR_REPLY_OUT) gets the frontend back as its source.
+ *
+ * Every lookup of a flow's entry also records what the packet says about
+ * the flow's state (ct4_lookup()): replies seen, FINs, RSTs. The agent's
+ * conntrack GC reads that to remove finished and idle flows.
  */
 #ifndef SVCMAP_LIB_TC_LB_H
 #define SVCMAP_LIB_TC_LB_H
@@ -48,24 +52,32 @@ static __always_inline int lb4_source_allowed(const struct svc_value *svc, __be3
 /*
  * A known flow keeps its backend for as long as it lasts, also after the
  * backend left the service (kube-proxy lets established connections to a
- * terminating endpoint finish too), with two exceptions that start the
- * flow afresh when its backend is no longer in the backends map as it was
- * chosen (its id removed or reused):
- *  - a TCP SYN without ACK: the client reuses its port for a new
- *    connection, which must not go to a backend that is gone (a retransmit
- *    of the first SYN still finds its backend and stays);
- *  - any UDP datagram: UDP has no connection to finish, so a client that
- *    keeps its port (DNS resolvers, statsd) moves on, as kube-proxy's
- *    clearing of UDP conntrack entries for removed endpoints does.
+ * terminating endpoint finish too), with these exceptions that start the
+ * flow afresh:
+ *  - a TCP SYN without ACK on a flow that saw a FIN or an RST: the old
+ *    connection is over and the client reuses its port for a new one (what
+ *    netfilter does when a SYN meets a closed conntrack entry), which then
+ *    picks its backend and SNAT port anew;
+ *  - when the flow's backend is no longer in the backends map as it was
+ *    chosen (its id removed or reused):
+ *     - a TCP SYN without ACK: a new connection on a reused port must not
+ *       go to a backend that is gone (a retransmit of the first SYN still
+ *       finds its backend and stays);
+ *     - any UDP datagram: UDP has no connection to finish, so a client that
+ *       keeps its port (DNS resolvers, statsd) moves on, as kube-proxy's
+ *       clearing of UDP conntrack entries for removed endpoints does.
  */
 static __always_inline int lb4_flow_stale(const struct pkt4 *p, const struct ct_value *v)
 {
 	struct backend_value *be;
 	__u32 id = v->backend_id;
 
-	if (p->proto == IPPROTO_TCP &&
-	    (p->tcp_flags & (TCP_FLAG_SYN | TCP_FLAG_ACK)) != TCP_FLAG_SYN)
-		return 0;
+	if (p->proto == IPPROTO_TCP) {
+		if ((p->tcp_flags & (TCP_FLAG_SYN | TCP_FLAG_ACK)) != TCP_FLAG_SYN)
+			return 0;
+		if (v->flags & (CT_F_CLOSING | CT_F_FIN_FWD | CT_F_FIN_REPLY))
+			return 1;
+	}
 	be = bpf_map_lookup_elem(&SVCMAP_MAP_BACKENDS, &id);
 	return !be || be->addr != v->new_daddr || be->port != v->new_dport;
 }
@@ -114,6 +126,9 @@ static __always_inline int lb4_tc_new_flow(const struct pkt4 *p, struct ct_value
 	fwd.backend_id = backend_id;
 	fwd.rev_nat_id = svc->rev_nat_id;
 	fwd.flags = (be->flags & BACKEND_F_LOCAL) ? CT_F_LOCAL : 0;
+	/* A first packet with a FIN or RST (of a connection whose entries are
+	 * gone) puts that in the new flow's state, so the GC treats it so. */
+	fwd.flags = ct_state_merge(fwd.flags, ct4_state_of(p, CT_DIR_FWD));
 	fwd.last_seen = now;
 
 	/* Replies look like frontend -> client again. */

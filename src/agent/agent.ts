@@ -10,6 +10,7 @@ import { KubernetesSource } from '../sources/kubernetes/source.ts';
 import { MapsAdapter } from '../sync/maps-adapter.ts';
 import { Syncer } from '../sync/syncer.ts';
 import { toTargets } from '../sync/targets.ts';
+import { CtGc, type CtLifetimes } from './ct-gc.ts';
 import { type DatapathOptions, bringUpDatapath } from './datapath.ts';
 import { type HealthCheckService, HealthCheckPorts, healthCheckOf } from './health-check-ports.ts';
 import { serveHealth, serveMetrics } from './http-servers.ts';
@@ -35,6 +36,8 @@ export interface AgentConfig extends DatapathOptions {
   devices?: string[];
   /** Where healthCheckNodePort servers listen (default 0.0.0.0). */
   healthCheckBindAddress?: string;
+  /** Conntrack GC of the tc datapath: interval (default 10 s; 0 = off) and idle lifetimes (Cilium's defaults). */
+  ctGc?: { intervalMs?: number; lifetimes?: Partial<CtLifetimes> };
 }
 
 export interface RunningAgent {
@@ -61,6 +64,8 @@ export async function runAgent(cfg: AgentConfig, log: Logger): Promise<RunningAg
   log.info({ frontends: syncer.state.frontends.size, backends: syncer.state.backends.size }, 'read current map state');
 
   const metrics = new AgentMetrics();
+  const ctGc = dp.maps.ct ? new CtGc(dp.maps.ct, { ...cfg.ctGc, metrics, log }) : undefined;
+  ctGc?.start();
   const status = new SyncStatus(metrics, log);
   const problems = new ProblemReporter(log, (p: Problem) => {
     if (p.severity === 'error' && p.kind !== 'Service') metrics.syncErrors.inc({ kind: 'invalid_object' });
@@ -157,6 +162,7 @@ export async function runAgent(cfg: AgentConfig, log: Logger): Promise<RunningAg
     if (done) return;
     done = true;
     stopSource();
+    ctGc?.stop();
     healthChecks.close();
     for (const s of servers) s.close();
     dp.maps.close();

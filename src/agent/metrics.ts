@@ -15,6 +15,8 @@ export class AgentMetrics {
   readonly syncErrors: Counter<'kind'>;
   readonly lastSync: Gauge;
   readonly frontends: Gauge;
+  readonly conntrackEntries: Gauge;
+  readonly conntrackGcDeleted: Counter;
 
   constructor() {
     collectDefaultMetrics({ register: this.registry, prefix: 'svcmap_' });
@@ -42,5 +44,15 @@ export class AgentMetrics {
     for (const k of SYNC_ERROR_KINDS) this.syncErrors.inc({ kind: k }, 0);
     this.lastSync = new Gauge({ name: 'svcmap_sync_last_success_timestamp_seconds', help: 'When the maps were last synced successfully (unix time).', registers: [this.registry] });
     this.frontends = new Gauge({ name: 'svcmap_frontends', help: 'Frontends (VIP:port/proto and scope) programmed.', registers: [this.registry] });
+    this.conntrackEntries = new Gauge({
+      name: 'svcmap_conntrack_entries',
+      help: 'Entries in the tc connection tracking map (two per flow) after the last conntrack GC run.',
+      registers: [this.registry],
+    });
+    this.conntrackGcDeleted = new Counter({
+      name: 'svcmap_conntrack_gc_deleted_total',
+      help: 'Connection tracking entries the conntrack GC removed (closed or idle flows).',
+      registers: [this.registry],
+    });
   }
 }

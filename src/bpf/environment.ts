@@ -33,7 +33,7 @@ export function checkPrivileges(): void {
   const caps = effectiveCaps();
   const bpf = hasCap(caps, CAP_BPF) || hasCap(caps, CAP_SYS_ADMIN);
   if (!bpf || !hasCap(caps, CAP_NET_ADMIN)) {
-    throw new EnvironmentError('svcmap needs root or CAP_BPF and CAP_NET_ADMIN (run it with sudo, or grant those capabilities)');
+    throw new EnvironmentError('needs root or CAP_BPF and CAP_NET_ADMIN (run it with sudo, or grant those capabilities)');
   }
 }
 
@@ -78,7 +78,8 @@ export function ensureBpffs(pinDir: string, mountIfMissing: boolean): void {
     }
     if (fsType(existingAncestor(pinDir)) === BPF_FS_MAGIC) return;
   }
-  throw new EnvironmentError(`bpffs is not mounted at ${mountPoint}: mount -t bpf bpf ${mountPoint}`);
+  if (mountPoint === '/sys/fs/bpf') throw new EnvironmentError('bpffs is not mounted at /sys/fs/bpf: mount -t bpf bpf /sys/fs/bpf');
+  throw new EnvironmentError(`--pin-dir ${pinDir} is not on a bpffs, which pins need: use a directory under /sys/fs/bpf, or mount -t bpf bpf ${at}`);
 }
 
 /** Mount points of cgroup v2 filesystems, from /proc/self/mounts. */

@@ -25,15 +25,20 @@ export const agentHelp = `svcmap agent [--manifests DIR | --kubeconfig PATH] [fl
   --devices LIST         interfaces for NodePort/LoadBalancer/externalIP traffic
                          from outside (comma-separated; default: the interfaces
                          holding the node's InternalIP)
+  --ct-gc-interval D     how often idle flows are removed from the tc connection
+                         tracking map (default 10s; 0 = never: LRU eviction only)
+  --ct-tcp-timeout D     idle lifetime of an established TCP flow (default 6h);
+                         not yet answered: 60s, closing (RST, or FIN both ways): 10s
+  --ct-udp-timeout D     idle lifetime of a UDP flow (default 60s)
   --min-sync-interval D  minimum time between syncs (default 0s: immediate)
   --sync-period D        periodic full resync (default 1h)
-  --metrics-port N       Prometheus /metrics (default 10249; 0 = any free port; -1 = off)
-  --health-port N        /healthz, /livez, /readyz (default 10256; 0 = any; -1 = off)
+  --metrics-port N       Prometheus /metrics (default 10249; 0 = any free port; off)
+  --health-port N        /healthz, /livez, /readyz (default 10256; 0 = any; off)
   --bind-address ADDR    address for both (default: metrics 127.0.0.1, health 0.0.0.0)
   --log-level LEVEL      debug, info, warn or error (default info)`;
 
-const port = z.string().regex(/^-?\d+$/, 'must be a port number, 0 for any free port, or -1 for off').transform(Number)
-  .refine((n) => n >= -1 && n <= 65535, { message: 'must be between -1 and 65535' });
+const port = z.string().regex(/^(\d+|off)$/, 'must be a port number, 0 for any free port, or off').transform((v) => (v === 'off' ? -1 : Number(v)))
+  .refine((n) => n <= 65535, { message: 'must be between 0 and 65535' });
 
 const schema = z.object({
   manifests: z.string().min(1).optional(),
@@ -48,6 +53,9 @@ const schema = z.object({
   'max-backends': intString(1, 16_777_216).optional(),
   'max-conntrack': intString(1, 16_777_216).optional(),
   devices: z.string().regex(/^[A-Za-z0-9_.:@-]{1,15}(,[A-Za-z0-9_.:@-]{1,15})*$/, 'must be a comma-separated list of interface names').optional(),
+  'ct-gc-interval': duration.default(10_000),
+  'ct-tcp-timeout': duration.refine((ms) => ms >= 1000, { message: 'must be at least 1s' }).optional(),
+  'ct-udp-timeout': duration.refine((ms) => ms >= 1000, { message: 'must be at least 1s' }).optional(),
   'min-sync-interval': duration.default(0),
   'sync-period': duration.default(3_600_000),
   'metrics-port': port.default(10249),
@@ -70,6 +78,9 @@ export async function agent(argv: string[]): Promise<void> {
     'max-backends': { type: 'string' },
     'max-conntrack': { type: 'string' },
     devices: { type: 'string' },
+    'ct-gc-interval': { type: 'string' },
+    'ct-tcp-timeout': { type: 'string' },
+    'ct-udp-timeout': { type: 'string' },
     'min-sync-interval': { type: 'string' },
     'sync-period': { type: 'string' },
     'metrics-port': { type: 'string' },
@@ -103,6 +114,13 @@ export async function agent(argv: string[]): Promise<void> {
     metrics: endpoint(f['metrics-port'], '127.0.0.1'),
     health: endpoint(f['health-port'], '0.0.0.0'),
     minSyncIntervalMs: f['min-sync-interval'],
+    ctGc: {
+      intervalMs: f['ct-gc-interval'],
+      lifetimes: {
+        ...(f['ct-tcp-timeout'] ? { tcpEstablishedMs: f['ct-tcp-timeout'] } : {}),
+        ...(f['ct-udp-timeout'] ? { otherMs: f['ct-udp-timeout'] } : {}),
+      },
+    },
     syncPeriodMs: f['sync-period'],
   }, log);
   for (const sig of ['SIGTERM', 'SIGINT'] as const) process.once(sig, () => running.stop());

@@ -14,6 +14,14 @@ export const CT_DIR_REPLY_IN = 1;
 export const CT_DIR_REPLY_OUT = 2;
 export const CT_F_SNAT = 0x01;
 export const CT_F_LOCAL = 0x02;
+/** A packet came back from the backend: TCP established, UDP answered. */
+export const CT_F_SEEN_REPLY = 0x04;
+/** TCP: an RST in either direction, or a FIN from each side. */
+export const CT_F_CLOSING = 0x08;
+/** TCP: the client sent a FIN. */
+export const CT_F_FIN_FWD = 0x10;
+/** TCP: the backend sent a FIN. */
+export const CT_F_FIN_REPLY = 0x20;
 
 export const SVC_SCOPE_EXT = 0;
 export const SVC_SCOPE_INT = 1;
@@ -51,6 +59,16 @@ export const SVC_FLAG_NAMES: Array<[number, string]> = [
   [SVC_F_WILDCARD, 'wildcard'],
   [SVC_F_SRC_RANGES, 'source-ranges'],
   [SVC_F_TWO_SCOPES, 'two-scopes'],
+];
+
+/** Conntrack entry flag names for display, in bit order. */
+export const CT_FLAG_NAMES: Array<[number, string]> = [
+  [CT_F_SNAT, 'snat'],
+  [CT_F_LOCAL, 'local'],
+  [CT_F_SEEN_REPLY, 'seen-reply'],
+  [CT_F_CLOSING, 'closing'],
+  [CT_F_FIN_FWD, 'fin-fwd'],
+  [CT_F_FIN_REPLY, 'fin-reply'],
 ];
 
 export function flagNames(flags: number): string[] {

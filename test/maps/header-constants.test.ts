@@ -17,6 +17,9 @@ const numeric: Record<string, number> = {
   SVC_F_TWO_SCOPES: k.SVC_F_TWO_SCOPES, LB_ALG_RANDOM: k.LB_ALG_RANDOM,
   BACKEND_STATE_ACTIVE: k.BACKEND_STATE_ACTIVE, BACKEND_STATE_TERMINATING: k.BACKEND_STATE_TERMINATING,
   BACKEND_F_LOCAL: k.BACKEND_F_LOCAL,
+  CT_DIR_FWD: k.CT_DIR_FWD, CT_DIR_REPLY_IN: k.CT_DIR_REPLY_IN, CT_DIR_REPLY_OUT: k.CT_DIR_REPLY_OUT,
+  CT_F_SNAT: k.CT_F_SNAT, CT_F_LOCAL: k.CT_F_LOCAL, CT_F_SEEN_REPLY: k.CT_F_SEEN_REPLY, CT_F_CLOSING: k.CT_F_CLOSING,
+  CT_F_FIN_FWD: k.CT_F_FIN_FWD, CT_F_FIN_REPLY: k.CT_F_FIN_REPLY,
 };
 
 t.test('numeric constants match the header', async (t) => {
@@ -31,6 +34,7 @@ t.test('map names match the header and fit the kernel limit', async (t) => {
   const names: Record<string, string> = {
     SVCMAP_MAP_SERVICES: k.MAP_SERVICES, SVCMAP_MAP_BACKENDS: k.MAP_BACKENDS,
     SVCMAP_MAP_REVNAT: k.MAP_REVNAT, SVCMAP_MAP_SK_REVNAT: k.MAP_SK_REVNAT,
+    SVCMAP_MAP_CT: k.MAP_CT, SVCMAP_MAP_SRC_RANGE: k.MAP_SRC_RANGE, SVCMAP_MAP_CONFIG: k.MAP_CONFIG,
   };
   for (const [macro, name] of Object.entries(names)) {
     t.equal(defines.get(macro), name, macro);
@@ -41,4 +45,18 @@ t.test('map names match the header and fit the kernel limit', async (t) => {
 t.test('every SVC_F_ flag in the header is mirrored', async (t) => {
   const inHeader = [...defines.keys()].filter((n) => n.startsWith('SVC_F_'));
   t.same(inHeader.sort(), Object.keys(numeric).filter((n) => n.startsWith('SVC_F_')).sort());
+});
+
+t.test('every CT_DIR_ and CT_F_ constant in the header is mirrored', async (t) => {
+  for (const prefix of ['CT_DIR_', 'CT_F_']) {
+    const inHeader = [...defines.keys()].filter((n) => n.startsWith(prefix));
+    t.same(inHeader.sort(), Object.keys(numeric).filter((n) => n.startsWith(prefix)).sort(), prefix);
+  }
+});
+
+t.test('the CT_F_ flags are distinct bits that fit ct_value.flags (a __u8)', async (t) => {
+  const bits = Object.entries(numeric).filter(([n]) => n.startsWith('CT_F_')).map(([, v]) => v);
+  for (const b of bits) t.ok(b > 0 && b <= 0xff && (b & (b - 1)) === 0, `0x${b.toString(16)} is one bit of a byte`);
+  t.equal(bits.reduce((a, b) => a | b, 0), bits.reduce((a, b) => a + b, 0), 'no two flags share a bit');
+  t.same(k.CT_FLAG_NAMES.map(([b]) => b).sort((a, b) => a - b), [...bits].sort((a, b) => a - b), 'every flag has a display name');
 });

@@ -1,0 +1,406 @@
+// Garbage collection of the tc datapath's connection tracking (svcmap_ct).
+//
+// The datapath remembers every flow it translates in two entries (forward
+// and reply; see bpf/include/svcmap_maps.h) and marks their state as packets
+// pass: CT_F_SEEN_REPLY once the backend answered, CT_F_FIN_* and
+// CT_F_CLOSING as the connection goes away. The map is an LRU, but LRU
+// eviction only starts when it is full: until then the reply entries of
+// finished flows keep their SNAT ports reserved, and a steady stream of
+// short connections to one remote backend runs out of ports. So the agent
+// reads the map every few seconds and removes flows that have been idle
+// longer than their state allows (Cilium's lifetimes by default), both
+// entries of a flow in the same batch.
+//
+// Timestamps: the datapath's last_seen is bpf_ktime_get_ns(), which is
+// CLOCK_MONOTONIC; process.hrtime.bigint() is libuv's uv_hrtime(), which on
+// Linux reads clock_gettime(CLOCK_MONOTONIC) too, so the two compare
+// directly (test/bpf/tc-ct-gc.test.ts checks it against the kernel).
+//
+// Races: an entry read as idle may see a packet before the delete lands; the
+// flow then starts afresh on its next packet (a new backend choice for that
+// flow). The window is the time between one batch read and one batch delete,
+// and the entry was idle for its whole lifetime before it, as with Cilium's
+// own GC.
+import { BpfError, errnoNumber } from '../bpf/errors.ts';
+import { type BpfMap, libbpfText } from '../bpf/map.ts';
+import { native } from '../bpf/native.ts';
+import { type CtKey, type CtValue, ctKey, ctValue } from '../maps/codecs.ts';
+import {
+  CT_DIR_FWD, CT_DIR_REPLY_IN, CT_DIR_REPLY_OUT, CT_F_CLOSING, CT_F_SEEN_REPLY, CT_F_SNAT, IPPROTO_TCP, MAP_CT,
+} from '../maps/constants.ts';
+import type { TypedMap } from '../maps/typed-map.ts';
+import type { Logger } from './log.ts';
+import type { AgentMetrics } from './metrics.ts';
+
+/** How long a flow may stay idle (no packet in either direction), by state. */
+export interface CtLifetimes {
+  /** TCP once the backend answered, until it closes. */
+  tcpEstablishedMs: number;
+  /** TCP before the backend answered (SYN sent, nothing back). */
+  tcpSynMs: number;
+  /** TCP after an RST, or a FIN from each side. */
+  tcpClosingMs: number;
+  /** UDP (answered or not) and anything else. */
+  otherMs: number;
+}
+
+/** Cilium's defaults (CT_CONNECTION_LIFETIME_TCP, CT_SYN_TIMEOUT, CT_CLOSE_TIMEOUT, CT_CONNECTION_LIFETIME_NONTCP). */
+export const DEFAULT_CT_LIFETIMES: Readonly<CtLifetimes> = {
+  tcpEstablishedMs: 6 * 3_600_000,
+  tcpSynMs: 60_000,
+  tcpClosingMs: 10_000,
+  otherMs: 60_000,
+};
+
+export const DEFAULT_CT_GC_INTERVAL_MS = 10_000;
+
+export type CtFlowState = 'tcp_established' | 'tcp_syn' | 'tcp_closing' | 'other';
+
+/** The state a flow's (combined) flags and protocol put it in. */
+export function ctFlowState(proto: number, flags: number): CtFlowState {
+  if (proto !== IPPROTO_TCP) return 'other';
+  if (flags & CT_F_CLOSING) return 'tcp_closing';
+  if (flags & CT_F_SEEN_REPLY) return 'tcp_established';
+  return 'tcp_syn';
+}
+
+export function lifetimeMs(state: CtFlowState, l: CtLifetimes): number {
+  switch (state) {
+    case 'tcp_established': return l.tcpEstablishedMs;
+    case 'tcp_syn': return l.tcpSynMs;
+    case 'tcp_closing': return l.tcpClosingMs;
+    default: return l.otherMs;
+  }
+}
+
+const ZERO = '0.0.0.0';
+
+/**
+ * The key of the other entry of the flow that entry {key, value} belongs
+ * to, as the datapath derives it (ct4_peer_key in bpf/lib/ct.h): the
+ * reverse of the tuple the entry translates packets into. Forward entry of
+ * a SNATed flow -> CT_DIR_REPLY_IN {backend, node ip, backend port, SNAT
+ * port}; of a DNAT-only flow -> CT_DIR_REPLY_OUT {backend, client, backend
+ * port, client port}; reply entry -> its CT_DIR_FWD entry.
+ */
+export function ctPeerKey(key: CtKey, value: CtValue): CtKey {
+  return {
+    saddr: value.new_daddr !== ZERO ? value.new_daddr : key.daddr,
+    daddr: value.new_saddr !== ZERO ? value.new_saddr : key.saddr,
+    sport: value.new_dport || key.dport,
+    dport: value.new_sport || key.sport,
+    proto: key.proto,
+    dir: key.dir !== CT_DIR_FWD ? CT_DIR_FWD : (value.flags & CT_F_SNAT) ? CT_DIR_REPLY_IN : CT_DIR_REPLY_OUT,
+  };
+}
+
+export const ctKeyId = (k: CtKey): string => `${k.saddr}:${k.sport}>${k.daddr}:${k.dport}/${k.proto}/${k.dir}`;
+
+const KEY_SIZE = ctKey.layout.size; // 16: saddr, daddr, sport, dport, proto, dir, pad[2]
+const VALUE_SIZE = ctValue.layout.size; // 32: new_saddr, new_daddr, new_sport, new_dport, ids, flags, pad, last_seen
+
+/** A conntrack map's entries as the kernel hands them over: `count` packed keys and values. */
+export interface PackedCt {
+  keys: Uint8Array;
+  values: Uint8Array;
+  count: number;
+}
+
+export interface PackedSelection {
+  /** Entries to delete, by index: every forward entry first, then the reply entries. */
+  indices: Uint32Array;
+  /** Flows removed (a pair or a lone entry counts once), by state. */
+  flows: Record<CtFlowState, number>;
+}
+
+function hash4(a: number, b: number, c: number, d: number): number {
+  let h = Math.imul(a ^ 0x9e3779b9, 0x85ebca6b);
+  h = Math.imul(h ^ (h >>> 13) ^ b, 0xc2b2ae35);
+  h = Math.imul(h ^ (h >>> 16) ^ c, 0x85ebca6b);
+  h = Math.imul(h ^ (h >>> 13) ^ d, 0xc2b2ae35);
+  return (h ^ (h >>> 16)) >>> 0;
+}
+
+/**
+ * Which entries of a conntrack map to remove at monotonic time nowNs: the
+ * GC's decision, a pure function over the packed entries (selectExpiredCt
+ * is the same over decoded ones, for tests and tools).
+ *
+ * A forward entry and the reply entry it names (ctPeerKey) form a flow when
+ * that reply entry names the forward entry back; the flow's state is the
+ * union of both entries' flags, its age runs from the newer last_seen, and
+ * both go together. A forward or reply entry without its partner (the LRU
+ * evicted one, or another flow took the reply key over) is judged alone by
+ * the same lifetimes. An entry whose last_seen is ahead of nowNs is not idle.
+ *
+ * Forward entries come first: deleted in that order, no packet can meet a
+ * forward entry whose SNAT port was already handed to another flow.
+ *
+ * Works on the raw bytes (typed-array views, an open-addressing index of
+ * the keys): a full map of 262144 entries takes tens of milliseconds and a
+ * few MiB, where decoding every entry into objects took seconds and
+ * hundreds of MiB.
+ */
+export function selectExpiredPacked(ct: PackedCt, nowNs: bigint, lifetimes: CtLifetimes = DEFAULT_CT_LIFETIMES): PackedSelection {
+  const n = ct.count;
+  // Aligned copies, so that the views below may read words.
+  const kbuf = new ArrayBuffer(n * KEY_SIZE);
+  const vbuf = new ArrayBuffer(n * VALUE_SIZE);
+  new Uint8Array(kbuf).set(ct.keys.subarray(0, n * KEY_SIZE));
+  new Uint8Array(vbuf).set(ct.values.subarray(0, n * VALUE_SIZE));
+  const k32 = new Uint32Array(kbuf);
+  const k16 = new Uint16Array(kbuf);
+  const k8 = new Uint8Array(kbuf);
+  const v32 = new Uint32Array(vbuf);
+  const v16 = new Uint16Array(vbuf);
+  const v8 = new Uint8Array(vbuf);
+  const v64 = new BigUint64Array(vbuf);
+  // Field positions, in units of each view (see KEY_SIZE / VALUE_SIZE).
+  const K32 = KEY_SIZE / 4, K16 = KEY_SIZE / 2, V32 = VALUE_SIZE / 4, V16 = VALUE_SIZE / 2, V64 = VALUE_SIZE / 8;
+
+  let cap = 16;
+  while (cap < n * 2) cap *= 2;
+  const mask = cap - 1;
+  const table = new Int32Array(cap).fill(-1);
+  for (let i = 0; i < n; i++) {
+    const o = i * K32;
+    let h = hash4(k32[o]!, k32[o + 1]!, k32[o + 2]!, k32[o + 3]!) & mask;
+    while (table[h] !== -1) h = (h + 1) & mask;
+    table[h] = i;
+  }
+  const find = (w0: number, w1: number, w2: number, w3: number): number => {
+    let h = hash4(w0, w1, w2, w3) & mask;
+    for (;;) {
+      const j = table[h]!;
+      if (j === -1) return -1;
+      const o = j * K32;
+      if (k32[o] === w0 && k32[o + 1] === w1 && k32[o + 2] === w2 && k32[o + 3] === w3) return j;
+      h = (h + 1) & mask;
+    }
+  };
+  // The peer key of entry i, built in a scratch key (so the words have the kernel's byte layout).
+  const scratch = new ArrayBuffer(KEY_SIZE);
+  const s32 = new Uint32Array(scratch);
+  const s16 = new Uint16Array(scratch);
+  const s8 = new Uint8Array(scratch);
+  const peerOf = (i: number): number => {
+    const ko = i * K32, vo = i * V32, k2 = i * K16, v2 = i * V16;
+    const dir = k8[i * KEY_SIZE + 13]!;
+    s32[0] = v32[vo + 1]! || k32[ko + 1]!; // saddr = new_daddr or daddr
+    s32[1] = v32[vo]! || k32[ko]!; // daddr = new_saddr or saddr
+    s16[4] = v16[v2 + 5]! || k16[k2 + 5]!; // sport = new_dport or dport
+    s16[5] = v16[v2 + 4]! || k16[k2 + 4]!; // dport = new_sport or sport
+    s8[12] = k8[i * KEY_SIZE + 12]!;
+    s8[13] = dir !== CT_DIR_FWD ? CT_DIR_FWD : (v8[i * VALUE_SIZE + 20]! & CT_F_SNAT) ? CT_DIR_REPLY_IN : CT_DIR_REPLY_OUT;
+    s8[14] = 0;
+    s8[15] = 0;
+    return find(s32[0]!, s32[1]!, s32[2]!, s32[3]!);
+  };
+
+  const toNs = (ms: number) => BigInt(Math.round(ms * 1e6));
+  const cutoff: Record<CtFlowState, bigint> = {
+    tcp_established: nowNs - toNs(lifetimes.tcpEstablishedMs),
+    tcp_syn: nowNs - toNs(lifetimes.tcpSynMs),
+    tcp_closing: nowNs - toNs(lifetimes.tcpClosingMs),
+    other: nowNs - toNs(lifetimes.otherMs),
+  };
+  const flows: Record<CtFlowState, number> = { tcp_established: 0, tcp_syn: 0, tcp_closing: 0, other: 0 };
+  const expired = (i: number, flags: number, lastSeen: bigint): boolean => {
+    const state = ctFlowState(k8[i * KEY_SIZE + 12]!, flags);
+    if (lastSeen >= cutoff[state]) return false;
+    flows[state]++;
+    return true;
+  };
+
+  const forward: number[] = [];
+  const reply: number[] = [];
+  const paired = new Uint8Array(n);
+  for (let i = 0; i < n; i++) {
+    if (k8[i * KEY_SIZE + 13] !== CT_DIR_FWD) continue;
+    const flags = v8[i * VALUE_SIZE + 20]!;
+    const last = v64[i * V64 + 3]!;
+    const j = peerOf(i);
+    if (j >= 0 && j !== i && k8[j * KEY_SIZE + 13] !== CT_DIR_FWD && peerOf(j) === i) {
+      paired[j] = 1;
+      const jlast = v64[j * V64 + 3]!;
+      if (expired(i, flags | v8[j * VALUE_SIZE + 20]!, last > jlast ? last : jlast)) {
+        forward.push(i);
+        reply.push(j);
+      }
+    } else if (expired(i, flags, last)) {
+      forward.push(i);
+    }
+  }
+  for (let i = 0; i < n; i++) {
+    if (k8[i * KEY_SIZE + 13] === CT_DIR_FWD || paired[i]) continue;
+    if (expired(i, v8[i * VALUE_SIZE + 20]!, v64[i * V64 + 3]!)) reply.push(i);
+  }
+  const indices = new Uint32Array(forward.length + reply.length);
+  indices.set(forward, 0);
+  indices.set(reply, forward.length);
+  return { indices, flows };
+}
+
+export interface CtSelection {
+  /** Keys to delete: every forward entry first, then the reply entries. */
+  keys: CtKey[];
+  /** Entries looked at. */
+  entries: number;
+  /** Flows removed (a pair or a lone entry counts once), by state. */
+  flows: Record<CtFlowState, number>;
+}
+
+/** selectExpiredPacked over decoded entries (what TypedMap.entries() gives). */
+export function selectExpiredCt(
+  entries: ReadonlyArray<readonly [CtKey, CtValue]>,
+  nowNs: bigint,
+  lifetimes: CtLifetimes = DEFAULT_CT_LIFETIMES,
+): CtSelection {
+  const keys = Buffer.alloc(entries.length * KEY_SIZE);
+  const values = Buffer.alloc(entries.length * VALUE_SIZE);
+  entries.forEach(([k, v], i) => {
+    ctKey.encode(k, keys, i * KEY_SIZE);
+    ctValue.encode(v, values, i * VALUE_SIZE);
+  });
+  const sel = selectExpiredPacked({ keys, values, count: entries.length }, nowNs, lifetimes);
+  return { keys: [...sel.indices].map((i) => entries[i]![0]), entries: entries.length, flows: sel.flows };
+}
+
+const EINVAL = errnoNumber('EINVAL');
+const ENOENT = errnoNumber('ENOENT');
+const ENOSPC = errnoNumber('ENOSPC');
+const ENOTSUPP = 524;
+
+/**
+ * Every entry of a conntrack map, packed as the kernel returns them, read
+ * with BPF_MAP_LOOKUP_BATCH in chunks (one entry at a time where the kernel
+ * has no batch operations for the map).
+ */
+export function readCtPacked(map: BpfMap): PackedCt {
+  if (map.keySize !== KEY_SIZE || map.valueSize !== VALUE_SIZE) {
+    throw new Error(`map ${map.label}: key/value sizes ${map.keySize}/${map.valueSize} are not a conntrack map's ${KEY_SIZE}/${VALUE_SIZE}`);
+  }
+  const keyChunks: Buffer[] = [];
+  const valueChunks: Buffer[] = [];
+  let count = 0;
+  let chunk = 4096;
+  let inBatch: Buffer | null = null;
+  for (;;) {
+    const keys = Buffer.alloc(chunk * KEY_SIZE);
+    const values = Buffer.alloc(chunk * VALUE_SIZE);
+    const outBatch = Buffer.alloc(Math.max(KEY_SIZE, 8));
+    const n = Buffer.alloc(4);
+    n.writeUInt32LE(chunk);
+    const rc = native().mapLookupBatch(map.fd, inBatch, outBatch, keys, values, n) as number;
+    if ((rc === -EINVAL || rc === -ENOTSUPP) && inBatch === null) {
+      const all = map.entries();
+      return { keys: Buffer.concat(all.map(([k]) => k)), values: Buffer.concat(all.map(([, v]) => v)), count: all.length };
+    }
+    if (rc === -ENOSPC) { // one hash bucket holds more than `chunk` entries
+      chunk *= 2;
+      continue;
+    }
+    if (rc < 0 && rc !== -ENOENT) throw new BpfError(`lookup batch ${map.label}`, rc, libbpfText(rc));
+    const got = n.readUInt32LE();
+    keyChunks.push(keys.subarray(0, got * KEY_SIZE));
+    valueChunks.push(values.subarray(0, got * VALUE_SIZE));
+    count += got;
+    if (rc === -ENOENT) break;
+    inBatch = outBatch;
+  }
+  return { keys: Buffer.concat(keyChunks), values: Buffer.concat(valueChunks), count };
+}
+
+export interface CtGcOptions {
+  /** Time between runs (default 10 s); 0: no periodic runs (runOnce() only). */
+  intervalMs?: number;
+  lifetimes?: Partial<CtLifetimes>;
+  /** The monotonic clock in ns, the one bpf_ktime_get_ns() reads (tests inject their own). */
+  now?: () => bigint;
+  metrics?: AgentMetrics;
+  log?: Logger;
+}
+
+export interface CtGcRun {
+  /** Entries before the run. */
+  entries: number;
+  /** Entries removed. */
+  deleted: number;
+  flows: Record<CtFlowState, number>;
+  durationMs: number;
+}
+
+/** The periodic collector over one conntrack map. */
+export class CtGc {
+  readonly #map: TypedMap<CtKey, CtValue>;
+  readonly #intervalMs: number;
+  readonly #now: () => bigint;
+  readonly #metrics: AgentMetrics | undefined;
+  readonly #log: Logger | undefined;
+  readonly lifetimes: CtLifetimes;
+  #timer: NodeJS.Timeout | undefined;
+
+  constructor(map: TypedMap<CtKey, CtValue>, opts: CtGcOptions = {}) {
+    this.#map = map;
+    this.#intervalMs = opts.intervalMs ?? DEFAULT_CT_GC_INTERVAL_MS;
+    this.#now = opts.now ?? (() => process.hrtime.bigint());
+    this.#metrics = opts.metrics;
+    this.#log = opts.log;
+    this.lifetimes = { ...DEFAULT_CT_LIFETIMES, ...definedOnly(opts.lifetimes ?? {}) };
+    for (const [k, v] of Object.entries(this.lifetimes)) {
+      if (!(Number.isFinite(v) && v > 0)) throw new Error(`conntrack GC: lifetime ${k} must be more than 0 (got ${v})`);
+    }
+    if (!(Number.isFinite(this.#intervalMs) && this.#intervalMs >= 0)) throw new Error(`conntrack GC: interval must be 0 or more (got ${this.#intervalMs})`);
+    this.#metrics?.mapCapacity.set({ map: MAP_CT }, map.raw.maxEntries);
+  }
+
+  /**
+   * One pass: read every entry (BPF_MAP_LOOKUP_BATCH), pick the expired,
+   * delete them in one BPF_MAP_DELETE_BATCH (entries that went meanwhile
+   * are skipped).
+   */
+  runOnce(): CtGcRun {
+    const started = process.hrtime.bigint();
+    const ct = readCtPacked(this.#map.raw);
+    const sel = selectExpiredPacked(ct, this.#now(), this.lifetimes);
+    const n = sel.indices.length;
+    if (n) {
+      const keys = Buffer.alloc(n * KEY_SIZE);
+      for (let i = 0; i < n; i++) keys.set(ct.keys.subarray(sel.indices[i]! * KEY_SIZE, (sel.indices[i]! + 1) * KEY_SIZE), i * KEY_SIZE);
+      this.#map.raw.deleteBatch(keys, n);
+    }
+    const run: CtGcRun = {
+      entries: ct.count,
+      deleted: n,
+      flows: sel.flows,
+      durationMs: Number(process.hrtime.bigint() - started) / 1e6,
+    };
+    this.#metrics?.conntrackEntries.set(run.entries - run.deleted);
+    this.#metrics?.conntrackGcDeleted.inc(run.deleted);
+    if (run.deleted) this.#log?.debug({ ...run }, 'conntrack GC removed idle flows');
+    return run;
+  }
+
+  /** Runs every interval until stop() (the timer does not keep the process alive). */
+  start(): void {
+    if (this.#timer || this.#intervalMs === 0) return;
+    this.#timer = setInterval(() => {
+      try {
+        this.runOnce();
+      } catch (err) {
+        this.#log?.warn({ err }, 'conntrack GC failed; retrying at the next interval');
+      }
+    }, this.#intervalMs);
+    this.#timer.unref();
+    this.#log?.info({ intervalMs: this.#intervalMs, lifetimes: this.lifetimes }, 'conntrack GC started');
+  }
+
+  stop(): void {
+    if (this.#timer) clearInterval(this.#timer);
+    this.#timer = undefined;
+  }
+}
+
+function definedOnly(o: Partial<CtLifetimes>): Partial<CtLifetimes> {
+  return Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined)) as Partial<CtLifetimes>;
+}

@@ -1,0 +1,270 @@
+// The conntrack GC's choice (src/agent/ct-gc.ts), as a pure function of the
+// map's entries and the time: which entries go, pairs together, by the
+// newer last_seen and the union of both entries' state; and the collector
+// around it over a kernel map of the same layout (with the tc datapath's own
+// map and packets in test/bpf/tc-ct-gc.test.ts).
+import t from 'tap';
+import { AgentMetrics } from '../../src/agent/metrics.ts';
+import {
+  CtGc, DEFAULT_CT_LIFETIMES, ctFlowState, ctKeyId, ctPeerKey, readCtPacked, selectExpiredCt, selectExpiredPacked,
+} from '../../src/agent/ct-gc.ts';
+import type { CtKey, CtValue } from '../../src/maps/codecs.ts';
+import {
+  CT_DIR_FWD, CT_DIR_REPLY_IN, CT_DIR_REPLY_OUT, CT_F_CLOSING, CT_F_FIN_FWD, CT_F_FIN_REPLY, CT_F_LOCAL, CT_F_SEEN_REPLY,
+  CT_F_SNAT, IPPROTO_TCP, IPPROTO_UDP,
+} from '../../src/maps/constants.ts';
+import { BpfMap } from '../../src/bpf/map.ts';
+import type { Logger } from '../../src/agent/log.ts';
+import { ctKey } from '../../src/maps/codecs.ts';
+import { ctMap } from '../../src/maps/registry.ts';
+import { TypedMap } from '../../src/maps/typed-map.ts';
+
+const BPF_MAP_TYPE_LRU_HASH = 9;
+
+const NODE = '198.51.100.1';
+const S = 1_000_000_000n;
+const T0 = 1_000_000n * S; // a monotonic "now" far from zero
+
+type Entry = [CtKey, CtValue];
+
+/** The two entries the datapath makes for a SNATed flow (remote backend, Cluster policy). */
+function snatFlow(o: { client?: string; cport?: number; backend?: string; snatPort?: number; proto?: number; flags?: number; fwdSeen: bigint; repSeen?: bigint; repFlags?: number }): [Entry, Entry] {
+  const client = o.client ?? '203.0.113.7';
+  const cport = o.cport ?? 40000;
+  const backend = o.backend ?? '10.244.2.5';
+  const snatPort = o.snatPort ?? 62000;
+  const proto = o.proto ?? IPPROTO_TCP;
+  const flags = CT_F_SNAT | (o.flags ?? 0);
+  return [
+    [
+      { saddr: client, daddr: NODE, sport: cport, dport: 30080, proto, dir: CT_DIR_FWD },
+      { new_saddr: NODE, new_daddr: backend, new_sport: snatPort, new_dport: 8080, backend_id: 11, rev_nat_id: 1, flags, last_seen: o.fwdSeen },
+    ],
+    [
+      { saddr: backend, daddr: NODE, sport: 8080, dport: snatPort, proto, dir: CT_DIR_REPLY_IN },
+      { new_saddr: NODE, new_daddr: client, new_sport: 30080, new_dport: cport, backend_id: 11, rev_nat_id: 1, flags: CT_F_SNAT | (o.repFlags ?? o.flags ?? 0), last_seen: o.repSeen ?? o.fwdSeen },
+    ],
+  ];
+}
+
+/** The two entries of a DNAT-only flow (local backend): the reply is rewritten at egress. */
+function dnatFlow(o: { client?: string; cport?: number; frontPort?: number; proto?: number; flags?: number; fwdSeen: bigint; repSeen?: bigint; snatPort?: number /* unused: no SNAT */ }): [Entry, Entry] {
+  const client = o.client ?? '203.0.113.9';
+  const cport = o.cport ?? 41000;
+  const frontPort = o.frontPort ?? 30100;
+  const proto = o.proto ?? IPPROTO_TCP;
+  const flags = CT_F_LOCAL | (o.flags ?? 0);
+  return [
+    [
+      { saddr: client, daddr: NODE, sport: cport, dport: frontPort, proto, dir: CT_DIR_FWD },
+      { new_saddr: '0.0.0.0', new_daddr: '10.244.1.5', new_sport: 0, new_dport: 8080, backend_id: 21, rev_nat_id: 2, flags, last_seen: o.fwdSeen },
+    ],
+    [
+      { saddr: '10.244.1.5', daddr: client, sport: 8080, dport: cport, proto, dir: CT_DIR_REPLY_OUT },
+      { new_saddr: NODE, new_daddr: '0.0.0.0', new_sport: frontPort, new_dport: 0, backend_id: 21, rev_nat_id: 2, flags, last_seen: o.repSeen ?? o.fwdSeen },
+    ],
+  ];
+}
+
+const ids = (keys: CtKey[]) => keys.map(ctKeyId).sort();
+const keysOf = (...entries: Entry[]) => ids(entries.map(([k]) => k));
+const ago = (seconds: number) => T0 - BigInt(Math.round(seconds * 1000)) * 1_000_000n;
+
+t.test('the peer key: SNAT -> REPLY_IN, DNAT-only -> REPLY_OUT, and back', async (t) => {
+  const [sf, sr] = snatFlow({ fwdSeen: T0 });
+  t.same(ctPeerKey(sf[0], sf[1]), sr[0], 'forward of a SNATed flow -> {backend, node ip, backend port, SNAT port}, REPLY_IN');
+  t.same(ctPeerKey(sr[0], sr[1]), sf[0], 'and its reply entry names the forward entry');
+  const [df, dr] = dnatFlow({ fwdSeen: T0 });
+  t.same(ctPeerKey(df[0], df[1]), dr[0], 'forward of a DNAT-only flow -> {backend, client, backend port, client port}, REPLY_OUT');
+  t.same(ctPeerKey(dr[0], dr[1]), df[0], 'and back');
+});
+
+t.test('the state a flow is in', async (t) => {
+  t.equal(ctFlowState(IPPROTO_TCP, CT_F_SNAT), 'tcp_syn', 'TCP, nothing back yet');
+  t.equal(ctFlowState(IPPROTO_TCP, CT_F_SNAT | CT_F_SEEN_REPLY), 'tcp_established');
+  t.equal(ctFlowState(IPPROTO_TCP, CT_F_SEEN_REPLY | CT_F_FIN_FWD), 'tcp_established', 'a half-close keeps the established lifetime');
+  t.equal(ctFlowState(IPPROTO_TCP, CT_F_SEEN_REPLY | CT_F_FIN_FWD | CT_F_FIN_REPLY | CT_F_CLOSING), 'tcp_closing');
+  t.equal(ctFlowState(IPPROTO_TCP, CT_F_CLOSING), 'tcp_closing', 'an RST before any reply');
+  t.equal(ctFlowState(IPPROTO_UDP, 0), 'other');
+  t.equal(ctFlowState(IPPROTO_UDP, CT_F_SEEN_REPLY), 'other', 'UDP has one lifetime, answered or not');
+});
+
+t.test('the default lifetimes are Cilium\'s', async (t) => {
+  t.same(DEFAULT_CT_LIFETIMES, { tcpEstablishedMs: 21_600_000, tcpSynMs: 60_000, tcpClosingMs: 10_000, otherMs: 60_000 });
+});
+
+t.test('each state expires after its own lifetime, both entries of the flow together', async (t) => {
+  const cases: Array<[string, number, number, number]> = [
+    // what, proto, flags, lifetime in seconds
+    ['TCP closing', IPPROTO_TCP, CT_F_SEEN_REPLY | CT_F_FIN_FWD | CT_F_FIN_REPLY | CT_F_CLOSING, 10],
+    ['TCP reset', IPPROTO_TCP, CT_F_CLOSING, 10],
+    ['TCP SYN only', IPPROTO_TCP, 0, 60],
+    ['TCP established', IPPROTO_TCP, CT_F_SEEN_REPLY, 6 * 3600],
+    ['TCP half-closed', IPPROTO_TCP, CT_F_SEEN_REPLY | CT_F_FIN_REPLY, 6 * 3600],
+    ['UDP unanswered', IPPROTO_UDP, 0, 60],
+    ['UDP answered', IPPROTO_UDP, CT_F_SEEN_REPLY, 60],
+  ];
+  for (const [what, proto, flags, life] of cases) {
+    for (const make of [snatFlow, dnatFlow]) {
+      const kind = make === snatFlow ? 'SNAT' : 'DNAT-only';
+      const young = make({ proto, flags, fwdSeen: ago(life - 1) });
+      const old = make({ proto, flags, fwdSeen: ago(life + 1), cport: 50000, snatPort: 61500 });
+      const sel = selectExpiredCt([...young, ...old], T0);
+      t.same(ids(sel.keys), keysOf(...old), `${what} (${kind}): idle ${life + 1}s goes, both entries; idle ${life - 1}s stays`);
+      t.equal(sel.entries, 4);
+      t.equal(Object.values(sel.flows).reduce((a, b) => a + b, 0), 1, `${what} (${kind}): one flow counted`);
+    }
+  }
+});
+
+t.test('the newer last_seen of the two entries decides', async (t) => {
+  // The forward entry has been quiet for an hour, but the backend spoke 5 s ago.
+  const quietClient = snatFlow({ flags: CT_F_SEEN_REPLY | CT_F_CLOSING, fwdSeen: ago(3600), repSeen: ago(5) });
+  t.same(selectExpiredCt(quietClient, T0).keys, [], 'closing, but the reply entry is 5 s old: both stay');
+  const quietBackend = snatFlow({ flags: 0, proto: IPPROTO_UDP, fwdSeen: ago(30), repSeen: ago(3600), cport: 40001 });
+  t.same(selectExpiredCt(quietBackend, T0).keys, [], 'UDP: the client sent 30 s ago, the old reply entry stays with it');
+  const both = snatFlow({ flags: 0, proto: IPPROTO_UDP, fwdSeen: ago(61), repSeen: ago(3600), cport: 40002 });
+  t.same(ids(selectExpiredCt(both, T0).keys), keysOf(...both), 'both older than the lifetime: both go');
+});
+
+t.test('the state is the union of both entries\' flags', async (t) => {
+  // Only the reply entry knows the flow is closing (its copy to the forward entry was lost).
+  const flow = snatFlow({ flags: CT_F_SEEN_REPLY, repFlags: CT_F_SEEN_REPLY | CT_F_CLOSING, fwdSeen: ago(11) });
+  const sel = selectExpiredCt(flow, T0);
+  t.same(ids(sel.keys), keysOf(...flow));
+  t.equal(sel.flows.tcp_closing, 1);
+  // Only the reply entry knows the backend answered: established, not a lone SYN.
+  const est = snatFlow({ flags: 0, repFlags: CT_F_SEEN_REPLY, fwdSeen: ago(120), cport: 40003 });
+  t.same(selectExpiredCt(est, T0).keys, [], 'established by the reply entry\'s flag: 120 s idle is fine');
+});
+
+t.test('forward entries come first, so a SNAT port is freed only after the flow that held it', async (t) => {
+  const a = snatFlow({ flags: CT_F_CLOSING, fwdSeen: ago(20), cport: 40010, snatPort: 61010 });
+  const b = dnatFlow({ flags: CT_F_CLOSING, fwdSeen: ago(20), cport: 40011 });
+  const c = snatFlow({ flags: 0, proto: IPPROTO_UDP, fwdSeen: ago(90), cport: 40012, snatPort: 61012 });
+  // The map's order is the hash's: put reply entries first.
+  const sel = selectExpiredCt([a[1], b[1], c[1], a[0], b[0], c[0]], T0);
+  t.equal(sel.keys.length, 6);
+  t.same(sel.keys.slice(0, 3).map((k) => k.dir), [CT_DIR_FWD, CT_DIR_FWD, CT_DIR_FWD], 'forward entries first');
+  t.ok(sel.keys.slice(3).every((k) => k.dir !== CT_DIR_FWD), 'then the reply entries');
+  t.same(sel.flows, { tcp_established: 0, tcp_syn: 0, tcp_closing: 2, other: 1 });
+});
+
+t.test('lone entries (the partner was evicted or replaced) go after the same lifetimes', async (t) => {
+  const [fwdOnly] = snatFlow({ flags: CT_F_SEEN_REPLY | CT_F_CLOSING, fwdSeen: ago(11), cport: 40020 });
+  const [, repOnly] = snatFlow({ flags: CT_F_SEEN_REPLY | CT_F_CLOSING, fwdSeen: ago(11), cport: 40021, snatPort: 61021 });
+  const [, repYoung] = snatFlow({ flags: CT_F_SEEN_REPLY, fwdSeen: ago(11), cport: 40022, snatPort: 61022 });
+  const [, udpRep] = dnatFlow({ proto: IPPROTO_UDP, fwdSeen: ago(61), cport: 40023 });
+  const sel = selectExpiredCt([fwdOnly, repOnly, repYoung, udpRep], T0);
+  t.same(ids(sel.keys), keysOf(fwdOnly, repOnly, udpRep), 'the closed and the UDP ones go; the established reply entry stays');
+  t.same(sel.flows, { tcp_established: 0, tcp_syn: 0, tcp_closing: 2, other: 1 });
+});
+
+t.test('a reply entry that another flow took over is not removed with the old forward entry', async (t) => {
+  // Two frontends of one local backend, the same client port: both forward
+  // entries name the same REPLY_OUT key, which the later flow overwrote.
+  const [oldFwd] = dnatFlow({ frontPort: 30100, fwdSeen: ago(3600), cport: 40030 });
+  const [newFwd, newRep] = dnatFlow({ frontPort: 30101, flags: CT_F_SEEN_REPLY, fwdSeen: ago(1), cport: 40030 });
+  t.same(ctPeerKey(oldFwd[0], oldFwd[1]), newRep[0], 'the old forward entry names the shared reply key');
+  const sel = selectExpiredCt([oldFwd, newFwd, newRep], T0);
+  t.same(ids(sel.keys), keysOf(oldFwd), 'only the old forward entry goes (SYN only, an hour idle)');
+});
+
+t.test('an entry from the future (last_seen ahead of now) is not idle', async (t) => {
+  const flow = snatFlow({ flags: CT_F_CLOSING, fwdSeen: T0 + 5n * S });
+  t.same(selectExpiredCt(flow, T0).keys, []);
+});
+
+t.test('lifetimes are options', async (t) => {
+  const flow = snatFlow({ flags: CT_F_SEEN_REPLY, fwdSeen: ago(120) });
+  t.same(selectExpiredCt(flow, T0).keys, [], 'established, 2 min idle: kept by default');
+  t.equal(selectExpiredCt(flow, T0, { ...DEFAULT_CT_LIFETIMES, tcpEstablishedMs: 60_000 }).keys.length, 2, 'gone with a 1 min TCP lifetime');
+  const udp = snatFlow({ proto: IPPROTO_UDP, fwdSeen: ago(20), cport: 40040 });
+  t.equal(selectExpiredCt(udp, T0, { ...DEFAULT_CT_LIFETIMES, otherMs: 15_000 }).keys.length, 2, 'UDP with a 15 s lifetime');
+});
+
+t.test('an empty map selects nothing', async (t) => {
+  t.same(selectExpiredCt([], T0), { keys: [], entries: 0, flows: { tcp_established: 0, tcp_syn: 0, tcp_closing: 0, other: 0 } });
+});
+
+/** A real (kernel) LRU hash with the conntrack map's layout, holding `entries`. */
+function kernelMap(entries: Entry[], maxEntries = 4096) {
+  const raw = BpfMap.create(BPF_MAP_TYPE_LRU_HASH, 'tst_ctgc', 16, 32, maxEntries);
+  const map = new TypedMap(ctMap, raw);
+  map.putMany(entries);
+  return map;
+}
+
+t.test('the collector: reads the map, one batch delete per run, metrics, injected clock', async (t) => {
+  const closed = snatFlow({ flags: CT_F_SEEN_REPLY | CT_F_CLOSING, fwdSeen: T0 });
+  const live = snatFlow({ flags: CT_F_SEEN_REPLY, fwdSeen: T0, cport: 40050, snatPort: 61050 });
+  const map = kernelMap([...closed, ...live]);
+  t.teardown(() => map.raw.close());
+  const metrics = new AgentMetrics();
+  let now = T0 + 5n * S;
+  const gc = new CtGc(map, { now: () => now, metrics, intervalMs: 0 });
+
+  t.match(gc.runOnce(), { entries: 4, deleted: 0 });
+  now = T0 + 11n * S;
+  t.match(gc.runOnce(), { entries: 4, deleted: 2, flows: { tcp_closing: 1 } });
+  t.same(ids(map.entries().map(([k]) => k)), keysOf(...live), 'the closed flow\'s two entries are gone, the live flow\'s stay');
+
+  const text = await metrics.registry.metrics();
+  t.match(text, /^svcmap_conntrack_entries 2$/m, 'entries after the run');
+  t.match(text, /^svcmap_conntrack_gc_deleted_total 2$/m, 'deleted so far');
+  t.match(text, /^svcmap_map_capacity\{map="svcmap_ct"\} 4096$/m, 'the map\'s capacity');
+});
+
+t.test('the packed reader returns what the map holds, across many batches', async (t) => {
+  const entries: Entry[] = [];
+  for (let i = 0; i < 5000; i++) entries.push(...snatFlow({ fwdSeen: T0 + BigInt(i), cport: 1024 + i, snatPort: 1 + (i % 60000), client: `203.0.${i >> 8}.${i & 255}` }));
+  const map = kernelMap(entries, 16384);
+  t.teardown(() => map.raw.close());
+  const packed = readCtPacked(map.raw);
+  t.equal(packed.count, 10000, 'all 10000 entries (more than one 4096-entry batch)');
+  const got = new Set<string>();
+  for (let i = 0; i < packed.count; i++) got.add(ctKeyId(ctKey.decode(Buffer.from(packed.keys.subarray(i * 16, (i + 1) * 16)), 0)));
+  t.same([...got].sort(), keysOf(...entries));
+  t.equal(selectExpiredPacked(packed, T0 + 30n * S).indices.length, 0, 'unanswered SYNs, 30 s idle: all stay');
+  const sel = selectExpiredPacked(packed, T0 + 61n * S);
+  t.equal(sel.indices.length, 10000, '61 s idle: all go');
+  t.same(sel.flows, { tcp_established: 0, tcp_syn: 5000, tcp_closing: 0, other: 0 }, 'as 5000 pairs');
+});
+
+t.test('the collector runs on its interval until stopped', async (t) => {
+  const map = kernelMap(snatFlow({ flags: CT_F_CLOSING, fwdSeen: T0 }));
+  t.teardown(() => map.raw.close());
+  let runs = 0;
+  const gc = new CtGc(map, { now: () => { runs++; return T0 + 60n * S; }, intervalMs: 20 });
+  gc.start();
+  gc.start(); // idempotent
+  await new Promise((r) => setTimeout(r, 120));
+  gc.stop();
+  t.ok(runs >= 2, `ran ${runs} times in 120 ms at a 20 ms interval`);
+  t.same(map.entries(), []);
+  const after = runs;
+  await new Promise((r) => setTimeout(r, 60));
+  t.equal(runs, after, 'no run after stop()');
+});
+
+t.test('a failing run is logged and the next one goes on', async (t) => {
+  const map = kernelMap([]);
+  const warnings: unknown[] = [];
+  const log = { warn: (o: unknown) => warnings.push(o), debug: () => {}, info: () => {} } as unknown as Logger;
+  let runs = 0;
+  const gc = new CtGc(map, { intervalMs: 10, log, now: () => { runs++; return T0; } });
+  map.raw.close(); // every read fails now (EBADF)
+  gc.start();
+  await new Promise((r) => setTimeout(r, 60));
+  gc.stop();
+  t.ok(warnings.length >= 2, `${warnings.length} failed runs logged, and the timer kept going`);
+  t.equal(runs, 0);
+});
+
+t.test('bad settings are refused', async (t) => {
+  const map = kernelMap([]);
+  t.teardown(() => map.raw.close());
+  t.throws(() => new CtGc(map, { lifetimes: { tcpClosingMs: 0 } }), /tcpClosingMs must be more than 0/);
+  t.throws(() => new CtGc(map, { intervalMs: -1 }), /interval/);
+  t.same(new CtGc(map, { lifetimes: { otherMs: 5000, tcpSynMs: undefined } }).lifetimes, { ...DEFAULT_CT_LIFETIMES, otherMs: 5000 }, 'unset lifetimes keep their defaults');
+});

@@ -1,0 +1,94 @@
+// What a person sees when something is wrong: the compiled CLI's messages
+// name the flag, the object, or the command that fixes it, and nothing is
+// left attached or pinned after a refusal.
+import { execFileSync, spawnSync } from 'node:child_process';
+import { cpSync, existsSync, mkdtempSync, readFileSync, rmSync, rmdirSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import t from 'tap';
+import { ROOT, SVCMAP, assertBuilt } from '../../lab/agent-process.ts';
+import { objectHash } from '../../src/bpf/compile.ts';
+import { cleanupPins } from '../../src/cli/cleanup.ts';
+
+assertBuilt();
+
+function run(args: string[], opts: { asNobody?: boolean } = {}): { status: number | null; stderr: string; stdout: string } {
+  const cmd = opts.asNobody ? 'setpriv' : SVCMAP;
+  const argv = opts.asNobody ? ['--reuid=65534', '--regid=65534', '--clear-groups', '--inh-caps=-all', SVCMAP, ...args] : args;
+  const r = spawnSync(cmd, argv, { encoding: 'utf8', timeout: 60_000 });
+  return { status: r.status, stderr: r.stderr, stdout: r.stdout };
+}
+
+const tmp = mkdtempSync(join(tmpdir(), 'svcmap-cli-'));
+t.teardown(() => rmSync(tmp, { recursive: true, force: true }));
+writeFileSync(join(tmp, 'empty.yaml'), '');
+
+t.test('bad flags are named', async (t) => {
+  let r = run(['agent', '--manifests', tmp, '--metrics-port', 'abc']);
+  t.equal(r.status, 2);
+  t.match(r.stderr, /svcmap agent: --metrics-port: must be a port number/);
+  r = run(['agent', '--manifests', tmp, '--log-level', 'loud']);
+  t.match(r.stderr, /--log-level: must be one of debug, info, warn, error/);
+  r = run(['agent', '--manifests', tmp, '--no-such-flag']);
+  t.match(r.stderr, /svcmap agent: Unknown option '--no-such-flag'/);
+  r = run(['dump', '-o', 'xml']);
+  t.match(r.stderr, /svcmap dump: --output: must be table, json or yaml/);
+  r = run(['frobnicate']);
+  t.match(r.stderr, /unknown command "frobnicate"; run svcmap help/);
+});
+
+t.test('without privileges: needs root or CAP_BPF and CAP_NET_ADMIN', async (t) => {
+  const r = run(['agent', '--manifests', tmp, '--pin-dir', '/sys/fs/bpf/svcmap-cli-nobody', '--metrics-port', 'off', '--health-port', 'off'], { asNobody: true });
+  t.equal(r.status, 1);
+  t.match(r.stderr, /needs root or CAP_BPF and CAP_NET_ADMIN/);
+  t.notOk(existsSync('/sys/fs/bpf/svcmap-cli-nobody'), 'nothing pinned');
+});
+
+t.test('a pin directory that is not on bpffs', async (t) => {
+  const r = run(['agent', '--manifests', tmp, '--pin-dir', join(tmp, 'pins'), '--metrics-port', 'off', '--health-port', 'off']);
+  t.equal(r.status, 1);
+  t.match(r.stderr, /is not on a bpffs, which pins need: use a directory under \/sys\/fs\/bpf, or mount -t bpf bpf/);
+});
+
+t.test('a cgroup that is not cgroup v2', async (t) => {
+  const r = run(['agent', '--manifests', tmp, '--cgroup', tmp, '--pin-dir', '/sys/fs/bpf/svcmap-cli-cg', '--metrics-port', 'off', '--health-port', 'off']);
+  t.equal(r.status, 1);
+  t.match(r.stderr, /is not a cgroup v2 directory; cgroup v2 is mounted at /);
+  if (existsSync('/sys/fs/bpf/svcmap-cli-cg')) cleanupPins('/sys/fs/bpf/svcmap-cli-cg');
+});
+
+t.test('dump and status without a running datapath say so', async (t) => {
+  let r = run(['dump', '--pin-dir', '/sys/fs/bpf/svcmap-cli-none']);
+  t.match(r.stderr, /no svcmap datapath is pinned at \/sys\/fs\/bpf\/svcmap-cli-none .*is the agent running/);
+  r = run(['status', '--pin-dir', '/sys/fs/bpf/svcmap-cli-none']);
+  t.match(r.stderr, /nothing is pinned at \/sys\/fs\/bpf\/svcmap-cli-none/);
+});
+
+t.test('a BPF object whose layout drifted from the codecs: the agent refuses to start, naming struct and field', async (t) => {
+  // A copy of bpf/ with two fields of struct svc_key swapped, compiled with the
+  // project's flags, placed where the agent looks for the object of the real sources.
+  const src = join(tmp, 'bpf');
+  cpSync(join(ROOT, 'bpf'), src, { recursive: true });
+  const header = join(src, 'include', 'svcmap_maps.h');
+  const text = readFileSync(header, 'utf8');
+  const swapped = text.replace('\t__be16 port;   /* frontend port */\n\t__u16 slot;', '\t__u16 slot;\n\t__be16 port;   /* frontend port */');
+  t.not(swapped, text, 'the header was changed');
+  writeFileSync(header, swapped);
+  const objDir = join(tmp, 'objects');
+  execFileSync('mkdir', ['-p', objDir]);
+  execFileSync('clang', ['-O2', '-g', '-target', 'bpf', '-Wall', '-Wno-unused-function', '-I', join(src, 'include'), '-I', join(src, 'lib'),
+    '-I', '/usr/include/x86_64-linux-gnu', '-c', join(src, 'sock.c'), '-o', join(objDir, `sock-${objectHash('sock')}.o`)]);
+  const pinDir = '/sys/fs/bpf/svcmap-cli-drift';
+  const cg = join('/sys/fs/cgroup/unified', `svcmap-cli-drift-${process.pid}`);
+  execFileSync('mkdir', ['-p', cg]);
+  t.teardown(() => {
+    if (existsSync(pinDir)) cleanupPins(pinDir);
+    if (existsSync(cg)) rmdirSync(cg); // a cgroup is removed with rmdir, not by deleting its files
+  });
+  const r = run(['agent', '--manifests', tmp, '--cgroup', cg, '--pin-dir', pinDir, '--bpf-dir', objDir, '--metrics-port', 'off', '--health-port', 'off']);
+  t.equal(r.status, 1);
+  t.match(r.stderr, /the map codecs do not match the BPF object/);
+  t.match(r.stderr, /struct svc_key: field port is at offset 6 in BTF, the codec says 4/);
+  t.match(r.stderr, /refusing to start/);
+  t.equal(execFileSync('bpftool', ['cgroup', 'show', cg], { encoding: 'utf8' }).trim(), '', 'nothing was attached to the cgroup');
+});
