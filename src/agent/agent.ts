@@ -34,6 +34,8 @@ export interface AgentConfig extends DatapathOptions {
   syncPeriodMs: number;
   /** Interfaces for the tc datapath; default: those holding the node's addresses. */
   devices?: string[];
+  /** tcx links where the kernel has them (auto), or force one kind. */
+  tcAttach?: 'auto' | 'tcx' | 'tc';
   /** Where healthCheckNodePort servers listen (default 0.0.0.0). */
   healthCheckBindAddress?: string;
   /** Conntrack GC of the tc datapath: interval (default 10 s; 0 = off) and idle lifetimes (Cilium's defaults). */
@@ -70,7 +72,7 @@ export async function runAgent(cfg: AgentConfig, log: Logger): Promise<RunningAg
   const problems = new ProblemReporter(log, (p: Problem) => {
     if (p.severity === 'error' && p.kind !== 'Service') metrics.syncErrors.inc({ kind: 'invalid_object' });
   });
-  const tcDatapath = new TcDatapath(dp.tc, dp.maps.config!, cfg.pinDir, log, cfg.devices);
+  const tcDatapath = new TcDatapath(dp.tc, dp.maps.config!, cfg.pinDir, log, cfg.devices, cfg.tcAttach ?? 'auto');
   const attachTc = (node: { name: string; addresses: string[] } | undefined) => {
     try {
       tcDatapath.update(node);

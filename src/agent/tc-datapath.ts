@@ -49,7 +49,10 @@ export class TcDatapath {
   #current = '';
   attachments: TcAttachment[] = [];
 
-  constructor(object: BpfObject, config: TypedMap<number, SvcmapConfig>, pinDir: string, log: Logger, devices?: string[]) {
+  readonly #mode: TcMode | 'auto';
+
+  constructor(object: BpfObject, config: TypedMap<number, SvcmapConfig>, pinDir: string, log: Logger, devices?: string[], mode: TcMode | 'auto' = 'auto') {
+    this.#mode = mode;
     this.#object = object;
     this.#config = config;
     this.#pinDir = pinDir;
@@ -76,7 +79,7 @@ export class TcDatapath {
     const attachments: TcAttachment[] = [];
     for (const device of devices) {
       for (const [direction, program] of [['ingress', TC_PROGRAMS.ingress], ['egress', TC_PROGRAMS.egress]] as const) {
-        const r = attachTc(this.#object.programFd(program), device, direction, join(linkPinDir(this.#pinDir), pinName(program, device)));
+        const r = attachTc(this.#object.programFd(program), device, direction, join(linkPinDir(this.#pinDir), pinName(program, device)), this.#mode);
         attachments.push({ device, direction, mode: r.mode });
       }
     }

@@ -41,9 +41,10 @@ export interface TcAttachResult {
  * atomically; else a new tcx link is made and pinned; a kernel without tcx
  * gets a classic filter instead (replacing svcmap's previous one in place).
  */
-export function attachTc(progFd: number, ifname: string, direction: TcDirection, pinPath: string): TcAttachResult {
+export function attachTc(progFd: number, ifname: string, direction: TcDirection, pinPath: string, want: TcMode | 'auto' = 'auto'): TcAttachResult {
   const ifindex = ifIndex(ifname);
   const ingress = direction === 'ingress';
+  if (want === 'tc') return attachClassic(progFd, ifindex, ifname, direction, pinPath);
   const attachType = native().tcxAttachType(ingress ? 1 : 0) as number;
   const existing = existsSync(pinPath) ? openPinned(pinPath) : undefined;
   if (existing !== undefined) {
@@ -64,10 +65,8 @@ export function attachTc(progFd: number, ifname: string, direction: TcDirection,
   try {
     fd = attachTcx(progFd, ifindex, ingress);
   } catch (err) {
-    if (err instanceof BpfError && (err.errno === EINVAL || err.errno === EOPNOTSUPP)) {
-      const rc = native().tcAttach(ifindex, ingress ? 1 : 0, progFd, TC_HANDLE, TC_PRIORITY, 1) as number;
-      if (rc < 0) throw new BpfError(`attach tc ${direction} filter on ${ifname}`, rc, libbpfText(rc));
-      return { mode: 'tc', action: 'created' };
+    if (want === 'auto' && err instanceof BpfError && (err.errno === EINVAL || err.errno === EOPNOTSUPP)) {
+      return attachClassic(progFd, ifindex, ifname, direction, pinPath); // a kernel before 6.6
     }
     throw err;
   }
@@ -81,6 +80,26 @@ export function attachTc(progFd: number, ifname: string, direction: TcDirection,
     closeSync(fd);
   }
   return { mode: 'tcx', action: 'created' };
+}
+
+/** clsact + cls_bpf in direct-action mode, replacing svcmap's previous filter in place. */
+function attachClassic(progFd: number, ifindex: number, ifname: string, direction: TcDirection, pinPath: string): TcAttachResult {
+  // A tcx link from an earlier run with the other mode would run the program twice.
+  if (existsSync(pinPath)) {
+    const old = openPinned(pinPath);
+    if (old !== undefined) {
+      try {
+        detachLink(old);
+      } finally {
+        closeSync(old);
+      }
+    }
+    unlinkSync(pinPath);
+  }
+  const had = classicTcProgram(ifindex, direction) !== undefined;
+  const rc = native().tcAttach(ifindex, direction === 'ingress' ? 1 : 0, progFd, TC_HANDLE, TC_PRIORITY, 1) as number;
+  if (rc < 0) throw new BpfError(`attach tc ${direction} filter on ${ifname}`, rc, libbpfText(rc));
+  return { mode: 'tc', action: had ? 'updated' : 'created' };
 }
 
 /** The program id of svcmap's classic filter on an interface, if there is one. */

@@ -25,6 +25,8 @@ export const agentHelp = `svcmap agent [--manifests DIR | --kubeconfig PATH] [fl
   --devices LIST         interfaces for NodePort/LoadBalancer/externalIP traffic
                          from outside (comma-separated; default: the interfaces
                          holding the node's InternalIP)
+  --tc-attach MODE       auto (tcx links where the kernel has them, else clsact
+                         filters), tcx, or tc (always clsact + cls_bpf)
   --ct-gc-interval D     how often idle flows are removed from the tc connection
                          tracking map (default 10s; 0 = never: LRU eviction only)
   --ct-tcp-timeout D     idle lifetime of an established TCP flow (default 6h);
@@ -52,6 +54,7 @@ const schema = z.object({
   'max-services': intString(1, 16_777_216).optional(),
   'max-backends': intString(1, 16_777_216).optional(),
   'max-conntrack': intString(1, 16_777_216).optional(),
+  'tc-attach': z.enum(['auto', 'tcx', 'tc'], { message: 'must be auto, tcx or tc' }).default('auto'),
   devices: z.string().regex(/^[A-Za-z0-9_.:@-]{1,15}(,[A-Za-z0-9_.:@-]{1,15})*$/, 'must be a comma-separated list of interface names').optional(),
   'ct-gc-interval': duration.default(10_000),
   'ct-tcp-timeout': duration.refine((ms) => ms >= 1000, { message: 'must be at least 1s' }).optional(),
@@ -78,6 +81,7 @@ export async function agent(argv: string[]): Promise<void> {
     'max-backends': { type: 'string' },
     'max-conntrack': { type: 'string' },
     devices: { type: 'string' },
+    'tc-attach': { type: 'string' },
     'ct-gc-interval': { type: 'string' },
     'ct-tcp-timeout': { type: 'string' },
     'ct-udp-timeout': { type: 'string' },
@@ -110,6 +114,7 @@ export async function agent(argv: string[]): Promise<void> {
     ...(f['max-backends'] ? { maxBackends: f['max-backends'] } : {}),
     ...(f['max-conntrack'] ? { maxConntrack: f['max-conntrack'] } : {}),
     ...(f.devices ? { devices: f.devices.split(',') } : {}),
+    tcAttach: f['tc-attach'],
     ...(f['bind-address'] ? { healthCheckBindAddress: f['bind-address'] } : {}),
     metrics: endpoint(f['metrics-port'], '127.0.0.1'),
     health: endpoint(f['health-port'], '0.0.0.0'),

@@ -4,10 +4,10 @@
 // programs on the node's eth0. Traffic from outside reaches services through
 // NodeIP:NodePort and an externalIP, with kube-proxy's semantics for both
 // traffic policies. Every address lives in namespaces this test made.
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import t from 'tap';
+import t, { type Test } from 'tap';
 import { stringify } from 'yaml';
 import { AgentProcess, SVCMAP, assertBuilt } from '../../lab/agent-process.ts';
 import { Lab, type LabClient, type LabNode, type LabPod, registerTeardown, unregisterTeardown } from '../../lab/index.ts';
@@ -83,7 +83,7 @@ async function makeNode(name: 'node1' | 'node2', cidr: string, net: LabNode, upl
   return node;
 }
 
-t.before(async () => {
+async function setUp(mode: 'tcx' | 'tc'): Promise<void> {
   assertBuilt();
   ensureBpffs();
   sweepStalePins();
@@ -108,16 +108,16 @@ t.before(async () => {
     const cgroup = await lab.cgroup(name); // the socket hooks need a cgroup; nothing runs in it
     agents[name] = new AgentProcess([
       '--manifests', manifests, '--cgroup', cgroup, '--pin-dir', pinDir, '--node-name', name, '--devices', 'eth0',
-      '--metrics-port', '0', '--health-port', '0',
+      '--tc-attach', mode, '--metrics-port', '0', '--health-port', '0',
     ], (cmd, args) => lab.spawn(nodes[name]!, cmd, args, { stdio: ['ignore', 'pipe', 'pipe'] }));
   }
   for (const a of Object.values(agents)) {
     await a.waitFor((l) => l.msg === 'tc datapath attached', { timeoutMs: 30000, what: 'tc datapath attached' });
     await a.waitForSync(0, 30000);
   }
-});
+}
 
-t.teardown(async () => {
+async function tearDown(): Promise<void> {
   for (const a of Object.values(agents)) {
     a.kill('SIGTERM');
     await Promise.race([a.exited, new Promise((r) => setTimeout(r, 3000))]);
@@ -127,7 +127,20 @@ t.teardown(async () => {
   if (manifests) rmSync(manifests, { recursive: true, force: true });
   unregisterTeardown(emergency);
   await lab?.destroy();
-});
+  for (const k of Object.keys(agents)) delete agents[k];
+  pinDirs.length = 0;
+  manifests = '';
+}
+
+for (const mode of ['tcx', 'tc'] as const) {
+  t.test(`attached as ${mode === 'tcx' ? 'tcx links' : 'clsact + cls_bpf filters'}`, async (t) => {
+    t.before(() => setUp(mode));
+    t.teardown(() => tearDown());
+    suite(t, mode);
+  });
+}
+
+function suite(t: Test, mode: 'tcx' | 'tc'): void {
 
 t.test('Cluster policy, remote backend: SNAT to node1, replies come back translated', async (t) => {
   const r = await client.tcpConnect({ ip: NODE_IPS.node1, port: 30080, count: 50, timeoutMs: 2000, concurrency: 4 });
@@ -189,9 +202,28 @@ t.test('1,000 connections through a NodePort with both backends: 0 failures', as
   t.same([...r.seenFrom].sort(), [CLIENT_IP, NODE_IPS.node1].sort(), 'the local backend saw the client, the remote one saw node1');
 });
 
-t.test('svcmap status shows the tcx attachments; the conntrack map is in use', async (t) => {
+t.test('svcmap status shows the attachments; cleanup removes them', async (t) => {
   const status = await lab.exec(nodes.node1!, SVCMAP, ['status', '--pin-dir', pinDirs[0]!]);
-  t.match(status, /tcx\/ingress\s+svcmap_tc_in\s+.*tcx link on device eth0/);
-  t.match(status, /tcx\/egress\s+svcmap_tc_out\s+.*tcx link on device eth0/);
+  if (mode === 'tcx') {
+    t.match(status, /tcx\/ingress\s+svcmap_tc_in\s+.*tcx link on device eth0/);
+    t.match(status, /tcx\/egress\s+svcmap_tc_out\s+.*tcx link on device eth0/);
+  } else {
+    t.match(status, /tc\/ingress\s+svcmap_tc_in\s+.*tc filter \(clsact\) on device eth0/);
+    t.match(status, /tc\/egress\s+svcmap_tc_out\s+.*tc filter \(clsact\) on device eth0/);
+    t.match(await lab.exec(nodes.node1!, 'tc', ['filter', 'show', 'dev', 'eth0', 'ingress']), /svcmap_tc_in.*direct-action/);
+  }
   t.match(status, /svcmap_ct\s+lru_hash\s+[1-9]\d*\//);
+  // svcmap cleanup, run on the node as an operator would (after stopping the agent).
+  const agent = agents.node1!;
+  agent.kill('SIGTERM');
+  await agent.exited;
+  await lab.exec(nodes.node1!, SVCMAP, ['cleanup', '--pin-dir', pinDirs[0]!]);
+  t.equal((await lab.exec(nodes.node1!, 'tc', ['filter', 'show', 'dev', 'eth0', 'ingress'])).trim(), '', 'no ingress filter left');
+  t.equal((await lab.exec(nodes.node1!, 'tc', ['filter', 'show', 'dev', 'eth0', 'egress'])).trim(), '', 'no egress filter left');
+  const links = await lab.exec(nodes.node1!, 'bpftool', ['-j', 'link', 'show']);
+  t.notOk(links.includes('svcmap_tc'), 'no tcx link of svcmap left');
+  t.notOk(existsSync(pinDirs[0]!), 'the pins are gone');
+  const r = await client.tcpConnect({ ip: NODE_IPS.node1, port: 30082, count: 1, timeoutMs: 500 });
+  t.equal(r.ok, 0, 'nothing translates NodePorts on node1 any more');
 });
+}
