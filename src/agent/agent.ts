@@ -9,7 +9,7 @@ import { type KubeConnection, loadKubeConfig } from '../sources/kubernetes/confi
 import { KubernetesSource } from '../sources/kubernetes/source.ts';
 import { MapsAdapter } from '../sync/maps-adapter.ts';
 import { Syncer } from '../sync/syncer.ts';
-import { toTargets } from '../sync/targets.ts';
+import { toTargets } from './targets.ts';
 import { CtGc, type CtLifetimes } from './ct-gc.ts';
 import { type DatapathOptions, bringUpDatapath } from './datapath.ts';
 import { type HealthCheckService, HealthCheckPorts, healthCheckOf } from './health-check-ports.ts';

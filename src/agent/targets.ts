@@ -1,0 +1,71 @@
+// The model's frontends turned into what the services map should hold: map
+// keys, master flags and backend values. Pure. It lives here, above both the
+// model and the sync engine, so that neither has to know the other.
+import { ipv4ToU32, u32ToIpv4 } from '../maps/layout.ts';
+import {
+  BACKEND_F_LOCAL, BACKEND_STATE_ACTIVE, BACKEND_STATE_TERMINATING, LB_ALG_RANDOM,
+  SVC_F_AFFINITY, SVC_F_CLUSTERIP, SVC_F_ETP_LOCAL, SVC_F_EXTERNALIP, SVC_F_ITP_LOCAL,
+  SVC_F_LOADBALANCER, SVC_F_NODEPORT, SVC_F_SRC_RANGES, SVC_F_TWO_SCOPES, SVC_F_WILDCARD,
+  SVC_SCOPE_EXT, SVC_SCOPE_INT, protoNumber,
+} from '../maps/constants.ts';
+import type { DesiredState, Frontend } from '../model/types.ts';
+import { type FrontendKey, frontendId } from '../sync/state.ts';
+import type { FrontendTarget } from '../sync/targets.ts';
+
+const TYPE_FLAGS: Record<Frontend['type'], number> = {
+  ClusterIP: SVC_F_CLUSTERIP,
+  NodePort: SVC_F_NODEPORT,
+  ExternalIP: SVC_F_EXTERNALIP,
+  LoadBalancer: SVC_F_LOADBALANCER,
+};
+
+export function frontendFlags(fe: Frontend): number {
+  let flags = TYPE_FLAGS[fe.type];
+  if (fe.externalLocal) flags |= SVC_F_ETP_LOCAL;
+  if (fe.internalLocal) flags |= SVC_F_ITP_LOCAL;
+  if (fe.affinityTimeoutSeconds > 0) flags |= SVC_F_AFFINITY;
+  if (fe.wildcard) flags |= SVC_F_WILDCARD;
+  if (fe.sourceRanges.length > 0) flags |= SVC_F_SRC_RANGES;
+  if (fe.twoScopes && fe.scope === 'external') flags |= SVC_F_TWO_SCOPES;
+  return flags;
+}
+
+export function toTarget(fe: Frontend): FrontendTarget {
+  const key: FrontendKey = {
+    addr: fe.ip,
+    port: fe.port,
+    proto: protoNumber(fe.protocol),
+    scope: fe.scope === 'internal' ? SVC_SCOPE_INT : SVC_SCOPE_EXT,
+  };
+  return {
+    id: frontendId(key),
+    key,
+    flags: frontendFlags(fe),
+    algorithm: LB_ALG_RANDOM,
+    affinityTimeout: fe.affinityTimeoutSeconds,
+    backends: fe.backends.map((b) => ({
+      addr: b.ip,
+      port: b.port,
+      proto: protoNumber(b.protocol),
+      state: b.state === 'terminating' ? BACKEND_STATE_TERMINATING : BACKEND_STATE_ACTIVE,
+      flags: b.local ? BACKEND_F_LOCAL : 0,
+      zone: 0,
+    })),
+    sourceRanges: [...new Set(fe.sourceRanges.map(normalizeCidr))].sort(),
+    owner: `${fe.service.namespace}/${fe.service.name}`,
+    label: `${fe.service.namespace}/${fe.service.name}${fe.service.portName ? `:${fe.service.portName}` : ''}`,
+  };
+}
+
+/** "10.1.2.3/8" -> "10.0.0.0/8": the LPM trie matches on the network part only. */
+export function normalizeCidr(cidr: string): string {
+  const [addr, lenText] = cidr.trim().split('/');
+  const len = lenText === undefined ? 32 : Number(lenText);
+  const n = ipv4ToU32(addr!);
+  const mask = len === 0 ? 0 : (0xffffffff << (32 - len)) >>> 0;
+  return `${u32ToIpv4((n & mask) >>> 0)}/${len}`;
+}
+
+export function toTargets(state: DesiredState): FrontendTarget[] {
+  return [...state.frontends.values()].map(toTarget).sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
+}
