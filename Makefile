@@ -56,17 +56,17 @@ build: dist native bpf
 test: deps build typecheck
 	$(NODE) node_modules/.bin/tap
 
-demo: deps build
+demo: apt-deps npm-deps build
 	$(NODE) demo/demo.ts
 
-bench: deps build
+bench: apt-deps npm-deps build
 	$(NODE) bench/run.ts
 
-bench-smoke: deps build
+bench-smoke: apt-deps npm-deps build
 	$(NODE) bench/run.ts --smoke
 
 # Removes namespaces, cgroups and pins that a crashed test or demo left.
-sweep: npm-deps
+sweep: npm-deps native
 	$(NODE) lab/sweep.ts
 
 clean:

@@ -10,6 +10,7 @@ import { fileURLToPath } from 'node:url';
 import { AgentProcess, SVCMAP, assertBuilt } from '../lab/agent-process.ts';
 import { Lab, registerTeardown, unregisterTeardown } from '../lab/index.ts';
 import { cleanupPins } from '../src/cli/cleanup.ts';
+import { ensureBpffs as mountBpffs, labPinDir, sweepStalePins } from '../lab/pins.ts';
 
 const MANIFESTS = fileURLToPath(new URL('./manifests', import.meta.url));
 const PODS = [['pod-a', '10.244.0.11'], ['pod-b', '10.244.0.12'], ['pod-c', '10.244.0.13']] as const;
@@ -21,15 +22,6 @@ const TARGETS = [
 
 const say = (s: string) => process.stdout.write(`${s}\n`);
 
-function ensureBpffs(): void {
-  try {
-    execFileSync('mountpoint', ['-q', '/sys/fs/bpf']);
-  } catch {
-    say('mounting bpffs at /sys/fs/bpf');
-    execFileSync('mount', ['-t', 'bpf', 'bpf', '/sys/fs/bpf']);
-  }
-}
-
 function bar(n: number, total: number): string {
   return '#'.repeat(Math.round((40 * n) / total));
 }
@@ -37,10 +29,11 @@ function bar(n: number, total: number): string {
 async function main(): Promise<void> {
   if (process.getuid?.() !== 0) throw new Error('make demo needs root (network namespaces, cgroups, BPF)');
   assertBuilt();
-  ensureBpffs();
+  mountBpffs();
+  for (const p of sweepStalePins()) say(`removed pins an earlier run left: ${p}`);
 
   const lab = await Lab.create({ prefix: 'demo' });
-  const pinDir = `/sys/fs/bpf/svcmap-demo-${lab.id}`;
+  const pinDir = labPinDir(lab.id, '', 'demo');
   const manifests = mkdtempSync(join(tmpdir(), 'svcmap-demo-'));
   cpSync(MANIFESTS, manifests, { recursive: true });
   let agent: AgentProcess | undefined;

@@ -3,10 +3,13 @@
 //
 //   node lab/sweep.ts [--prefix sm] [--orphans] [--json]
 //
+// Also detaches and removes bpffs pin directories of runs whose owner died.
+//
 // (Node >= 22.18 / 24, which runs TypeScript directly; e.g. node_modules/.bin/node.)
 
 import { parseArgs } from 'node:util';
 import { sweepStale } from './cleanup.ts';
+import { sweepStalePins } from './pins.ts';
 
 const { values } = parseArgs({
   options: {
@@ -23,6 +26,9 @@ if (values.help) {
 }
 
 const report = sweepStale(values.prefix, { orphans: values.orphans ?? false });
+// Pins (and the programs their links keep attached) of runs whose owner died.
+const pins = sweepStalePins();
+for (const p of pins) process.stdout.write(`  pins   ${p}\n`);
 if (values.json) {
   process.stdout.write(`${JSON.stringify(report)}\n`);
 } else if (report.runs.length === 0) {

@@ -13,7 +13,7 @@ import { stringify } from 'yaml';
 import { AgentProcess, assertBuilt } from '../../lab/agent-process.ts';
 import { Lab, type LabClient, type LabNode, registerTeardown, unregisterTeardown } from '../../lab/index.ts';
 import { cleanupPins } from '../../src/cli/cleanup.ts';
-import { ensureBpffs, sweepStalePins } from './fixtures/cluster.ts';
+import { ensureBpffs, labPinDir, sweepStalePins } from '../../lab/pins.ts';
 import { type ServiceSpec, serviceObject, sliceObject } from './fixtures/manifests.ts';
 
 const CLIENT_IP = '192.168.100.100';
@@ -72,7 +72,7 @@ t.before(async () => {
     docs.push({ apiVersion: 'v1', kind: 'Node', metadata: { name }, status: { addresses: [{ type: 'InternalIP', address: ip }] } });
   }
   writeFileSync(join(manifests, 'all.yaml'), docs.map((d) => stringify(d)).join('---\n'));
-  pinDir = `/sys/fs/bpf/svcmap-lab-${lab.id}-node1`;
+  pinDir = labPinDir(lab.id, 'node1');
   const cgroup = await lab.cgroup('node1'); // the socket hooks need a cgroup; nothing runs in it
   agent = new AgentProcess([
     '--manifests', manifests, '--cgroup', cgroup, '--pin-dir', pinDir, '--node-name', 'node1', '--devices', 'eth0',

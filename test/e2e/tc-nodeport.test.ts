@@ -12,7 +12,7 @@ import { stringify } from 'yaml';
 import { AgentProcess, SVCMAP, assertBuilt } from '../../lab/agent-process.ts';
 import { Lab, type LabClient, type LabNode, type LabPod, registerTeardown, unregisterTeardown } from '../../lab/index.ts';
 import { cleanupPins } from '../../src/cli/cleanup.ts';
-import { ensureBpffs, sweepStalePins } from './fixtures/cluster.ts';
+import { ensureBpffs, labPinDir, sweepStalePins } from '../../lab/pins.ts';
 import { type ServiceSpec, serviceObject, sliceObject } from './fixtures/manifests.ts';
 
 const CLIENT_IP = '192.168.100.100';
@@ -103,7 +103,7 @@ async function setUp(mode: 'tcx' | 'tc'): Promise<void> {
   manifests = mkdtempSync(join(tmpdir(), `svcmap-tc-${lab.id}-`));
   manifestsFor(manifests);
   for (const name of ['node1', 'node2'] as const) {
-    const pinDir = `/sys/fs/bpf/svcmap-lab-${lab.id}-${name}`;
+    const pinDir = labPinDir(lab.id, name);
     pinDirs.push(pinDir);
     const cgroup = await lab.cgroup(name); // the socket hooks need a cgroup; nothing runs in it
     agents[name] = new AgentProcess([
