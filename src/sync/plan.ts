@@ -115,7 +115,20 @@ function svcKey(fe: { key: FrontendState['key'] }, slot: number): SvcKey {
   return { addr: fe.key.addr, port: fe.key.port, proto: fe.key.proto, scope: fe.key.scope, slot };
 }
 
-const SLOT_VALUE = { rev_nat_id: 0, count: 0, flags: 0, algorithm: 0, affinity_timeout: 0 };
+const NO_RANGES: ReadonlySet<string> = new Set();
+
+/** The ids in order, each once (a new frontend's slots). */
+function unique(ids: readonly number[]): number[] {
+  const out: number[] = [];
+  const seen = new Set<number>();
+  for (const id of ids) {
+    if (!seen.has(id)) {
+      seen.add(id);
+      out.push(id);
+    }
+  }
+  return out;
+}
 
 export function planSync(current: MapState, targets: readonly FrontendTarget[], capacity: Capacity, scope: PlanScope = { full: true }): Plan {
   const delta: Plan['delta'] = {
@@ -144,26 +157,30 @@ export function planSync(current: MapState, targets: readonly FrontendTarget[], 
 
     // Backend ids, allocated tentatively until the frontend fits.
     const fresh: Array<[string, number]> = [];
+    const freshIds = new Set<number>();
     const pending: Array<[number, BackendValue]> = [];
     const ids: number[] = [];
     for (const be of t.backends) {
       const ak = backendAddrKey(be);
       let id = newIdByAddr.get(ak) ?? current.idByAddr.get(ak);
       if (id === undefined) {
-        id = freeId(delta.nextBackendId, (x) => current.backends.has(x) || plannedBackend.has(x) || fresh.some(([, f]) => f === x));
+        id = freeId(delta.nextBackendId, (x) => current.backends.has(x) || plannedBackend.has(x) || freshIds.has(x));
+        freshIds.add(id);
         delta.nextBackendId = id + 1;
         fresh.push([ak, id]);
       }
       ids.push(id);
       if (!sameBackend(plannedBackend.get(id) ?? current.backends.get(id), be)) pending.push([id, be]);
     }
-    const newSlots = reconcileSlots(oldSlots, ids);
-    const definedOld = oldSlots.filter((s) => s !== undefined).length;
+    const newSlots = cur ? reconcileSlots(oldSlots, ids) : unique(ids);
+    let definedOld = 0;
+    for (const s of oldSlots) if (s !== undefined) definedOld++;
     const needServices = (cur ? 0 : 1) + Math.max(0, newSlots.length - definedOld);
     const hasRevNat = !!cur && cur.master.rev_nat_id !== 0 && current.revNat.has(cur.master.rev_nat_id);
     const needRevNat = hasRevNat ? 0 : 1;
-    const haveRanges = hasRevNat ? current.srcRanges.get(cur!.master.rev_nat_id) ?? new Set<string>() : new Set<string>();
-    const needRanges = t.sourceRanges.filter((r) => !haveRanges.has(r)).length;
+    const haveRanges = (hasRevNat ? current.srcRanges.get(cur!.master.rev_nat_id) : undefined) ?? NO_RANGES;
+    let needRanges = 0;
+    for (const r of t.sourceRanges) if (!haveRanges.has(r)) needRanges++;
     const lacking = needServices > budget.services ? 'services' : fresh.length > budget.backends ? 'backends'
       : needRevNat > budget.revNat ? 'reverse NAT' : needRanges > budget.srcRanges ? 'source ranges' : '';
     if (lacking) {
@@ -186,7 +203,7 @@ export function planSync(current: MapState, targets: readonly FrontendTarget[], 
     let changed = false;
     for (let i = 0; i < newSlots.length; i++) {
       if (oldSlots[i] !== newSlots[i]) {
-        plan.slotUpserts.push([svcKey(t, i + 1), { backend_id: newSlots[i]!, ...SLOT_VALUE }]);
+        plan.slotUpserts.push([svcKey(t, i + 1), { backend_id: newSlots[i]!, rev_nat_id: 0, count: 0, flags: 0, algorithm: 0, affinity_timeout: 0 }]);
         changed = true;
       }
     }
@@ -202,13 +219,13 @@ export function planSync(current: MapState, targets: readonly FrontendTarget[], 
       plan.revNatUpserts.push([revNatId, rn]);
       changed = true;
     }
-    const wantRanges = new Set(t.sourceRanges);
-    const adds = t.sourceRanges.filter((r) => !haveRanges.has(r));
-    const dels = [...haveRanges].filter((r) => !wantRanges.has(r));
+    const wantRanges = t.sourceRanges.length || haveRanges.size ? new Set(t.sourceRanges) : NO_RANGES;
+    const adds = needRanges ? t.sourceRanges.filter((r) => !haveRanges.has(r)) : [];
+    const dels = haveRanges.size ? [...haveRanges].filter((r) => !wantRanges.has(r)) : [];
     if (adds.length || dels.length) {
       for (const r of adds) plan.srcRangeUpserts.push(srcRangeKey(revNatId, r));
       for (const r of dels) plan.srcRangeDeletes.push(srcRangeKey(revNatId, r));
-      delta.srcRangeSets.set(revNatId, wantRanges);
+      delta.srcRangeSets.set(revNatId, new Set(wantRanges));
       changed = true;
     }
     const master: SvcValue = { backend_id: 0, rev_nat_id: revNatId, count: newSlots.length, flags: t.flags, algorithm: t.algorithm, affinity_timeout: t.affinityTimeout };
