@@ -42,10 +42,12 @@ typecheck: npm-deps
 	$(NODE) node_modules/.bin/tsc -p tsconfig.json --noEmit
 
 dist: dist/.stamp
+# Built aside and renamed into place, so bin/svcmap never runs a half-built dist/.
 dist/.stamp: $(TS_SOURCES) tsconfig.json tsconfig.build.json node_modules/.package-lock.json
-	rm -rf dist
-	$(NODE) node_modules/.bin/tsc -p tsconfig.build.json
-	@touch $@
+	rm -rf dist.tmp
+	$(NODE) node_modules/.bin/tsc -p tsconfig.build.json --outDir dist.tmp
+	@touch dist.tmp/.stamp
+	rm -rf dist.old && if [ -d dist ]; then mv dist dist.old; fi && mv dist.tmp dist && rm -rf dist.old
 
 # BPF objects: compiled by the same TypeScript module the agent uses.
 bpf: dist native

@@ -5,8 +5,7 @@
 import type { Server } from 'node:http';
 import type { DesiredState, Frontend, Problem } from '../model/types.ts';
 import { FileSource } from '../sources/file/file-source.ts';
-import { type KubeConnection, loadKubeConfig } from '../sources/kubernetes/config.ts';
-import { KubernetesSource } from '../sources/kubernetes/source.ts';
+import type { KubeConnection } from '../sources/kubernetes/config.ts';
 import { MapsAdapter } from '../sync/maps-adapter.ts';
 import { Syncer } from '../sync/syncer.ts';
 import { toTargets } from './targets.ts';
@@ -50,8 +49,12 @@ export interface RunningAgent {
 }
 
 export async function runAgent(cfg: AgentConfig, log: Logger): Promise<RunningAgent> {
+  // The Kubernetes client is big (~85 MiB resident): loaded only when it is the source.
+  const k8s = cfg.source.kind === 'kubernetes'
+    ? { ...(await import('../sources/kubernetes/config.ts')), ...(await import('../sources/kubernetes/source.ts')) }
+    : undefined;
   // Fail on bad credentials before touching the datapath.
-  const kc = cfg.source.kind === 'kubernetes' ? loadKubeConfig(cfg.source) : undefined;
+  const kc = cfg.source.kind === 'kubernetes' ? k8s!.loadKubeConfig(cfg.source) : undefined;
   if (cfg.source.kind === 'kubernetes' && !cfg.nodeName) {
     throw new Error('the Kubernetes source needs this node\'s name: --node-name NAME or the NODE_NAME environment variable (from the downward API: spec.nodeName)');
   }
@@ -124,7 +127,7 @@ export async function runAgent(cfg: AgentConfig, log: Logger): Promise<RunningAg
     stopSource = () => source.stop();
   } else {
     let loop: KubernetesSyncLoop | undefined;
-    const source = new KubernetesSource(kc!, cfg.nodeName, {
+    const source = new k8s!.KubernetesSource(kc!, cfg.nodeName, {
       changed: () => loop?.poke(),
       invalid: (found) => {
         for (const p of found) {

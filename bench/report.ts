@@ -1,0 +1,256 @@
+// Markdown tables of a run (printed, and the fragment the README embeds).
+import { fmtDuration } from './budget.ts';
+import { isOp, type Op } from './cp-netfilter.ts';
+import { isSkipped, MODES } from './datapath.ts';
+import { type BenchResults, isAgentResult, modeResult } from './results.ts';
+
+const MiB = 2 ** 20;
+
+export function fmtN(n: number): string {
+  return n >= 1000 && n % 1000 === 0 ? `${n / 1000}k` : String(n);
+}
+
+function table(head: string[], rows: string[][]): string {
+  const line = (cells: string[]) => `| ${cells.join(' | ')} |`;
+  return [line(head), line(head.map(() => '---')), ...rows.map(line)].join('\n');
+}
+
+function int(n: number): string {
+  return Math.round(n).toLocaleString('en-US');
+}
+
+function op(o: Op | undefined, unit = ''): string {
+  if (!o) return 'n/a';
+  if (!isOp(o)) return `skipped${o.skipped.startsWith('predicted') ? ` (${o.skipped.replace(/ from smaller N.*/, '')})` : ''}`;
+  return `${fmtDuration(o.ms)}${unit}`;
+}
+
+export function datapathTables(r: BenchResults): string {
+  const skipNote = (p: BenchResults['datapath'][number], mode: string) => {
+    const x = p.results.find((y) => y.mode === mode);
+    return x && isSkipped(x) ? 'skipped' : 'n/a';
+  };
+  const cps = r.datapath.map((p) => [
+    fmtN(p.n),
+    ...MODES.map((m) => {
+      const s = modeResult(p, m);
+      if (!s) return skipNote(p, m);
+      return s.vsDirect ? `${int(s.connPerSec)} (**${s.vsDirect.perConn.toFixed(2)}x**)` : int(s.connPerSec);
+    }),
+  ]);
+  const lat = r.datapath.map((p) => [
+    fmtN(p.n),
+    ...MODES.map((m) => {
+      const s = modeResult(p, m);
+      if (!s) return skipNote(p, m);
+      const base = `${s.p50Us.toFixed(1)} / ${s.p99Us.toFixed(1)}`;
+      return s.vsDirect ? `${base} (${s.vsDirect.p50.toFixed(2)}x / ${s.vsDirect.p99.toFixed(2)}x)` : base;
+    }),
+  ]);
+  const prog = r.datapath.map((p) => [
+    fmtN(p.n),
+    p.programming.svcmap ? fmtDuration(p.programming.svcmap.ms) : 'n/a',
+    p.programming.iptables ? fmtDuration(p.programming.iptables.ms) : skipNote(p, 'iptables'),
+    p.programming.nftables ? fmtDuration(p.programming.nftables.ms) : skipNote(p, 'nftables'),
+  ]);
+  const skips = r.datapath.flatMap((p) => p.results.filter(isSkipped).map((s) => `- N=${fmtN(p.n)}, ${s.mode}: ${s.skipped}`));
+  const ept = r.datapath[0]?.endpointsPerService ?? 4;
+  return [
+    `**Connections per second** to the last-programmed service (N services x ${ept} endpoints); in brackets the time per connection relative to connecting to the pod IPs directly (1.00x = no cost):`,
+    '',
+    table(['N services', 'direct to pod', 'svcmap', 'kube-proxy iptables', 'kube-proxy nftables'], cps),
+    '',
+    '**connect() latency, p50 / p99 in µs** (relative to direct):',
+    '',
+    table(['N services', 'direct to pod', 'svcmap', 'kube-proxy iptables', 'kube-proxy nftables'], lat),
+    '',
+    'Time to get the N services into each datapath before measuring (svcmap: agent start to first sync, file source; iptables: one `iptables-restore` of the whole tables; nftables: `nft -f`):',
+    '',
+    table(['N services', 'svcmap', 'iptables', 'nftables'], prog),
+    ...(skips.length ? ['', 'Skipped:', '', ...skips] : []),
+  ].join('\n');
+}
+
+export function controlPlaneTables(r: BenchResults): string {
+  const cp = r.controlPlane;
+  if (!cp) return '_control plane not run_';
+  const e = cp.endpointsPerService;
+  const agentAt = (n: number) => cp.agent.find((a) => a.n === n);
+  const full = cp.netfilter.map((p) => {
+    const a = agentAt(p.n);
+    const eng = cp.engine.find((x) => x.n === p.n);
+    return [
+      fmtN(p.n),
+      a && isAgentResult(a) ? fmtDuration(a.fullSyncMs) : a ? 'failed' : 'n/a',
+      a && isAgentResult(a) ? fmtDuration(a.startToSyncMs) : 'n/a',
+      eng ? fmtDuration(eng.fullSyncMs) : 'n/a',
+      op(p.iptables.fullNoflush),
+      op(p.iptables.fullReplace),
+      op(p.nftables.full),
+    ];
+  });
+  const change = cp.netfilter.map((p) => {
+    const a = agentAt(p.n);
+    const eng = cp.engine.find((x) => x.n === p.n);
+    return [
+      fmtN(p.n),
+      a && isAgentResult(a) ? `${fmtDuration(a.change.wallP50)} / ${fmtDuration(a.change.wallP99)}` : 'n/a',
+      a && isAgentResult(a) ? fmtDuration(a.change.syncP50) : 'n/a',
+      eng ? fmtDuration(eng.changePartialMs.p50) : 'n/a',
+      eng ? fmtDuration(eng.changeFullMs.p50) : 'n/a',
+      op(p.iptables.changeFull),
+      op(p.iptables.changePartial),
+      op(p.nftables.changeDelta),
+    ];
+  });
+  const mem = cp.agent.map((a) => isAgentResult(a)
+    ? [fmtN(a.n), int(a.n * e), `${(a.rssAfterSync / MiB).toFixed(0)} MiB`, `${(a.rssAfterChanges / MiB).toFixed(0)} MiB`]
+    : [fmtN(a.n), int(a.n * e), a.skipped, '']);
+  const streamed = cp.agent.filter(isAgentResult).filter((a) => a.stream);
+  const stream = streamed.map((a) => {
+    const s = a.stream!;
+    const q = (x: typeof s.p50) => (x ? `${(x.value * 1000).toFixed(2)} ms (bucket <= ${(x.bucketLe * 1000).toFixed(1)} ms)` : 'n/a');
+    return [fmtN(a.n), `${s.changes} at ${s.ratePerSec}/s`, String(s.observed), q(s.p50), q(s.p99), `${s.syncMs.p50.toFixed(2)} / ${s.syncMs.p99.toFixed(2)} ms (${s.syncMs.syncs} syncs)`];
+  });
+  const rules = cp.netfilter.map((p) => [fmtN(p.n), int(p.iptables.rules), `${int(p.nftables.chains)} / ${int(p.nftables.rules)}`]);
+  const skips = cp.netfilter.flatMap((p) => {
+    const ops: Array<[string, Op]> = [
+      ['iptables-restore --noflush', p.iptables.fullNoflush], ['iptables-restore replace', p.iptables.fullReplace],
+      ['iptables full restore (one change)', p.iptables.changeFull], ['iptables partial restore (one change)', p.iptables.changePartial],
+      ['nft -f', p.nftables.full], ['nft delta (one change)', p.nftables.changeDelta],
+    ];
+    return ops.filter(([, o]) => !isOp(o)).map(([name, o]) => `- N=${fmtN(p.n)}, ${name}: ${isOp(o) ? '' : o.skipped}`);
+  });
+  return [
+    `**Program N services x ${e} endpoints from empty.** svcmap agent: its "sync done" (plan + batched map writes) and from process start to synced (BPF load, informer lists from the API server, model, sync); engine: src/sync against real maps in-process, no source. iptables: kube-proxy's \`iptables-restore --noflush\` of every KUBE-* chain (nft backend, as on this host), and a plain replace of the tables as a lower bound. nftables: \`nft -f\` of kube-proxy's table.`,
+    '',
+    table(['N services', 'svcmap agent sync', 'svcmap agent start -> synced', 'svcmap engine', 'iptables-restore --noflush (kube-proxy)', 'iptables-restore replace', 'nft -f'], full),
+    '',
+    '**One endpoint change.** svcmap agent: an EndpointSlice update on the API server until the agent logs the partial sync (p50 / p99), and that sync\'s own duration; engine: a partial sync of one Service in-process, and a full plan over all N (what the file source and the periodic resync do). iptables: a full `--noflush` restore with one KUBE-SEP replaced (kube-proxy < 1.27, and its periodic full resync), and a partial restore (kube-proxy >= 1.27: KUBE-SERVICES in full plus the changed chains). nftables: kube-proxy\'s delta transaction.',
+    '',
+    table(['N services', 'svcmap agent (wall p50 / p99)', 'svcmap agent sync', 'svcmap engine partial', 'svcmap full plan', 'iptables full restore', 'iptables partial restore', 'nft delta'], change),
+    '',
+    '**svcmap agent memory** (VmRSS):',
+    '',
+    table(['N services', 'endpoints', 'RSS after full sync', 'RSS after the changes'], mem),
+    '',
+    ...(stream.length ? [
+      '**Network programming latency** (`svcmap_network_programming_duration_seconds`, from the EndpointSlice\'s last-change-trigger-time to the map write; histogram quantiles interpolated inside Prometheus buckets) under a stream of endpoint changes to distinct services:',
+      '',
+      table(['N services', 'changes', 'observed', 'p50', 'p99', 'partial sync p50 / p99'], stream),
+      '',
+    ] : []),
+    'Size of kube-proxy\'s rulesets:',
+    '',
+    table(['N services', 'iptables rules', 'nftables chains / rules'], rules),
+    ...(skips.length ? ['', 'Skipped:', '', ...skips] : []),
+  ].join('\n');
+}
+
+export function lbTable(r: BenchResults): string {
+  if (!r.lb.length) return '_load-balancing scenario not run_';
+  const rows = r.lb.map((l) => [
+    l.algorithm,
+    String(l.connections),
+    String(l.trials.length),
+    `${(l.keptShare * 100).toFixed(0)}%`,
+    `${(l.addedShare * 100).toFixed(0)}%`,
+    `${l.maxOverMean.toFixed(2)}`,
+  ]);
+  return [
+    '**Rolling update** (kube-proxy docs scenario): backends X and Y hold the long-lived connections; X is replaced by Z and its clients reconnect through the VIP. Share of open connections afterwards (even = 50% / 50%, max/mean 1.00):',
+    '',
+    table(['selection', 'connections', 'trials', 'kept backend Y', 'new backend Z', 'max/mean'], rows),
+  ].join('\n');
+}
+
+export function targetsTable(r: BenchResults): string {
+  return table(['target', 'goal', 'measured', 'met'], r.targets.map((t) => [t.what, t.target, t.measured, t.met === undefined ? 'n/a' : t.met ? 'yes' : '**no**']));
+}
+
+/** Plain statements of where svcmap is behind, derived from the numbers. */
+export function behind(r: BenchResults): string[] {
+  const out: string[] = [];
+  for (const t of r.targets) if (t.met === false) out.push(`Target missed - ${t.what}: ${t.measured} (goal ${t.target}).`);
+  for (const p of r.datapath) {
+    const s = modeResult(p, 'svcmap');
+    if (!s) continue;
+    for (const m of ['iptables', 'nftables'] as const) {
+      const k = modeResult(p, m);
+      if (k && k.connPerSec > s.connPerSec * 1.02) out.push(`At N=${fmtN(p.n)} the ${m} shape set up more connections per second than svcmap (${int(k.connPerSec)} vs ${int(s.connPerSec)}).`);
+      if (k && k.p50Us < s.p50Us * 0.98) out.push(`At N=${fmtN(p.n)} the ${m} shape had a lower p50 connect latency than svcmap (${k.p50Us.toFixed(1)} vs ${s.p50Us.toFixed(1)} µs).`);
+    }
+  }
+  const cp = r.controlPlane;
+  if (cp) {
+    const agents = cp.agent.filter(isAgentResult);
+    for (const p of cp.netfilter) {
+      const a = agents.find((x) => x.n === p.n);
+      if (a && isOp(p.nftables.changeDelta) && p.nftables.changeDelta.ms < a.change.wallP50) out.push(`At N=${fmtN(p.n)} an nftables delta (${fmtDuration(p.nftables.changeDelta.ms)}) applied one endpoint change faster than the agent reflected it (${fmtDuration(a.change.wallP50)} p50, API server to map write).`);
+    }
+    // Cold start against a one-shot restore: once, at the largest N where both ran.
+    const cold = [...cp.netfilter].reverse().find((p) => isOp(p.iptables.fullReplace) && agents.some((a) => a.n === p.n));
+    const ca = cold && agents.find((a) => a.n === cold.n);
+    if (cold && ca && isOp(cold.iptables.fullReplace) && cold.iptables.fullReplace.ms < ca.startToSyncMs) {
+      out.push(`Cold start: from process start to synced, the agent took ${fmtDuration(ca.startToSyncMs)} at N=${fmtN(cold.n)} (runtime and BPF load, informer lists, model; the sync itself ${fmtDuration(ca.fullSyncMs)}), longer than one iptables-restore of the same rules (${fmtDuration(cold.iptables.fullReplace.ms)}). kube-proxy pays this only once too, but its first sync is not slower than its restore.`);
+    }
+    const largest = agents.at(-1);
+    const tenK = agents.find((a) => a.n === 10_000);
+    if (largest && tenK && largest.n > tenK.n && largest.fullSyncMs / tenK.fullSyncMs > (largest.n / tenK.n) * 1.3) {
+      out.push(`The full sync grows faster than N: ${fmtDuration(tenK.fullSyncMs)} at 10k services, ${fmtDuration(largest.fullSyncMs)} at ${fmtN(largest.n)} (x ${cp.endpointsPerService} endpoints).`);
+    }
+    const slow = agents.filter((a) => a.change.wallP99 > 10);
+    if (slow.length) {
+      out.push(`Single endpoint changes, from the API server write to the agent's sync, reached ${slow.map((a) => `${fmtDuration(a.change.wallP99)} at N=${fmtN(a.n)}`).join(', ')} at p99 (p50 ${slow.map((a) => fmtDuration(a.change.wallP50)).join(' / ')}), while the syncs themselves took at most ${fmtDuration(Math.max(...slow.map((a) => a.change.syncP99)))} at p99: the tail is outside the map writes (watch delivery, informer, event loop; the bench's in-process API server included).`);
+    }
+    const rss = agents.map((a) => `${(a.rssAfterSync / MiB).toFixed(0)} MiB at ${fmtN(a.n)}`).join(', ');
+    const smallest = agents[0];
+    if (agents.some((a) => a.rssAfterSync > 150 * MiB)) {
+      out.push(`Memory: agent RSS ${rss} services (x ${cp.endpointsPerService} endpoints)${smallest && smallest.rssAfterSync > 100 * MiB ? `; even with ${smallest.n} service${smallest.n === 1 ? '' : 's'} it holds ${(smallest.rssAfterSync / MiB).toFixed(0)} MiB` : ''}.`);
+    }
+    const eng = cp.engine.find((e) => e.n === 10_000) ?? cp.engine.at(-1);
+    if (eng && eng.changeFullMs.p50 > 10) out.push(`With the file source (and on every periodic full resync) one change costs a full plan over all frontends: ${fmtDuration(eng.changeFullMs.p50)} at N=${fmtN(eng.n)}, plus re-reading every manifest; only the Kubernetes source syncs one Service at a time.`);
+    for (const a of cp.agent) if (!isAgentResult(a)) out.push(`The agent did not complete at N=${fmtN(a.n)}: ${a.skipped}.`);
+  }
+  for (const l of r.lb) {
+    if (l.maxOverMean > 1.1) out.push(`Load-balancing quality: with ${l.algorithm} selection a rolling update leaves the kept backend with ${(l.keptShare * 100).toFixed(0)}% of the connections (max/mean ${l.maxOverMean.toFixed(2)}) - the same imbalance as kube-proxy; a least-connections scheduler is needed to fix it.`);
+  }
+  return out;
+}
+
+export function summaryMarkdown(r: BenchResults, chartPath: string): string {
+  const m = r.machine;
+  const date = r.startedAt.slice(0, 10);
+  const behindList = behind(r);
+  return [
+    '## Benchmarks',
+    '',
+    `Measured by \`make bench\` (\`node bench/run.ts\`) on ${date}: ${m.cpuModel}, ${m.vcpus} vCPUs, ${m.memoryGiB} GiB, Linux ${m.kernel} (${m.os}), Node ${m.node}, ${m.iptables}, ${m.nft}. Load average ${m.loadavgAtStart.toFixed(2)} at the start and ${m.loadavgAtEnd.toFixed(2)} at the end of the run (${Math.round(r.durationS / 60)} min). Everything runs in network namespaces the bench creates; client and servers are pinned to one CPU; conntrack is flushed before each run. Ratios are within this one run.`,
+    '',
+    `![svcmap benchmarks](${chartPath})`,
+    '',
+    `Reproduce with \`make bench\` (${Math.max(1, Math.round(r.durationS / 60))} min here; \`make bench-smoke\` runs every part at tiny sizes in well under a minute). Raw numbers: \`bench/results/latest.json\`.`,
+    '',
+    '### Targets',
+    '',
+    targetsTable(r),
+    '',
+    '### Where svcmap is behind',
+    '',
+    ...(behindList.length ? behindList.map((b) => `- ${b}`) : ['- Nowhere in this run.']),
+    '',
+    '### Datapath',
+    '',
+    datapathTables(r),
+    '',
+    '### Control plane',
+    '',
+    controlPlaneTables(r),
+    '',
+    '### Load-balancing quality',
+    '',
+    lbTable(r),
+    ...(r.notes.length ? ['', '### Notes', '', ...r.notes.map((n) => `- ${n}`)] : []),
+    '',
+  ].join('\n');
+}

@@ -1,0 +1,85 @@
+// The shape of a bench run's results (bench/results/<timestamp>.json) and
+// the performance targets of DESIGN.md evaluated against them.
+import type { ControlPlaneResult } from './control-plane.ts';
+import type { AgentCpResult } from './cp-agent.ts';
+import { type DatapathPoint, isSkipped, type ModeResult } from './datapath.ts';
+import type { LbResult } from './lb-quality.ts';
+import type { Machine } from './machine.ts';
+
+export interface BenchResults {
+  schema: 'svcmap-bench/1';
+  mode: 'full' | 'smoke';
+  startedAt: string;
+  finishedAt: string;
+  durationS: number;
+  machine: Machine & { loadavgAtEnd: number };
+  config: Record<string, unknown>;
+  datapath: DatapathPoint[];
+  controlPlane: ControlPlaneResult | undefined;
+  lb: LbResult[];
+  targets: Target[];
+  notes: string[];
+}
+
+export interface Target {
+  what: string;
+  target: string;
+  measured: string;
+  /** undefined: not measurable in this run (e.g. smoke sizes). */
+  met: boolean | undefined;
+}
+
+export function isAgentResult(a: AgentCpResult | { n: number; skipped: string }): a is AgentCpResult {
+  return !('skipped' in a);
+}
+
+export function modeResult(p: DatapathPoint, mode: string): ModeResult | undefined {
+  const r = p.results.find((x) => x.mode === mode);
+  return r && !isSkipped(r) ? r : undefined;
+}
+
+const MiB = 2 ** 20;
+
+export function evaluateTargets(r: Pick<BenchResults, 'datapath' | 'controlPlane'>): Target[] {
+  const t: Target[] = [];
+  const ratios = r.datapath.flatMap((p) => {
+    const s = modeResult(p, 'svcmap');
+    return s?.vsDirect ? [{ n: p.n, perConn: s.vsDirect.perConn, p50: s.vsDirect.p50 }] : [];
+  });
+  if (ratios.length) {
+    t.push({
+      what: 'Datapath: svcmap vs direct to the pod, at every N',
+      target: '<= 1.05x',
+      measured: ratios.map((x) => `N=${x.n}: ${x.perConn.toFixed(3)}x/conn, p50 ${x.p50.toFixed(3)}x`).join('; '),
+      met: ratios.every((x) => x.perConn <= 1.05 && x.p50 <= 1.05),
+    });
+  }
+  const cp = r.controlPlane;
+  const agent10k = cp?.agent.filter(isAgentResult).find((a) => a.n === 10_000);
+  const engine10k = cp?.engine.find((e) => e.n === 10_000);
+  t.push({
+    what: `Full sync of 10k services x ${cp?.endpointsPerService ?? 10} endpoints`,
+    target: '< 1 s',
+    measured: agent10k
+      ? `agent "sync done" ${agent10k.fullSyncMs.toFixed(0)} ms (start -> synced ${(agent10k.startToSyncMs / 1000).toFixed(2)} s); engine in-process ${engine10k ? `${engine10k.fullSyncMs.toFixed(0)} ms` : 'n/a'}`
+      : 'not measured (N=10k not in this run)',
+    met: agent10k ? agent10k.fullSyncMs < 1000 : undefined,
+  });
+  const stream = cp?.agent.filter(isAgentResult).find((a) => a.stream)?.stream;
+  const streamN = cp?.agent.filter(isAgentResult).find((a) => a.stream)?.n;
+  t.push({
+    what: 'One EndpointSlice change reflected in the maps, p99',
+    target: '< 10 ms',
+    measured: stream?.p99
+      ? `network programming latency p99 ${(stream.p99.value * 1000).toFixed(2)} ms (bucket <= ${(stream.p99.bucketLe * 1000).toFixed(1)} ms), ${stream.changes} changes at ${stream.ratePerSec}/s, N=${streamN}`
+      : 'not measured',
+    met: stream?.p99 ? stream.p99.bucketLe <= 0.01 : undefined,
+  });
+  t.push({
+    what: `Agent RSS at 100k endpoints (10k services x ${cp?.endpointsPerService ?? 10})`,
+    target: '< 150 MiB',
+    measured: agent10k ? `${(agent10k.rssAfterSync / MiB).toFixed(0)} MiB after the sync, ${(agent10k.rssAfterChanges / MiB).toFixed(0)} MiB after the changes` : 'not measured (N=10k not in this run)',
+    met: agent10k ? Math.max(agent10k.rssAfterSync, agent10k.rssAfterChanges) < 150 * MiB : undefined,
+  });
+  return t;
+}

@@ -1,0 +1,282 @@
+// make bench / make bench-smoke: svcmap against kube-proxy's iptables and
+// nftables shapes, datapath and control plane, in one run, in network
+// namespaces this process creates (see lab/). Prints markdown tables and
+// writes <out>/<timestamp>.json, <out>/latest.json, <out>/chart.svg and
+// <out>/summary.md (default out: bench/results; --smoke: build/bench/smoke).
+//
+//   node bench/run.ts [--smoke] [--only datapath,lb,control] [--out DIR] [--budget-s S] [--cpu N]
+//                     [--datapath-sizes 1,1000,...] [--control-sizes 1,1000,...]
+//
+// Network safety: every address, route and rule lives in a lab namespace; the
+// kube-proxy-shaped rules are loaded with nsenter into lab namespaces only;
+// the agent's hooks attach to lab cgroups only. Everything is removed on exit,
+// on error and on Ctrl-C (the lab's teardown plus ours below).
+import { execFileSync } from 'node:child_process';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, rmdirSync, writeFileSync } from 'node:fs';
+import { loadavg, tmpdir } from 'node:os';
+import { join, relative } from 'node:path';
+import { parseArgs } from 'node:util';
+import { assertBuilt } from '../lab/agent-process.ts';
+import { Lab, registerTeardown, unregisterTeardown } from '../lab/index.ts';
+import { cleanupPins } from '../src/cli/cleanup.ts';
+import { Budget } from './budget.ts';
+import { chartSvg } from './chart.ts';
+import { BenchCluster } from './cluster.ts';
+import { type ControlPlaneResult, runControlPlane } from './control-plane.ts';
+import { type DatapathPoint, runDatapath } from './datapath.ts';
+import { type LbResult, runLbQuality } from './lb-quality.ts';
+import { describeMachine } from './machine.ts';
+import { buildNative, ROOT } from './native.ts';
+import { controlPlaneTables, datapathTables, lbTable, summaryMarkdown, targetsTable, behind } from './report.ts';
+import { type BenchResults, evaluateTargets } from './results.ts';
+
+const PIN_ROOT = '/sys/fs/bpf';
+const PIN_PREFIX = 'svcmap-bench-';
+
+interface Config {
+  mode: 'full' | 'smoke';
+  datapathSizes: number[];
+  reps: number;
+  durationMs: number;
+  warmupMs: number;
+  controlSizes: number[];
+  controlEndpoints: number;
+  engineReps: { partial: number; full: number };
+  agentChangeReps: number;
+  netfilterChangeReps: number;
+  stream: { n: number; changes: number; ratePerSec: number };
+  lb: { connections: number; trials: number };
+  budgetMs: number;
+  agentTimeoutMs: number;
+}
+
+const FULL: Config = {
+  mode: 'full',
+  datapathSizes: [1, 1000, 10_000, 100_000],
+  reps: 15,
+  durationMs: 1000,
+  warmupMs: 300,
+  controlSizes: [1, 1000, 10_000, 100_000],
+  controlEndpoints: 10,
+  engineReps: { partial: 200, full: 3 },
+  agentChangeReps: 30,
+  netfilterChangeReps: 3,
+  stream: { n: 10_000, changes: 1000, ratePerSec: 100 },
+  lb: { connections: 200, trials: 3 },
+  budgetMs: 300_000,
+  agentTimeoutMs: 600_000,
+};
+
+const SMOKE: Config = {
+  mode: 'smoke',
+  datapathSizes: [1, 100],
+  reps: 1,
+  durationMs: 200,
+  warmupMs: 50,
+  controlSizes: [1, 100],
+  controlEndpoints: 10,
+  engineReps: { partial: 5, full: 1 },
+  agentChangeReps: 3,
+  netfilterChangeReps: 1,
+  stream: { n: 100, changes: 20, ratePerSec: 100 },
+  lb: { connections: 20, trials: 2 },
+  budgetMs: 30_000,
+  agentTimeoutMs: 60_000,
+};
+
+const say = (s: string) => process.stdout.write(`${s}\n`);
+const log = (s: string) => process.stderr.write(`[bench ${new Date().toISOString().slice(11, 19)}] ${s}\n`);
+
+function ensureBpffs(): void {
+  try {
+    execFileSync('mountpoint', ['-q', PIN_ROOT]);
+  } catch {
+    execFileSync('mount', ['-t', 'bpf', 'bpf', PIN_ROOT]);
+  }
+}
+
+function removePinRoot(root: string): void {
+  if (!existsSync(root)) return;
+  for (const d of readdirSync(root)) {
+    try {
+      cleanupPins(join(root, d));
+    } catch {
+      /* best effort */
+    }
+  }
+  try {
+    rmdirSync(root);
+  } catch {
+    /* best effort */
+  }
+}
+
+/** Pin directories of bench runs whose lab is gone (a SIGKILLed run). */
+function sweepStalePins(): void {
+  for (const name of readdirSync(PIN_ROOT)) {
+    if (!name.startsWith(PIN_PREFIX)) continue;
+    if (existsSync(`/run/svcmap-lab/${name.slice(PIN_PREFIX.length)}.json`)) continue;
+    removePinRoot(join(PIN_ROOT, name));
+  }
+}
+
+function checkTools(): void {
+  for (const t of ['gcc', 'taskset', 'nsenter', 'iptables-restore', 'nft', 'ip']) {
+    try {
+      execFileSync('sh', ['-c', `command -v ${t}`], { stdio: 'ignore' });
+    } catch {
+      throw new Error(`the bench needs ${t} (make deps installs it)`);
+    }
+  }
+}
+
+function iptablesBackend(): string {
+  try {
+    const v = execFileSync('iptables-restore', ['--version'], { encoding: 'utf8' });
+    return /nf_tables/.test(v) ? 'nf_tables' : /legacy/.test(v) ? 'legacy' : v.trim();
+  } catch {
+    return 'unknown';
+  }
+}
+
+async function main(): Promise<void> {
+  const { values } = parseArgs({
+    options: {
+      smoke: { type: 'boolean', default: false },
+      only: { type: 'string' },
+      out: { type: 'string' },
+      'budget-s': { type: 'string' },
+      cpu: { type: 'string' },
+      'datapath-sizes': { type: 'string' },
+      'control-sizes': { type: 'string' },
+    },
+  });
+  if (process.getuid?.() !== 0) throw new Error('the bench needs root (network namespaces, cgroups, BPF, netfilter)');
+  const cfg: Config = { ...(values.smoke ? SMOKE : FULL) };
+  if (values['budget-s']) cfg.budgetMs = Number(values['budget-s']) * 1000;
+  const sizes = (v: string) => v.split(',').map((x) => {
+    const n = Number(x.trim().replace(/k$/i, '000'));
+    if (!Number.isInteger(n) || n < 1 || n > 400_000) throw new Error(`bad size ${x}`);
+    return n;
+  });
+  if (values['datapath-sizes']) cfg.datapathSizes = sizes(values['datapath-sizes']);
+  if (values['control-sizes']) {
+    cfg.controlSizes = sizes(values['control-sizes']);
+    if (!cfg.controlSizes.includes(cfg.stream.n)) cfg.stream = { ...cfg.stream, n: cfg.controlSizes.at(-1)! };
+  }
+  const only = new Set((values.only ?? 'datapath,lb,control').split(',').map((s) => s.trim()));
+  for (const o of only) if (!['datapath', 'lb', 'control'].includes(o)) throw new Error(`--only: unknown part ${o} (datapath, lb, control)`);
+  const outDir = values.out ?? (values.smoke ? join(ROOT, 'build', 'bench', 'smoke') : join(ROOT, 'bench', 'results'));
+  const cpu = values.cpu !== undefined ? Number(values.cpu) : (execFileSync('nproc', { encoding: 'utf8' }).trim() === '1' ? 0 : 1);
+
+  assertBuilt();
+  checkTools();
+  ensureBpffs();
+  sweepStalePins();
+  const bins = buildNative();
+  const machine = describeMachine();
+  const startedAt = new Date();
+  log(`${cfg.mode} run on ${machine.cpuModel}, ${machine.vcpus} vCPUs, Linux ${machine.kernel}; load average ${machine.loadavgAtStart.toFixed(2)}`);
+  if (machine.loadavgAtStart > 0.7) log('warning: the machine is busy (load average above 0.7): numbers will be noisier');
+
+  const lab = await Lab.create({ prefix: 'bn' });
+  const pinRoot = join(PIN_ROOT, `${PIN_PREFIX}${lab.id}`);
+  const workDir = mkdtempSync(join(tmpdir(), `svcmap-bench-${lab.id}-`));
+  mkdirSync(pinRoot, { recursive: true });
+  const teardown = {
+    emergency() {
+      removePinRoot(pinRoot);
+      rmSync(workDir, { recursive: true, force: true });
+    },
+  };
+  registerTeardown(teardown);
+
+  const budget = new Budget(cfg.budgetMs);
+  let datapath: DatapathPoint[] = [];
+  let lb: LbResult[] = [];
+  let controlPlane: ControlPlaneResult | undefined;
+  const notes: string[] = [
+    `iptables: \`iptables-restore\` here is the ${iptablesBackend()} backend, which is what kube-proxy would use on this host; its rules are kube-proxy's own layout and chain names (large-cluster mode above 1000 endpoints).`,
+    'nftables: kube-proxy\'s nftables-mode table (`ip kube-proxy`), chain names and delta transactions.',
+    `Operations predicted to take longer than ${Math.round(cfg.budgetMs / 1000)} s (from their growth at smaller N) are skipped and say so; one that runs past ${Math.round(budget.hardLimitMs / 1000)} s is killed.`,
+    'Conntrack is flushed in the client namespace before every datapath run (bench/ctflush.c: the ctnetlink flush that `conntrack -F` sends).',
+    'The datapath client (bench/client.c) opens one connection after another (SO_LINGER 0, so no TIME_WAIT), client and servers pinned to one CPU, the agent to the other; medians of interleaved runs.',
+    'The control plane\'s API server (lab/apiserver) runs inside the bench process: the agent\'s numbers through it include that server\'s own pauses (at 100k services it holds 200k objects).',
+  ];
+  let cluster: BenchCluster | undefined;
+  try {
+    if (only.has('datapath') || only.has('lb')) {
+      const maxN = only.has('datapath') ? Math.max(...cfg.datapathSizes) : 1;
+      cluster = new BenchCluster({
+        lab, bins, cpu,
+        maxServices: Math.ceil(maxN * 5 * 1.05) + 1024,
+        maxBackends: Math.ceil(maxN * 4 * 1.05) + 1024,
+        pinDir: join(pinRoot, 'datapath'),
+      });
+      await cluster.setup();
+      if (only.has('datapath')) {
+        datapath = await runDatapath(cluster, {
+          sizes: cfg.datapathSizes, reps: cfg.reps, durationMs: cfg.durationMs, warmupMs: cfg.warmupMs,
+          agentTimeoutMs: cfg.agentTimeoutMs, budget, workDir, log,
+        });
+      }
+      if (only.has('lb')) lb = await runLbQuality(cluster, { ...cfg.lb, agentTimeoutMs: cfg.agentTimeoutMs, log });
+      await cluster.destroy();
+      cluster = undefined;
+    }
+    if (only.has('control')) {
+      controlPlane = await runControlPlane({
+        lab, sizes: cfg.controlSizes, endpointsPerService: cfg.controlEndpoints, engineReps: cfg.engineReps,
+        agentChangeReps: cfg.agentChangeReps, netfilterChangeReps: cfg.netfilterChangeReps, stream: cfg.stream,
+        agentTimeoutMs: cfg.agentTimeoutMs, budget, workDir, pinRoot, log,
+      });
+    }
+  } finally {
+    await cluster?.destroy().catch((e: unknown) => log(`cleanup: ${String(e)}`));
+    removePinRoot(pinRoot);
+    rmSync(workDir, { recursive: true, force: true });
+    unregisterTeardown(teardown);
+    await lab.destroy();
+  }
+
+  const finishedAt = new Date();
+  const partial = { datapath, controlPlane };
+  const results: BenchResults = {
+    schema: 'svcmap-bench/1',
+    mode: cfg.mode,
+    startedAt: startedAt.toISOString(),
+    finishedAt: finishedAt.toISOString(),
+    durationS: (finishedAt.getTime() - startedAt.getTime()) / 1000,
+    machine: { ...machine, loadavgAtEnd: loadavg()[0] ?? 0 },
+    config: { ...cfg, only: [...only], cpu },
+    datapath,
+    controlPlane,
+    lb,
+    targets: evaluateTargets(partial),
+    notes,
+  };
+  mkdirSync(outDir, { recursive: true });
+  const stamp = results.startedAt.replace(/[:]/g, '-').replace(/\.\d+Z$/, 'Z');
+  const json = `${JSON.stringify(results, null, 2)}\n`;
+  writeFileSync(join(outDir, `${stamp}.json`), json);
+  writeFileSync(join(outDir, 'latest.json'), json);
+  writeFileSync(join(outDir, 'chart.svg'), chartSvg(results));
+  // The README lives at the repository root and embeds the chart by its path from there.
+  const chartRef = relative(ROOT, join(outDir, 'chart.svg'));
+  writeFileSync(join(outDir, 'summary.md'), summaryMarkdown(results, chartRef.startsWith('..') ? join(outDir, 'chart.svg') : chartRef));
+
+  say(`\n# svcmap bench (${cfg.mode}), ${results.startedAt}, ${Math.round(results.durationS)} s\n`);
+  say(`${machine.cpuModel}, ${machine.vcpus} vCPUs, Linux ${machine.kernel}, load average ${machine.loadavgAtStart.toFixed(2)} -> ${results.machine.loadavgAtEnd.toFixed(2)}\n`);
+  if (datapath.length) say(`## Datapath\n\n${datapathTables(results)}\n`);
+  if (controlPlane) say(`## Control plane\n\n${controlPlaneTables(results)}\n`);
+  if (lb.length) say(`## Load-balancing quality\n\n${lbTable(results)}\n`);
+  say(`## Targets\n\n${targetsTable(results)}\n`);
+  const b = behind(results);
+  say(`## Where svcmap is behind\n\n${b.length ? b.map((x) => `- ${x}`).join('\n') : '- nowhere in this run'}\n`);
+  say(`results: ${join(outDir, `${stamp}.json`)} (and latest.json), chart: ${join(outDir, 'chart.svg')}, README fragment: ${join(outDir, 'summary.md')}`);
+}
+
+main().catch((err: unknown) => {
+  process.stderr.write(`bench failed: ${(err as Error)?.stack ?? String(err)}\n`);
+  process.exitCode = 1;
+});

@@ -1,0 +1,67 @@
+// The services a benchmark programs: N ClusterIP services (TCP port 80 ->
+// 8080), each with E endpoints. Every address is a lab address: VIPs in
+// 10.96.0.0/12 (no route, no owner: only a translation makes them work),
+// filler endpoints in 10.128.0.0/10 (nothing answers them; they only make
+// the tables big), and the measured service - the last one programmed -
+// points at the real pods of the bench's node. The cluster CIDR (for
+// kube-proxy's masquerade rules) is 10.128.0.0/9, which holds them all.
+
+export const NAMESPACE = 'bench';
+export const SERVICE_CIDR = '10.96.0.0/12';
+export const CLUSTER_CIDR = '10.128.0.0/9';
+export const PORT = 80;
+export const TARGET_PORT = 8080;
+export const PORT_NAME = 'http';
+
+const FILLER_BASE = ipNum('10.128.0.0'); // .. 10.191.255.255: 4M addresses
+const CHANGE_BASE = ipNum('10.192.0.0'); // addresses that endpoint changes bring in
+
+export interface BenchService {
+  index: number;
+  name: string;
+  vip: string;
+  endpoints: string[];
+}
+
+export function ipNum(ip: string): number {
+  const p = ip.split('.').map(Number);
+  return ((p[0]! << 24) >>> 0) + (p[1]! << 16) + (p[2]! << 8) + p[3]!;
+}
+
+export function ipStr(n: number): string {
+  return [(n >>> 24) & 255, (n >>> 16) & 255, (n >>> 8) & 255, n & 255].join('.');
+}
+
+export function vipOf(i: number): string {
+  return ipStr(ipNum('10.96.0.0') + 1 + i);
+}
+
+export function serviceName(i: number): string {
+  return `svc-${i}`;
+}
+
+/**
+ * N services with `perService` endpoints; the last one's endpoints are
+ * `measured` (the real pods) when given.
+ */
+export function makeServices(n: number, perService: number, measured?: readonly string[]): BenchService[] {
+  if (n * perService > 4_000_000) throw new Error('too many endpoints for the filler range');
+  const out: BenchService[] = new Array(n);
+  for (let i = 0; i < n; i++) {
+    const endpoints = i === n - 1 && measured
+      ? [...measured]
+      : Array.from({ length: perService }, (_, k) => ipStr(FILLER_BASE + i * perService + k));
+    out[i] = { index: i, name: serviceName(i), vip: vipOf(i), endpoints };
+  }
+  return out;
+}
+
+/** A fresh address for the c-th endpoint change (never used by makeServices). */
+export function changedEndpoint(c: number): string {
+  return ipStr(CHANGE_BASE + (c % 4_000_000));
+}
+
+/** The service with its first endpoint replaced by a fresh address: one endpoint change. */
+export function withChangedEndpoint(s: BenchService, c: number): BenchService {
+  return { ...s, endpoints: [changedEndpoint(c), ...s.endpoints.slice(1)] };
+}

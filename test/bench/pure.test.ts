@@ -1,0 +1,91 @@
+// The bench's pure parts: kube-proxy's chain names, the rule generators, the
+// histogram quantiles, the time budget's predictions.
+import t from 'tap';
+import { diffHistogram, histogramQuantile, parseHistogram } from '../../bench/agent.ts';
+import { Budget } from '../../bench/budget.ts';
+import { iptablesFull, iptablesPartial, probability, staleSepChains } from '../../bench/iptables.ts';
+import { base32, iptSepChain, iptSvcChain, nftEpChain, nftSvcChain } from '../../bench/kubehash.ts';
+import { nftDelta, nftFull } from '../../bench/nftables.ts';
+import type { LineFile } from '../../bench/textfile.ts';
+import { makeServices, vipOf, withChangedEndpoint } from '../../bench/workload.ts';
+
+function lines(gen: (o: LineFile) => void): string[] {
+  const out: string[] = [];
+  gen({ line: (s: string) => out.push(s) } as unknown as LineFile);
+  return out;
+}
+
+t.test('chain names are kube-proxy\'s (values from its own unit tests)', async (t) => {
+  t.equal(base32(Buffer.from('foobar')), 'MZXW6YTBOI');
+  t.equal(iptSvcChain('ns1/svc1:p80', 'tcp'), 'KUBE-SVC-XPGD46QRK7WJZT7O');
+  t.equal(iptSepChain('ns1/svc1:p80', 'tcp', '10.180.0.1:80'), 'KUBE-SEP-SXIVWICOYRO3J4NJ');
+  t.equal(nftSvcChain('ns1', 'svc1', 'tcp', 'p80'), 'service-ULMVA6XW-ns1/svc1/tcp/p80');
+  t.equal(nftEpChain('ns1', 'svc1', 'tcp', 'p80', '10.180.0.1', 80), 'endpoint-5OJB2KTY-ns1/svc1/tcp/p80__10.180.0.1/80');
+});
+
+t.test('iptables: the probability cascade and the last service', async (t) => {
+  t.same([4, 3, 2].map(probability), ['0.2500000000', '0.3333333333', '0.5000000000']);
+  const svcs = makeServices(3, 4, ['10.244.0.11', '10.244.0.12', '10.244.0.13', '10.244.0.14']);
+  t.equal(svcs[2]!.vip, vipOf(2));
+  const rules = lines((o) => iptablesFull(o, svcs));
+  t.equal(rules.filter((l) => l.startsWith('-A KUBE-SERVICES') && l.includes('--dport 80')).length, 3);
+  const svc = rules.filter((l) => l.startsWith(`-A ${iptSvcChain('bench/svc-2:http', 'tcp')}`));
+  t.equal(svc.length, 5, 'masquerade rule + 4 endpoint jumps');
+  t.match(svc[1]!, /--probability 0\.2500000000 -j KUBE-SEP-/);
+  t.notMatch(svc[4]!, /statistic/, 'the last endpoint takes the rest');
+  t.ok(rules.some((l) => l.includes('-j DNAT --to-destination 10.244.0.14:8080')));
+  t.equal(rules.at(-1), 'COMMIT');
+  t.ok(rules.some((l) => l.includes('-m comment --comment "bench/svc-0:http -> ')), 'comments below 1000 endpoints');
+  t.notOk(lines((o) => iptablesFull(o, makeServices(300, 4))).some((l) => l.includes(' -> ')), 'large-cluster mode drops them');
+
+  const next = withChangedEndpoint(svcs[1]!, 7);
+  const stale = staleSepChains(svcs[1]!, next);
+  t.equal(stale.length, 1);
+  const changed = [svcs[0]!, next, svcs[2]!];
+  const partial = lines((o) => iptablesPartial(o, changed, new Set([1]), stale));
+  t.ok(partial.includes(`-X ${stale[0]}`), 'the stale KUBE-SEP is deleted');
+  t.equal(partial.filter((l) => l.startsWith('-A KUBE-SERVICES') && l.includes('--dport 80')).length, 3, 'KUBE-SERVICES in full');
+  t.notOk(partial.some((l) => l.startsWith(`-A ${iptSvcChain('bench/svc-0:http', 'tcp')}`)), 'unchanged service chains are not rewritten');
+});
+
+t.test('nftables: verdict map, numgen, delta', async (t) => {
+  const svcs = makeServices(2, 3);
+  const full = lines((o) => nftFull(o, svcs));
+  t.ok(full.includes('add rule ip kube-proxy services ip daddr . meta l4proto . th dport vmap @service-ips'));
+  t.ok(full.some((l) => /numgen random mod 3 vmap \{ 0 : goto endpoint-\S+ , 1 : goto endpoint-\S+ , 2 : goto endpoint-\S+ \}$/.test(l)));
+  t.ok(full.some((l) => l.startsWith(`add element ip kube-proxy service-ips { ${vipOf(1)} . tcp . 80 : goto service-`)));
+  const next = withChangedEndpoint(svcs[0]!, 1);
+  const delta = lines((o) => nftDelta(o, svcs[0]!, next));
+  t.match(delta[0]!, /^add chain ip kube-proxy endpoint-/);
+  t.ok(delta.some((l) => l.startsWith('flush chain ip kube-proxy service-')));
+  t.match(delta.at(-1)!, /^delete chain ip kube-proxy endpoint-.*__10\.128\.0\.0\/8080$/);
+});
+
+t.test('histogram quantiles as Prometheus interpolates them', async (t) => {
+  const text = [
+    'x_bucket{le="0.001"} 50', 'x_bucket{le="0.01"} 99', 'x_bucket{le="0.1"} 100', 'x_bucket{le="+Inf"} 100', 'x_sum 0.3', 'x_count 100',
+  ].join('\n');
+  const h = parseHistogram(text, 'x');
+  t.equal(h.count, 100);
+  t.same(histogramQuantile(h, 0.5), { value: 0.001, bucketLe: 0.001 });
+  t.equal(histogramQuantile(h, 0.99)!.bucketLe, 0.01);
+  const d = diffHistogram(h, parseHistogram('x_bucket{le="0.001"} 50\nx_bucket{le="0.01"} 50\nx_bucket{le="0.1"} 50\nx_bucket{le="+Inf"} 50\nx_count 50', 'x'));
+  t.equal(d.count, 50);
+  t.equal(histogramQuantile(d, 0.5)!.bucketLe, 0.01, 'only what happened in between');
+  t.equal(histogramQuantile(parseHistogram('', 'x'), 0.5), undefined);
+});
+
+t.test('budget: skips what would take too long, at least quadratic growth', async (t) => {
+  const b = new Budget(100_000, 200_000);
+  t.same(b.attempt('op', 1000), { run: true });
+  b.record('op', 1, 5);
+  b.record('op', 1000, 100);
+  t.equal(b.predict('op', 10_000), 10_000, 'quadratic from one point');
+  t.equal(b.attempt('op', 10_000).run, true);
+  b.record('op', 10_000, 50_000);
+  const a = b.attempt('op', 100_000);
+  t.equal(a.run, false);
+  t.match(a.reason, /predicted .* over the/);
+  b.kill('other', 10);
+  t.match(b.attempt('other', 1).reason, /did not finish/);
+});

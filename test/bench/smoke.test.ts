@@ -1,0 +1,105 @@
+// make bench-smoke, as a test: runs `node bench/run.ts --smoke` (tiny sizes,
+// every code path: the C client and server, svcmap, kube-proxy's iptables
+// and nftables shapes, the sync engine, the agent with the Kubernetes source
+// and its latency metric, the rolling-update scenario, the report and the
+// chart) into a temporary directory and checks the shape of what it wrote.
+// Timings are never asserted: this is a shared 2-vCPU VM.
+import { spawn } from 'node:child_process';
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import t from 'tap';
+import { helperEnv } from '../../lab/processes.ts';
+import type { BenchResults } from '../../bench/results.ts';
+
+const RUN = fileURLToPath(new URL('../../bench/run.ts', import.meta.url));
+
+function runSmoke(out: string): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  return new Promise((resolve) => {
+    const child = spawn(process.execPath, ['--disable-warning=ExperimentalWarning', RUN, '--smoke', '--out', out], { env: helperEnv(), stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.setEncoding('utf8').on('data', (d: string) => { stdout += d; });
+    child.stderr.setEncoding('utf8').on('data', (d: string) => { stderr += d; });
+    // tap's timeout signal reaches us, not the child: take it down with us.
+    const kill = () => child.kill('SIGTERM');
+    process.once('exit', kill);
+    child.on('close', (code) => {
+      process.off('exit', kill);
+      resolve({ code, stdout, stderr });
+    });
+  });
+}
+
+t.test('bench --smoke runs every part and writes results, chart and summary', { timeout: 200_000 }, async (t) => {
+  const out = mkdtempSync(join(tmpdir(), 'svcmap-bench-smoke-'));
+  t.teardown(() => rmSync(out, { recursive: true, force: true }));
+  const r = await runSmoke(out);
+  t.equal(r.code, 0, `exit code 0; stderr tail:\n${r.stderr.slice(-3000)}`);
+  if (r.code !== 0) return;
+
+  const files = readdirSync(out);
+  t.ok(files.includes('latest.json'), 'latest.json');
+  t.ok(files.some((f) => /^\d{4}-\d\d-\d\dT.*Z\.json$/.test(f)), 'a timestamped results file');
+  t.ok(files.includes('chart.svg') && files.includes('summary.md'), 'chart.svg and summary.md');
+
+  const res = JSON.parse(readFileSync(join(out, 'latest.json'), 'utf8')) as BenchResults;
+  t.equal(res.schema, 'svcmap-bench/1');
+  t.equal(res.mode, 'smoke');
+  t.match(res.machine, { cpuModel: String, kernel: String, vcpus: Number });
+
+  t.same(res.datapath.map((p) => p.n), [1, 100], 'datapath at N = 1 and 100');
+  for (const p of res.datapath) {
+    t.same(p.results.map((m) => m.mode), ['direct', 'svcmap', 'iptables', 'nftables'], `N=${p.n}: every mode reported`);
+    for (const m of p.results) {
+      t.notOk('skipped' in m, `N=${p.n} ${m.mode} ran (smoke sizes are far below the budget)`);
+      if ('skipped' in m) continue;
+      t.ok(m.connPerSec > 0 && m.p50Us > 0 && m.p99Us >= m.p50Us, `N=${p.n} ${m.mode}: rate and latencies`);
+      t.ok(m.runs.every((run) => run.ok > 0), `N=${p.n} ${m.mode}: connections succeeded`);
+      if (m.mode !== 'direct') t.ok(m.vsDirect && m.vsDirect.perConn > 0, `N=${p.n} ${m.mode}: ratio to direct`);
+    }
+    t.ok(p.programming.svcmap && p.programming.iptables && p.programming.nftables, `N=${p.n}: programming times`);
+  }
+  const ipt = res.datapath[1]!.results.find((m) => m.mode === 'iptables');
+  t.ok(ipt && !('skipped' in ipt) && ipt.runs.some((run) => run.conntrackFlushed >= 0), 'conntrack is in use (and flushed) in the iptables namespace');
+
+  const cp = res.controlPlane!;
+  t.ok(cp, 'control plane ran');
+  t.same(cp.engine.map((e) => e.n), [1, 100]);
+  t.same(cp.engine.map((e) => e.entries.services), [11, 1100], 'engine: a master and 10 slots per service');
+  t.same(cp.agent.map((a) => a.n), [1, 100]);
+  for (const a of cp.agent) {
+    t.notOk('skipped' in a, `agent ran at N=${a.n}`);
+    if ('skipped' in a) continue;
+    t.ok(a.fullSyncMs >= 0 && a.startToSyncMs > 0 && a.rssAfterSync > 0, `agent N=${a.n}: sync, start and RSS`);
+    t.equal(a.change.reps, 3, `agent N=${a.n}: single changes`);
+  }
+  const streamed = cp.agent.find((a) => !('skipped' in a) && a.stream);
+  t.ok(streamed && !('skipped' in streamed) && streamed.stream!.observed >= 1 && streamed.stream!.p99, 'the latency metric observed the stream');
+  for (const p of cp.netfilter) {
+    for (const [name, o] of Object.entries({ ...p.iptables, ...p.nftables })) {
+      if (typeof o === 'number') continue;
+      t.ok('ms' in o, `N=${p.n} ${name} measured${'skipped' in o ? `: ${o.skipped}` : ''}`);
+    }
+  }
+
+  t.equal(res.lb.length, 1, 'one load-balancing row (random)');
+  t.equal(res.lb[0]!.trials.length, 2, 'two trials (the second starts where the first ended)');
+  const trial = res.lb[0]!.trials[0]!;
+  t.equal(Object.values(trial.after).reduce((a, b) => a + b, 0), res.lb[0]!.connections, 'every connection is open again after the rolling update');
+  t.notOk(trial.replaced in trial.after, 'nothing is left on the replaced backend');
+
+  t.ok(res.targets.length >= 4, 'targets evaluated');
+  const svg = readFileSync(join(out, 'chart.svg'), 'utf8');
+  t.match(svg, /^<svg [^>]*xmlns="http:\/\/www\.w3\.org\/2000\/svg"/);
+  t.match(svg, /Datapath: connections per second/);
+  t.match(svg, /One endpoint change/);
+  t.ok((svg.match(/<path /g) ?? []).length >= 8, 'lines drawn');
+  const md = readFileSync(join(out, 'summary.md'), 'utf8');
+  t.match(md, /## Benchmarks/);
+  t.match(md, /Linux \S+/);
+  t.match(md, /### Where svcmap is behind/);
+  t.match(md, /\| N services \| direct to pod \| svcmap \| kube-proxy iptables \| kube-proxy nftables \|/);
+  t.match(r.stdout, /## Datapath/);
+});
