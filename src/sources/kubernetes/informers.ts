@@ -3,7 +3,8 @@
 // another proxy, and headless Services' slices, are filtered at the API
 // server, as kube-proxy does. Each informer reports when its first list has
 // been delivered, so the agent prunes nothing before it has seen everything.
-import { CoreV1Api, DiscoveryV1Api, type KubeConfig, type KubernetesObject, ListWatch, Watch } from '@kubernetes/client-node';
+import { type KubeConfig, type KubernetesObject, ListWatch, Watch } from '@kubernetes/client-node';
+import { listAll } from './list.ts';
 
 export type InformerKind = 'Service' | 'EndpointSlice' | 'Node';
 
@@ -32,24 +33,22 @@ interface Spec {
 }
 
 export function makeInformers(kc: KubeConfig, nodeName: string | undefined, h: InformerHandlers): RunningInformer[] {
-  const core = kc.makeApiClient(CoreV1Api);
-  const discovery = kc.makeApiClient(DiscoveryV1Api);
   const watch = new Watch(kc);
   const specs: Spec[] = [
     {
       kind: 'Service', apiVersion: 'v1', path: '/api/v1/services', labelSelector: NOT_OTHER_PROXY,
-      list: () => core.listServiceForAllNamespaces({ labelSelector: NOT_OTHER_PROXY }) as never,
+      list: () => listAll(kc, '/api/v1/services', { labelSelector: NOT_OTHER_PROXY }),
     },
     {
       kind: 'EndpointSlice', apiVersion: 'discovery.k8s.io/v1', path: '/apis/discovery.k8s.io/v1/endpointslices',
       labelSelector: `${NOT_OTHER_PROXY},${NOT_HEADLESS}`,
-      list: () => discovery.listEndpointSliceForAllNamespaces({ labelSelector: `${NOT_OTHER_PROXY},${NOT_HEADLESS}` }) as never,
+      list: () => listAll(kc, '/apis/discovery.k8s.io/v1/endpointslices', { labelSelector: `${NOT_OTHER_PROXY},${NOT_HEADLESS}` }),
     },
   ];
   if (nodeName) {
     specs.push({
       kind: 'Node', apiVersion: 'v1', path: '/api/v1/nodes', fieldSelector: `metadata.name=${nodeName}`,
-      list: () => core.listNode({ fieldSelector: `metadata.name=${nodeName}` }) as never,
+      list: () => listAll(kc, '/api/v1/nodes', { fieldSelector: `metadata.name=${nodeName}` }),
     });
   }
   return specs.map((s) => {

@@ -102,7 +102,8 @@ export class KubernetesSource {
 
   #upsert(kind: InformerKind, raw: KubernetesObject): void {
     this.#failures.delete(kind); // events flow again: the next failure starts the back-off afresh
-    const plain = JSON.parse(JSON.stringify(raw)) as unknown; // class instances and Dates -> the wire shape
+    // Both the list (raw JSON, see list.ts) and the watch deliver plain objects.
+    const plain = raw as unknown;
     const r = validateObject(plain, 'api');
     if (!r.ok) {
       this.#removeById(kind, identify(plain));
