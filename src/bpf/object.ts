@@ -32,7 +32,10 @@ export class BpfObject {
 
   static open(path: string, objectName?: string): BpfObject {
     if (!existsSync(path)) throw new Error(`BPF object ${path} does not exist`);
-    const logBuf = Buffer.alloc(LOG_SIZE);
+    // Not zero-filled: untouched pages cost no memory, and the kernel writes only
+    // on a failed load (NUL-terminated; the first byte is cleared for the no-log case).
+    const logBuf = Buffer.allocUnsafeSlow(LOG_SIZE);
+    logBuf[0] = 0;
     takeLibbpfLog();
     const handle = native().open(path, objectName ?? null, logBuf, logBuf.length, 0) as Ptr | null;
     if (!handle) {

@@ -57,6 +57,22 @@ export class TypedMap<K, V> {
     this.raw.updateBatch(keys, values, n);
   }
 
+  /**
+   * Writes n entries produced one at a time by at(i), which may return the
+   * same (mutated) objects each time: no per-entry allocation for big batches.
+   */
+  putEach(n: number, at: (i: number) => readonly [K, V]): void {
+    if (n === 0) return;
+    const keys = Buffer.alloc(n * this.#keySize);
+    const values = Buffer.alloc(n * this.#valueSize);
+    for (let i = 0; i < n; i++) {
+      const [k, v] = at(i);
+      this.spec.key.encode(k, keys, i * this.#keySize);
+      this.spec.value.encode(v, values, i * this.#valueSize);
+    }
+    this.raw.updateBatch(keys, values, n);
+  }
+
   deleteMany(keys: readonly K[]): void {
     const n = keys.length;
     if (n === 0) return;

@@ -2,13 +2,15 @@
 // syscall per map. Stops at the first failure: every earlier phase is whole,
 // so the maps stay consistent for readers, and the caller re-reads them.
 import type { BackendValue, RevNatValue, SrcRangeKey, SvcKey, SvcValue } from '../maps/codecs.ts';
-import type { Plan } from './plan.ts';
+import type { Plan, SlotWrite } from './plan.ts';
 
 /** The writes the sync engine makes; the real one is DatapathMaps, tests may record. */
 export interface MapWriter {
   putBackends(entries: ReadonlyArray<readonly [number, BackendValue]>): void;
   putRevNat(entries: ReadonlyArray<readonly [number, RevNatValue]>): void;
   putServices(entries: ReadonlyArray<readonly [SvcKey, SvcValue]>): void;
+  /** Backend slots (services map entries with slot > 0). */
+  putSlots(slots: readonly SlotWrite[]): void;
   putSrcRanges(keys: readonly SrcRangeKey[]): void;
   deleteSrcRanges(keys: readonly SrcRangeKey[]): void;
   deleteServices(keys: readonly SvcKey[]): void;
@@ -35,7 +37,7 @@ export function applyPlan(plan: Plan, w: MapWriter): void {
     ['backends', () => w.putBackends(plan.backendUpserts)],
     ['revnat', () => w.putRevNat(plan.revNatUpserts)],
     ['source-ranges', () => w.putSrcRanges(plan.srcRangeUpserts)],
-    ['slots', () => w.putServices(plan.slotUpserts)],
+    ['slots', () => w.putSlots(plan.slotUpserts)],
     ['masters', () => w.putServices(plan.masterUpserts)],
     ['removed-masters', () => w.deleteServices(plan.masterDeletes)],
     ['stale-slots', () => w.deleteServices(plan.slotDeletes)],

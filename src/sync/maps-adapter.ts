@@ -3,7 +3,7 @@
 import type { BackendValue, RevNatValue, SrcRangeKey, SvcKey, SvcValue } from '../maps/codecs.ts';
 import type { DatapathMaps } from '../maps/datapath-maps.ts';
 import type { MapWriter } from './apply.ts';
-import type { Capacity } from './plan.ts';
+import type { Capacity, SlotWrite } from './plan.ts';
 import type { MapSource } from './syncer.ts';
 import { type MapState, stateFromEntries } from './state.ts';
 
@@ -26,6 +26,21 @@ export class MapsAdapter implements MapSource, MapWriter {
   putBackends(entries: ReadonlyArray<readonly [number, BackendValue]>): void { this.maps.backends.putMany(entries); }
   putRevNat(entries: ReadonlyArray<readonly [number, RevNatValue]>): void { this.maps.revNat.putMany(entries); }
   putServices(entries: ReadonlyArray<readonly [SvcKey, SvcValue]>): void { this.maps.services.putMany(entries); }
+  putSlots(slots: readonly SlotWrite[]): void {
+    const k: SvcKey = { addr: '', port: 0, proto: 0, scope: 0, slot: 0 };
+    const v: SvcValue = { backend_id: 0, rev_nat_id: 0, count: 0, flags: 0, algorithm: 0, affinity_timeout: 0 };
+    const entry = [k, v] as const;
+    this.maps.services.putEach(slots.length, (i) => {
+      const s = slots[i]!;
+      k.addr = s.key.addr;
+      k.port = s.key.port;
+      k.proto = s.key.proto;
+      k.scope = s.key.scope;
+      k.slot = s.slot;
+      v.backend_id = s.backendId;
+      return entry;
+    });
+  }
   deleteServices(keys: readonly SvcKey[]): void { this.maps.services.deleteMany(keys); }
   putSrcRanges(keys: readonly SrcRangeKey[]): void {
     if (keys.length && !this.maps.srcRange) throw new Error('loadBalancerSourceRanges need the tc datapath\'s svcmap_srcrng map, which is not loaded');

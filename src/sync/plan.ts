@@ -21,7 +21,8 @@ export interface Plan {
   backendUpserts: Array<[number, BackendValue]>;
   revNatUpserts: Array<[number, RevNatValue]>;
   srcRangeUpserts: SrcRangeKey[];
-  slotUpserts: Array<[SvcKey, SvcValue]>;
+  /** Backend slots to write: compact, as there is one per backend of every frontend. */
+  slotUpserts: SlotWrite[];
   masterUpserts: Array<[SvcKey, SvcValue]>;
   masterDeletes: SvcKey[];
   slotDeletes: SvcKey[];
@@ -44,6 +45,12 @@ export interface Plan {
   changed: string[];
   /** Frontends left as they were because a map is full, with the reason. */
   deferred: Array<{ id: string; label: string; reason: string }>;
+}
+
+export interface SlotWrite {
+  key: FrontendState['key'];
+  slot: number;
+  backendId: number;
 }
 
 export interface Capacity {
@@ -203,7 +210,7 @@ export function planSync(current: MapState, targets: readonly FrontendTarget[], 
     let changed = false;
     for (let i = 0; i < newSlots.length; i++) {
       if (oldSlots[i] !== newSlots[i]) {
-        plan.slotUpserts.push([svcKey(t, i + 1), { backend_id: newSlots[i]!, rev_nat_id: 0, count: 0, flags: 0, algorithm: 0, affinity_timeout: 0 }]);
+        plan.slotUpserts.push({ key: t.key, slot: i + 1, backendId: newSlots[i]! });
         changed = true;
       }
     }

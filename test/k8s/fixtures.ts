@@ -24,7 +24,7 @@ import type { Problem } from '../../src/model/types.ts';
 import { KubernetesSource } from '../../src/sources/kubernetes/source.ts';
 import type { MapWriter } from '../../src/sync/apply.ts';
 import { MapsAdapter } from '../../src/sync/maps-adapter.ts';
-import type { Capacity } from '../../src/sync/plan.ts';
+import type { Capacity, SlotWrite } from '../../src/sync/plan.ts';
 import type { MapState } from '../../src/sync/state.ts';
 import { type MapSource, type SyncReport, Syncer } from '../../src/sync/syncer.ts';
 import type { FrontendTarget } from '../../src/sync/targets.ts';
@@ -52,6 +52,7 @@ class Recorder implements MapSource, MapWriter {
   putBackends(e: ReadonlyArray<readonly [number, BackendValue]>) { this.real.putBackends(e); this.mirror.putBackends(e); }
   putRevNat(e: ReadonlyArray<readonly [number, RevNatValue]>) { this.real.putRevNat(e); this.mirror.putRevNat(e); }
   putServices(e: ReadonlyArray<readonly [SvcKey, SvcValue]>) { this.real.putServices(e); this.mirror.putServices(e); }
+  putSlots(s: readonly SlotWrite[]) { this.real.putSlots(s); this.mirror.putSlots(s); }
   putSrcRanges(k: readonly SrcRangeKey[]) { this.real.putSrcRanges(k); this.mirror.putSrcRanges(k); }
   deleteSrcRanges(k: readonly SrcRangeKey[]) { this.real.deleteSrcRanges(k); this.mirror.deleteSrcRanges(k); }
   deleteServices(k: readonly SvcKey[]) { this.real.deleteServices(k); this.mirror.deleteServices(k); }

@@ -2,7 +2,7 @@
 // time so that tests can look at every intermediate state a reader could see.
 import type { BackendValue, RevNatValue, SrcRangeKey, SvcKey, SvcValue } from '../../src/maps/codecs.ts';
 import type { MapWriter } from '../../src/sync/apply.ts';
-import type { Capacity } from '../../src/sync/plan.ts';
+import type { Capacity, SlotWrite } from '../../src/sync/plan.ts';
 import type { MapSource } from '../../src/sync/syncer.ts';
 import { type MapState, stateFromEntries } from '../../src/sync/state.ts';
 import type { FrontendTarget } from '../../src/sync/targets.ts';
@@ -35,6 +35,9 @@ export class MemoryMaps implements MapSource, MapWriter {
   }
   putServices(e: ReadonlyArray<readonly [SvcKey, SvcValue]>) {
     for (const [k, v] of e) { this.services.set(sk(k), [{ ...k }, { ...v }]); this.#check(this.services.size, this.cap.services, 'services'); this.#w(`svc+${sk(k)}`); }
+  }
+  putSlots(slots: readonly SlotWrite[]) {
+    this.putServices(slots.map((s) => [{ ...s.key, slot: s.slot }, { backend_id: s.backendId, rev_nat_id: 0, count: 0, flags: 0, algorithm: 0, affinity_timeout: 0 }] as const));
   }
   putSrcRanges(keys: readonly SrcRangeKey[]) {
     for (const k of keys) { this.srcRanges.set(rk(k), { ...k }); this.#w(`range+${rk(k)}`); }
