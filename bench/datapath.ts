@@ -9,7 +9,7 @@ import { fmtDuration, type Budget } from './budget.ts';
 import { BACKEND_IPS, type BenchCluster } from './cluster.ts';
 import { NetfilterNs, TimeoutError } from './netfilter.ts';
 import { runProgram } from './proc.ts';
-import { median } from './stats.ts';
+import { median, pairedMedianRatio } from './stats.ts';
 import { PORT, TARGET_PORT, makeServices } from './workload.ts';
 
 export const MODES = ['direct', 'svcmap', 'iptables', 'nftables'] as const;
@@ -32,7 +32,11 @@ export interface ModeResult {
   connPerSec: number;
   p50Us: number;
   p99Us: number;
-  /** Cost relative to direct: time per connection (direct conn/s / this conn/s), p50 and p99 latency ratios. */
+  /**
+   * Cost relative to direct: time per connection (direct conn/s / this
+   * conn/s), p50 and p99 latency ratios, each the median over the rounds of
+   * the ratio within one round (see vsDirect()).
+   */
   vsDirect?: { perConn: number; p50: number; p99: number };
   runs: ClientRun[];
 }
@@ -127,7 +131,7 @@ export async function runDatapath(c: BenchCluster, o: DatapathOptions): Promise<
         continue;
       }
       const s = summarize(mode, rs);
-      if (mode !== 'direct') s.vsDirect = { perConn: direct.connPerSec / s.connPerSec, p50: s.p50Us / direct.p50Us, p99: s.p99Us / direct.p99Us };
+      if (mode !== 'direct') s.vsDirect = vsDirect(direct.runs, rs);
       point.results.push(s);
     }
     for (const r of point.results) {
@@ -147,6 +151,15 @@ function summarize(mode: Mode, runs: ClientRun[]): ModeResult {
     p50Us: median(runs.map((r) => r.connectUs.p50)),
     p99Us: median(runs.map((r) => r.connectUs.p99)),
     runs,
+  };
+}
+
+/** Ratios to direct, paired by round: runs[i] of every mode ran in round i. */
+export function vsDirect(direct: readonly ClientRun[], runs: readonly ClientRun[]): NonNullable<ModeResult['vsDirect']> {
+  return {
+    perConn: pairedMedianRatio(direct.map((r) => r.connPerSec), runs.map((r) => r.connPerSec)),
+    p50: pairedMedianRatio(runs.map((r) => r.connectUs.p50), direct.map((r) => r.connectUs.p50)),
+    p99: pairedMedianRatio(runs.map((r) => r.connectUs.p99), direct.map((r) => r.connectUs.p99)),
   };
 }
 

@@ -6,13 +6,14 @@
 //
 //   node bench/run.ts [--smoke] [--only datapath,lb,control] [--out DIR] [--budget-s S] [--cpu N]
 //                     [--datapath-sizes 1,1000,...] [--control-sizes 1,1000,...]
+//   node bench/run.ts --render [--out DIR]   chart and summary again from <out>/latest.json, no measuring
 //
 // Network safety: every address, route and rule lives in a lab namespace; the
 // kube-proxy-shaped rules are loaded with nsenter into lab namespaces only;
 // the agent's hooks attach to lab cgroups only. Everything is removed on exit,
 // on error and on Ctrl-C (the lab's teardown plus ours below).
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, rmdirSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, rmdirSync, writeFileSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
 import { parseArgs } from 'node:util';
@@ -143,6 +144,7 @@ async function main(): Promise<void> {
   const { values } = parseArgs({
     options: {
       smoke: { type: 'boolean', default: false },
+      render: { type: 'boolean', default: false },
       only: { type: 'string' },
       out: { type: 'string' },
       'budget-s': { type: 'string' },
@@ -151,6 +153,13 @@ async function main(): Promise<void> {
       'control-sizes': { type: 'string' },
     },
   });
+  const outDir = values.out ?? (values.smoke ? join(ROOT, 'build', 'bench', 'smoke') : join(ROOT, 'bench', 'results'));
+  if (values.render) {
+    const results = JSON.parse(readFileSync(join(outDir, 'latest.json'), 'utf8')) as BenchResults;
+    writeReport({ ...results, targets: evaluateTargets(results) }, outDir);
+    say(`rendered ${join(outDir, 'summary.md')} and chart.svg from ${join(outDir, 'latest.json')}`);
+    return;
+  }
   if (process.getuid?.() !== 0) throw new Error('the bench needs root (network namespaces, cgroups, BPF, netfilter)');
   const cfg: Config = { ...(values.smoke ? SMOKE : FULL) };
   if (values['budget-s']) cfg.budgetMs = Number(values['budget-s']) * 1000;
@@ -166,7 +175,6 @@ async function main(): Promise<void> {
   }
   const only = new Set((values.only ?? 'datapath,lb,control').split(',').map((s) => s.trim()));
   for (const o of only) if (!['datapath', 'lb', 'control'].includes(o)) throw new Error(`--only: unknown part ${o} (datapath, lb, control)`);
-  const outDir = values.out ?? (values.smoke ? join(ROOT, 'build', 'bench', 'smoke') : join(ROOT, 'bench', 'results'));
   const cpu = values.cpu !== undefined ? Number(values.cpu) : (execFileSync('nproc', { encoding: 'utf8' }).trim() === '1' ? 0 : 1);
 
   assertBuilt();
@@ -200,7 +208,7 @@ async function main(): Promise<void> {
     'nftables: kube-proxy\'s nftables-mode table (`ip kube-proxy`), chain names and delta transactions.',
     `Operations predicted to take longer than ${Math.round(cfg.budgetMs / 1000)} s (from their growth at smaller N) are skipped and say so; one that runs past ${Math.round(budget.hardLimitMs / 1000)} s is killed.`,
     'Conntrack is flushed in the client namespace before every datapath run (bench/ctflush.c: the ctnetlink flush that `conntrack -F` sends).',
-    'The datapath client (bench/client.c) opens one connection after another (SO_LINGER 0, so no TIME_WAIT), client and servers pinned to one CPU, the agent to the other; medians of interleaved runs.',
+    'The datapath client (bench/client.c) opens one connection after another (SO_LINGER 0, so no TIME_WAIT), client and servers pinned to one CPU, the agent to the other. Each mode runs once per round, back to back, the order rotating; the absolute numbers are medians over the rounds, and each ratio to direct is the median over the rounds of the ratio within a round, so that the VM\'s slow and fast phases (its rates jump between two levels for seconds at a time) do not decide a ratio.',
     'The control plane\'s API server (lab/apiserver) runs inside the bench process: the agent\'s numbers through it include that server\'s own pauses (at 100k services it holds 200k objects).',
   ];
   let cluster: BenchCluster | undefined;
@@ -260,10 +268,7 @@ async function main(): Promise<void> {
   const json = `${JSON.stringify(results, null, 2)}\n`;
   writeFileSync(join(outDir, `${stamp}.json`), json);
   writeFileSync(join(outDir, 'latest.json'), json);
-  writeFileSync(join(outDir, 'chart.svg'), chartSvg(results));
-  // The README lives at the repository root and embeds the chart by its path from there.
-  const chartRef = relative(ROOT, join(outDir, 'chart.svg'));
-  writeFileSync(join(outDir, 'summary.md'), summaryMarkdown(results, chartRef.startsWith('..') ? join(outDir, 'chart.svg') : chartRef));
+  writeReport(results, outDir);
 
   say(`\n# svcmap bench (${cfg.mode}), ${results.startedAt}, ${Math.round(results.durationS)} s\n`);
   say(`${machine.cpuModel}, ${machine.vcpus} vCPUs, Linux ${machine.kernel}, load average ${machine.loadavgAtStart.toFixed(2)} -> ${results.machine.loadavgAtEnd.toFixed(2)}\n`);
@@ -274,6 +279,14 @@ async function main(): Promise<void> {
   const b = behind(results);
   say(`## Where svcmap is behind\n\n${b.length ? b.map((x) => `- ${x}`).join('\n') : '- nowhere in this run'}\n`);
   say(`results: ${join(outDir, `${stamp}.json`)} (and latest.json), chart: ${join(outDir, 'chart.svg')}, README fragment: ${join(outDir, 'summary.md')}`);
+}
+
+/** chart.svg and summary.md (the README's fragment) from one run's results. */
+function writeReport(results: BenchResults, outDir: string): void {
+  writeFileSync(join(outDir, 'chart.svg'), chartSvg(results));
+  // The README lives at the repository root and embeds the chart by its path from there.
+  const chartRef = relative(ROOT, join(outDir, 'chart.svg'));
+  writeFileSync(join(outDir, 'summary.md'), summaryMarkdown(results, chartRef.startsWith('..') ? join(outDir, 'chart.svg') : chartRef));
 }
 
 main().catch((err: unknown) => {

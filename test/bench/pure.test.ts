@@ -6,6 +6,7 @@ import { Budget } from '../../bench/budget.ts';
 import { iptablesFull, iptablesPartial, probability, staleSepChains } from '../../bench/iptables.ts';
 import { base32, iptSepChain, iptSvcChain, nftEpChain, nftSvcChain } from '../../bench/kubehash.ts';
 import { nftDelta, nftFull } from '../../bench/nftables.ts';
+import { pairedMedianRatio } from '../../bench/stats.ts';
 import type { LineFile } from '../../bench/textfile.ts';
 import { makeServices, vipOf, withChangedEndpoint } from '../../bench/workload.ts';
 
@@ -88,4 +89,15 @@ t.test('budget: skips what would take too long, at least quadratic growth', asyn
   t.match(a.reason, /predicted .* over the/);
   b.kill('other', 10);
   t.match(b.attempt('other', 1).reason, /did not finish/);
+});
+
+t.test('ratios are paired by round, so a slow phase of the machine cancels out', async (t) => {
+  // Two phases, 20k and 15.5k conn/s; the phase changed inside round 3. The
+  // measured mode is 4% slower within each round, but the ratio of the two
+  // medians would say 1.34x.
+  const direct = [20_000, 20_000, 20_000, 15_500, 15_500];
+  const svc = [20_000, 20_000, 15_500, 15_500, 15_500].map((x) => x / 1.04);
+  t.equal(pairedMedianRatio(direct, svc).toFixed(3), '1.040');
+  t.equal(pairedMedianRatio([2, 4, 9], [1, 2, 3]), 2);
+  t.throws(() => pairedMedianRatio([1, 2], [1]), /2 vs 1 samples/);
 });

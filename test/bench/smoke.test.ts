@@ -15,9 +15,9 @@ import type { BenchResults } from '../../bench/results.ts';
 
 const RUN = fileURLToPath(new URL('../../bench/run.ts', import.meta.url));
 
-function runSmoke(out: string): Promise<{ code: number | null; stdout: string; stderr: string }> {
+function runBench(args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
   return new Promise((resolve) => {
-    const child = spawn(process.execPath, ['--disable-warning=ExperimentalWarning', RUN, '--smoke', '--out', out], { env: helperEnv(), stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, ['--disable-warning=ExperimentalWarning', RUN, ...args], { env: helperEnv(), stdio: ['ignore', 'pipe', 'pipe'] });
     let stdout = '';
     let stderr = '';
     child.stdout.setEncoding('utf8').on('data', (d: string) => { stdout += d; });
@@ -35,7 +35,7 @@ function runSmoke(out: string): Promise<{ code: number | null; stdout: string; s
 t.test('bench --smoke runs every part and writes results, chart and summary', { timeout: 200_000 }, async (t) => {
   const out = mkdtempSync(join(tmpdir(), 'svcmap-bench-smoke-'));
   t.teardown(() => rmSync(out, { recursive: true, force: true }));
-  const r = await runSmoke(out);
+  const r = await runBench(['--smoke', '--out', out]);
   t.equal(r.code, 0, `exit code 0; stderr tail:\n${r.stderr.slice(-3000)}`);
   if (r.code !== 0) return;
 
@@ -102,4 +102,12 @@ t.test('bench --smoke runs every part and writes results, chart and summary', { 
   t.match(md, /### Where svcmap is behind/);
   t.match(md, /\| N services \| direct to pod \| svcmap \| kube-proxy iptables \| kube-proxy nftables \|/);
   t.match(r.stdout, /## Datapath/);
+
+  // --render rebuilds the same summary and chart from latest.json alone.
+  rmSync(join(out, 'summary.md'));
+  rmSync(join(out, 'chart.svg'));
+  const again = await runBench(['--render', '--out', out]);
+  t.equal(again.code, 0, `--render exit code 0; stderr tail:\n${again.stderr.slice(-3000)}`);
+  t.equal(readFileSync(join(out, 'summary.md'), 'utf8'), md, '--render: the same summary');
+  t.equal(readFileSync(join(out, 'chart.svg'), 'utf8'), svg, '--render: the same chart');
 });
