@@ -16,7 +16,7 @@ import { serveHealth, serveMetrics } from './http-servers.ts';
 import { KubernetesSyncLoop } from './k8s-loop.ts';
 import type { Logger } from './log.ts';
 import { AgentMetrics } from './metrics.ts';
-import { ProblemReporter } from './problems-log.ts';
+import { countingProblemReporter } from './problems-log.ts';
 import { SyncStatus } from './sync-status.ts';
 import { TcDatapath } from './tc-datapath.ts';
 
@@ -72,9 +72,7 @@ export async function runAgent(cfg: AgentConfig, log: Logger): Promise<RunningAg
   const ctGc = dp.maps.ct ? new CtGc(dp.maps.ct, { ...cfg.ctGc, metrics, log }) : undefined;
   ctGc?.start();
   const status = new SyncStatus(metrics, log);
-  const problems = new ProblemReporter(log, (p: Problem) => {
-    if (p.severity === 'error' && p.kind !== 'Service') metrics.syncErrors.inc({ kind: 'invalid_object' });
-  });
+  const problems = countingProblemReporter(log, metrics);
   const tcDatapath = new TcDatapath(dp.tc, dp.maps.config!, cfg.pinDir, log, cfg.devices, cfg.tcAttach ?? 'auto');
   const attachTc = (node: { name: string; addresses: string[] } | undefined) => {
     try {
@@ -116,7 +114,7 @@ export async function runAgent(cfg: AgentConfig, log: Logger): Promise<RunningAg
       status.pending();
       try {
         const r = syncer.sync(toTargets(state));
-        status.succeeded(r, syncer.capacity(), state.frontends.size);
+        status.succeeded(r, syncer.capacity(), syncer.state.frontends.size);
         healthChecks.replaceAll(healthChecksByService(state.frontends.values()));
       } catch (err) {
         status.failed(err);
@@ -129,12 +127,6 @@ export async function runAgent(cfg: AgentConfig, log: Logger): Promise<RunningAg
     let loop: KubernetesSyncLoop | undefined;
     const source = new k8s!.KubernetesSource(kc!, cfg.nodeName, {
       changed: () => loop?.poke(),
-      invalid: (found) => {
-        for (const p of found) {
-          metrics.syncErrors.inc({ kind: 'invalid_object' });
-          log.error({ kind: p.kind, namespace: p.namespace, name: p.name, field: p.path }, `skipped invalid ${p.kind} ${p.namespace}/${p.name}: ${p.message}`);
-        }
-      },
       informerError: (kind, err, retryMs) => {
         metrics.syncErrors.inc({ kind: 'source' });
         log.warn({ informer: kind, err: String((err as Error)?.message ?? err), retryMs }, 'watch failed; the maps keep their state, retrying');
@@ -145,8 +137,11 @@ export async function runAgent(cfg: AgentConfig, log: Logger): Promise<RunningAg
     source.model.setNode({ name: cfg.nodeName!, addresses: [] });
     loop = new KubernetesSyncLoop(source, syncer, status, metrics, problems, log, {
       minIntervalMs: cfg.minSyncIntervalMs, syncPeriodMs: cfg.syncPeriodMs,
-      onServices: (changed) => {
-        for (const [svc, frontends] of changed) healthChecks.set(svc, healthCheckOf(frontends));
+      onServices: (changed, full) => {
+        // A full sync lists every Service: one that is gone (say, deleted while
+        // a partial sync failed) loses its health check server here.
+        if (full) healthChecks.replaceAll(healthChecksByService([...changed.values()].flat()));
+        else for (const [svc, frontends] of changed) healthChecks.set(svc, healthCheckOf(frontends));
       },
     });
     loop.start();

@@ -18,8 +18,8 @@ export interface LoopOptions {
   minIntervalMs: number;
   syncPeriodMs: number;
   retryMs?: number;
-  /** After a successful sync: the Services whose frontends changed, with their frontends now. */
-  onServices?: (changed: ReadonlyMap<string, Frontend[]>) => void;
+  /** After a successful sync: the Services whose frontends changed, with their frontends now; after a full sync (full = true), every Service. */
+  onServices?: (changed: ReadonlyMap<string, Frontend[]>, full: boolean) => void;
 }
 
 export class KubernetesSyncLoop {
@@ -33,6 +33,9 @@ export class KubernetesSyncLoop {
   readonly #retryMs: number;
   readonly #onServices: LoopOptions['onServices'];
   #needFull = true;
+  /** When the last full sync succeeded (ms, performance.now()). */
+  #lastFullAt = performance.now();
+  readonly #syncPeriodMs: number;
   #retryTimer: NodeJS.Timeout | undefined;
   /** Earliest unprogrammed last-change-trigger-time per Service. */
   readonly #triggers = new Map<string, number>();
@@ -46,6 +49,7 @@ export class KubernetesSyncLoop {
     this.#log = log;
     this.#retryMs = opts.retryMs ?? 1000;
     this.#onServices = opts.onServices;
+    this.#syncPeriodMs = opts.syncPeriodMs;
     this.#runner = new BoundedFrequencyRunner((why) => this.#run(why), { minIntervalMs: opts.minIntervalMs, maxIntervalMs: opts.syncPeriodMs });
   }
 
@@ -72,16 +76,15 @@ export class KubernetesSyncLoop {
   #run(why: RunReason): void {
     if (!this.#source.isSynced) return; // the first list is not in yet: prune nothing, change nothing
     const model = this.#source.model;
-    if (why === 'periodic') {
+    // The runner's periodic wake-up comes only after a quiet syncPeriod; under
+    // steady churn the age of the last full sync decides, as in kube-proxy.
+    if (why === 'periodic' || performance.now() - this.#lastFullAt >= this.#syncPeriodMs) {
       this.#needFull = true;
       this.#syncer.reload(); // repair anything changed behind our back
       model.markAllDirty();
     }
     const changes = model.takeChanges();
-    for (const [key, list] of changes.problems) {
-      this.#problems.reportObject(key, list);
-      if (list.some((p) => p.severity === 'error' && /already used by Service/.test(p.message))) this.#metrics.syncErrors.inc({ kind: 'frontend_conflict' });
-    }
+    for (const [key, list] of changes.problems) this.#problems.reportObject(key, list);
     if (!this.#needFull && changes.services.size === 0) {
       this.#status.health.pendingSince = 0;
       this.#observeTriggers();
@@ -89,26 +92,21 @@ export class KubernetesSyncLoop {
     }
     try {
       let report;
-      let frontends = 0;
       if (this.#needFull) {
-        const all = model.allFrontends();
         const targets: FrontendTarget[] = [];
-        for (const list of all.values()) {
-          frontends += list.length;
-          for (const f of list) targets.push(toTarget(f));
-        }
+        for (const list of model.allFrontends().values()) for (const f of list) targets.push(toTarget(f));
         report = this.#syncer.sync(targets);
       } else {
         const byOwner = new Map<string, FrontendTarget[]>();
         for (const [svc, list] of changes.services) byOwner.set(svc, list.map((f: Frontend) => toTarget(f)));
         report = this.#syncer.syncOwners(byOwner);
-        frontends = this.#syncer.state.frontends.size;
       }
       this.#needFull = report.deferred.length > 0;
-      this.#status.succeeded(report, this.#syncer.capacity(), report.full ? frontends : this.#syncer.state.frontends.size,
+      if (report.full) this.#lastFullAt = performance.now();
+      this.#status.succeeded(report, this.#syncer.capacity(), this.#syncer.state.frontends.size,
         { services: report.full ? model.serviceCount : changes.services.size, reason: why });
       this.#observeTriggers();
-      this.#onServices?.(report.full ? model.allFrontends() : changes.services);
+      this.#onServices?.(report.full ? model.allFrontends() : changes.services, report.full);
     } catch (err) {
       this.#needFull = true;
       this.#status.failed(err);

@@ -4,9 +4,16 @@
 import { formatProblem } from '../model/problems.ts';
 import type { Problem } from '../model/types.ts';
 import type { Logger } from './log.ts';
+import type { AgentMetrics } from './metrics.ts';
 
 function problemId(p: Problem): string {
   return `${p.severity}|${formatProblem(p)}|${p.path}`;
+}
+
+/** The svcmap_sync_errors_total kind a newly reported problem counts as (warnings count as none). */
+export function syncErrorKind(p: Problem): 'invalid_object' | 'frontend_conflict' | undefined {
+  if (p.severity !== 'error') return undefined;
+  return p.conflict ? 'frontend_conflict' : 'invalid_object';
 }
 
 export class ProblemReporter {
@@ -54,4 +61,12 @@ export class ProblemReporter {
     for (const key of [...this.#byObject.keys()]) if (!grouped.has(key)) this.reportObject(key, []);
     for (const [key, list] of grouped) this.reportObject(key, list);
   }
+}
+
+/** The agent's reporter: each new problem is logged and counted in svcmap_sync_errors_total by its kind. */
+export function countingProblemReporter(log: Logger, metrics: AgentMetrics): ProblemReporter {
+  return new ProblemReporter(log, (p) => {
+    const kind = syncErrorKind(p);
+    if (kind) metrics.syncErrors.inc({ kind });
+  });
 }

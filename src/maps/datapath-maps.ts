@@ -8,7 +8,7 @@ import type { BpfObject } from '../bpf/object.ts';
 import type * as c from './codecs.ts';
 import { LayoutDriftError, codecDrift, mapSizeDrift } from './btf-check.ts';
 import {
-  ALL_MAPS, type MapSpec, SOCK_MAPS, TC_MAPS, backendsMap, configMap, ctMap, revNatMap, servicesMap, skRevNatMap, srcRangeMap,
+  ALL_MAPS, type MapSpec, SOCK_MAPS, backendsMap, configMap, ctMap, revNatMap, servicesMap, skRevNatMap, srcRangeMap,
 } from './registry.ts';
 import { TypedMap } from './typed-map.ts';
 
@@ -88,4 +88,3 @@ export class DatapathMaps {
   }
 }
 
-export { TC_MAPS };

@@ -45,16 +45,7 @@ export class TypedMap<K, V> {
   }
 
   putMany(entries: ReadonlyArray<readonly [K, V]>): void {
-    const n = entries.length;
-    if (n === 0) return;
-    const keys = Buffer.alloc(n * this.#keySize);
-    const values = Buffer.alloc(n * this.#valueSize);
-    for (let i = 0; i < n; i++) {
-      const e = entries[i]!;
-      this.spec.key.encode(e[0], keys, i * this.#keySize);
-      this.spec.value.encode(e[1], values, i * this.#valueSize);
-    }
-    this.raw.updateBatch(keys, values, n);
+    this.putEach(entries.length, (i) => entries[i]!);
   }
 
   /**

@@ -8,7 +8,7 @@ import type { EndpointSlice, Service } from './schemas.ts';
 import type { IPv4Slice } from './endpoints.ts';
 import { serviceFrontends } from './frontends.ts';
 import { ipv4ToNumber } from './ip.ts';
-import { problemAbout } from './problems.ts';
+import { frontendConflict, problemAbout } from './problems.ts';
 
 export { nodeInfoFromNode } from './node.ts';
 
@@ -166,9 +166,8 @@ export function buildDesiredState(input: DesiredInput): { state: DesiredState; p
         );
       } else {
         problems.push(
-          problemAbout(
+          frontendConflict(
             svc,
-            'error',
             path,
             `frontend ${frontend.key} (${frontend.type}) is already used by Service ${owner.service.namespace}/${owner.service.name} (${owner.type}); this frontend is skipped`,
           ),

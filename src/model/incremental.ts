@@ -7,7 +7,7 @@
 import { isProxied, objectId, sliceService } from './desired.ts';
 import type { IPv4Slice } from './endpoints.ts';
 import { serviceFrontends, type SourcedFrontend } from './frontends.ts';
-import { problemAbout } from './problems.ts';
+import { frontendConflict, problemAbout } from './problems.ts';
 import type { EndpointSlice, Service } from './schemas.ts';
 import type { Frontend, NodeInfo, Problem } from './types.ts';
 
@@ -45,6 +45,8 @@ export class IncrementalModel {
 
   readonly #dirty = new Set<string>();
   readonly #problemDirty = new Map<string, Problem[]>();
+  /** Problems of objects that failed validation (by object key), until a valid version or a delete arrives. */
+  readonly #rejected = new Map<string, Problem[]>();
 
   get serviceCount(): number {
     return this.#services.size;
@@ -63,19 +65,21 @@ export class IncrementalModel {
     this.#problemDirty.set(objectKey('Service', id), []);
   }
 
-  upsertSlice(slice: EndpointSlice): void {
+  /** Returns the Service (namespace/name) the slice feeds, or undefined when kube-proxy would not use it. */
+  upsertSlice(slice: EndpointSlice): string | undefined {
     const id = objectId(slice);
     this.#unlinkSlice(id);
     this.#slices.set(id, slice);
     const problems: Problem[] = [];
     const owner = sliceService(slice, problems);
     this.#problemDirty.set(objectKey('EndpointSlice', id), problems);
-    if (owner === undefined) return;
+    if (owner === undefined) return undefined;
     this.#sliceOwner.set(id, owner);
     let set = this.#slicesBySvc.get(owner);
     if (!set) this.#slicesBySvc.set(owner, (set = new Set()));
     set.add(id);
     this.#dirty.add(owner);
+    return owner;
   }
 
   deleteSlice(namespace: string, name: string): void {
@@ -93,6 +97,23 @@ export class IncrementalModel {
     set?.delete(id);
     if (set && set.size === 0) this.#slicesBySvc.delete(owner);
     this.#dirty.add(owner);
+  }
+
+  /**
+   * An object failed validation (the source has removed any earlier version):
+   * its problems are reported with the model's own, and stay known until
+   * accept() is called for it.
+   */
+  reject(kind: string, namespace: string, name: string, problems: Problem[]): void {
+    const key = objectKey(kind, `${namespace}/${name}`);
+    this.#rejected.set(key, problems);
+    this.#problemDirty.set(key, problems);
+  }
+
+  /** A valid version of the object, or its deletion, arrived: what reject() recorded is over. */
+  accept(kind: string, namespace: string, name: string): void {
+    const key = objectKey(kind, `${namespace}/${name}`);
+    if (this.#rejected.delete(key)) this.#problemDirty.set(key, []);
   }
 
   /** The node's name and addresses decide NodePort frontends and local endpoints: every Service is recomputed. */
@@ -129,7 +150,8 @@ export class IncrementalModel {
     for (const id of dirty) {
       const own: Problem[] = [];
       const next = this.#compute(id, own);
-      problems.set(objectKey('Service', id), own);
+      const key = objectKey('Service', id);
+      problems.set(key, [...(this.#rejected.get(key) ?? []), ...own]);
       const before = new Set((this.#candidates.get(id) ?? []).filter((c) => c.frontend.scope === 'external').map((c) => c.frontend.key));
       const after = new Set(next.filter((c) => c.frontend.scope === 'external').map((c) => c.frontend.key));
       for (const key of before) {
@@ -196,7 +218,7 @@ export class IncrementalModel {
       if (owner !== undefined && owner !== id) {
         const other = this.#candidates.get(owner)?.find((c) => c.frontend.key === frontend.key)?.frontend;
         if (svc) {
-          problems.push(problemAbout(svc, 'error', path,
+          problems.push(frontendConflict(svc, path,
             `frontend ${frontend.key} (${frontend.type}) is already used by Service ${owner}${other ? ` (${other.type})` : ''}; this frontend is skipped`));
         }
         continue;

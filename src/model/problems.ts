@@ -25,6 +25,11 @@ export function problemAbout(
   };
 }
 
+/** A frontend another Service (the one sorting first) already holds. */
+export function frontendConflict(svc: Named, path: string, detail: string): Problem {
+  return { ...problemAbout(svc, 'error', path, detail), conflict: true };
+}
+
 /** One line for logs and `svcmap status`: `file.yaml: Service default/web: spec.ports[0].port: ...`. */
 export function formatProblem(p: Problem): string {
   const who = [p.kind, p.namespace === '' ? p.name : `${p.namespace}/${p.name}`].filter((s) => s !== '').join(' ');

@@ -74,6 +74,8 @@ export interface Problem {
   source?: string;
   /** 'error': object skipped; 'warning': object used, one part ignored (e.g. an IPv6 ClusterIP). */
   severity: 'error' | 'warning';
+  /** The object is valid but wants a frontend another Service already holds (counted apart from invalid objects). */
+  conflict?: true;
 }
 
 /** The node the agent runs on: its name (for local endpoints) and addresses (for NodePort frontends). */

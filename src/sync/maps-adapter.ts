@@ -44,11 +44,10 @@ export class MapsAdapter implements MapSource, MapWriter {
   deleteServices(keys: readonly SvcKey[]): void { this.maps.services.deleteMany(keys); }
   putSrcRanges(keys: readonly SrcRangeKey[]): void {
     if (keys.length && !this.maps.srcRange) throw new Error('loadBalancerSourceRanges need the tc datapath\'s svcmap_srcrng map, which is not loaded');
-    // LPM tries take no batch updates: one syscall per range (there are few).
-    for (const k of keys) this.maps.srcRange!.put(k, 1);
+    this.maps.srcRange?.putMany(keys.map((k) => [k, 1] as const));
   }
   deleteSrcRanges(keys: readonly SrcRangeKey[]): void {
-    for (const k of keys) this.maps.srcRange?.delete(k);
+    this.maps.srcRange?.deleteMany(keys);
   }
   deleteRevNat(ids: readonly number[]): void { this.maps.revNat.deleteMany(ids); }
   deleteBackends(ids: readonly number[]): void { this.maps.backends.deleteMany(ids); }

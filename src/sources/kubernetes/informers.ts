@@ -27,7 +27,6 @@ interface Spec {
   kind: InformerKind;
   apiVersion: string;
   path: string;
-  list: () => Promise<{ items: KubernetesObject[]; metadata?: { resourceVersion?: string } }>;
   labelSelector?: string;
   fieldSelector?: string;
 }
@@ -35,28 +34,19 @@ interface Spec {
 export function makeInformers(kc: KubeConfig, nodeName: string | undefined, h: InformerHandlers): RunningInformer[] {
   const watch = new Watch(kc);
   const specs: Spec[] = [
-    {
-      kind: 'Service', apiVersion: 'v1', path: '/api/v1/services', labelSelector: NOT_OTHER_PROXY,
-      list: () => listAll(kc, '/api/v1/services', { labelSelector: NOT_OTHER_PROXY }),
-    },
+    { kind: 'Service', apiVersion: 'v1', path: '/api/v1/services', labelSelector: NOT_OTHER_PROXY },
     {
       kind: 'EndpointSlice', apiVersion: 'discovery.k8s.io/v1', path: '/apis/discovery.k8s.io/v1/endpointslices',
       labelSelector: `${NOT_OTHER_PROXY},${NOT_HEADLESS}`,
-      list: () => listAll(kc, '/apis/discovery.k8s.io/v1/endpointslices', { labelSelector: `${NOT_OTHER_PROXY},${NOT_HEADLESS}` }),
     },
   ];
-  if (nodeName) {
-    specs.push({
-      kind: 'Node', apiVersion: 'v1', path: '/api/v1/nodes', fieldSelector: `metadata.name=${nodeName}`,
-      list: () => listAll(kc, '/api/v1/nodes', { fieldSelector: `metadata.name=${nodeName}` }),
-    });
-  }
+  if (nodeName) specs.push({ kind: 'Node', apiVersion: 'v1', path: '/api/v1/nodes', fieldSelector: `metadata.name=${nodeName}` });
   return specs.map((s) => {
     // List items come without kind/apiVersion (as the API server sends them);
     // the validation downstream wants them, and they are known here.
     const typed = (o: KubernetesObject): KubernetesObject => ({ ...o, kind: s.kind, apiVersion: s.apiVersion });
     const list = async () => {
-      const result = await s.list();
+      const result = await listAll(kc, s.path, { labelSelector: s.labelSelector, fieldSelector: s.fieldSelector });
       // The informer applies the list right after this promise resolves, in
       // the same turn; by the next macrotask every item has been delivered.
       setImmediate(() => h.listed(s.kind));

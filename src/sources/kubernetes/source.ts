@@ -15,8 +15,8 @@ import { type InformerKind, type RunningInformer, makeInformers } from './inform
 export interface SourceEvents {
   /** The model changed; run a sync soon. */
   changed(): void;
-  /** An object failed validation (already removed from the model). */
-  invalid(problems: Problem[]): void;
+  /** An object failed validation (already removed from the model, which reports its problems with the next changes). */
+  invalid?(problems: Problem[]): void;
   /** An informer failed and will be restarted after `retryMs`. */
   informerError(kind: InformerKind, err: unknown, retryMs: number): void;
   /** This node's Node object changed (its addresses decide NodePorts and the tc devices). */
@@ -105,20 +105,22 @@ export class KubernetesSource {
     // Both the list (raw JSON, see list.ts) and the watch deliver plain objects.
     const plain = raw as unknown;
     const r = validateObject(plain, 'api');
+    const who = this.#who(kind, plain);
     if (!r.ok) {
-      this.#removeById(kind, identify(plain));
-      this.#events.invalid(r.problems);
+      this.#removeById(kind, who);
+      this.model.reject(kind, who.namespace, who.name, r.problems);
+      this.#events.invalid?.(r.problems);
       this.#events.changed();
       return;
     }
+    this.model.accept(kind, who.namespace, who.name);
     const obj = r.obj;
     if (obj.kind === 'Service') this.model.upsertService(obj as Service);
     else if (obj.kind === 'EndpointSlice') {
       const slice = obj as EndpointSlice;
-      this.model.upsertSlice(slice);
+      const owner = this.model.upsertSlice(slice);
       const at = (slice.metadata as { lastChangeTriggerTime?: number }).lastChangeTriggerTime;
-      const svc = slice.metadata.labels['kubernetes.io/service-name'];
-      if (at !== undefined && svc) this.#events.sliceTrigger?.(`${slice.metadata.namespace}/${svc}`, at);
+      if (at !== undefined && owner !== undefined) this.#events.sliceTrigger?.(owner, at);
     } else {
       const node = nodeInfoFromNode(obj as Node);
       this.model.setNode(node);
@@ -128,14 +130,21 @@ export class KubernetesSource {
   }
 
   #remove(kind: InformerKind, raw: KubernetesObject): void {
-    this.#removeById(kind, identify(raw));
+    const who = this.#who(kind, raw);
+    this.#removeById(kind, who);
+    this.model.accept(kind, who.namespace, who.name);
     this.#events.changed();
   }
 
+  /** The object's namespace (as the model keys it: "default" when unset; "" for a Node) and name. */
+  #who(kind: InformerKind, raw: unknown): { namespace: string; name: string } {
+    const who = identify(raw);
+    return { namespace: kind === 'Node' ? '' : who.namespace || 'default', name: who.name };
+  }
+
   #removeById(kind: InformerKind, who: { namespace: string; name: string }): void {
-    const ns = who.namespace || 'default';
-    if (kind === 'Service') this.model.deleteService(ns, who.name);
-    else if (kind === 'EndpointSlice') this.model.deleteSlice(ns, who.name);
+    if (kind === 'Service') this.model.deleteService(who.namespace, who.name);
+    else if (kind === 'EndpointSlice') this.model.deleteSlice(who.namespace, who.name);
     else if (this.#nodeName) this.model.setNode({ name: this.#nodeName, addresses: [] });
   }
 }
