@@ -10,10 +10,12 @@
 #include "csum.h"
 #include "ct.h"
 
-/* Used when the agent left the range unset or inverted: the ports above
- * Linux's default ephemeral range (32768-60999). */
-#define SNAT_PORT_MIN_DEFAULT 61000
-#define SNAT_PORT_MAX_DEFAULT 65535
+/* The agent always writes the SNAT port range (SNAT_PORT_MIN/MAX in
+ * src/agent/tc-datapath.ts, which is where it is chosen). These only stand
+ * in for a config without a usable range (0 or inverted), and are the same
+ * ports: above Linux's default ephemeral range (32768-60999). */
+#define SNAT_PORT_MIN_FALLBACK 61000
+#define SNAT_PORT_MAX_FALLBACK 65535
 
 /* Ports tried for a new SNAT flow before it is dropped. */
 #define SNAT_PORT_TRIES 16
@@ -56,6 +58,19 @@ static __always_inline int nat4_rewrite(struct __sk_buff *skb, struct pkt4 *p,
 	return 0;
 }
 
+/* The SNAT source port range of cfg, host order, inclusive: the one place
+ * that reads it, so choosing a port and recognising a reply agree. */
+static __always_inline void nat4_snat_range(const struct svcmap_config *cfg,
+					    __u32 *min, __u32 *max)
+{
+	*min = cfg->snat_port_min;
+	*max = cfg->snat_port_max;
+	if (*min == 0 || *max < *min) {
+		*min = SNAT_PORT_MIN_FALLBACK;
+		*max = SNAT_PORT_MAX_FALLBACK;
+	}
+}
+
 /*
  * Reserves a SNAT source port by inserting the flow's reply entry:
  * `reply` is {backend, node_ip, backend port, (port), proto,
@@ -75,13 +90,9 @@ static __always_inline __be16 nat4_snat_reserve(const struct svcmap_config *cfg,
 						const struct ct_value *reply_val,
 						__be16 client_port)
 {
-	__u32 min = cfg->snat_port_min, max = cfg->snat_port_max;
-	__u32 span, port, i;
+	__u32 min, max, span, port, i;
 
-	if (min == 0 || max < min) {
-		min = SNAT_PORT_MIN_DEFAULT;
-		max = SNAT_PORT_MAX_DEFAULT;
-	}
+	nat4_snat_range(cfg, &min, &max);
 	span = max - min + 1;
 	port = bpf_ntohs(client_port);
 	if (port < min || port > max)

@@ -189,6 +189,7 @@ static __always_inline int tc4_ingress(struct __sk_buff *skb)
 	const struct svcmap_config *cfg;
 	struct ct_value xlate;
 	struct ct_value *ct;
+	__u32 min, max, port;
 	struct pkt4 p;
 
 	if (pkt4_parse(skb, &p) < 0)
@@ -199,11 +200,16 @@ static __always_inline int tc4_ingress(struct __sk_buff *skb)
 		ct4_forget_flow(&p, ct);
 		ct = NULL;
 	} else if (!ct) {
-		/* Replies to SNATed flows are addressed to the SNAT address only:
-		 * other traffic to the node skips this lookup. */
+		/* A reply to a SNATed flow comes to the SNAT address at a port of
+		 * the SNAT range; the node's own traffic (ssh, kubelet, ...) uses
+		 * other ports and skips this lookup. */
 		cfg = tc_config();
-		if (cfg && cfg->node_ip && p.daddr == cfg->node_ip)
-			ct = ct4_lookup(&p, CT_DIR_REPLY_IN);
+		if (cfg && cfg->node_ip && p.daddr == cfg->node_ip) {
+			nat4_snat_range(cfg, &min, &max);
+			port = bpf_ntohs(p.dport);
+			if (port >= min && port <= max)
+				ct = ct4_lookup(&p, CT_DIR_REPLY_IN);
+		}
 	}
 	if (ct) {
 		xlate = *ct;

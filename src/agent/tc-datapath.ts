@@ -2,10 +2,10 @@
 // node (--devices, or the interfaces that hold the node's InternalIP), the
 // node address that SNAT uses, and the attachments themselves. Re-evaluated
 // whenever the node's addresses change.
-import { closeSync, existsSync, readdirSync, unlinkSync } from 'node:fs';
+import { existsSync, readdirSync } from 'node:fs';
 import { networkInterfaces } from 'node:os';
 import { join } from 'node:path';
-import { detachLink, openPinned } from '../bpf/link.ts';
+import { detachPinnedLink } from '../bpf/link.ts';
 import { linkPinDir } from '../bpf/loader.ts';
 import { type TcMode, attachTc } from '../bpf/tc.ts';
 import type { BpfObject } from '../bpf/object.ts';
@@ -15,7 +15,12 @@ import type { NodeInfo } from '../model/types.ts';
 import { TC_PROGRAMS } from './datapath.ts';
 import type { Logger } from './log.ts';
 
-/** SNAT source ports: above Linux's default ephemeral range (32768-60999), so they never meet the node's own sockets. */
+/**
+ * SNAT source ports: above Linux's default ephemeral range (32768-60999), so
+ * they never meet the node's own sockets. Written to the config map with the
+ * node address; bpf/lib/nat.h only falls back to the same range for a config
+ * without a usable one.
+ */
 export const SNAT_PORT_MIN = 61000;
 export const SNAT_PORT_MAX = 65535;
 
@@ -79,8 +84,8 @@ export class TcDatapath {
     const attachments: TcAttachment[] = [];
     for (const device of devices) {
       for (const [direction, program] of [['ingress', TC_PROGRAMS.ingress], ['egress', TC_PROGRAMS.egress]] as const) {
-        const r = attachTc(this.#object.programFd(program), device, direction, join(linkPinDir(this.#pinDir), pinName(program, device)), this.#mode);
-        attachments.push({ device, direction, mode: r.mode });
+        const mode = attachTc(this.#object.programFd(program), device, direction, join(linkPinDir(this.#pinDir), pinName(program, device)), this.#mode);
+        attachments.push({ device, direction, mode });
       }
     }
     this.#detachOthers(devices);
@@ -96,15 +101,7 @@ export class TcDatapath {
     for (const name of readdirSync(dir)) {
       const m = /^(svcmap_tc_(?:in|out))@(.+)$/.exec(name);
       if (!m || devices.includes(m[2]!)) continue;
-      const fd = openPinned(join(dir, name));
-      if (fd !== undefined) {
-        try {
-          detachLink(fd);
-        } finally {
-          closeSync(fd);
-        }
-      }
-      unlinkSync(join(dir, name));
+      detachPinnedLink(join(dir, name));
       this.#log.info({ device: m[2] }, 'tc datapath detached from a device no longer used');
     }
   }

@@ -1,6 +1,8 @@
-// Attach points: cgroup links for the socket hooks (and, later, tcx links and
-// classic tc filters). Links are pinned so the datapath outlives the agent.
-import { closeSync, constants, openSync, statSync } from 'node:fs';
+// Attach points: cgroup links for the socket hooks and tcx links for the tc
+// programs (classic tc filters are in tc.ts). Links are pinned so the
+// datapath outlives the agent.
+import { closeSync, constants, mkdirSync, openSync, statSync, unlinkSync } from 'node:fs';
+import { dirname } from 'node:path';
 import { BpfError } from './errors.ts';
 import { libbpfText } from './map.ts';
 import { native } from './native.ts';
@@ -98,6 +100,42 @@ export function updateLink(linkFd: number, progFd: number): void {
 export function detachLink(linkFd: number): void {
   const rc = native().linkDetach(linkFd) as number;
   if (rc < 0) throw new BpfError('detach link', rc, libbpfText(rc));
+}
+
+/**
+ * Detaches the link pinned at path (also while other fds or pins hold it)
+ * and removes the pin. False when nothing is pinned there.
+ */
+export function detachPinnedLink(path: string): boolean {
+  const fd = openPinned(path);
+  if (fd === undefined) return false;
+  try {
+    detachLink(fd);
+  } finally {
+    closeSync(fd);
+  }
+  unlinkSync(path);
+  return true;
+}
+
+/**
+ * Pins a link just created at path (making its directory), taking over its
+ * fd: the fd is closed either way, and the link is detached when it cannot
+ * be pinned. With replace, the link pinned at path until now is detached
+ * and unpinned first; the new one is attached already, so a hook they share
+ * has no gap.
+ */
+export function pinNewLink(fd: number, path: string, replace = false): void {
+  try {
+    if (replace) detachPinnedLink(path);
+    mkdirSync(dirname(path), { recursive: true });
+    pinObject(fd, path);
+  } catch (err) {
+    detachLink(fd);
+    throw err;
+  } finally {
+    closeSync(fd);
+  }
 }
 
 export interface ProgInfo {

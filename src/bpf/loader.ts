@@ -1,11 +1,11 @@
 // Loads an object with its maps pinned (reused across restarts) and attaches
 // its programs through pinned links, replacing the program of an existing
 // link atomically so that a restart or upgrade never leaves a gap.
-import { closeSync, existsSync, mkdirSync, readdirSync, unlinkSync } from 'node:fs';
+import { closeSync, existsSync, mkdirSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { BpfMap } from './map.ts';
 import { BpfObject } from './object.ts';
-import { LINK_TYPE_CGROUP, attachCgroup, cgroupId, detachLink, linkInfo, openPinned, pinObject, updateLink } from './link.ts';
+import { LINK_TYPE_CGROUP, attachCgroup, cgroupId, detachPinnedLink, linkInfo, openPinned, pinNewLink, updateLink } from './link.ts';
 import { native } from './native.ts';
 
 export interface MapPinSpec {
@@ -88,7 +88,7 @@ export function ensureCgroupLink(object: BpfObject, program: string, cgroup: str
   if (!prog) throw new Error(`BPF object ${object.path} has no program ${program}`);
   const attachType = native().programExpectedAttachType(prog.handle) as number;
   const progFd = object.programFd(program);
-  const existing = existsSync(pinPath) ? openPinned(pinPath) : undefined;
+  const existing = openPinned(pinPath);
   if (existing !== undefined) {
     try {
       const info = linkInfo(existing);
@@ -96,30 +96,13 @@ export function ensureCgroupLink(object: BpfObject, program: string, cgroup: str
         updateLink(existing, progFd);
         return 'updated';
       }
-      const fresh = attachCgroup(progFd, cgroup, attachType);
-      try {
-        detachLink(existing);
-        unlinkSync(pinPath);
-        pinObject(fresh, pinPath);
-      } finally {
-        closeSync(fresh);
-      }
-      return 'moved';
     } finally {
       closeSync(existing);
     }
   }
-  mkdirSync(join(pinPath, '..'), { recursive: true });
-  const fd = attachCgroup(progFd, cgroup, attachType);
-  try {
-    pinObject(fd, pinPath);
-  } catch (err) {
-    detachLink(fd);
-    throw err;
-  } finally {
-    closeSync(fd);
-  }
-  return 'created';
+  // A link on another cgroup goes once the new one is in place.
+  pinNewLink(attachCgroup(progFd, cgroup, attachType), pinPath, existing !== undefined);
+  return existing !== undefined ? 'moved' : 'created';
 }
 
 /** Detaches every pinned link under dir and removes the pins. Returns what it removed. */
@@ -128,16 +111,7 @@ export function detachPinnedLinks(dir: string): string[] {
   const removed: string[] = [];
   for (const name of readdirSync(dir)) {
     const path = join(dir, name);
-    const fd = openPinned(path);
-    if (fd !== undefined) {
-      try {
-        detachLink(fd);
-      } finally {
-        closeSync(fd);
-      }
-    }
-    unlinkSync(path);
-    removed.push(path);
+    if (detachPinnedLink(path)) removed.push(path);
   }
   return removed;
 }

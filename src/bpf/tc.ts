@@ -2,11 +2,10 @@
 // so they outlive the agent and can have their program swapped atomically,
 // or, where the kernel has no tcx, classic clsact + cls_bpf filters in
 // direct-action mode through libbpf's bpf_tc_* calls (via the shim).
-import { closeSync, existsSync, mkdirSync, readFileSync, unlinkSync } from 'node:fs';
-import { dirname } from 'node:path';
+import { closeSync, readFileSync } from 'node:fs';
 import koffi from 'koffi';
 import { BpfError, errnoNumber } from './errors.ts';
-import { LINK_TYPE_TCX, attachTcx, detachLink, linkInfo, openPinned, pinObject, progInfoById, updateLink } from './link.ts';
+import { LINK_TYPE_TCX, attachTcx, detachPinnedLink, linkInfo, openPinned, pinNewLink, progInfoById, updateLink } from './link.ts';
 import { libbpfText } from './map.ts';
 import { native } from './native.ts';
 
@@ -30,33 +29,26 @@ export function ifIndex(name: string): number {
 const EINVAL = errnoNumber('EINVAL');
 const EOPNOTSUPP = errnoNumber('EOPNOTSUPP');
 
-export interface TcAttachResult {
-  mode: TcMode;
-  action: 'created' | 'updated';
-}
-
 /**
- * Attaches a program to one direction of an interface. With a pinned tcx
- * link at pinPath for the same interface, the link gets the new program
- * atomically; else a new tcx link is made and pinned; a kernel without tcx
- * gets a classic filter instead (replacing svcmap's previous one in place).
+ * Attaches a program to one direction of an interface; returns how. With a
+ * pinned tcx link at pinPath for the same interface, the link gets the new
+ * program atomically; else a new tcx link is made and pinned; a kernel
+ * without tcx gets a classic filter instead (replacing svcmap's previous one
+ * in place).
  */
-export function attachTc(progFd: number, ifname: string, direction: TcDirection, pinPath: string, want: TcMode | 'auto' = 'auto'): TcAttachResult {
+export function attachTc(progFd: number, ifname: string, direction: TcDirection, pinPath: string, want: TcMode | 'auto' = 'auto'): TcMode {
   const ifindex = ifIndex(ifname);
   const ingress = direction === 'ingress';
   if (want === 'tc') return attachClassic(progFd, ifindex, ifname, direction, pinPath);
   const attachType = native().tcxAttachType(ingress ? 1 : 0) as number;
-  const existing = existsSync(pinPath) ? openPinned(pinPath) : undefined;
+  const existing = openPinned(pinPath);
   if (existing !== undefined) {
     try {
       const info = linkInfo(existing);
       if (info.type === LINK_TYPE_TCX && Number(info.target) === ifindex && info.attachType === attachType) {
         updateLink(existing, progFd);
-        return { mode: 'tcx', action: 'updated' };
+        return 'tcx';
       }
-      // A link for an interface that was replaced (same name, new index): drop it.
-      detachLink(existing);
-      unlinkSync(pinPath);
     } finally {
       closeSync(existing);
     }
@@ -70,36 +62,18 @@ export function attachTc(progFd: number, ifname: string, direction: TcDirection,
     }
     throw err;
   }
-  try {
-    mkdirSync(dirname(pinPath), { recursive: true });
-    pinObject(fd, pinPath);
-  } catch (err) {
-    detachLink(fd);
-    throw err;
-  } finally {
-    closeSync(fd);
-  }
-  return { mode: 'tcx', action: 'created' };
+  // A pinned link for an interface that was replaced (same name, new index) goes.
+  pinNewLink(fd, pinPath, existing !== undefined);
+  return 'tcx';
 }
 
 /** clsact + cls_bpf in direct-action mode, replacing svcmap's previous filter in place. */
-function attachClassic(progFd: number, ifindex: number, ifname: string, direction: TcDirection, pinPath: string): TcAttachResult {
+function attachClassic(progFd: number, ifindex: number, ifname: string, direction: TcDirection, pinPath: string): TcMode {
   // A tcx link from an earlier run with the other mode would run the program twice.
-  if (existsSync(pinPath)) {
-    const old = openPinned(pinPath);
-    if (old !== undefined) {
-      try {
-        detachLink(old);
-      } finally {
-        closeSync(old);
-      }
-    }
-    unlinkSync(pinPath);
-  }
-  const had = classicTcProgram(ifindex, direction) !== undefined;
+  detachPinnedLink(pinPath);
   const rc = native().tcAttach(ifindex, direction === 'ingress' ? 1 : 0, progFd, TC_HANDLE, TC_PRIORITY, 1) as number;
   if (rc < 0) throw new BpfError(`attach tc ${direction} filter on ${ifname}`, rc, libbpfText(rc));
-  return { mode: 'tc', action: had ? 'updated' : 'created' };
+  return 'tc';
 }
 
 /** The program id of svcmap's classic filter on an interface, if there is one. */

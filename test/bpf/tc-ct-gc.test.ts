@@ -91,7 +91,7 @@ t.test('a closed flow goes after the closing lifetime, both entries, and its SNA
 
 t.test('each state keeps its own lifetime against the real map', async (t) => {
   h.clearCt();
-  h.configure(NODE_IP, 61000, 65535);
+  h.configure(NODE_IP);
   t.teardown(() => h.configure(NODE_IP, SNAT_ONLY_PORT, SNAT_ONLY_PORT));
   const { gc, clock } = gcAt();
   const C = '203.0.113.20';

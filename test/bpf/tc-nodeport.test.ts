@@ -4,10 +4,11 @@
 // back into frontend -> client, each flow keeps its backend, and SNAT ports
 // never collide.
 import t from 'tap';
+import { SNAT_PORT_MAX as SNAT_MAX, SNAT_PORT_MIN as SNAT_MIN } from '../../src/agent/tc-datapath.ts';
 import { SVC_F_NODEPORT } from '../../src/maps/constants.ts';
 import { TCP_ACK, TCP_SYN, buildIpv4, diffOffsets, parseIpv4 } from './fixtures/packets.ts';
 import { CT_DIR_FWD, CT_DIR_REPLY_IN, CT_F_SNAT } from './fixtures/tc-codecs.ts';
-import { translated } from './fixtures/tc-expect.ts';
+import { translated, untouched } from './fixtures/tc-expect.ts';
 import { TC_ACT_SHOT, TcHarness } from './fixtures/tc-harness.ts';
 
 const NODE_IP = '198.51.100.1';
@@ -19,8 +20,6 @@ const REMOTE = [
   { id: 13, addr: '10.244.3.5', port: 8081 },
   { id: 14, addr: '10.244.3.6', port: 8082 },
 ];
-const SNAT_MIN = 61000;
-const SNAT_MAX = 65535;
 
 const h = TcHarness.open();
 t.teardown(() => h.close());
@@ -135,6 +134,29 @@ t.test('without a node address to SNAT to, a flow to a remote backend is dropped
   t.teardown(() => h.configure(NODE_IP, SNAT_MIN, SNAT_MAX));
   t.equal(h.ingress(syn(CLIENT, 40000)).retval, TC_ACT_SHOT);
   t.equal(h.ctEntries().length, 0);
+});
+
+t.test('a config without a usable SNAT range falls back to the agent\'s range', async (t) => {
+  t.teardown(() => h.configure(NODE_IP, SNAT_MIN, SNAT_MAX));
+  for (const [min, max] of [[0, 0], [0, 62000], [63000, 62000]] as const) {
+    h.clearCt();
+    h.configure(NODE_IP, min, max);
+    const input = syn(CLIENT, 40000);
+    const out = translated(t, h.ingress(input), input, `range ${min}-${max}`);
+    t.ok(out.sport >= SNAT_MIN && out.sport <= SNAT_MAX, `range ${min}-${max}: source port ${out.sport} from ${SNAT_MIN}-${SNAT_MAX}`);
+  }
+});
+
+t.test('only packets to a port of the SNAT range are looked up as replies', async (t) => {
+  h.clearCt();
+  const fwd = parseIpv4(h.ingress(syn(CLIENT, 40004)).packetOut);
+  const [rkey, rval] = h.ctEntries().find(([k]) => k.dir === CT_DIR_REPLY_IN)!;
+  // The same reply entry at a port below the range: one the datapath never makes.
+  h.ct.put({ ...rkey, dport: 22 }, rval);
+  const reply = (dport: number) => buildIpv4({ saddr: fwd.daddr, daddr: NODE_IP, proto: 'tcp', sport: fwd.dport, dport, tcpFlags: TCP_SYN | TCP_ACK });
+  untouched(t, h.ingress(reply(22)), reply(22), 'to port 22');
+  const out = translated(t, h.ingress(reply(fwd.sport)), reply(fwd.sport), `to the SNAT port ${fwd.sport}`);
+  t.same([out.daddr, out.dport], [CLIENT, 40004], 'the reply in range goes back to the client');
 });
 
 t.test('IP options move the TCP header, and the translation follows it', async (t) => {

@@ -15,7 +15,7 @@ const LOCAL = { id: 32, addr: '10.244.1.53', port: 5353, local: true };
 
 const h = TcHarness.open();
 t.teardown(() => h.close());
-h.configure(NODE_IP, 61000, 65535);
+h.configure(NODE_IP);
 h.addService({ addr: NODE_IP, port: 30053, proto: 'udp', revNatId: 1, flags: SVC_F_NODEPORT, backends: [REMOTE] });
 h.addService({ addr: NODE_IP, port: 30054, proto: 'udp', revNatId: 2, flags: SVC_F_NODEPORT, backends: [LOCAL] });
 

@@ -85,15 +85,18 @@ t.before(async () => {
 });
 
 t.teardown(async () => {
-  if (agent) {
-    agent.kill('SIGTERM');
-    await Promise.race([agent.exited, new Promise((r) => setTimeout(r, 3000))]);
-    agent.kill('SIGKILL');
+  try {
+    if (agent) {
+      agent.kill('SIGTERM');
+      await Promise.race([agent.exited, new Promise((r) => setTimeout(r, 3000))]);
+      agent.kill('SIGKILL');
+    }
+    if (pinDir) cleanupPins(pinDir);
+  } finally {
+    if (manifests) rmSync(manifests, { recursive: true, force: true });
+    unregisterTeardown(emergency);
+    await lab?.destroy();
   }
-  if (pinDir) cleanupPins(pinDir);
-  if (manifests) rmSync(manifests, { recursive: true, force: true });
-  unregisterTeardown(emergency);
-  await lab?.destroy();
 });
 
 /** The agent's conntrack metrics, read inside node1. */

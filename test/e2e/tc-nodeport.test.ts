@@ -4,13 +4,15 @@
 // programs on the node's eth0. Traffic from outside reaches services through
 // NodeIP:NodePort and an externalIP, with kube-proxy's semantics for both
 // traffic policies. Every address lives in namespaces this test made.
-import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import t, { type Test } from 'tap';
 import { stringify } from 'yaml';
 import { AgentProcess, SVCMAP, assertBuilt } from '../../lab/agent-process.ts';
 import { Lab, type LabClient, type LabNode, type LabPod, registerTeardown, unregisterTeardown } from '../../lab/index.ts';
+import { LINK_TYPE_TCX } from '../../src/bpf/link.ts';
+import { linkPinDir } from '../../src/bpf/loader.ts';
 import { cleanupPins } from '../../src/cli/cleanup.ts';
 import { ensureBpffs, labPinDir, sweepStalePins } from '../../lab/pins.ts';
 import { type ServiceSpec, serviceObject, sliceObject } from './fixtures/manifests.ts';
@@ -118,18 +120,52 @@ async function setUp(mode: 'tcx' | 'tc'): Promise<void> {
 }
 
 async function tearDown(): Promise<void> {
-  for (const a of Object.values(agents)) {
-    a.kill('SIGTERM');
-    await Promise.race([a.exited, new Promise((r) => setTimeout(r, 3000))]);
-    a.kill('SIGKILL');
+  try {
+    for (const a of Object.values(agents)) {
+      a.kill('SIGTERM');
+      await Promise.race([a.exited, new Promise((r) => setTimeout(r, 3000))]);
+      a.kill('SIGKILL');
+    }
+    // Every pin directory is cleaned even when one fails; the first error is reported.
+    let failed: unknown;
+    for (const p of pinDirs) {
+      try { cleanupPins(p); } catch (err) { failed ??= err; }
+    }
+    if (failed !== undefined) throw failed;
+  } finally {
+    if (manifests) rmSync(manifests, { recursive: true, force: true });
+    unregisterTeardown(emergency);
+    for (const k of Object.keys(agents)) delete agents[k];
+    pinDirs.length = 0;
+    manifests = '';
+    await lab?.destroy();
   }
-  for (const p of pinDirs) cleanupPins(p);
-  if (manifests) rmSync(manifests, { recursive: true, force: true });
-  unregisterTeardown(emergency);
-  await lab?.destroy();
-  for (const k of Object.keys(agents)) delete agents[k];
-  pinDirs.length = 0;
-  manifests = '';
+}
+
+/** Ids of the tcx links pinned under a pin directory (by bpftool, not by svcmap's own code). */
+async function pinnedTcxLinkIds(node: LabNode, pinDir: string): Promise<number[]> {
+  const dir = linkPinDir(pinDir);
+  const ids: number[] = [];
+  for (const name of existsSync(dir) ? readdirSync(dir) : []) {
+    const link = JSON.parse(await lab.exec(node, 'bpftool', ['-j', 'link', 'show', 'pinned', join(dir, name)])) as { id: number; type: string | number };
+    // bpftool v7.1 with a libbpf before 1.3 has no name for the tcx link type: the number.
+    if (link.type === 'tcx' || link.type === LINK_TYPE_TCX) ids.push(link.id);
+  }
+  return ids;
+}
+
+/** Whether the kernel still has a link with this id (a pin's release can lag the unlink by an RCU grace period: polled). */
+async function linkGone(node: LabNode, id: number, timeoutMs = 5000): Promise<boolean> {
+  const until = Date.now() + timeoutMs;
+  for (;;) {
+    try {
+      await lab.exec(node, 'bpftool', ['link', 'show', 'id', String(id)]);
+    } catch {
+      return true; // "Error: get by id (N): No such file or directory"
+    }
+    if (Date.now() > until) return false;
+    await new Promise((r) => setTimeout(r, 100));
+  }
 }
 
 for (const mode of ['tcx', 'tc'] as const) {
@@ -213,6 +249,10 @@ t.test('svcmap status shows the attachments; cleanup removes them', async (t) =>
     t.match(await lab.exec(nodes.node1!, 'tc', ['filter', 'show', 'dev', 'eth0', 'ingress']), /svcmap_tc_in.*direct-action/);
   }
   t.match(status, /svcmap_ct\s+lru_hash\s+[1-9]\d*\//);
+  const tcxLinks = await pinnedTcxLinkIds(nodes.node1!, pinDirs[0]!);
+  if (mode === 'tcx') t.ok(tcxLinks.length >= 2, `the tcx links are pinned (ids ${tcxLinks.join(', ')})`);
+  else t.same(tcxLinks, [], 'no tcx link pinned in classic tc mode');
+  for (const id of tcxLinks) t.notOk(await linkGone(nodes.node1!, id, 0), `bpftool finds tcx link ${id} by id before the cleanup`);
   // svcmap cleanup, run on the node as an operator would (after stopping the agent).
   const agent = agents.node1!;
   agent.kill('SIGTERM');
@@ -220,8 +260,7 @@ t.test('svcmap status shows the attachments; cleanup removes them', async (t) =>
   await lab.exec(nodes.node1!, SVCMAP, ['cleanup', '--pin-dir', pinDirs[0]!]);
   t.equal((await lab.exec(nodes.node1!, 'tc', ['filter', 'show', 'dev', 'eth0', 'ingress'])).trim(), '', 'no ingress filter left');
   t.equal((await lab.exec(nodes.node1!, 'tc', ['filter', 'show', 'dev', 'eth0', 'egress'])).trim(), '', 'no egress filter left');
-  const links = await lab.exec(nodes.node1!, 'bpftool', ['-j', 'link', 'show']);
-  t.notOk(links.includes('svcmap_tc'), 'no tcx link of svcmap left');
+  for (const id of tcxLinks) t.ok(await linkGone(nodes.node1!, id), `tcx link ${id} is gone`);
   t.notOk(existsSync(pinDirs[0]!), 'the pins are gone');
   const r = await client.tcpConnect({ ip: NODE_IPS.node1, port: 30082, count: 1, timeoutMs: 500 });
   t.equal(r.ok, 0, 'nothing translates NodePorts on node1 any more');
