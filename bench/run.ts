@@ -13,13 +13,13 @@
 // the agent's hooks attach to lab cgroups only. Everything is removed on exit,
 // on error and on Ctrl-C (the lab's teardown plus ours below).
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, rmdirSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
 import { parseArgs } from 'node:util';
 import { assertBuilt } from '../lab/agent-process.ts';
 import { Lab, registerTeardown, unregisterTeardown } from '../lab/index.ts';
-import { cleanupPins } from '../src/cli/cleanup.ts';
+import { ensureBpffs, labPinDir, removePinDir, sweepStalePins } from '../lab/pins.ts';
 import { Budget } from './budget.ts';
 import { chartSvg } from './chart.ts';
 import { BenchCluster } from './cluster.ts';
@@ -30,9 +30,6 @@ import { describeMachine } from './machine.ts';
 import { buildNative, ROOT } from './native.ts';
 import { controlPlaneTables, datapathTables, lbTable, summaryMarkdown, targetsTable, behind } from './report.ts';
 import { type BenchResults, evaluateTargets } from './results.ts';
-
-const PIN_ROOT = '/sys/fs/bpf';
-const PIN_PREFIX = 'svcmap-bench-';
 
 interface Config {
   mode: 'full' | 'smoke';
@@ -87,39 +84,6 @@ const SMOKE: Config = {
 
 const say = (s: string) => process.stdout.write(`${s}\n`);
 const log = (s: string) => process.stderr.write(`[bench ${new Date().toISOString().slice(11, 19)}] ${s}\n`);
-
-function ensureBpffs(): void {
-  try {
-    execFileSync('mountpoint', ['-q', PIN_ROOT]);
-  } catch {
-    execFileSync('mount', ['-t', 'bpf', 'bpf', PIN_ROOT]);
-  }
-}
-
-function removePinRoot(root: string): void {
-  if (!existsSync(root)) return;
-  for (const d of readdirSync(root)) {
-    try {
-      cleanupPins(join(root, d));
-    } catch {
-      /* best effort */
-    }
-  }
-  try {
-    rmdirSync(root);
-  } catch {
-    /* best effort */
-  }
-}
-
-/** Pin directories of bench runs whose lab is gone (a SIGKILLed run). */
-function sweepStalePins(): void {
-  for (const name of readdirSync(PIN_ROOT)) {
-    if (!name.startsWith(PIN_PREFIX)) continue;
-    if (existsSync(`/run/svcmap-lab/${name.slice(PIN_PREFIX.length)}.json`)) continue;
-    removePinRoot(join(PIN_ROOT, name));
-  }
-}
 
 function checkTools(): void {
   for (const t of ['gcc', 'taskset', 'nsenter', 'iptables-restore', 'nft', 'ip']) {
@@ -188,12 +152,16 @@ async function main(): Promise<void> {
   if (machine.loadavgAtStart > 0.7) log('warning: the machine is busy (load average above 0.7): numbers will be noisier');
 
   const lab = await Lab.create({ prefix: 'bn' });
-  const pinRoot = join(PIN_ROOT, `${PIN_PREFIX}${lab.id}`);
+  const pinRoot = labPinDir(lab.id, '', 'bench');
   const workDir = mkdtempSync(join(tmpdir(), `svcmap-bench-${lab.id}-`));
   mkdirSync(pinRoot, { recursive: true });
   const teardown = {
     emergency() {
-      removePinRoot(pinRoot);
+      try {
+        removePinDir(pinRoot);
+      } catch {
+        /* best effort: a later run's sweep removes what is left */
+      }
       rmSync(workDir, { recursive: true, force: true });
     },
   };
@@ -241,7 +209,11 @@ async function main(): Promise<void> {
     }
   } finally {
     await cluster?.destroy().catch((e: unknown) => log(`cleanup: ${String(e)}`));
-    removePinRoot(pinRoot);
+    try {
+      removePinDir(pinRoot);
+    } catch (e) {
+      log(`cleanup: ${String(e)}`);
+    }
     rmSync(workDir, { recursive: true, force: true });
     unregisterTeardown(teardown);
     await lab.destroy();

@@ -40,11 +40,15 @@ export class AgentProcess {
    * spawnIn: how to start the process (default: here, in this network
    * namespace); e.g. `(cmd, args) => lab.spawn(node, cmd, args, { stdio: ['ignore', 'pipe', 'pipe'] })`
    * runs the agent inside a node namespace, where its tc programs attach.
+   * The default runs it under `setpriv --pdeathsig KILL`, as lab.spawn does: it
+   * lives in no lab namespace or cgroup that a sweep would clean, so it must die
+   * with this process even when this process is SIGKILLed. setpriv execs the
+   * agent, so child.pid is the agent's pid.
    */
   constructor(args: string[], spawnIn?: (cmd: string, args: string[]) => ChildProcess) {
     this.child = spawnIn
       ? spawnIn(SVCMAP, ['agent', ...args])
-      : spawn(SVCMAP, ['agent', ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+      : spawn('setpriv', ['--pdeathsig', 'KILL', '--', SVCMAP, 'agent', ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
     let buf = '';
     this.child.stdout!.setEncoding('utf8').on('data', (chunk: string) => {
       buf += chunk;

@@ -3,9 +3,9 @@
 // cgroup: every path is checked to be a strict descendant of the mount.
 
 import { readFileSync, readdirSync, rmdirSync, writeFileSync, statSync } from 'node:fs';
-import { readFile, mkdir, rmdir, writeFile } from 'node:fs/promises';
+import { readFile, mkdir } from 'node:fs/promises';
 import { join, resolve, sep } from 'node:path';
-import { sleep, sleepSync } from './run.ts';
+import { sleepSync } from './run.ts';
 
 let cachedMount: string | undefined;
 
@@ -56,11 +56,6 @@ export function cgroupProcsSync(path: string): number[] {
   } catch {
     return [];
   }
-}
-
-/** Moves pid into the cgroup (for processes started elsewhere; lab.spawn joins before exec). */
-export async function joinCgroup(path: string, pid: number): Promise<void> {
-  await writeFile(join(checkCgroupPath(path), 'cgroup.procs'), `${pid}\n`);
 }
 
 function populated(path: string): boolean {
@@ -141,31 +136,4 @@ export function removeCgroupSync(path: string, timeoutMs = 3000): boolean {
     sleepSync(10);
     killMembersSync(p);
   }
-}
-
-/** Async twin of removeCgroupSync (does not block the event loop while waiting). */
-export async function removeCgroup(path: string, timeoutMs = 3000): Promise<boolean> {
-  const p = checkCgroupPath(path);
-  if (!cgroupExists(p)) return true;
-  if (cgroupProcsSync(p).includes(process.pid)) throw new Error(`refusing to kill cgroup ${p}: it holds this process`);
-  const deadline = Date.now() + timeoutMs;
-  killMembersSync(p);
-  for (;;) {
-    if (!populated(p)) {
-      try {
-        await rmTree(p);
-        return true;
-      } catch (e) {
-        if ((e as NodeJS.ErrnoException).code === 'ENOENT') return true;
-      }
-    }
-    if (Date.now() > deadline) return false;
-    await sleep(10);
-    killMembersSync(p);
-  }
-}
-
-async function rmTree(path: string): Promise<void> {
-  for (const c of childDirs(path)) await rmTree(c);
-  await rmdir(path);
 }

@@ -23,10 +23,6 @@ export async function addNetns(ns: string): Promise<void> {
   await run('ip', ['netns', 'add', checkNs(ns)]);
 }
 
-export async function delNetns(ns: string): Promise<void> {
-  await run('ip', ['netns', 'del', checkNs(ns)]);
-}
-
 /** Deletes several namespaces in one `ip -batch` run, ignoring the ones already gone. */
 export function delNetnsSync(names: readonly string[]): void {
   if (names.length === 0) return;

@@ -4,7 +4,7 @@ export { ApiServer, startApiServer, type ApiServerOptions, type OutageOptions, t
 export { kubeconfigYaml, writeKubeconfig, type KubeconfigOptions } from './kubeconfig.ts';
 export { endpointSlice, node, service, type EndpointSliceOptions, type NodeOptions, type ServiceOptions, type SliceEndpoint } from './objects.ts';
 export { ApiError, type Status } from './status.ts';
-export { RESOURCES, collectionPath, resourceFor, type Resource } from './resources.ts';
+export { RESOURCES, resourceFor, type Resource } from './resources.ts';
 export type { RequestRecord } from './router.ts';
 export type { CutMode } from './watch.ts';
 export type { KubeObject, ObjectMeta, StoredObject, WatchEvent, WatchEventType } from './types.ts';

@@ -109,9 +109,3 @@ export function parsePath(pathname: string): ParsedPath | undefined {
   if (subresource !== undefined) out.subresource = subresource;
   return out;
 }
-
-/** The collection URL path for a resource, optionally in a namespace. */
-export function collectionPath(r: Resource, namespace?: string): string {
-  const base = r.group ? `/apis/${r.group}/${r.version}` : `/api/${r.version}`;
-  return namespace !== undefined && r.namespaced ? `${base}/namespaces/${encodeURIComponent(namespace)}/${r.plural}` : `${base}/${r.plural}`;
-}

@@ -13,9 +13,14 @@ export const cleanupHelp = `svcmap cleanup [--pin-dir DIR]
   Detaches every program svcmap attached (cgroup links, tcx links, tc filters)
   and removes the pinned maps. Services stop being translated at once.`;
 
+/**
+ * Detaches the pinned links under pinDir and removes the pins. Classic tc
+ * filters are not pinned: `svcmap cleanup` removes them from this network
+ * namespace's interfaces itself, so that harnesses calling this from the root
+ * namespace never touch its interfaces.
+ */
 export function cleanupPins(pinDir: string): string[] {
   const removed = detachPinnedLinks(linkPinDir(pinDir));
-  removed.push(...detachAllClassicTc());
   if (existsSync(pinDir)) {
     for (const name of readdirSync(pinDir)) {
       const p = join(pinDir, name);
@@ -29,7 +34,7 @@ export function cleanupPins(pinDir: string): string[] {
 
 export function cleanup(argv: string[], out: (s: string) => void): void {
   const f = parseFlags(argv, { 'pin-dir': { type: 'string' } }, schema, 'cleanup');
-  const removed = cleanupPins(f['pin-dir']);
+  const removed = [...cleanupPins(f['pin-dir']), ...detachAllClassicTc()];
   out(removed.length ? `removed:\n${removed.map((r) => `  ${r}`).join('\n')}\n` : `nothing to remove at ${f['pin-dir']}\n`);
 }
 

@@ -2,11 +2,13 @@
 // name the flag, the object, or the command that fixes it, and nothing is
 // left attached or pinned after a refusal.
 import { execFileSync, spawnSync } from 'node:child_process';
-import { cpSync, existsSync, mkdtempSync, readFileSync, rmSync, rmdirSync, writeFileSync } from 'node:fs';
+import { cpSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import t from 'tap';
 import { ROOT, SVCMAP, assertBuilt } from '../../lab/agent-process.ts';
+import { Lab } from '../../lab/index.ts';
+import { labPinDir } from '../../lab/pins.ts';
 import { objectHash } from '../../src/bpf/compile.ts';
 import { cleanupPins } from '../../src/cli/cleanup.ts';
 
@@ -78,13 +80,18 @@ t.test('a BPF object whose layout drifted from the codecs: the agent refuses to 
   execFileSync('mkdir', ['-p', objDir]);
   execFileSync('clang', ['-O2', '-g', '-target', 'bpf', '-Wall', '-Wno-unused-function', '-I', join(src, 'include'), '-I', join(src, 'lib'),
     '-I', '/usr/include/x86_64-linux-gnu', '-c', join(src, 'sock.c'), '-o', join(objDir, `sock-${objectHash('sock')}.o`)]);
-  const pinDir = '/sys/fs/bpf/svcmap-cli-drift';
-  const cg = join('/sys/fs/cgroup/unified', `svcmap-cli-drift-${process.pid}`);
-  execFileSync('mkdir', ['-p', cg]);
-  t.teardown(() => {
-    if (existsSync(pinDir)) cleanupPins(pinDir);
-    if (existsSync(cg)) rmdirSync(cg); // a cgroup is removed with rmdir, not by deleting its files
+  // A lab cgroup (under the detected cgroup2 mount) and a lab-named pin
+  // directory: a sweep finds both if this process is killed.
+  const lab = await Lab.create();
+  const pinDir = labPinDir(lab.id, 'drift');
+  t.teardown(async () => {
+    try {
+      if (existsSync(pinDir)) cleanupPins(pinDir);
+    } finally {
+      await lab.destroy();
+    }
   });
+  const cg = await lab.cgroup('drift');
   const r = run(['agent', '--manifests', tmp, '--cgroup', cg, '--pin-dir', pinDir, '--bpf-dir', objDir, '--metrics-port', 'off', '--health-port', 'off']);
   t.equal(r.status, 1);
   t.match(r.stderr, /the map codecs do not match the BPF object/);

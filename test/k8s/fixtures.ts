@@ -3,19 +3,19 @@
 // the compiled objects into a pin directory of the test's own, with every
 // map write also applied element by element to an in-memory mirror so that
 // every intermediate state a datapath reader could see is checked.
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { KubeConfig } from '@kubernetes/client-node';
 import { pino } from 'pino';
+import { claimPinDir } from '../../lab/pins.ts';
 import { compileBpf } from '../../src/bpf/compile.ts';
 import { loadPinned } from '../../src/bpf/loader.ts';
 import type { BpfObject } from '../../src/bpf/object.ts';
-import { cleanupPins } from '../../src/cli/cleanup.ts';
 import { buildDumpView } from '../../src/cli/dump-view.ts';
 import { KubernetesSyncLoop } from '../../src/agent/k8s-loop.ts';
 import { AgentMetrics } from '../../src/agent/metrics.ts';
-import { ProblemReporter } from '../../src/agent/problems-log.ts';
+import { countingProblemReporter } from '../../src/agent/problems-log.ts';
 import { SyncStatus } from '../../src/agent/sync-status.ts';
 import type { BackendValue, RevNatValue, SrcRangeKey, SvcKey, SvcValue } from '../../src/maps/codecs.ts';
 import { MAP_BACKENDS, MAP_REVNAT, MAP_SERVICES, MAP_SK_REVNAT } from '../../src/maps/constants.ts';
@@ -116,50 +116,71 @@ export interface SyncHarness {
 }
 
 export function startSync(kc: KubeConfig, nodeName = 'node1'): SyncHarness {
-  const pinDir = mkdtempSync(join('/sys/fs/bpf', 'svcmap-k8s-'));
+  // A lab-named pin directory under a claimed run id: swept (lab/sweep.ts, the
+  // next run) if this process is killed, removed on exit or a signal otherwise.
+  const pins = claimPinDir('k8s');
+  const pinDir = pins.dir;
   const objects: BpfObject[] = [];
-  const load = (program: 'sock' | 'tc', maps: string[]) => {
-    const r = loadPinned({ objectPath: compileBpf({ program }).path, pinDir, maps: maps.map((name) => ({ name, maxEntries: 4096 })) });
-    objects.push(r.object);
-  };
-  load('sock', [MAP_SERVICES, MAP_BACKENDS, MAP_REVNAT, MAP_SK_REVNAT]);
-  load('tc', [MAP_SERVICES, MAP_BACKENDS, MAP_REVNAT, 'svcmap_ct', 'svcmap_srcrng', 'svcmap_cfg']);
-  const maps = DatapathMaps.fromObjects(objects);
-  const syncer = new CheckedSyncer(new Recorder(new MapsAdapter(maps)));
-  const log = pino({ level: 'silent' });
-  const metrics = new AgentMetrics();
-  const status = new SyncStatus(metrics, log);
-  const invalid: Problem[] = [];
-  const informerErrors: string[] = [];
+  let maps: DatapathMaps | undefined;
+  let source: KubernetesSource | undefined;
   let loop: KubernetesSyncLoop | undefined;
-  const source = new KubernetesSource(kc, nodeName, {
-    changed: () => loop?.poke(),
-    invalid: (p) => {
-      invalid.push(...p);
-      for (const _ of p) metrics.syncErrors.inc({ kind: 'invalid_object' });
-    },
-    informerError: (kind, err) => informerErrors.push(`${kind}: ${String((err as Error)?.message ?? err)}`),
-    sliceTrigger: (svc, at) => loop?.trigger(svc, at),
-  });
-  source.model.setNode({ name: nodeName, addresses: [] });
-  loop = new KubernetesSyncLoop(source, syncer, status, metrics, new ProblemReporter(log), log, { minIntervalMs: 0, syncPeriodMs: 3_600_000, retryMs: 100 });
-  loop.start();
-  source.start();
-  return {
-    syncer, source, metrics, status, invalid, informerErrors,
-    frontends() {
-      const view = buildDumpView(maps.services.entries(), maps.backends.entries(), maps.revNat.entries());
-      return new Map(view.map((f) => [f.frontend, f.backends.map((b) => `${b.address} ${b.state}`).sort()]));
-    },
-    stop() {
-      loop?.stop();
-      source.stop();
-      maps.close();
-      for (const o of objects) o.close();
-      cleanupPins(pinDir);
-      rmSync(pinDir, { recursive: true, force: true });
-    },
+  const close = (): void => {
+    loop?.stop();
+    source?.stop();
+    maps?.close();
+    for (const o of objects) o.close();
   };
+  try {
+    const load = (program: 'sock' | 'tc', names: string[]) => {
+      const r = loadPinned({ objectPath: compileBpf({ program }).path, pinDir, maps: names.map((name) => ({ name, maxEntries: 4096 })) });
+      objects.push(r.object);
+    };
+    load('sock', [MAP_SERVICES, MAP_BACKENDS, MAP_REVNAT, MAP_SK_REVNAT]);
+    load('tc', [MAP_SERVICES, MAP_BACKENDS, MAP_REVNAT, 'svcmap_ct', 'svcmap_srcrng', 'svcmap_cfg']);
+    const dp = DatapathMaps.fromObjects(objects);
+    maps = dp;
+    const syncer = new CheckedSyncer(new Recorder(new MapsAdapter(dp)));
+    const log = pino({ level: 'silent' });
+    const metrics = new AgentMetrics();
+    const status = new SyncStatus(metrics, log);
+    const invalid: Problem[] = [];
+    const informerErrors: string[] = [];
+    const src = new KubernetesSource(kc, nodeName, {
+      changed: () => loop?.poke(),
+      invalid: (p) => invalid.push(...p),
+      informerError: (kind, err) => informerErrors.push(`${kind}: ${String((err as Error)?.message ?? err)}`),
+      sliceTrigger: (svc, at) => loop?.trigger(svc, at),
+    });
+    source = src;
+    src.model.setNode({ name: nodeName, addresses: [] });
+    loop = new KubernetesSyncLoop(src, syncer, status, metrics, countingProblemReporter(log, metrics), log, { minIntervalMs: 0, syncPeriodMs: 3_600_000, retryMs: 100 });
+    loop.start();
+    src.start();
+    return {
+      syncer, source: src, metrics, status, invalid, informerErrors,
+      frontends() {
+        const view = buildDumpView(dp.services.entries(), dp.backends.entries(), dp.revNat.entries());
+        return new Map(view.map((f) => [f.frontend, f.backends.map((b) => `${b.address} ${b.state}`).sort()]));
+      },
+      stop() {
+        close();
+        pins.release();
+      },
+    };
+  } catch (err) {
+    // Nothing is left loaded or pinned when the harness fails to start.
+    try {
+      close();
+    } catch {
+      /* the error that stopped the start is the one to report */
+    }
+    try {
+      pins.release();
+    } catch {
+      /* still registered: removed on exit, or by the next sweep */
+    }
+    throw err;
+  }
 }
 
 /** Polls until check() returns undefined (done) or the limit passes; rejects with the last complaint. */
