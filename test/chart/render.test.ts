@@ -296,7 +296,7 @@ t.test('default values (k8sServiceHost set)', async (t) => {
     t.equal(envValue(agent, 'KUBERNETES_SERVICE_PORT'), '6443');
     t.same(agent.env?.find((e) => e.name === 'NODE_NAME')?.valueFrom, { fieldRef: { fieldPath: 'spec.nodeName' } });
     t.equal(agent.image, 'svcmap:0.1.0', 'tag defaults to the appVersion');
-    t.same(agent.resources, { requests: { cpu: '100m', memory: '128Mi' }, limits: {} });
+    t.same(agent.resources, { requests: { cpu: '100m', memory: '256Mi' }, limits: {} });
   });
 
   t.test('scripts ConfigMap carries the chart files verbatim', async (t) => {
