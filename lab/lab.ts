@@ -30,7 +30,7 @@ import {
 } from './names.ts';
 import { addNetns, execIn, ipBatchIn, ipIn, listNetns, netnsExists, sysctlIn } from './netns.ts';
 import { helperEnv, killProcessSync, spawnIn, stopProcess, type SpawnOptions } from './processes.ts';
-import type { ClientReady, EchoReady, EchoServerConfig } from './protocol.ts';
+import type { EchoServerConfig } from './protocol.ts';
 
 export interface LabOptions {
   /** Namespace name prefix, 1-4 chars [a-z0-9] starting with a letter (default "sm"). */
@@ -372,25 +372,19 @@ export class Lab {
       tcpPorts: checkPorts(opts.tcpPorts ?? []),
       udpPorts: checkPorts(opts.udpPorts ?? []),
     };
-    const child = this.spawn(pod, HELPER_NODE, [...NODE_FLAGS, ECHO_SERVER, JSON.stringify(config)], {
-      env: helperEnv(),
-      stdio: ['pipe', 'pipe', 'pipe'],
-      ...(opts.cgroup !== undefined ? { cgroup: opts.cgroup } : {}),
-      ...(opts.cpu !== undefined ? { cpu: opts.cpu } : {}),
-    });
-    const lines = new JsonLines(child);
-    try {
-      await waitReady<EchoReady>(child, lines, `echo server in ${pod.name}`);
-    } catch (e) {
-      await stopProcess(child, 200);
-      throw e;
-    }
+    const { child, lines } = await this.#startHelper(pod, [ECHO_SERVER, JSON.stringify(config)], opts, `echo server in ${pod.name}`);
     return new EchoServer(child, lines, { pod: pod.name, ip: pod.ip ?? '', tcpPorts: config.tcpPorts, udpPorts: config.udpPorts });
   }
 
   /** Starts a long-lived lab/client.ts in the pod (and cgroup); resolves once it is ready. */
   async client(pod: LabNs, opts: ClientOptions = {}): Promise<LabClient> {
-    const child = this.spawn(pod, HELPER_NODE, [...NODE_FLAGS, CLIENT], {
+    const { child, lines } = await this.#startHelper(pod, [CLIENT], opts, `client in ${pod.name}`);
+    return new LabClient(child, lines, pod.name);
+  }
+
+  /** A lab helper script (node + args) in the namespace, once it reported ready; stopped again if it never does. */
+  async #startHelper(ns: LabNs, args: readonly string[], opts: Pick<ClientOptions, 'cgroup' | 'cpu'>, what: string): Promise<{ child: ChildProcess; lines: JsonLines }> {
+    const child = this.spawn(ns, HELPER_NODE, [...NODE_FLAGS, ...args], {
       env: helperEnv(),
       stdio: ['pipe', 'pipe', 'pipe'],
       ...(opts.cgroup !== undefined ? { cgroup: opts.cgroup } : {}),
@@ -398,12 +392,12 @@ export class Lab {
     });
     const lines = new JsonLines(child);
     try {
-      await waitReady<ClientReady>(child, lines, `client in ${pod.name}`);
+      await waitReady(child, lines, what);
     } catch (e) {
       await stopProcess(child, 200);
       throw e;
     }
-    return new LabClient(child, lines, pod.name);
+    return { child, lines };
   }
 
   /**

@@ -1,10 +1,12 @@
 // svcmap dump: the pinned maps, decoded. Works without a running agent.
 import { z } from 'zod';
 import { DatapathMaps } from '../maps/datapath-maps.ts';
-import { ALL_MAPS } from '../maps/registry.ts';
+import type { CtValue } from '../maps/codecs.ts';
+import { CT_FLAG_NAMES } from '../maps/constants.ts';
+import { ALL_MAPS, ctMap } from '../maps/registry.ts';
 import { parseFlags, pinDirFlag, UsageError } from './args.ts';
 import { buildDumpView, renderTable } from './dump-view.ts';
-import { formatData, outputFlag } from './format.ts';
+import { bigintReplacer, formatData, outputFlag } from './format.ts';
 
 const schema = z.object({
   'pin-dir': pinDirFlag,
@@ -27,7 +29,7 @@ export function dump(argv: string[], out: (s: string) => void): void {
     if (f.map !== undefined) {
       const m = maps.all().find((x) => x.spec.name === f.map);
       if (!m) throw new UsageError(`svcmap dump: --map: no map ${JSON.stringify(f.map)}; the maps are ${ALL_MAPS.map((s) => s.name).join(', ')}`);
-      const entries = m.entries().map(([key, value]) => ({ key, value }));
+      const entries = m.entries().map(([key, value]) => ({ key, value: m.spec === ctMap ? withCtFlagNames(value as CtValue) : value }));
       out(f.output === 'table'
         ? entries.map((e) => `${JSON.stringify(e.key, bigintReplacer)} => ${JSON.stringify(e.value, bigintReplacer)}`).join('\n') + (entries.length ? '\n' : '')
         : formatData({ map: m.spec.name, entries }, f.output));
@@ -40,6 +42,7 @@ export function dump(argv: string[], out: (s: string) => void): void {
   }
 }
 
-function bigintReplacer(_k: string, v: unknown): unknown {
-  return typeof v === 'bigint' ? v.toString() : v;
+/** Conntrack flags by name (snat, closing, ...) rather than as a bit mask. */
+function withCtFlagNames(v: CtValue): Omit<CtValue, 'flags'> & { flags: string[] } {
+  return { ...v, flags: CT_FLAG_NAMES.filter(([bit]) => v.flags & bit).map(([, name]) => name) };
 }

@@ -8,7 +8,7 @@ import type { BpfObject } from '../bpf/object.ts';
 import type * as c from './codecs.ts';
 import { LayoutDriftError, codecDrift, mapSizeDrift } from './btf-check.ts';
 import {
-  ALL_MAPS, type MapSpec, SOCK_MAPS, backendsMap, configMap, ctMap, revNatMap, servicesMap, skRevNatMap, srcRangeMap,
+  ALL_MAPS, SOCK_MAPS, backendsMap, configMap, ctMap, revNatMap, servicesMap, skRevNatMap, srcRangeMap,
 } from './registry.ts';
 import { TypedMap } from './typed-map.ts';
 
@@ -45,25 +45,23 @@ export class DatapathMaps {
    * after checking every codec against the BTF of the objects that use it.
    */
   static fromObjects(objects: readonly BpfObject[]): DatapathMaps {
-    const has = (o: BpfObject, name: string) => o.maps().some((m) => m.name === name);
-    const specs = ALL_MAPS.filter((s) => objects.some((o) => has(o, s.name)));
-    const drift = codecDrift(specs, (name) => {
-      for (const o of objects) {
-        const s = btfStruct(o.btf(), name);
-        if (s) return s;
-      }
-      return undefined;
-    });
-    const owner = (spec: MapSpec) => objects.find((o) => has(o, spec.name));
-    for (const spec of specs) {
-      const m = owner(spec)!.map(spec.name);
-      drift.push(...mapSizeDrift(spec, m.keySize, m.valueSize));
+    // Each object's own BTF is checked for the maps it has: a stale cached
+    // copy of one object must not hide behind the other's fresh layouts.
+    const owner = new Map<string, BpfObject>();
+    const drift = new Set<string>();
+    for (const o of objects) {
+      const names = new Set(o.maps().map((m) => m.name));
+      const specs = ALL_MAPS.filter((spec) => names.has(spec.name));
+      for (const d of codecDrift(specs, (struct) => btfStruct(o.btf(), struct))) drift.add(d);
+      for (const spec of specs) if (!owner.has(spec.name)) owner.set(spec.name, o);
     }
-    if (drift.length) throw new LayoutDriftError(objects.map((o) => o.path).join(' + '), drift);
-    return new DatapathMaps((name) => {
-      const o = objects.find((x) => has(x, name));
-      return o ? o.map(name) : undefined;
-    });
+    for (const [name, o] of owner) {
+      const spec = ALL_MAPS.find((x) => x.name === name)!;
+      const m = o.map(name);
+      for (const d of mapSizeDrift(spec, m.keySize, m.valueSize)) drift.add(d);
+    }
+    if (drift.size) throw new LayoutDriftError(objects.map((o) => o.path).join(' + '), [...drift]);
+    return new DatapathMaps((name) => owner.get(name)?.map(name));
   }
 
   /** The pinned maps under pinDir (for dump and status). */

@@ -14,17 +14,23 @@ function changeThings(server: ApiServer): void {
   server.create(service('d', { clusterIP: '10.0.0.4' }));
 }
 
+/** A server with three Services and a Service informer on it, its first watch open; restart: restarted on error by its owner. */
+async function watching(t: Test, o: { restart: boolean }): Promise<{ server: ApiServer; rec: RecordingInformer }> {
+  const server = await startServer(t, { objects: three() });
+  const rec = recordingInformer(t, await kubeConfigFor(t, server), 'Service');
+  if (o.restart) restartOnError(rec);
+  await rec.informer.start();
+  await server.waitForRequest({ watch: true });
+  return { server, rec };
+}
+
 async function synced(t: Test, server: ApiServer, rec: RecordingInformer, what: string): Promise<void> {
   await waitFor(() => rec.cache().join() === serverState(server, 'Service').join(), what);
   t.same(rec.cache(), serverState(server, 'Service'), what);
 }
 
 t.test('compact + clean cut: the resumed watch gets 410, the informer relists by itself', async (t) => {
-  const server = await startServer(t, { objects: three() });
-  const kc = await kubeConfigFor(t, server);
-  const rec = recordingInformer(t, kc, 'Service');
-  await rec.informer.start();
-  await server.waitForRequest({ watch: true });
+  const { server, rec } = await watching(t, { restart: false });
   const mark = server.mark();
   // All synchronous: the client cannot reconnect before the changes and the compaction.
   server.cutWatches('end');
@@ -39,12 +45,7 @@ t.test('compact + clean cut: the resumed watch gets 410, the informer relists by
 });
 
 t.test('compact + abrupt cut: error, restart by the owner, 410, relist', async (t) => {
-  const server = await startServer(t, { objects: three() });
-  const kc = await kubeConfigFor(t, server);
-  const rec = recordingInformer(t, kc, 'Service');
-  restartOnError(rec);
-  await rec.informer.start();
-  await server.waitForRequest({ watch: true });
+  const { server, rec } = await watching(t, { restart: true });
   const mark = server.mark();
   server.cutWatches('destroy');
   changeThings(server);
@@ -58,12 +59,7 @@ t.test('compact + abrupt cut: error, restart by the owner, 410, relist', async (
 });
 
 t.test('server restart with changes while down (fresh watch cache): relist', async (t) => {
-  const server = await startServer(t, { objects: three() });
-  const kc = await kubeConfigFor(t, server);
-  const rec = recordingInformer(t, kc, 'Service');
-  restartOnError(rec);
-  await rec.informer.start();
-  await server.waitForRequest({ watch: true });
+  const { server, rec } = await watching(t, { restart: true });
   const port = server.port;
   await server.stop();
   await waitFor(() => rec.errors().length >= 2, 'the informer to fail, and fail again while down');
@@ -78,12 +74,7 @@ t.test('server restart with changes while down (fresh watch cache): relist', asy
 });
 
 t.test('server restart keeping its history: the watch resumes, no relist', async (t) => {
-  const server = await startServer(t, { objects: three() });
-  const kc = await kubeConfigFor(t, server);
-  const rec = recordingInformer(t, kc, 'Service');
-  restartOnError(rec);
-  await rec.informer.start();
-  await server.waitForRequest({ watch: true });
+  const { server, rec } = await watching(t, { restart: true });
   await server.stop();
   changeThings(server);
   const mark = server.mark();
@@ -94,12 +85,7 @@ t.test('server restart keeping its history: the watch resumes, no relist', async
 });
 
 t.test('server restart with a replaced store and a resourceVersion jump', async (t) => {
-  const server = await startServer(t, { objects: three() });
-  const kc = await kubeConfigFor(t, server);
-  const rec = recordingInformer(t, kc, 'Service');
-  restartOnError(rec);
-  await rec.informer.start();
-  await server.waitForRequest({ watch: true });
+  const { server, rec } = await watching(t, { restart: true });
   await server.stop();
   await server.restart({ resourceVersionJump: 5000, objects: [service('a', { clusterIP: '10.0.0.1' }), service('z', { clusterIP: '10.0.0.26' })] });
   t.ok(Number(server.resourceVersion) > 6000);
@@ -108,12 +94,7 @@ t.test('server restart with a replaced store and a resourceVersion jump', async 
 });
 
 t.test('an outage (connection refused) with changes meanwhile', async (t) => {
-  const server = await startServer(t, { objects: three() });
-  const kc = await kubeConfigFor(t, server);
-  const rec = recordingInformer(t, kc, 'Service');
-  restartOnError(rec);
-  await rec.informer.start();
-  await server.waitForRequest({ watch: true });
+  const { server, rec } = await watching(t, { restart: true });
   const outage = server.unavailable(300);
   await waitFor(() => rec.errors().length >= 2, 'errors while down');
   changeThings(server);
@@ -123,12 +104,7 @@ t.test('an outage (connection refused) with changes meanwhile', async (t) => {
 });
 
 t.test('an outage answering 503: list and watch errors, then recovery', async (t) => {
-  const server = await startServer(t, { objects: three() });
-  const kc = await kubeConfigFor(t, server);
-  const rec = recordingInformer(t, kc, 'Service');
-  restartOnError(rec);
-  await rec.informer.start();
-  await server.waitForRequest({ watch: true });
+  const { server, rec } = await watching(t, { restart: true });
   const outage = server.unavailable(300, { mode: '503' });
   server.compact(); // the informer will have to relist, during the outage at first
   await waitFor(() => rec.errors().some((e) => (e as { statusCode?: number }).statusCode === 503), 'a 503 from the watch');

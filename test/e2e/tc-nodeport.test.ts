@@ -249,6 +249,8 @@ t.test('svcmap status shows the attachments; cleanup removes them', async (t) =>
     t.match(await lab.exec(nodes.node1!, 'tc', ['filter', 'show', 'dev', 'eth0', 'ingress']), /svcmap_tc_in.*direct-action/);
   }
   t.match(status, /svcmap_ct\s+lru_hash\s+[1-9]\d*\//);
+  const ct = JSON.parse(await lab.exec(nodes.node1!, SVCMAP, ['dump', '--map', 'svcmap_ct', '-o', 'json', '--pin-dir', pinDirs[0]!])) as { entries: Array<{ value: { flags: string[] } }> };
+  t.ok(ct.entries.some((e) => e.value.flags.includes('snat')), 'dump shows conntrack flags by name (the flows SNATed to the remote backend)');
   const tcxLinks = await pinnedTcxLinkIds(nodes.node1!, pinDirs[0]!);
   if (mode === 'tcx') t.ok(tcxLinks.length >= 2, `the tcx links are pinned (ids ${tcxLinks.join(', ')})`);
   else t.same(tcxLinks, [], 'no tcx link pinned in classic tc mode');
