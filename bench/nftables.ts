@@ -13,7 +13,7 @@ import { CLUSTER_CIDR, NAMESPACE, PORT, PORT_NAME, SERVICE_CIDR, TARGET_PORT, ty
 const T = 'ip kube-proxy';
 
 /** The table and what does not depend on services (kube-proxy's setupNFTables). */
-function base(out: LineFile): void {
+function base(out: Pick<LineFile, 'line'>): void {
   out.line(`add table ${T} { comment "rules for kube-proxy" ; }`);
   const chains: Array<[string, string?]> = [
     ['nat-prerouting', 'type nat hook prerouting priority -100'],
@@ -67,21 +67,21 @@ function epChain(s: BenchService, ip: string): string {
   return nftEpChain(NAMESPACE, s.name, 'tcp', PORT_NAME, ip, TARGET_PORT);
 }
 
-function endpointChain(out: LineFile, s: BenchService, ip: string): void {
+function endpointChain(out: Pick<LineFile, 'line'>, s: BenchService, ip: string): void {
   const c = epChain(s, ip);
   out.line(`add chain ${T} ${c}`);
   out.line(`add rule ${T} ${c} ip saddr ${ip} jump mark-for-masquerade`);
   out.line(`add rule ${T} ${c} meta l4proto tcp dnat to ${ip}:${TARGET_PORT}`);
 }
 
-function serviceRules(out: LineFile, s: BenchService, chain: string): void {
+function serviceRules(out: Pick<LineFile, 'line'>, s: BenchService, chain: string): void {
   out.line(`add rule ${T} ${chain} ip daddr ${s.vip} tcp dport ${PORT} ip saddr != ${CLUSTER_CIDR} jump mark-for-masquerade`);
   const arms = s.endpoints.map((ip, i) => `${i} : goto ${epChain(s, ip)}`).join(' , ');
   out.line(`add rule ${T} ${chain} numgen random mod ${s.endpoints.length} vmap { ${arms} }`);
 }
 
 /** Everything, from an empty namespace: kube-proxy's first sync. */
-export function nftFull(out: LineFile, services: readonly BenchService[]): void {
+export function nftFull(out: Pick<LineFile, 'line'>, services: readonly BenchService[]): void {
   base(out);
   for (const s of services) {
     const chain = svcChain(s);
@@ -94,7 +94,7 @@ export function nftFull(out: LineFile, services: readonly BenchService[]): void 
 }
 
 /** One service's endpoints changed from prev to next: kube-proxy's delta transaction. */
-export function nftDelta(out: LineFile, prev: BenchService, next: BenchService): void {
+export function nftDelta(out: Pick<LineFile, 'line'>, prev: BenchService, next: BenchService): void {
   const had = new Set(prev.endpoints);
   const keep = new Set(next.endpoints);
   for (const ip of next.endpoints) if (!had.has(ip)) endpointChain(out, next, ip);
@@ -109,13 +109,14 @@ export function nftDelta(out: LineFile, prev: BenchService, next: BenchService):
   }
 }
 
-/** Rules + chains a full sync writes: for the report. */
+/** Chains and rules a full sync writes (counted from nftFull's own lines): for the report. */
 export function nftObjectCount(services: readonly BenchService[]): { chains: number; rules: number } {
-  let chains = 15;
-  let rules = 29;
-  for (const s of services) {
-    chains += 1 + s.endpoints.length;
-    rules += 2 + 2 * s.endpoints.length;
-  }
-  return { chains, rules };
+  const n = { chains: 0, rules: 0 };
+  nftFull({
+    line: (l) => {
+      if (l.startsWith('add chain ')) n.chains++;
+      else if (l.startsWith('add rule ')) n.rules++;
+    },
+  }, services);
+  return n;
 }

@@ -200,6 +200,12 @@ export function behind(r: BenchResults): string[] {
       if (k && k.p50Us < s.p50Us * 0.98) out.push(`At N=${fmtN(p.n)} the ${m} shape had a lower p50 connect latency than svcmap (${k.p50Us.toFixed(1)} vs ${s.p50Us.toFixed(1)} µs).`);
     }
   }
+  const slowSetups = r.datapath.flatMap((p) => {
+    const sm = p.programming.svcmap?.ms;
+    const others = (['iptables', 'nftables'] as const).filter((m) => sm !== undefined && p.programming[m] && p.programming[m].ms < sm);
+    return others.length ? [`N=${fmtN(p.n)}: ${fmtDuration(sm!)} vs ${others.map((m) => `${m} ${fmtDuration(p.programming[m]!.ms)}`).join(', ')}`] : [];
+  });
+  if (slowSetups.length) out.push(`Getting the datapath benchmark's services in place (svcmap: agent start with the file source to its first sync; the others: one restore of the whole ruleset) took svcmap longer: ${slowSetups.join('; ')}.`);
   const cp = r.controlPlane;
   if (cp) {
     const agents = cp.agent.filter(isAgentResult);
@@ -207,11 +213,14 @@ export function behind(r: BenchResults): string[] {
       const a = agents.find((x) => x.n === p.n);
       if (a && isOp(p.nftables.changeDelta) && p.nftables.changeDelta.ms < a.change.wallP50) out.push(`At N=${fmtN(p.n)} an nftables delta (${fmtDuration(p.nftables.changeDelta.ms)}) applied one endpoint change faster than the agent reflected it (${fmtDuration(a.change.wallP50)} p50, API server to map write).`);
     }
-    // Cold start against a one-shot restore: once, at the largest N where both ran.
-    const cold = [...cp.netfilter].reverse().find((p) => isOp(p.iptables.fullReplace) && agents.some((a) => a.n === p.n));
-    const ca = cold && agents.find((a) => a.n === cold.n);
-    if (cold && ca && isOp(cold.iptables.fullReplace) && cold.iptables.fullReplace.ms < ca.startToSyncMs) {
-      out.push(`Cold start: from process start to synced, the agent took ${fmtDuration(ca.startToSyncMs)} at N=${fmtN(cold.n)} (runtime and BPF load, informer lists, model; the sync itself ${fmtDuration(ca.fullSyncMs)}), longer than one iptables-restore of the same rules (${fmtDuration(cold.iptables.fullReplace.ms)}). kube-proxy pays this only once too, but its first sync is not slower than its restore.`);
+    // Cold start against a one-shot restore, at every N where both ran.
+    const slowStarts = cp.netfilter.flatMap((p) => {
+      const a = agents.find((x) => x.n === p.n);
+      return a && isOp(p.iptables.fullReplace) && p.iptables.fullReplace.ms < a.startToSyncMs
+        ? [`${fmtDuration(a.startToSyncMs)} vs ${fmtDuration(p.iptables.fullReplace.ms)} at N=${fmtN(p.n)}`] : [];
+    });
+    if (slowStarts.length) {
+      out.push(`Cold start: from process start to synced (runtime and BPF load, informer lists, model, sync), the agent took longer than one iptables-restore of the same rules: ${slowStarts.join(', ')}. kube-proxy pays its start once too, but its first sync is not slower than its restore.`);
     }
     const largest = agents.at(-1);
     const tenK = agents.find((a) => a.n === 10_000);
@@ -228,11 +237,11 @@ export function behind(r: BenchResults): string[] {
       out.push(`Memory: agent RSS ${rss} services (x ${cp.endpointsPerService} endpoints)${smallest && smallest.rssAfterSync > 100 * MiB ? `; even with ${smallest.n} service${smallest.n === 1 ? '' : 's'} it holds ${(smallest.rssAfterSync / MiB).toFixed(0)} MiB` : ''}.`);
     }
     const eng = cp.engine.find((e) => e.n === 10_000) ?? cp.engine.at(-1);
-    if (eng && eng.changeFullMs.p50 > 10) out.push(`With the file source (and on every periodic full resync) one change costs a full plan over all frontends: ${fmtDuration(eng.changeFullMs.p50)} at N=${fmtN(eng.n)}, plus re-reading every manifest; only the Kubernetes source syncs one Service at a time.`);
+    if (eng && eng.changeFullMs.p50 > 10) out.push(`With the file source one change costs a full pass: validating every object (${fmtDuration(eng.validateMs)} at N=${fmtN(eng.n)}), rebuilding the model (${fmtDuration(eng.modelMs)}) and a full plan over all frontends (${fmtDuration(eng.changeFullMs.p50)}), plus re-reading every manifest; the Kubernetes source syncs one Service at a time (its periodic full resync pays the plan).`);
     for (const a of cp.agent) if (!isAgentResult(a)) out.push(`The agent did not complete at N=${fmtN(a.n)}: ${a.skipped}.`);
   }
   for (const l of r.lb) {
-    if (l.maxOverMean > 1.1) out.push(`Load-balancing quality: with ${l.algorithm} selection a rolling update leaves the kept backend with ${(l.keptShare * 100).toFixed(0)}% of the connections (max/mean ${l.maxOverMean.toFixed(2)}) - the same imbalance as kube-proxy; a least-connections scheduler is needed to fix it.`);
+    if (l.maxOverMean > 1.1) out.push(`Load-balancing quality: with ${l.algorithm} selection a rolling update leaves the kept backend with ${(l.keptShare * 100).toFixed(0)}% of the connections (max/mean ${l.maxOverMean.toFixed(2)}), what any uniform random choice gives (kube-proxy's too, by the same argument; not measured here); a least-connections scheduler is needed to fix it.`);
   }
   return out;
 }
