@@ -80,3 +80,5 @@ clean:
 	rm -rf dist build native/build
 
 include mk/chart.mk
+include mk/cluster.mk
+include mk/cluster-images.mk
