@@ -59,7 +59,8 @@ COPY --from=build /src/bpf ./bpf
 ENV NODE_ENV=production \
     PATH=/app/bin:$PATH
 # Not root by default. The agent needs uid 0 with added capabilities
-# (BPF, NET_ADMIN, SYS_ADMIN, PERFMON, SYS_RESOURCE), which the Helm chart
+# (BPF, NET_ADMIN, SYS_ADMIN, PERFMON; SYS_RESOURCE too on kernels < 5.11),
+# which the Helm chart
 # sets per container (runAsUser: 0); the hook Job and the test Pod run as
 # this user. Locally: docker run --user 0 --cap-add ... svcmap:dev agent ...
 USER 65532:65532

@@ -101,6 +101,17 @@ t.test('pre-delete cleanup hook', async (t) => {
     t.match(job.spec, { backoffLimit: 0, activeDeadlineSeconds: 360 });
   });
 
+  t.test('the cleanup DaemonSet follows securityContext.capabilities', async (t) => {
+    const caps = ['BPF', 'NET_ADMIN', 'PERFMON', 'SYS_ADMIN', 'SYS_RESOURCE'];
+    const over = render({ set: [`k8sServiceHost=${HOST}`, `securityContext.capabilities={${caps.join(',')}}`] });
+    const c = container(podSpec(one(over, 'DaemonSet', 'svcmap-cleanup')) as PodSpec, 'cleanup');
+    const a = container(podSpec(one(over, 'DaemonSet', 'svcmap')) as PodSpec, 'agent');
+    t.same(c.securityContext?.capabilities, { add: caps, drop: ['ALL'] });
+    t.same(c.securityContext?.capabilities, a.securityContext?.capabilities, 'same as the agent');
+    const dflt = container(podSpec(cds) as PodSpec, 'cleanup');
+    t.notOk(dflt.securityContext?.capabilities?.add?.includes('SYS_RESOURCE'), 'no SYS_RESOURCE by default');
+  });
+
   t.test('cleanup.enabled=false drops every hook resource', async (t) => {
     const off = render({ set: [`k8sServiceHost=${HOST}`, 'cleanup.enabled=false'] });
     t.same(

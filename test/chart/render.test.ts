@@ -2,7 +2,9 @@
 // parsed manifests. Runs the real helm: a missing helm is a failure (make
 // test installs it first), not a skip.
 import t from 'tap';
-import { readFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { parse } from 'yaml';
 import {
   EDGE_VALUES,
@@ -22,7 +24,10 @@ import {
 } from './helm.ts';
 
 const HOST = '192.0.2.10';
-const AGENT_CAPS = ['BPF', 'NET_ADMIN', 'PERFMON', 'SYS_ADMIN', 'SYS_RESOURCE'];
+// The default of securityContext.capabilities. No SYS_RESOURCE: BPF memory
+// is charged to the memory cgroup since Linux 5.11, and a pod asking for a
+// capability outside the host's bounding set does not start.
+const AGENT_CAPS = ['BPF', 'NET_ADMIN', 'PERFMON', 'SYS_ADMIN'];
 const INIT_CAPS = ['SYS_ADMIN', 'SYS_CHROOT', 'SYS_PTRACE'];
 // group/resource:verb, the agent's whole ClusterRole.
 const AGENT_RBAC = [
@@ -222,9 +227,10 @@ t.test('default values (k8sServiceHost set)', async (t) => {
     t.match(spec.securityContext, { appArmorProfile: { type: 'Unconfined' }, seLinuxOptions: { type: 'spc_t' } });
   });
 
-  t.test('agent container: capabilities exactly BPF, NET_ADMIN, SYS_ADMIN, PERFMON, SYS_RESOURCE', async (t) => {
+  t.test('agent container: capabilities exactly BPF, NET_ADMIN, PERFMON, SYS_ADMIN', async (t) => {
     const agent = container(agentSpec(ms), 'agent');
     t.same(sorted(agent.securityContext?.capabilities?.add), AGENT_CAPS);
+    t.notOk(agent.securityContext?.capabilities?.add?.includes('SYS_RESOURCE'), 'no SYS_RESOURCE by default');
     t.same(agent.securityContext?.capabilities?.drop, ['ALL']);
     t.equal(agent.securityContext?.privileged, false);
     t.equal(agent.securityContext?.runAsUser, 0, 'uid 0, so the added capabilities are effective');
@@ -399,6 +405,47 @@ t.test('edge values (custom ports, devices, resources, IPv6 API server, no init 
     t.equal(envValue(wait, 'TIMEOUT_SECONDS'), '900');
     t.equal(envValue(wait, 'API_SERVER'), 'https://[fd00:10::1]:16443');
     t.equal(envValue(wait, 'NAMESPACE'), 'net');
+  });
+});
+
+t.test('securityContext.capabilities', async (t) => {
+  const capsOf = (ms: Manifest[]) => {
+    const agent = container(agentSpec(ms), 'agent');
+    const cleanup = container(podSpec(one(ms, 'DaemonSet', 'svcmap-cleanup')) as PodSpec, 'cleanup');
+    const init = container(agentSpec(ms), 'mount-host-fs');
+    return {
+      agent: agent.securityContext?.capabilities,
+      cleanup: cleanup.securityContext?.capabilities,
+      init: init.securityContext?.capabilities,
+    };
+  };
+
+  t.test('default: no SYS_RESOURCE on the agent or the cleanup DaemonSet', async (t) => {
+    const c = capsOf(render({ set: [`k8sServiceHost=${HOST}`] }));
+    for (const which of ['agent', 'cleanup'] as const) {
+      t.same(sorted(c[which]?.add), AGENT_CAPS, `${which}: the default list`);
+      t.notOk(c[which]?.add?.includes('SYS_RESOURCE'), `${which}: no SYS_RESOURCE`);
+      t.same(c[which]?.drop, ['ALL'], `${which}: drops ALL`);
+    }
+  });
+
+  t.test('kernels older than 5.11: an override adds SYS_RESOURCE', async (t) => {
+    const withRes = [...AGENT_CAPS, 'SYS_RESOURCE'];
+    const c = capsOf(render({ set: [`k8sServiceHost=${HOST}`, `securityContext.capabilities={${withRes.join(',')}}`] }));
+    for (const which of ['agent', 'cleanup'] as const) {
+      t.same(sorted(c[which]?.add), sorted(withRes), `${which}: the given list`);
+      t.same(c[which]?.drop, ['ALL'], `${which}: still drops ALL`);
+    }
+    t.same(sorted(c.init?.add), INIT_CAPS, 'the init container keeps its own list');
+  });
+
+  t.test('the same through a values file, in the given order', async (t) => {
+    const dir = mkdtempSync(join(tmpdir(), 'svcmap-chart-caps-'));
+    t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+    const file = join(dir, 'values.yaml');
+    writeFileSync(file, 'securityContext:\n  capabilities: [SYS_ADMIN, BPF, NET_ADMIN, PERFMON, SYS_RESOURCE]\n');
+    const c = capsOf(render({ set: [`k8sServiceHost=${HOST}`], valuesFiles: [file] }));
+    t.same(c.agent?.add, ['SYS_ADMIN', 'BPF', 'NET_ADMIN', 'PERFMON', 'SYS_RESOURCE']);
   });
 });
 

@@ -3,6 +3,9 @@
 // unknown keys (values.schema.json). Runs the real helm; a missing helm is
 // a failure, not a skip.
 import t, { type Test } from 'tap';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { CHART, EDGE_VALUES, KUBE_VERSION, helm, helmMissingMessage, templateArgs } from './helm.ts';
 
 const HOST = '192.0.2.10';
@@ -25,6 +28,7 @@ t.test('helm lint --strict', async (t) => {
     ['default values', ['--set', `k8sServiceHost=${HOST}`]],
     ['edge values', ['--values', EDGE_VALUES]],
     ['hooks, init container and test disabled', ['--set', `k8sServiceHost=${HOST},cleanup.enabled=false,test.enabled=false,bpf.autoMount=false,cgroup.autoMount=false`]],
+    ['SYS_RESOURCE added (kernels < 5.11)', ['--set', `k8sServiceHost=${HOST}`, '--set', 'securityContext.capabilities={BPF,NET_ADMIN,PERFMON,SYS_ADMIN,SYS_RESOURCE}']],
   ] as const) {
     const r = helm(['lint', '--strict', CHART, '--kube-version', KUBE_VERSION, ...args]);
     t.equal(r.status, 0, `${what}: lint passes\n${r.stdout}${r.stderr}`);
@@ -86,5 +90,35 @@ t.test('values.schema.json rejects wrong types with a message naming the value',
   renderFails(t, 'bpf.compile as a string', { set: base, setString: ['bpf.compile=yes'] }, [
     schemaError,
     /\/bpf\/compile.*got string, want boolean/,
+  ]);
+});
+
+t.test('values.schema.json accepts only capability names as Kubernetes takes them', async (t) => {
+  const base = [`k8sServiceHost=${HOST}`];
+  const schemaError = /values don't meet the specifications of the schema/;
+  // The enum message lists the valid names, which shows the expected form.
+  const validNames = /value must be one of .*'BPF'.*'SYS_RESOURCE'/;
+  const caps = (list: string) => ({ set: [...base, `securityContext.capabilities={${list}}`] });
+  renderFails(t, 'a CAP_ prefix', caps('BPF,NET_ADMIN,PERFMON,SYS_ADMIN,CAP_SYS_RESOURCE'), [
+    schemaError,
+    /\/securityContext\/capabilities\/4.*value must be one of/,
+    validNames,
+  ]);
+  renderFails(t, 'lower case', caps('bpf,NET_ADMIN'), [schemaError, /\/securityContext\/capabilities\/0.*value must be one of/]);
+  renderFails(t, 'a misspelt name', caps('BPF,NET_ADMN'), [schemaError, /\/securityContext\/capabilities\/1.*value must be one of/]);
+  renderFails(t, 'ALL (add only named capabilities)', caps('ALL'), [schemaError, /\/securityContext\/capabilities\/0.*value must be one of/]);
+  renderFails(t, 'a name twice', caps('BPF,BPF'), [schemaError, /\/securityContext\/capabilities.*items at 0 and 1 are equal/]);
+  renderFails(t, 'a string instead of a list', { set: [...base, 'securityContext.capabilities=SYS_RESOURCE'] }, [
+    schemaError,
+    /\/securityContext\/capabilities.*got string, want array/,
+  ]);
+  // --set cannot express an empty list; a values file can.
+  const dir = mkdtempSync(join(tmpdir(), 'svcmap-chart-caps-'));
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+  const empty = join(dir, 'empty-caps.yaml');
+  writeFileSync(empty, 'securityContext:\n  capabilities: []\n');
+  renderFails(t, 'an empty list', { set: base, valuesFiles: [empty] }, [
+    schemaError,
+    /\/securityContext\/capabilities.*minItems: got 0, want 1/,
   ]);
 });

@@ -127,22 +127,17 @@ container.apparmor.security.beta.kubernetes.io/{{ . }}: unconfined
 {{- end -}}
 
 {{/*
-The agent's capabilities: exactly what loading, attaching and pinning BPF
-programs needs, and nothing else.
-  BPF          bpf(2): maps, programs, BTF
-  PERFMON      pointer-carrying program types and helpers
-  NET_ADMIN    tc/tcx attachment on the node's interfaces
-  SYS_ADMIN    cgroup attach at the cgroup v2 root, bpffs pin operations
-  SYS_RESOURCE raising RLIMIT_MEMLOCK on kernels that still charge it
+The agent's capabilities (also the cleanup DaemonSet's): the list in
+securityContext.capabilities (default BPF, NET_ADMIN, PERFMON, SYS_ADMIN;
+values.yaml says what each is for and why SYS_RESOURCE is not among them),
+everything else dropped.
 */}}
 {{- define "svcmap.agentCapabilities" -}}
 capabilities:
+  {{- with .Values.securityContext.capabilities }}
   add:
-    - BPF
-    - NET_ADMIN
-    - PERFMON
-    - SYS_ADMIN
-    - SYS_RESOURCE
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
   drop:
     - ALL
 {{- end -}}
