@@ -1,0 +1,185 @@
+// One node of a lab cluster: containerd and a kubelet inside the node's network
+// and mount namespaces, with their own state directories and configuration
+// files, pods on a CNI bridge (cni0) inside the node namespace, and the pods'
+// cgroups below a lab cgroup (kubelet --cgroup-root), never the host's.
+
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import type { Lab } from '../lab.ts';
+import { run } from '../run.ts';
+import { netnsPath } from '../netns.ts';
+import { Component, waitUntil } from './component.ts';
+import { bin } from './paths.ts';
+import { writeKubeconfig } from './pki.ts';
+import type { NodeNet } from './topology.ts';
+
+/** The sandbox image: the name kubelet 1.34 and e2e.test use for it. */
+export const PAUSE_IMAGE = 'registry.k8s.io/pause:3.10.1';
+
+export interface NodeOptions {
+  lab: Lab;
+  net: NodeNet;
+  /** File of the node's mount namespace. */
+  mountNs: string;
+  /** The node's cgroup v2 directory; also its kubelet's --cgroup-root (by name) in every v1 hierarchy. */
+  cgroupV2: string;
+  cgroupRoot: string;
+  dir: string;
+  logDir: string;
+  apiServer: string;
+  caCert: string;
+  token: string;
+  clusterDns: string;
+  resolvConf: string;
+}
+
+function containerdConfig(dir: string, cniConfDir: string): string {
+  // state, the sockets and runc's root stay below /run, the node's own tmpfs.
+  return `version = 2
+root = "${join(dir, 'containerd')}"
+state = "/run/containerd"
+disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshotter.v1.btrfs", "io.containerd.snapshotter.v1.zfs", "io.containerd.snapshotter.v1.devmapper", "io.containerd.tracing.processor.v1.otlp", "io.containerd.internal.v1.tracing"]
+[grpc]
+  address = "/run/containerd/containerd.sock"
+[ttrpc]
+  address = "/run/containerd/containerd.sock.ttrpc"
+[metrics]
+  address = ""
+[plugins."io.containerd.internal.v1.opt"]
+  path = "${join(dir, 'containerd-opt')}"
+[plugins."io.containerd.grpc.v1.cri"]
+  sandbox_image = "${PAUSE_IMAGE}"
+  stream_server_address = "127.0.0.1"
+  # This VM's capability bounding set lacks CAP_SYS_RESOURCE: runc must never
+  # be asked to lower a container's oom_score_adj below containerd's own.
+  restrict_oom_score_adj = true
+  # Pod network namespaces under the node's /run, not the host's /var/run/netns.
+  netns_mounts_under_state_dir = true
+  [plugins."io.containerd.grpc.v1.cri".containerd]
+    snapshotter = "overlayfs"
+    default_runtime_name = "runc"
+    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+      runtime_type = "io.containerd.runc.v2"
+      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+        SystemdCgroup = false
+  [plugins."io.containerd.grpc.v1.cri".cni]
+    bin_dir = "/usr/lib/cni"
+    conf_dir = "${cniConfDir}"
+`;
+}
+
+function cniConfig(podCidr: string, ipamDir: string): string {
+  return `${JSON.stringify({
+    cniVersion: '0.4.0',
+    name: 'lab',
+    plugins: [{
+      type: 'bridge', bridge: 'cni0', isGateway: true, ipMasq: false, hairpinMode: true,
+      ipam: { type: 'host-local', dataDir: ipamDir, ranges: [[{ subnet: podCidr }]], routes: [{ dst: '0.0.0.0/0' }] },
+    }],
+  }, null, 2)}\n`;
+}
+
+function kubeletConfig(o: NodeOptions): string {
+  return `apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+cgroupDriver: cgroupfs
+cgroupRoot: ${o.cgroupRoot}
+# This host has cgroup v1 controllers beside the unified hierarchy (hybrid).
+failCgroupV1: false
+failSwapOn: false
+containerRuntimeEndpoint: unix:///run/containerd/containerd.sock
+address: ${o.net.ip}
+port: 10250
+readOnlyPort: 0
+healthzBindAddress: 127.0.0.1
+healthzPort: 10248
+authentication:
+  anonymous: { enabled: false }
+  webhook: { enabled: true }
+  x509: { clientCAFile: ${o.caCert} }
+authorization: { mode: Webhook }
+clusterDNS: [${o.clusterDns}]
+clusterDomain: cluster.local
+resolvConf: ${o.resolvConf}
+evictionHard: { "memory.available": "100Mi", "nodefs.available": "1%", "imagefs.available": "1%", "nodefs.inodesFree": "1%" }
+imageGCHighThresholdPercent: 100
+imageGCLowThresholdPercent: 99
+serializeImagePulls: false
+`;
+}
+
+export class LabNode {
+  readonly opts: NodeOptions;
+  readonly name: string;
+  containerd!: Component;
+  kubelet!: Component;
+
+  constructor(opts: NodeOptions) {
+    this.opts = opts;
+    this.name = opts.net.name;
+    mkdirSync(opts.dir, { recursive: true });
+  }
+
+  /** argv running a command in this node's network and mount namespaces. */
+  argv(cmd: string, args: readonly string[]): string[] {
+    return ['nsenter', `--net=${netnsPath(this.opts.net.ns.ns)}`, `--mount=${this.opts.mountNs}`, '--', cmd, ...args];
+  }
+
+  /** Runs a command in the node (network + mount namespace) and resolves with its stdout. */
+  exec(cmd: string, args: readonly string[], opts: { input?: string; timeoutMs?: number } = {}): Promise<string> {
+    const [file, ...rest] = this.argv(cmd, args);
+    return run(file as string, rest, { timeoutMs: opts.timeoutMs ?? 60_000, ...(opts.input !== undefined ? { input: opts.input } : {}) });
+  }
+
+  #component(name: string, cmd: string, args: readonly string[]): Component {
+    const o = this.opts;
+    return new Component(o.lab, { name: `${this.name}-${name}`, netns: o.net.ns.ns, mountNs: o.mountNs, cmd, args, cgroup: join(o.cgroupV2, 'system') }, o.logDir);
+  }
+
+  async startContainerd(): Promise<void> {
+    const o = this.opts;
+    const cniConf = join(o.dir, 'cni', 'net.d');
+    mkdirSync(cniConf, { recursive: true });
+    mkdirSync(join(o.cgroupV2, 'system'), { recursive: true });
+    writeFileSync(join(cniConf, '10-lab.conflist'), cniConfig(o.net.podCidr, join(o.dir, 'cni', 'ipam')));
+    const config = join(o.dir, 'containerd.toml');
+    writeFileSync(config, containerdConfig(o.dir, cniConf));
+    this.containerd = this.#component('containerd', 'containerd', ['--config', config]);
+    await waitUntil(`containerd on ${this.name}`, async () => {
+      await this.exec('ctr', ['version'], { timeoutMs: 3000 });
+      return true;
+    }, { timeoutMs: 30_000, intervalMs: 100, alive: [this.containerd] });
+  }
+
+  /** Imports OCI archives into the node's containerd (namespace k8s.io, where the kubelet looks). */
+  async importImages(archives: readonly string[]): Promise<void> {
+    for (const a of archives) await this.exec('ctr', ['-n', 'k8s.io', 'images', 'import', '--all-platforms', '--no-unpack', a], { timeoutMs: 300_000 });
+  }
+
+  /** Gives an imported image a second name (e.g. a new tag for an upgrade). */
+  async tagImage(ref: string, newRef: string): Promise<void> {
+    await this.exec('ctr', ['-n', 'k8s.io', 'images', 'tag', '--force', ref, newRef]);
+  }
+
+  startKubelet(): Component {
+    const o = this.opts;
+    const kubeconfig = writeKubeconfig(join(o.dir, 'kubelet.kubeconfig'), o.apiServer, o.caCert, `system:node:${this.name}`, o.token);
+    const config = join(o.dir, 'kubelet.yaml');
+    writeFileSync(config, kubeletConfig(o));
+    this.kubelet = this.#component('kubelet', bin('kubelet'), [
+      '--config', config,
+      '--kubeconfig', kubeconfig,
+      '--root-dir', join(o.dir, 'kubelet'),
+      '--cert-dir', join(o.dir, 'kubelet', 'pki'),
+      '--hostname-override', this.name,
+      '--node-ip', o.net.ip,
+      '-v', '1',
+    ]);
+    return this.kubelet;
+  }
+
+  async stop(): Promise<void> {
+    await this.kubelet?.stop(3000);
+    await this.containerd?.stop(3000);
+  }
+}
