@@ -17,7 +17,7 @@ TOOLS ?= $(ROOT)/.tools
 GO ?= go
 CLUSTER_BIN ?= $(TOOLS)/cluster/bin
 CLUSTER_MODS := $(ROOT)/lab/cluster/modules
-CLUSTER_APT_PACKAGES := containerd runc containernetworking-plugins buildah debootstrap openssl conntrack
+CLUSTER_APT_PACKAGES := containerd runc containernetworking-plugins buildah debootstrap openssl conntrack curl
 
 K8S_MOD := $(CLUSTER_MODS)/kubernetes
 # The release, read from the require line (so it is declared once).
@@ -70,3 +70,9 @@ $(CLUSTER_BIN)/etcd: $(CLUSTER_MODS)/etcd/go.mod $(CLUSTER_MODS)/etcd/go.sum
 $(CLUSTER_BIN)/coredns: $(CLUSTER_MODS)/coredns/go.mod $(CLUSTER_MODS)/coredns/go.sum
 	@mkdir -p $(CLUSTER_BIN)
 	$(call CLUSTER_GOBUILD,$(CLUSTER_MODS)/coredns) -ldflags '-s -w' -o $@ github.com/coredns/coredns
+
+# The real-cluster tier: test/cluster/*.test.ts, one Kubernetes cluster per
+# file (about 15 s to come up, plus the images' import), each check against it.
+.PHONY: e2e
+e2e: deps build cluster-images
+	$(NODE) node_modules/.bin/tap --jobs 1 --timeout 1800 test/cluster/*.test.ts

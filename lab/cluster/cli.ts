@@ -1,6 +1,7 @@
 // Manual use of a lab cluster:
 //
 //   node lab/cluster/cli.ts up [--nodes 2] [--image ARCHIVE ...]
+//   node lab/cluster/cli.ts sweep     what killed runs left (after lab/sweep.ts)
 //
 // brings a cluster up, prints how to reach it, and keeps it until Ctrl-C (or
 // SIGTERM), then removes everything. kubectl runs from the outside namespace:
@@ -10,6 +11,7 @@
 import { parseArgs } from 'node:util';
 import { Cluster } from './cluster.ts';
 import { bin } from './paths.ts';
+import { sweepStaleClusters } from './sweep.ts';
 
 const { values, positionals } = parseArgs({
   allowPositionals: true,
@@ -20,9 +22,14 @@ const { values, positionals } = parseArgs({
   },
 });
 
-if (values.help || positionals[0] !== 'up') {
-  process.stdout.write('usage: node lab/cluster/cli.ts up [--nodes N] [--image OCI-ARCHIVE ...]\n');
+if (values.help || (positionals[0] !== 'up' && positionals[0] !== 'sweep')) {
+  process.stdout.write('usage: node lab/cluster/cli.ts up [--nodes N] [--image OCI-ARCHIVE ...]\n       node lab/cluster/cli.ts sweep\n');
   process.exit(values.help ? 0 : 2);
+}
+if (positionals[0] === 'sweep') {
+  const swept = sweepStaleClusters();
+  process.stdout.write(swept.length ? swept.map((id) => `swept cluster ${id}\n`).join('') : 'no stale cluster\n');
+  process.exit(0);
 }
 
 const cluster = await Cluster.up({ nodes: Number(values.nodes), images: values.image ?? [] });

@@ -20,7 +20,7 @@ import { waitUntil } from './component.ts';
 import { API_PORT, ControlPlane } from './control-plane.ts';
 import { createCgroupV1, guardSysctls, removeCgroupV1Sync, restoreSysctls, saveSysctlsOnce, type SysctlValues } from './host-state.ts';
 import { Kubectl } from './kubectl.ts';
-import { createMountNs, removeMountNsSync } from './mount-ns.ts';
+import { createMountNs, releaseMntnsDir, removeMountNsSync } from './mount-ns.ts';
 import { LabNode } from './node.ts';
 import { mntnsFile, stateDir } from './paths.ts';
 import { makePki, type Pki, writeKubeconfig } from './pki.ts';
@@ -220,6 +220,7 @@ export class Cluster {
   #hostTeardownSync(): void {
     this.#sysctlGuard?.stop();
     for (const f of this.#mountNss) removeMountNsSync(f);
+    releaseMntnsDir();
     for (const name of this.#cgroupV1) removeCgroupV1Sync(name);
     if (this.#sysctls) restoreSysctls(this.#sysctls);
     rmSync(this.dir, { recursive: true, force: true });

@@ -8,7 +8,7 @@
 // all of them go away with the namespace: nothing global is left to clean.
 
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { MNTNS_DIR } from './paths.ts';
 
@@ -35,6 +35,19 @@ function ensureMntnsDir(): void {
     sh('mount', ['--bind', MNTNS_DIR, MNTNS_DIR]);
   }
   sh('mount', ['--make-private', MNTNS_DIR]);
+}
+
+/**
+ * Unmounts the namespace directory's private bind mount once no namespace file
+ * is left in it (as a fresh machine has it).
+ */
+export function releaseMntnsDir(): void {
+  try {
+    if (readdirSync(MNTNS_DIR).length > 0 || !isMountpoint(MNTNS_DIR)) return;
+    execFileSync('umount', [MNTNS_DIR], { stdio: 'ignore' });
+  } catch {
+    /* missing, or in use by a run that just started */
+  }
 }
 
 /** argv prefix that runs a command in the mount namespace persisted on `file`. */
