@@ -18,7 +18,7 @@ TS_SOURCES := $(shell find src -name '*.ts' 2>/dev/null)
 
 all: build
 
-deps: apt-deps npm-deps chart-deps
+deps: apt-deps npm-deps chart-deps cluster-deps
 
 # Installs only the packages that are missing (apt-get update first, once).
 apt-deps:
@@ -48,9 +48,11 @@ typecheck: npm-deps
 
 dist: dist/.stamp
 # Built aside and renamed into place, so bin/svcmap never runs a half-built dist/.
-dist/.stamp: $(TS_SOURCES) tsconfig.json tsconfig.build.json node_modules/.package-lock.json
+# Rebuilt when HEAD moves too: dist/build-info.json names the commit (svcmap version).
+dist/.stamp: $(TS_SOURCES) tsconfig.json tsconfig.build.json node_modules/.package-lock.json $(wildcard .git/HEAD .git/refs/heads/* .git/packed-refs)
 	rm -rf dist.tmp
 	$(NODE) node_modules/.bin/tsc -p tsconfig.build.json --outDir dist.tmp
+	$(NODE) src/cli/build-info.ts dist.tmp/build-info.json
 	@touch dist.tmp/.stamp
 	rm -rf dist.old && if [ -d dist ]; then mv dist dist.old; fi && mv dist.tmp dist && rm -rf dist.old
 
@@ -75,6 +77,7 @@ bench-smoke: apt-deps npm-deps build
 # Removes namespaces, cgroups and pins that a crashed test or demo left.
 sweep: npm-deps native
 	$(NODE) lab/sweep.ts
+	$(NODE) lab/cluster/cli.ts sweep
 
 clean:
 	rm -rf dist build native/build

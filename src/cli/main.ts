@@ -9,6 +9,7 @@ import { cleanup, cleanupHelp } from './cleanup.ts';
 import { compile, compileHelp } from './compile.ts';
 import { dump, dumpHelp } from './dump.ts';
 import { status, statusHelp } from './status.ts';
+import { version, versionHelp } from './version.ts';
 
 const HELP = `svcmap: an eBPF replacement for kube-proxy
 
@@ -23,6 +24,8 @@ ${statusHelp}
 ${cleanupHelp}
 
 ${compileHelp}
+
+${versionHelp}
 `;
 
 const write = (s: string) => process.stdout.write(s);
@@ -35,6 +38,7 @@ async function main(argv: string[]): Promise<number> {
     case 'status': status(rest, write); return 0;
     case 'cleanup': cleanup(rest, write); return 0;
     case 'compile': compile(rest, write); return 0;
+    case 'version': case '--version': version(rest, write); return 0;
     case undefined: case 'help': case '--help': case '-h': write(HELP); return 0;
     default: throw new UsageError(`unknown command ${JSON.stringify(cmd)}; run svcmap help`);
   }

@@ -1,0 +1,60 @@
+// svcmap version: what is running, for bug reports and for checking a rollout.
+// Needs no privileges and never fails for a missing piece: an unknown commit
+// or an unloadable libbpf is reported as such, with exit code 0.
+import { readFileSync } from 'node:fs';
+import koffi from 'koffi';
+import { z } from 'zod';
+import { native } from '../bpf/native.ts';
+import { parseFlags } from './args.ts';
+import { readBuildInfo } from './build-info.ts';
+
+const schema = z.object({ output: z.enum(['table', 'json'], { message: 'must be table or json' }).default('table') });
+
+export const versionHelp = `svcmap version [-o table|json]
+  Prints the svcmap version, the commit and time it was built from, and the
+  versions of Node and libbpf it runs on.`;
+
+export interface VersionReport {
+  version: string;
+  /** null: built without git (or dist/build-info.json is missing). */
+  commit: string | null;
+  built: string | null;
+  node: string;
+  /** "1.1"; null when libbpf or the native shim cannot be loaded. */
+  libbpf: string | null;
+}
+
+/** libbpf's own idea of its version, via the same load the datapath uses. */
+function libbpfVersion(): string | null {
+  try {
+    // native() loads libbpf.so.1 and the shim and checks the shim's ABI: if the
+    // datapath could not load, say so rather than name a library it cannot use.
+    native();
+    // Declared here, not in native.ts: two calls that only this command makes.
+    const lib = koffi.load('libbpf.so.1');
+    const major = lib.func('uint32_t libbpf_major_version(void)') as () => number;
+    const minor = lib.func('uint32_t libbpf_minor_version(void)') as () => number;
+    return `${major()}.${minor()}`;
+  } catch {
+    return null;
+  }
+}
+
+export function collectVersion(): VersionReport {
+  // Both files sit at fixed places relative to this module, in the repository
+  // (src/cli, dist/cli) and in the image (/app/dist/cli) alike.
+  const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string };
+  const info = readBuildInfo(new URL('../build-info.json', import.meta.url));
+  return { version: pkg.version, commit: info?.commit ?? null, built: info?.built ?? null, node: process.version, libbpf: libbpfVersion() };
+}
+
+export function renderVersion(v: VersionReport): string {
+  const build = `commit ${v.commit ?? 'unknown'}${v.built ? `, built ${v.built}` : ''}`;
+  return `svcmap ${v.version} (${build}) node ${v.node} libbpf ${v.libbpf ?? 'unavailable'}\n`;
+}
+
+export function version(argv: string[], out: (s: string) => void): void {
+  const f = parseFlags(argv, { output: { type: 'string', short: 'o' } }, schema, 'version');
+  const v = collectVersion();
+  out(f.output === 'json' ? `${JSON.stringify(v, null, 2)}\n` : renderVersion(v));
+}

