@@ -81,6 +81,10 @@ export function createMountNs(file: string, mounts: NodeMounts): void {
       'mount -t bpf -o mode=0700 bpffs /sys/fs/bpf',
       'mount -t tmpfs -o mode=0755 svcmap-node-cni /var/lib/cni',
       'mount -t tmpfs -o mode=0755 svcmap-node-log /var/log',
+      // Shared inside the node, as on a host booted by systemd: containers'
+      // HostToContainer mounts need a shared or slave source. The host stays
+      // the master, so nothing propagates back to it.
+      'mount --make-rshared /',
     ].join('\n');
     sh('nsenter', [`--mount=${file}`, '--', 'sh', '-c', script, 'sh', mounts.cgroupV2]);
   } catch (e) {

@@ -5,13 +5,11 @@
 #
 # Environment (set by the cleanup DaemonSet):
 #   PIN_DIR    bpffs directory of the pins (pinDir)
-#   CGROUP     cgroup v2 root as mounted into this container
 #   DONE_FILE  file whose existence the readiness probe checks
 #   NODE_NAME  for the log lines
 set -eu
 
 PIN_DIR=${PIN_DIR:?PIN_DIR must name the pin directory}
-CGROUP=${CGROUP:?CGROUP must name the cgroup v2 root}
 DONE_FILE=${DONE_FILE:-/tmp/svcmap-cleanup.done}
 NODE_NAME=${NODE_NAME:-unknown}
 
@@ -20,8 +18,10 @@ log() {
 }
 
 rm -f "$DONE_FILE"
-log "svcmap cleanup --pin-dir $PIN_DIR --cgroup $CGROUP"
-svcmap cleanup --pin-dir "$PIN_DIR" --cgroup "$CGROUP"
+log "svcmap cleanup --pin-dir $PIN_DIR"
+# The cgroup and tcx links are pinned there: detaching them through the pins
+# reaches every attachment the agent made.
+svcmap cleanup --pin-dir "$PIN_DIR"
 
 if [ -e "$PIN_DIR" ]; then
 	log "error: $PIN_DIR still exists after svcmap cleanup:"

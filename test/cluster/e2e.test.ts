@@ -1,0 +1,154 @@
+// The real-cluster e2e (make e2e): svcmap as its users run it. A real
+// Kubernetes v1.34 cluster (lab/cluster: kube-apiserver, kube-controller-
+// manager, kube-scheduler, two kubelets with containerd, no kube-proxy), the
+// images built locally, svcmap installed by its Helm chart as a DaemonSet,
+// then from real pods and from outside the cluster: ClusterIP TCP and UDP,
+// the kubernetes Service, DNS through the kube-dns Service (CoreDNS reaches
+// the API server only through svcmap), NodePort and externalIPs with both
+// traffic policies, `helm test`, `helm upgrade` to a new image tag while a
+// client loops (0 failed connections), and `helm uninstall` leaving no
+// programs, links or pins on either node. On failure: the agents' logs and
+// `svcmap status` of each node.
+import { join } from 'node:path';
+import t from 'tap';
+import { deployCoreDns } from '../../lab/cluster/addons.ts';
+import { Cluster } from '../../lab/cluster/cluster.ts';
+import { Helm } from '../../lab/cluster/helm.ts';
+import { buildImages } from '../../lab/cluster/images/index.ts';
+import { AGENT_SELECTOR, helmFor, installSvcmap, NAMESPACE, PIN_DIR, RELEASE, splitRef, svcmapDiagnostics, waitAgentsReady } from '../../lab/cluster/svcmap.ts';
+import { CHART } from '../../lab/cluster/helm.ts';
+import { waitUntil } from '../../lab/cluster/component.ts';
+import { REPO_ROOT } from '../../lab/cluster/paths.ts';
+import { clientPod, EXTERNAL_IP_CLUSTER, EXTERNAL_IP_LOCAL, NS, PORTS, workloads } from './fixtures/workloads.ts';
+
+const log = (l: string) => t.comment(l);
+const images = await buildImages({ only: ['pause', 'labtool', 'svcmap', 'coredns'], log });
+const ref = (name: 'pause' | 'labtool' | 'svcmap' | 'coredns') => images.get(name)!.ref;
+const cluster = await Cluster.up({ images: [...images.values()].map((i) => i.archive), log });
+t.teardown(async () => {
+  if (!t.passing()) t.comment(await svcmapDiagnostics(cluster));
+  await cluster.down();
+});
+const k = cluster.kubectl;
+const [node1, node2] = cluster.nodes as [typeof cluster.nodes[0], typeof cluster.nodes[0]];
+const outsideTool = (args: readonly string[], timeoutMs = 60_000) => k.exec(images.get('labtool')!.binary!, args, { timeoutMs });
+const inClient = (args: readonly string[]) => k.run(['-n', NS, 'exec', 'client', '--', '/labtool', ...args], { timeoutMs: 60_000 });
+const lines = (s: string) => s.split('\n').map((l) => l.trim()).filter(Boolean);
+const distinct = (s: string) => new Set(lines(s)).size;
+
+await deployCoreDns(k, ref('coredns'));
+
+t.test('helm install: the DaemonSet is Ready on both nodes (readiness = /readyz)', async (t) => {
+  await installSvcmap(cluster, splitRef(ref('svcmap')));
+  const pods = await k.json<{ items: Array<{ spec: { nodeName: string }; status: { containerStatuses: Array<{ ready: boolean; image: string }> } }> }>(['-n', NAMESPACE, 'get', 'pods', '-l', AGENT_SELECTOR]);
+  t.same(pods.items.map((p) => p.spec.nodeName).sort(), ['node1', 'node2'], 'one agent per node');
+  t.ok(pods.items.every((p) => p.status.containerStatuses.every((c) => c.ready)), 'every agent Ready');
+  for (const n of cluster.nodes) {
+    const status = await n.exec(join(REPO_ROOT, 'bin', 'svcmap'), ['status', '--pin-dir', PIN_DIR, '-o', 'json']);
+    const report = JSON.parse(status) as { programs: Array<{ attachedTo: string }> };
+    t.ok(report.programs.length > 0, `${n.name}: programs attached (${report.programs.map((p) => p.attachedTo).join(', ')})`);
+  }
+});
+
+t.test('CoreDNS becomes ready: it reaches the API server through the kubernetes Service', async (t) => {
+  await k.run(['-n', 'kube-system', 'rollout', 'status', 'deployment/coredns', '--timeout=120s'], { timeoutMs: 130_000 });
+  t.pass('coredns rolled out');
+});
+
+t.test('workloads', async (t) => {
+  await k.apply(workloads(ref('labtool')));
+  for (const d of ['echo', 'local']) await k.run(['-n', NS, 'rollout', 'status', `deployment/${d}`, '--timeout=120s'], { timeoutMs: 130_000 });
+  await k.run(['-n', NS, 'wait', '--for=condition=Ready', 'pod/client', '--timeout=120s'], { timeoutMs: 130_000 });
+  t.pass('echo x2, local x1 and the client are running');
+});
+
+const vip = async (svc: string) => (await k.run(['-n', NS, 'get', 'service', svc, '-o', 'jsonpath={.spec.clusterIP}'])).trim();
+
+t.test('ClusterIP from a pod', async (t) => {
+  const ip = await vip('echo');
+  const tcp = await inClient(['tcp', ip, String(PORTS.tcp.port), '20']);
+  t.equal(distinct(tcp), 2, `TCP: 20 connections reached both backends (${[...new Set(lines(tcp))].join(', ')})`);
+  const udp = await inClient(['udp', ip, String(PORTS.udp.port), '20']);
+  t.equal(lines(udp).length, 20, 'UDP: 20 replies, every one from the ClusterIP (reverse NAT; labtool fails otherwise)');
+});
+
+t.test('DNS through the kube-dns Service', async (t) => {
+  const ip = await vip('echo');
+  const got = lines(await inClient(['dns', `echo.${NS}.svc.cluster.local`]));
+  t.same(got, [ip], `echo.${NS}.svc.cluster.local -> ${got.join(' ')}`);
+  const short = lines(await inClient(['dns', 'echo']));
+  t.same(short, [ip], 'the short name through the pod\'s search path');
+  t.ok(lines(await inClient(['tcp', 'echo', String(PORTS.tcp.port), '3'])).length === 3, 'TCP by Service name');
+  t.same(lines(await inClient(['dns', 'kubernetes.default'])), ['10.96.0.1'], 'kubernetes.default -> 10.96.0.1');
+});
+
+t.test('NodePort from outside the cluster, externalTrafficPolicy Cluster', async (t) => {
+  for (const n of cluster.nodes) {
+    const ip = n.opts.net.ip;
+    const tcp = await outsideTool(['tcp', ip, String(PORTS.tcp.nodePort), '20']);
+    t.equal(distinct(tcp), 2, `${n.name} ${ip}:${PORTS.tcp.nodePort} TCP: both backends, local and remote`);
+    const udp = await outsideTool(['udp', ip, String(PORTS.udp.nodePort), '10']);
+    t.equal(lines(udp).length, 10, `${n.name} ${ip}:${PORTS.udp.nodePort} UDP: 10 replies from the node address`);
+  }
+});
+
+t.test('externalIP, externalTrafficPolicy Cluster', async (t) => {
+  await cluster.lab.route(cluster.net.outside.ns, `${EXTERNAL_IP_CLUSTER}/32`, node1.opts.net.ip);
+  const tcp = await outsideTool(['tcp', EXTERNAL_IP_CLUSTER, String(PORTS.tcp.port), '20']);
+  t.equal(distinct(tcp), 2, `${EXTERNAL_IP_CLUSTER}:${PORTS.tcp.port} via node1: both backends`);
+});
+
+t.test('externalTrafficPolicy Local: the client address is kept, a node without a local endpoint does not answer', async (t) => {
+  const outsideIp = cluster.net.outside.ip;
+  const viaNode2 = await outsideTool(['http', `http://${node2.opts.net.ip}:${PORTS.localHttp.nodePort}/clientip`]);
+  t.match(viaNode2.trim(), new RegExp(`^${outsideIp.replaceAll('.', '\\.')}:\\d+$`), `NodePort on node2 (local endpoint): the backend sees ${viaNode2.trim()}`);
+  await t.rejects(outsideTool(['tcp', node1.opts.net.ip, String(PORTS.localTcp.nodePort), '1', '--timeout', '2s'], 20_000), 'NodePort on node1 (no local endpoint): no answer');
+  await cluster.lab.route(cluster.net.outside.ns, `${EXTERNAL_IP_LOCAL}/32`, node2.opts.net.ip);
+  const ext = await outsideTool(['http', `http://${EXTERNAL_IP_LOCAL}:${PORTS.http.port}/clientip`]);
+  t.match(ext.trim(), new RegExp(`^${outsideIp.replaceAll('.', '\\.')}:\\d+$`), `externalIP ${EXTERNAL_IP_LOCAL} via node2: client address kept`);
+});
+
+t.test('helm test', async (t) => {
+  // Without --logs: the passing test Pod is deleted before helm would read them (the chart's NOTES say so).
+  const out = await helmFor(cluster).run(['test', RELEASE, '-n', NAMESPACE, '--timeout', '3m']);
+  t.match(out, /Phase:\s+Succeeded/, 'the chart\'s test pod succeeded (DNS via kube-dns, GET /version via the kubernetes Service)');
+});
+
+t.test('helm upgrade to a new image tag while a client loops: 0 failed connections', async (t) => {
+  const image = splitRef(ref('svcmap'));
+  const next = `${image.tag}-next`;
+  for (const n of cluster.nodes) await n.tagImage(ref('svcmap'), `${image.repository}:${next}`);
+  const ip = await vip('echo');
+  await k.apply(JSON.stringify(clientPod('looper', ref('labtool'), ['/labtool', 'loop', ip, String(PORTS.tcp.port), '--until-file', '/tmp/stop', '--interval', '5ms'], 'Never')));
+  await k.run(['-n', NS, 'wait', '--for=condition=Ready', 'pod/looper', '--timeout=60s'], { timeoutMs: 70_000 });
+  await helmFor(cluster).run(['upgrade', RELEASE, CHART, '-n', NAMESPACE, '--reuse-values', ...Helm.sets({ 'image.tag': next })]);
+  await waitAgentsReady(cluster);
+  const images = await k.run(['-n', NAMESPACE, 'get', 'pods', '-l', AGENT_SELECTOR, '-o', 'jsonpath={range .items[*]}{.spec.containers[0].image}{"\\n"}{end}']);
+  t.same(lines(images), [`${image.repository}:${next}`, `${image.repository}:${next}`], 'both agents run the new tag');
+  await k.run(['-n', NS, 'exec', 'looper', '--', 'touch', '/tmp/stop']);
+  await waitUntil('the looping client to finish', async () => (await k.run(['-n', NS, 'get', 'pod', 'looper', '-o', 'jsonpath={.status.phase}'])).trim() === 'Succeeded', { timeoutMs: 30_000 });
+  const summary = JSON.parse(lines(await k.run(['-n', NS, 'logs', 'looper'])).at(-1)!) as { ok: number; failed: number; errors: Record<string, number> };
+  t.comment(`looper: ${JSON.stringify(summary)}`);
+  t.ok(summary.ok > 100, `${summary.ok} connections during the upgrade`);
+  t.equal(summary.failed, 0, '0 failed connections');
+});
+
+t.test('helm uninstall: no svcmap programs, links or pins left on either node', async (t) => {
+  await k.run(['delete', 'namespace', NS, '--wait=false']);
+  await helmFor(cluster).run(['uninstall', RELEASE, '-n', NAMESPACE, '--wait', '--timeout', '5m']);
+  for (const n of cluster.nodes) {
+    const pins = await n.exec('ls', ['-A', '/sys/fs/bpf']);
+    t.notMatch(pins, /svcmap/, `${n.name}: no pins under /sys/fs/bpf`);
+    const cg = await n.exec('bpftool', ['cgroup', 'tree', '/run/svcmap/cgroupv2']);
+    t.same(lines(cg).filter((l) => !/^CgroupPath|^ID\s/.test(l)), [], `${n.name}: no program attached in the node's cgroup tree`);
+    const net = await n.exec('bpftool', ['net', 'show']);
+    t.notMatch(net, /svcmap/, `${n.name}: no tc/tcx program on the node's devices`);
+  }
+  // The DaemonSet's pods go after it (background cascading deletion), within their grace period.
+  let left = '';
+  await waitUntil('the svcmap pods to be gone', async () => {
+    left = (await k.run(['-n', NAMESPACE, 'get', 'daemonsets,jobs,pods', '-l', `app.kubernetes.io/instance=${RELEASE}`, '-o', 'name'])).trim();
+    return left === '';
+  }, { timeoutMs: 60_000, intervalMs: 1000 }).catch(() => {});
+  t.equal(left, '', 'no svcmap objects left in kube-system');
+});
