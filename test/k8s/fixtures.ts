@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { KubeConfig } from '@kubernetes/client-node';
 import { pino } from 'pino';
-import { claimPinDir } from '../../lab/pins.ts';
+import { claimPinDir, ensureBpffs } from '../../lab/pins.ts';
 import { compileBpf } from '../../src/bpf/compile.ts';
 import { loadPinned } from '../../src/bpf/loader.ts';
 import type { BpfObject } from '../../src/bpf/object.ts';
@@ -118,6 +118,9 @@ export interface SyncHarness {
 export function startSync(kc: KubeConfig, nodeName = 'node1'): SyncHarness {
   // A lab-named pin directory under a claimed run id: swept (lab/sweep.ts, the
   // next run) if this process is killed, removed on exit or a signal otherwise.
+  // Without bpffs at /sys/fs/bpf, creating the pin directory fails with
+  // ENOENT, on which mkdirSync({ recursive: true }) spins forever.
+  ensureBpffs();
   const pins = claimPinDir('k8s');
   const pinDir = pins.dir;
   const objects: BpfObject[] = [];
