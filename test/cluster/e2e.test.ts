@@ -9,6 +9,7 @@
 // client loops (0 failed connections), and `helm uninstall` leaving no
 // programs, links or pins on either node. On failure: the agents' logs and
 // `svcmap status` of each node.
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import t from 'tap';
 import { deployCoreDns } from '../../lab/cluster/addons.ts';
@@ -18,15 +19,24 @@ import { buildImages } from '../../lab/cluster/images/index.ts';
 import { AGENT_SELECTOR, helmFor, installSvcmap, NAMESPACE, PIN_DIR, RELEASE, splitRef, svcmapDiagnostics, waitAgentsReady } from '../../lab/cluster/svcmap.ts';
 import { CHART } from '../../lab/cluster/helm.ts';
 import { waitUntil } from '../../lab/cluster/component.ts';
-import { REPO_ROOT } from '../../lab/cluster/paths.ts';
+import { REPO_ROOT, stateDir } from '../../lab/cluster/paths.ts';
+import { listNetns } from '../../lab/netns.ts';
 import { clientPod, EXTERNAL_IP_CLUSTER, EXTERNAL_IP_LOCAL, NS, PORTS, workloads } from './fixtures/workloads.ts';
 
 const log = (l: string) => t.comment(l);
+const savedPanicOnOops = readFileSync('/proc/sys/kernel/panic_on_oops', 'utf8').trim();
 const images = await buildImages({ only: ['pause', 'labtool', 'svcmap', 'coredns'], log });
 const ref = (name: 'pause' | 'labtool' | 'svcmap' | 'coredns') => images.get(name)!.ref;
 const cluster = await Cluster.up({ images: [...images.values()].map((i) => i.archive), log });
+let diagnosed = false;
+/** On the first failure: the agents' logs and svcmap status of each node, while the cluster still runs. */
+const diagnose = async () => {
+  if (diagnosed || t.passing()) return;
+  diagnosed = true;
+  t.comment(await svcmapDiagnostics(cluster));
+};
 t.teardown(async () => {
-  if (!t.passing()) t.comment(await svcmapDiagnostics(cluster));
+  await diagnose();
   await cluster.down();
 });
 const k = cluster.kubectl;
@@ -151,4 +161,29 @@ t.test('helm uninstall: no svcmap programs, links or pins left on either node', 
     return left === '';
   }, { timeoutMs: 60_000, intervalMs: 1000 }).catch(() => {});
   t.equal(left, '', 'no svcmap objects left in kube-system');
+});
+
+t.test('teardown leaves nothing behind', async (t) => {
+  const id = cluster.lab.id;
+  await diagnose();
+  const mounts = () => readFileSync('/proc/self/mounts', 'utf8').split('\n').filter((l) => l.includes(id) || l.includes('svcmap-node-'));
+  await cluster.down();
+  t.same(listNetns().filter((n) => n.includes(id)), [], 'no network namespace');
+  t.same(readdirSync('/sys/fs/cgroup').flatMap((h) => {
+    try {
+      return readdirSync(join('/sys/fs/cgroup', h)).filter((d) => d.includes(id)).map((d) => `${h}/${d}`);
+    } catch {
+      return [];
+    }
+  }), [], 'no cgroup in any hierarchy');
+  t.notOk(existsSync(stateDir(id)), `no state directory (${stateDir(id)})`);
+  t.same(mounts(), [], 'no mount');
+  t.same(readdirSync('/proc').filter((p) => /^\d+$/.test(p)).filter((p) => {
+    try {
+      return readFileSync(`/proc/${p}/cmdline`, 'utf8').includes(id);
+    } catch {
+      return false;
+    }
+  }), [], 'no process of the run');
+  t.equal(readFileSync('/proc/sys/kernel/panic_on_oops', 'utf8').trim(), savedPanicOnOops, 'kernel.panic_on_oops as before');
 });
