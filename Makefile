@@ -85,3 +85,4 @@ clean:
 include mk/chart.mk
 include mk/cluster.mk
 include mk/cluster-images.mk
+include mk/conformance.mk

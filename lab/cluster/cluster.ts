@@ -118,7 +118,7 @@ export class Cluster {
       pki: this.pki, advertiseIp: cp.ip, serviceCidr: this.net.serviceCidr, apiserverArgs: opts.apiserverArgs ?? [], ...(opts.controllers !== undefined ? { controllers: opts.controllers } : {}), log: this.log,
     });
     this.adminKubeconfig = writeKubeconfig(join(this.dir, 'admin.kubeconfig'), `https://${cp.ip}:${API_PORT}`, this.pki.caCert, 'admin', this.pki.adminToken);
-    this.kubectl = new Kubectl(this.net.outside.ns.ns, this.adminKubeconfig);
+    this.kubectl = new Kubectl(this.net.outside.ns.ns, this.adminKubeconfig, join(this.dir, 'kube-cache'));
 
     const cpReady = this.step('etcd and kube-apiserver ready', async () => {
       this.controlPlane.startEtcd();

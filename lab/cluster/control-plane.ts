@@ -47,7 +47,7 @@ export class ControlPlane {
     this.opts = opts;
     mkdirSync(opts.dir, { recursive: true });
     this.localKubeconfig = writeKubeconfig(join(opts.dir, 'admin-local.kubeconfig'), `https://127.0.0.1:${API_PORT}`, opts.pki.caCert, 'admin', opts.pki.adminToken);
-    this.kubectl = new Kubectl(opts.netns, this.localKubeconfig);
+    this.kubectl = new Kubectl(opts.netns, this.localKubeconfig, join(opts.dir, 'kube-cache'));
   }
 
   #start(name: string, cmd: string, args: readonly string[]): Component {

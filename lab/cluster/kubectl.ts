@@ -9,15 +9,21 @@ import { bin } from './paths.ts';
 export class Kubectl {
   readonly netns: string;
   readonly kubeconfig: string;
+  readonly #cacheDir: string;
 
-  constructor(netns: string, kubeconfig: string) {
+  /**
+   * cacheDir: kubectl's discovery cache, of this cluster only (every lab cluster
+   * has the same API address, so a shared ~/.kube/cache would serve stale data).
+   */
+  constructor(netns: string, kubeconfig: string, cacheDir: string) {
     this.netns = netns;
     this.kubeconfig = kubeconfig;
+    this.#cacheDir = cacheDir;
   }
 
   /** Any command inside the namespace, with KUBECONFIG set. */
   exec(cmd: string, args: readonly string[], opts: { input?: string; timeoutMs?: number; env?: Record<string, string> } = {}): Promise<string> {
-    const env = Object.entries({ KUBECONFIG: this.kubeconfig, ...opts.env }).map(([k, v]) => `${k}=${v}`);
+    const env = Object.entries({ KUBECONFIG: this.kubeconfig, KUBECACHEDIR: this.#cacheDir, ...opts.env }).map(([k, v]) => `${k}=${v}`);
     return run('nsenter', [`--net=${netnsPath(this.netns)}`, '--', 'env', ...env, cmd, ...args], {
       timeoutMs: opts.timeoutMs ?? 60_000,
       ...(opts.input !== undefined ? { input: opts.input } : {}),
