@@ -31,7 +31,18 @@ K8S_CMDS := kube-apiserver kube-controller-manager kube-scheduler kubelet kube-p
 K8S_BINS := $(addprefix $(CLUSTER_BIN)/,$(K8S_CMDS))
 CLUSTER_GOBUILD = cd $(1) && CGO_ENABLED=0 GOFLAGS=-mod=mod $(GO) build -trimpath
 
-.PHONY: cluster-apt cluster-bins cluster-deps
+.PHONY: cluster-apt cluster-bins cluster-deps cluster-go
+
+# The go line of the modules' go.mod files: older Go refuses to build them.
+CLUSTER_GO_VERSION := 1.24
+cluster-go:
+	@gov=$$($(GO) version 2>/dev/null) || gov="no $(GO) on PATH"; \
+	v=$$(echo "$$gov" | sed -n 's/^go version go\([0-9][0-9.]*\).*/\1/p'); \
+	if [ -z "$$v" ] || [ "$$(printf '%s\n' '$(CLUSTER_GO_VERSION)' "$$v" | sort -V | head -n 1)" != '$(CLUSTER_GO_VERSION)' ]; then \
+		echo "make cluster-bins: Kubernetes, etcd and CoreDNS are built with go build and need Go >= $(CLUSTER_GO_VERSION) (found: $$gov)." >&2; \
+		echo '  Get Go from https://go.dev/dl/ (the linux-amd64 tarball into /usr/local, then PATH=/usr/local/go/bin:$$PATH).' >&2; \
+		exit 1; \
+	fi
 
 cluster-deps: cluster-apt cluster-bins
 
@@ -44,7 +55,7 @@ cluster-apt:
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
 	fi
 
-cluster-bins: $(K8S_BINS) $(CLUSTER_BIN)/e2e.test $(CLUSTER_BIN)/agnhost $(CLUSTER_BIN)/etcd $(CLUSTER_BIN)/coredns
+cluster-bins: cluster-go $(K8S_BINS) $(CLUSTER_BIN)/e2e.test $(CLUSTER_BIN)/agnhost $(CLUSTER_BIN)/etcd $(CLUSTER_BIN)/coredns
 
 # One go build for the six (they share most packages); about 4 min cold on 2 cores.
 $(K8S_BINS) &: $(K8S_MOD)/go.mod $(K8S_MOD)/go.sum
