@@ -42,23 +42,28 @@ func firstLine(ctx context.Context, addr string, timeout time.Duration) (string,
 	return strings.TrimSuffix(line, "\n"), nil
 }
 
-func cmdTCP(argv []string) error {
+// countedArgs parses the arguments tcp and udp share: HOST PORT COUNT [--timeout D].
+func countedArgs(argv []string) (host, port string, n int, timeout time.Duration, err error) {
 	a, err := parseArgs(argv, "timeout")
 	if err != nil {
-		return err
+		return
 	}
-	if err := a.want(3, "HOST PORT COUNT"); err != nil {
-		return err
+	if err = a.want(3, "HOST PORT COUNT"); err != nil {
+		return
 	}
-	n, err := count(a.pos[2])
+	if n, err = count(a.pos[2]); err != nil {
+		return
+	}
+	timeout, err = a.duration("timeout", 2*time.Second)
+	return a.pos[0], a.pos[1], n, timeout, err
+}
+
+func cmdTCP(argv []string) error {
+	host, port, n, timeout, err := countedArgs(argv)
 	if err != nil {
 		return err
 	}
-	timeout, err := a.duration("timeout", 2*time.Second)
-	if err != nil {
-		return err
-	}
-	addr := net.JoinHostPort(a.pos[0], a.pos[1])
+	addr := net.JoinHostPort(host, port)
 	failed := 0
 	for i := 1; i <= n; i++ {
 		line, err := firstLine(context.Background(), addr, timeout)
@@ -92,22 +97,11 @@ func udpExchange(conn *net.UDPConn, to netip.AddrPort, payload []byte, timeout t
 }
 
 func cmdUDP(argv []string) error {
-	a, err := parseArgs(argv, "timeout")
+	host, port, n, timeout, err := countedArgs(argv)
 	if err != nil {
 		return err
 	}
-	if err := a.want(3, "HOST PORT COUNT"); err != nil {
-		return err
-	}
-	n, err := count(a.pos[2])
-	if err != nil {
-		return err
-	}
-	timeout, err := a.duration("timeout", 2*time.Second)
-	if err != nil {
-		return err
-	}
-	raddr, err := net.ResolveUDPAddr("udp4", net.JoinHostPort(a.pos[0], a.pos[1]))
+	raddr, err := net.ResolveUDPAddr("udp4", net.JoinHostPort(host, port))
 	if err != nil {
 		return err
 	}
