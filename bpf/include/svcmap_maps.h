@@ -21,6 +21,7 @@
 #define SVCMAP_MAP_CT        svcmap_ct
 #define SVCMAP_MAP_SRC_RANGE svcmap_srcrng
 #define SVCMAP_MAP_CONFIG    svcmap_cfg
+#define SVCMAP_MAP_AFFINITY  svcmap_affin
 
 /* Default capacities; the agent may resize before load (--max-*). */
 #define SVCMAP_SERVICES_MAX   65536
@@ -29,6 +30,7 @@
 #define SVCMAP_SK_REVNAT_MAX  262144
 #define SVCMAP_CT_MAX         262144
 #define SVCMAP_SRC_RANGE_MAX  16384
+#define SVCMAP_AFFINITY_MAX   65536
 
 /* svc_key.scope: external traffic sees the external entry; a service with
  * a Local traffic policy also has an internal entry holding all backends. */
@@ -185,6 +187,41 @@ struct src_range_key {
 	__u32 prefixlen;
 	__u32 rev_nat_id;
 	__be32 addr;
+};
+
+/*
+ * Session affinity (sessionAffinity: ClientIP), LRU: which backend a client
+ * last got from a frontend, shared by the socket hooks and the tc programs
+ * and kept apart by origin. Only frontends with SVC_F_AFFINITY read or write
+ * it. The client is:
+ *  AFFINITY_ORIGIN_SOCK: the network namespace of the connecting socket
+ *                        (bpf_get_netns_cookie): a pod is a network
+ *                        namespace, so this is kube-proxy's per-client-IP
+ *                        affinity for pods; every host-network process of
+ *                        the node shares the host namespace's identity (as
+ *                        in Cilium, and as they share the node's address
+ *                        under kube-proxy). client_addr is 0.
+ *  AFFINITY_ORIGIN_TC:   the packet's source address (netns_cookie is 0).
+ * An entry is used only while it is younger than the frontend's
+ * affinity_timeout (counted from its last use) and its slot of the frontend
+ * still holds its backend; otherwise a new choice overwrites it.
+ */
+#define AFFINITY_ORIGIN_SOCK 1
+#define AFFINITY_ORIGIN_TC   2
+
+struct affinity_key {
+	__u64 netns_cookie; /* AFFINITY_ORIGIN_SOCK: the client's network namespace */
+	__be32 client_addr; /* AFFINITY_ORIGIN_TC: the client's address */
+	__u32 rev_nat_id;   /* the frontend (its master entry's rev_nat_id) */
+	__u8 origin;        /* AFFINITY_ORIGIN_* */
+	__u8 pad[7];
+};
+
+struct affinity_value {
+	__u64 last_used;    /* bpf_ktime_get_boot_ns() (CLOCK_BOOTTIME) of the last connection */
+	__u32 backend_id;   /* the backend chosen */
+	__u16 slot;         /* the frontend slot (1..count) that held it when chosen */
+	__u16 pad;
 };
 
 /* The node's settings for the tc datapath: array map, one entry at key 0. */

@@ -65,4 +65,110 @@ static __always_inline struct backend_value *lb4_select_backend(struct svc_key *
 	return be;
 }
 
+#define NSEC_PER_SEC 1000000000ULL
+
+/*
+ * sessionAffinity: ClientIP. A client's remembered backend is used when it
+ * is still current, and only then:
+ *  - younger than the frontend's affinity_timeout, counted from its last use
+ *    (bpf_ktime_get_boot_ns(): CLOCK_BOOTTIME, so a suspended node does not
+ *    stretch a timeout that Kubernetes gives in wall seconds);
+ *  - its slot (1..count) of the frontend still holds its backend id.
+ *
+ * The slot check is why the entry stores the slot: one more lookup in the
+ * services map, O(1), and nothing else for the agent to maintain. The slots
+ * are the frontend's current backends, written in the order that keeps
+ * every reader consistent, so a backend that left the service (or went
+ * terminating while others are ready: the model takes it out of the slots),
+ * or whose id was freed and reused, fails the check and the client chooses
+ * again at once. A stale id is never trusted by itself. (Cilium keeps an
+ * agent-maintained {rev_nat_id, backend_id} match map instead: a second copy
+ * of the slots that the sync would have to order against them.) The price:
+ * when a frontend shrinks, the agent moves its last slot's backend into the
+ * freed slot, and the clients of that one backend choose again once.
+ * The backend's state is not looked at, as random selection does not: what
+ * the slots hold is what may be used.
+ */
+static __always_inline struct backend_value *lb4_affinity_current(const struct affinity_value *aff,
+								  struct svc_key *key,
+								  const struct svc_value *svc,
+								  __u32 *backend_id, __u64 now)
+{
+	/* Each field read once: another CPU may be replacing the entry. */
+	__u64 last = aff->last_used;
+	__u32 id = aff->backend_id;
+	__u16 s = aff->slot;
+	struct svc_key k = *key;
+	struct backend_value *be;
+	struct svc_value *slot;
+
+	/* An entry another CPU refreshed a moment later than `now` is fresh. */
+	if (now > last && now - last > (__u64)svc->affinity_timeout * NSEC_PER_SEC)
+		return NULL;
+	if (s == 0 || s > svc->count)
+		return NULL;
+	k.slot = s;
+	slot = bpf_map_lookup_elem(&SVCMAP_MAP_SERVICES, &k);
+	if (!slot || slot->backend_id != id)
+		return NULL;
+	be = bpf_map_lookup_elem(&SVCMAP_MAP_BACKENDS, &id);
+	if (!be)
+		return NULL;
+	key->slot = k.slot;
+	*backend_id = id;
+	return be;
+}
+
+/*
+ * Backend selection for a frontend with SVC_F_AFFINITY (the callers test
+ * the flag: other frontends never touch the affinity map). *akey names the
+ * client and the frontend. A current entry is used and its last use
+ * refreshed; otherwise the choice is random, as without affinity, and is
+ * remembered.
+ */
+static __always_inline struct backend_value *lb4_affinity_select(struct svc_key *key,
+								 const struct svc_value *svc,
+								 const struct affinity_key *akey,
+								 __u32 *backend_id)
+{
+	struct affinity_value fresh = {};
+	struct affinity_value *aff;
+	struct backend_value *be;
+	__u64 now = bpf_ktime_get_boot_ns();
+
+	aff = bpf_map_lookup_elem(&SVCMAP_MAP_AFFINITY, akey);
+	if (aff) {
+		be = lb4_affinity_current(aff, key, svc, backend_id, now);
+		if (be) {
+			aff->last_used = now;
+			return be;
+		}
+	}
+	be = lb4_select_backend(key, svc, backend_id);
+	if (!be)
+		return NULL;
+	fresh.last_used = now;
+	fresh.backend_id = *backend_id;
+	fresh.slot = key->slot;
+	if (aff) {
+		/* Stale: replaced whole, so a reader sees the old or the new entry. */
+		bpf_map_update_elem(&SVCMAP_MAP_AFFINITY, akey, &fresh, BPF_ANY);
+		return be;
+	}
+	if (bpf_map_update_elem(&SVCMAP_MAP_AFFINITY, akey, &fresh, BPF_NOEXIST) == 0)
+		return be;
+	/* Another connection of the same client (on another CPU) stored its
+	 * choice first: follow it, so that connections opened together still
+	 * share one backend. */
+	aff = bpf_map_lookup_elem(&SVCMAP_MAP_AFFINITY, akey);
+	if (aff) {
+		struct backend_value *won = lb4_affinity_current(aff, key, svc, backend_id, now);
+
+		if (won)
+			return won;
+	}
+	bpf_map_update_elem(&SVCMAP_MAP_AFFINITY, akey, &fresh, BPF_ANY);
+	return be;
+}
+
 #endif /* SVCMAP_LIB_LB_H */

@@ -33,5 +33,14 @@ struct {
 	__uint(map_flags, BPF_F_NO_PREALLOC);
 } SVCMAP_MAP_REVNAT SEC(".maps");
 
+/* Session affinity: {client, frontend} -> {backend, slot, last use}. Both
+ * entry files use it (keys of the socket hooks and of tc differ in origin),
+ * so it lives here; frontends without SVC_F_AFFINITY never touch it. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__type(key, struct affinity_key);
+	__type(value, struct affinity_value);
+	__uint(max_entries, SVCMAP_AFFINITY_MAX);
+} SVCMAP_MAP_AFFINITY SEC(".maps");
 
 #endif /* SVCMAP_LIB_MAPS_H */

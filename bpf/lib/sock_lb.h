@@ -3,6 +3,8 @@
  * Socket-level load balancing: translate the destination a socket asks for
  * (a service frontend) into a backend once, at connect() or sendmsg(), and
  * show the frontend again wherever the application looks at the peer.
+ * With session affinity the client is the socket's network namespace and
+ * keeps its backend across connections and datagrams (lb4_affinity_select()).
  */
 #ifndef SVCMAP_LIB_SOCK_LB_H
 #define SVCMAP_LIB_SOCK_LB_H
@@ -63,7 +65,19 @@ static __always_inline int sock4_xlate_fwd(struct bpf_sock_addr *ctx)
 	svc = lb4_internal_scope(&key, svc);
 	if (svc->count == 0)
 		return -ECONNREFUSED;
-	be = lb4_select_backend(&key, svc, &backend_id);
+	if (svc->flags & SVC_F_AFFINITY) {
+		/* The client is the socket's network namespace: a pod (see
+		 * struct affinity_key). */
+		struct affinity_key akey = {
+			.netns_cookie = bpf_get_netns_cookie(ctx),
+			.rev_nat_id = svc->rev_nat_id,
+			.origin = AFFINITY_ORIGIN_SOCK,
+		};
+
+		be = lb4_affinity_select(&key, svc, &akey, &backend_id);
+	} else {
+		be = lb4_select_backend(&key, svc, &backend_id);
+	}
 	if (!be)
 		return -ECONNREFUSED;
 

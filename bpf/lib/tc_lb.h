@@ -8,9 +8,11 @@
  *    (see lb4_flow_stale() for when a flow starts afresh);
  *  - a reply to a SNATed flow (CT_DIR_REPLY_IN: backend -> node:port) is
  *    turned back into frontend -> client;
- *  - a new packet to a frontend picks a backend: DNAT to it, plus SNAT to
- *    the node when the backend is on another node and the policy is
- *    Cluster (what KUBE-MARK-MASQ does), so the reply comes back here;
+ *  - a new packet to a frontend picks a backend (with session affinity
+ *    the one the client address had, see lb4_affinity_select()): DNAT to
+ *    it, plus SNAT to the node when the backend is on another node and the
+ *    policy is Cluster (what KUBE-MARK-MASQ does), so the reply comes back
+ *    here;
  *  - anything else passes untouched.
  * Translated packets leave through fib4_redirect().
  *
@@ -114,7 +116,19 @@ static __always_inline int lb4_tc_new_flow(const struct pkt4 *p, struct ct_value
 	 * node's endpoints: none here means drop, as kube-proxy does. */
 	if (svc->count == 0)
 		return TC_LB_DROP;
-	be = lb4_select_backend(&key, svc, &backend_id);
+	if (svc->flags & SVC_F_AFFINITY) {
+		/* Only here, for a flow that gets a new conntrack entry: packets
+		 * of known flows keep the backend their entry holds. */
+		struct affinity_key akey = {
+			.client_addr = p->saddr,
+			.rev_nat_id = svc->rev_nat_id,
+			.origin = AFFINITY_ORIGIN_TC,
+		};
+
+		be = lb4_affinity_select(&key, svc, &akey, &backend_id);
+	} else {
+		be = lb4_select_backend(&key, svc, &backend_id);
+	}
 	if (!be)
 		return TC_LB_DROP;
 

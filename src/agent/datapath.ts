@@ -9,7 +9,7 @@ import { checkCgroup, checkPrivileges, ensureBpffs } from '../bpf/environment.ts
 import { type LinkAction, type MapPinSpec, ensureCgroupLink, linkPinDir, loadPinned } from '../bpf/loader.ts';
 import type { BpfObject } from '../bpf/object.ts';
 import { DatapathMaps } from '../maps/datapath-maps.ts';
-import { MAP_BACKENDS, MAP_CONFIG, MAP_CT, MAP_REVNAT, MAP_SERVICES, MAP_SK_REVNAT, MAP_SRC_RANGE } from '../maps/constants.ts';
+import { MAP_AFFINITY, MAP_BACKENDS, MAP_CONFIG, MAP_CT, MAP_REVNAT, MAP_SERVICES, MAP_SK_REVNAT, MAP_SRC_RANGE } from '../maps/constants.ts';
 
 /** The socket hooks, by program name (the SEC names give the attach types). */
 export const SOCK_PROGRAMS = ['svcmap_connect4', 'svcmap_sendmsg4', 'svcmap_recvmsg4', 'svcmap_getpeer4'] as const;
@@ -27,6 +27,7 @@ export interface DatapathOptions {
   maxBackends?: number;
   maxSockRevNat?: number;
   maxConntrack?: number;
+  maxAffinity?: number;
 }
 
 export interface Datapath {
@@ -55,6 +56,8 @@ export function bringUpDatapath(opts: DatapathOptions, log: (msg: string, fields
     { name: MAP_SERVICES, ...size(opts.maxServices) },
     { name: MAP_BACKENDS, ...size(opts.maxBackends) },
     { name: MAP_REVNAT, ...size(opts.maxServices) },
+    // Session affinity: both datapaths remember clients' backends in the one pinned map.
+    { name: MAP_AFFINITY, ...size(opts.maxAffinity) },
   ];
   const sockPath = build('sock');
   const tcPath = build('tc');

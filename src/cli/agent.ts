@@ -22,6 +22,8 @@ export const agentHelp = `svcmap agent [--manifests DIR | --kubeconfig PATH] [fl
   --max-services N       services map capacity for a new map (default 65536)
   --max-backends N       backends map capacity for a new map (default 65536)
   --max-conntrack N      tc connection tracking capacity (default 262144)
+  --max-affinity N       session affinity (ClientIP) map capacity, clients x
+                         services remembered (LRU; default 65536)
   --devices LIST         interfaces for NodePort/LoadBalancer/externalIP traffic
                          from outside (comma-separated; default: the interfaces
                          holding the node's InternalIP)
@@ -54,6 +56,7 @@ const schema = z.object({
   'max-services': intString(1, 16_777_216).optional(),
   'max-backends': intString(1, 16_777_216).optional(),
   'max-conntrack': intString(1, 16_777_216).optional(),
+  'max-affinity': intString(1, 16_777_216).optional(),
   'tc-attach': z.enum(['auto', 'tcx', 'tc'], { message: 'must be auto, tcx or tc' }).default('auto'),
   devices: z.string().regex(/^[A-Za-z0-9_.:@-]{1,15}(,[A-Za-z0-9_.:@-]{1,15})*$/, 'must be a comma-separated list of interface names').optional(),
   'ct-gc-interval': duration.default(10_000),
@@ -80,6 +83,7 @@ export async function agent(argv: string[]): Promise<void> {
     'max-services': { type: 'string' },
     'max-backends': { type: 'string' },
     'max-conntrack': { type: 'string' },
+    'max-affinity': { type: 'string' },
     devices: { type: 'string' },
     'tc-attach': { type: 'string' },
     'ct-gc-interval': { type: 'string' },
@@ -113,6 +117,7 @@ export async function agent(argv: string[]): Promise<void> {
     ...(f['max-services'] ? { maxServices: f['max-services'] } : {}),
     ...(f['max-backends'] ? { maxBackends: f['max-backends'] } : {}),
     ...(f['max-conntrack'] ? { maxConntrack: f['max-conntrack'] } : {}),
+    ...(f['max-affinity'] ? { maxAffinity: f['max-affinity'] } : {}),
     ...(f.devices ? { devices: f.devices.split(',') } : {}),
     tcAttach: f['tc-attach'],
     ...(f['bind-address'] ? { healthCheckBindAddress: f['bind-address'] } : {}),

@@ -1,9 +1,9 @@
 // svcmap dump: the pinned maps, decoded. Works without a running agent.
 import { z } from 'zod';
 import { DatapathMaps } from '../maps/datapath-maps.ts';
-import type { CtValue } from '../maps/codecs.ts';
-import { CT_FLAG_NAMES } from '../maps/constants.ts';
-import { ALL_MAPS, ctMap } from '../maps/registry.ts';
+import type { AffinityKey, CtValue } from '../maps/codecs.ts';
+import { AFFINITY_ORIGIN_SOCK, AFFINITY_ORIGIN_TC, CT_FLAG_NAMES } from '../maps/constants.ts';
+import { ALL_MAPS, affinityMap, ctMap } from '../maps/registry.ts';
 import { parseFlags, pinDirFlag, UsageError } from './args.ts';
 import { buildDumpView, renderTable } from './dump-view.ts';
 import { bigintReplacer, formatData, outputFlag } from './format.ts';
@@ -29,7 +29,10 @@ export function dump(argv: string[], out: (s: string) => void): void {
     if (f.map !== undefined) {
       const m = maps.all().find((x) => x.spec.name === f.map);
       if (!m) throw new UsageError(`svcmap dump: --map: no map ${JSON.stringify(f.map)}; the maps are ${ALL_MAPS.map((s) => s.name).join(', ')}`);
-      const entries = m.entries().map(([key, value]) => ({ key, value: m.spec === ctMap ? withCtFlagNames(value as CtValue) : value }));
+      const entries = m.entries().map(([key, value]) => ({
+        key: m.spec === affinityMap ? withAffinityOrigin(key as AffinityKey) : key,
+        value: m.spec === ctMap ? withCtFlagNames(value as CtValue) : value,
+      }));
       out(f.output === 'table'
         ? entries.map((e) => `${JSON.stringify(e.key, bigintReplacer)} => ${JSON.stringify(e.value, bigintReplacer)}`).join('\n') + (entries.length ? '\n' : '')
         : formatData({ map: m.spec.name, entries }, f.output));
@@ -40,6 +43,12 @@ export function dump(argv: string[], out: (s: string) => void): void {
   } finally {
     maps.close();
   }
+}
+
+/** Which datapath made an affinity entry, by name: socket (client: netns cookie) or tc (client: address). */
+function withAffinityOrigin(k: AffinityKey): Omit<AffinityKey, 'origin'> & { origin: string } {
+  const origin = k.origin === AFFINITY_ORIGIN_SOCK ? 'socket' : k.origin === AFFINITY_ORIGIN_TC ? 'tc' : String(k.origin);
+  return { ...k, origin };
 }
 
 /** Conntrack flags by name (snat, closing, ...) rather than as a bit mask. */

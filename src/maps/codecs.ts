@@ -186,6 +186,39 @@ export const srcRangeKey = codec<SrcRangeKey>(struct('src_range_key', 12, [
 
 export const srcRangeValue = scalarCodec(scalar('__u8', 'u8'));
 
+// ---- session affinity (both datapaths)
+
+export interface AffinityKey {
+  /** AFFINITY_ORIGIN_SOCK: the client's network namespace cookie; 0 for tc. */
+  netns_cookie: bigint;
+  /** AFFINITY_ORIGIN_TC: the client's address; 0.0.0.0 for the socket hooks. */
+  client_addr: string;
+  rev_nat_id: number;
+  origin: number;
+}
+
+export interface AffinityValue {
+  /** bpf_ktime_get_boot_ns() of the last connection that used the entry. */
+  last_used: bigint;
+  backend_id: number;
+  slot: number;
+}
+
+export const affinityKey = codec<AffinityKey>(struct('affinity_key', 24, [
+  field('netns_cookie', 0, 'u64'),
+  field('client_addr', 8, 'ipv4'),
+  field('rev_nat_id', 12, 'u32'),
+  field('origin', 16, 'u8'),
+  pad('pad', 17, 7),
+]));
+
+export const affinityValue = codec<AffinityValue>(struct('affinity_value', 16, [
+  field('last_used', 0, 'u64'),
+  field('backend_id', 8, 'u32'),
+  field('slot', 12, 'u16'),
+  pad('pad', 14, 2),
+]));
+
 export const configKey = scalarCodec(scalar('__u32', 'u32'));
 
 export const configValue = codec<SvcmapConfig>(struct('svcmap_config', 12, [

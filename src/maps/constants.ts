@@ -8,6 +8,7 @@ export const MAP_SK_REVNAT = 'svcmap_sk_rnat';
 export const MAP_CT = 'svcmap_ct';
 export const MAP_SRC_RANGE = 'svcmap_srcrng';
 export const MAP_CONFIG = 'svcmap_cfg';
+export const MAP_AFFINITY = 'svcmap_affin';
 
 export const CT_DIR_FWD = 0;
 export const CT_DIR_REPLY_IN = 1;
@@ -43,6 +44,10 @@ export const BACKEND_STATE_ACTIVE = 0;
 export const BACKEND_STATE_TERMINATING = 1;
 
 export const BACKEND_F_LOCAL = 0x01;
+
+/** affinity_key.origin: which datapath made the entry (and what its client is). */
+export const AFFINITY_ORIGIN_SOCK = 1;
+export const AFFINITY_ORIGIN_TC = 2;
 
 export const IPPROTO_TCP = 6;
 export const IPPROTO_UDP = 17;

@@ -8,15 +8,20 @@ import type { BpfObject } from '../bpf/object.ts';
 import type * as c from './codecs.ts';
 import { LayoutDriftError, codecDrift, mapSizeDrift } from './btf-check.ts';
 import {
-  ALL_MAPS, SOCK_MAPS, backendsMap, configMap, ctMap, revNatMap, servicesMap, skRevNatMap, srcRangeMap,
+  ALL_MAPS, affinityMap, backendsMap, configMap, ctMap, revNatMap, servicesMap, skRevNatMap, srcRangeMap,
 } from './registry.ts';
 import { TypedMap } from './typed-map.ts';
+
+/** The maps every pinned datapath has (the others are opened when present). */
+const REQUIRED = [servicesMap, backendsMap, revNatMap, skRevNatMap];
 
 export class DatapathMaps {
   readonly services: TypedMap<c.SvcKey, c.SvcValue>;
   readonly backends: TypedMap<number, c.BackendValue>;
   readonly revNat: TypedMap<number, c.RevNatValue>;
   readonly skRevNat: TypedMap<c.SkRevNatKey, c.SkRevNatValue>;
+  /** Session affinity; absent only in the pins of a datapath older than it. */
+  readonly affinity: TypedMap<c.AffinityKey, c.AffinityValue> | undefined;
   /** The tc datapath's maps, when it is loaded. */
   readonly ct: TypedMap<c.CtKey, c.CtValue> | undefined;
   readonly srcRange: TypedMap<c.SrcRangeKey, number> | undefined;
@@ -32,6 +37,8 @@ export class DatapathMaps {
     this.backends = new TypedMap(backendsMap, need(backendsMap.name));
     this.revNat = new TypedMap(revNatMap, need(revNatMap.name));
     this.skRevNat = new TypedMap(skRevNatMap, need(skRevNatMap.name));
+    const affinity = open(affinityMap.name);
+    this.affinity = affinity ? new TypedMap(affinityMap, affinity) : undefined;
     const ct = open(ctMap.name);
     const srcRange = open(srcRangeMap.name);
     const config = open(configMap.name);
@@ -66,7 +73,7 @@ export class DatapathMaps {
 
   /** The pinned maps under pinDir (for dump and status). */
   static openPinned(pinDir: string): DatapathMaps {
-    const missing = SOCK_MAPS.map((s) => join(pinDir, s.name)).filter((p) => !existsSync(p));
+    const missing = REQUIRED.map((s) => join(pinDir, s.name)).filter((p) => !existsSync(p));
     if (missing.length) {
       throw new Error(`no svcmap datapath is pinned at ${pinDir} (missing ${missing.join(', ')}): is the agent running, with --pin-dir ${pinDir}?`);
     }
@@ -77,7 +84,7 @@ export class DatapathMaps {
   }
 
   all(): Array<TypedMap<unknown, unknown>> {
-    return [this.services, this.backends, this.revNat, this.skRevNat, this.ct, this.srcRange, this.config]
+    return [this.services, this.backends, this.revNat, this.skRevNat, this.affinity, this.ct, this.srcRange, this.config]
       .filter((m) => m !== undefined) as Array<TypedMap<unknown, unknown>>;
   }
 

@@ -2,7 +2,7 @@
 // capacities. The order is the order `svcmap status` and `dump` list them.
 import * as c from './codecs.ts';
 import type { Codec } from './codecs.ts';
-import { MAP_BACKENDS, MAP_CONFIG, MAP_CT, MAP_REVNAT, MAP_SERVICES, MAP_SK_REVNAT, MAP_SRC_RANGE } from './constants.ts';
+import { MAP_AFFINITY, MAP_BACKENDS, MAP_CONFIG, MAP_CT, MAP_REVNAT, MAP_SERVICES, MAP_SK_REVNAT, MAP_SRC_RANGE } from './constants.ts';
 
 export interface MapSpec<K = unknown, V = unknown> {
   name: string;
@@ -30,6 +30,10 @@ export const skRevNatMap: MapSpec<c.SkRevNatKey, c.SkRevNatValue> = {
   name: MAP_SK_REVNAT, key: c.skRevNatKey, value: c.skRevNatValue,
   purpose: 'socket -> frontend it asked for (LRU)',
 };
+export const affinityMap: MapSpec<c.AffinityKey, c.AffinityValue> = {
+  name: MAP_AFFINITY, key: c.affinityKey, value: c.affinityValue,
+  purpose: 'session affinity: client + frontend -> backend (LRU)', sizeFlag: '--max-affinity',
+};
 
 export const ctMap: MapSpec<c.CtKey, c.CtValue> = {
   name: MAP_CT, key: c.ctKey, value: c.ctValue,
@@ -44,8 +48,8 @@ export const configMap: MapSpec<number, c.SvcmapConfig> = {
   purpose: 'tc datapath settings (node IP, SNAT ports)',
 };
 
-/** The maps the socket hooks use (bpf/sock.c). */
-export const SOCK_MAPS: readonly MapSpec[] = [servicesMap, backendsMap, revNatMap, skRevNatMap] as MapSpec[];
+/** The maps the socket hooks use (bpf/sock.c); the tc programs share all but skRevNatMap. */
+export const SOCK_MAPS: readonly MapSpec[] = [servicesMap, backendsMap, revNatMap, skRevNatMap, affinityMap] as MapSpec[];
 /** The maps only the tc programs use (bpf/tc.c), besides the shared ones. */
 export const TC_MAPS: readonly MapSpec[] = [ctMap, srcRangeMap, configMap] as MapSpec[];
 export const ALL_MAPS: readonly MapSpec[] = [...SOCK_MAPS, ...TC_MAPS];

@@ -7,6 +7,7 @@ import { compileBpf } from '../../src/bpf/compile.ts';
 import { progInfo } from '../../src/bpf/link.ts';
 import { BpfObject } from '../../src/bpf/object.ts';
 import { structDrift } from '../../src/maps/btf-check.ts';
+import { affinityKey, affinityValue } from '../../src/maps/codecs.ts';
 import { TC_MAPS, ctKey, ctValue, srcRangeKey, tcConfig } from './fixtures/tc-codecs.ts';
 
 const BPF_PROG_TYPE_SCHED_CLS = 3;
@@ -38,6 +39,7 @@ t.test('the verifier accepts both tc programs at the default map sizes', async (
   t.equal(src.flags & BPF_F_NO_PREALLOC, BPF_F_NO_PREALLOC, 'the LPM trie is created without preallocation');
   t.match(maps.get('svcmap_cfg')!, { type: MAP_ARRAY, keySize: 4, valueSize: 12, maxEntries: 1 }, 'config: an array of one');
   t.match(maps.get('svcmap_svc')!, { type: MAP_HASH, keySize: 12, valueSize: 20 }, 'the services map is the shared one');
+  t.match(maps.get('svcmap_affin')!, { type: MAP_LRU_HASH, keySize: 24, valueSize: 16, maxEntries: 65536 }, 'session affinity: LRU hash, shared');
 });
 
 t.test('the tc codecs match the BTF of the compiled object', async (t) => {
@@ -54,4 +56,12 @@ t.test('the socket-hook object does not carry the tc-only maps', async (t) => {
   t.teardown(() => o.close());
   const names = o.maps().map((m) => m.name);
   for (const m of TC_MAPS) t.notOk(names.includes(m.name), `sock.o has no ${m.name}`);
+  t.ok(names.includes('svcmap_affin'), 'but shares the session affinity map');
+  const btf = new BtfFile(tc.path);
+  const sockBtf = new BtfFile(compileBpf({ program: 'sock' }).path);
+  t.teardown(() => { btf.close(); sockBtf.close(); });
+  for (const codec of [affinityKey, affinityValue]) {
+    t.same(structDrift(codec.layout, (n) => btf.struct(n)), [], `tc.o: struct ${codec.layout.cName}`);
+    t.same(structDrift(codec.layout, (n) => sockBtf.struct(n)), [], `sock.o: struct ${codec.layout.cName}`);
+  }
 });

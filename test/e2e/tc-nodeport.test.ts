@@ -18,6 +18,7 @@ import { ensureBpffs, labPinDir, sweepStalePins } from '../../lab/pins.ts';
 import { type ServiceSpec, serviceObject, sliceObject } from './fixtures/manifests.ts';
 
 const CLIENT_IP = '192.168.100.100';
+const CLIENT2_IP = '192.168.100.101';
 const NODE_IPS = { node1: '192.168.100.11', node2: '192.168.100.12' } as const;
 const EXTERNAL_IP = '192.168.200.10';
 const POD_A = '10.244.1.10'; // on node1
@@ -47,6 +48,13 @@ const services: ServiceSpec[] = [
     ports: [{ name: 'tcp', protocol: 'TCP', port: 80, targetPort: 8080, nodePort: 30082 }],
     endpoints: [{ ip: POD_A, nodeName: 'node1' }, { ip: POD_B, nodeName: 'node2' }],
   },
+  // Both pods, sessionAffinity: ClientIP (the default timeout).
+  {
+    name: 'sticky', clusterIP: '10.96.0.13', type: 'NodePort', externalTrafficPolicy: 'Cluster',
+    ports: [{ name: 'tcp', protocol: 'TCP', port: 80, targetPort: 8080, nodePort: 30083 }],
+    endpoints: [{ ip: POD_A, nodeName: 'node1' }, { ip: POD_B, nodeName: 'node2' }],
+    extraSpec: { sessionAffinity: 'ClientIP' },
+  },
 ];
 
 function manifestsFor(dir: string): void {
@@ -60,6 +68,7 @@ function manifestsFor(dir: string): void {
 
 let lab: Lab;
 let client: LabClient;
+let client2: LabClient;
 let clientPod: LabPod;
 const nodes: Record<string, LabNode> = {};
 const agents: Record<string, AgentProcess> = {};
@@ -101,6 +110,7 @@ async function setUp(mode: 'tcx' | 'tc'): Promise<void> {
   await lab.echoServer(await lab.pod(nodes.node1, 'pod-a', POD_A), { tcpPorts: [8080], udpPorts: [5353] });
   await lab.echoServer(await lab.pod(nodes.node2, 'pod-b', POD_B), { tcpPorts: [8080], udpPorts: [5353] });
   client = await lab.client(clientPod);
+  client2 = await lab.client(await lab.pod(net, 'client2', `${CLIENT2_IP}/24`));
 
   manifests = mkdtempSync(join(tmpdir(), `svcmap-tc-${lab.id}-`));
   manifestsFor(manifests);
@@ -236,6 +246,24 @@ t.test('1,000 connections through a NodePort with both backends: 0 failures', as
   t.equal(r.ok, 1000);
   t.ok((r.byPod['pod-a'] ?? 0) > 300 && (r.byPod['pod-b'] ?? 0) > 300, `both backends used: ${JSON.stringify(r.byPod)}`);
   t.same([...r.seenFrom].sort(), [CLIENT_IP, NODE_IPS.node1].sort(), 'the local backend saw the client, the remote one saw node1');
+});
+
+t.test('sessionAffinity ClientIP: new connections from one client address reach one backend', async (t) => {
+  const byClient: Record<string, string[]> = {};
+  for (const [ip, c] of [[CLIENT_IP, client], [CLIENT2_IP, client2]] as const) {
+    const r = await c.tcpConnect({ ip: NODE_IPS.node1, port: 30083, count: 40, timeoutMs: 2000, concurrency: 4 });
+    t.equal(r.ok, 40, JSON.stringify(r.errors));
+    byClient[ip] = Object.keys(r.byPod);
+    t.equal(byClient[ip].length, 1, `${ip}: 40 connections (40 flows), one backend: ${JSON.stringify(r.byPod)}`);
+  }
+  const again = await client.tcpConnect({ ip: NODE_IPS.node1, port: 30083, count: 15, timeoutMs: 2000 });
+  t.same(Object.keys(again.byPod), byClient[CLIENT_IP], `${CLIENT_IP}: 15 more, the same backend`);
+  const aff = JSON.parse(await lab.exec(nodes.node1!, SVCMAP, ['dump', '--map', 'svcmap_affin', '-o', 'json', '--pin-dir', pinDirs[0]!])) as
+    { entries: Array<{ key: { client_addr: string; origin: string; netns_cookie: string } }> };
+  t.same(aff.entries.map((e) => e.key.client_addr).sort(), [CLIENT_IP, CLIENT2_IP], 'node1 remembers each client address once');
+  t.ok(aff.entries.every((e) => e.key.origin === 'tc' && e.key.netns_cookie === '0'), 'as tc entries');
+  const mixed = await client.tcpConnect({ ip: NODE_IPS.node1, port: 30082, count: 40, timeoutMs: 2000, concurrency: 4 });
+  t.same(Object.keys(mixed.byPod).sort(), ['pod-a', 'pod-b'], 'the service without affinity still spreads the same client');
 });
 
 t.test('svcmap status shows the attachments; cleanup removes them', async (t) => {

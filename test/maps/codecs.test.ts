@@ -25,6 +25,20 @@ t.test('every codec round-trips', async (t) => {
   const sk: c.SkRevNatKey = { cookie: 0x1234_5678_9abc_def0n, addr: '10.244.1.2', port: 8080 };
   t.same(roundTrip(c.skRevNatKey, sk), sk);
   t.same(roundTrip(c.skRevNatValue, { addr: '10.96.0.1', port: 80, rev_nat_id: 9 }), { addr: '10.96.0.1', port: 80, rev_nat_id: 9 });
+  const ak: c.AffinityKey = { netns_cookie: 0x1000_0000_0000_4097n, client_addr: '203.0.113.7', rev_nat_id: 0xfffffff0, origin: 2 };
+  t.same(roundTrip(c.affinityKey, ak), ak);
+  const av: c.AffinityValue = { last_used: 0xffff_ffff_ffffn, backend_id: 70000, slot: 65535 };
+  t.same(roundTrip(c.affinityValue, av), av);
+});
+
+t.test('the affinity key puts the client address in network order and zeroes its padding', async (t) => {
+  const buf = Buffer.alloc(24, 0xff);
+  c.affinityKey.encode({ netns_cookie: 5n, client_addr: '203.0.113.7', rev_nat_id: 3, origin: 1 }, buf, 0);
+  t.equal(buf.readBigUInt64LE(0), 5n);
+  t.same([...buf.subarray(8, 12)], [203, 0, 113, 7]);
+  t.equal(buf.readUInt32LE(12), 3);
+  t.equal(buf[16], 1);
+  t.same([...buf.subarray(17, 24)], [0, 0, 0, 0, 0, 0, 0]);
 });
 
 t.test('addresses and ports are network byte order, ids host order', async (t) => {

@@ -20,6 +20,7 @@ const numeric: Record<string, number> = {
   CT_DIR_FWD: k.CT_DIR_FWD, CT_DIR_REPLY_IN: k.CT_DIR_REPLY_IN, CT_DIR_REPLY_OUT: k.CT_DIR_REPLY_OUT,
   CT_F_SNAT: k.CT_F_SNAT, CT_F_LOCAL: k.CT_F_LOCAL, CT_F_SEEN_REPLY: k.CT_F_SEEN_REPLY, CT_F_CLOSING: k.CT_F_CLOSING,
   CT_F_FIN_FWD: k.CT_F_FIN_FWD, CT_F_FIN_REPLY: k.CT_F_FIN_REPLY,
+  AFFINITY_ORIGIN_SOCK: k.AFFINITY_ORIGIN_SOCK, AFFINITY_ORIGIN_TC: k.AFFINITY_ORIGIN_TC,
 };
 
 t.test('numeric constants match the header', async (t) => {
@@ -35,6 +36,7 @@ t.test('map names match the header and fit the kernel limit', async (t) => {
     SVCMAP_MAP_SERVICES: k.MAP_SERVICES, SVCMAP_MAP_BACKENDS: k.MAP_BACKENDS,
     SVCMAP_MAP_REVNAT: k.MAP_REVNAT, SVCMAP_MAP_SK_REVNAT: k.MAP_SK_REVNAT,
     SVCMAP_MAP_CT: k.MAP_CT, SVCMAP_MAP_SRC_RANGE: k.MAP_SRC_RANGE, SVCMAP_MAP_CONFIG: k.MAP_CONFIG,
+    SVCMAP_MAP_AFFINITY: k.MAP_AFFINITY,
   };
   for (const [macro, name] of Object.entries(names)) {
     t.equal(defines.get(macro), name, macro);
@@ -59,4 +61,10 @@ t.test('the CT_F_ flags are distinct bits that fit ct_value.flags (a __u8)', asy
   for (const b of bits) t.ok(b > 0 && b <= 0xff && (b & (b - 1)) === 0, `0x${b.toString(16)} is one bit of a byte`);
   t.equal(bits.reduce((a, b) => a | b, 0), bits.reduce((a, b) => a + b, 0), 'no two flags share a bit');
   t.same(k.CT_FLAG_NAMES.map(([b]) => b).sort((a, b) => a - b), [...bits].sort((a, b) => a - b), 'every flag has a display name');
+});
+
+t.test('every AFFINITY_ORIGIN_ constant in the header is mirrored, and none is 0', async (t) => {
+  const inHeader = [...defines.keys()].filter((n) => n.startsWith('AFFINITY_ORIGIN_'));
+  t.same(inHeader.sort(), Object.keys(numeric).filter((n) => n.startsWith('AFFINITY_ORIGIN_')).sort());
+  for (const n of inHeader) t.ok(numeric[n]! > 0, `${n} is not 0 (a zeroed key is no entry's)`);
 });
