@@ -14,14 +14,37 @@ type Options = NonNullable<ParseArgsConfig['options']>;
 
 /** Parses argv against `options`, then validates the values with `schema`. */
 export function parseFlags<S extends z.ZodType>(argv: string[], options: Options, schema: S, command: string): z.infer<S> {
-  let values: Record<string, unknown>;
-  let positionals: string[];
+  const { values, positionals } = split(argv, options, command);
+  if (positionals.length) throw new UsageError(`svcmap ${command}: unexpected argument ${JSON.stringify(positionals[0])}`);
+  return validate(values, schema, command);
+}
+
+/**
+ * parseFlags for a command that takes exactly one argument besides its
+ * flags (svcmap explain VIP:PORT/PROTO): `arg` validates it, and its first
+ * issue is reported with the argument's name.
+ */
+export function parseFlagsAndArg<S extends z.ZodType, A extends z.ZodType>(
+  argv: string[], options: Options, schema: S, command: string, arg: { name: string; schema: A },
+): { flags: z.infer<S>; arg: z.infer<A> } {
+  const { values, positionals } = split(argv, options, command);
+  if (positionals.length === 0) throw new UsageError(`svcmap ${command}: missing ${arg.name}`);
+  if (positionals.length > 1) throw new UsageError(`svcmap ${command}: unexpected argument ${JSON.stringify(positionals[1])}`);
+  const flags = validate(values, schema, command);
+  const parsed = arg.schema.safeParse(positionals[0]);
+  if (!parsed.success) throw new UsageError(`svcmap ${command}: ${arg.name}: ${parsed.error.issues[0]!.message}`);
+  return { flags, arg: parsed.data };
+}
+
+function split(argv: string[], options: Options, command: string): { values: Record<string, unknown>; positionals: string[] } {
   try {
-    ({ values, positionals } = parseArgs({ args: argv, options, allowPositionals: true, strict: true }) as { values: Record<string, unknown>; positionals: string[] });
+    return parseArgs({ args: argv, options, allowPositionals: true, strict: true }) as { values: Record<string, unknown>; positionals: string[] };
   } catch (err) {
     throw new UsageError(`svcmap ${command}: ${(err as Error).message}`);
   }
-  if (positionals.length) throw new UsageError(`svcmap ${command}: unexpected argument ${JSON.stringify(positionals[0])}`);
+}
+
+function validate<S extends z.ZodType>(values: Record<string, unknown>, schema: S, command: string): z.infer<S> {
   const parsed = schema.safeParse(values);
   if (!parsed.success) {
     const issue = parsed.error.issues[0]!;

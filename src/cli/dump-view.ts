@@ -24,6 +24,15 @@ export interface FrontendView {
   problems: string[];
 }
 
+/** One backend slot as both dump and explain show it. */
+export function backendView(slot: number, id: number, b: BackendValue): BackendView {
+  return {
+    slot, id, address: `${b.addr}:${b.port}`,
+    state: b.state === BACKEND_STATE_TERMINATING ? 'terminating' : 'active',
+    local: (b.flags & BACKEND_F_LOCAL) !== 0,
+  };
+}
+
 export function buildDumpView(
   services: ReadonlyArray<readonly [SvcKey, SvcValue]>,
   backends: ReadonlyArray<readonly [number, BackendValue]>,
@@ -56,11 +65,7 @@ export function buildDumpView(
         problems.push(`slot ${s} refers to missing backend ${bid}`);
         continue;
       }
-      list.push({
-        slot: s, id: bid, address: `${b.addr}:${b.port}`,
-        state: b.state === BACKEND_STATE_TERMINATING ? 'terminating' : 'active',
-        local: (b.flags & BACKEND_F_LOCAL) !== 0,
-      });
+      list.push(backendView(s, bid, b));
     }
     if (!rn.has(v.rev_nat_id)) problems.push(`reverse NAT ${v.rev_nat_id} missing`);
     const proto = protoName(k.proto);

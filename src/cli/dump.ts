@@ -7,6 +7,7 @@ import { ALL_MAPS, affinityMap, ctMap } from '../maps/registry.ts';
 import { parseFlags, pinDirFlag, UsageError } from './args.ts';
 import { buildDumpView, renderTable } from './dump-view.ts';
 import { bigintReplacer, formatData, outputFlag } from './format.ts';
+import { pinDirExists, withPinAccess } from './pin-access.ts';
 
 const schema = z.object({
   'pin-dir': pinDirFlag,
@@ -24,25 +25,33 @@ export function dump(argv: string[], out: (s: string) => void): void {
     output: { type: 'string', short: 'o' },
     map: { type: 'string' },
   }, schema, 'dump');
-  const maps = DatapathMaps.openPinned(f['pin-dir']);
-  try {
-    if (f.map !== undefined) {
-      const m = maps.all().find((x) => x.spec.name === f.map);
-      if (!m) throw new UsageError(`svcmap dump: --map: no map ${JSON.stringify(f.map)}; the maps are ${ALL_MAPS.map((s) => s.name).join(', ')}`);
-      const entries = m.entries().map(([key, value]) => ({
-        key: m.spec === affinityMap ? withAffinityOrigin(key as AffinityKey) : key,
-        value: m.spec === ctMap ? withCtFlagNames(value as CtValue) : value,
-      }));
-      out(f.output === 'table'
-        ? entries.map((e) => `${JSON.stringify(e.key, bigintReplacer)} => ${JSON.stringify(e.value, bigintReplacer)}`).join('\n') + (entries.length ? '\n' : '')
-        : formatData({ map: m.spec.name, entries }, f.output));
-      return;
+  // Missing pins are openPinned's to report; pins this user may not read are not missing.
+  pinDirExists(f['pin-dir']);
+  withPinAccess(f['pin-dir'], () => {
+    const maps = DatapathMaps.openPinned(f['pin-dir']);
+    try {
+      render(maps, f, out);
+    } finally {
+      maps.close();
     }
-    const view = buildDumpView(maps.services.entries(), maps.backends.entries(), maps.revNat.entries());
-    out(f.output === 'table' ? renderTable(view) : formatData({ frontends: view }, f.output));
-  } finally {
-    maps.close();
+  });
+}
+
+function render(maps: DatapathMaps, f: z.infer<typeof schema>, out: (s: string) => void): void {
+  if (f.map !== undefined) {
+    const m = maps.all().find((x) => x.spec.name === f.map);
+    if (!m) throw new UsageError(`svcmap dump: --map: no map ${JSON.stringify(f.map)}; the maps are ${ALL_MAPS.map((s) => s.name).join(', ')}`);
+    const entries = m.entries().map(([key, value]) => ({
+      key: m.spec === affinityMap ? withAffinityOrigin(key as AffinityKey) : key,
+      value: m.spec === ctMap ? withCtFlagNames(value as CtValue) : value,
+    }));
+    out(f.output === 'table'
+      ? entries.map((e) => `${JSON.stringify(e.key, bigintReplacer)} => ${JSON.stringify(e.value, bigintReplacer)}`).join('\n') + (entries.length ? '\n' : '')
+      : formatData({ map: m.spec.name, entries }, f.output));
+    return;
   }
+  const view = buildDumpView(maps.services.entries(), maps.backends.entries(), maps.revNat.entries());
+  out(f.output === 'table' ? renderTable(view) : formatData({ frontends: view }, f.output));
 }
 
 /** Which datapath made an affinity entry, by name: socket (client: netns cookie) or tc (client: address). */

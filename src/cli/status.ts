@@ -11,6 +11,7 @@ import { BpfMap, MAP_TYPE_NAMES } from '../bpf/map.ts';
 import { ALL_MAPS } from '../maps/registry.ts';
 import { parseFlags, pinDirFlag } from './args.ts';
 import { formatData, outputFlag } from './format.ts';
+import { pinDirExists, withPinAccess } from './pin-access.ts';
 
 const schema = z.object({ 'pin-dir': pinDirFlag, output: outputFlag });
 
@@ -116,7 +117,7 @@ export function renderStatus(r: StatusReport): string {
 
 export function status(argv: string[], out: (s: string) => void): void {
   const f = parseFlags(argv, { 'pin-dir': { type: 'string' }, output: { type: 'string', short: 'o' } }, schema, 'status');
-  if (!existsSync(f['pin-dir'])) throw new Error(`nothing is pinned at ${f['pin-dir']}: the agent has not run with this --pin-dir, or svcmap cleanup removed it`);
-  const r = collectStatus(f['pin-dir']);
+  if (!pinDirExists(f['pin-dir'])) throw new Error(`nothing is pinned at ${f['pin-dir']}: the agent has not run with this --pin-dir, or svcmap cleanup removed it`);
+  const r = withPinAccess(f['pin-dir'], () => collectStatus(f['pin-dir']));
   out(f.output === 'table' ? renderStatus(r) : formatData(r, f.output));
 }

@@ -1,18 +1,27 @@
 // svcmap version: what is running, for bug reports and for checking a rollout.
 // Needs no privileges and never fails for a missing piece: an unknown commit
 // or an unloadable libbpf is reported as such, with exit code 0.
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
+import { release } from 'node:os';
 import koffi from 'koffi';
 import { z } from 'zod';
 import { native } from '../bpf/native.ts';
 import { parseFlags } from './args.ts';
 import { readBuildInfo } from './build-info.ts';
 
+/**
+ * Where the kernel exposes its own BTF (CONFIG_DEBUG_INFO_BTF). svcmap's
+ * programs do not use CO-RE today, but kernel BTF decides what a bug report
+ * can inspect (bpftool's BTF dumps) and which later features can load.
+ */
+export const KERNEL_BTF = '/sys/kernel/btf/vmlinux';
+
 const schema = z.object({ output: z.enum(['table', 'json'], { message: 'must be table or json' }).default('table') });
 
 export const versionHelp = `svcmap version [-o table|json]
-  Prints the svcmap version, the commit and time it was built from, and the
-  versions of Node and libbpf it runs on.`;
+  Prints the svcmap version, the commit and time it was built from, the
+  versions of Node and libbpf it runs on, the kernel release, and whether the
+  kernel has BTF (${KERNEL_BTF}).`;
 
 export interface VersionReport {
   version: string;
@@ -22,6 +31,10 @@ export interface VersionReport {
   node: string;
   /** "1.1"; null when libbpf or the native shim cannot be loaded. */
   libbpf: string | null;
+  /** uname -r. */
+  kernel: string;
+  /** Whether KERNEL_BTF exists. */
+  kernelBtf: boolean;
 }
 
 /** libbpf's own idea of its version, via the same load the datapath uses. */
@@ -45,12 +58,21 @@ export function collectVersion(): VersionReport {
   // (src/cli, dist/cli) and in the image (/app/dist/cli) alike.
   const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string };
   const info = readBuildInfo(new URL('../build-info.json', import.meta.url));
-  return { version: pkg.version, commit: info?.commit ?? null, built: info?.built ?? null, node: process.version, libbpf: libbpfVersion() };
+  return {
+    version: pkg.version, commit: info?.commit ?? null, built: info?.built ?? null, node: process.version, libbpf: libbpfVersion(),
+    kernel: release(), kernelBtf: existsSync(KERNEL_BTF),
+  };
 }
 
+/** One fact per line, the name first, so that a bug report can quote the line that matters. */
 export function renderVersion(v: VersionReport): string {
   const build = `commit ${v.commit ?? 'unknown'}${v.built ? `, built ${v.built}` : ''}`;
-  return `svcmap ${v.version} (${build}) node ${v.node} libbpf ${v.libbpf ?? 'unavailable'}\n`;
+  return [
+    `svcmap  ${v.version} (${build})`,
+    `node    ${v.node}`,
+    `libbpf  ${v.libbpf ?? 'unavailable'}`,
+    `kernel  ${v.kernel}, ${v.kernelBtf ? `BTF at ${KERNEL_BTF}` : `no BTF (${KERNEL_BTF} is missing)`}`,
+  ].join('\n') + '\n';
 }
 
 export function version(argv: string[], out: (s: string) => void): void {

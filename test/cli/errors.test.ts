@@ -1,25 +1,25 @@
 // What a person sees when something is wrong: the compiled CLI's messages
 // name the flag, the object, or the command that fixes it, and nothing is
 // left attached or pinned after a refusal.
-import { execFileSync, spawnSync } from 'node:child_process';
+import { execFileSync } from 'node:child_process';
 import { cpSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import t from 'tap';
-import { ROOT, SVCMAP, assertBuilt } from '../../lab/agent-process.ts';
+import { ROOT, assertBuilt } from '../../lab/agent-process.ts';
 import { Lab } from '../../lab/index.ts';
 import { labPinDir } from '../../lab/pins.ts';
 import { objectHash } from '../../src/bpf/compile.ts';
 import { cleanupPins } from '../../src/cli/cleanup.ts';
+import { runSvcmap } from './run.ts';
 
 assertBuilt();
 
-function run(args: string[], opts: { asNobody?: boolean } = {}): { status: number | null; stderr: string; stdout: string } {
-  const cmd = opts.asNobody ? 'setpriv' : SVCMAP;
-  const argv = opts.asNobody ? ['--reuid=65534', '--regid=65534', '--clear-groups', '--inh-caps=-all', SVCMAP, ...args] : args;
-  const r = spawnSync(cmd, argv, { encoding: 'utf8', timeout: 60_000 });
-  return { status: r.status, stderr: r.stderr, stdout: r.stdout };
-}
+const run = runSvcmap;
+
+/** One line on stderr, and no stack frame in it. */
+const ONE_LINE = /^svcmap[^\n]*\n$/;
+const FRAME = /^ {4}at /m;
 
 const tmp = mkdtempSync(join(tmpdir(), 'svcmap-cli-'));
 t.teardown(() => rmSync(tmp, { recursive: true, force: true }));
@@ -39,10 +39,57 @@ t.test('bad flags are named', async (t) => {
   t.match(r.stderr, /unknown command "frobnicate"; run svcmap help/);
 });
 
+t.test('usage errors: one line naming the command, exit 2, for every command', async (t) => {
+  const cases: string[][] = [
+    ['frobnicate'],
+    ['dump', '-o', 'xml'],
+    ['dump', '--log-level', 'loud'],
+    ['status', 'extra'],
+    ['explain'],
+    ['explain', '10.96.0.1'],
+    ['explain', '10.96.0.1:80/SCTP'],
+    ['explain', '10.96.0.1:80', '--from', 'somewhere'],
+    ['explain', '10.96.0.1:80', '10.96.0.2:80'],
+    ['version', '-o', 'yaml'],
+    ['agent', '--no-such-flag'],
+  ];
+  for (const args of cases) {
+    const r = run(args);
+    t.equal(r.status, 2, `svcmap ${args.join(' ')}: exit 2`);
+    t.match(r.stderr, ONE_LINE, `svcmap ${args.join(' ')}: ${r.stderr.trim()}`);
+  }
+  t.match(run(['explain', '10.96.0.1:80', '--from', 'somewhere']).stderr, /^svcmap explain: --from: must be an IPv4 address\n$/);
+  t.match(run(['explain', '10.96.0.1:80/SCTP']).stderr, /^svcmap explain: VIP:PORT\/PROTO: "10\.96\.0\.1:80\/SCTP" is not an IPv4 VIP:PORT\/PROTO/);
+  t.match(run(['explain']).stderr, /^svcmap explain: missing VIP:PORT\/PROTO\n$/);
+  t.match(run(['dump', '--log-level', 'loud']).stderr, /^svcmap dump: --log-level: must be one of debug, info, warn, error\n$/);
+});
+
+t.test('runtime errors: "svcmap: <message>", one line, exit 1; the stack only when asked for', async (t) => {
+  const none = '/sys/fs/bpf/svcmap-cli-none';
+  for (const args of [['dump'], ['status'], ['explain', '10.96.0.1:80/TCP']]) {
+    const what = `svcmap ${args[0]}`;
+    const r = run([...args, '--pin-dir', none]);
+    t.equal(r.status, 1, `${what}: exit 1`);
+    t.match(r.stderr, ONE_LINE, `${what}: one line`);
+    t.match(r.stderr, /^svcmap: /, `${what}: prefixed svcmap:`);
+    const debug = run([...args, '--pin-dir', none, '--log-level', 'debug']);
+    t.equal(debug.status, 1);
+    t.equal(debug.stderr.split('\n')[0], r.stderr.trim(), `${what} --log-level debug: the same line first`);
+    t.match(debug.stderr, FRAME, `${what} --log-level debug: then the stack`);
+    t.match(run([...args, `--log-level=debug`, '--pin-dir', none]).stderr, FRAME, `${what} --log-level=debug`);
+    t.match(run([...args, '--pin-dir', none], { env: { SVCMAP_DEBUG: '1' } }).stderr, FRAME, `${what} with SVCMAP_DEBUG=1`);
+    t.notMatch(run([...args, '--pin-dir', none, '--log-level', 'info']).stderr, FRAME, `${what} --log-level info: no stack`);
+  }
+  // The exact sentence of the issue's example.
+  const r = run(['dump', '--pin-dir', '/tmp/nothing']);
+  t.equal(r.stderr, 'svcmap: no svcmap datapath is pinned at /tmp/nothing (missing /tmp/nothing/svcmap_svc, /tmp/nothing/svcmap_be, /tmp/nothing/svcmap_revnat, /tmp/nothing/svcmap_sk_rnat): is the agent running, with --pin-dir /tmp/nothing?\n');
+});
+
 t.test('without privileges: needs root or CAP_BPF and CAP_NET_ADMIN', async (t) => {
   const r = run(['agent', '--manifests', tmp, '--pin-dir', '/sys/fs/bpf/svcmap-cli-nobody', '--metrics-port', 'off', '--health-port', 'off'], { asNobody: true });
   t.equal(r.status, 1);
   t.match(r.stderr, /needs root or CAP_BPF and CAP_NET_ADMIN/);
+  t.match(r.stderr, ONE_LINE);
   t.notOk(existsSync('/sys/fs/bpf/svcmap-cli-nobody'), 'nothing pinned');
 });
 

@@ -1,12 +1,15 @@
-// svcmap version: the compiled CLI names its version, commit, Node and libbpf,
-// as text and as JSON, and still answers (exit 0) when the build information
-// or libbpf is missing, as it may be in an image or on a bare machine.
+// svcmap version: the compiled CLI names its version, commit, Node, libbpf,
+// the kernel release and whether the kernel has BTF, as text and as JSON,
+// and still answers (exit 0) when the build information or libbpf is
+// missing, as it may be in an image or on a bare machine.
 import { execFileSync, spawnSync } from 'node:child_process';
-import { cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync } from 'node:fs';
+import { release, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import t from 'tap';
 import { ROOT, SVCMAP, assertBuilt } from '../../lab/agent-process.ts';
+import { renderVersion } from '../../src/cli/version.ts';
+import { runSvcmap } from './run.ts';
 
 assertBuilt();
 
@@ -18,26 +21,51 @@ function run(cmd: string, args: string[], env: NodeJS.ProcessEnv = {}) {
   return { status: r.status, stdout: r.stdout, stderr: r.stderr };
 }
 
-const LINE = /^svcmap (\S+) \(commit (\S+?)(?:, built (\S+))?\) node (v\d+\.\d+\.\d+) libbpf (\d+\.\d+|unavailable)\n$/;
+const LINES = new RegExp([
+  '^svcmap {2}(\\S+) \\(commit (\\S+?)(?:, built (\\S+))?\\)',
+  'node {4}(v\\d+\\.\\d+\\.\\d+)',
+  'libbpf {2}(\\d+\\.\\d+|unavailable)',
+  'kernel {2}(\\S+), (BTF at /sys/kernel/btf/vmlinux|no BTF \\(/sys/kernel/btf/vmlinux is missing\\))\\n$',
+].join('\n'));
 
-t.test('one line: version, commit, build time, node, libbpf', async (t) => {
+t.test('version, commit, build time, node, libbpf, kernel and its BTF, one per line', async (t) => {
   const r = run(SVCMAP, ['version']);
   t.equal(r.status, 0, r.stderr);
-  const m = LINE.exec(r.stdout);
+  const m = LINES.exec(r.stdout);
   t.ok(m, `matches the format: ${r.stdout}`);
   t.equal(m?.[1], pkg.version, 'version from package.json');
   t.equal(m?.[2], info.commit ?? 'unknown', 'commit from dist/build-info.json');
   t.equal(m?.[3], info.built);
+  t.equal(m?.[4], process.version, 'the Node it runs on (bin/svcmap and tap use the pinned one)');
   t.match(m?.[5], /^\d+\.\d+$/, 'libbpf loads on this machine (make deps installs libbpf1)');
+  t.equal(m?.[6], release(), 'the kernel release, as uname -r');
+  t.equal(m?.[7], existsSync('/sys/kernel/btf/vmlinux') ? 'BTF at /sys/kernel/btf/vmlinux' : 'no BTF (/sys/kernel/btf/vmlinux is missing)');
+  t.equal(execFileSync('uname', ['-r'], { encoding: 'utf8' }).trim(), m?.[6]);
   t.equal(run(SVCMAP, ['--version']).stdout, r.stdout, '--version is the same command');
 });
 
 t.test('-o json: the same fields', async (t) => {
-  const text = LINE.exec(run(SVCMAP, ['version']).stdout)!;
+  const text = LINES.exec(run(SVCMAP, ['version']).stdout)!;
   const r = run(SVCMAP, ['version', '-o', 'json']);
   t.equal(r.status, 0, r.stderr);
   const v = JSON.parse(r.stdout);
-  t.same(v, { version: text[1], commit: text[2], built: text[3], node: text[4], libbpf: text[5] });
+  t.same(v, {
+    version: text[1], commit: text[2], built: text[3], node: text[4], libbpf: text[5],
+    kernel: text[6], kernelBtf: text[7] === 'BTF at /sys/kernel/btf/vmlinux',
+  });
+  t.equal(v.kernelBtf, true, 'this machine\'s kernel has BTF (DESIGN.md: kernel 6.18 with BTF)');
+});
+
+t.test('a kernel without BTF is named as such', async (t) => {
+  const v = { version: '1.2.3', commit: 'abc1234', built: '2026-12-01T04:00:00Z', node: 'v24.1.0', libbpf: null, kernel: '5.4.0-old' };
+  t.equal(renderVersion({ ...v, kernelBtf: false }), [
+    'svcmap  1.2.3 (commit abc1234, built 2026-12-01T04:00:00Z)',
+    'node    v24.1.0',
+    'libbpf  unavailable',
+    'kernel  5.4.0-old, no BTF (/sys/kernel/btf/vmlinux is missing)',
+    '',
+  ].join('\n'));
+  t.match(renderVersion({ ...v, kernelBtf: true }), /^kernel {2}5\.4\.0-old, BTF at \/sys\/kernel\/btf\/vmlinux\n$/m);
 });
 
 t.test('the build wrote the commit git names', async (t) => {
@@ -66,7 +94,7 @@ t.test('no build information (a build without git, or the file lost): commit unk
   symlinkSync(join(ROOT, 'node_modules'), join(tmp, 'node_modules'));
   const r = run(join(tmp, 'bin', 'svcmap'), ['version'], { SVCMAP_SHIM: join(ROOT, 'native', 'build', 'libsvcmap_shim.so') });
   t.equal(r.status, 0, r.stderr);
-  t.match(r.stdout, /^svcmap \S+ \(commit unknown\) node v\d+/);
+  t.match(r.stdout, /^svcmap {2}\S+ \(commit unknown\)\nnode {4}v\d+/);
   const j = JSON.parse(run(join(tmp, 'bin', 'svcmap'), ['version', '-o', 'json']).stdout);
   t.equal(j.commit, null);
   t.equal(j.built, null);
@@ -75,14 +103,15 @@ t.test('no build information (a build without git, or the file lost): commit unk
 t.test('libbpf or the shim cannot be loaded: "libbpf unavailable", exit 0', async (t) => {
   const r = run(SVCMAP, ['version'], { SVCMAP_SHIM: '/nonexistent/libsvcmap_shim.so' });
   t.equal(r.status, 0, r.stderr);
-  t.match(r.stdout, / libbpf unavailable\n$/);
+  t.match(r.stdout, /^libbpf {2}unavailable$/m);
   t.equal(JSON.parse(run(SVCMAP, ['version', '-o', 'json'], { SVCMAP_SHIM: '/nonexistent/libsvcmap_shim.so' }).stdout).libbpf, null);
 });
 
 t.test('without privileges', async (t) => {
-  const r = run('setpriv', ['--reuid=65534', '--regid=65534', '--clear-groups', '--inh-caps=-all', SVCMAP, 'version']);
+  const r = runSvcmap(['version'], { asNobody: true });
   t.equal(r.status, 0, r.stderr);
-  t.match(r.stdout, LINE);
+  t.equal(r.stderr, '');
+  t.match(r.stdout, LINES);
   t.notMatch(r.stdout, /unavailable/, 'loading libbpf needs no BPF privileges');
 });
 

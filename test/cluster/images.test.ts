@@ -160,7 +160,7 @@ t.test('the svcmap image: the /app layout, and svcmap runs on its own node and l
 
     const line = await c.run(['/app/bin/svcmap', 'version']);
     const info = JSON.parse(readFileSync(join(ROOT, 'dist', 'build-info.json'), 'utf8')) as { commit: string; built: string };
-    t.match(line, new RegExp(`^svcmap ${pkg.version.replace(/\./g, '\\.')} \\(commit ${info.commit}, built ${info.built}\\) node v24\\.\\d+\\.\\d+ libbpf 1\\.\\d+\\n$`), `svcmap version: ${line.trim()}`);
+    t.match(line, new RegExp(`^svcmap {2}${pkg.version.replace(/\./g, '\\.')} \\(commit ${info.commit}, built ${info.built}\\)\\nnode {4}v24\\.\\d+\\.\\d+\\nlibbpf {2}1\\.\\d+\\nkernel {2}\\S+, (BTF at|no BTF)[^\\n]*\\n$`), `svcmap version: ${line.trim()}`);
     const json = JSON.parse(await c.run(['svcmap', 'version', '-o', 'json'])) as { node: string; libbpf: string };
     t.equal(json.node, execFileSync(join(ROOT, 'node_modules', '.bin', 'node'), ['--version'], { encoding: 'utf8' }).trim(), 'the pinned Node');
     t.match(await c.run(['svcmap', 'help']), /^usage: svcmap COMMAND/m, 'svcmap help');

@@ -1,0 +1,115 @@
+// svcmap explain against the real pinned maps of a running agent (the e2e
+// fixture: namespaces, echo pods, a client pod in the test's own cgroup),
+// cross-checked with what real connections through the datapath do: a
+// plain service, an affinity service after a connection, a service without
+// endpoints, and an address that is no service.
+import t from 'tap';
+import type { Explanation } from '../../src/cli/explain-view.ts';
+import { NO_ENDPOINTS, UNTOUCHED } from '../../src/cli/explain-view.ts';
+import { bootTimeNs } from '../../src/cli/explain.ts';
+import { AFFINITY_ORIGIN_TC, IPPROTO_TCP, SVC_SCOPE_EXT } from '../../src/maps/constants.ts';
+import { DatapathMaps } from '../../src/maps/datapath-maps.ts';
+import { type Cluster, POD_IPS, POD_NAMES, echoService, startCluster } from '../e2e/fixtures/cluster.ts';
+
+const WEB = '10.96.0.70';
+const STICKY = '10.96.0.71';
+const EMPTY = '10.96.0.72';
+
+let c: Cluster;
+t.before(async () => {
+  c = await startCluster([
+    echoService('web', WEB),
+    echoService('sticky', STICKY, { extraSpec: { sessionAffinity: 'ClientIP', sessionAffinityConfig: { clientIP: { timeoutSeconds: 10800 } } } }),
+    echoService('empty', EMPTY, { endpoints: [] }),
+  ]);
+  await c.startAgent();
+});
+t.teardown(async () => {
+  await c?.destroy();
+});
+
+const explainJson = (...args: string[]) => JSON.parse(c.svcmap('explain', ...args, '-o', 'json')) as Explanation;
+const podAddress = (pod: string) => `${POD_IPS[POD_NAMES.indexOf(pod)]}:8080`;
+
+t.test('a plain ClusterIP: its backends, random among them, as real connections find', async (t) => {
+  const e = explainJson(`${WEB}:80/TCP`);
+  t.match(e.frontend, { frontend: `${WEB}:80/TCP`, flags: ['ClusterIP'], scope: 'external', algorithm: 'random (uniform)', affinityTimeoutSeconds: null, problems: [] });
+  t.same(e.frontend!.backends.map((b) => b.address).sort(), POD_IPS.map((ip) => `${ip}:8080`));
+  t.same(e.frontend!.backends.map((b) => b.state), ['active', 'active', 'active']);
+  t.same(e.verdict, { kind: 'random', among: 3, text: 'random among 3' });
+  t.same(explainJson(`${WEB}:53/UDP`).frontend!.backends.map((b) => b.address).sort(), POD_IPS.map((ip) => `${ip}:5353`), 'the UDP port: the UDP backends');
+
+  const text = c.svcmap('explain', `${WEB}:80`);
+  t.match(text, new RegExp(`^Frontend: {3}${WEB.replace(/\./g, '\\.')}:80/TCP$`, 'm'), 'the protocol defaults to TCP');
+  t.match(text, /^Backends: {3}3$/m);
+  t.match(text, /^Verdict: {4}random among 3\n$/m);
+
+  const r = await c.client.tcpConnect({ ip: WEB, port: 80, count: 60, timeoutMs: 2000, concurrency: 4 });
+  t.equal(r.ok, 60, JSON.stringify(r.errors));
+  t.same(Object.keys(r.byPod).sort(), [...POD_NAMES].sort(), `the datapath spreads over the same three (${JSON.stringify(r.byPod)})`);
+});
+
+t.test('an affinity service after a connection: the pod\'s entry and its backend; a tc client\'s entry decides for it', async (t) => {
+  const before = explainJson(`${STICKY}:80/TCP`);
+  t.same(before.frontend!.flags, ['ClusterIP', 'affinity']);
+  t.equal(before.frontend!.affinityTimeoutSeconds, 10800);
+  t.same(before.remembered, [], 'no client yet');
+
+  const r = await c.client.tcpConnect({ ip: STICKY, port: 80, count: 5, timeoutMs: 2000, concurrency: 1 });
+  t.equal(r.ok, 5, JSON.stringify(r.errors));
+  const pods = Object.keys(r.byPod);
+  t.equal(pods.length, 1, 'one pod, by affinity');
+  const after = explainJson(`${STICKY}:80/TCP`);
+  t.equal(after.remembered.length, 1, 'the client pod is remembered');
+  t.match(after.remembered[0], { origin: 'socket', client: /^netns \d+$/, backend: podAddress(pods[0]!), current: true });
+  t.ok(after.remembered[0]!.lastUsedSecondsAgo < 60, `last used ${after.remembered[0]!.lastUsedSecondsAgo}s ago`);
+  t.equal(after.verdict.text, 'random among 3, unless the connecting pod has a current affinity entry (1 has one, see Remembered); the choice is remembered for 10800s');
+  t.match(c.svcmap('explain', `${STICKY}:80/TCP`), new RegExp(`^ {2}socket netns \\d+ +${podAddress(pods[0]!).replace(/\./g, '\\.')} +\\d +[\\d.]+s ago +yes$`, 'm'));
+
+  // The tc path's entries are keyed by client address. No packet from
+  // outside reaches this fixture's node, so the entries are written as
+  // lb4_affinity_select() writes them: one current, one whose slot now holds
+  // another backend.
+  const maps = DatapathMaps.openPinned(c.pinDir);
+  t.teardown(() => maps.close());
+  const key = { addr: STICKY, port: 80, proto: IPPROTO_TCP, scope: SVC_SCOPE_EXT };
+  const revNatId = maps.services.get({ ...key, slot: 0 })!.rev_nat_id;
+  const [slot1, slot2] = [1, 2].map((slot) => maps.services.get({ ...key, slot })!.backend_id);
+  const client = (addr: string) => ({ netns_cookie: 0n, client_addr: addr, rev_nat_id: revNatId, origin: AFFINITY_ORIGIN_TC });
+  maps.affinity!.put(client('192.0.2.10'), { last_used: bootTimeNs(), backend_id: slot2!, slot: 2 });
+  maps.affinity!.put(client('192.0.2.11'), { last_used: bootTimeNs(), backend_id: slot1!, slot: 2 });
+  t.teardown(() => { maps.affinity!.delete(client('192.0.2.10')); maps.affinity!.delete(client('192.0.2.11')); });
+
+  const kept = explainJson(`${STICKY}:80/TCP`, '--from', '192.0.2.10');
+  t.equal(kept.path, 'tc');
+  t.equal(kept.verdict.kind, 'affinity');
+  t.match(kept.verdict.backend, { slot: 2, id: slot2 });
+  t.match(c.svcmap('explain', `${STICKY}:80/TCP`, '--from', '192.0.2.10'),
+    /^Verdict: {4}10\.244\.0\.1\d:8080 \(slot 2\): the affinity entry of 192\.0\.2\.10, last used [\d.]+s ago$/m);
+  const stale = explainJson(`${STICKY}:80/TCP`, '--from', '192.0.2.11');
+  t.equal(stale.verdict.kind, 'random');
+  t.match(stale.verdict.text, new RegExp(`^random among 3: the affinity entry of 192\\.0\\.2\\.11 is stale \\(slot 2 no longer holds backend ${slot1}\\)`));
+  t.equal(explainJson(`${STICKY}:80/TCP`, '--from', '192.0.2.12').verdict.text,
+    'random among 3: 192.0.2.12 has no affinity entry; the choice is remembered for 10800s');
+  t.equal(explainJson(`${STICKY}:80/TCP`).remembered.length, 3, 'every entry of the frontend is listed');
+});
+
+t.test('a service without endpoints: refused, as connect() is', async (t) => {
+  const e = explainJson(`${EMPTY}:80/TCP`);
+  t.same(e.frontend!.backends, []);
+  t.same(e.verdict, { kind: 'refused', text: NO_ENDPOINTS });
+  const text = c.svcmap('explain', `${EMPTY}:80/TCP`);
+  t.match(text, /^Backends: {3}0$/m);
+  t.match(text, /^Verdict: {4}refused: no endpoints \(ECONNREFUSED at connect \/ dropped at tc\)$/m);
+  const r = await c.client.tcpConnect({ ip: EMPTY, port: 80, count: 3, timeoutMs: 2000 });
+  t.same(r.errors, { ECONNREFUSED: 3 }, 'the datapath refuses');
+});
+
+t.test('an address that is no frontend: untouched, exit 0', async (t) => {
+  const text = c.svcmap('explain', '10.96.0.99:80/TCP');
+  t.equal(text, `Frontend:   10.96.0.99:80/TCP\nPath:       socket hooks (a connection made on this node)\nVerdict:    ${UNTOUCHED}\n`);
+  const e = explainJson(`${WEB}:8080/TCP`);
+  t.equal(e.frontend, null, 'a frontend\'s address on a port it does not serve');
+  t.same(e.verdict, { kind: 'untouched', text: UNTOUCHED });
+  t.equal(explainJson('10.96.0.99:80/TCP', '--from', '192.0.2.10').verdict.kind, 'untouched');
+});
