@@ -110,7 +110,7 @@ export async function runAgentControlPlane(o: AgentCpOptions): Promise<AgentCpRe
       const from = running.mark();
       const interval = 1000 / o.stream.ratePerSec;
       const t0 = performance.now();
-      // Distinct services, so that every change is observed once (the metric keeps the earliest trigger per service and sync).
+      // Distinct services, so that every change reaches the maps on its own sync and is observed once (a trigger time is observed when the write that carries it succeeds).
       const stride = n > 1 ? 104729 % n || 1 : 1;
       const count = Math.min(o.stream.changes, n);
       for (let c = 0; c < count; c++) {

@@ -7,6 +7,8 @@ import type { DesiredState, Frontend, Problem } from '../model/types.ts';
 import { FileSource } from '../sources/file/file-source.ts';
 import type { KubeConnection } from '../sources/kubernetes/config.ts';
 import { MapsAdapter } from '../sync/maps-adapter.ts';
+import { RetryState } from '../sync/retry.ts';
+import { BoundedFrequencyRunner } from '../sync/runner.ts';
 import { Syncer } from '../sync/syncer.ts';
 import { toTargets } from './targets.ts';
 import { CtGc, type CtLifetimes } from './ct-gc.ts';
@@ -109,20 +111,35 @@ export async function runAgent(cfg: AgentConfig, log: Logger): Promise<RunningAg
         log.error({ err }, 'reading manifests failed; keeping the last state');
       },
     });
+    // A full sync of the latest manifests; a failed one is retried by the
+    // runner with backoff, and a newer state waits for that retry.
+    let latest: DesiredState | undefined;
+    const failures = new RetryState();
+    const fileSync: BoundedFrequencyRunner = new BoundedFrequencyRunner(() => {
+      if (!latest) return;
+      try {
+        const r = syncer.sync(toTargets(latest));
+        failures.succeeded();
+        status.succeeded(r, syncer.capacity(), syncer.state.frontends.size);
+        healthChecks.replaceAll(healthChecksByService(latest.frontends.values()));
+      } catch (err) {
+        failures.failed('full');
+        status.failed(err, { kind: 'full', failures: failures.failures, retryInMs: fileSync.retryAfter(), next: 'full' });
+      }
+    }, { minIntervalMs: 0, maxIntervalMs: Infinity });
+    fileSync.start();
     const apply = (state: DesiredState, found: Problem[]) => {
       problems.report(found);
       status.pending();
-      try {
-        const r = syncer.sync(toTargets(state));
-        status.succeeded(r, syncer.capacity(), syncer.state.frontends.size);
-        healthChecks.replaceAll(healthChecksByService(state.frontends.values()));
-      } catch (err) {
-        status.failed(err);
-      }
+      latest = state;
+      fileSync.run();
     };
     await source.start(apply);
     log.info({ manifests: cfg.source.dir }, 'watching manifests');
-    stopSource = () => source.stop();
+    stopSource = () => {
+      fileSync.stop();
+      source.stop();
+    };
   } else {
     let loop: KubernetesSyncLoop | undefined;
     const source = new k8s!.KubernetesSource(kc!, cfg.nodeName, {

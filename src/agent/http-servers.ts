@@ -9,6 +9,8 @@ export interface HealthState {
   ready: boolean;
   /** When the last sync finished successfully (ms since epoch), 0 if never. */
   lastSyncAt: number;
+  /** Syncs failed in a row since the last success (each is being retried). */
+  consecutiveFailures: number;
   /** When the oldest change not yet in the maps arrived (ms since epoch), 0 if none waits. */
   pendingSince: number;
 }
@@ -43,15 +45,21 @@ export async function serveMetrics(metrics: AgentMetrics, opts: ServerOptions): 
  * /healthz and /livez: 200 unless a change has waited longer than
  * `staleAfterMs` without reaching the maps (the agent is stuck), with the JSON
  * kube-proxy's healthz gives. /readyz: 200 once the first full sync is done.
+ * Both bodies also say when the last sync succeeded (lastSuccessfulSync; the
+ * same instant as kube-proxy's lastUpdated, named for what it is) and, while
+ * syncs fail and are retried, how many failed in a row.
  */
 export async function serveHealth(state: () => HealthState, staleAfterMs: number, opts: ServerOptions): Promise<{ server: Server; port: number }> {
   const server = createServer((req, res) => {
     const s = state();
     const now = Date.now();
+    const lastSync = s.lastSyncAt ? new Date(s.lastSyncAt).toISOString() : '';
     const body = (ok: boolean) => `${JSON.stringify({
-      lastUpdated: s.lastSyncAt ? new Date(s.lastSyncAt).toISOString() : '',
+      lastUpdated: lastSync,
       currentTime: new Date(now).toISOString(),
       ready: s.ready,
+      lastSuccessfulSync: lastSync,
+      ...(s.consecutiveFailures ? { consecutiveSyncFailures: s.consecutiveFailures } : {}),
       ...(s.pendingSince ? { pendingSince: new Date(s.pendingSince).toISOString() } : {}),
       healthy: ok,
     })}\n`;

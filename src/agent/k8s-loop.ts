@@ -1,13 +1,18 @@
 // The sync loop for the Kubernetes source: the informers feed an incremental
 // model; a bounded-frequency runner turns its changes into partial syncs
 // (one Service's frontends each), with a full sync first (only once every
-// informer has listed, so nothing is pruned early), after a failure, while
-// some frontend is deferred for lack of map space, and periodically.
+// informer has listed, so nothing is pruned early), while some frontend is
+// deferred for lack of map space, and periodically. A failed sync is retried
+// by the runner with backoff: a partial one as a partial sync of the same
+// Services (plus whatever changed meanwhile), and only after repeated
+// failures as a full resync (src/sync/retry.ts).
 import type { Frontend } from '../model/types.ts';
 import type { KubernetesSource } from '../sources/kubernetes/source.ts';
-import { BoundedFrequencyRunner, type RunReason } from '../sync/runner.ts';
-import type { Syncer } from '../sync/syncer.ts';
+import { RetryState, type SyncKind } from '../sync/retry.ts';
+import { type Backoff, BoundedFrequencyRunner, type RunReason, type Timers } from '../sync/runner.ts';
+import type { Syncer, SyncReport } from '../sync/syncer.ts';
 import type { FrontendTarget } from '../sync/targets.ts';
+import { TriggerTimes } from '../sync/trigger-times.ts';
 import { toTarget } from './targets.ts';
 import type { Logger } from './log.ts';
 import type { AgentMetrics } from './metrics.ts';
@@ -17,7 +22,14 @@ import type { SyncStatus } from './sync-status.ts';
 export interface LoopOptions {
   minIntervalMs: number;
   syncPeriodMs: number;
-  retryMs?: number;
+  /** Retry delays after a failed sync (default 1 s doubling to 30 s). */
+  backoff?: Backoff;
+  /** Consecutive failed syncs after which the retry is a full resync (default 3). */
+  escalateAfter?: number;
+  /** The runner's timers and clock, also for the age of the last full sync; tests pass fake ones. */
+  timers?: Timers;
+  /** When the agent started (ms since the epoch): trigger times before it are not measured. Default: now. */
+  startedAt?: number;
   /** After a successful sync: the Services whose frontends changed, with their frontends now; after a full sync (full = true), every Service. */
   onServices?: (changed: ReadonlyMap<string, Frontend[]>, full: boolean) => void;
 }
@@ -30,15 +42,14 @@ export class KubernetesSyncLoop {
   readonly #problems: ProblemReporter;
   readonly #log: Logger;
   readonly #runner: BoundedFrequencyRunner;
-  readonly #retryMs: number;
+  readonly #now: () => number;
   readonly #onServices: LoopOptions['onServices'];
+  readonly #retry: RetryState;
+  readonly #triggers: TriggerTimes;
   #needFull = true;
-  /** When the last full sync succeeded (ms, performance.now()). */
-  #lastFullAt = performance.now();
+  /** When the last full sync succeeded (the runner's clock). */
+  #lastFullAt: number;
   readonly #syncPeriodMs: number;
-  #retryTimer: NodeJS.Timeout | undefined;
-  /** Earliest unprogrammed last-change-trigger-time per Service. */
-  readonly #triggers = new Map<string, number>();
 
   constructor(source: KubernetesSource, syncer: Syncer, status: SyncStatus, metrics: AgentMetrics, problems: ProblemReporter, log: Logger, opts: LoopOptions) {
     this.#source = source;
@@ -47,10 +58,17 @@ export class KubernetesSyncLoop {
     this.#metrics = metrics;
     this.#problems = problems;
     this.#log = log;
-    this.#retryMs = opts.retryMs ?? 1000;
     this.#onServices = opts.onServices;
     this.#syncPeriodMs = opts.syncPeriodMs;
-    this.#runner = new BoundedFrequencyRunner((why) => this.#run(why), { minIntervalMs: opts.minIntervalMs, maxIntervalMs: opts.syncPeriodMs });
+    this.#retry = new RetryState(opts.escalateAfter);
+    this.#triggers = new TriggerTimes(opts.startedAt ?? Date.now());
+    const timers = opts.timers;
+    this.#now = timers ? () => timers.now() : () => performance.now();
+    this.#lastFullAt = this.#now();
+    this.#runner = new BoundedFrequencyRunner((why) => this.#run(why), {
+      minIntervalMs: opts.minIntervalMs, maxIntervalMs: opts.syncPeriodMs,
+      ...(opts.backoff ? { backoff: opts.backoff } : {}), ...(timers ? { timers } : {}),
+    });
   }
 
   start(): void {
@@ -59,7 +77,6 @@ export class KubernetesSyncLoop {
 
   stop(): void {
     this.#runner.stop();
-    if (this.#retryTimer) clearTimeout(this.#retryTimer);
   }
 
   /** The source changed. */
@@ -68,9 +85,9 @@ export class KubernetesSyncLoop {
     this.#runner.run();
   }
 
+  /** An EndpointSlice of this Service arrived carrying this last-change-trigger-time (ms since the epoch). */
   trigger(serviceId: string, at: number): void {
-    const have = this.#triggers.get(serviceId);
-    if (have === undefined || at < have) this.#triggers.set(serviceId, at);
+    this.#triggers.arrived(serviceId, at);
   }
 
   #run(why: RunReason): void {
@@ -78,47 +95,61 @@ export class KubernetesSyncLoop {
     const model = this.#source.model;
     // The runner's periodic wake-up comes only after a quiet syncPeriod; under
     // steady churn the age of the last full sync decides, as in kube-proxy.
-    if (why === 'periodic' || performance.now() - this.#lastFullAt >= this.#syncPeriodMs) {
-      this.#needFull = true;
-      this.#syncer.reload(); // repair anything changed behind our back
-      model.markAllDirty();
-    }
+    const periodic = why === 'periodic' || this.#now() - this.#lastFullAt >= this.#syncPeriodMs;
+    if (periodic) model.markAllDirty();
+    const full = this.#needFull || periodic || this.#retry.full;
+    // A full resync re-reads the maps: periodically, to repair anything changed
+    // behind our back, and after failures, to start over from what is there.
+    const reload = periodic || (full && this.#retry.failures > 0);
     const changes = model.takeChanges();
     for (const [key, list] of changes.problems) this.#problems.reportObject(key, list);
-    if (!this.#needFull && changes.services.size === 0) {
+    this.#triggers.taken((svc) => changes.services.has(svc));
+    if (!full && changes.services.size === 0 && this.#retry.owners.size === 0) {
       this.#status.health.pendingSince = 0;
-      this.#observeTriggers();
       return;
     }
+    const work = full ? changes.services : this.#partialWork(changes.services);
+    let report: SyncReport;
+    const failures = this.#retry.failures;
     try {
-      let report;
-      if (this.#needFull) {
+      if (reload) this.#syncer.reload();
+      if (full) {
         const targets: FrontendTarget[] = [];
         for (const list of model.allFrontends().values()) for (const f of list) targets.push(toTarget(f));
         report = this.#syncer.sync(targets);
       } else {
         const byOwner = new Map<string, FrontendTarget[]>();
-        for (const [svc, list] of changes.services) byOwner.set(svc, list.map((f: Frontend) => toTarget(f)));
+        for (const [svc, list] of work) byOwner.set(svc, list.map((f: Frontend) => toTarget(f)));
         report = this.#syncer.syncOwners(byOwner);
       }
-      this.#needFull = report.deferred.length > 0;
-      if (report.full) this.#lastFullAt = performance.now();
-      this.#status.succeeded(report, this.#syncer.capacity(), this.#syncer.state.frontends.size,
-        { services: report.full ? model.serviceCount : changes.services.size, reason: why });
-      this.#observeTriggers();
-      this.#onServices?.(report.full ? model.allFrontends() : changes.services, report.full);
     } catch (err) {
-      this.#needFull = true;
-      this.#status.failed(err);
-      this.#retryTimer = setTimeout(() => this.#runner.run(), this.#retryMs);
+      this.#failed(err, full ? 'full' : 'partial', work.keys());
+      return;
     }
+    this.#retry.succeeded();
+    if (failures > 0) this.#log.info({ failures, full: report.full, services: report.full ? model.serviceCount : work.size }, 'sync succeeded after failed attempts');
+    this.#needFull = report.deferred.length > 0;
+    if (report.full) this.#lastFullAt = this.#now();
+    this.#status.succeeded(report, this.#syncer.capacity(), this.#syncer.state.frontends.size,
+      { services: report.full ? model.serviceCount : work.size, reason: why });
+    const deferred = new Set(report.deferred.map((d) => d.owner));
+    for (const s of this.#triggers.written(Date.now(), deferred)) this.#metrics.programmingLatency.observe(s);
+    this.#onServices?.(report.full ? model.allFrontends() : work, report.full);
   }
 
-  #observeTriggers(): void {
-    const now = Date.now();
-    for (const at of this.#triggers.values()) {
-      if (now >= at) this.#metrics.programmingLatency.observe((now - at) / 1000);
-    }
-    this.#triggers.clear();
+  /** What a partial sync writes, by Service: the model's changes, and the Services of failed partial syncs, as they are now. */
+  #partialWork(changed: ReadonlyMap<string, Frontend[]>): Map<string, Frontend[]> {
+    const work = new Map(changed);
+    if (this.#retry.owners.size === 0) return work;
+    const current = this.#source.model.allFrontends();
+    for (const svc of this.#retry.owners) if (!work.has(svc)) work.set(svc, current.get(svc) ?? []);
+    return work;
+  }
+
+  /** A sync failed: the runner retries it after the backoff, as the same partial sync or, after repeated failures, as a full resync. */
+  #failed(err: unknown, kind: SyncKind, services: Iterable<string>): void {
+    this.#retry.failed(kind, kind === 'partial' ? services : []);
+    const retryInMs = this.#runner.retryAfter();
+    this.#status.failed(err, { kind, failures: this.#retry.failures, retryInMs, next: this.#retry.next });
   }
 }

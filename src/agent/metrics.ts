@@ -13,6 +13,7 @@ export class AgentMetrics {
   readonly mapEntries: Gauge<'map'>;
   readonly mapCapacity: Gauge<'map'>;
   readonly syncErrors: Counter<'kind'>;
+  readonly syncFailures: Counter<'kind'>;
   readonly lastSync: Gauge;
   readonly frontends: Gauge;
   readonly conntrackEntries: Gauge;
@@ -42,6 +43,13 @@ export class AgentMetrics {
       registers: [this.registry],
     });
     for (const k of SYNC_ERROR_KINDS) this.syncErrors.inc({ kind: k }, 0);
+    this.syncFailures = new Counter({
+      name: 'svcmap_sync_failures_total',
+      help: 'Syncs whose map writes failed, by kind: partial (some Services) or full (every frontend). Each is retried with backoff (1 s doubling to 30 s); repeated partial failures escalate to a full resync.',
+      labelNames: ['kind'],
+      registers: [this.registry],
+    });
+    for (const k of ['partial', 'full']) this.syncFailures.inc({ kind: k }, 0);
     this.lastSync = new Gauge({ name: 'svcmap_sync_last_success_timestamp_seconds', help: 'When the maps were last synced successfully (unix time).', registers: [this.registry] });
     this.frontends = new Gauge({ name: 'svcmap_frontends', help: 'Frontends (VIP:port/proto and scope) programmed.', registers: [this.registry] });
     this.conntrackEntries = new Gauge({

@@ -1,14 +1,27 @@
 // What both sync loops share: recording each sync's outcome in metrics,
 // logs and the health state.
+import { ApplyError } from '../sync/apply.ts';
 import type { Capacity } from '../sync/plan.ts';
+import type { SyncKind } from '../sync/retry.ts';
 import type { SyncReport } from '../sync/syncer.ts';
 import type { HealthState } from './http-servers.ts';
 import type { Logger } from './log.ts';
 import type { AgentMetrics } from './metrics.ts';
 import { MAP_BACKENDS, MAP_REVNAT, MAP_SERVICES } from '../maps/constants.ts';
 
+/** A failed sync and what happens next. */
+export interface SyncFailure {
+  kind: SyncKind;
+  /** Failed syncs in a row, this one included. */
+  failures: number;
+  /** When the retry runs (its backoff). */
+  retryInMs: number;
+  /** What the retry will be: the same partial sync, or a full resync. */
+  next: SyncKind;
+}
+
 export class SyncStatus {
-  readonly health: HealthState = { ready: false, lastSyncAt: 0, pendingSince: 0 };
+  readonly health: HealthState = { ready: false, lastSyncAt: 0, consecutiveFailures: 0, pendingSince: 0 };
   readonly #metrics: AgentMetrics;
   readonly #log: Logger;
 
@@ -38,6 +51,7 @@ export class SyncStatus {
       this.#log.error({ frontend: d.id, service: d.label }, `not programmed: ${d.reason}; raise the map size (--max-services / --max-backends)`);
     }
     this.health.lastSyncAt = Date.now();
+    this.health.consecutiveFailures = 0;
     this.health.pendingSince = 0;
     if (r.full) this.health.ready = true;
     const level = r.changed > 0 || r.full ? 'info' : 'debug';
@@ -46,8 +60,13 @@ export class SyncStatus {
     }, 'sync done');
   }
 
-  failed(err: unknown): void {
+  failed(err: unknown, f: SyncFailure): void {
     this.#metrics.syncErrors.inc({ kind: 'write_failed' });
-    this.#log.error({ err }, 'sync failed; the maps were re-read and the sync is retried');
+    this.#metrics.syncFailures.inc({ kind: f.kind });
+    this.health.consecutiveFailures = f.failures;
+    // Every phase before `phase` was written whole: readers see a consistent map, partly updated.
+    const phase = err instanceof ApplyError ? err.phase : undefined;
+    this.#log.error({ err, kind: f.kind, phase, failures: f.failures, retryInMs: f.retryInMs, next: f.next },
+      `${f.kind} sync failed; retrying ${f.next === 'full' ? 'as a full resync' : 'the same Services'} in ${f.retryInMs / 1000} s`);
   }
 }

@@ -1,5 +1,5 @@
-// The sync engine's view of the real maps: read the state back, know their
-// capacities, write batches.
+// The sync engine's view of the real maps: read the state back (whole, or
+// the entries a failed plan touched), know their capacities, write batches.
 import type { BackendValue, RevNatValue, SrcRangeKey, SvcKey, SvcValue } from '../maps/codecs.ts';
 import type { DatapathMaps } from '../maps/datapath-maps.ts';
 import type { MapWriter } from './apply.ts';
@@ -15,6 +15,10 @@ export class MapsAdapter implements MapSource, MapWriter {
   readState(): MapState {
     return stateFromEntries(this.maps.services.entries(), this.maps.backends.entries(), this.maps.revNat.entries(), this.maps.srcRange?.entries() ?? []);
   }
+  lookupServices(keys: readonly SvcKey[]): Array<SvcValue | undefined> { return keys.map((k) => this.maps.services.get(k)); }
+  lookupBackends(ids: readonly number[]): Array<BackendValue | undefined> { return ids.map((id) => this.maps.backends.get(id)); }
+  lookupRevNat(ids: readonly number[]): Array<RevNatValue | undefined> { return ids.map((id) => this.maps.revNat.get(id)); }
+  readSrcRanges(): SrcRangeKey[] { return this.maps.srcRange?.entries().map(([k]) => k) ?? []; }
   capacity(): Capacity {
     return {
       services: this.maps.services.raw.maxEntries,

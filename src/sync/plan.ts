@@ -12,9 +12,17 @@
 //
 // A plan covers either every frontend (a full sync: also removes strays and
 // orphans an interrupted run left) or only the frontends of changed services
-// (a partial sync: cost proportional to the change, not to the cluster).
+// (a partial sync: cost proportional to the change, not to the cluster; it
+// also removes what a failed plan left unused, the `suspects`).
+//
+// A stray slot (past its master's count, or without a master: what an
+// interrupted or failed run leaves) is no stray any more once its frontend's
+// count covers it: a frontend's plan writes over its strays within the new
+// count (in the slots phase, before the master) and deletes the others (after
+// it); deleting a stray after a master had grown over it would take a live
+// slot away.
 import type { BackendValue, RevNatValue, SrcRangeKey, SvcKey, SvcValue } from '../maps/codecs.ts';
-import { type FrontendState, type MapState, backendAddrKey, srcRangeKey } from './state.ts';
+import { type FrontendState, type MapState, backendAddrKey, frontendId, srcRangeKey } from './state.ts';
 import type { FrontendTarget } from './targets.ts';
 
 export interface Plan {
@@ -36,15 +44,16 @@ export interface Plan {
     refDelta: Map<number, number>;
     /** New source range sets by reverse NAT id (empty: none left). */
     srcRangeSets: Map<number, Set<string>>;
-    clearStrays: boolean;
+    /** Stray slots (svcSlotId) this plan writes over or deletes: no longer strays once it is committed. */
+    resolvedStrays: Set<string>;
     addedServiceEntries: number;
     nextBackendId: number;
     nextRevNatId: number;
   };
   /** Frontends written (added, changed or removed). */
   changed: string[];
-  /** Frontends left as they were because a map is full, with the reason. */
-  deferred: Array<{ id: string; label: string; reason: string }>;
+  /** Frontends left as they were because a map is full, with their owner and the reason. */
+  deferred: Array<{ id: string; label: string; owner: string; reason: string }>;
 }
 
 export interface SlotWrite {
@@ -60,8 +69,35 @@ export interface Capacity {
   srcRanges: number;
 }
 
+/**
+ * Ids a failed plan wrote or meant to delete. After the failure the maps may
+ * hold them unused (a new frontend's backends and reverse NAT written, its
+ * master not): a partial plan removes those that nothing uses, as a full one
+ * removes every orphan.
+ */
+export interface Suspects {
+  backends: ReadonlySet<number>;
+  revNat: ReadonlySet<number>;
+}
+
 /** full: the targets are everything; partial: only frontends in `removable` may be removed. */
-export type PlanScope = { full: true } | { full: false; removable: Iterable<string> };
+export type PlanScope = { full: true } | { full: false; removable: Iterable<string>; suspects?: Suspects };
+
+/** A services-map key as a string (stray bookkeeping). */
+export function svcSlotId(k: SvcKey): string {
+  return `${k.addr}:${k.port}/${k.proto}/${k.scope}#${k.slot}`;
+}
+
+function straysByFrontend(strays: readonly SvcKey[]): Map<string, SvcKey[]> {
+  const out = new Map<string, SvcKey[]>();
+  for (const k of strays) {
+    const id = frontendId(k);
+    const list = out.get(id);
+    if (list) list.push(k);
+    else out.set(id, [k]);
+  }
+  return out;
+}
 
 export function planIsEmpty(p: Plan): boolean {
   return p.backendUpserts.length + p.revNatUpserts.length + p.srcRangeUpserts.length + p.slotUpserts.length + p.masterUpserts.length +
@@ -139,7 +175,7 @@ function unique(ids: readonly number[]): number[] {
 
 export function planSync(current: MapState, targets: readonly FrontendTarget[], capacity: Capacity, scope: PlanScope = { full: true }): Plan {
   const delta: Plan['delta'] = {
-    frontendSets: new Map(), frontendDeletes: [], refDelta: new Map(), srcRangeSets: new Map(), clearStrays: false, addedServiceEntries: 0,
+    frontendSets: new Map(), frontendDeletes: [], refDelta: new Map(), srcRangeSets: new Map(), resolvedStrays: new Set(), addedServiceEntries: 0,
     nextBackendId: current.nextBackendId, nextRevNatId: current.nextRevNatId,
   };
   const plan: Plan = {
@@ -156,6 +192,15 @@ export function planSync(current: MapState, targets: readonly FrontendTarget[], 
     backends: capacity.backends - current.counts.backends,
     revNat: capacity.revNat - current.counts.revNat,
     srcRanges: capacity.srcRanges - current.counts.srcRanges,
+  };
+  const strays = current.straySlots.length ? straysByFrontend(current.straySlots) : undefined;
+  /** Deletes a frontend's strays past `count` (after its master: no reader counts on them). */
+  const dropStrays = (id: string, count: number) => {
+    for (const k of strays?.get(id) ?? []) {
+      if (k.slot <= count) continue;
+      plan.slotDeletes.push(k);
+      delta.resolvedStrays.add(svcSlotId(k));
+    }
   };
 
   for (const t of targets) {
@@ -180,9 +225,12 @@ export function planSync(current: MapState, targets: readonly FrontendTarget[], 
       if (!sameBackend(plannedBackend.get(id) ?? current.backends.get(id), be)) pending.push([id, be]);
     }
     const newSlots = cur ? reconcileSlots(oldSlots, ids) : unique(ids);
-    let definedOld = 0;
-    for (const s of oldSlots) if (s !== undefined) definedOld++;
-    const needServices = (cur ? 0 : 1) + Math.max(0, newSlots.length - definedOld);
+    // New entries: the master of a new frontend, and every slot position the
+    // map lacks, except strays there (written over, they exist already).
+    let needServices = cur ? 0 : 1;
+    for (let i = 0; i < newSlots.length; i++) if (oldSlots[i] === undefined) needServices++;
+    const overwritten = (strays?.get(t.id) ?? []).filter((k) => k.slot <= newSlots.length);
+    needServices -= overwritten.length;
     const hasRevNat = !!cur && cur.master.rev_nat_id !== 0 && current.revNat.has(cur.master.rev_nat_id);
     const needRevNat = hasRevNat ? 0 : 1;
     const haveRanges = (hasRevNat ? current.srcRanges.get(cur!.master.rev_nat_id) : undefined) ?? NO_RANGES;
@@ -192,7 +240,7 @@ export function planSync(current: MapState, targets: readonly FrontendTarget[], 
       : needRevNat > budget.revNat ? 'reverse NAT' : needRanges > budget.srcRanges ? 'source ranges' : '';
     if (lacking) {
       const cap = { services: capacity.services, backends: capacity.backends, 'reverse NAT': capacity.revNat, 'source ranges': capacity.srcRanges }[lacking];
-      plan.deferred.push({ id: t.id, label: t.label, reason: `the ${lacking} map is full (${cap} entries)` });
+      plan.deferred.push({ id: t.id, label: t.label, owner: t.owner, reason: `the ${lacking} map is full (${cap} entries)` });
       continue; // keeps serving what it had, if anything
     }
     budget.services -= needServices;
@@ -244,6 +292,8 @@ export function planSync(current: MapState, targets: readonly FrontendTarget[], 
       if (oldSlots[i] !== undefined) plan.slotDeletes.push(svcKey(t, i + 1));
       changed = true;
     }
+    for (const k of overwritten) delta.resolvedStrays.add(svcSlotId(k));
+    dropStrays(t.id, newSlots.length);
     if (changed) {
       for (const s of oldSlots) if (s !== undefined) ref(s, -1);
       for (const s of newSlots) ref(s, +1);
@@ -256,8 +306,10 @@ export function planSync(current: MapState, targets: readonly FrontendTarget[], 
   const wanted = new Set(targets.map((t) => t.id));
   const removable = scope.full ? current.frontends.keys() : scope.removable;
   for (const id of removable) {
+    if (wanted.has(id)) continue;
     const fe = current.frontends.get(id);
-    if (!fe || wanted.has(id)) continue;
+    dropStrays(id, 0); // also those of a frontend whose master never made it into the map
+    if (!fe) continue;
     plan.masterDeletes.push(svcKey(fe, 0));
     fe.slots.forEach((s, i) => {
       if (s === undefined) return;
@@ -276,28 +328,48 @@ export function planSync(current: MapState, targets: readonly FrontendTarget[], 
 
   // Backends no slot refers to any more.
   const unreferenced = (id: number) => (current.refs.get(id) ?? 0) + (delta.refDelta.get(id) ?? 0) <= 0;
-  const candidates = scope.full ? current.backends.keys() : delta.refDelta.keys();
+  const suspects = scope.full ? undefined : scope.suspects;
+  const candidates = scope.full ? current.backends.keys() : new Set([...delta.refDelta.keys(), ...(suspects?.backends ?? [])]);
   for (const id of candidates) {
     if (current.backends.has(id) && unreferenced(id)) plan.backendDeletes.push(id);
   }
 
   if (scope.full) {
     // What an interrupted run may have left: stray slots, reverse NAT entries no master uses.
-    plan.slotDeletes.push(...current.straySlots);
-    delta.clearStrays = current.straySlots.length > 0;
-    const usedRevNat = new Set<number>();
-    const gone = new Set(delta.frontendDeletes);
-    for (const [id, fe] of current.frontends) if (!gone.has(id) && !delta.frontendSets.has(id)) usedRevNat.add(fe.master.rev_nat_id);
-    for (const fe of delta.frontendSets.values()) usedRevNat.add(fe.master.rev_nat_id);
-    const deleting = new Set(plan.revNatDeletes);
-    for (const id of current.revNat.keys()) if (!usedRevNat.has(id) && !deleting.has(id)) plan.revNatDeletes.push(id);
-    for (const [id, ranges] of current.srcRanges) {
-      if (usedRevNat.has(id) || delta.srcRangeSets.has(id)) continue;
-      for (const r of ranges) plan.srcRangeDeletes.push(srcRangeKey(id, r));
-      delta.srcRangeSets.set(id, new Set());
+    for (const k of current.straySlots) {
+      if (delta.resolvedStrays.has(svcSlotId(k))) continue;
+      plan.slotDeletes.push(k);
+      delta.resolvedStrays.add(svcSlotId(k));
     }
+    dropUnusedRevNat(current, plan, current.revNat.keys(), () => true);
+  } else if (suspects?.revNat.size) {
+    dropUnusedRevNat(current, plan, suspects.revNat, (id) => suspects.revNat.has(id));
   }
   return plan;
+}
+
+/**
+ * Deletes the reverse NAT entries among `ids`, and the source ranges of the
+ * ids `considered`, that no master uses once the plan is applied. O(frontends):
+ * run by full plans, and by partial ones only after a failure.
+ */
+function dropUnusedRevNat(current: MapState, plan: Plan, ids: Iterable<number>, considered: (id: number) => boolean): void {
+  const delta = plan.delta;
+  const used = new Set<number>();
+  const gone = new Set(delta.frontendDeletes);
+  for (const [id, fe] of current.frontends) if (!gone.has(id) && !delta.frontendSets.has(id)) used.add(fe.master.rev_nat_id);
+  for (const fe of delta.frontendSets.values()) used.add(fe.master.rev_nat_id);
+  const deleting = new Set(plan.revNatDeletes);
+  for (const id of ids) {
+    if (!current.revNat.has(id) || used.has(id) || deleting.has(id)) continue;
+    plan.revNatDeletes.push(id);
+    deleting.add(id);
+  }
+  for (const [id, ranges] of current.srcRanges) {
+    if (!considered(id) || used.has(id) || delta.srcRangeSets.has(id)) continue;
+    for (const r of ranges) plan.srcRangeDeletes.push(srcRangeKey(id, r));
+    delta.srcRangeSets.set(id, new Set());
+  }
 }
 
 /** Applies a plan's delta to the tracked state, in place, after its writes succeeded. */
@@ -305,7 +377,7 @@ export function commitPlan(state: MapState, plan: Plan): void {
   const d = plan.delta;
   for (const id of d.frontendDeletes) state.frontends.delete(id);
   for (const [id, fe] of d.frontendSets) state.frontends.set(id, fe);
-  if (d.clearStrays) state.straySlots = [];
+  if (d.resolvedStrays.size) state.straySlots = state.straySlots.filter((k) => !d.resolvedStrays.has(svcSlotId(k)));
   let newBackends = 0;
   for (const [id, be] of plan.backendUpserts) {
     if (!state.backends.has(id)) newBackends++;

@@ -1,7 +1,12 @@
 // A bounded-frequency runner, as kube-proxy's: requests to sync are coalesced,
 // runs are at least minInterval apart (0: as soon as the event loop turns),
 // and at most maxInterval apart (a periodic full resync even when nothing
-// changed). Timers are injectable so the behaviour is testable without waiting.
+// changed). A run that fails asks for a retry (retryAfter): it comes after an
+// exponential backoff (1 s doubling to 30 s by default), which a run that
+// asks for none resets. While a retry waits, nothing else runs: the retry
+// covers every change made meanwhile, and a failing map is not hammered by
+// each new change. Timers are injectable so the behaviour is testable
+// without waiting.
 
 export interface Timers {
   setTimeout(fn: () => void, ms: number): unknown;
@@ -19,11 +24,21 @@ const realTimers: Timers = {
   now: () => performance.now(),
 };
 
-export type RunReason = 'change' | 'periodic';
+export type RunReason = 'change' | 'periodic' | 'retry';
+
+export interface Backoff {
+  /** The first retry's delay. */
+  initialMs: number;
+  /** Each further consecutive retry waits twice as long, up to this. */
+  maxMs: number;
+}
+
+export const DEFAULT_BACKOFF: Backoff = { initialMs: 1000, maxMs: 30_000 };
 
 export interface RunnerOptions {
   minIntervalMs: number;
   maxIntervalMs: number;
+  backoff?: Backoff;
   timers?: Timers;
 }
 
@@ -31,16 +46,24 @@ export class BoundedFrequencyRunner {
   readonly #fn: (reason: RunReason) => void;
   readonly #min: number;
   readonly #max: number;
+  readonly #backoff: Backoff;
   readonly #t: Timers;
   #lastRun = Number.NEGATIVE_INFINITY;
   #pending: unknown;
   #periodic: unknown;
+  #retry: unknown;
+  /** The delay the next retryAfter() waits. */
+  #nextDelay: number;
+  /** Set when the run in progress asked for a retry. */
+  #retryAsked = false;
   #stopped = true;
 
   constructor(fn: (reason: RunReason) => void, opts: RunnerOptions) {
     this.#fn = fn;
     this.#min = Math.max(0, opts.minIntervalMs);
     this.#max = opts.maxIntervalMs;
+    this.#backoff = opts.backoff ?? DEFAULT_BACKOFF;
+    this.#nextDelay = this.#backoff.initialMs;
     this.#t = opts.timers ?? realTimers;
   }
 
@@ -51,16 +74,32 @@ export class BoundedFrequencyRunner {
 
   stop(): void {
     this.#stopped = true;
-    if (this.#pending !== undefined) this.#t.clearTimeout(this.#pending);
-    if (this.#periodic !== undefined) this.#t.clearTimeout(this.#periodic);
-    this.#pending = this.#periodic = undefined;
+    for (const h of [this.#pending, this.#periodic, this.#retry]) if (h !== undefined) this.#t.clearTimeout(h);
+    this.#pending = this.#periodic = this.#retry = undefined;
   }
 
   /** Asks for a run; several asks before it happens give one run. */
   run(): void {
-    if (this.#stopped || this.#pending !== undefined) return;
+    if (this.#stopped || this.#pending !== undefined || this.#retry !== undefined) return;
     const wait = Math.max(0, this.#lastRun + this.#min - this.#t.now());
     this.#pending = this.#t.setTimeout(() => this.#go('change'), wait);
+  }
+
+  /**
+   * The last run failed: run again after the backoff (and no sooner than
+   * minInterval after the last run). Returns the backoff waited; the next
+   * call waits twice as long, up to the maximum, until a run succeeds.
+   */
+  retryAfter(): number {
+    if (this.#stopped) return 0;
+    const delay = this.#nextDelay;
+    this.#nextDelay = Math.min(delay * 2, this.#backoff.maxMs);
+    this.#retryAsked = true;
+    for (const h of [this.#pending, this.#retry]) if (h !== undefined) this.#t.clearTimeout(h);
+    this.#pending = undefined;
+    const wait = Math.max(delay, this.#lastRun + this.#min - this.#t.now());
+    this.#retry = this.#t.setTimeout(() => this.#go('retry'), wait);
+    return delay;
   }
 
   #armPeriodic(): void {
@@ -71,11 +110,24 @@ export class BoundedFrequencyRunner {
   #go(reason: RunReason): void {
     if (this.#stopped) return;
     if (reason === 'change') this.#pending = undefined;
-    else this.#periodic = undefined;
+    else if (reason === 'retry') this.#retry = undefined;
+    else {
+      this.#periodic = undefined;
+      if (this.#retry !== undefined) {
+        // The waiting retry is the next run; it decides for itself whether a full resync is due.
+        this.#armPeriodic();
+        return;
+      }
+    }
     this.#lastRun = this.#t.now();
+    this.#retryAsked = false;
+    let returned = false;
     try {
       this.#fn(reason);
+      returned = true;
     } finally {
+      // A run that returned without asking for a retry succeeded: the backoff starts over.
+      if (returned && !this.#retryAsked) this.#nextDelay = this.#backoff.initialMs;
       this.#armPeriodic();
     }
   }

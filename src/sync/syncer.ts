@@ -1,17 +1,27 @@
 // The sync engine's state holder: knows what the maps hold, turns desired
 // frontends into a plan, applies it, and commits it to its picture of the
-// maps; after any failure it re-reads the maps, so that picture never drifts
-// from the kernel's.
+// maps. After a failure it reads back what the failed plan touched (or, for
+// a big plan, every map), so that picture never drifts from the kernel's and
+// the failed sync can be retried on its own, at the cost of what it covers.
 import { type Capacity, type Plan, type PlanScope, commitPlan, planIsEmpty, planSync } from './plan.ts';
 import { type MapWriter, applyPlan } from './apply.ts';
+import { type EntryReader, readBack, readBackCost } from './read-back.ts';
 import type { EntryCounts, MapState } from './state.ts';
 import type { FrontendTarget } from './targets.ts';
 
-export interface MapSource {
+export interface MapSource extends EntryReader {
   /** Reads what the maps hold now. */
   readState(): MapState;
   capacity(): Capacity;
 }
+
+/**
+ * Reading back costs a syscall per entry, a re-read a few per thousand
+ * entries plus decoding them all: past this share of the maps' entries (and
+ * this many lookups) a failed plan is followed by a re-read instead.
+ */
+const READ_BACK_SHARE = 1 / 8;
+const READ_BACK_MIN = 1000;
 
 export interface SyncReport {
   full: boolean;
@@ -27,8 +37,12 @@ export interface SyncReport {
 export class Syncer {
   readonly #maps: MapSource & MapWriter;
   #state: MapState;
-  /** Frontend ids of each owner (a Service), as of the last sync that covered it. */
+  /** Frontend ids of each owner (a Service), as of the last sync that covered it, and those a failed one may have written. */
   #owned = new Map<string, Set<string>>();
+  /** Ids failed plans wrote or meant to delete, which the maps may still hold unused (see Suspects). */
+  #suspects = { backends: new Set<number>(), revNat: new Set<number>() };
+  /** Reading the maps back after a failure failed too: the next sync starts with a re-read. */
+  #stale = false;
 
   constructor(maps: MapSource & MapWriter) {
     this.#maps = maps;
@@ -43,14 +57,21 @@ export class Syncer {
     return this.#maps.capacity();
   }
 
-  /** Re-reads the maps (after a failure, or for a periodic full resync). */
+  /** Re-reads the maps (a full resync: periodic, or after repeated failures). */
   reload(): void {
     this.#state = this.#maps.readState();
+    this.#stale = false;
   }
 
   /** Full sync: the targets are every frontend there should be; everything else is removed. */
   sync(targets: readonly FrontendTarget[]): SyncReport {
-    const report = this.#run(targets, { full: true });
+    let report: SyncReport;
+    try {
+      report = this.#run(targets, { full: true });
+    } catch (err) {
+      for (const t of targets) this.#own(t);
+      throw err;
+    }
     this.#owned = new Map();
     for (const t of targets) this.#own(t);
     return report;
@@ -69,7 +90,15 @@ export class Syncer {
       targets.push(...list);
     }
     // A frontend moving from one owner to another is written by its new owner, not removed.
-    const report = this.#run(targets, { full: false, removable });
+    let report: SyncReport;
+    try {
+      report = this.#run(targets, { full: false, removable, suspects: this.#suspects });
+    } catch (err) {
+      // The failed plan may have written these frontends: whatever the owner
+      // wants by its retry, they are its to remove.
+      for (const list of changes.values()) for (const t of list) this.#own(t);
+      throw err;
+    }
     for (const [owner, list] of changes) {
       this.#owned.delete(owner);
       for (const t of list) this.#own(t);
@@ -85,6 +114,7 @@ export class Syncer {
 
   #run(targets: readonly FrontendTarget[], scope: PlanScope): SyncReport {
     const started = performance.now();
+    if (this.#stale) this.reload();
     let plan = planSync(this.#state, targets, this.#maps.capacity(), scope);
     if (plan.deferred.length > 0 && plan.masterDeletes.length > 0) {
       // Full maps: remove what is gone first, then retry the additions.
@@ -93,6 +123,8 @@ export class Syncer {
       plan = planSync(this.#state, targets, this.#maps.capacity(), scope);
     }
     if (!planIsEmpty(plan)) this.#apply(plan);
+    // Every suspect was either used or removed by this plan (a full one removes every orphan).
+    this.#suspects = { backends: new Set(), revNat: new Set() };
     return {
       full: scope.full,
       changed: plan.changed.length,
@@ -113,8 +145,28 @@ export class Syncer {
       applyPlan(plan, this.#maps);
       commitPlan(this.#state, plan);
     } catch (err) {
-      this.reload();
+      this.#recover(plan);
       throw err;
+    }
+  }
+
+  /** After a plan failed part way: the tracked state is made true again, and what the plan may have left unused is remembered. */
+  #recover(plan: Plan): void {
+    // Backends whose references the plan moved may be left unreferenced
+    // (referenced by slots that stayed strays), as well as those it wrote.
+    for (const [id] of plan.backendUpserts) this.#suspects.backends.add(id);
+    for (const id of plan.delta.refDelta.keys()) this.#suspects.backends.add(id);
+    for (const id of plan.backendDeletes) this.#suspects.backends.add(id);
+    for (const [id] of plan.revNatUpserts) this.#suspects.revNat.add(id);
+    for (const id of plan.revNatDeletes) this.#suspects.revNat.add(id);
+    try {
+      const c = this.#state.counts;
+      const entries = c.services + c.backends + c.revNat + c.srcRanges;
+      if (readBackCost(this.#state, plan) <= Math.max(READ_BACK_MIN, entries * READ_BACK_SHARE)) readBack(this.#state, plan, this.#maps);
+      else this.reload();
+    } catch {
+      // The maps cannot be read either: nothing is known until a re-read succeeds.
+      this.#stale = true;
     }
   }
 }

@@ -49,6 +49,10 @@ class Recorder implements MapSource, MapWriter {
   }
   readState(): MapState { return this.real.readState(); }
   capacity(): Capacity { return this.real.capacity(); }
+  lookupServices(keys: readonly SvcKey[]) { return this.real.lookupServices(keys); }
+  lookupBackends(ids: readonly number[]) { return this.real.lookupBackends(ids); }
+  lookupRevNat(ids: readonly number[]) { return this.real.lookupRevNat(ids); }
+  readSrcRanges() { return this.real.readSrcRanges(); }
   putBackends(e: ReadonlyArray<readonly [number, BackendValue]>) { this.real.putBackends(e); this.mirror.putBackends(e); }
   putRevNat(e: ReadonlyArray<readonly [number, RevNatValue]>) { this.real.putRevNat(e); this.mirror.putRevNat(e); }
   putServices(e: ReadonlyArray<readonly [SvcKey, SvcValue]>) { this.real.putServices(e); this.mirror.putServices(e); }
@@ -156,7 +160,7 @@ export function startSync(kc: KubeConfig, nodeName = 'node1'): SyncHarness {
     });
     source = src;
     src.model.setNode({ name: nodeName, addresses: [] });
-    loop = new KubernetesSyncLoop(src, syncer, status, metrics, countingProblemReporter(log, metrics), log, { minIntervalMs: 0, syncPeriodMs: 3_600_000, retryMs: 100 });
+    loop = new KubernetesSyncLoop(src, syncer, status, metrics, countingProblemReporter(log, metrics), log, { minIntervalMs: 0, syncPeriodMs: 3_600_000, backoff: { initialMs: 100, maxMs: 1000 } });
     loop.start();
     src.start();
     return {

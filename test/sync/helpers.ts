@@ -1,9 +1,11 @@
-// An in-memory stand-in for the three maps, applying writes one element at a
-// time so that tests can look at every intermediate state a reader could see.
+// An in-memory stand-in for the maps, applying writes one element at a time
+// so that tests can look at every intermediate state a reader could see, and
+// answering single-entry reads as the read-back after a failure makes them.
 import type { BackendValue, RevNatValue, SrcRangeKey, SvcKey, SvcValue } from '../../src/maps/codecs.ts';
 import type { MapWriter } from '../../src/sync/apply.ts';
 import type { Capacity, SlotWrite } from '../../src/sync/plan.ts';
 import type { MapSource } from '../../src/sync/syncer.ts';
+import { svcSlotId } from '../../src/sync/plan.ts';
 import { type MapState, stateFromEntries } from '../../src/sync/state.ts';
 import type { FrontendTarget } from '../../src/sync/targets.ts';
 
@@ -24,6 +26,12 @@ export class MemoryMaps implements MapSource, MapWriter {
     return stateFromEntries([...this.services.values()], [...this.backends], [...this.revNat], [...this.srcRanges.values()].map((k) => [k, 1] as const));
   }
   capacity(): Capacity { return this.cap; }
+  lookupServices(keys: readonly SvcKey[]): Array<SvcValue | undefined> {
+    return keys.map((k) => { const e = this.services.get(sk(k)); return e && { ...e[1] }; });
+  }
+  lookupBackends(ids: readonly number[]): Array<BackendValue | undefined> { return ids.map((id) => { const v = this.backends.get(id); return v && { ...v }; }); }
+  lookupRevNat(ids: readonly number[]): Array<RevNatValue | undefined> { return ids.map((id) => { const v = this.revNat.get(id); return v && { ...v }; }); }
+  readSrcRanges(): SrcRangeKey[] { return [...this.srcRanges.values()].map((k) => ({ ...k })); }
   #check(size: number, max: number, name: string) {
     if (size > max) throw new Error(`${name} map full`);
   }
@@ -89,5 +97,19 @@ export function target(vip: string, port: number, backends: string[], opts: Part
       return { addr: addr!, port: Number(p ?? 8080), proto: 6, state: 0, flags: 0, zone: 0 };
     }),
     ...opts,
+  };
+}
+
+/** The tracked state in a comparable form (ids and all; not the id search cursors). */
+export function normState(s: MapState) {
+  const byKey = <K, V>(m: Map<K, V>) => [...m].sort((x, y) => (String(x[0]) < String(y[0]) ? -1 : 1));
+  return {
+    frontends: byKey(s.frontends).map(([id, fe]) => [id, fe.master, fe.slots]),
+    backends: byKey(s.backends),
+    revNat: byKey(s.revNat),
+    srcRanges: byKey(s.srcRanges).map(([id, set]) => [id, [...set].sort()]),
+    strays: s.straySlots.map(svcSlotId).sort(),
+    refs: byKey(s.refs),
+    counts: s.counts,
   };
 }

@@ -21,7 +21,7 @@ export interface SourceEvents {
   informerError(kind: InformerKind, err: unknown, retryMs: number): void;
   /** This node's Node object changed (its addresses decide NodePorts and the tc devices). */
   node?(node: NodeInfo): void;
-  /** Called when an EndpointSlice with a last-change-trigger-time arrives, for the latency metric. */
+  /** An EndpointSlice arrived with a last-change-trigger-time it did not have before, for the latency metric. */
   sliceTrigger?(serviceId: string, at: number): void;
 }
 
@@ -43,6 +43,8 @@ export class KubernetesSource {
   #stopped = false;
   readonly #failures = new Map<InformerKind, number>();
   readonly #timers = new Set<NodeJS.Timeout>();
+  /** The trigger time each EndpointSlice last came with: a relist re-delivers slices, not the changes behind them. */
+  readonly #sliceTriggers = new Map<string, number>();
 
   constructor(kc: KubeConfig, nodeName: string | undefined, events: SourceEvents) {
     this.#kc = kc;
@@ -120,7 +122,12 @@ export class KubernetesSource {
       const slice = obj as EndpointSlice;
       const owner = this.model.upsertSlice(slice);
       const at = (slice.metadata as { lastChangeTriggerTime?: number }).lastChangeTriggerTime;
-      if (at !== undefined && owner !== undefined) this.#events.sliceTrigger?.(owner, at);
+      const id = `${who.namespace}/${who.name}`;
+      if (at === undefined) this.#sliceTriggers.delete(id);
+      else if (this.#sliceTriggers.get(id) !== at) {
+        this.#sliceTriggers.set(id, at);
+        if (owner !== undefined) this.#events.sliceTrigger?.(owner, at);
+      }
     } else {
       const node = nodeInfoFromNode(obj as Node);
       this.model.setNode(node);
@@ -144,7 +151,9 @@ export class KubernetesSource {
 
   #removeById(kind: InformerKind, who: { namespace: string; name: string }): void {
     if (kind === 'Service') this.model.deleteService(who.namespace, who.name);
-    else if (kind === 'EndpointSlice') this.model.deleteSlice(who.namespace, who.name);
-    else if (this.#nodeName) this.model.setNode({ name: this.#nodeName, addresses: [] });
+    else if (kind === 'EndpointSlice') {
+      this.model.deleteSlice(who.namespace, who.name);
+      this.#sliceTriggers.delete(`${who.namespace}/${who.name}`);
+    } else if (this.#nodeName) this.model.setNode({ name: this.#nodeName, addresses: [] });
   }
 }
