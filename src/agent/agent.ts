@@ -53,7 +53,7 @@ export interface RunningAgent {
 export async function runAgent(cfg: AgentConfig, log: Logger): Promise<RunningAgent> {
   // The Kubernetes client is big (~85 MiB resident): loaded only when it is the source.
   const k8s = cfg.source.kind === 'kubernetes'
-    ? { ...(await import('../sources/kubernetes/config.ts')), ...(await import('../sources/kubernetes/source.ts')) }
+    ? { ...(await import('../sources/kubernetes/config.ts')), ...(await import('../sources/kubernetes/source.ts')), ...(await import('./events/k8s-sink.ts')) }
     : undefined;
   // Fail on bad credentials before touching the datapath.
   const kc = cfg.source.kind === 'kubernetes' ? k8s!.loadKubeConfig(cfg.source) : undefined;
@@ -73,8 +73,10 @@ export async function runAgent(cfg: AgentConfig, log: Logger): Promise<RunningAg
   const metrics = new AgentMetrics();
   const ctGc = dp.maps.ct ? new CtGc(dp.maps.ct, { ...cfg.ctGc, metrics, log }) : undefined;
   ctGc?.start();
-  const status = new SyncStatus(metrics, log);
-  const problems = countingProblemReporter(log, metrics);
+  // Kubernetes Events about what could not be programmed: only where there is an API server to hold them.
+  const events = k8s ? k8s.startKubernetesEvents(kc!, cfg.nodeName!, log, metrics) : undefined;
+  const status = events?.syncStatus(metrics, log) ?? new SyncStatus(metrics, log);
+  const problems = countingProblemReporter(log, metrics, events?.problems);
   const tcDatapath = new TcDatapath(dp.tc, dp.maps.config!, cfg.pinDir, log, cfg.devices, cfg.tcAttach ?? 'auto');
   const attachTc = (node: { name: string; addresses: string[] } | undefined) => {
     try {
@@ -179,6 +181,7 @@ export async function runAgent(cfg: AgentConfig, log: Logger): Promise<RunningAg
     if (done) return;
     done = true;
     stopSource();
+    events?.stop();
     ctGc?.stop();
     healthChecks.close();
     for (const s of servers) s.close();

@@ -21,10 +21,17 @@ export class ProblemReporter {
   #byObject = new Map<string, Set<string>>();
   readonly #log: Logger;
   readonly #onNew: (p: Problem) => void;
+  readonly #onSeen: (problems: readonly Problem[]) => void;
 
-  constructor(log: Logger, onNew: (p: Problem) => void = () => {}) {
+  /**
+   * onNew: each problem when it first appears (logs and counters, once).
+   * onSeen: every report of an object's problems, repeats included (the
+   * Kubernetes Events, whose series count how often a problem was seen).
+   */
+  constructor(log: Logger, onNew: (p: Problem) => void = () => {}, onSeen: (problems: readonly Problem[]) => void = () => {}) {
     this.#log = log;
     this.#onNew = onNew;
+    this.#onSeen = onSeen;
   }
 
   #emit(p: Problem): void {
@@ -47,6 +54,7 @@ export class ProblemReporter {
     if (before.size > 0 && now.size === 0) this.#log.info({ object: key }, 'problems resolved');
     if (now.size) this.#byObject.set(key, now);
     else this.#byObject.delete(key);
+    if (problems.length) this.#onSeen(problems);
   }
 
   /** The whole set of problems at once (the file source): grouped by object. */
@@ -63,10 +71,10 @@ export class ProblemReporter {
   }
 }
 
-/** The agent's reporter: each new problem is logged and counted in svcmap_sync_errors_total by its kind. */
-export function countingProblemReporter(log: Logger, metrics: AgentMetrics): ProblemReporter {
+/** The agent's reporter: each new problem is logged and counted in svcmap_sync_errors_total by its kind; onSeen as ProblemReporter's. */
+export function countingProblemReporter(log: Logger, metrics: AgentMetrics, onSeen?: (problems: readonly Problem[]) => void): ProblemReporter {
   return new ProblemReporter(log, (p) => {
     const kind = syncErrorKind(p);
     if (kind) metrics.syncErrors.inc({ kind });
-  });
+  }, onSeen);
 }

@@ -1,0 +1,229 @@
+// Kubernetes Events on the real API server (lab/cluster: Kubernetes' own
+// etcd, kube-apiserver and kube-controller-manager, v1.34, no kubelets): the
+// agent's Kubernetes path as agent.ts composes it (informers -> incremental
+// model -> sync loop, problems and deferred frontends -> Events written with
+// client-node's EventsV1Api), over in-memory maps instead of BPF maps, since
+// what is checked here is what reaches the API server.
+//
+//   - an invalid Service: one Warning Event about it (reason, note naming the
+//     field, the Service's uid, so `kubectl describe` shows it); each time it
+//     is seen again the same Event's series count grows; other Services are
+//     programmed all along
+//   - two Services claiming one externalIP:port: FrontendConflict on the loser
+//   - a full backends map: MapFull on the Service that does not fit
+//
+// The invalid Service: an externalIP with leading zeros ("010.…"). The API
+// server still accepts it (legacy IP parsing, with a warning, while the
+// StrictIPCIDRValidation gate is off, as in v1.34); svcmap's schema does not.
+import { pino } from 'pino';
+import t, { type Test } from 'tap';
+import * as z from 'zod';
+import { AgentEvents } from '../../src/agent/events/agent-events.ts';
+import { REPORTING_CONTROLLER, startKubernetesEvents } from '../../src/agent/events/k8s-sink.ts';
+import { KubernetesSyncLoop } from '../../src/agent/k8s-loop.ts';
+import { AgentMetrics } from '../../src/agent/metrics.ts';
+import { countingProblemReporter } from '../../src/agent/problems-log.ts';
+import { KubernetesSource } from '../../src/sources/kubernetes/source.ts';
+import type { Capacity } from '../../src/sync/plan.ts';
+import { Syncer } from '../../src/sync/syncer.ts';
+import { MemoryMaps } from '../sync/helpers.ts';
+import { NODE, type RealApiServer, startRealApiServer } from './fixtures-cluster.ts';
+
+let api: RealApiServer;
+t.before(async () => {
+  const t0 = Date.now();
+  api = await startRealApiServer();
+  t.comment(`control plane up in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
+});
+t.teardown(async () => {
+  await api?.down();
+});
+
+// What the test reads back from the API server, checked as it arrives.
+const EventSchema = z.object({
+  metadata: z.object({ name: z.string(), namespace: z.string() }),
+  type: z.string(),
+  reason: z.string(),
+  note: z.string(),
+  action: z.string(),
+  reportingController: z.string(),
+  reportingInstance: z.string(),
+  eventTime: z.string(),
+  regarding: z.object({ apiVersion: z.string(), kind: z.string(), namespace: z.string(), name: z.string(), uid: z.string().optional() }),
+  series: z.object({ count: z.int(), lastObservedTime: z.string() }).optional(),
+});
+type Event = z.infer<typeof EventSchema>;
+const EventList = z.object({ items: z.array(EventSchema) });
+const Uid = z.object({ metadata: z.object({ uid: z.string() }) });
+
+interface Harness {
+  syncer: Syncer;
+  metrics: AgentMetrics;
+  events: AgentEvents;
+  /** True when the Service's ClusterIP:80 frontend is in the maps. */
+  programmed(vip: string): boolean;
+}
+
+/** The agent's Kubernetes path (agent.ts's composition) over in-memory maps; stopped in teardown. */
+function harness(t: Test, cap?: Partial<Capacity>): Harness {
+  const log = pino({ level: 'silent' });
+  const metrics = new AgentMetrics();
+  const maps = new MemoryMaps();
+  maps.cap = { ...maps.cap, ...cap };
+  const syncer = new Syncer(maps);
+  // As in agent.ts: the Events hook into the SyncStatus (deferred frontends)
+  // and the ProblemReporter (the model's problems).
+  const events = startKubernetesEvents(api.kubeConfig(), NODE, log, metrics);
+  const status = events.syncStatus(metrics, log);
+  const problems = countingProblemReporter(log, metrics, events.problems);
+  let loop: KubernetesSyncLoop | undefined;
+  const source = new KubernetesSource(api.kubeConfig(), NODE, {
+    changed: () => loop?.poke(),
+    informerError: () => {},
+  });
+  source.model.setNode({ name: NODE, addresses: [] });
+  loop = new KubernetesSyncLoop(source, syncer, status, metrics, problems, log, { minIntervalMs: 0, syncPeriodMs: 3_600_000 });
+  loop.start();
+  source.start();
+  t.teardown(async () => {
+    loop?.stop();
+    source.stop();
+    events.stop();
+    await events.recorder.idle();
+  });
+  return {
+    syncer, metrics, events,
+    programmed: (vip) => [...syncer.state.frontends.keys()].some((id) => id.startsWith(`${vip}:80/`)),
+  };
+}
+
+async function until<T>(what: string, check: () => Promise<T | undefined> | T | undefined, limitMs = 30_000): Promise<T> {
+  const deadline = Date.now() + limitMs;
+  for (;;) {
+    const v = await check();
+    if (v !== undefined) return v;
+    if (Date.now() > deadline) throw new Error(`not within ${limitMs} ms: ${what}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+/** events.k8s.io/v1 Events of a namespace about one object. */
+async function eventsAbout(ns: string, name: string): Promise<Event[]> {
+  const list = EventList.parse(await api.kubectl.json(['get', 'events.v1.events.k8s.io', '-n', ns]));
+  return list.items.filter((e) => e.regarding.name === name && e.reportingController === REPORTING_CONTROLLER);
+}
+
+/** A namespace of the test's own, deleted afterwards so later tests' agents do not report on its objects. */
+async function namespace(t: Test, name: string): Promise<string> {
+  const ns = await api.namespace(name);
+  t.teardown(() => api.kubectl.run(['delete', 'namespace', ns, '--wait=false']).then(() => {}));
+  return ns;
+}
+
+async function createService(ns: string, name: string, spec: Record<string, unknown>): Promise<string> {
+  await api.kubectl.run(['create', '-f', '-'], {
+    input: JSON.stringify({ apiVersion: 'v1', kind: 'Service', metadata: { name, namespace: ns }, spec: { ports: [{ name: 'http', port: 80, protocol: 'TCP' }], ...spec } }),
+  });
+  return Uid.parse(await api.kubectl.json(['get', 'service', name, '-n', ns])).metadata.uid;
+}
+
+t.test('an invalid Service: one Warning Event naming the field, its series grows, the rest keeps working', async (t) => {
+  const ns = await namespace(t, 'events-invalid');
+  await createService(ns, 'web', { clusterIP: '10.96.110.1' });
+  const uid = await createService(ns, 'bad', { clusterIP: '10.96.110.2', externalIPs: ['010.96.110.3'] });
+  const h = harness(t);
+
+  await until('web programmed', () => (h.programmed('10.96.110.1') ? true : undefined));
+  t.pass('a valid Service next to the invalid one is programmed');
+  t.notOk(h.programmed('10.96.110.2'), 'the invalid one is not');
+
+  const [ev, ...more] = await until('an Event about bad', async () => {
+    const list = await eventsAbout(ns, 'bad');
+    return list.length ? list : undefined;
+  });
+  t.same(more, [], 'one Event');
+  t.match(ev, {
+    type: 'Warning',
+    reason: 'InvalidObject',
+    action: 'Program',
+    reportingController: 'svcmap.io/agent',
+    reportingInstance: NODE,
+    regarding: { apiVersion: 'v1', kind: 'Service', namespace: ns, name: 'bad', uid },
+  }, 'a Warning, reason InvalidObject, from svcmap on this node, about the Service (with its uid)');
+  t.match(ev!.note, /^spec\.externalIPs\[0\]: .*"010\.96\.110\.3"/, `the note names the field and the value: ${ev!.note}`);
+  t.match(ev!.eventTime, /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$/, 'eventTime with microseconds');
+  t.equal(ev!.series, undefined, 'seen once: no series yet');
+  const described = await api.kubectl.run(['describe', 'service', 'bad', '-n', ns]);
+  t.match(described, /Warning\s+InvalidObject\s+.*spec\.externalIPs\[0\]/, '`kubectl describe service` shows it');
+
+  // Each update is a new version the agent evaluates, still invalid: the same
+  // Event's series counts it, no new Event is made.
+  for (const count of [2, 3]) {
+    await api.kubectl.run(['label', 'service', 'bad', '-n', ns, '--overwrite', `round=${count}`]);
+    const list = await until(`series count ${count}`, async () => {
+      const l = await eventsAbout(ns, 'bad');
+      return l[0]?.series?.count === count ? l : undefined;
+    });
+    t.equal(list.length, 1, `seen ${count} times: still one Event`);
+    t.equal(list[0]!.metadata.name, ev!.metadata.name, 'the same one');
+    t.ok(list[0]!.series!.lastObservedTime >= ev!.eventTime, `lastObservedTime ${list[0]!.series!.lastObservedTime}`);
+  }
+  t.match(await h.metrics.registry.getSingleMetricAsString('svcmap_sync_errors_total'), /kind="invalid_object"} 1\n/,
+    'counted (and logged) once as a sync error, while the Event counts every sighting');
+
+  // The sync loop still programs what changes.
+  await createService(ns, 'later', { clusterIP: '10.96.110.4' });
+  await until('later programmed', () => (h.programmed('10.96.110.4') ? true : undefined));
+  t.pass('a Service created afterwards is programmed');
+
+  // Fixed: no further Events, and the Service is programmed.
+  await api.kubectl.run(['patch', 'service', 'bad', '-n', ns, '--type=json', '-p', JSON.stringify([{ op: 'replace', path: '/spec/externalIPs/0', value: '10.96.110.3' }])]);
+  await until('bad programmed once fixed', () => (h.programmed('10.96.110.2') ? true : undefined));
+  await h.events.recorder.idle();
+  const after = await eventsAbout(ns, 'bad');
+  t.same(after.map((e) => [e.metadata.name, e.series?.count]), [[ev!.metadata.name, 3]], 'once valid: no new Event, no more counts');
+  t.match(await h.metrics.registry.getSingleMetricAsString('svcmap_events_dropped_total'), /reason="api_error"} 0/, 'no write failed');
+});
+
+t.test('two Services claiming one externalIP:port: FrontendConflict on the one that lost', async (t) => {
+  const ns = await namespace(t, 'events-conflict');
+  // The same externalIP on both; "aa" sorts first and keeps it.
+  await createService(ns, 'aa', { clusterIP: '10.96.111.1', externalIPs: ['10.96.111.9'] });
+  const uid = await createService(ns, 'zz', { clusterIP: '10.96.111.2', externalIPs: ['10.96.111.9'] });
+  const h = harness(t);
+  const [ev, ...more] = await until('an Event about zz', async () => {
+    const list = await eventsAbout(ns, 'zz');
+    return list.length ? list : undefined;
+  });
+  t.same(more, [], 'one Event');
+  t.match(ev, { type: 'Warning', reason: 'FrontendConflict', regarding: { kind: 'Service', name: 'zz', uid } }, 'FrontendConflict on zz');
+  t.match(ev!.note, new RegExp(`^spec\\.ports\\[0\\]: frontend 10\\.96\\.111\\.9:80/TCP \\(ExternalIP\\) is already used by Service ${ns}/aa`), `the note names the field and the winner: ${ev!.note}`);
+  t.same(await eventsAbout(ns, 'aa'), [], 'none on the winner');
+  t.ok(h.programmed('10.96.111.2'), 'the loser\'s ClusterIP is still programmed (only the contested frontend is skipped)');
+});
+
+t.test('a full backends map: MapFull on the Service that does not fit', async (t) => {
+  const ns = await namespace(t, 'events-mapfull');
+  await createService(ns, 'small', { clusterIP: '10.96.112.1' });
+  // No selector: the test writes the EndpointSlice, with more endpoints than the map has room for.
+  const uid = await createService(ns, 'big', { clusterIP: '10.96.112.2' });
+  await api.kubectl.run(['create', '-f', '-'], {
+    input: JSON.stringify({
+      apiVersion: 'discovery.k8s.io/v1', kind: 'EndpointSlice', addressType: 'IPv4',
+      metadata: { name: 'big-1', namespace: ns, labels: { 'kubernetes.io/service-name': 'big' } },
+      ports: [{ name: 'http', port: 8080, protocol: 'TCP' }],
+      endpoints: Array.from({ length: 20 }, (_, i) => ({ addresses: [`10.244.9.${i + 1}`] })),
+    }),
+  });
+  // Room for the cluster's own `kubernetes` Service's endpoint and a few more, not for 20.
+  const h = harness(t, { backends: 8 });
+  const [ev, ...more] = await until('an Event about big', async () => {
+    const list = await eventsAbout(ns, 'big');
+    return list.length ? list : undefined;
+  });
+  t.same(more, [], 'one Event');
+  t.match(ev, { type: 'Warning', reason: 'MapFull', regarding: { kind: 'Service', name: 'big', uid } }, 'MapFull on big');
+  t.match(ev!.note, /backends map is full \(8 entries\).*--max-backends/, `the note says which map and what to do: ${ev!.note}`);
+  t.ok(h.programmed('10.96.112.1'), 'the Service that fits is programmed');
+  t.notOk(h.programmed('10.96.112.2'), 'the one that does not is deferred');
+});
