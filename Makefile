@@ -14,7 +14,7 @@ APT_PACKAGES := clang llvm libbpf-dev libbpf1 bpftool iproute2 gcc make linux-li
 SHIM := native/build/libsvcmap_shim.so
 TS_SOURCES := $(shell find src -name '*.ts' 2>/dev/null)
 
-.PHONY: all deps apt-deps npm-deps build native dist bpf typecheck test demo bench bench-smoke clean sweep
+.PHONY: all deps apt-deps npm-deps build native dist bpf typecheck test demo bench bench-smoke bench-ffi clean sweep
 
 all: build
 
@@ -73,6 +73,10 @@ bench: apt-deps npm-deps build
 
 bench-smoke: apt-deps npm-deps build
 	$(NODE) bench/run.ts --smoke
+
+# One libbpf call through koffi vs C vs ffi-napi (optional: built in FFI_NAPI_DIR, default /tmp/ffi-napi).
+bench-ffi: apt-deps npm-deps native
+	$(NODE) --expose-gc bench/ffi-binding.ts
 
 # Removes namespaces, cgroups and pins that a crashed test or demo left.
 sweep: npm-deps native
