@@ -16,7 +16,7 @@ static __always_inline int reject(int err)
 SEC("cgroup/connect4")
 int svcmap_connect4(struct bpf_sock_addr *ctx)
 {
-	int err = sock4_xlate_fwd(ctx);
+	int err = sock4_xlate_fwd(ctx, DP_HOOK_CONNECT4);
 
 	return err ? reject(err) : SYS_PROCEED;
 }
@@ -27,23 +27,25 @@ int svcmap_sendmsg4(struct bpf_sock_addr *ctx)
 {
 	int err;
 
-	if (ctx->type != SOCK_DGRAM)
+	if (ctx->type != SOCK_DGRAM) {
+		dp_count(DP_HOOK_SENDMSG4, DP_R_PASSED);
 		return SYS_PROCEED;
-	err = sock4_xlate_fwd(ctx);
+	}
+	err = sock4_xlate_fwd(ctx, DP_HOOK_SENDMSG4);
 	return err ? reject(err) : SYS_PROCEED;
 }
 
 SEC("cgroup/recvmsg4")
 int svcmap_recvmsg4(struct bpf_sock_addr *ctx)
 {
-	sock4_xlate_rev(ctx);
+	sock4_xlate_rev(ctx, DP_HOOK_RECVMSG4);
 	return SYS_PROCEED;
 }
 
 SEC("cgroup/getpeername4")
 int svcmap_getpeer4(struct bpf_sock_addr *ctx)
 {
-	sock4_xlate_rev(ctx);
+	sock4_xlate_rev(ctx, DP_HOOK_GETPEERNAME4);
 	return SYS_PROCEED;
 }
 

@@ -13,6 +13,9 @@ import type {
   TcpResult,
   UdpResult,
   UdpSendArgs,
+  UdpStreamArgs,
+  UdpStreamResult,
+  UdpStreamStarted,
   WhoAmI,
 } from './protocol.ts';
 import { describeExit, type JsonLines } from './jsonl.ts';
@@ -98,6 +101,16 @@ export class LabClient {
   /** count request/reply datagrams on one socket, connected (connect+send) or not (sendto each time). */
   udpSend(args: UdpSendArgs): Promise<UdpResult> {
     return this.#request('udpSend', args, args.count * args.timeoutMs + GUARD_SLACK_MS);
+  }
+
+  /** Opens a connected UDP socket that sends every intervalMs, and reconnects after a socket error, until udpStreamStop. */
+  udpStreamStart(args: UdpStreamArgs): Promise<UdpStreamStarted> {
+    return this.#request('udpStreamStart', args, args.timeoutMs + GUARD_SLACK_MS);
+  }
+
+  /** Stops a stream: every exchange, error and reconnection it saw. */
+  udpStreamStop(stream: number): Promise<UdpStreamResult> {
+    return this.#request('udpStreamStop', { stream }, GUARD_SLACK_MS);
   }
 
   /** The client's pid, /proc/self/cgroup and netns. */

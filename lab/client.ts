@@ -27,6 +27,8 @@ import type {
   WhoAmI,
 } from './protocol.ts';
 import { hostPort, ipOf } from './protocol.ts';
+import type { UdpStreamArgs } from './protocol.ts';
+import { UdpStream } from './udp-stream.ts';
 
 function errCode(e: unknown): string {
   const code = (e as NodeJS.ErrnoException | undefined)?.code;
@@ -233,6 +235,9 @@ function whoami(): WhoAmI {
   return { pid: process.pid, procCgroup, cgroup: v2 ? v2.slice(3) : '', netns: readlinkSync('/proc/self/ns/net') };
 }
 
+const streams = new Map<number, UdpStream>();
+let nextStream = 1;
+
 async function handle(req: ClientRequest): Promise<unknown> {
   switch (req.op) {
     case 'tcpConnect':
@@ -243,6 +248,20 @@ async function handle(req: ClientRequest): Promise<unknown> {
       return udpSend(req.args as UdpSendArgs);
     case 'whoami':
       return whoami();
+    case 'udpStreamStart': {
+      const s = new UdpStream(req.args as UdpStreamArgs);
+      const started = await s.start();
+      const stream = nextStream++;
+      streams.set(stream, s);
+      return { ...started, stream };
+    }
+    case 'udpStreamStop': {
+      const id = (req.args as { stream: number }).stream;
+      const s = streams.get(id);
+      if (!s) throw new Error(`no UDP stream ${id}`);
+      streams.delete(id);
+      return s.stop();
+    }
     default:
       throw new Error(`unknown op ${String((req as { op: unknown }).op)}`);
   }

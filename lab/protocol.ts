@@ -113,11 +113,50 @@ export interface WhoAmI {
   netns: string;
 }
 
+/** A long-lived connected UDP socket (lab/udp-stream.ts). */
+export interface UdpStreamArgs {
+  ip: string;
+  port: number;
+  /** Time between one exchange's end and the next request. */
+  intervalMs: number;
+  /** Per request: the reply must arrive within this (else ETIMEDOUT, socket kept). */
+  timeoutMs: number;
+  /** A TCP connection instead (to the echo server's TCP port): connection errors reconnect, as socket errors do. */
+  tcp?: boolean;
+}
+
+export interface UdpStreamStarted {
+  /** The pod that answered the first request. */
+  pod: string;
+  /** The socket's local address, "ip:port". */
+  local: string;
+  /** The handle for udpStreamStop (set by the client). */
+  stream?: number;
+}
+
+/** One exchange (pod: answered; code: failed), or a new socket after an error (reconnected). */
+export interface UdpStreamEvent {
+  atMs: number;
+  local: string;
+  pod?: string;
+  code?: string;
+  reconnected?: true;
+}
+
+export interface UdpStreamResult {
+  events: UdpStreamEvent[];
+  byPod: Record<string, number>;
+  errors: Record<string, number>;
+  reconnects: number;
+}
+
 export interface ClientOps {
   tcpConnect: { args: TcpConnectArgs; result: TcpResult };
   tcpLoop: { args: TcpLoopArgs; result: TcpLoopResult };
   udpSend: { args: UdpSendArgs; result: UdpResult };
   whoami: { args: Record<string, never>; result: WhoAmI };
+  udpStreamStart: { args: UdpStreamArgs; result: UdpStreamStarted };
+  udpStreamStop: { args: { stream: number }; result: UdpStreamResult };
 }
 
 export type ClientOp = keyof ClientOps;

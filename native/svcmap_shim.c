@@ -32,7 +32,7 @@
 
 #define SHIM_API __attribute__((visibility("default")))
 
-SHIM_API int svcmap_shim_abi_version(void) { return 1; }
+SHIM_API int svcmap_shim_abi_version(void) { return 2; }
 
 /* ---- libbpf's own messages, captured so errors can carry them ---------- */
 
@@ -92,19 +92,40 @@ SHIM_API int svcmap_log_take(char *buf, size_t size)
 
 /* ---- objects ------------------------------------------------------------ */
 
-/* Opens an ELF object; the verifier log of a failed load lands in log_buf. */
-SHIM_API struct bpf_object *svcmap_open(const char *path, const char *name,
+/*
+ * Opens an ELF object; the verifier log of a failed load lands in log_buf.
+ * Maps declared with __uint(pinning, LIBBPF_PIN_BY_NAME) are pinned (or
+ * reused) under pin_root at load. Without a pin_root nothing is pinned:
+ * libbpf would otherwise pin them under /sys/fs/bpf, so a private copy of
+ * an object (a test, a tool) would share the node's maps.
+ */
+SHIM_API struct bpf_object *svcmap_open(const char *path, const char *pin_root,
 					 char *log_buf, size_t log_size, __u32 log_level)
 {
 	LIBBPF_OPTS(bpf_object_open_opts, opts,
-		    .object_name = name,
+		    .pin_root_path = pin_root,
 		    .kernel_log_buf = log_buf,
 		    .kernel_log_size = log_size,
 		    .kernel_log_level = log_level);
 	struct bpf_object *obj = bpf_object__open_file(path, &opts);
+	struct bpf_map *map;
+	int err;
 
-	if (!obj && !errno)
-		errno = EINVAL;
+	if (!obj) {
+		if (!errno)
+			errno = EINVAL;
+		return NULL;
+	}
+	if (!pin_root) {
+		bpf_object__for_each_map(map, obj) {
+			err = bpf_map__set_pin_path(map, NULL);
+			if (err) {
+				bpf_object__close(obj);
+				errno = -err;
+				return NULL;
+			}
+		}
+	}
 	return obj;
 }
 
@@ -265,15 +286,6 @@ SHIM_API int svcmap_tc_query(int ifindex, int ingress, __u32 handle, __u32 prior
 	return err;
 }
 
-/* Removes the clsact qdisc (and with it every filter on both directions). */
-SHIM_API int svcmap_tc_hook_destroy(int ifindex)
-{
-	LIBBPF_OPTS(bpf_tc_hook, hook, .ifindex = ifindex,
-		    .attach_point = BPF_TC_INGRESS | BPF_TC_EGRESS);
-
-	return bpf_tc_hook_destroy(&hook);
-}
-
 /* ---- BPF_PROG_TEST_RUN ---------------------------------------------------- */
 
 SHIM_API int svcmap_prog_test_run(int prog_fd, const void *data_in, __u32 size_in,
@@ -349,4 +361,72 @@ SHIM_API int svcmap_btf_member(const struct btf *btf, const char *name, __u32 id
 		return (int)sz;
 	*byte_size = (__u32)sz;
 	return 0;
+}
+
+/* ---- BPF iterators, run in another network namespace ------------------- */
+
+#include <pthread.h>
+
+#ifndef CLONE_NEWNET
+#define CLONE_NEWNET 0x40000000
+#endif
+
+struct iter_job {
+	int link_fd;
+	int netns_fd;
+	long long result;
+};
+
+/*
+ * A socket iterator walks the sockets of the network namespace of the task
+ * that creates it (bpf_iter_create). This thread enters netns_fd first, so
+ * the caller's threads never change namespace, and exits when done.
+ */
+static void *iter_thread(void *arg)
+{
+	struct iter_job *job = arg;
+	char buf[4096];
+	long long total = 0;
+	ssize_t n;
+	int fd;
+
+	if (job->netns_fd >= 0 && syscall(__NR_setns, job->netns_fd, CLONE_NEWNET) != 0) {
+		job->result = -errno;
+		return NULL;
+	}
+	fd = bpf_iter_create(job->link_fd);
+	if (fd < 0) {
+		job->result = fd;
+		return NULL;
+	}
+	for (;;) {
+		n = read(fd, buf, sizeof(buf));
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		total += n;
+	}
+	job->result = n < 0 ? -errno : total;
+	close(fd);
+	return NULL;
+}
+
+/*
+ * Runs the iterator of link_fd once in the network namespace netns_fd (-1:
+ * the caller's) and returns how many bytes it wrote, or -errno.
+ */
+SHIM_API long long svcmap_iter_run_in_netns(int link_fd, int netns_fd)
+{
+	struct iter_job job = { .link_fd = link_fd, .netns_fd = netns_fd, .result = 0 };
+	pthread_t thread;
+	int err;
+
+	err = pthread_create(&thread, NULL, iter_thread, &job);
+	if (err)
+		return -err;
+	err = pthread_join(thread, NULL);
+	if (err)
+		return -err;
+	return job.result;
 }

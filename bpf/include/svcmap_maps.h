@@ -22,6 +22,7 @@
 #define SVCMAP_MAP_SRC_RANGE svcmap_srcrng
 #define SVCMAP_MAP_CONFIG    svcmap_cfg
 #define SVCMAP_MAP_AFFINITY  svcmap_affin
+#define SVCMAP_MAP_METRICS   svcmap_metrics
 
 /* Default capacities; the agent may resize before load (--max-*). */
 #define SVCMAP_SERVICES_MAX   65536
@@ -230,6 +231,79 @@ struct svcmap_config {
 	__u16 snat_port_min;   /* SNAT source ports, host order: above the */
 	__u16 snat_port_max;   /* kernel's ephemeral range by default */
 	__u32 flags;
+};
+
+/*
+ * Datapath counters (per-CPU array): every packet a tc program sees and
+ * every call of a socket hook is counted exactly once, under the hook that
+ * saw it and the one reason that says what became of it. The index is
+ * hook * DP_REASON_STRIDE + reason, with room to spare so that new hooks and
+ * reasons keep the layout of a pinned map; the agent sums the CPUs and
+ * exports svcmap_datapath_packets_total{hook,reason}. Not every reason
+ * occurs at every hook (src/maps/constants.ts says which do).
+ */
+enum dp_hook {
+	DP_HOOK_TC_INGRESS  = 0,
+	DP_HOOK_TC_EGRESS   = 1,
+	DP_HOOK_CONNECT4    = 2,
+	DP_HOOK_SENDMSG4    = 3,
+	DP_HOOK_RECVMSG4    = 4,
+	DP_HOOK_GETPEERNAME4 = 5,
+	DP_HOOK_MAX         = 6,
+};
+
+enum dp_reason {
+	/* Handed on untouched. */
+	DP_R_PASSED            = 0,  /* not for svcmap: no frontend, no tracked flow (also for an ICMP error's quote) */
+	DP_R_OTHER_PROTO       = 1,  /* tc: not IPv4 TCP, UDP or an ICMP error (ARP, IPv6, ICMP echo, ...) */
+	DP_R_MALFORMED         = 2,  /* tc: IPv4 or L4 header cut short or invalid: the stack judges it */
+	/* Translated. */
+	DP_R_TRANSLATED        = 3,  /* to a backend: tc forwarded it; socket: sent to the backend */
+	DP_R_REPLY_TRANSLATED  = 4,  /* back to the frontend: tc reply; socket: recvmsg/getpeername show the VIP */
+	DP_R_TO_STACK_NO_ROUTE = 5,  /* tc: translated, but no forwardable route (local, blackhole, forwarding off): to the stack */
+	DP_R_TO_STACK_MTU      = 6,  /* tc: translated, larger than the egress MTU: to the stack (fragments or ICMP) */
+	DP_R_TO_STACK_TTL      = 7,  /* tc: translated, the TTL runs out: to the stack (ICMP time exceeded) */
+	DP_R_ICMP_TRANSLATED   = 8,  /* tc: an ICMP error about a tracked flow, translated back */
+	DP_R_SK_REVNAT_FAILED  = 9,  /* socket: translated, but the per-socket reverse entry could not be written */
+	/* Dropped (tc) or refused with ECONNREFUSED (socket). */
+	DP_R_NO_BACKEND        = 10, /* the frontend has no backends (or its slot's backend is gone) */
+	DP_R_NO_LOCAL_ENDPOINT = 11, /* tc: externalTrafficPolicy Local and no endpoint on this node */
+	DP_R_SOURCE_DENIED     = 12, /* tc: outside the frontend's loadBalancerSourceRanges */
+	DP_R_NO_SNAT_ADDR      = 13, /* tc: SNAT needed and no node address configured */
+	DP_R_SNAT_EXHAUSTED    = 14, /* tc: no free SNAT port towards the backend */
+	DP_R_CT_INSERT_FAILED  = 15, /* tc: the conntrack entry could not be stored */
+	DP_R_REWRITE_FAILED    = 16, /* tc: a header or checksum write failed mid-packet */
+	/* Handed on. */
+	DP_R_FRAGMENT          = 17, /* tc: an IP fragment: untouched */
+	DP_R_REVNAT_STALE      = 18, /* socket: the reverse entry's frontend is gone: entry removed, the real peer shown */
+	DP_R_MAX               = 19,
+};
+
+#define DP_REASON_STRIDE   32
+#define SVCMAP_METRICS_MAX 512 /* 16 hooks of DP_REASON_STRIDE reasons */
+
+struct dp_counter {
+	__u64 packets;
+};
+
+/*
+ * Socket termination (bpf/sock_destroy.c), hash map svcmap_sk_term: the
+ * backends that just left a frontend, which the agent writes before it runs
+ * the socket iterators. A connected socket is destroyed (bpf_sock_destroy,
+ * the application sees ECONNABORTED) when its destination is {addr, port},
+ * its protocol is proto, and its per-socket reverse NAT entry (so: the
+ * socket LB translated it) names the frontend rev_nat_id. Not pinned: the
+ * agent's working set for one run. The value (__u8) is unused.
+ */
+#define SVCMAP_MAP_SK_TERM svcmap_sk_term
+#define SVCMAP_SK_TERM_MAX 1024
+
+struct sock_term_key {
+	__be32 addr;       /* backend address */
+	__be16 port;       /* backend port */
+	__u8 proto;        /* IPPROTO_TCP or IPPROTO_UDP */
+	__u8 pad;
+	__u32 rev_nat_id;  /* the frontend the backend left */
 };
 
 #endif /* SVCMAP_MAPS_H */

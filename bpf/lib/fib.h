@@ -38,8 +38,14 @@
 #define AF_INET 2
 #endif
 
-/* TC_ACT_REDIRECT, TC_ACT_OK, or TC_ACT_SHOT if the TTL could not be written. */
-static __always_inline int fib4_redirect(struct __sk_buff *skb, struct pkt4 *p)
+/*
+ * TC_ACT_REDIRECT, TC_ACT_OK, or TC_ACT_SHOT if the TTL could not be
+ * written. *reason (what the packet counts as when it is redirected) becomes
+ * DP_R_TO_STACK_* when the packet goes to the stack instead, and
+ * DP_R_REWRITE_FAILED with TC_ACT_SHOT.
+ */
+static __always_inline int fib4_redirect(struct __sk_buff *skb, struct pkt4 *p,
+					 enum dp_reason *reason)
 {
 	struct bpf_fib_lookup fib = {
 		.family = AF_INET,
@@ -56,14 +62,24 @@ static __always_inline int fib4_redirect(struct __sk_buff *skb, struct pkt4 *p)
 	long rc;
 
 	rc = bpf_fib_lookup(skb, &fib, sizeof(fib), 0);
-	if (rc != BPF_FIB_LKUP_RET_SUCCESS && rc != BPF_FIB_LKUP_RET_NO_NEIGH)
+	if (rc != BPF_FIB_LKUP_RET_SUCCESS && rc != BPF_FIB_LKUP_RET_NO_NEIGH) {
+		/* For an skb that is not GSO, a route found is also checked
+		 * against the egress MTU: too large is FRAG_NEEDED. */
+		*reason = rc == BPF_FIB_LKUP_RET_FRAG_NEEDED ? DP_R_TO_STACK_MTU : DP_R_TO_STACK_NO_ROUTE;
 		return TC_ACT_OK;
-	if (bpf_check_mtu(skb, fib.ifindex, &mtu, 0, BPF_MTU_CHK_SEGS) != BPF_MTU_CHK_RET_SUCCESS)
+	}
+	if (bpf_check_mtu(skb, fib.ifindex, &mtu, 0, BPF_MTU_CHK_SEGS) != BPF_MTU_CHK_RET_SUCCESS) {
+		*reason = DP_R_TO_STACK_MTU;
 		return TC_ACT_OK;
-	if (p->ttl <= 1)
+	}
+	if (p->ttl <= 1) {
+		*reason = DP_R_TO_STACK_TTL;
 		return TC_ACT_OK;
-	if (csum4_dec_ttl(skb, p) < 0)
+	}
+	if (csum4_dec_ttl(skb, p) < 0) {
+		*reason = DP_R_REWRITE_FAILED;
 		return TC_ACT_SHOT;
+	}
 	return bpf_redirect_neigh(fib.ifindex, NULL, 0, 0);
 }
 

@@ -1,8 +1,11 @@
 /* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
 /*
  * The maps every entry file shares, defined once. Layouts live in
- * include/svcmap_maps.h; the agent pins the maps under its bpffs directory
- * and reuses them across restarts, so every program sees the same maps.
+ * include/svcmap_maps.h. Every svcmap map is declared pinned by name
+ * (LIBBPF_PIN_BY_NAME): this is the one statement of what is pinned, and
+ * so shared by the objects and kept across restarts. The agent opens the
+ * objects with its --pin-dir as libbpf's pin root (src/bpf/loader.ts), so
+ * a map sits at <pin-dir>/<name>, and both objects load the same one.
  */
 #ifndef SVCMAP_LIB_MAPS_H
 #define SVCMAP_LIB_MAPS_H
@@ -15,6 +18,7 @@ struct {
 	__type(value, struct svc_value);
 	__uint(max_entries, SVCMAP_SERVICES_MAX);
 	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } SVCMAP_MAP_SERVICES SEC(".maps");
 
 struct {
@@ -23,6 +27,7 @@ struct {
 	__type(value, struct backend_value);
 	__uint(max_entries, SVCMAP_BACKENDS_MAX);
 	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } SVCMAP_MAP_BACKENDS SEC(".maps");
 
 struct {
@@ -31,6 +36,7 @@ struct {
 	__type(value, struct rev_nat_value);
 	__uint(max_entries, SVCMAP_REVNAT_MAX);
 	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } SVCMAP_MAP_REVNAT SEC(".maps");
 
 /* Session affinity: {client, frontend} -> {backend, slot, last use}. Both
@@ -41,6 +47,33 @@ struct {
 	__type(key, struct affinity_key);
 	__type(value, struct affinity_value);
 	__uint(max_entries, SVCMAP_AFFINITY_MAX);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } SVCMAP_MAP_AFFINITY SEC(".maps");
+
+/* Datapath counters: (hook, reason) -> packets, per CPU (see enum dp_reason).
+ * Both entry files count into the one pinned map. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__type(key, __u32);
+	__type(value, struct dp_counter);
+	__uint(max_entries, SVCMAP_METRICS_MAX);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} SVCMAP_MAP_METRICS SEC(".maps");
+
+/*
+ * Counts one packet (tc) or one call (socket hooks) under its hook and
+ * reason. The add is atomic: the socket hooks run in process context, where
+ * two calls of one hook may interleave on a CPU; at tc it costs next to
+ * nothing more on a per-CPU line.
+ */
+static __always_inline void dp_count(enum dp_hook hook, enum dp_reason reason)
+{
+	__u32 idx = (__u32)hook * DP_REASON_STRIDE + (__u32)reason;
+	struct dp_counter *c;
+
+	c = bpf_map_lookup_elem(&SVCMAP_MAP_METRICS, &idx);
+	if (c)
+		__sync_fetch_and_add(&c->packets, 1);
+}
 
 #endif /* SVCMAP_LIB_MAPS_H */

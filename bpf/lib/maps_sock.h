@@ -2,7 +2,8 @@
 /*
  * The socket hooks' own map: which frontend a socket asked for, so that
  * recvmsg and getpeername can show it again. Only bpf/sock.c includes this,
- * so the tc object does not carry (or allocate) it.
+ * so the tc object does not carry (or allocate) it. Pinned like every map
+ * (see maps.h), so its entries outlive an agent restart.
  */
 #ifndef SVCMAP_LIB_MAPS_SOCK_H
 #define SVCMAP_LIB_MAPS_SOCK_H
@@ -14,6 +15,7 @@ struct {
 	__type(key, struct sk_rev_nat_key);
 	__type(value, struct sk_rev_nat_value);
 	__uint(max_entries, SVCMAP_SK_REVNAT_MAX);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } SVCMAP_MAP_SK_REVNAT SEC(".maps");
 
 #endif /* SVCMAP_LIB_MAPS_SOCK_H */

@@ -2,7 +2,8 @@
 /*
  * The maps only the tc programs use. Included by tc.c alone, so that the
  * socket-hook object does not carry (or pin) them. Layouts live in
- * include/svcmap_maps.h with every other map's.
+ * include/svcmap_maps.h with every other map's; pinned like every map (see
+ * maps.h).
  */
 #ifndef SVCMAP_LIB_MAPS_TC_H
 #define SVCMAP_LIB_MAPS_TC_H
@@ -15,6 +16,7 @@ struct {
 	__type(key, struct ct_key);
 	__type(value, struct ct_value);
 	__uint(max_entries, SVCMAP_CT_MAX);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } SVCMAP_MAP_CT SEC(".maps");
 
 /* loadBalancerSourceRanges: {rev_nat_id, CIDR} -> 1. */
@@ -24,6 +26,7 @@ struct {
 	__type(value, __u8);
 	__uint(max_entries, SVCMAP_SRC_RANGE_MAX);
 	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } SVCMAP_MAP_SRC_RANGE SEC(".maps");
 
 /* The node's settings, written by the agent before it attaches the programs. */
@@ -32,6 +35,7 @@ struct {
 	__type(key, __u32);
 	__type(value, struct svcmap_config);
 	__uint(max_entries, 1);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } SVCMAP_MAP_CONFIG SEC(".maps");
 
 static __always_inline const struct svcmap_config *tc_config(void)

@@ -45,7 +45,7 @@ struct pkt4 {
 	__be32 daddr;
 	__be16 sport;
 	__be16 dport;
-	__u8 proto;     /* IPPROTO_TCP or IPPROTO_UDP */
+	__u8 proto;     /* IPPROTO_TCP, IPPROTO_UDP or IPPROTO_ICMP */
 	__u8 ttl;
 	__u8 tos;
 	__u8 tcp_flags; /* TCP only: the flags byte (TCP_FLAG_*) */
@@ -54,13 +54,20 @@ struct pkt4 {
 };
 
 /*
- * 0 for an IPv4 TCP or UDP packet that is not a fragment, with `p` filled;
- * -1 for anything else, which the programs pass untouched: other
- * ethertypes (ARP, IPv6, VLAN tags on the wire), other IP protocols, and
- * fragments (only the first carries the ports; translating it alone would
- * split the datagram, so all fragments go to the stack as they came).
+ * 0 for an IPv4 TCP, UDP or ICMP packet that is not a fragment, with `p`
+ * filled (for ICMP the ports are 0, l4_off is the ICMP header and csum_off
+ * its checksum: see icmp.h for what is done with it);
+ * for anything else, which the programs pass untouched, the reason to count
+ * it under (never 0, which is DP_R_PASSED):
+ *  DP_R_OTHER_PROTO: other ethertypes (ARP, IPv6, VLAN tags on the wire)
+ *                    and other IP protocols;
+ *  DP_R_MALFORMED:   a frame too short for its headers, or an IPv4 header
+ *                    that is not one (the stack judges and drops it);
+ *  DP_R_FRAGMENT:    fragments (only the first carries the ports;
+ *                    translating it alone would split the datagram, so all
+ *                    fragments go to the stack as they came).
  */
-static __always_inline int pkt4_parse(struct __sk_buff *skb, struct pkt4 *p)
+static __always_inline enum dp_reason pkt4_parse(struct __sk_buff *skb, struct pkt4 *p)
 {
 	struct iphdr ip;
 	__be16 ethertype;
@@ -68,17 +75,21 @@ static __always_inline int pkt4_parse(struct __sk_buff *skb, struct pkt4 *p)
 	__u32 ip_len, l4_min, csum_at;
 
 	if (bpf_skb_load_bytes(skb, offsetof(struct ethhdr, h_proto), &ethertype, sizeof(ethertype)) < 0)
-		return -1;
+		return DP_R_MALFORMED;
 	if (ethertype != bpf_htons(ETH_P_IP))
-		return -1;
+		return DP_R_OTHER_PROTO;
 	if (bpf_skb_load_bytes(skb, IP4_OFF, &ip, sizeof(ip)) < 0)
-		return -1;
+		return DP_R_MALFORMED;
 	if (ip.version != 4 || ip.ihl < 5)
-		return -1;
+		return DP_R_MALFORMED;
 	if (ip.frag_off & bpf_htons(IP4_MF | IP4_OFFSET))
-		return -1;
+		return DP_R_FRAGMENT;
 
 	switch (ip.protocol) {
+	case IPPROTO_ICMP:
+		l4_min = 8; /* type, code, checksum, and 4 bytes of the rest */
+		csum_at = 2;
+		break;
 	case IPPROTO_TCP:
 		l4_min = sizeof(struct tcphdr);
 		csum_at = offsetof(struct tcphdr, check);
@@ -88,20 +99,24 @@ static __always_inline int pkt4_parse(struct __sk_buff *skb, struct pkt4 *p)
 		csum_at = offsetof(struct udphdr, check);
 		break;
 	default:
-		return -1;
+		return DP_R_OTHER_PROTO;
 	}
 
 	ip_len = ip.ihl * 4;
 	p->l4_off = IP4_OFF + ip_len;
 	/* The whole L4 header must be there: the checksum helpers write into it. */
 	if (bpf_ntohs(ip.tot_len) < ip_len + l4_min || skb->len < p->l4_off + l4_min)
-		return -1;
-	if (bpf_skb_load_bytes(skb, p->l4_off, ports, sizeof(ports)) < 0)
-		return -1;
+		return DP_R_MALFORMED;
+	if (ip.protocol == IPPROTO_ICMP) {
+		ports[0] = 0;
+		ports[1] = 0;
+	} else if (bpf_skb_load_bytes(skb, p->l4_off, ports, sizeof(ports)) < 0) {
+		return DP_R_MALFORMED;
+	}
 	p->tcp_flags = 0;
 	if (ip.protocol == IPPROTO_TCP &&
 	    bpf_skb_load_bytes(skb, p->l4_off + TCP_FLAGS_OFF, &p->tcp_flags, 1) < 0)
-		return -1;
+		return DP_R_MALFORMED;
 
 	p->saddr = ip.saddr;
 	p->daddr = ip.daddr;

@@ -12,9 +12,16 @@
 #include "lb.h"
 #include "maps_sock.h"
 
-static __always_inline void sock4_remember(struct bpf_sock_addr *ctx,
-					   const struct backend_value *be,
-					   const struct svc_key *frontend, __u32 rev_nat_id)
+/*
+ * Remembers which frontend the socket asked for, keyed by the backend it
+ * was sent to. A connected socket asks once; an unconnected UDP socket asks
+ * on every datagram, usually for the same frontend and backend again, so an
+ * entry that already says the same is left alone (a read instead of a write
+ * of a shared LRU entry). 0, or the negative errno of a failed write.
+ */
+static __always_inline int sock4_remember(struct bpf_sock_addr *ctx,
+					  const struct backend_value *be,
+					  const struct svc_key *frontend, __u32 rev_nat_id)
 {
 	struct sk_rev_nat_key key = {
 		.cookie = bpf_get_socket_cookie(ctx),
@@ -26,15 +33,20 @@ static __always_inline void sock4_remember(struct bpf_sock_addr *ctx,
 		.port = frontend->port,
 		.rev_nat_id = rev_nat_id,
 	};
+	struct sk_rev_nat_value *old;
 
-	bpf_map_update_elem(&SVCMAP_MAP_SK_REVNAT, &key, &val, BPF_ANY);
+	old = bpf_map_lookup_elem(&SVCMAP_MAP_SK_REVNAT, &key);
+	if (old && old->addr == val.addr && old->port == val.port && old->rev_nat_id == val.rev_nat_id)
+		return 0;
+	return bpf_map_update_elem(&SVCMAP_MAP_SK_REVNAT, &key, &val, BPF_ANY);
 }
 
 /*
  * Returns 0 when the destination is not a frontend or was translated, and a
  * negative errno when the frontend exists but has nothing to connect to.
+ * Counts the call under `hook` (DP_HOOK_CONNECT4 or DP_HOOK_SENDMSG4).
  */
-static __always_inline int sock4_xlate_fwd(struct bpf_sock_addr *ctx)
+static __always_inline int sock4_xlate_fwd(struct bpf_sock_addr *ctx, enum dp_hook hook)
 {
 	struct svc_key key = {
 		.addr = ctx->user_ip4,
@@ -47,8 +59,10 @@ static __always_inline int sock4_xlate_fwd(struct bpf_sock_addr *ctx)
 	__u32 backend_id = 0;
 	__u32 proto = ctx->protocol;
 
-	if (proto != IPPROTO_TCP && proto != IPPROTO_UDP)
+	if (proto != IPPROTO_TCP && proto != IPPROTO_UDP) {
+		dp_count(hook, DP_R_PASSED);
 		return 0;
+	}
 	key.proto = (__u8)proto;
 	frontend = key;
 
@@ -60,11 +74,15 @@ static __always_inline int sock4_xlate_fwd(struct bpf_sock_addr *ctx)
 		if (svc && !(svc->flags & SVC_F_WILDCARD))
 			svc = NULL;
 	}
-	if (!svc)
+	if (!svc) {
+		dp_count(hook, DP_R_PASSED);
 		return 0;
+	}
 	svc = lb4_internal_scope(&key, svc);
-	if (svc->count == 0)
+	if (svc->count == 0) {
+		dp_count(hook, DP_R_NO_BACKEND);
 		return -ECONNREFUSED;
+	}
 	if (svc->flags & SVC_F_AFFINITY) {
 		/* The client is the socket's network namespace: a pod (see
 		 * struct affinity_key). */
@@ -78,17 +96,24 @@ static __always_inline int sock4_xlate_fwd(struct bpf_sock_addr *ctx)
 	} else {
 		be = lb4_select_backend(&key, svc, &backend_id);
 	}
-	if (!be)
+	if (!be) {
+		dp_count(hook, DP_R_NO_BACKEND);
 		return -ECONNREFUSED;
+	}
 
-	sock4_remember(ctx, be, &frontend, svc->rev_nat_id);
+	/* Without the entry the socket still reaches the backend; only
+	 * getpeername/recvmsg show the backend rather than the frontend. */
+	if (sock4_remember(ctx, be, &frontend, svc->rev_nat_id) < 0)
+		dp_count(hook, DP_R_SK_REVNAT_FAILED);
+	else
+		dp_count(hook, DP_R_TRANSLATED);
 	ctx->user_ip4 = be->addr;
 	ctx->user_port = be->port;
 	return 0;
 }
 
 /* recvmsg and getpeername: a backend's address becomes the frontend's again. */
-static __always_inline void sock4_xlate_rev(struct bpf_sock_addr *ctx)
+static __always_inline void sock4_xlate_rev(struct bpf_sock_addr *ctx, enum dp_hook hook)
 {
 	struct sk_rev_nat_key key = {
 		.cookie = bpf_get_socket_cookie(ctx),
@@ -100,8 +125,10 @@ static __always_inline void sock4_xlate_rev(struct bpf_sock_addr *ctx)
 	__u32 id;
 
 	val = bpf_map_lookup_elem(&SVCMAP_MAP_SK_REVNAT, &key);
-	if (!val)
+	if (!val) {
+		dp_count(hook, DP_R_PASSED);
 		return;
+	}
 	/* The service may have been removed or replaced since: then the
 	 * application sees the real peer rather than a stale frontend. */
 	id = val->rev_nat_id;
@@ -110,10 +137,12 @@ static __always_inline void sock4_xlate_rev(struct bpf_sock_addr *ctx)
 	 * asked for 127.0.0.1 or another local address, kept in val. */
 	if (!rnat || rnat->port != val->port || (rnat->addr && rnat->addr != val->addr)) {
 		bpf_map_delete_elem(&SVCMAP_MAP_SK_REVNAT, &key);
+		dp_count(hook, DP_R_REVNAT_STALE);
 		return;
 	}
 	ctx->user_ip4 = val->addr;
 	ctx->user_port = val->port;
+	dp_count(hook, DP_R_REPLY_TRANSLATED);
 }
 
 #endif /* SVCMAP_LIB_SOCK_LB_H */

@@ -19,9 +19,15 @@
  * Egress of the same devices: a reply from a local backend to a DNAT-only
  * client (CT_DIR_REPLY_OUT) gets the frontend back as its source.
  *
+ * ICMP errors about tracked flows are translated back at both hooks
+ * (icmp.h), so PMTU discovery works through a NodePort.
+ *
  * Every lookup of a flow's entry also records what the packet says about
  * the flow's state (ct4_lookup()): replies seen, FINs, RSTs. The agent's
  * conntrack GC reads that to remove finished and idle flows.
+ *
+ * Every packet is counted once, at its hook, under the reason that says
+ * what became of it (enum dp_reason): each drop has a reason of its own.
  */
 #ifndef SVCMAP_LIB_TC_LB_H
 #define SVCMAP_LIB_TC_LB_H
@@ -30,12 +36,7 @@
 #include "ct.h"
 #include "nat.h"
 #include "fib.h"
-
-enum {
-	TC_LB_PASS,  /* not for a frontend: hand to the stack untouched */
-	TC_LB_DROP,  /* for a frontend that must not or cannot take it */
-	TC_LB_XLATE, /* translate as the filled ct_value says */
-};
+#include "icmp.h"
 
 /* loadBalancerSourceRanges: does the frontend accept this client? */
 static __always_inline int lb4_source_allowed(const struct svc_value *svc, __be32 saddr)
@@ -87,9 +88,12 @@ static __always_inline int lb4_flow_stale(const struct pkt4 *p, const struct ct_
 /*
  * The first packet of a flow to a frontend: choose the backend, reserve
  * the reply entry (and with it the SNAT port), then store the forward
- * entry, and put the translation in *out.
+ * entry, and put the translation in *out. Returns DP_R_TRANSLATED (translate
+ * as *out says), DP_R_PASSED (not for a frontend: hand to the stack
+ * untouched), or the reason the packet is dropped: for a frontend that must
+ * not or cannot take it.
  */
-static __always_inline int lb4_tc_new_flow(const struct pkt4 *p, struct ct_value *out)
+static __always_inline enum dp_reason lb4_tc_new_flow(const struct pkt4 *p, struct ct_value *out)
 {
 	struct svc_key key = {
 		.addr = p->daddr,
@@ -109,13 +113,13 @@ static __always_inline int lb4_tc_new_flow(const struct pkt4 *p, struct ct_value
 
 	svc = lb4_lookup_service(&key);
 	if (!svc)
-		return TC_LB_PASS;
+		return DP_R_PASSED;
 	if (!lb4_source_allowed(svc, p->saddr))
-		return TC_LB_DROP;
+		return DP_R_SOURCE_DENIED;
 	/* With externalTrafficPolicy Local the external entry holds only this
 	 * node's endpoints: none here means drop, as kube-proxy does. */
 	if (svc->count == 0)
-		return TC_LB_DROP;
+		return (svc->flags & SVC_F_ETP_LOCAL) ? DP_R_NO_LOCAL_ENDPOINT : DP_R_NO_BACKEND;
 	if (svc->flags & SVC_F_AFFINITY) {
 		/* Only here, for a flow that gets a new conntrack entry: packets
 		 * of known flows keep the backend their entry holds. */
@@ -130,7 +134,7 @@ static __always_inline int lb4_tc_new_flow(const struct pkt4 *p, struct ct_value
 		be = lb4_select_backend(&key, svc, &backend_id);
 	}
 	if (!be)
-		return TC_LB_DROP;
+		return DP_R_NO_BACKEND;
 
 	now = bpf_ktime_get_ns();
 	snat = !(be->flags & BACKEND_F_LOCAL) && !(svc->flags & SVC_F_ETP_LOCAL);
@@ -160,7 +164,7 @@ static __always_inline int lb4_tc_new_flow(const struct pkt4 *p, struct ct_value
 	if (snat) {
 		cfg = tc_config();
 		if (!cfg || !cfg->node_ip)
-			return TC_LB_DROP; /* no address to SNAT to: not configured */
+			return DP_R_NO_SNAT_ADDR; /* not configured */
 		rkey.daddr = cfg->node_ip;
 		rkey.dir = CT_DIR_REPLY_IN;
 		rev.new_daddr = p->saddr;
@@ -168,7 +172,7 @@ static __always_inline int lb4_tc_new_flow(const struct pkt4 *p, struct ct_value
 		rev.flags |= CT_F_SNAT;
 		fwd.new_sport = nat4_snat_reserve(cfg, &rkey, &rev, p->sport);
 		if (!fwd.new_sport)
-			return TC_LB_DROP; /* no free port towards this backend */
+			return DP_R_SNAT_EXHAUSTED; /* no free port towards this backend */
 		fwd.new_saddr = cfg->node_ip;
 		fwd.flags |= CT_F_SNAT;
 	} else {
@@ -176,13 +180,13 @@ static __always_inline int lb4_tc_new_flow(const struct pkt4 *p, struct ct_value
 		rkey.dport = p->sport;
 		rkey.dir = CT_DIR_REPLY_OUT;
 		if (ct4_insert(&rkey, &rev, BPF_ANY) < 0)
-			return TC_LB_DROP;
+			return DP_R_CT_INSERT_FAILED;
 	}
 
 	ct4_key_of(&fkey, p, CT_DIR_FWD);
 	if (ct4_insert(&fkey, &fwd, BPF_NOEXIST) == 0) {
 		*out = fwd;
-		return TC_LB_XLATE;
+		return DP_R_TRANSLATED;
 	}
 
 	/* Another CPU created the flow first (its first packets raced ours):
@@ -193,22 +197,62 @@ static __always_inline int lb4_tc_new_flow(const struct pkt4 *p, struct ct_value
 	    winner->new_dport != fwd.new_dport)
 		ct4_delete(&rkey);
 	if (!winner)
-		return TC_LB_DROP;
+		return DP_R_CT_INSERT_FAILED;
 	*out = *winner;
-	return TC_LB_XLATE;
+	return DP_R_TRANSLATED;
+}
+
+/* Counts the packet under reason at hook and returns verdict. */
+static __always_inline int tc_verdict(enum dp_hook hook, enum dp_reason reason, int verdict)
+{
+	dp_count(hook, reason);
+	return verdict;
+}
+
+/*
+ * An ICMP packet at ingress: an error about a flow that svcmap translated
+ * (see icmp.h) is translated back and forwarded like the flow's packets;
+ * anything else passes untouched.
+ */
+static __always_inline int tc4_icmp_ingress(struct __sk_buff *skb, struct pkt4 *p)
+{
+	enum dp_reason reason = DP_R_ICMP_TRANSLATED;
+	struct icmp4_quote q;
+	struct ct_value *ct;
+	struct ct_value v;
+	int verdict;
+
+	if (icmp4_parse_quote(skb, p, &q) < 0)
+		return tc_verdict(DP_HOOK_TC_INGRESS, DP_R_OTHER_PROTO, TC_ACT_OK);
+	ct = icmp4_flow(&q, CT_DIR_FWD);
+	if (!ct)
+		ct = icmp4_flow(&q, CT_DIR_REPLY_IN);
+	if (!ct)
+		return tc_verdict(DP_HOOK_TC_INGRESS, DP_R_PASSED, TC_ACT_OK);
+	v = *ct;
+	if (icmp4_rewrite(skb, p, &q, &v) < 0)
+		return tc_verdict(DP_HOOK_TC_INGRESS, DP_R_REWRITE_FAILED, TC_ACT_SHOT);
+	verdict = fib4_redirect(skb, p, &reason);
+	return tc_verdict(DP_HOOK_TC_INGRESS, reason, verdict);
 }
 
 static __always_inline int tc4_ingress(struct __sk_buff *skb)
 {
 	const struct svcmap_config *cfg;
+	enum dp_reason reason;
 	struct ct_value xlate;
 	struct ct_value *ct;
 	__u32 min, max, port;
 	struct pkt4 p;
+	int verdict;
 
-	if (pkt4_parse(skb, &p) < 0)
-		return TC_ACT_OK;
+	reason = pkt4_parse(skb, &p);
+	if (reason)
+		return tc_verdict(DP_HOOK_TC_INGRESS, reason, TC_ACT_OK);
+	if (p.proto == IPPROTO_ICMP)
+		return tc4_icmp_ingress(skb, &p);
 
+	reason = DP_R_TRANSLATED;
 	ct = ct4_lookup(&p, CT_DIR_FWD);
 	if (ct && lb4_flow_stale(&p, ct)) {
 		ct4_forget_flow(&p, ct);
@@ -221,41 +265,59 @@ static __always_inline int tc4_ingress(struct __sk_buff *skb)
 		if (cfg && cfg->node_ip && p.daddr == cfg->node_ip) {
 			nat4_snat_range(cfg, &min, &max);
 			port = bpf_ntohs(p.dport);
-			if (port >= min && port <= max)
+			if (port >= min && port <= max) {
 				ct = ct4_lookup(&p, CT_DIR_REPLY_IN);
+				reason = DP_R_REPLY_TRANSLATED;
+			}
 		}
 	}
 	if (ct) {
 		xlate = *ct;
 	} else {
-		switch (lb4_tc_new_flow(&p, &xlate)) {
-		case TC_LB_XLATE:
-			break;
-		case TC_LB_DROP:
-			return TC_ACT_SHOT;
-		default:
-			return TC_ACT_OK;
-		}
+		reason = lb4_tc_new_flow(&p, &xlate);
+		if (reason == DP_R_PASSED)
+			return tc_verdict(DP_HOOK_TC_INGRESS, reason, TC_ACT_OK);
+		if (reason != DP_R_TRANSLATED)
+			return tc_verdict(DP_HOOK_TC_INGRESS, reason, TC_ACT_SHOT);
 	}
 
 	if (nat4_rewrite(skb, &p, &xlate) < 0)
-		return TC_ACT_SHOT;
-	return fib4_redirect(skb, &p);
+		return tc_verdict(DP_HOOK_TC_INGRESS, DP_R_REWRITE_FAILED, TC_ACT_SHOT);
+	verdict = fib4_redirect(skb, &p, &reason);
+	return tc_verdict(DP_HOOK_TC_INGRESS, reason, verdict);
 }
 
 static __always_inline int tc4_egress(struct __sk_buff *skb)
 {
+	enum dp_reason reason;
 	struct ct_value *ct;
 	struct pkt4 p;
 
-	if (pkt4_parse(skb, &p) < 0)
-		return TC_ACT_OK;
+	reason = pkt4_parse(skb, &p);
+	if (reason)
+		return tc_verdict(DP_HOOK_TC_EGRESS, reason, TC_ACT_OK);
+	if (p.proto == IPPROTO_ICMP) {
+		/* An error the node forwards to a client about a packet of a
+		 * DNAT-only flow (client -> local backend): see icmp.h. */
+		struct icmp4_quote q;
+		struct ct_value v;
+
+		if (icmp4_parse_quote(skb, &p, &q) < 0)
+			return tc_verdict(DP_HOOK_TC_EGRESS, DP_R_OTHER_PROTO, TC_ACT_OK);
+		ct = icmp4_flow(&q, CT_DIR_REPLY_OUT);
+		if (!ct)
+			return tc_verdict(DP_HOOK_TC_EGRESS, DP_R_PASSED, TC_ACT_OK);
+		v = *ct;
+		if (icmp4_rewrite(skb, &p, &q, &v) < 0)
+			return tc_verdict(DP_HOOK_TC_EGRESS, DP_R_REWRITE_FAILED, TC_ACT_SHOT);
+		return tc_verdict(DP_HOOK_TC_EGRESS, DP_R_ICMP_TRANSLATED, TC_ACT_OK);
+	}
 	ct = ct4_lookup(&p, CT_DIR_REPLY_OUT);
 	if (!ct)
-		return TC_ACT_OK;
+		return tc_verdict(DP_HOOK_TC_EGRESS, DP_R_PASSED, TC_ACT_OK);
 	if (nat4_rewrite(skb, &p, ct) < 0)
-		return TC_ACT_SHOT;
-	return TC_ACT_OK;
+		return tc_verdict(DP_HOOK_TC_EGRESS, DP_R_REWRITE_FAILED, TC_ACT_SHOT);
+	return tc_verdict(DP_HOOK_TC_EGRESS, DP_R_REPLY_TRANSLATED, TC_ACT_OK);
 }
 
 #endif /* SVCMAP_LIB_TC_LB_H */

@@ -3,6 +3,7 @@
 // SIGTERM the agent exits and leaves the datapath pinned and working;
 // svcmap cleanup removes it.
 import type { Server } from 'node:http';
+import { readDatapathCounters } from '../maps/datapath-counters.ts';
 import type { DesiredState, Frontend, Problem } from '../model/types.ts';
 import { FileSource } from '../sources/file/file-source.ts';
 import type { KubeConnection } from '../sources/kubernetes/config.ts';
@@ -20,6 +21,7 @@ import type { Logger } from './log.ts';
 import { AgentMetrics } from './metrics.ts';
 import { countingProblemReporter } from './problems-log.ts';
 import { SyncStatus } from './sync-status.ts';
+import { SocketTerminator } from './socket-terminator.ts';
 import { TcDatapath } from './tc-datapath.ts';
 
 export type AgentSource = { kind: 'files'; dir: string } | ({ kind: 'kubernetes' } & KubeConnection);
@@ -41,6 +43,8 @@ export interface AgentConfig extends DatapathOptions {
   healthCheckBindAddress?: string;
   /** Conntrack GC of the tc datapath: interval (default 10 s; 0 = off) and idle lifetimes (Cilium's defaults). */
   ctGc?: { intervalMs?: number; lifetimes?: Partial<CtLifetimes> };
+  /** Also destroy connected TCP sockets sent to a removed backend (UDP ones always are, where the kernel can). */
+  destroyTcpSockets?: boolean;
 }
 
 export interface RunningAgent {
@@ -67,10 +71,17 @@ export async function runAgent(cfg: AgentConfig, log: Logger): Promise<RunningAg
     objects: dp.objectPaths, reusedMaps: dp.reusedMaps, links: dp.links, cgroup: cfg.cgroup, pinDir: cfg.pinDir,
   }, dp.reusedMaps.length ? 'datapath up (reusing pinned maps)' : 'datapath up');
 
-  const syncer = new Syncer(new MapsAdapter(dp.maps));
+  // Backends that leave a frontend: the sockets the socket LB sent to them are destroyed.
+  const syncer = new Syncer(new MapsAdapter(dp.maps), { onBackendsRemoved: (removed) => terminator.enqueue(removed) });
   log.info({ frontends: syncer.state.frontends.size, backends: syncer.state.backends.size }, 'read current map state');
 
   const metrics = new AgentMetrics();
+  const terminator = SocketTerminator.start({
+    pinDir: cfg.pinDir, cgroup: cfg.cgroup, tcp: cfg.destroyTcpSockets ?? false,
+    ...(cfg.objectDir ? { objectDir: cfg.objectDir } : {}), ...(cfg.forceCompile ? { forceCompile: true } : {}),
+  }, log, metrics.registry);
+  const counters = dp.maps.counters;
+  if (counters) metrics.readDatapathCountersWith(() => readDatapathCounters(counters));
   const ctGc = dp.maps.ct ? new CtGc(dp.maps.ct, { ...cfg.ctGc, metrics, log }) : undefined;
   ctGc?.start();
   // Kubernetes Events about what could not be programmed: only where there is an API server to hold them.
@@ -183,6 +194,7 @@ export async function runAgent(cfg: AgentConfig, log: Logger): Promise<RunningAg
     stopSource();
     events?.stop();
     ctGc?.stop();
+    terminator.close();
     healthChecks.close();
     for (const s of servers) s.close();
     dp.maps.close();

@@ -28,6 +28,7 @@ import { type CtKey, type CtValue, ctKey, ctValue } from '../maps/codecs.ts';
 import {
   CT_DIR_FWD, CT_DIR_REPLY_IN, CT_DIR_REPLY_OUT, CT_F_CLOSING, CT_F_SEEN_REPLY, CT_F_SNAT, IPPROTO_TCP, MAP_CT,
 } from '../maps/constants.ts';
+import type { StructLayout } from '../maps/layout.ts';
 import type { TypedMap } from '../maps/typed-map.ts';
 import type { Logger } from './log.ts';
 import type { AgentMetrics } from './metrics.ts';
@@ -96,8 +97,35 @@ export function ctPeerKey(key: CtKey, value: CtValue): CtKey {
 
 export const ctKeyId = (k: CtKey): string => `${k.saddr}:${k.sport}>${k.daddr}:${k.dport}/${k.proto}/${k.dir}`;
 
-const KEY_SIZE = ctKey.layout.size; // 16: saddr, daddr, sport, dport, proto, dir, pad[2]
-const VALUE_SIZE = ctValue.layout.size; // 32: new_saddr, new_daddr, new_sport, new_dport, ids, flags, pad, last_seen
+const KEY_SIZE = ctKey.layout.size;
+const VALUE_SIZE = ctValue.layout.size;
+
+/**
+ * Where a field of a conntrack codec lies, in units of its own size: the
+ * packed GC reads the entries through typed-array views, and takes every
+ * position from the codecs, which are checked against the datapath's BTF
+ * at load (a field that moves in C moves here, or the agent does not start).
+ */
+function slot(layout: StructLayout, name: string, size: 1 | 2 | 4 | 8): number {
+  const f = layout.fields.find((x) => x.name === name);
+  if (!f || f.size !== size || f.offset % size !== 0 || layout.size % size !== 0) {
+    throw new Error(`conntrack GC: ${layout.cName}.${name} is not an aligned ${size}-byte field`);
+  }
+  return f.offset / size;
+}
+const K = {
+  saddr: slot(ctKey.layout, 'saddr', 4), daddr: slot(ctKey.layout, 'daddr', 4),
+  sport: slot(ctKey.layout, 'sport', 2), dport: slot(ctKey.layout, 'dport', 2),
+  proto: slot(ctKey.layout, 'proto', 1), dir: slot(ctKey.layout, 'dir', 1),
+};
+const V = {
+  newSaddr: slot(ctValue.layout, 'new_saddr', 4), newDaddr: slot(ctValue.layout, 'new_daddr', 4),
+  newSport: slot(ctValue.layout, 'new_sport', 2), newDport: slot(ctValue.layout, 'new_dport', 2),
+  flags: slot(ctValue.layout, 'flags', 1), lastSeen: slot(ctValue.layout, 'last_seen', 8),
+};
+/** Keys are hashed and compared as whole 32-bit words (pads are zero in the kernel's keys and in ours). */
+const KEY_WORDS = KEY_SIZE / 4;
+if (!Number.isInteger(KEY_WORDS)) throw new Error(`conntrack GC: struct ct_key is ${KEY_SIZE} bytes, not whole words`);
 
 /** A conntrack map's entries as the kernel hands them over: `count` packed keys and values. */
 export interface PackedCt {
@@ -113,11 +141,12 @@ export interface PackedSelection {
   flows: Record<CtFlowState, number>;
 }
 
-function hash4(a: number, b: number, c: number, d: number): number {
-  let h = Math.imul(a ^ 0x9e3779b9, 0x85ebca6b);
-  h = Math.imul(h ^ (h >>> 13) ^ b, 0xc2b2ae35);
-  h = Math.imul(h ^ (h >>> 16) ^ c, 0x85ebca6b);
-  h = Math.imul(h ^ (h >>> 13) ^ d, 0xc2b2ae35);
+/** A hash of the key words at k32[o..o+KEY_WORDS). */
+function hashKey(k32: Uint32Array, o: number): number {
+  let h = 0x9e3779b9;
+  for (let i = 0; i < KEY_WORDS; i++) {
+    h = Math.imul(h ^ (h >>> 13) ^ k32[o + i]!, i & 1 ? 0xc2b2ae35 : 0x85ebca6b);
+  }
   return (h ^ (h >>> 16)) >>> 0;
 }
 
@@ -155,46 +184,49 @@ export function selectExpiredPacked(ct: PackedCt, nowNs: bigint, lifetimes: CtLi
   const v16 = new Uint16Array(vbuf);
   const v8 = new Uint8Array(vbuf);
   const v64 = new BigUint64Array(vbuf);
-  // Field positions, in units of each view (see KEY_SIZE / VALUE_SIZE).
+  // Entry i starts at i * (its size in units of the view); K and V give the field within it.
   const K32 = KEY_SIZE / 4, K16 = KEY_SIZE / 2, V32 = VALUE_SIZE / 4, V16 = VALUE_SIZE / 2, V64 = VALUE_SIZE / 8;
+  const dirOf = (i: number) => k8[i * KEY_SIZE + K.dir]!;
+  const protoOf = (i: number) => k8[i * KEY_SIZE + K.proto]!;
+  const flagsOf = (i: number) => v8[i * VALUE_SIZE + V.flags]!;
+  const lastSeenOf = (i: number) => v64[i * V64 + V.lastSeen]!;
 
   let cap = 16;
   while (cap < n * 2) cap *= 2;
   const mask = cap - 1;
   const table = new Int32Array(cap).fill(-1);
   for (let i = 0; i < n; i++) {
-    const o = i * K32;
-    let h = hash4(k32[o]!, k32[o + 1]!, k32[o + 2]!, k32[o + 3]!) & mask;
+    let h = hashKey(k32, i * K32) & mask;
     while (table[h] !== -1) h = (h + 1) & mask;
     table[h] = i;
   }
-  const find = (w0: number, w1: number, w2: number, w3: number): number => {
-    let h = hash4(w0, w1, w2, w3) & mask;
+  // The peer key of entry i is built in a scratch key (so the words have the kernel's byte layout).
+  const s32 = new Uint32Array(KEY_WORDS);
+  const s16 = new Uint16Array(s32.buffer);
+  const s8 = new Uint8Array(s32.buffer);
+  const sameKey = (j: number): boolean => {
+    const o = j * K32;
+    for (let w = 0; w < KEY_WORDS; w++) if (k32[o + w] !== s32[w]) return false;
+    return true;
+  };
+  const find = (): number => {
+    let h = hashKey(s32, 0) & mask;
     for (;;) {
       const j = table[h]!;
-      if (j === -1) return -1;
-      const o = j * K32;
-      if (k32[o] === w0 && k32[o + 1] === w1 && k32[o + 2] === w2 && k32[o + 3] === w3) return j;
+      if (j === -1 || sameKey(j)) return j;
       h = (h + 1) & mask;
     }
   };
-  // The peer key of entry i, built in a scratch key (so the words have the kernel's byte layout).
-  const scratch = new ArrayBuffer(KEY_SIZE);
-  const s32 = new Uint32Array(scratch);
-  const s16 = new Uint16Array(scratch);
-  const s8 = new Uint8Array(scratch);
   const peerOf = (i: number): number => {
     const ko = i * K32, vo = i * V32, k2 = i * K16, v2 = i * V16;
-    const dir = k8[i * KEY_SIZE + 13]!;
-    s32[0] = v32[vo + 1]! || k32[ko + 1]!; // saddr = new_daddr or daddr
-    s32[1] = v32[vo]! || k32[ko]!; // daddr = new_saddr or saddr
-    s16[4] = v16[v2 + 5]! || k16[k2 + 5]!; // sport = new_dport or dport
-    s16[5] = v16[v2 + 4]! || k16[k2 + 4]!; // dport = new_sport or sport
-    s8[12] = k8[i * KEY_SIZE + 12]!;
-    s8[13] = dir !== CT_DIR_FWD ? CT_DIR_FWD : (v8[i * VALUE_SIZE + 20]! & CT_F_SNAT) ? CT_DIR_REPLY_IN : CT_DIR_REPLY_OUT;
-    s8[14] = 0;
-    s8[15] = 0;
-    return find(s32[0]!, s32[1]!, s32[2]!, s32[3]!);
+    s32.fill(0);
+    s32[K.saddr] = v32[vo + V.newDaddr]! || k32[ko + K.daddr]!;
+    s32[K.daddr] = v32[vo + V.newSaddr]! || k32[ko + K.saddr]!;
+    s16[K.sport] = v16[v2 + V.newDport]! || k16[k2 + K.dport]!;
+    s16[K.dport] = v16[v2 + V.newSport]! || k16[k2 + K.sport]!;
+    s8[K.proto] = protoOf(i);
+    s8[K.dir] = dirOf(i) !== CT_DIR_FWD ? CT_DIR_FWD : (flagsOf(i) & CT_F_SNAT) ? CT_DIR_REPLY_IN : CT_DIR_REPLY_OUT;
+    return find();
   };
 
   const toNs = (ms: number) => BigInt(Math.round(ms * 1e6));
@@ -206,7 +238,7 @@ export function selectExpiredPacked(ct: PackedCt, nowNs: bigint, lifetimes: CtLi
   };
   const flows: Record<CtFlowState, number> = { tcp_established: 0, tcp_syn: 0, tcp_closing: 0, other: 0 };
   const expired = (i: number, flags: number, lastSeen: bigint): boolean => {
-    const state = ctFlowState(k8[i * KEY_SIZE + 12]!, flags);
+    const state = ctFlowState(protoOf(i), flags);
     if (lastSeen >= cutoff[state]) return false;
     flows[state]++;
     return true;
@@ -216,24 +248,23 @@ export function selectExpiredPacked(ct: PackedCt, nowNs: bigint, lifetimes: CtLi
   const reply: number[] = [];
   const paired = new Uint8Array(n);
   for (let i = 0; i < n; i++) {
-    if (k8[i * KEY_SIZE + 13] !== CT_DIR_FWD) continue;
-    const flags = v8[i * VALUE_SIZE + 20]!;
-    const last = v64[i * V64 + 3]!;
+    if (dirOf(i) !== CT_DIR_FWD) continue;
+    const last = lastSeenOf(i);
     const j = peerOf(i);
-    if (j >= 0 && j !== i && k8[j * KEY_SIZE + 13] !== CT_DIR_FWD && peerOf(j) === i) {
+    if (j >= 0 && j !== i && dirOf(j) !== CT_DIR_FWD && peerOf(j) === i) {
       paired[j] = 1;
-      const jlast = v64[j * V64 + 3]!;
-      if (expired(i, flags | v8[j * VALUE_SIZE + 20]!, last > jlast ? last : jlast)) {
+      const jlast = lastSeenOf(j);
+      if (expired(i, flagsOf(i) | flagsOf(j), last > jlast ? last : jlast)) {
         forward.push(i);
         reply.push(j);
       }
-    } else if (expired(i, flags, last)) {
+    } else if (expired(i, flagsOf(i), last)) {
       forward.push(i);
     }
   }
   for (let i = 0; i < n; i++) {
-    if (k8[i * KEY_SIZE + 13] === CT_DIR_FWD || paired[i]) continue;
-    if (expired(i, v8[i * VALUE_SIZE + 20]!, v64[i * V64 + 3]!)) reply.push(i);
+    if (dirOf(i) === CT_DIR_FWD || paired[i]) continue;
+    if (expired(i, flagsOf(i), lastSeenOf(i))) reply.push(i);
   }
   const indices = new Uint32Array(forward.length + reply.length);
   indices.set(forward, 0);

@@ -1,33 +1,29 @@
 // Brings up the datapath: checks the host, finds (or compiles) the objects,
 // loads them with their maps pinned (the socket hooks and the tc programs
-// share the service maps through the pins), checks the codecs against their
-// BTF, and attaches the socket hooks to the cgroup through pinned links. The
-// tc programs are attached separately, once the devices are known.
+// share the service maps through the pins; which maps, the C code declares),
+// sized by the --max-* options the registry names, checks the codecs against
+// their BTF, and attaches the socket hooks to the cgroup through pinned
+// links. The tc programs are attached separately, once the devices are known.
 import { join } from 'node:path';
 import { type BpfProgramName, compileBpf } from '../bpf/compile.ts';
 import { checkCgroup, checkPrivileges, ensureBpffs } from '../bpf/environment.ts';
-import { type LinkAction, type MapPinSpec, ensureCgroupLink, linkPinDir, loadPinned } from '../bpf/loader.ts';
+import { type LinkAction, ensureCgroupLink, linkPinDir, loadPinned } from '../bpf/loader.ts';
 import type { BpfObject } from '../bpf/object.ts';
 import { DatapathMaps } from '../maps/datapath-maps.ts';
-import { MAP_AFFINITY, MAP_BACKENDS, MAP_CONFIG, MAP_CT, MAP_REVNAT, MAP_SERVICES, MAP_SK_REVNAT, MAP_SRC_RANGE } from '../maps/constants.ts';
+import { type MapSizes, mapSize } from '../maps/registry.ts';
 
 /** The socket hooks, by program name (the SEC names give the attach types). */
 export const SOCK_PROGRAMS = ['svcmap_connect4', 'svcmap_sendmsg4', 'svcmap_recvmsg4', 'svcmap_getpeer4'] as const;
 /** The tc programs: ingress and egress of the node's external devices. */
 export const TC_PROGRAMS = { ingress: 'svcmap_tc_in', egress: 'svcmap_tc_out' } as const;
 
-export interface DatapathOptions {
+export interface DatapathOptions extends MapSizes {
   pinDir: string;
   cgroup: string;
   /** Where compiled objects are cached; default build/bpf. */
   objectDir?: string;
   /** Compile even if a cached object matches. */
   forceCompile?: boolean;
-  maxServices?: number;
-  maxBackends?: number;
-  maxSockRevNat?: number;
-  maxConntrack?: number;
-  maxAffinity?: number;
 }
 
 export interface Datapath {
@@ -40,8 +36,6 @@ export interface Datapath {
   notes: string[];
 }
 
-const size = (n: number | undefined) => (n ? { maxEntries: n } : {});
-
 export function bringUpDatapath(opts: DatapathOptions, log: (msg: string, fields?: object) => void): Datapath {
   checkPrivileges();
   ensureBpffs(opts.pinDir, true);
@@ -52,22 +46,13 @@ export function bringUpDatapath(opts: DatapathOptions, log: (msg: string, fields
     log(o.cached ? 'using cached BPF object' : 'compiled BPF object', { path: o.path });
     return o.path;
   };
-  const shared: MapPinSpec[] = [
-    { name: MAP_SERVICES, ...size(opts.maxServices) },
-    { name: MAP_BACKENDS, ...size(opts.maxBackends) },
-    { name: MAP_REVNAT, ...size(opts.maxServices) },
-    // Session affinity: both datapaths remember clients' backends in the one pinned map.
-    { name: MAP_AFFINITY, ...size(opts.maxAffinity) },
-  ];
   const sockPath = build('sock');
   const tcPath = build('tc');
-  const sock = loadPinned({ objectPath: sockPath, pinDir: opts.pinDir, maps: [...shared, { name: MAP_SK_REVNAT, ...size(opts.maxSockRevNat) }] });
+  const load = (objectPath: string) => loadPinned({ objectPath, pinDir: opts.pinDir, maxEntries: (name) => mapSize(opts, name) });
+  const sock = load(sockPath);
   let tc: ReturnType<typeof loadPinned>;
   try {
-    tc = loadPinned({
-      objectPath: tcPath, pinDir: opts.pinDir,
-      maps: [...shared, { name: MAP_CT, ...size(opts.maxConntrack) }, { name: MAP_SRC_RANGE }, { name: MAP_CONFIG }],
-    });
+    tc = load(tcPath);
   } catch (err) {
     sock.object.close();
     throw err;

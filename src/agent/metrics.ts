@@ -2,6 +2,7 @@
 // kube-proxy's where the meaning is the same, so existing dashboards and
 // alerts carry over (network_programming_duration_seconds in particular).
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import type { DpCounterRow } from '../maps/datapath-counters.ts';
 
 export const SYNC_ERROR_KINDS = ['invalid_object', 'map_full', 'write_failed', 'frontend_conflict', 'source'] as const;
 export type SyncErrorKind = (typeof SYNC_ERROR_KINDS)[number];
@@ -18,8 +19,12 @@ export class AgentMetrics {
   readonly frontends: Gauge;
   readonly conntrackEntries: Gauge;
   readonly conntrackGcDeleted: Counter;
+  readonly datapathPackets: Counter<'hook' | 'reason'>;
+  #readDatapath: (() => DpCounterRow[]) | undefined;
 
   constructor() {
+    // Read from the kernel at scrape time: the datapath keeps the counts.
+    const read = () => this.#readDatapath?.() ?? [];
     collectDefaultMetrics({ register: this.registry, prefix: 'svcmap_' });
     this.syncDuration = new Histogram({
       name: 'svcmap_sync_duration_seconds',
@@ -62,5 +67,20 @@ export class AgentMetrics {
       help: 'Connection tracking entries the conntrack GC removed (closed or idle flows).',
       registers: [this.registry],
     });
+    this.datapathPackets = new Counter({
+      name: 'svcmap_datapath_packets_total',
+      help: 'Packets (tc) and calls (socket hooks) the datapath handled, by hook and by what became of them (reason): translated, passed, or each kind of drop. Read from the datapath at scrape time; every packet is counted once.',
+      labelNames: ['hook', 'reason'],
+      registers: [this.registry],
+      collect() {
+        this.reset();
+        for (const r of read()) this.inc({ hook: r.hook, reason: r.reason }, Number(r.packets));
+      },
+    });
+  }
+
+  /** Where svcmap_datapath_packets_total comes from (the datapath's counters map). */
+  readDatapathCountersWith(read: () => DpCounterRow[]): void {
+    this.#readDatapath = read;
   }
 }

@@ -1,7 +1,7 @@
 // The model's frontends turned into what the services map should hold: map
 // keys, master flags and backend values. Pure. It lives here, above both the
 // model and the sync engine, so that neither has to know the other.
-import { ipv4ToU32, u32ToIpv4 } from '../maps/layout.ts';
+import { ipv4ToU32, u32ToIpv4 } from '../maps/ipv4.ts';
 import {
   BACKEND_F_LOCAL, BACKEND_STATE_ACTIVE, BACKEND_STATE_TERMINATING, LB_ALG_RANDOM,
   SVC_F_AFFINITY, SVC_F_CLUSTERIP, SVC_F_ETP_LOCAL, SVC_F_EXTERNALIP, SVC_F_ITP_LOCAL,

@@ -9,8 +9,8 @@ import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, w
 import { join, relative } from 'node:path';
 import { packageRoot } from './native.ts';
 
-/** The entry files in bpf/: one per attach point. */
-export const BPF_PROGRAMS = ['sock', 'tc'] as const;
+/** The entry files in bpf/: one per attach point (sock_destroy: the socket iterators that end stale sockets). */
+export const BPF_PROGRAMS = ['sock', 'tc', 'sock_destroy'] as const;
 export type BpfProgramName = (typeof BPF_PROGRAMS)[number];
 
 export interface CompileRequest {
@@ -122,16 +122,4 @@ export function compileBpf(req: CompileRequest): CompiledObject {
   renameSync(tmp, path); // atomic: a concurrent reader sees the old object or the whole new one
   writeFileSync(join(outDir, `${req.program}.latest`), `${hash}\n`);
   return { path, hash, cached: false };
-}
-
-/** The object to load: the cached one for these sources, or a fresh compile if allowed. */
-export function findOrCompile(req: CompileRequest & { allowCompile: boolean }): CompiledObject {
-  const outDir = req.outDir ?? defaultObjectDir();
-  const hash = objectHash(req.program, req.defines);
-  const path = objectPath(req.program, hash, outDir);
-  if (!req.force && existsSync(path)) return { path, hash, cached: true };
-  if (!req.allowCompile && !req.force) {
-    throw new Error(`no prebuilt BPF object for bpf/${req.program}.c at ${path} (sources or feature switches changed): run make bpf, or start the agent with --compile`);
-  }
-  return compileBpf(req);
 }

@@ -163,20 +163,3 @@ export function progInfoById(id: number): ProgInfo | undefined {
     closeSync(fd);
   }
 }
-
-/** Ids of the programs attached to a cgroup at one attach type. */
-export function queryCgroup(cgroupPath: string, attachType: number): number[] {
-  const cg = openSync(cgroupPath, constants.O_RDONLY | constants.O_DIRECTORY);
-  try {
-    const ids = Buffer.alloc(4 * 64);
-    const cnt = Buffer.alloc(4);
-    cnt.writeUInt32LE(64);
-    const rc = native().progQuery(cg, attachType, 0, null, ids, cnt) as number;
-    if (rc < 0) throw new BpfError(`query cgroup ${cgroupPath}`, rc, libbpfText(rc));
-    const out: number[] = [];
-    for (let i = 0; i < cnt.readUInt32LE(); i++) out.push(ids.readUInt32LE(i * 4));
-    return out;
-  } finally {
-    closeSync(cg);
-  }
-}

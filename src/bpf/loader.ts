@@ -8,18 +8,11 @@ import { BpfObject } from './object.ts';
 import { LINK_TYPE_CGROUP, attachCgroup, cgroupId, detachPinnedLink, linkInfo, openPinned, pinNewLink, updateLink } from './link.ts';
 import { native } from './native.ts';
 
-export interface MapPinSpec {
-  name: string;
-  /** Capacity for a new map; a pinned map keeps the size it was created with. */
-  maxEntries?: number;
-}
-
 export interface LoadOptions {
   objectPath: string;
   pinDir: string;
-  maps: readonly MapPinSpec[];
-  /** Programs not to load (e.g. hooks for a family that is switched off). */
-  skipPrograms?: readonly string[];
+  /** Capacity of a map created now, by name (undefined: the size the C code declares); a pinned map keeps its own. */
+  maxEntries?: (map: string) => number | undefined;
 }
 
 export interface LoadResult {
@@ -29,44 +22,47 @@ export interface LoadResult {
   notes: string[];
 }
 
-export function mapPinPath(pinDir: string, name: string): string {
-  return join(pinDir, name);
-}
-
 export function linkPinDir(pinDir: string): string {
   return join(pinDir, 'links');
 }
 
+/**
+ * Loads an object with the maps its C code declares LIBBPF_PIN_BY_NAME
+ * pinned under pinDir, named as in C: a map another object (or an earlier
+ * run) already pinned there is reused, so the objects share one map and its
+ * entries survive a restart. A pinned map whose key or value size differs
+ * from this build's is refused with what to do, before libbpf would refuse
+ * it with EINVAL; one pinned with another capacity keeps it.
+ */
 export function loadPinned(opts: LoadOptions): LoadResult {
   mkdirSync(opts.pinDir, { recursive: true });
-  const object = BpfObject.open(opts.objectPath);
+  const object = BpfObject.open(opts.objectPath, opts.pinDir);
   const reusedMaps: string[] = [];
   const notes: string[] = [];
   try {
-    for (const spec of opts.maps) {
-      const path = mapPinPath(opts.pinDir, spec.name);
+    for (const { name, pinPath: path } of object.maps()) {
+      if (path === undefined) continue;
+      const want = opts.maxEntries?.(name);
       if (existsSync(path)) {
         const pinned = BpfMap.openPinned(path);
         try {
-          const wantKey = object.mapKeySize(spec.name);
-          const wantValue = object.mapValueSize(spec.name);
+          const wantKey = object.mapKeySize(name);
+          const wantValue = object.mapValueSize(name);
           if (pinned.keySize !== wantKey || pinned.valueSize !== wantValue) {
             throw new Error(`the map pinned at ${path} has key/value sizes ${pinned.keySize}/${pinned.valueSize}, this build of the datapath expects ${wantKey}/${wantValue}: the layout changed. Remove the old datapath with svcmap cleanup --pin-dir ${opts.pinDir} (services are unreachable until the agent re-syncs), then start the agent again`);
           }
-          if (spec.maxEntries !== undefined && spec.maxEntries !== pinned.maxEntries) {
-            notes.push(`map ${spec.name} is pinned with ${pinned.maxEntries} entries; keeping that size rather than ${spec.maxEntries} (resizing needs svcmap cleanup)`);
+          if (want !== undefined && want !== pinned.maxEntries) {
+            notes.push(`map ${name} is pinned with ${pinned.maxEntries} entries; keeping that size rather than ${want} (resizing needs svcmap cleanup)`);
           }
-          object.setMaxEntries(spec.name, pinned.maxEntries);
-          reusedMaps.push(spec.name);
+          object.setMaxEntries(name, pinned.maxEntries);
+          reusedMaps.push(name);
         } finally {
           pinned.close();
         }
-      } else if (spec.maxEntries !== undefined) {
-        object.setMaxEntries(spec.name, spec.maxEntries);
+      } else if (want !== undefined) {
+        object.setMaxEntries(name, want);
       }
-      object.setPinPath(spec.name, path);
     }
-    for (const p of opts.skipPrograms ?? []) object.setAutoload(p, false);
     object.load();
   } catch (err) {
     object.close();

@@ -1,7 +1,7 @@
 // One BPF map by file descriptor: element and batch operations with every
 // buffer length checked against the map's key and value sizes (the FFI
 // cannot check them), and every failure turned into a BpfError.
-import { closeSync } from 'node:fs';
+import { closeSync, readFileSync } from 'node:fs';
 import { BpfError, errnoNumber } from './errors.ts';
 import { cString, native } from './native.ts';
 
@@ -12,6 +12,31 @@ export const BPF_EXIST = 2n;
 export const MAP_TYPE_NAMES: Record<number, string> = {
   1: 'hash', 2: 'array', 9: 'lru_hash', 11: 'lpm_trie', 10: 'lru_percpu_hash', 5: 'percpu_hash', 6: 'percpu_array',
 };
+
+/** Map types whose value is one per possible CPU (BPF_MAP_TYPE_PERCPU_HASH, _ARRAY, LRU_PERCPU_HASH). */
+const PERCPU_TYPES = new Set([5, 6, 10]);
+const ARRAY_TYPES = new Set([2, 6]);
+
+/** A CPU list as the kernel prints it ("0-3", "0,2-5"): the CPUs it names. */
+export function parseCpuList(text: string): number[] {
+  const out: number[] = [];
+  for (const part of text.trim().split(',')) {
+    const m = /^(\d+)(?:-(\d+))?$/.exec(part);
+    if (!m) throw new Error(`not a CPU list: ${JSON.stringify(text)}`);
+    const lo = Number(m[1]);
+    const hi = m[2] === undefined ? lo : Number(m[2]);
+    if (hi < lo) throw new Error(`not a CPU list: ${JSON.stringify(text)}`);
+    for (let c = lo; c <= hi; c++) out.push(c);
+  }
+  return out;
+}
+
+let possibleCpus: number | undefined;
+/** How many values a per-CPU map holds per key: one per possible CPU, as the kernel copies them. */
+export function numPossibleCpus(): number {
+  possibleCpus ??= parseCpuList(readFileSync('/sys/devices/system/cpu/possible', 'utf8')).length;
+  return possibleCpus;
+}
 
 export interface MapInfo {
   type: number;
@@ -86,6 +111,13 @@ export class BpfMap {
   get keySize(): number { return this.info.keySize; }
   get valueSize(): number { return this.info.valueSize; }
   get maxEntries(): number { return this.info.maxEntries; }
+  /** One value per possible CPU: read with lookupPerCpu(). */
+  get isPerCpu(): boolean { return PERCPU_TYPES.has(this.info.type); }
+
+  /** Per-CPU maps hold nCPU values per key: a one-value buffer would be overrun. */
+  #notPerCpu(op: string): void {
+    if (this.isPerCpu) throw new Error(`${op} ${this.label}: a per-CPU map; read it with lookupPerCpu()`);
+  }
 
   #checkKey(key: Buffer, op: string): void {
     if (key.length !== this.keySize) {
@@ -105,6 +137,7 @@ export class BpfMap {
 
   lookup(key: Buffer): Buffer | undefined {
     this.#checkKey(key, 'lookup');
+    this.#notPerCpu('lookup');
     const value = Buffer.alloc(this.valueSize);
     const rc = native().mapLookup(this.fd, key, value) as number;
     if (rc === -ENOENT) return undefined;
@@ -112,8 +145,22 @@ export class BpfMap {
     return value;
   }
 
+  /** A per-CPU map's values for key, one buffer of value_size bytes per possible CPU. */
+  lookupPerCpu(key: Buffer): Buffer[] | undefined {
+    this.#checkKey(key, 'lookup');
+    if (!this.isPerCpu) throw new Error(`lookup ${this.label}: not a per-CPU map`);
+    const stride = Math.ceil(this.valueSize / 8) * 8; // the kernel copies each CPU's value 8-byte aligned
+    const n = numPossibleCpus();
+    const all = Buffer.alloc(stride * n);
+    const rc = native().mapLookup(this.fd, key, all) as number;
+    if (rc === -ENOENT) return undefined;
+    if (rc < 0) this.#fail('lookup', rc);
+    return Array.from({ length: n }, (_, i) => Buffer.from(all.subarray(i * stride, i * stride + this.valueSize)));
+  }
+
   update(key: Buffer, value: Buffer, flags: bigint = BPF_ANY): void {
     this.#checkKey(key, 'update');
+    this.#notPerCpu('update');
     this.#checkValue(value, 'update');
     const rc = native().mapUpdate(this.fd, key, value, flags) as number;
     if (rc < 0) this.#fail('update', rc);
@@ -144,6 +191,7 @@ export class BpfMap {
 
   /** Every entry, read with BPF_MAP_LOOKUP_BATCH where the kernel has it. */
   entries(): Array<[Buffer, Buffer]> {
+    this.#notPerCpu('entries of');
     if (this.#batchOk) {
       const got = this.#lookupAllBatched();
       if (got) return got;
@@ -198,6 +246,7 @@ export class BpfMap {
    * says how many elements were written before it: `processed`.
    */
   updateBatch(keys: Buffer, values: Buffer, count: number, flags: bigint = BPF_ANY): void {
+    this.#notPerCpu('update batch');
     if (count === 0) return;
     if (keys.length !== count * this.keySize) throw new Error(`update batch ${this.label}: ${keys.length} key bytes for ${count} keys of ${this.keySize}`);
     if (values.length !== count * this.valueSize) throw new Error(`update batch ${this.label}: ${values.length} value bytes for ${count} values of ${this.valueSize}`);
@@ -248,8 +297,9 @@ export class BpfMap {
     }
   }
 
-  /** Number of entries, by walking the keys (maps have no counter before 6.6's map_extra). */
+  /** Number of entries, by walking the keys (maps have no counter before 6.6's map_extra); an array has every index. */
   count(): number {
+    if (ARRAY_TYPES.has(this.info.type)) return this.maxEntries;
     return this.entries().length;
   }
 

@@ -53,14 +53,12 @@ function bind() {
     mapFd: libbpf.func('int bpf_map__fd(const bpf_map *map)'),
     mapSetMaxEntries: libbpf.func('int bpf_map__set_max_entries(bpf_map *map, uint32_t max_entries)'),
     mapMaxEntries: libbpf.func('uint32_t bpf_map__max_entries(const bpf_map *map)'),
-    mapSetPinPath: libbpf.func('int bpf_map__set_pin_path(bpf_map *map, const char *path)'),
-    mapReuseFd: libbpf.func('int bpf_map__reuse_fd(bpf_map *map, int fd)'),
+    mapPinPath: libbpf.func('const char *bpf_map__pin_path(const bpf_map *map)'),
     mapKeySize: libbpf.func('uint32_t bpf_map__key_size(const bpf_map *map)'),
     mapValueSize: libbpf.func('uint32_t bpf_map__value_size(const bpf_map *map)'),
     programName: libbpf.func('const char *bpf_program__name(const bpf_program *prog)'),
     programSectionName: libbpf.func('const char *bpf_program__section_name(const bpf_program *prog)'),
     programFd: libbpf.func('int bpf_program__fd(const bpf_program *prog)'),
-    programSetAutoload: libbpf.func('int bpf_program__set_autoload(bpf_program *prog, bool autoload)'),
     programExpectedAttachType: libbpf.func('int bpf_program__expected_attach_type(const bpf_program *prog)'),
     btfParse: libbpf.func('btf *btf__parse(const char *path, void *ext)'),
     btfFree: libbpf.func('void btf__free(btf *btf)'),
@@ -78,14 +76,13 @@ function bind() {
     linkUpdate: libbpf.func('int bpf_link_update(int link_fd, int new_prog_fd, void *opts)'),
     linkDetach: libbpf.func('int bpf_link_detach(int link_fd)'),
     progGetFdById: libbpf.func('int bpf_prog_get_fd_by_id(uint32_t id)'),
-    progQuery: libbpf.func('int bpf_prog_query(int target_fd, int type, uint32_t query_flags, void *attach_flags, void *prog_ids, void *prog_cnt)'),
     progDetach2: libbpf.func('int bpf_prog_detach2(int prog_fd, int attachable_fd, int type)'),
 
     // the shim
     shimAbiVersion: shim.func('int svcmap_shim_abi_version(void)'),
     logCapture: shim.func('void svcmap_log_capture(int echo_level)'),
     logTake: shim.func('int svcmap_log_take(void *buf, size_t size)'),
-    open: shim.func('bpf_object *svcmap_open(const char *path, const char *name, void *log_buf, size_t log_size, uint32_t log_level)'),
+    open: shim.func('bpf_object *svcmap_open(const char *path, const char *pin_root, void *log_buf, size_t log_size, uint32_t log_level)'),
     mapInfo: shim.func('int svcmap_map_info(int fd, void *type, void *id, void *key_size, void *value_size, void *max_entries, void *map_flags, void *name, size_t name_size)'),
     progInfo: shim.func('int svcmap_prog_info(int fd, void *type, void *id, void *tag_hex, void *name, size_t name_size)'),
     linkInfo: shim.func('int svcmap_link_info(int fd, void *type, void *id, void *prog_id, void *attach_type, void *target)'),
@@ -97,10 +94,10 @@ function bind() {
     tcAttach: shim.func('int svcmap_tc_attach(int ifindex, int ingress, int prog_fd, uint32_t handle, uint32_t priority, int replace)'),
     tcDetach: shim.func('int svcmap_tc_detach(int ifindex, int ingress, uint32_t handle, uint32_t priority)'),
     tcQuery: shim.func('int svcmap_tc_query(int ifindex, int ingress, uint32_t handle, uint32_t priority, void *prog_id)'),
-    tcHookDestroy: shim.func('int svcmap_tc_hook_destroy(int ifindex)'),
     progTestRun: shim.func('int svcmap_prog_test_run(int prog_fd, const void *data_in, uint32_t size_in, void *data_out, void *size_out, const void *ctx_in, uint32_t ctx_size_in, void *ctx_out, void *ctx_size_out, uint32_t repeat, void *retval, void *duration)'),
     btfStruct: shim.func('int svcmap_btf_struct(const btf *btf, const char *name, void *size, void *members)'),
     btfMember: shim.func('int svcmap_btf_member(const btf *btf, const char *name, uint32_t idx, void *member_name, size_t name_size, void *bit_offset, void *bitfield_size, void *byte_size)'),
+    iterRunInNetns: shim.func('int64_t svcmap_iter_run_in_netns(int link_fd, int netns_fd)'),
   };
 }
 
@@ -112,7 +109,7 @@ let bound: Native | undefined;
 export function native(): Native {
   if (!bound) {
     bound = bind();
-    if (bound.shimAbiVersion() !== 1) throw new Error(`native shim ABI mismatch at ${shimPath()}: rebuild it with make native`);
+    if (bound.shimAbiVersion() !== 2) throw new Error(`native shim ABI mismatch at ${shimPath()}: rebuild it with make native`);
     // libbpf's warnings go into the shim's buffer; errors carry them.
     bound.logCapture(process.env.SVCMAP_LIBBPF_DEBUG ? 3 : -1);
   }

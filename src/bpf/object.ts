@@ -8,6 +8,8 @@ import { type Ptr, native, takeLibbpfLog } from './native.ts';
 export interface ObjectMap {
   name: string;
   handle: Ptr;
+  /** Where the map is pinned (or reused) at load: set for maps the C code declares LIBBPF_PIN_BY_NAME, when opened with a pin directory. */
+  pinPath: string | undefined;
 }
 
 export interface ObjectProgram {
@@ -30,14 +32,19 @@ export class BpfObject {
     this.#logBuf = logBuf;
   }
 
-  static open(path: string, objectName?: string): BpfObject {
+  /**
+   * pinDir: the directory the maps declared LIBBPF_PIN_BY_NAME are pinned
+   * in (an existing pin is reused at load). Without it the object is a
+   * private copy: none of its maps is pinned.
+   */
+  static open(path: string, pinDir?: string): BpfObject {
     if (!existsSync(path)) throw new Error(`BPF object ${path} does not exist`);
     // Not zero-filled: untouched pages cost no memory, and the kernel writes only
     // on a failed load (NUL-terminated; the first byte is cleared for the no-log case).
     const logBuf = Buffer.allocUnsafeSlow(LOG_SIZE);
     logBuf[0] = 0;
     takeLibbpfLog();
-    const handle = native().open(path, objectName ?? null, logBuf, logBuf.length, 0) as Ptr | null;
+    const handle = native().open(path, pinDir ?? null, logBuf, logBuf.length, 0) as Ptr | null;
     if (!handle) {
       const log = takeLibbpfLog();
       throw new BpfError(`open BPF object ${path}`, -22, 'libbpf could not parse the object', log);
@@ -54,7 +61,7 @@ export class BpfObject {
     const out: ObjectMap[] = [];
     let m = native().objectNextMap(this.handle, null) as Ptr | null;
     while (m) {
-      out.push({ name: native().mapName(m) as string, handle: m });
+      out.push({ name: native().mapName(m) as string, handle: m, pinPath: (native().mapPinPath(m) as string | null) ?? undefined });
       m = native().objectNextMap(this.handle, m) as Ptr | null;
     }
     return out;
@@ -97,23 +104,6 @@ export class BpfObject {
   setMaxEntries(name: string, maxEntries: number): void {
     const rc = native().mapSetMaxEntries(this.#map(name), maxEntries) as number;
     if (rc < 0) throw new BpfError(`set max_entries of ${name}`, rc, libbpfText(rc));
-  }
-
-  /** At load, libbpf reuses a compatible map pinned at path, or creates and pins one. */
-  setPinPath(name: string, path: string): void {
-    const rc = native().mapSetPinPath(this.#map(name), path) as number;
-    if (rc < 0) throw new BpfError(`set pin path of ${name}`, rc, libbpfText(rc));
-  }
-
-  /** Use an already open map (e.g. a pinned map of another object) instead of creating one. */
-  reuseMap(name: string, map: BpfMap): void {
-    const rc = native().mapReuseFd(this.#map(name), map.fd) as number;
-    if (rc < 0) throw new BpfError(`reuse map ${map.label} for ${name}`, rc, libbpfText(rc));
-  }
-
-  setAutoload(program: string, autoload: boolean): void {
-    const rc = native().programSetAutoload(this.#program(program), autoload) as number;
-    if (rc < 0) throw new BpfError(`set autoload of ${program}`, rc, libbpfText(rc));
   }
 
   load(): void {

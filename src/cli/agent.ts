@@ -34,6 +34,9 @@ export const agentHelp = `svcmap agent [--manifests DIR | --kubeconfig PATH] [fl
   --ct-tcp-timeout D     idle lifetime of an established TCP flow (default 6h);
                          not yet answered: 60s, closing (RST, or FIN both ways): 10s
   --ct-udp-timeout D     idle lifetime of a UDP flow (default 60s)
+  --destroy-tcp-sockets  when a backend leaves a Service, also destroy the
+                         connected TCP sockets the socket LB sent to it
+                         (connected UDP ones always are; needs Linux 6.5+)
   --min-sync-interval D  minimum time between syncs (default 0s: immediate)
   --sync-period D        periodic full resync (default 1h)
   --metrics-port N       Prometheus /metrics (default 10249; 0 = any free port; off)
@@ -62,6 +65,7 @@ const schema = z.object({
   'ct-gc-interval': duration.default(10_000),
   'ct-tcp-timeout': duration.refine((ms) => ms >= 1000, { message: 'must be at least 1s' }).optional(),
   'ct-udp-timeout': duration.refine((ms) => ms >= 1000, { message: 'must be at least 1s' }).optional(),
+  'destroy-tcp-sockets': z.boolean().default(false),
   'min-sync-interval': duration.default(0),
   'sync-period': duration.default(3_600_000),
   'metrics-port': port.default(10249),
@@ -89,6 +93,7 @@ export async function agent(argv: string[]): Promise<void> {
     'ct-gc-interval': { type: 'string' },
     'ct-tcp-timeout': { type: 'string' },
     'ct-udp-timeout': { type: 'string' },
+    'destroy-tcp-sockets': { type: 'boolean' },
     'min-sync-interval': { type: 'string' },
     'sync-period': { type: 'string' },
     'metrics-port': { type: 'string' },
@@ -132,6 +137,7 @@ export async function agent(argv: string[]): Promise<void> {
       },
     },
     syncPeriodMs: f['sync-period'],
+    destroyTcpSockets: f['destroy-tcp-sockets'],
   }, log);
   for (const sig of ['SIGTERM', 'SIGINT'] as const) process.once(sig, () => running.stop());
   await running.stopped;

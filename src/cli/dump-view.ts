@@ -2,6 +2,7 @@
 // flags and its backends in slot order. Pure.
 import type { BackendValue, RevNatValue, SvcKey, SvcValue } from '../maps/codecs.ts';
 import { BACKEND_F_LOCAL, BACKEND_STATE_TERMINATING, SVC_SCOPE_INT, flagNames, protoName } from '../maps/constants.ts';
+import { ipv4ToU32 } from '../maps/ipv4.ts';
 
 export interface BackendView {
   slot: number;
@@ -80,10 +81,7 @@ export function buildDumpView(
 }
 
 function cmpAddr(a: string, b: string): number {
-  const pa = a.split('.').map(Number);
-  const pb = b.split('.').map(Number);
-  for (let i = 0; i < 4; i++) if (pa[i] !== pb[i]) return (pa[i] ?? 0) - (pb[i] ?? 0);
-  return 0;
+  return ipv4ToU32(a) - ipv4ToU32(b);
 }
 
 /** A fixed-width table: one row per frontend, backends listed in the last column. */

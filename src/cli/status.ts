@@ -8,7 +8,8 @@ import { ATTACH_TYPE_NAMES, LINK_TYPE_CGROUP, LINK_TYPE_TCX, linkInfo, openPinne
 import { linkPinDir } from '../bpf/loader.ts';
 import { classicTcProgram, ifIndex, interfaceNames } from '../bpf/tc.ts';
 import { BpfMap, MAP_TYPE_NAMES } from '../bpf/map.ts';
-import { ALL_MAPS } from '../maps/registry.ts';
+import { readDatapathCounters } from '../maps/datapath-counters.ts';
+import { ALL_MAPS, metricsMap } from '../maps/registry.ts';
 import { parseFlags, pinDirFlag } from './args.ts';
 import { formatData, outputFlag } from './format.ts';
 import { pinDirExists, withPinAccess } from './pin-access.ts';
@@ -17,12 +18,15 @@ const schema = z.object({ 'pin-dir': pinDirFlag, output: outputFlag });
 
 export const statusHelp = `svcmap status [-o table|json|yaml] [--pin-dir DIR]
   Lists the attached programs and where they are attached (cgroup, tcx or tc),
-  and each map's fill level.`;
+  each map's fill level, and the datapath's counters that are not zero
+  (svcmap_datapath_packets_total: per hook, what became of the packets).`;
 
 export interface StatusReport {
   pinDir: string;
   programs: Array<{ link: string; program: string; progId: number; tag: string; attachType: string; attachedTo: string; mode: string }>;
   maps: Array<{ name: string; type: string; entries: number; maxEntries: number; fill: string; purpose: string }>;
+  /** The datapath counters that are not zero, summed over the CPUs. */
+  counters: Array<{ hook: string; reason: string; packets: number; drop: boolean }>;
 }
 
 /** The cgroup directory whose id (inode) is `id`, searched under the cgroup v2 mounts. */
@@ -51,7 +55,7 @@ function cgroupPathById(id: bigint): string | undefined {
 }
 
 export function collectStatus(pinDir: string): StatusReport {
-  const report: StatusReport = { pinDir, programs: [], maps: [] };
+  const report: StatusReport = { pinDir, programs: [], maps: [], counters: [] };
   const linkDir = linkPinDir(pinDir);
   if (existsSync(linkDir)) {
     for (const name of readdirSync(linkDir).sort()) {
@@ -102,6 +106,17 @@ export function collectStatus(pinDir: string): StatusReport {
       m.close();
     }
   }
+  const countersPath = join(pinDir, metricsMap.name);
+  if (existsSync(countersPath)) {
+    const m = BpfMap.openPinned(countersPath);
+    try {
+      for (const r of readDatapathCounters(m)) {
+        if (r.packets > 0n) report.counters.push({ hook: r.hook, reason: r.reason, packets: Number(r.packets), drop: r.drop });
+      }
+    } finally {
+      m.close();
+    }
+  }
   return report;
 }
 
@@ -112,6 +127,9 @@ export function renderStatus(r: StatusReport): string {
   lines.push('', 'MAPS');
   if (!r.maps.length) lines.push('  (none pinned)');
   for (const m of r.maps) lines.push(`  ${m.name.padEnd(16)} ${m.type.padEnd(9)} ${`${m.entries}/${m.maxEntries}`.padEnd(16)} ${m.fill.padStart(6)}  ${m.purpose}`);
+  lines.push('', 'DATAPATH COUNTERS (not zero; svcmap_datapath_packets_total)');
+  if (!r.counters.length) lines.push('  (all zero)');
+  for (const c of r.counters) lines.push(`  ${c.hook.padEnd(14)} ${c.reason.padEnd(24)} ${String(c.packets).padStart(12)}${c.drop ? '  drop' : ''}`);
   return `${lines.join('\n')}\n`;
 }
 

@@ -227,3 +227,33 @@ export const configValue = codec<SvcmapConfig>(struct('svcmap_config', 12, [
   field('snat_port_max', 6, 'u16'),
   field('flags', 8, 'u32'),
 ]));
+
+export interface DpCounter {
+  packets: bigint;
+}
+
+/** The counters map's key: hook * DP_REASON_STRIDE + reason. */
+export const dpIndexKey = scalarCodec(scalar('__u32', 'u32'));
+
+export const dpCounter = codec<DpCounter>(struct('dp_counter', 8, [
+  field('packets', 0, 'u64'),
+]));
+
+// ---- socket termination (bpf/sock_destroy.c): not pinned, the agent's working set
+
+export interface SockTermKey {
+  addr: string;
+  port: number;
+  proto: number;
+  rev_nat_id: number;
+}
+
+export const sockTermKey = codec<SockTermKey>(struct('sock_term_key', 12, [
+  field('addr', 0, 'ipv4'),
+  field('port', 4, 'be16'),
+  field('proto', 6, 'u8'),
+  pad('pad', 7, 1),
+  field('rev_nat_id', 8, 'u32'),
+]));
+
+export const sockTermValue = scalarCodec(scalar('__u8', 'u8'));

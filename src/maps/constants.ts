@@ -9,6 +9,10 @@ export const MAP_CT = 'svcmap_ct';
 export const MAP_SRC_RANGE = 'svcmap_srcrng';
 export const MAP_CONFIG = 'svcmap_cfg';
 export const MAP_AFFINITY = 'svcmap_affin';
+export const MAP_METRICS = 'svcmap_metrics';
+/** Socket termination's working set (bpf/sock_destroy.c; not pinned). */
+export const MAP_SK_TERM = 'svcmap_sk_term';
+export const SK_TERM_MAX = 1024;
 
 export const CT_DIR_FWD = 0;
 export const CT_DIR_REPLY_IN = 1;
@@ -48,6 +52,97 @@ export const BACKEND_F_LOCAL = 0x01;
 /** affinity_key.origin: which datapath made the entry (and what its client is). */
 export const AFFINITY_ORIGIN_SOCK = 1;
 export const AFFINITY_ORIGIN_TC = 2;
+
+/**
+ * Datapath counters (enum dp_hook, enum dp_reason in the header): the map's
+ * index is hook * DP_REASON_STRIDE + reason. Names are the metric's labels.
+ */
+export const DP_HOOK_TC_INGRESS = 0;
+export const DP_HOOK_TC_EGRESS = 1;
+export const DP_HOOK_CONNECT4 = 2;
+export const DP_HOOK_SENDMSG4 = 3;
+export const DP_HOOK_RECVMSG4 = 4;
+export const DP_HOOK_GETPEERNAME4 = 5;
+export const DP_HOOK_MAX = 6;
+
+export const DP_R_PASSED = 0;
+export const DP_R_OTHER_PROTO = 1;
+export const DP_R_MALFORMED = 2;
+export const DP_R_TRANSLATED = 3;
+export const DP_R_REPLY_TRANSLATED = 4;
+export const DP_R_TO_STACK_NO_ROUTE = 5;
+export const DP_R_TO_STACK_MTU = 6;
+export const DP_R_TO_STACK_TTL = 7;
+export const DP_R_ICMP_TRANSLATED = 8;
+export const DP_R_SK_REVNAT_FAILED = 9;
+export const DP_R_NO_BACKEND = 10;
+export const DP_R_NO_LOCAL_ENDPOINT = 11;
+export const DP_R_SOURCE_DENIED = 12;
+export const DP_R_NO_SNAT_ADDR = 13;
+export const DP_R_SNAT_EXHAUSTED = 14;
+export const DP_R_CT_INSERT_FAILED = 15;
+export const DP_R_REWRITE_FAILED = 16;
+export const DP_R_FRAGMENT = 17;
+export const DP_R_REVNAT_STALE = 18;
+export const DP_R_MAX = 19;
+
+export const DP_REASON_STRIDE = 32;
+export const SVCMAP_METRICS_MAX = 512;
+
+export interface DpHook { id: number; name: string; kind: 'tc' | 'sock' }
+/** The hooks, with the label each is exported under. */
+export const DP_HOOKS: readonly DpHook[] = [
+  { id: DP_HOOK_TC_INGRESS, name: 'tc_ingress', kind: 'tc' },
+  { id: DP_HOOK_TC_EGRESS, name: 'tc_egress', kind: 'tc' },
+  { id: DP_HOOK_CONNECT4, name: 'connect4', kind: 'sock' },
+  { id: DP_HOOK_SENDMSG4, name: 'sendmsg4', kind: 'sock' },
+  { id: DP_HOOK_RECVMSG4, name: 'recvmsg4', kind: 'sock' },
+  { id: DP_HOOK_GETPEERNAME4, name: 'getpeername4', kind: 'sock' },
+];
+
+export interface DpReason {
+  id: number;
+  /** The metric's reason label. */
+  name: string;
+  /** The hooks that count it (by name). */
+  hooks: readonly string[];
+  /** A drop (tc) or a refused connect/sendmsg (socket hooks). */
+  drop: boolean;
+  help: string;
+}
+
+const TC_IN = ['tc_ingress'];
+const TC = ['tc_ingress', 'tc_egress'];
+const SOCK_FWD = ['connect4', 'sendmsg4'];
+const SOCK_REV = ['recvmsg4', 'getpeername4'];
+
+/** Every reason, which hooks count it, and what it means (`svcmap status`, docs). */
+export const DP_REASONS: readonly DpReason[] = [
+  { id: DP_R_PASSED, name: 'passed', hooks: [...TC, ...SOCK_FWD, ...SOCK_REV], drop: false, help: 'not for svcmap (no frontend, no tracked flow): untouched' },
+  { id: DP_R_OTHER_PROTO, name: 'other_protocol', hooks: TC, drop: false, help: 'not IPv4 TCP/UDP or an ICMP error: untouched' },
+  { id: DP_R_MALFORMED, name: 'malformed', hooks: TC, drop: false, help: 'headers cut short or invalid: untouched, for the stack to judge' },
+  { id: DP_R_TRANSLATED, name: 'translated', hooks: [...TC_IN, ...SOCK_FWD], drop: false, help: 'sent to a backend' },
+  { id: DP_R_REPLY_TRANSLATED, name: 'reply_translated', hooks: [...TC, ...SOCK_REV], drop: false, help: 'a reply shown as coming from the frontend' },
+  { id: DP_R_TO_STACK_NO_ROUTE, name: 'to_stack_no_route', hooks: TC_IN, drop: false, help: 'translated; no forwardable route, left to the stack' },
+  { id: DP_R_TO_STACK_MTU, name: 'to_stack_mtu', hooks: TC_IN, drop: false, help: 'translated; larger than the egress MTU, left to the stack' },
+  { id: DP_R_TO_STACK_TTL, name: 'to_stack_ttl', hooks: TC_IN, drop: false, help: 'translated; TTL expires, left to the stack' },
+  { id: DP_R_ICMP_TRANSLATED, name: 'icmp_translated', hooks: TC, drop: false, help: 'an ICMP error about a tracked flow, translated back' },
+  { id: DP_R_SK_REVNAT_FAILED, name: 'sk_revnat_write_failed', hooks: SOCK_FWD, drop: false, help: 'sent to a backend, but the per-socket reverse entry could not be written' },
+  { id: DP_R_NO_BACKEND, name: 'no_backend', hooks: [...TC_IN, ...SOCK_FWD], drop: true, help: 'the frontend has no backend' },
+  { id: DP_R_NO_LOCAL_ENDPOINT, name: 'no_local_endpoint', hooks: TC_IN, drop: true, help: 'externalTrafficPolicy Local, no endpoint on this node' },
+  { id: DP_R_SOURCE_DENIED, name: 'source_denied', hooks: TC_IN, drop: true, help: 'outside loadBalancerSourceRanges' },
+  { id: DP_R_NO_SNAT_ADDR, name: 'no_snat_address', hooks: TC_IN, drop: true, help: 'SNAT needed, no node address configured' },
+  { id: DP_R_SNAT_EXHAUSTED, name: 'snat_ports_exhausted', hooks: TC_IN, drop: true, help: 'no free SNAT port towards the backend' },
+  { id: DP_R_CT_INSERT_FAILED, name: 'ct_insert_failed', hooks: TC_IN, drop: true, help: 'the conntrack entry could not be stored' },
+  { id: DP_R_REWRITE_FAILED, name: 'rewrite_failed', hooks: TC, drop: true, help: 'a header or checksum write failed' },
+  { id: DP_R_FRAGMENT, name: 'fragment', hooks: TC, drop: false, help: 'an IP fragment: untouched' },
+  { id: DP_R_REVNAT_STALE, name: 'revnat_stale', hooks: SOCK_REV, drop: false, help: "the reverse entry's frontend is gone: removed, the real peer shown" },
+];
+
+/** The counters map's index of (hook, reason). */
+export function dpIndex(hook: number, reason: number): number {
+  return hook * DP_REASON_STRIDE + reason;
+}
 
 export const IPPROTO_TCP = 6;
 export const IPPROTO_UDP = 17;

@@ -8,7 +8,7 @@ import type { BpfObject } from '../bpf/object.ts';
 import type * as c from './codecs.ts';
 import { LayoutDriftError, codecDrift, mapSizeDrift } from './btf-check.ts';
 import {
-  ALL_MAPS, affinityMap, backendsMap, configMap, ctMap, revNatMap, servicesMap, skRevNatMap, srcRangeMap,
+  ALL_MAPS, affinityMap, backendsMap, configMap, ctMap, metricsMap, revNatMap, servicesMap, skRevNatMap, srcRangeMap,
 } from './registry.ts';
 import { TypedMap } from './typed-map.ts';
 
@@ -26,6 +26,8 @@ export class DatapathMaps {
   readonly ct: TypedMap<c.CtKey, c.CtValue> | undefined;
   readonly srcRange: TypedMap<c.SrcRangeKey, number> | undefined;
   readonly config: TypedMap<number, c.SvcmapConfig> | undefined;
+  /** The datapath's counters (per CPU: read with readDatapathCounters()); absent in pins older than it. */
+  readonly counters: BpfMap | undefined;
 
   private constructor(open: (name: string) => BpfMap | undefined) {
     const need = (name: string) => {
@@ -45,6 +47,7 @@ export class DatapathMaps {
     this.ct = ct ? new TypedMap(ctMap, ct) : undefined;
     this.srcRange = srcRange ? new TypedMap(srcRangeMap, srcRange) : undefined;
     this.config = config ? new TypedMap(configMap, config) : undefined;
+    this.counters = open(metricsMap.name);
   }
 
   /**
@@ -90,6 +93,7 @@ export class DatapathMaps {
 
   close(): void {
     for (const m of this.all()) m.raw.close();
+    this.counters?.close();
   }
 }
 

@@ -2,6 +2,7 @@
 // here and used two ways: to encode/decode map entries, and to be checked
 // against the BTF clang emitted for the same structs.
 import { endianness } from 'node:os';
+import { ipv4ToU32, u32ToIpv4 } from './ipv4.ts';
 
 const LE = endianness() === 'LE';
 
@@ -45,38 +46,6 @@ export function struct(cName: string, size: number, fields: Field[]): StructLayo
 /** A key or value that is one scalar (the backends map's __u32 key). */
 export function scalar(cName: string, kind: Exclude<FieldKind, 'pad'>): StructLayout {
   return { cName, isStruct: false, size: SIZES[kind], fields: [field('value', 0, kind)] };
-}
-
-/** Dotted IPv4 to a number, parsed by hand: the sync engine converts hundreds of thousands per full sync. */
-export function ipv4ToU32(ip: string): number {
-  let n = 0;
-  let part = 0;
-  let digits = 0;
-  let dots = 0;
-  for (let i = 0; i < ip.length; i++) {
-    const c = ip.charCodeAt(i);
-    if (c === 46) { // '.'
-      if (digits === 0 || dots === 3) throw new Error(`not an IPv4 address: ${JSON.stringify(ip)}`);
-      n = n * 256 + part;
-      part = 0;
-      digits = 0;
-      dots++;
-    } else if (c >= 48 && c <= 57 && digits < 3) {
-      part = part * 10 + (c - 48);
-      digits++;
-      if (part > 255) throw new Error(`not an IPv4 address: ${JSON.stringify(ip)}`);
-    } else {
-      throw new Error(`not an IPv4 address: ${JSON.stringify(ip)}`);
-    }
-  }
-  if (dots !== 3 || digits === 0) throw new Error(`not an IPv4 address: ${JSON.stringify(ip)}`);
-  return (n * 256 + part) >>> 0;
-}
-
-const OCTETS = Array.from({ length: 256 }, (_, i) => String(i));
-
-export function u32ToIpv4(n: number): string {
-  return `${OCTETS[(n >>> 24) & 255]}.${OCTETS[(n >>> 16) & 255]}.${OCTETS[(n >>> 8) & 255]}.${OCTETS[n & 255]}`;
 }
 
 export type Decoded = Record<string, number | string | bigint>;

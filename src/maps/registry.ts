@@ -1,8 +1,12 @@
-// The maps the datapath shares with the agent, with their codecs and default
-// capacities. The order is the order `svcmap status` and `dump` list them.
+// The maps the datapath shares with the agent: what TypeScript needs to know
+// about each (its codecs, what it is for, which --max-* option sizes it).
+// Which object has a map, and that it is pinned, the C definitions say
+// (bpf/lib/maps*.h, LIBBPF_PIN_BY_NAME): the loader reads it from the objects,
+// and test/maps/declared.test.ts holds this table to them. The order is the
+// order `svcmap status` and `dump` list them.
 import * as c from './codecs.ts';
 import type { Codec } from './codecs.ts';
-import { MAP_AFFINITY, MAP_BACKENDS, MAP_CONFIG, MAP_CT, MAP_REVNAT, MAP_SERVICES, MAP_SK_REVNAT, MAP_SRC_RANGE } from './constants.ts';
+import { MAP_AFFINITY, MAP_BACKENDS, MAP_CONFIG, MAP_CT, MAP_METRICS, MAP_REVNAT, MAP_SERVICES, MAP_SK_REVNAT, MAP_SRC_RANGE } from './constants.ts';
 
 export interface MapSpec<K = unknown, V = unknown> {
   name: string;
@@ -10,21 +14,25 @@ export interface MapSpec<K = unknown, V = unknown> {
   value: Codec<V>;
   /** What the map is for, for status and docs. */
   purpose: string;
-  /** The flag that resizes it, when it can be resized. */
-  sizeFlag?: string;
+  /** The agent option (--max-*) that sizes it when it is created, when it can be sized. */
+  size?: MapSizeOption;
 }
+
+export type MapSizeOption = 'maxServices' | 'maxBackends' | 'maxConntrack' | 'maxAffinity';
+/** Capacities for maps created now; a map left out keeps the size its C definition gives. */
+export type MapSizes = Partial<Record<MapSizeOption, number>>;
 
 export const servicesMap: MapSpec<c.SvcKey, c.SvcValue> = {
   name: MAP_SERVICES, key: c.svcKey, value: c.svcValue,
-  purpose: 'frontend -> master entry and backend slots', sizeFlag: '--max-services',
+  purpose: 'frontend -> master entry and backend slots', size: 'maxServices',
 };
 export const backendsMap: MapSpec<number, c.BackendValue> = {
   name: MAP_BACKENDS, key: c.backendId, value: c.backendValue,
-  purpose: 'backend id -> endpoint', sizeFlag: '--max-backends',
+  purpose: 'backend id -> endpoint', size: 'maxBackends',
 };
 export const revNatMap: MapSpec<number, c.RevNatValue> = {
   name: MAP_REVNAT, key: c.revNatId, value: c.revNatValue,
-  purpose: 'reverse NAT id -> frontend', sizeFlag: '--max-services',
+  purpose: 'reverse NAT id -> frontend', size: 'maxServices',
 };
 export const skRevNatMap: MapSpec<c.SkRevNatKey, c.SkRevNatValue> = {
   name: MAP_SK_REVNAT, key: c.skRevNatKey, value: c.skRevNatValue,
@@ -32,12 +40,12 @@ export const skRevNatMap: MapSpec<c.SkRevNatKey, c.SkRevNatValue> = {
 };
 export const affinityMap: MapSpec<c.AffinityKey, c.AffinityValue> = {
   name: MAP_AFFINITY, key: c.affinityKey, value: c.affinityValue,
-  purpose: 'session affinity: client + frontend -> backend (LRU)', sizeFlag: '--max-affinity',
+  purpose: 'session affinity: client + frontend -> backend (LRU)', size: 'maxAffinity',
 };
 
 export const ctMap: MapSpec<c.CtKey, c.CtValue> = {
   name: MAP_CT, key: c.ctKey, value: c.ctValue,
-  purpose: 'tc connection tracking: flow -> translation (LRU)', sizeFlag: '--max-conntrack',
+  purpose: 'tc connection tracking: flow -> translation (LRU)', size: 'maxConntrack',
 };
 export const srcRangeMap: MapSpec<c.SrcRangeKey, number> = {
   name: MAP_SRC_RANGE, key: c.srcRangeKey, value: c.srcRangeValue,
@@ -47,9 +55,17 @@ export const configMap: MapSpec<number, c.SvcmapConfig> = {
   name: MAP_CONFIG, key: c.configKey, value: c.configValue,
   purpose: 'tc datapath settings (node IP, SNAT ports)',
 };
+export const metricsMap: MapSpec<number, c.DpCounter> = {
+  name: MAP_METRICS, key: c.dpIndexKey, value: c.dpCounter,
+  purpose: 'datapath counters: hook + reason -> packets (per CPU)',
+};
 
-/** The maps the socket hooks use (bpf/sock.c); the tc programs share all but skRevNatMap. */
-export const SOCK_MAPS: readonly MapSpec[] = [servicesMap, backendsMap, revNatMap, skRevNatMap, affinityMap] as MapSpec[];
-/** The maps only the tc programs use (bpf/tc.c), besides the shared ones. */
-export const TC_MAPS: readonly MapSpec[] = [ctMap, srcRangeMap, configMap] as MapSpec[];
-export const ALL_MAPS: readonly MapSpec[] = [...SOCK_MAPS, ...TC_MAPS];
+export const ALL_MAPS: readonly MapSpec[] = [
+  servicesMap, backendsMap, revNatMap, skRevNatMap, affinityMap, ctMap, srcRangeMap, configMap, metricsMap,
+] as MapSpec[];
+
+/** The capacity `sizes` asks for map `name` (undefined: its C default). */
+export function mapSize(sizes: MapSizes, name: string): number | undefined {
+  const option = ALL_MAPS.find((m) => m.name === name)?.size;
+  return option === undefined ? undefined : sizes[option];
+}

@@ -7,8 +7,9 @@ import type { DesiredState, Frontend, NodeInfo, Problem } from './types.ts';
 import type { EndpointSlice, Service } from './schemas.ts';
 import type { IPv4Slice } from './endpoints.ts';
 import { serviceFrontends } from './frontends.ts';
-import { ipv4ToNumber } from './ip.ts';
-import { frontendConflict, problemAbout } from './problems.ts';
+import { ipv4ToU32 } from '../maps/ipv4.ts';
+import { keepClaimedFrontends } from './claims.ts';
+import { problemAbout } from './problems.ts';
 
 export { nodeInfoFromNode } from './node.ts';
 
@@ -128,7 +129,7 @@ function indexSlices(
 export function sortFrontends(frontends: Iterable<Frontend>): Frontend[] {
   const keyed = [...frontends].map((f) => ({
     f,
-    order: ((ipv4ToNumber(f.ip) * 65536 + f.port) * 2 + (f.protocol === 'TCP' ? 0 : 1)) * 2 + (f.scope === 'external' ? 0 : 1),
+    order: ((ipv4ToU32(f.ip) * 65536 + f.port) * 2 + (f.protocol === 'TCP' ? 0 : 1)) * 2 + (f.scope === 'external' ? 0 : 1),
   }));
   return keyed.sort((a, b) => a.order - b.order).map((k) => k.f);
 }
@@ -147,33 +148,12 @@ export function buildDesiredState(input: DesiredInput): { state: DesiredState; p
   const claimed = new Map<string, Frontend>();
   for (const { svc, proxied: isOn } of proxied.values()) {
     if (!isOn) continue;
-    let lastAccepted: string | undefined;
-    for (const { frontend, path } of serviceFrontends(svc, slicesBySvc.get(objectId(svc)) ?? [], input.node, problems)) {
-      if (frontend.scope === 'internal') {
-        // The twin stands or falls with its external entry, emitted just before it.
-        if (lastAccepted !== undefined && frontend.key === `${lastAccepted}/internal`) claimed.set(frontend.key, frontend);
-        continue;
-      }
-      lastAccepted = undefined;
-      const owner = claimed.get(frontend.key);
-      if (owner === undefined) {
-        claimed.set(frontend.key, frontend);
-        lastAccepted = frontend.key;
-      } else if (owner.service.namespace === svc.metadata.namespace && owner.service.name === svc.metadata.name) {
-        // e.g. a LoadBalancer ingress IP also listed in externalIPs.
-        problems.push(
-          problemAbout(svc, 'warning', path, `frontend ${frontend.key} (${frontend.type}) duplicates this Service's ${owner.type} frontend; kept the ${owner.type} one`),
-        );
-      } else {
-        problems.push(
-          frontendConflict(
-            svc,
-            path,
-            `frontend ${frontend.key} (${frontend.type}) is already used by Service ${owner.service.namespace}/${owner.service.name} (${owner.type}); this frontend is skipped`,
-          ),
-        );
-      }
-    }
+    const candidates = serviceFrontends(svc, slicesBySvc.get(objectId(svc)) ?? [], input.node, problems);
+    const won = keepClaimedFrontends(svc, candidates, (key) => {
+      const owner = claimed.get(key);
+      return owner && { id: `${owner.service.namespace}/${owner.service.name}`, type: owner.type };
+    }, problems);
+    for (const f of won) claimed.set(f.key, f);
   }
 
   const frontends = new Map<string, Frontend>();

@@ -4,7 +4,7 @@
 
 import type { Backend, NodeInfo, Protocol } from './types.ts';
 import type { EndpointSlice } from './schemas.ts';
-import { ipv4ToNumber } from './ip.ts';
+import { ipv4ToU32 } from '../maps/ipv4.ts';
 
 /** An IPv4 slice: the only address type the datapath serves today. */
 export type IPv4Slice = Extract<EndpointSlice, { addressType: 'IPv4' }>;
@@ -80,7 +80,7 @@ export function selectBackends(candidates: readonly Candidate[], node: NodeInfo 
       const b: Backend = { ip: c.ip, port: c.port, protocol: c.protocol, state, local: isLocal(c, node) };
       if (c.nodeName !== undefined) b.nodeName = c.nodeName;
       if (c.zone !== undefined) b.zone = c.zone;
-      return { b, order: ipv4ToNumber(c.ip) * 65536 + c.port };
+      return { b, order: ipv4ToU32(c.ip) * 65536 + c.port };
     })
     .sort((x, y) => x.order - y.order)
     .map((x) => x.b);

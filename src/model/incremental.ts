@@ -3,11 +3,11 @@
 // endpoint change costs the same with 10 or 100,000 Services. It applies the
 // same rules as buildDesiredState (and a property test holds the two equal),
 // including who wins when two Services claim one frontend: the one whose
-// namespace/name sorts first.
+// namespace/name sorts first (claims.ts, shared with buildDesiredState).
 import { isProxied, objectId, sliceService } from './desired.ts';
 import type { IPv4Slice } from './endpoints.ts';
 import { serviceFrontends, type SourcedFrontend } from './frontends.ts';
-import { frontendConflict, problemAbout } from './problems.ts';
+import { keepClaimedFrontends } from './claims.ts';
 import type { EndpointSlice, Service } from './schemas.ts';
 import type { Frontend, NodeInfo, Problem } from './types.ts';
 
@@ -129,10 +129,6 @@ export class IncrementalModel {
     for (const id of this.#emitted.keys()) this.#dirty.add(id);
   }
 
-  hasChanges(): boolean {
-    return this.#dirty.size > 0 || this.#problemDirty.size > 0;
-  }
-
   /** All frontends, by Service, as last computed (for a full sync). */
   allFrontends(): Map<string, Frontend[]> {
     return new Map(this.#emitted);
@@ -200,33 +196,12 @@ export class IncrementalModel {
   /** The candidates of one Service minus the frontends another Service (sorting first) owns. */
   #resolve(id: string, problems: Problem[]): Frontend[] {
     const svc = this.#services.get(id);
-    const out: Frontend[] = [];
-    const mine = new Map<string, Frontend>();
-    let lastAccepted: string | undefined;
-    for (const { frontend, path } of this.#candidates.get(id) ?? []) {
-      if (frontend.scope === 'internal') {
-        if (lastAccepted !== undefined && frontend.key === `${lastAccepted}/internal`) out.push(frontend);
-        continue;
-      }
-      lastAccepted = undefined;
-      const dup = mine.get(frontend.key);
-      if (dup) {
-        if (svc) problems.push(problemAbout(svc, 'warning', path, `frontend ${frontend.key} (${frontend.type}) duplicates this Service's ${dup.type} frontend; kept the ${dup.type} one`));
-        continue;
-      }
-      const owner = [...(this.#claims.get(frontend.key) ?? [])].sort()[0];
-      if (owner !== undefined && owner !== id) {
-        const other = this.#candidates.get(owner)?.find((c) => c.frontend.key === frontend.key)?.frontend;
-        if (svc) {
-          problems.push(frontendConflict(svc, path,
-            `frontend ${frontend.key} (${frontend.type}) is already used by Service ${owner}${other ? ` (${other.type})` : ''}; this frontend is skipped`));
-        }
-        continue;
-      }
-      mine.set(frontend.key, frontend);
-      out.push(frontend);
-      lastAccepted = frontend.key;
-    }
-    return out;
+    if (!svc) return []; // a deleted Service has no candidates left (takeChanges dropped them)
+    return keepClaimedFrontends(svc, this.#candidates.get(id) ?? [], (key) => {
+      const owner = [...(this.#claims.get(key) ?? [])].sort()[0];
+      if (owner === undefined || owner === id) return undefined;
+      const type = this.#candidates.get(owner)?.find((c) => c.frontend.key === key)?.frontend.type;
+      return type ? { id: owner, type } : { id: owner };
+    }, problems);
   }
 }

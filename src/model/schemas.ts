@@ -9,6 +9,7 @@
 // nil semantics, so the model never has to think about absent values.
 
 import * as z from 'zod';
+import { canonicalCidrv4, canonicalIpv4 } from '../maps/ipv4.ts';
 import type { Problem } from './types.ts';
 import { renderIssue } from './issues.ts';
 
@@ -54,15 +55,31 @@ const protocol = orDefault(
   'TCP',
 );
 
-const ipv4 = z.ipv4({ error: 'must be an IPv4 address' });
+/**
+ * IPv4 text read the way kube-proxy reads it (ParseIPSloppy: leading zeros
+ * are decimal, src/maps/ipv4.ts) and made canonical, so that "010.96.0.1"
+ * and "10.96.0.1" are one address everywhere after validation.
+ */
+function sloppyIpv4(canonical: (text: string) => string | undefined, message: string) {
+  return z.string({ error: message }).transform((text, ctx) => {
+    const out = canonical(text);
+    if (out === undefined) {
+      ctx.addIssue({ code: 'custom', message, input: text });
+      return z.NEVER;
+    }
+    return out;
+  });
+}
+
+const ipv4 = sloppyIpv4(canonicalIpv4, 'must be an IPv4 address');
 const ipv6 = z.ipv6({ error: 'must be an IPv6 address' });
 const ipAddress = z.union([ipv4, ipv6], { error: 'must be an IP address' });
 
-/** kube-proxy trims blanks around source ranges, so we do too. */
+/** kube-proxy trims blanks around source ranges (ParseCIDRSloppy), so we do too. */
 const cidr = z
   .string()
   .trim()
-  .pipe(z.union([z.cidrv4(), z.cidrv6()], { error: 'must be a CIDR such as 10.0.0.0/8' }));
+  .pipe(z.union([sloppyIpv4(canonicalCidrv4, 'must be an IPv4 CIDR'), z.cidrv6()], { error: 'must be a CIDR such as 10.0.0.0/8' }));
 
 /** "None" marks a headless service; "" a service whose address is not allocated. */
 const clusterIP = z.union([z.literal('None'), z.literal(''), ipv4, ipv6], {
@@ -244,7 +261,7 @@ export const EndpointSliceSchema = z.discriminatedUnion(
     z.object({
       ...sliceCommon,
       addressType: z.literal('IPv4'),
-      endpoints: orDefault(z.array(endpoint(z.ipv4({ error: 'must be an IPv4 address (addressType is IPv4)' }))), []),
+      endpoints: orDefault(z.array(endpoint(sloppyIpv4(canonicalIpv4, 'must be an IPv4 address (addressType is IPv4)'))), []),
     }),
     z.object({
       ...sliceCommon,
@@ -262,12 +279,15 @@ export const EndpointSliceSchema = z.discriminatedUnion(
 
 // ---------------------------------------------------------------- Node (v1)
 
+/** InternalIP and ExternalIP addresses must be IPs (made canonical like every other); other types are host names. */
 const nodeAddress = z
   .object({ type: z.string(), address: z.string() })
-  .superRefine((a, ctx) => {
-    if ((a.type === 'InternalIP' || a.type === 'ExternalIP') && !ipAddress.safeParse(a.address).success) {
-      ctx.addIssue({ code: 'custom', path: ['address'], message: `must be an IP address (type is ${a.type})`, input: a.address });
-    }
+  .transform((a, ctx) => {
+    if (a.type !== 'InternalIP' && a.type !== 'ExternalIP') return a;
+    const ip = ipAddress.safeParse(a.address);
+    if (ip.success) return { ...a, address: ip.data };
+    ctx.addIssue({ code: 'custom', path: ['address'], message: `must be an IP address (type is ${a.type})`, input: a.address });
+    return z.NEVER;
   });
 
 export const NodeSchema = z.object({

@@ -8,6 +8,7 @@ import { type MapWriter, applyPlan } from './apply.ts';
 import { type EntryReader, readBack, readBackCost } from './read-back.ts';
 import type { EntryCounts, MapState } from './state.ts';
 import type { FrontendTarget } from './targets.ts';
+import { type RemovedBackend, removedBackends } from './removed.ts';
 
 export interface MapSource extends EntryReader {
   /** Reads what the maps hold now. */
@@ -44,9 +45,13 @@ export class Syncer {
   /** Reading the maps back after a failure failed too: the next sync starts with a re-read. */
   #stale = false;
 
-  constructor(maps: MapSource & MapWriter) {
+  /** Told, after each applied plan, which backends left which frontends (socket termination). */
+  readonly #onRemoved: ((removed: RemovedBackend[]) => void) | undefined;
+
+  constructor(maps: MapSource & MapWriter, opts: { onBackendsRemoved?: (removed: RemovedBackend[]) => void } = {}) {
     this.#maps = maps;
     this.#state = maps.readState();
+    this.#onRemoved = opts.onBackendsRemoved;
   }
 
   get state(): MapState {
@@ -141,6 +146,7 @@ export class Syncer {
   }
 
   #apply(plan: Plan): void {
+    const removed = this.#onRemoved ? removedBackends(this.#state, plan) : [];
     try {
       applyPlan(plan, this.#maps);
       commitPlan(this.#state, plan);
@@ -148,6 +154,7 @@ export class Syncer {
       this.#recover(plan);
       throw err;
     }
+    if (removed.length) this.#onRemoved!(removed);
   }
 
   /** After a plan failed part way: the tracked state is made true again, and what the plan may have left unused is remembered. */

@@ -319,10 +319,10 @@ t.test('EventRecorder: drops are counted; a full queue is warned about once', as
 // ---------------------------------------------------------------- what becomes an Event
 
 t.test('eventForProblem: reasons and notes', async (t) => {
-  const invalid: Problem = { ...problemAbout(svc('web'), 'error', 'spec.externalIPs[0]', 'must be an IP address, got "010.1.2.3"'), source: 'api' };
+  const invalid: Problem = { ...problemAbout(svc('web'), 'error', 'spec.externalIPs[0]', 'must be an IP address, got "10.1.2.300"'), source: 'api' };
   t.same(eventForProblem(invalid), {
     regarding: { kind: 'Service', namespace: 'default', name: 'web' }, reason: 'InvalidObject',
-    note: 'spec.externalIPs[0]: must be an IP address, got "010.1.2.3" (svcmap ignores this Service until it is valid)',
+    note: 'spec.externalIPs[0]: must be an IP address, got "10.1.2.300" (svcmap ignores this Service until it is valid)',
   }, 'an invalid Service: InvalidObject, the note names the field');
   const slice = problemAbout({ kind: 'EndpointSlice', metadata: { namespace: 'ns', name: 'web-abc' } }, 'error', 'endpoints[0].addresses[0]', 'must be an IPv4 address');
   t.match(eventForProblem(slice), { regarding: { kind: 'EndpointSlice', namespace: 'ns', name: 'web-abc' }, reason: 'InvalidObject' }, 'an invalid EndpointSlice: about the slice');

@@ -17,6 +17,8 @@ interface Outcome {
   retval: number;
   input: Buffer;
   output: Buffer;
+  /** The datapath counters the packet moved. */
+  counted: Record<string, number>;
 }
 
 // No probe and no skip: without unshare --net these scenarios cannot run, and that is a failure.
@@ -25,8 +27,8 @@ const child = fileURLToPath(new URL('./fixtures/tc-netns-child.ts', import.meta.
 const run = spawnSync('unshare', ['--net', '--', process.execPath, child], { encoding: 'utf8', timeout: 60_000 });
 if (run.status !== 0) throw new Error(`the namespace child failed (status ${run.status}, signal ${run.signal}${run.error ? `, ${run.error.message}` : ''}):\n${run.stderr}`);
 for (const line of run.stdout.trim().split('\n')) {
-  const o = JSON.parse(line) as { name: string; retval: number; input: string; output: string };
-  outcomes.set(o.name, { name: o.name, retval: o.retval, input: Buffer.from(o.input, 'hex'), output: Buffer.from(o.output, 'hex') });
+  const o = JSON.parse(line) as { name: string; retval: number; input: string; output: string; counted: Record<string, number> };
+  outcomes.set(o.name, { name: o.name, retval: o.retval, input: Buffer.from(o.input, 'hex'), output: Buffer.from(o.output, 'hex'), counted: o.counted });
 }
 
 const get = (name: string): Outcome => {
@@ -72,6 +74,25 @@ t.test('redirect decisions in a private namespace', async (t) => {
     const out = translated(t, result(o), o.input, 'egress');
     t.same([out.saddr, out.sport], ['198.51.100.1', 30005]);
     t.equal(out.ttl, parseIpv4(o.input).ttl);
+  });
+
+  t.test('each packet is counted once, under what the FIB made of it', async (t) => {
+    const want: Record<string, string> = {
+      'remote backend, no neighbour': 'tc_ingress/translated',
+      'remote backend, neighbour known': 'tc_ingress/translated',
+      'later packet of the flow': 'tc_ingress/translated',
+      'local backend': 'tc_ingress/translated',
+      'reply to the SNAT port': 'tc_ingress/reply_translated',
+      'blackholed backend': 'tc_ingress/to_stack_no_route',
+      'unreachable backend': 'tc_ingress/to_stack_no_route',
+      'backend on a local address': 'tc_ingress/to_stack_no_route',
+      'forwarding disabled': 'tc_ingress/to_stack_no_route',
+      'larger than the egress MTU, no neighbour': 'tc_ingress/to_stack_mtu',
+      'larger than the egress MTU, neighbour known': 'tc_ingress/to_stack_mtu',
+      'TTL 1': 'tc_ingress/to_stack_ttl',
+      'egress reply of the local backend': 'tc_egress/reply_translated',
+    };
+    for (const [name, counter] of Object.entries(want)) t.same(get(name).counted, { [counter]: 1 }, `${name}: ${counter}`);
   });
 
   t.test('every scenario ran', async (t) => {

@@ -5,16 +5,18 @@
 // client-node's EventsV1Api), over in-memory maps instead of BPF maps, since
 // what is checked here is what reaches the API server.
 //
-//   - an invalid Service: one Warning Event about it (reason, note naming the
-//     field, the Service's uid, so `kubectl describe` shows it); each time it
-//     is seen again the same Event's series count grows; other Services are
-//     programmed all along
+//   - an invalid EndpointSlice: one Warning Event about it (reason, note
+//     naming the field, the slice's uid, so `kubectl describe` shows it); each
+//     time it is seen again the same Event's series count grows; other
+//     Services are programmed all along
 //   - two Services claiming one externalIP:port: FrontendConflict on the loser
 //   - a full backends map: MapFull on the Service that does not fit
 //
-// The invalid Service: an externalIP with leading zeros ("010.…"). The API
-// server still accepts it (legacy IP parsing, with a warning, while the
-// StrictIPCIDRValidation gate is off, as in v1.34); svcmap's schema does not.
+// The invalid object: an EndpointSlice port of 70000. v1.34's EndpointSlice
+// validation never checks a port's number (only its name and protocol), so
+// the API server stores it; svcmap's schema refuses it. (An address with
+// leading zeros, "010.…", is no example: the API server stores it under
+// legacy validation, and svcmap reads it as kube-proxy does, as decimal.)
 import { pino } from 'pino';
 import t, { type Test } from 'tap';
 import * as z from 'zod';
@@ -62,6 +64,8 @@ interface Harness {
   events: AgentEvents;
   /** True when the Service's ClusterIP:80 frontend is in the maps. */
   programmed(vip: string): boolean;
+  /** The backend count of that frontend (undefined when it is not in the maps). */
+  backendCount(vip: string): number | undefined;
 }
 
 /** The agent's Kubernetes path (agent.ts's composition) over in-memory maps; stopped in teardown. */
@@ -94,6 +98,7 @@ function harness(t: Test, cap?: Partial<Capacity>): Harness {
   return {
     syncer, metrics, events,
     programmed: (vip) => [...syncer.state.frontends.keys()].some((id) => id.startsWith(`${vip}:80/`)),
+    backendCount: (vip) => [...syncer.state.frontends].find(([id]) => id.startsWith(`${vip}:80/`))?.[1].master.count,
   };
 }
 
@@ -127,18 +132,38 @@ async function createService(ns: string, name: string, spec: Record<string, unkn
   return Uid.parse(await api.kubectl.json(['get', 'service', name, '-n', ns])).metadata.uid;
 }
 
-t.test('an invalid Service: one Warning Event naming the field, its series grows, the rest keeps working', async (t) => {
+/** An EndpointSlice of Service `service` in `ns`, written as a user (or another controller) would. */
+async function createSlice(ns: string, name: string, service: string, port: number, addresses: string[]): Promise<string> {
+  await api.kubectl.run(['create', '-f', '-'], {
+    input: JSON.stringify({
+      apiVersion: 'discovery.k8s.io/v1', kind: 'EndpointSlice', addressType: 'IPv4',
+      metadata: { name, namespace: ns, labels: { 'kubernetes.io/service-name': service } },
+      ports: [{ name: 'http', port, protocol: 'TCP' }],
+      endpoints: addresses.map((a) => ({ addresses: [a] })),
+    }),
+  });
+  return Uid.parse(await api.kubectl.json(['get', 'endpointslice', name, '-n', ns])).metadata.uid;
+}
+
+t.test('an invalid EndpointSlice: one Warning Event naming the field, its series grows, the rest keeps working', async (t) => {
   const ns = await namespace(t, 'events-invalid');
   await createService(ns, 'web', { clusterIP: '10.96.110.1' });
-  const uid = await createService(ns, 'bad', { clusterIP: '10.96.110.2', externalIPs: ['010.96.110.3'] });
+  // Valid to both: the API server stores the leading zeros, svcmap reads them as decimal.
+  await createService(ns, 'zeros', { clusterIP: '10.96.110.2', externalIPs: ['010.96.110.3'] });
+  // No selector: the test writes the slice, with a port the API server does not check.
+  await createService(ns, 'bad', { clusterIP: '10.96.110.4' });
+  const uid = await createSlice(ns, 'bad-1', 'bad', 70000, ['10.244.10.1']);
   const h = harness(t);
 
   await until('web programmed', () => (h.programmed('10.96.110.1') ? true : undefined));
-  t.pass('a valid Service next to the invalid one is programmed');
-  t.notOk(h.programmed('10.96.110.2'), 'the invalid one is not');
+  t.pass('a valid Service next to the invalid slice is programmed');
+  await until('zeros programmed', () => (h.programmed('10.96.110.3') ? true : undefined));
+  t.pass('an externalIP written 010.96.110.3 is programmed as 10.96.110.3, as kube-proxy reads it');
+  await until('bad programmed', () => (h.programmed('10.96.110.4') ? true : undefined));
+  t.equal(h.backendCount('10.96.110.4'), 0, 'the invalid slice\'s endpoint is not a backend of its Service');
 
-  const [ev, ...more] = await until('an Event about bad', async () => {
-    const list = await eventsAbout(ns, 'bad');
+  const [ev, ...more] = await until('an Event about bad-1', async () => {
+    const list = await eventsAbout(ns, 'bad-1');
     return list.length ? list : undefined;
   });
   t.same(more, [], 'one Event');
@@ -148,20 +173,21 @@ t.test('an invalid Service: one Warning Event naming the field, its series grows
     action: 'Program',
     reportingController: 'svcmap.io/agent',
     reportingInstance: NODE,
-    regarding: { apiVersion: 'v1', kind: 'Service', namespace: ns, name: 'bad', uid },
-  }, 'a Warning, reason InvalidObject, from svcmap on this node, about the Service (with its uid)');
-  t.match(ev!.note, /^spec\.externalIPs\[0\]: .*"010\.96\.110\.3"/, `the note names the field and the value: ${ev!.note}`);
+    regarding: { apiVersion: 'discovery.k8s.io/v1', kind: 'EndpointSlice', namespace: ns, name: 'bad-1', uid },
+  }, 'a Warning, reason InvalidObject, from svcmap on this node, about the EndpointSlice (with its uid)');
+  t.match(ev!.note, /^ports\[0\]\.port: must be between 1 and 65535, got 70000/, `the note names the field and the value: ${ev!.note}`);
   t.match(ev!.eventTime, /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$/, 'eventTime with microseconds');
   t.equal(ev!.series, undefined, 'seen once: no series yet');
-  const described = await api.kubectl.run(['describe', 'service', 'bad', '-n', ns]);
-  t.match(described, /Warning\s+InvalidObject\s+.*spec\.externalIPs\[0\]/, '`kubectl describe service` shows it');
+  t.same(await eventsAbout(ns, 'zeros'), [], 'no Event about the Service with leading zeros');
+  const described = await api.kubectl.run(['describe', 'endpointslice', 'bad-1', '-n', ns]);
+  t.match(described, /Warning\s+InvalidObject\s+.*ports\[0\]\.port/, '`kubectl describe endpointslice` shows it');
 
   // Each update is a new version the agent evaluates, still invalid: the same
   // Event's series counts it, no new Event is made.
   for (const count of [2, 3]) {
-    await api.kubectl.run(['label', 'service', 'bad', '-n', ns, '--overwrite', `round=${count}`]);
+    await api.kubectl.run(['label', 'endpointslice', 'bad-1', '-n', ns, '--overwrite', `round=${count}`]);
     const list = await until(`series count ${count}`, async () => {
-      const l = await eventsAbout(ns, 'bad');
+      const l = await eventsAbout(ns, 'bad-1');
       return l[0]?.series?.count === count ? l : undefined;
     });
     t.equal(list.length, 1, `seen ${count} times: still one Event`);
@@ -172,15 +198,15 @@ t.test('an invalid Service: one Warning Event naming the field, its series grows
     'counted (and logged) once as a sync error, while the Event counts every sighting');
 
   // The sync loop still programs what changes.
-  await createService(ns, 'later', { clusterIP: '10.96.110.4' });
-  await until('later programmed', () => (h.programmed('10.96.110.4') ? true : undefined));
+  await createService(ns, 'later', { clusterIP: '10.96.110.5' });
+  await until('later programmed', () => (h.programmed('10.96.110.5') ? true : undefined));
   t.pass('a Service created afterwards is programmed');
 
-  // Fixed: no further Events, and the Service is programmed.
-  await api.kubectl.run(['patch', 'service', 'bad', '-n', ns, '--type=json', '-p', JSON.stringify([{ op: 'replace', path: '/spec/externalIPs/0', value: '10.96.110.3' }])]);
-  await until('bad programmed once fixed', () => (h.programmed('10.96.110.2') ? true : undefined));
+  // Fixed: no further Events, and the slice's endpoint is a backend.
+  await api.kubectl.run(['patch', 'endpointslice', 'bad-1', '-n', ns, '--type=json', '-p', JSON.stringify([{ op: 'replace', path: '/ports/0/port', value: 8080 }])]);
+  await until('bad has its backend once fixed', () => (h.backendCount('10.96.110.4') === 1 ? true : undefined));
   await h.events.recorder.idle();
-  const after = await eventsAbout(ns, 'bad');
+  const after = await eventsAbout(ns, 'bad-1');
   t.same(after.map((e) => [e.metadata.name, e.series?.count]), [[ev!.metadata.name, 3]], 'once valid: no new Event, no more counts');
   t.match(await h.metrics.registry.getSingleMetricAsString('svcmap_events_dropped_total'), /reason="api_error"} 0/, 'no write failed');
 });
@@ -207,14 +233,7 @@ t.test('a full backends map: MapFull on the Service that does not fit', async (t
   await createService(ns, 'small', { clusterIP: '10.96.112.1' });
   // No selector: the test writes the EndpointSlice, with more endpoints than the map has room for.
   const uid = await createService(ns, 'big', { clusterIP: '10.96.112.2' });
-  await api.kubectl.run(['create', '-f', '-'], {
-    input: JSON.stringify({
-      apiVersion: 'discovery.k8s.io/v1', kind: 'EndpointSlice', addressType: 'IPv4',
-      metadata: { name: 'big-1', namespace: ns, labels: { 'kubernetes.io/service-name': 'big' } },
-      ports: [{ name: 'http', port: 8080, protocol: 'TCP' }],
-      endpoints: Array.from({ length: 20 }, (_, i) => ({ addresses: [`10.244.9.${i + 1}`] })),
-    }),
-  });
+  await createSlice(ns, 'big-1', 'big', 8080, Array.from({ length: 20 }, (_, i) => `10.244.9.${i + 1}`));
   // Room for the cluster's own `kubernetes` Service's endpoint and a few more, not for 20.
   const h = harness(t, { backends: 8 });
   const [ev, ...more] = await until('an Event about big', async () => {

@@ -8,6 +8,20 @@ import * as k from '../../src/maps/constants.ts';
 const header = readFileSync(fileURLToPath(new URL('../../bpf/include/svcmap_maps.h', import.meta.url)), 'utf8');
 const defines = new Map<string, string>();
 for (const m of header.matchAll(/^#define\s+(\w+)\s+(\S+)/gm)) defines.set(m[1]!, m[2]!);
+/** The members of `enum name { ... }` in the header, each with its explicit value. */
+function enumMembers(name: string): Map<string, number> {
+  const body = new RegExp(`^enum ${name} \\{([^}]*)\\};`, 'm').exec(header)?.[1];
+  if (body === undefined) throw new Error(`enum ${name} is not in the header`);
+  const out = new Map<string, number>();
+  for (const line of body.split('\n')) {
+    const code = line.replace(/\/\*.*?\*\//g, '').trim();
+    if (!code) continue;
+    const m = /^(\w+)\s*=\s*(\d+),$/.exec(code);
+    if (!m) throw new Error(`enum ${name}: every member needs an explicit value: ${JSON.stringify(code)}`);
+    out.set(m[1]!, Number(m[2]));
+  }
+  return out;
+}
 
 const numeric: Record<string, number> = {
   SVC_SCOPE_EXT: k.SVC_SCOPE_EXT, SVC_SCOPE_INT: k.SVC_SCOPE_INT,
@@ -36,7 +50,7 @@ t.test('map names match the header and fit the kernel limit', async (t) => {
     SVCMAP_MAP_SERVICES: k.MAP_SERVICES, SVCMAP_MAP_BACKENDS: k.MAP_BACKENDS,
     SVCMAP_MAP_REVNAT: k.MAP_REVNAT, SVCMAP_MAP_SK_REVNAT: k.MAP_SK_REVNAT,
     SVCMAP_MAP_CT: k.MAP_CT, SVCMAP_MAP_SRC_RANGE: k.MAP_SRC_RANGE, SVCMAP_MAP_CONFIG: k.MAP_CONFIG,
-    SVCMAP_MAP_AFFINITY: k.MAP_AFFINITY,
+    SVCMAP_MAP_AFFINITY: k.MAP_AFFINITY, SVCMAP_MAP_METRICS: k.MAP_METRICS,
   };
   for (const [macro, name] of Object.entries(names)) {
     t.equal(defines.get(macro), name, macro);
@@ -67,4 +81,28 @@ t.test('every AFFINITY_ORIGIN_ constant in the header is mirrored, and none is 0
   const inHeader = [...defines.keys()].filter((n) => n.startsWith('AFFINITY_ORIGIN_'));
   t.same(inHeader.sort(), Object.keys(numeric).filter((n) => n.startsWith('AFFINITY_ORIGIN_')).sort());
   for (const n of inHeader) t.ok(numeric[n]! > 0, `${n} is not 0 (a zeroed key is no entry's)`);
+});
+
+t.test('the datapath counters: enum dp_hook and enum dp_reason are mirrored, each with a label', async (t) => {
+  const hooks = enumMembers('dp_hook');
+  const reasons = enumMembers('dp_reason');
+  const tsHooks = Object.entries(k).filter(([n]) => n.startsWith('DP_HOOK_'));
+  const tsReasons = Object.entries(k).filter(([n]) => n.startsWith('DP_R_'));
+  t.same(new Map(tsHooks), hooks, 'DP_HOOK_* name for name, value for value');
+  t.same(new Map(tsReasons), reasons, 'DP_R_* name for name, value for value');
+  t.equal(Number(defines.get('DP_REASON_STRIDE')), k.DP_REASON_STRIDE, 'DP_REASON_STRIDE');
+  t.equal(Number(defines.get('SVCMAP_METRICS_MAX')), k.SVCMAP_METRICS_MAX, 'SVCMAP_METRICS_MAX');
+  t.ok(k.DP_R_MAX <= k.DP_REASON_STRIDE, 'every reason fits in a hook\'s stride');
+  t.ok(k.DP_HOOK_MAX * k.DP_REASON_STRIDE <= k.SVCMAP_METRICS_MAX, 'every (hook, reason) fits in the map');
+
+  const reasonIds = [...reasons].filter(([n]) => n !== 'DP_R_MAX').map(([, v]) => v).sort((a, b) => a - b);
+  t.same(reasonIds, Array.from({ length: k.DP_R_MAX }, (_, i) => i), 'reasons are 0..DP_R_MAX-1');
+  t.same(k.DP_REASONS.map((r) => r.id).sort((a, b) => a - b), reasonIds, 'every reason has exactly one label');
+  t.equal(new Set(k.DP_REASONS.map((r) => r.name)).size, k.DP_REASONS.length, 'reason labels are distinct');
+  const hookIds = [...hooks].filter(([n]) => n !== 'DP_HOOK_MAX').map(([, v]) => v).sort((a, b) => a - b);
+  t.same(k.DP_HOOKS.map((h) => h.id).sort((a, b) => a - b), hookIds, 'every hook has exactly one label');
+  const hookNames = new Set(k.DP_HOOKS.map((h) => h.name));
+  for (const r of k.DP_REASONS) {
+    t.ok(r.hooks.length > 0 && r.hooks.every((h) => hookNames.has(h)), `${r.name}: counted at known hooks`);
+  }
 });

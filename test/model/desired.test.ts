@@ -419,6 +419,15 @@ t.test('two Services claiming one frontend: the first by namespace/name keeps it
   }
 });
 
+t.test('an address written with leading zeros is the same frontend as without', async (t) => {
+  const a = svc('a', { clusterIP: '10.96.2.1', ports: [{ port: 80 }], externalIPs: ['10.96.110.3'] });
+  const b = svc('b', { clusterIP: '10.96.2.2', ports: [{ port: 80 }], externalIPs: ['010.96.110.003'] });
+  const { state, problems } = buildDesiredState({ services: [a, b], slices: [] });
+  t.same(frontend(state, '10.96.110.3:80/TCP').service.name, 'a');
+  t.same(problems.map((p) => [p.name, p.path, p.conflict]), [['b', 'spec.ports[0]', true]], 'one frontend, claimed twice');
+  t.notOk([...state.frontends.keys()].some((k) => k.startsWith('010.')), 'only canonical addresses reach the state');
+});
+
 t.test('a NodePort clash drops the twin too', async (t) => {
   const mk = (name: string, ip: string) =>
     svc(name, { type: 'NodePort', clusterIP: ip, ports: [{ port: 80, nodePort: 30200 }], externalTrafficPolicy: 'Local' });

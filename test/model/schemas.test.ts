@@ -194,6 +194,45 @@ t.test('apiVersion and kind decide what is ours', async (t) => {
   t.match(problems({ metadata: { name: 'x' } })[0], { path: 'kind', name: 'x' });
 });
 
+t.test('IPv4 with leading zeros is read as kube-proxy reads it (decimal) and made canonical', async (t) => {
+  const svc = valid<Service>({
+    ...service({
+      type: 'LoadBalancer',
+      clusterIP: '010.096.000.010',
+      clusterIPs: ['010.096.000.010'],
+      ports: [{ port: 80 }],
+      externalIPs: ['010.96.110.3'],
+      loadBalancerSourceRanges: [' 010.000.0.0/08 '],
+    }),
+    status: { loadBalancer: { ingress: [{ ip: '0203.0.113.07' }] } },
+  });
+  t.equal(svc.spec.clusterIP, '10.96.0.10', 'not octal: 010 is ten');
+  t.same(svc.spec.clusterIPs, ['10.96.0.10'], 'and still equal to clusterIP');
+  t.same(svc.spec.externalIPs, ['10.96.110.3']);
+  t.same(svc.spec.loadBalancerSourceRanges, ['10.0.0.0/8']);
+  t.equal(svc.status?.loadBalancer?.ingress[0]?.ip, '203.0.113.7');
+  const es = valid<EndpointSlice>(slice({ addressType: 'IPv4', endpoints: [{ addresses: ['010.244.001.002'] }], ports: [{ name: 'http', port: 8080 }] }));
+  t.same(es.endpoints[0]?.addresses, ['10.244.1.2']);
+  const node = valid<{ status: { addresses: Array<{ type: string; address: string }> } }>({
+    apiVersion: 'v1', kind: 'Node', metadata: { name: 'node-a' },
+    status: { addresses: [{ type: 'InternalIP', address: '0192.168.001.010' }, { type: 'Hostname', address: 'node-a' }] },
+  });
+  t.same(node.status.addresses, [{ type: 'InternalIP', address: '192.168.1.10' }, { type: 'Hostname', address: 'node-a' }]);
+
+  // Still refused, as ParseIPSloppy refuses them.
+  const ps = problems(service({
+    clusterIP: '010.96.0.256',
+    ports: [{ port: 80 }],
+    externalIPs: ['10.96.0', '10.96.0.1.1', '0x0a.96.0.1'],
+    loadBalancerSourceRanges: ['010.0.0.0/033'],
+  }));
+  t.same(ps.map((p) => p.path).sort(), [
+    'spec.clusterIP', 'spec.externalIPs[0]', 'spec.externalIPs[1]', 'spec.externalIPs[2]', 'spec.loadBalancerSourceRanges[0]',
+  ]);
+  t.equal(problems(slice({ addressType: 'IPv4', endpoints: [{ addresses: ['010.244.1.0300'] }] }))[0]?.message,
+    'endpoints[0].addresses[0]: must be an IPv4 address (addressType is IPv4), got "010.244.1.0300"');
+});
+
 t.test('Node addresses of IP types must be IPs', async (t) => {
   const ps = problems({
     apiVersion: 'v1',

@@ -1,5 +1,6 @@
 import t from 'tap';
-import { createDebouncer, type Timers } from '../../src/sources/file/debounce.ts';
+import { createDebouncer } from '../../src/sources/file/debounce.ts';
+import type { Timers } from '../../src/sync/runner.ts';
 
 /** Deterministic timers: time moves only when the test says so. */
 class FakeTimers implements Timers {

@@ -13,7 +13,6 @@ import { claimPinDir, ensureBpffs } from '../../lab/pins.ts';
 import { compileBpf } from '../../src/bpf/compile.ts';
 import { loadPinned } from '../../src/bpf/loader.ts';
 import type { BpfObject } from '../../src/bpf/object.ts';
-import { MAP_BACKENDS, MAP_REVNAT, MAP_SERVICES, MAP_SK_REVNAT } from '../../src/maps/constants.ts';
 import { DatapathMaps } from '../../src/maps/datapath-maps.ts';
 import { ApplyError } from '../../src/sync/apply.ts';
 import { MapsAdapter } from '../../src/sync/maps-adapter.ts';
@@ -31,11 +30,8 @@ t.teardown(() => {
   for (const o of objects) o.close();
   pins.release();
 });
-for (const [program, names] of [
-  ['sock', [MAP_SERVICES, MAP_BACKENDS, MAP_REVNAT, MAP_SK_REVNAT]],
-  ['tc', [MAP_SERVICES, MAP_BACKENDS, MAP_REVNAT, 'svcmap_ct', 'svcmap_srcrng', 'svcmap_cfg']],
-] as const) {
-  objects.push(loadPinned({ objectPath: compileBpf({ program }).path, pinDir: pins.dir, maps: names.map((name) => ({ name, maxEntries: 4096 })) }).object);
+for (const program of ['sock', 'tc'] as const) {
+  objects.push(loadPinned({ objectPath: compileBpf({ program }).path, pinDir: pins.dir, maxEntries: () => 4096 }).object);
 }
 const maps = (dp = DatapathMaps.fromObjects(objects));
 

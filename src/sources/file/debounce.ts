@@ -2,12 +2,9 @@
 // write + rename + chmod) becomes one reload, and a file rewritten non-stop
 // still gets reloaded at least every `maxWaitMs`.
 
-export interface Timers {
-  setTimeout(fn: () => void, ms: number): unknown;
-  clearTimeout(handle: unknown): void;
-  now(): number;
-}
+import type { Timers } from '../../sync/runner.ts';
 
+// Not the runner's timers: a pending reload keeps the process alive (no unref).
 const realTimers: Timers = {
   setTimeout: (fn, ms) => setTimeout(fn, ms),
   clearTimeout: (h) => clearTimeout(h as NodeJS.Timeout),

@@ -1,0 +1,297 @@
+// Socket termination: when backends leave frontends, destroy the connected
+// sockets that the socket LB pointed at them, so applications get an error
+// (ECONNABORTED) and reconnect, to a live backend, instead of talking to a
+// deleted pod for as long as they keep the socket (a DNS client on a
+// connected UDP socket does so until restarted). UDP always; TCP with
+// --destroy-tcp-sockets.
+//
+// How: BPF socket iterators (bpf/sock_destroy.c, iter/udp and iter/tcp)
+// calling bpf_sock_destroy (Linux 6.5+). Before a run the agent writes the
+// removed {backend, protocol, frontend} to the object's own map
+// (svcmap_sk_term); a socket is destroyed only if its destination is such a
+// backend and its per-socket reverse NAT entry says the socket LB sent it
+// there for that frontend, so sockets that connected to the pod IP itself,
+// or reached the backend through a frontend it still belongs to, stay.
+//
+// A socket iterator walks the sockets of the network namespace it is
+// created in. The agent runs in the node's namespace; pods have their own.
+// So each run creates the iterators once in the agent's own namespace and
+// once in each namespace of a process in the cgroup the socket hooks are
+// attached to (the only processes whose sockets the socket LB translates),
+// found under /proc/<pid>/ns/net, each entered by a short-lived native
+// thread (native/svcmap_shim.c), never by the agent's own threads.
+//
+// Without bpf_sock_destroy (or socket iterators) the object does not load:
+// the agent says so once and runs without the feature.
+import { closeSync, fstatSync, openSync, readFileSync, readdirSync, statSync } from 'node:fs';
+import { join } from 'node:path';
+import { Counter, type Registry } from 'prom-client';
+import { btfStruct } from '../bpf/btf.ts';
+import { compileBpf } from '../bpf/compile.ts';
+import { loadPinned } from '../bpf/loader.ts';
+import { libbpfText } from '../bpf/map.ts';
+import { native } from '../bpf/native.ts';
+import type { BpfObject } from '../bpf/object.ts';
+import { mapSizeDrift, structDrift } from '../maps/btf-check.ts';
+import { type SockTermKey, sockTermKey, sockTermValue } from '../maps/codecs.ts';
+import { IPPROTO_TCP, IPPROTO_UDP, MAP_SK_TERM, SK_TERM_MAX } from '../maps/constants.ts';
+import type { MapSpec } from '../maps/registry.ts';
+import { TypedMap } from '../maps/typed-map.ts';
+import type { RemovedBackend } from '../sync/removed.ts';
+import type { Logger } from './log.ts';
+
+/** The programs of bpf/sock_destroy.c. */
+const TERM_PROGRAMS = { udp: 'svcmap_term_udp', tcp: 'svcmap_term_tcp' } as const;
+/** enum bpf_attach_type: BPF_TRACE_ITER. */
+const BPF_TRACE_ITER = 28;
+
+const sockTermMap: MapSpec<SockTermKey, number> = {
+  name: MAP_SK_TERM, key: sockTermKey, value: sockTermValue,
+  purpose: 'socket termination: backends that left a frontend, for one run (not pinned)',
+};
+
+export interface SocketTerminatorOptions {
+  pinDir: string;
+  /** The cgroup the socket hooks are attached to: the namespaces of its processes are searched. */
+  cgroup: string;
+  /** Also destroy TCP sockets (--destroy-tcp-sockets). */
+  tcp: boolean;
+  objectDir?: string;
+  forceCompile?: boolean;
+}
+
+interface TerminationRun {
+  /** (backend, frontend) pairs the run looked for. */
+  backends: number;
+  /** Network namespaces searched (the agent's own included). */
+  namespaces: number;
+  destroyed: { udp: number; tcp: number };
+  /** Namespaces whose iterator failed (the namespace went away, ...). */
+  failed: number;
+}
+
+interface Namespace {
+  label: string;
+  /** -1: the agent's own. */
+  fd: number;
+}
+
+/** The agent's network namespace, as `dev:ino` of /proc/self/ns/net. */
+function netnsId(path: string): string {
+  const st = statSync(path);
+  return `${st.dev}:${st.ino}`;
+}
+
+/** Every pid in a cgroup v2 subtree (cgroup.procs of it and of each descendant). */
+function cgroupPids(cgroup: string): number[] {
+  const out: number[] = [];
+  const walk = (dir: string) => {
+    let text = '';
+    try {
+      text = readFileSync(join(dir, 'cgroup.procs'), 'utf8');
+    } catch {
+      return; // removed meanwhile
+    }
+    for (const line of text.split('\n')) if (line) out.push(Number(line));
+    let entries;
+    try {
+      entries = readdirSync(dir, { withFileTypes: true });
+    } catch {
+      return;
+    }
+    for (const e of entries) if (e.isDirectory()) walk(join(dir, e.name));
+  };
+  walk(cgroup);
+  return out;
+}
+
+/**
+ * The network namespaces of the processes in the cgroup subtree, each once,
+ * other than `self` (`dev:ino`): opened, to be closed by the caller. A
+ * process that exits meanwhile is skipped.
+ */
+function openCgroupNamespaces(cgroup: string, self: string): Namespace[] {
+  const seen = new Set([self]);
+  const out: Namespace[] = [];
+  for (const pid of cgroupPids(cgroup)) {
+    const path = `/proc/${pid}/ns/net`;
+    let fd: number;
+    try {
+      if (seen.has(netnsId(path))) continue;
+      fd = openSync(path, 'r');
+    } catch {
+      continue;
+    }
+    const st = fstatSync(fd);
+    const id = `${st.dev}:${st.ino}`;
+    if (seen.has(id)) {
+      closeSync(fd); // the pid was reused for a process of a namespace already found
+      continue;
+    }
+    seen.add(id);
+    out.push({ label: `net:[${st.ino}] (pid ${pid})`, fd });
+  }
+  return out;
+}
+
+/** Runs an iterator in a namespace, off the event loop; resolves to the bytes it wrote (8 per destroyed socket). */
+function iterate(linkFd: number, netnsFd: number): Promise<number> {
+  return new Promise((resolve, reject) => {
+    native().iterRunInNetns.async(linkFd, netnsFd, (err: unknown, rc: number | bigint) => {
+      if (err) return reject(err instanceof Error ? err : new Error(String(err)));
+      const n = Number(rc);
+      if (n < 0) return reject(Object.assign(new Error(libbpfText(n)), { errno: n }));
+      resolve(n);
+    });
+  });
+}
+
+export class SocketTerminator {
+  readonly #opts: SocketTerminatorOptions;
+  readonly #log: Logger;
+  readonly #object: BpfObject | undefined;
+  readonly #map: TypedMap<SockTermKey, number> | undefined;
+  readonly #links: { udp: number; tcp: number } = { udp: -1, tcp: -1 };
+  readonly #destroyed: Counter<'proto'>;
+  readonly #pending = new Map<string, SockTermKey>();
+  #running: Promise<void> | undefined;
+  #closed = false;
+
+  private constructor(opts: SocketTerminatorOptions, log: Logger, registry: Registry, object?: BpfObject) {
+    this.#opts = opts;
+    this.#log = log;
+    this.#destroyed = new Counter({
+      name: 'svcmap_sockets_destroyed_total',
+      help: 'Connected sockets destroyed because the socket LB had sent them to a backend that left the frontend, by protocol (udp; tcp with --destroy-tcp-sockets).',
+      labelNames: ['proto'],
+      registers: [registry],
+    });
+    for (const proto of ['udp', 'tcp']) this.#destroyed.inc({ proto }, 0);
+    if (!object) return;
+    this.#object = object;
+    this.#map = new TypedMap(sockTermMap, object.map(MAP_SK_TERM));
+    try {
+      this.#links.udp = this.#link(TERM_PROGRAMS.udp);
+      if (opts.tcp) this.#links.tcp = this.#link(TERM_PROGRAMS.tcp);
+    } catch (err) {
+      this.close();
+      throw err;
+    }
+  }
+
+  /**
+   * Loads bpf/sock_destroy.c (sharing the pinned per-socket reverse NAT map)
+   * and creates its iterator links. A kernel that cannot load it leaves the
+   * feature off, said once in the log; anything else is an error.
+   */
+  static start(opts: SocketTerminatorOptions, log: Logger, registry: Registry): SocketTerminator {
+    const compiled = compileBpf({ program: 'sock_destroy', ...(opts.objectDir ? { outDir: opts.objectDir } : {}), ...(opts.forceCompile ? { force: true } : {}) });
+    let object: BpfObject;
+    try {
+      object = loadPinned({ objectPath: compiled.path, pinDir: opts.pinDir }).object;
+    } catch (err) {
+      log.warn({ err: String((err as Error)?.message ?? err).split('\n').slice(0, 6).join('\n') },
+        'socket termination is off: the kernel cannot load bpf/sock_destroy.c (it needs BPF socket iterators and the bpf_sock_destroy kfunc, Linux 6.5+). Connected sockets the socket LB sent to a removed backend keep it until the application reconnects');
+      return new SocketTerminator(opts, log, registry);
+    }
+    try {
+      const drift = [
+        ...structDrift(sockTermKey.layout, (name) => btfStruct(object.btf(), name)),
+        ...mapSizeDrift(sockTermMap, object.mapKeySize(MAP_SK_TERM), object.mapValueSize(MAP_SK_TERM)),
+      ];
+      if (drift.length) throw new Error(`bpf/sock_destroy.c and the agent disagree on the socket termination map's layout:\n${drift.join('\n')}`);
+      const t = new SocketTerminator(opts, log, registry, object);
+      log.info({ object: compiled.path, tcp: opts.tcp }, 'socket termination on: connected sockets sent to a removed backend are destroyed');
+      return t;
+    } catch (err) {
+      object.close();
+      throw err;
+    }
+  }
+
+  get enabled(): boolean {
+    return this.#map !== undefined && !this.#closed;
+  }
+
+  #link(program: string): number {
+    const fd = native().linkCreate(this.#object!.programFd(program), 0, BPF_TRACE_ITER, null) as number;
+    if (fd < 0) throw new Error(`creating the iterator link of ${program}: ${libbpfText(fd)}`);
+    return fd;
+  }
+
+  /** Backends left frontends (the sync applied it): their sockets are destroyed soon, off the sync path. */
+  enqueue(removed: readonly RemovedBackend[]): void {
+    if (!this.enabled) return;
+    for (const r of removed) {
+      if (r.proto !== IPPROTO_UDP && !(r.proto === IPPROTO_TCP && this.#opts.tcp)) continue;
+      this.#pending.set(`${r.addr}:${r.port}/${r.proto}@${r.revNatId}`, { addr: r.addr, port: r.port, proto: r.proto, rev_nat_id: r.revNatId });
+    }
+    if (this.#pending.size && !this.#running) this.#running = this.#drain();
+  }
+
+  async #drain(): Promise<void> {
+    try {
+      await new Promise((r) => setImmediate(r)); // one run for all removals of this sync
+      while (this.#pending.size && !this.#closed) {
+        const keys = [...this.#pending.values()];
+        this.#pending.clear();
+        try {
+          const run = await this.#run(keys);
+          const total = run.destroyed.udp + run.destroyed.tcp;
+          this.#log[total ? 'info' : 'debug'](run, total ? 'destroyed sockets connected to removed backends' : 'no socket was connected to the removed backends');
+        } catch (err) {
+          this.#log.error({ err }, 'socket termination failed; sockets connected to removed backends may stay');
+        }
+      }
+    } finally {
+      this.#running = undefined;
+    }
+  }
+
+  /** One run: every namespace searched for sockets sent to these backends. */
+  async #run(keys: readonly SockTermKey[]): Promise<TerminationRun> {
+    if (!this.#map) throw new Error('socket termination is off');
+    const result: TerminationRun = { backends: keys.length, namespaces: 0, destroyed: { udp: 0, tcp: 0 }, failed: 0 };
+    const namespaces: Namespace[] = [{ label: 'the agent\'s own', fd: -1 }, ...openCgroupNamespaces(this.#opts.cgroup, netnsId('/proc/self/ns/net'))];
+    result.namespaces = namespaces.length;
+    try {
+      for (let i = 0; i < keys.length; i += SK_TERM_MAX) {
+        const batch = keys.slice(i, i + SK_TERM_MAX);
+        const protos = { udp: batch.some((k) => k.proto === IPPROTO_UDP), tcp: batch.some((k) => k.proto === IPPROTO_TCP) };
+        this.#map.putMany(batch.map((k) => [k, 1] as const));
+        try {
+          for (const ns of namespaces) {
+            if (ns.fd === -2) continue; // failed in an earlier batch
+            try {
+              for (const proto of ['udp', 'tcp'] as const) {
+                if (!protos[proto] || this.#links[proto] < 0 || this.#closed) continue;
+                const n = (await iterate(this.#links[proto], ns.fd)) / 8;
+                result.destroyed[proto] += n;
+                if (n) this.#destroyed.inc({ proto }, n);
+              }
+            } catch (err) {
+              result.failed++;
+              this.#log.warn({ netns: ns.label, err: (err as Error).message }, 'could not search a network namespace for sockets to destroy');
+              if (ns.fd >= 0) closeSync(ns.fd);
+              ns.fd = -2;
+            }
+          }
+        } finally {
+          if (!this.#closed) this.#map.deleteMany(batch);
+        }
+      }
+    } finally {
+      for (const ns of namespaces) if (ns.fd >= 0) closeSync(ns.fd);
+    }
+    return result;
+  }
+
+  /** Closes the links and the object (nothing of it is pinned but the shared map). */
+  close(): void {
+    if (this.#closed) return;
+    this.#closed = true;
+    for (const fd of [this.#links.udp, this.#links.tcp]) if (fd >= 0) closeSync(fd);
+    this.#links.udp = this.#links.tcp = -1;
+    this.#object?.close();
+  }
+}
