@@ -3,21 +3,38 @@
 // another proxy, and headless Services' slices, are filtered at the API
 // server, as kube-proxy does. Each informer reports when its first list has
 // been delivered, so the agent prunes nothing before it has seen everything.
+//
+// One copy of each object: as client-go's SetTransform, every object is
+// transformed as it arrives (each list page, each watch event) before the
+// informer caches it. The transform validates it (once) and keeps only its
+// identity and the validated result, which is what the model holds too; the
+// raw JSON (managedFields, annotations, selectors, status the model does not
+// read) is dropped at once.
 import { type KubeConfig, type KubernetesObject, ListWatch, Watch } from '@kubernetes/client-node';
+import { type ValidationResult, validateObject } from '../../model/schemas.ts';
 import { listAll } from './list.ts';
 
 export type InformerKind = 'Service' | 'EndpointSlice' | 'Node';
 
+/** What the informer caches for one object: kind, identity (the informer keys by it) and, unless it was deleted, its validation. */
+export interface CachedObject {
+  kind: string;
+  apiVersion: string;
+  metadata: { name?: string; namespace?: string; resourceVersion?: string };
+  /** The object validated as it arrived (absent on a deletion, which needs no validation). */
+  validated?: ValidationResult;
+}
+
 export interface InformerHandlers {
-  upsert(kind: InformerKind, raw: KubernetesObject): void;
-  remove(kind: InformerKind, raw: KubernetesObject): void;
+  upsert(kind: InformerKind, obj: CachedObject): void;
+  remove(kind: InformerKind, obj: CachedObject): void;
   listed(kind: InformerKind): void;
   error(kind: InformerKind, err: unknown): void;
 }
 
 export interface RunningInformer {
   kind: InformerKind;
-  informer: ListWatch<KubernetesObject>;
+  informer: ListWatch<CachedObject & KubernetesObject>;
 }
 
 const NOT_OTHER_PROXY = '!service.kubernetes.io/service-proxy-name';
@@ -42,11 +59,23 @@ export function makeInformers(kc: KubeConfig, nodeName: string | undefined, h: I
   ];
   if (nodeName) specs.push({ kind: 'Node', apiVersion: 'v1', path: '/api/v1/nodes', fieldSelector: `metadata.name=${nodeName}` });
   return specs.map((s) => {
-    // List items come without kind/apiVersion (as the API server sends them);
-    // the validation downstream wants them, and they are known here.
-    const typed = (o: KubernetesObject): KubernetesObject => ({ ...o, kind: s.kind, apiVersion: s.apiVersion });
+    const transform = (raw: KubernetesObject, validate: boolean): CachedObject & KubernetesObject => {
+      // List items come without kind/apiVersion (as the API server sends them);
+      // validation wants them, and they are known here. The raw object is
+      // this informer's own (parsed JSON), so it is set in place.
+      raw.kind = s.kind;
+      raw.apiVersion = s.apiVersion;
+      const m = raw.metadata ?? {};
+      const metadata: CachedObject['metadata'] = {};
+      if (m.name !== undefined) metadata.name = m.name;
+      if (m.namespace !== undefined) metadata.namespace = m.namespace;
+      if (m.resourceVersion !== undefined) metadata.resourceVersion = m.resourceVersion;
+      const out: CachedObject = { kind: s.kind, apiVersion: s.apiVersion, metadata };
+      if (validate) out.validated = validateObject(raw, 'api');
+      return out as CachedObject & KubernetesObject;
+    };
     const list = async () => {
-      const result = await listAll(kc, s.path, { labelSelector: s.labelSelector, fieldSelector: s.fieldSelector });
+      const result = await listAll(kc, s.path, { labelSelector: s.labelSelector, fieldSelector: s.fieldSelector }, (item) => transform(item, true));
       // The informer applies the list right after this promise resolves, in
       // the same turn; by the next macrotask every item has been delivered.
       setImmediate(() => h.listed(s.kind));
@@ -55,10 +84,18 @@ export function makeInformers(kc: KubeConfig, nodeName: string | undefined, h: I
     // The query in the path survives into the watch request; client-node sends no
     // allowWatchBookmarks itself, and without bookmarks a quiet resource's watch
     // is re-opened every 30 s from an ever older resourceVersion.
-    const informer = new ListWatch<KubernetesObject>(`${s.path}?allowWatchBookmarks=true`, watch, list, false, s.labelSelector, s.fieldSelector);
-    informer.on('add', (o) => h.upsert(s.kind, typed(o)));
-    informer.on('update', (o) => h.upsert(s.kind, typed(o)));
-    informer.on('delete', (o) => h.remove(s.kind, typed(o)));
+    // The watch events go through the transform before the informer sees them.
+    const transforming = {
+      watch: (path: string, query: Parameters<Watch['watch']>[1], cb: Parameters<Watch['watch']>[2], done: Parameters<Watch['watch']>[3]) =>
+        watch.watch(path, query, (phase, obj, raw) => {
+          const known = phase === 'ADDED' || phase === 'MODIFIED' || phase === 'DELETED';
+          cb(phase, known && obj && typeof obj === 'object' ? transform(obj as KubernetesObject, phase !== 'DELETED') : obj, raw);
+        }, done),
+    } as Watch;
+    const informer = new ListWatch<CachedObject & KubernetesObject>(`${s.path}?allowWatchBookmarks=true`, transforming, list, false, s.labelSelector, s.fieldSelector);
+    informer.on('add', (o) => h.upsert(s.kind, o));
+    informer.on('update', (o) => h.upsert(s.kind, o));
+    informer.on('delete', (o) => h.remove(s.kind, o));
     informer.on('error', (err) => h.error(s.kind, err));
     return { kind: s.kind, informer };
   });

@@ -4,12 +4,14 @@
 // into generated class instances, which at 10k Services and EndpointSlices
 // costs memory and time for nothing (the model validates plain JSON anyway).
 // Pages of 500, as client-go's reflector asks for, so a big list is never
-// one huge response.
+// one huge response; each page's items go through `transform` as it arrives
+// (the informer's SetTransform), so the raw JSON of a big list is never held
+// whole.
 import { HttpMethod, type KubeConfig, type KubernetesObject, RequestContext } from '@kubernetes/client-node';
 import { fetch } from 'undici';
 
-export interface ListResult {
-  items: KubernetesObject[];
+export interface ListResult<T = KubernetesObject> {
+  items: T[];
   metadata: { resourceVersion?: string };
 }
 
@@ -29,10 +31,12 @@ export class ListError extends Error {
 
 export const PAGE_SIZE = 500;
 
-export async function listAll(kc: KubeConfig, path: string, query: Record<string, string | undefined>): Promise<ListResult> {
+export async function listAll<T = KubernetesObject>(
+  kc: KubeConfig, path: string, query: Record<string, string | undefined>, transform: (item: KubernetesObject) => T = (item) => item as T,
+): Promise<ListResult<T>> {
   const cluster = kc.getCurrentCluster();
   if (!cluster) throw new Error('the kubeconfig has no current cluster');
-  const items: KubernetesObject[] = [];
+  const items: T[] = [];
   let cont: string | undefined;
   let resourceVersion: string | undefined;
   do {
@@ -45,7 +49,7 @@ export async function listAll(kc: KubeConfig, path: string, query: Record<string
     const res = await fetch(url, { method: 'GET', headers: ctx.getHeaders(), dispatcher: ctx.getDispatcher() as never });
     if (res.status !== 200) throw new ListError(path, res.status, await res.text());
     const body = (await res.json()) as { items?: KubernetesObject[] | null; metadata?: { resourceVersion?: string; continue?: string } };
-    for (const item of body.items ?? []) items.push(item);
+    for (const item of body.items ?? []) items.push(transform(item));
     cont = body.metadata?.continue || undefined;
     resourceVersion = body.metadata?.resourceVersion;
   } while (cont);

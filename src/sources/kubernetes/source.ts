@@ -5,18 +5,16 @@
 // comes from objects that passed validation. Informers that fail are
 // restarted with backoff; none of this ever empties the model, so a dropped
 // watch or an API server outage never shrinks a map.
-import type { KubeConfig, KubernetesObject } from '@kubernetes/client-node';
+import type { KubeConfig } from '@kubernetes/client-node';
 import { IncrementalModel } from '../../model/incremental.ts';
 import { nodeInfoFromNode } from '../../model/node.ts';
 import { type EndpointSlice, type Node, type Service, identify, validateObject } from '../../model/schemas.ts';
-import type { NodeInfo, Problem } from '../../model/types.ts';
-import { type InformerKind, type RunningInformer, makeInformers } from './informers.ts';
+import type { NodeInfo } from '../../model/types.ts';
+import { type CachedObject, type InformerKind, type RunningInformer, makeInformers } from './informers.ts';
 
 export interface SourceEvents {
   /** The model changed; run a sync soon. */
   changed(): void;
-  /** An object failed validation (already removed from the model, which reports its problems with the next changes). */
-  invalid?(problems: Problem[]): void;
   /** An informer failed and will be restarted after `retryMs`. */
   informerError(kind: InformerKind, err: unknown, retryMs: number): void;
   /** This node's Node object changed (its addresses decide NodePorts and the tc devices). */
@@ -102,16 +100,14 @@ export class KubernetesSource {
     for (const i of this.#informers) void i.informer.stop();
   }
 
-  #upsert(kind: InformerKind, raw: KubernetesObject): void {
+  #upsert(kind: InformerKind, cached: CachedObject): void {
     this.#failures.delete(kind); // events flow again: the next failure starts the back-off afresh
-    // Both the list (raw JSON, see list.ts) and the watch deliver plain objects.
-    const plain = raw as unknown;
-    const r = validateObject(plain, 'api');
-    const who = this.#who(kind, plain);
+    // Validated once, by the informer's transform, as the object arrived (see informers.ts).
+    const r = cached.validated ?? validateObject(cached, 'api');
+    const who = this.#who(kind, cached);
     if (!r.ok) {
       this.#removeById(kind, who);
       this.model.reject(kind, who.namespace, who.name, r.problems);
-      this.#events.invalid?.(r.problems);
       this.#events.changed();
       return;
     }
@@ -136,7 +132,7 @@ export class KubernetesSource {
     this.#events.changed();
   }
 
-  #remove(kind: InformerKind, raw: KubernetesObject): void {
+  #remove(kind: InformerKind, raw: CachedObject): void {
     const who = this.#who(kind, raw);
     this.#removeById(kind, who);
     this.model.accept(kind, who.namespace, who.name);

@@ -1,0 +1,56 @@
+// The measurement behind memory.test.ts, run as a plain Node process of its
+// own (the API server out of tap's test process, tap's loaders not inherited).
+// Starts lab/apiserver with N Services x E endpoints (make bench's workload),
+// the real agent against it on a lab cgroup and pin directory of its own, and
+// prints {"frontends", "rssMiB"} once the agent's first full sync is done.
+//   node test/agent/memory-probe.ts N E
+import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { memoryOf, startAgent, stopAgent } from '../../bench/agent.ts';
+import { serviceObject, sliceObject } from '../../bench/manifests.ts';
+import { makeServices } from '../../bench/workload.ts';
+import { type AgentProcess, assertBuilt } from '../../lab/agent-process.ts';
+import { type ApiServer, startApiServer, writeKubeconfig } from '../../lab/apiserver/index.ts';
+import { Lab, registerTeardown, unregisterTeardown } from '../../lab/index.ts';
+import { ensureBpffs, labPinDir, removePinDir } from '../../lab/pins.ts';
+
+const services = Number(process.argv[2] ?? 1000);
+const endpoints = Number(process.argv[3] ?? 10);
+assertBuilt();
+ensureBpffs();
+const lab = await Lab.create({ prefix: 'mem' });
+const pinDir = labPinDir(lab.id, 'mem');
+const work = mkdtempSync(join(tmpdir(), 'svcmap-mem-'));
+let agent: AgentProcess | undefined;
+let api: ApiServer | undefined;
+const teardown = { emergency: () => agent?.kill('SIGKILL') };
+registerTeardown(teardown);
+try {
+  const cgroup = await lab.cgroup('agent');
+  mkdirSync(pinDir, { recursive: true });
+  const objects: object[] = [];
+  for (const s of makeServices(services, endpoints)) objects.push(serviceObject(s), sliceObject(s));
+  api = await startApiServer({ objects });
+  const kubeconfig = await writeKubeconfig(join(work, 'kubeconfig'), api);
+  // Map sizes as make bench gives them.
+  const entries = Math.ceil(services * (endpoints + 1) * 1.05) + 1024;
+  const started = await startAgent([
+    '--kubeconfig', kubeconfig, '--node-name', 'mem-node', '--cgroup', cgroup, '--pin-dir', join(pinDir, 'agent'),
+    '--max-services', String(entries), '--max-backends', String(entries),
+    '--metrics-port', '0', '--health-port', '0', '--bind-address', '127.0.0.1',
+  ], services, 150_000, (a) => { agent = a; });
+  const rssMiB = memoryOf(started.pid).rss / 2 ** 20;
+  process.stdout.write(`${JSON.stringify({ frontends: Number(started.firstSync.frontends), rssMiB })}\n`);
+} finally {
+  await stopAgent(agent);
+  await api?.close();
+  try {
+    removePinDir(pinDir);
+  } catch {
+    /* the lab's sweep removes what is left */
+  }
+  rmSync(work, { recursive: true, force: true });
+  unregisterTeardown(teardown);
+  await lab.destroy();
+}
