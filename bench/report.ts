@@ -2,7 +2,9 @@
 import { fmtDuration } from './budget.ts';
 import { isOp, type Op } from './cp-netfilter.ts';
 import { isSkipped, MODES } from './datapath.ts';
+import { isRealSkipped, type RealKpResult, type RealProxyResult } from './kube-proxy-real.ts';
 import { type BenchResults, isAgentResult, modeResult } from './results.ts';
+import { median } from './stats.ts';
 
 const MiB = 2 ** 20;
 
@@ -161,6 +163,65 @@ export function controlPlaneTables(r: BenchResults): string {
   ].join('\n');
 }
 
+const REAL_LABEL: Record<string, string> = { nftables: 'kube-proxy nftables', iptables: 'kube-proxy iptables', ipvs: 'kube-proxy ipvs', svcmap: 'svcmap agent' };
+
+/** The real kube-proxy (its own binary, its own metrics) beside svcmap under one real kube-apiserver. */
+export function realKubeProxyTables(r: BenchResults & { realKubeProxy?: RealKpResult }): string {
+  const k = r.realKubeProxy;
+  if (!k) return '_the real kube-proxy was not run_';
+  const ms = (x: number | undefined) => (x === undefined || Number.isNaN(x) ? 'n/a' : fmtDuration(x));
+  // +Inf is null once through JSON (latest.json, --render).
+  const q = (x: { value: number; bucketLe: number | null } | undefined) => (x ? `${fmtDuration(x.value * 1000)} (<= ${x.bucketLe === null || x.bucketLe === Infinity ? '+Inf' : fmtDuration(x.bucketLe * 1000)})` : 'n/a');
+  const rows: string[][] = [];
+  const skips: string[] = [];
+  for (const p of k.points) {
+    for (const x of p.proxies) {
+      const name = REAL_LABEL[x.proxy] ?? x.proxy;
+      if (isRealSkipped(x)) {
+        rows.push([fmtN(p.n), name, 'skipped', '', '', '', '', '', '']);
+        skips.push(`- N=${fmtN(p.n)}, ${name}: ${x.skipped}`);
+        continue;
+      }
+      const y: RealProxyResult = x;
+      const s = y.stream;
+      const sync = s
+        ? (y.proxy === 'svcmap'
+          ? `${ms(s.syncs.p50Ms)} / ${ms(s.syncs.p99Ms)} (${s.syncs.count})`
+          : `${ms(s.syncs.p50Ms)} / ${ms(s.syncs.p99Ms)} (<= ${ms(s.syncs.p50BucketLeMs)} / <= ${ms(s.syncs.p99BucketLeMs)}; ${s.syncs.count}, mean ${ms(s.syncs.meanMs)})`)
+        : 'n/a';
+      const dp = y.datapath;
+      rows.push([
+        fmtN(p.n), name,
+        `${fmtDuration(y.startToSyncedMs)} (sync ${fmtDuration(y.firstSyncMs)})`,
+        `${(y.rssAfterSync / MiB).toFixed(0)} / ${(y.rssAfterChanges / MiB).toFixed(0)} MiB`,
+        sync,
+        s ? q(s.p50) : 'n/a',
+        s ? `${q(s.p99)}; ${s.observed}/${s.changes}` : 'n/a',
+        dp ? `${int(dp.connPerSec)} (**${dp.vsDirect.perConn.toFixed(2)}x**)` : 'n/a',
+        dp ? `${int(median(dp.directRuns.map((d) => d.connPerSec)))}` : 'n/a',
+      ]);
+    }
+  }
+  const loads = k.points.map((p) => ('skipped' in p.load
+    ? `- N=${fmtN(p.n)}: not loaded: ${p.load.skipped}`
+    : `- N=${fmtN(p.n)}: ${int(p.load.objects)} objects in ${fmtDuration(p.load.ms)} (${int(p.load.perSec)}/s, ${p.load.concurrency} concurrent requests)`));
+  const stream = k.points.flatMap((p) => p.proxies).find((x): x is RealProxyResult => !isRealSkipped(x) && x.stream !== undefined)?.stream;
+  return [
+    `${k.kubernetesVersion} (its own binary) and the svcmap agent, one after the other, each against the same kube-apiserver + etcd holding N Services x ${k.endpointsPerService} endpoints (written through the API; a fresh etcd per N), in the bench's node namespace. **synced**: process start to its first full sync of the N services (that sync's own duration in brackets: kube-proxy's \`kubeproxy_sync_proxy_rules_duration_seconds\`, svcmap's "sync done"). **RSS** after that sync / after the changes. Under ${stream ? `${stream.changes} EndpointSlice changes to distinct services at ${stream.ratePerSec}/s` : 'a stream of EndpointSlice changes'} (each carrying \`endpoints.kubernetes.io/last-change-trigger-time\`): the syncs (kube-proxy: its sync histogram, interpolated inside its buckets, bucket bound after "<="; svcmap: exact, from its log) and the **network programming latency** (\`kubeproxy_network_programming_duration_seconds\` / \`svcmap_network_programming_duration_seconds\`, histogram quantiles; observed/changes). **conn/s** to the last service from a client pod on the node (4 backend pods), in brackets the time per connection relative to the same client connecting to the pods directly, paired round by round; kube-proxy with its default settings (e.g. min sync period 1 s).`,
+    '',
+    table(['N services', 'proxy', 'synced (first sync)', 'RSS sync / changes', 'syncs under changes p50 / p99', 'programming p50', 'programming p99', 'conn/s (vs direct)', 'direct conn/s'], rows),
+    '',
+    'Loading the API server (Services and EndpointSlices, from empty):',
+    '',
+    ...loads,
+    ...(k.ipvs ? ['', `ipvs mode: not run: ${k.ipvs}.`] : []),
+    ...(skips.length ? ['', 'Skipped:', '', ...skips] : []),
+    '',
+    `Isolation: kube-proxy ran only in the bench's node namespace (and a mount namespace of its own); the root namespace's nftables ruleset was ${k.safety.rootRulesetUnchanged ? 'unchanged' : '**changed**'} after the run and the kernel-wide conntrack settings ${k.safety.sysctlsUnchanged ? 'unchanged' : `**changed** (restored: ${k.safety.restored.join(', ')})`}.`,
+    ...k.notes.map((n) => `\n${n}`),
+  ].join('\n');
+}
+
 export function lbTable(r: BenchResults): string {
   if (!r.lb.length) return '_load-balancing scenario not run_';
   const rows = r.lb.map((l) => [
@@ -240,6 +301,19 @@ export function behind(r: BenchResults): string[] {
     if (eng && eng.changeFullMs.p50 > 10) out.push(`With the file source one change costs a full pass: validating every object (${fmtDuration(eng.validateMs)} at N=${fmtN(eng.n)}), rebuilding the model (${fmtDuration(eng.modelMs)}) and a full plan over all frontends (${fmtDuration(eng.changeFullMs.p50)}), plus re-reading every manifest; the Kubernetes source syncs one Service at a time (its periodic full resync pays the plan).`);
     for (const a of cp.agent) if (!isAgentResult(a)) out.push(`The agent did not complete at N=${fmtN(a.n)}: ${a.skipped}.`);
   }
+  const real = (r as BenchResults & { realKubeProxy?: RealKpResult }).realKubeProxy;
+  for (const p of real?.points ?? []) {
+    const ok = p.proxies.filter((x): x is RealProxyResult => !isRealSkipped(x));
+    const sm = ok.find((x) => x.proxy === 'svcmap');
+    const kps = ok.filter((x) => x.proxy !== 'svcmap');
+    if (!sm || kps.length === 0) continue;
+    const leaner = kps.filter((k) => k.rssAfterSync < sm.rssAfterSync);
+    if (leaner.length) out.push(`Memory beside the real kube-proxy at N=${fmtN(p.n)} (x ${p.endpointsPerService}): svcmap agent ${(sm.rssAfterSync / MiB).toFixed(0)} MiB vs ${leaner.map((k) => `kube-proxy ${k.proxy} ${(k.rssAfterSync / MiB).toFixed(0)} MiB`).join(', ')} (RSS after the first sync, same API server).`);
+    const faster = kps.filter((k) => k.startToSyncedMs < sm.startToSyncedMs);
+    if (faster.length) out.push(`Start to synced beside the real kube-proxy at N=${fmtN(p.n)}: svcmap agent ${fmtDuration(sm.startToSyncedMs)} vs ${faster.map((k) => `kube-proxy ${k.proxy} ${fmtDuration(k.startToSyncedMs)}`).join(', ')}.`);
+    const more = kps.filter((k) => k.datapath && sm.datapath && k.datapath.vsDirect.perConn < sm.datapath.vsDirect.perConn * 0.98);
+    if (more.length) out.push(`Datapath beside the real kube-proxy at N=${fmtN(p.n)}: ${more.map((k) => `kube-proxy ${k.proxy} ${k.datapath!.vsDirect.perConn.toFixed(2)}x`).join(', ')} vs svcmap ${sm.datapath!.vsDirect.perConn.toFixed(2)}x the time per connection of direct.`);
+  }
   for (const l of r.lb) {
     if (l.maxOverMean > 1.1) out.push(`Load-balancing quality: with ${l.algorithm} selection a rolling update leaves the kept backend with ${(l.keptShare * 100).toFixed(0)}% of the connections (max/mean ${l.maxOverMean.toFixed(2)}), what any uniform random choice gives (kube-proxy's too, by the same argument; not measured here); a least-connections scheduler is needed to fix it.`);
   }
@@ -278,6 +352,7 @@ export function summaryMarkdown(r: BenchResults, chartPath: string): string {
     '### Load-balancing quality',
     '',
     lbTable(r),
+    ...((r as BenchResults & { realKubeProxy?: RealKpResult }).realKubeProxy ? ['', '### The real kube-proxy beside svcmap', '', realKubeProxyTables(r)] : []),
     ...(r.notes.length ? ['', '### Notes', '', ...r.notes.map((n) => `- ${n}`)] : []),
     '',
   ].join('\n');

@@ -4,8 +4,9 @@
 // writes <out>/<timestamp>.json, <out>/latest.json, <out>/chart.svg and
 // <out>/summary.md (default out: bench/results; --smoke: build/bench/smoke).
 //
-//   node bench/run.ts [--smoke] [--only datapath,lb,control] [--out DIR] [--budget-s S] [--cpu N]
-//                     [--datapath-sizes 1,1000,...] [--control-sizes 1,1000,...]
+//   node bench/run.ts [--smoke] [--only datapath,lb,control,real-kube-proxy] [--out DIR] [--budget-s S] [--cpu N]
+//                     [--datapath-sizes 1,1000,...] [--control-sizes 1,1000,...] [--real-sizes 1000,10000,...]
+//   node bench/run.ts --only real-kube-proxy   the real kube-proxy beside svcmap alone (bench/kube-proxy-real.ts)
 //   node bench/run.ts --render [--out DIR]   chart and summary again from <out>/latest.json, no measuring
 //
 // Network safety: every address, route and rule lives in a lab namespace; the
@@ -25,10 +26,11 @@ import { chartSvg } from './chart.ts';
 import { BenchCluster } from './cluster.ts';
 import { type ControlPlaneResult, runControlPlane } from './control-plane.ts';
 import { type DatapathPoint, runDatapath } from './datapath.ts';
+import { type RealKpResult, type RealProxy, runRealKubeProxy } from './kube-proxy-real.ts';
 import { type LbResult, runLbQuality } from './lb-quality.ts';
 import { describeMachine } from './machine.ts';
 import { buildNative, ROOT } from './native.ts';
-import { controlPlaneTables, datapathTables, lbTable, summaryMarkdown, targetsTable, behind } from './report.ts';
+import { controlPlaneTables, datapathTables, lbTable, realKubeProxyTables, summaryMarkdown, targetsTable, behind } from './report.ts';
 import { type BenchResults, evaluateTargets } from './results.ts';
 
 interface Config {
@@ -46,6 +48,8 @@ interface Config {
   lb: { connections: number; trials: number };
   budgetMs: number;
   agentTimeoutMs: number;
+  /** The real kube-proxy beside svcmap under a real kube-apiserver (bench/kube-proxy-real.ts). */
+  real: { sizes: number[]; proxies: RealProxy[]; reps: number; stream: { changes: number; ratePerSec: number }; loadBudgetMs: number; concurrency: number };
 }
 
 const FULL: Config = {
@@ -63,6 +67,7 @@ const FULL: Config = {
   lb: { connections: 200, trials: 3 },
   budgetMs: 300_000,
   agentTimeoutMs: 600_000,
+  real: { sizes: [1000, 10_000, 100_000], proxies: ['nftables', 'iptables', 'ipvs', 'svcmap'], reps: 10, stream: { changes: 1000, ratePerSec: 100 }, loadBudgetMs: 180_000, concurrency: 32 },
 };
 
 const SMOKE: Config = {
@@ -80,6 +85,7 @@ const SMOKE: Config = {
   lb: { connections: 20, trials: 2 },
   budgetMs: 30_000,
   agentTimeoutMs: 60_000,
+  real: { sizes: [100], proxies: ['nftables', 'iptables', 'svcmap'], reps: 1, stream: { changes: 20, ratePerSec: 100 }, loadBudgetMs: 30_000, concurrency: 16 },
 };
 
 const say = (s: string) => process.stdout.write(`${s}\n`);
@@ -115,6 +121,7 @@ async function main(): Promise<void> {
       cpu: { type: 'string' },
       'datapath-sizes': { type: 'string' },
       'control-sizes': { type: 'string' },
+      'real-sizes': { type: 'string' },
     },
   });
   const outDir = values.out ?? (values.smoke ? join(ROOT, 'build', 'bench', 'smoke') : join(ROOT, 'bench', 'results'));
@@ -137,8 +144,10 @@ async function main(): Promise<void> {
     cfg.controlSizes = sizes(values['control-sizes']);
     if (!cfg.controlSizes.includes(cfg.stream.n)) cfg.stream = { ...cfg.stream, n: cfg.controlSizes.at(-1)! };
   }
-  const only = new Set((values.only ?? 'datapath,lb,control').split(',').map((s) => s.trim()));
-  for (const o of only) if (!['datapath', 'lb', 'control'].includes(o)) throw new Error(`--only: unknown part ${o} (datapath, lb, control)`);
+  if (values['real-sizes']) cfg.real = { ...cfg.real, sizes: sizes(values['real-sizes']) };
+  // The real kube-proxy needs Kubernetes' binaries and a real API server per N: part of the full run, not of the smoke run unless asked for.
+  const only = new Set((values.only ?? (values.smoke ? 'datapath,lb,control' : 'datapath,lb,control,real-kube-proxy')).split(',').map((s) => s.trim()));
+  for (const o of only) if (!['datapath', 'lb', 'control', 'real-kube-proxy'].includes(o)) throw new Error(`--only: unknown part ${o} (datapath, lb, control, real-kube-proxy)`);
   const cpu = values.cpu !== undefined ? Number(values.cpu) : (execFileSync('nproc', { encoding: 'utf8' }).trim() === '1' ? 0 : 1);
 
   assertBuilt();
@@ -171,6 +180,7 @@ async function main(): Promise<void> {
   let datapath: DatapathPoint[] = [];
   let lb: LbResult[] = [];
   let controlPlane: ControlPlaneResult | undefined;
+  let realKubeProxy: RealKpResult | undefined;
   const notes: string[] = [
     `iptables: \`iptables-restore\` here is the ${iptablesBackend()} backend, which is what kube-proxy would use on this host; its rules are kube-proxy's own layout and chain names (large-cluster mode above 1000 endpoints).`,
     'nftables: kube-proxy\'s nftables-mode table (`ip kube-proxy`), chain names and delta transactions.',
@@ -207,6 +217,13 @@ async function main(): Promise<void> {
         agentTimeoutMs: cfg.agentTimeoutMs, budget, workDir, pinRoot, log,
       });
     }
+    if (only.has('real-kube-proxy')) {
+      realKubeProxy = await runRealKubeProxy({
+        lab, bins, cpu, sizes: cfg.real.sizes, endpointsPerService: cfg.controlEndpoints, proxies: cfg.real.proxies,
+        reps: cfg.real.reps, durationMs: cfg.durationMs, warmupMs: cfg.warmupMs, stream: cfg.real.stream,
+        loadBudgetMs: cfg.real.loadBudgetMs, concurrency: cfg.real.concurrency, budget, workDir, pinRoot, log,
+      });
+    }
   } finally {
     await cluster?.destroy().catch((e: unknown) => log(`cleanup: ${String(e)}`));
     try {
@@ -221,7 +238,7 @@ async function main(): Promise<void> {
 
   const finishedAt = new Date();
   const partial = { datapath, controlPlane };
-  const results: BenchResults = {
+  const results: BenchResults & { realKubeProxy?: RealKpResult } = {
     schema: 'svcmap-bench/1',
     mode: cfg.mode,
     startedAt: startedAt.toISOString(),
@@ -232,6 +249,7 @@ async function main(): Promise<void> {
     datapath,
     controlPlane,
     lb,
+    ...(realKubeProxy ? { realKubeProxy } : {}),
     targets: evaluateTargets(partial),
     notes,
   };
@@ -247,6 +265,7 @@ async function main(): Promise<void> {
   if (datapath.length) say(`## Datapath\n\n${datapathTables(results)}\n`);
   if (controlPlane) say(`## Control plane\n\n${controlPlaneTables(results)}\n`);
   if (lb.length) say(`## Load-balancing quality\n\n${lbTable(results)}\n`);
+  if (realKubeProxy) say(`## The real kube-proxy beside svcmap\n\n${realKubeProxyTables(results)}\n`);
   say(`## Targets\n\n${targetsTable(results)}\n`);
   const b = behind(results);
   say(`## Where svcmap is behind\n\n${b.length ? b.map((x) => `- ${x}`).join('\n') : '- nowhere in this run'}\n`);
