@@ -49,9 +49,26 @@
 #define SVC_F_WILDCARD     0x0080 /* NodePort on any local address (0.0.0.0) */
 #define SVC_F_SRC_RANGES   0x0100 /* loadBalancerSourceRanges apply */
 #define SVC_F_TWO_SCOPES   0x0200 /* an internal-scope entry exists too */
+#define SVC_F_SH_PORT      0x0400 /* LB_ALG_SH at tc: hash the source port too */
 
-/* svc_value.algorithm */
+/*
+ * svc_value.algorithm: how a new connection picks one of the frontend's
+ * slots (lb4_select_backend()). Session affinity applies on top of any.
+ *  LB_ALG_RANDOM: uniform random (kube-proxy iptables' semantics).
+ *  LB_ALG_RR:     round robin: the master entry's rr_next, advanced
+ *                 atomically, modulo count.
+ *  LB_ALG_SH:     source hash: socket LB hashes the client's network
+ *                 namespace cookie (the source address is not known at
+ *                 connect()), tc the client address (and source port with
+ *                 SVC_F_SH_PORT).
+ *  LB_ALG_MAGLEV: reserved: consistent hashing through a per-frontend
+ *                 lookup table (not in the datapath yet; the agent does not
+ *                 write it).
+ */
 #define LB_ALG_RANDOM 0
+#define LB_ALG_RR     1
+#define LB_ALG_SH     2
+#define LB_ALG_MAGLEV 3
 
 /* backend_value.state */
 #define BACKEND_STATE_ACTIVE      0
@@ -74,8 +91,15 @@ struct svc_key {
 	__u8 pad[2];
 };
 
+/*
+ * backend_id doubles, in the master entry (slot 0), as the round-robin
+ * counter of an LB_ALG_RR frontend: the datapath advances it with an atomic
+ * fetch-and-add in place (a hash map value, shared by every CPU and both
+ * datapaths). The agent writes 0 there and rewrites a master only when its
+ * other fields change, which restarts the rotation: harmless.
+ */
 struct svc_value {
-	__u32 backend_id;       /* slot > 0: the backend */
+	__u32 backend_id;       /* slot > 0: the backend; master: rr counter */
 	__u32 rev_nat_id;       /* master: key into the reverse NAT map */
 	__u16 count;            /* master: number of backend slots */
 	__u16 flags;            /* master: SVC_F_* */

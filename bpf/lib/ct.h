@@ -6,8 +6,10 @@
  * the flow's state, coarsely (CT_F_SEEN_REPLY, CT_F_FIN_*, CT_F_CLOSING),
  * and when a packet was last seen: the agent's conntrack GC (src/agent/
  * ct-gc.ts) removes a flow's two entries together once it has been idle
- * longer than its state allows, which gives its SNAT port back. The map is
- * an LRU as well, so a full map still makes room for new flows.
+ * longer than its state allows, which gives its SNAT port back (a closed
+ * flow's port goes to a new flow sooner, see nat4_snat_take_over() in
+ * nat.h). The map is an LRU as well, so a full map still makes room for
+ * new flows.
  */
 #ifndef SVCMAP_LIB_CT_H
 #define SVCMAP_LIB_CT_H
@@ -106,7 +108,9 @@ static __always_inline struct ct_value *ct4_lookup(const struct pkt4 *p, __u8 di
 	now = bpf_ktime_get_ns();
 	flags = ct_state_merge(v->flags, ct4_state_of(p, dir));
 	if (flags == v->flags) {
-		if (now - v->last_seen > CT_REFRESH_NS)
+		/* A closed flow's last packets are few, and each restarts the
+		 * time its SNAT port is held (SNAT_CLOSED_HOLD_NS in nat.h). */
+		if ((flags & CT_F_CLOSING) || now - v->last_seen > CT_REFRESH_NS)
 			v->last_seen = now;
 		return v;
 	}
@@ -136,16 +140,25 @@ static __always_inline void ct4_delete(const struct ct_key *k)
 /*
  * Forgets the flow whose forward entry is v (the entry for packet p, in
  * CT_DIR_FWD): the forward entry and the reply entry it implies, which is
- * keyed by the translated tuple seen from the backend. For a SNATed flow
- * that gives its SNAT port back.
+ * keyed by the translated tuple seen from the backend, if that reply entry
+ * still names this forward entry back (a closed flow's SNAT port may have
+ * gone to another flow meanwhile, see nat4_snat_take_over()). For a SNATed
+ * flow that gives its SNAT port back.
  */
 static __always_inline void ct4_forget_flow(const struct pkt4 *p, const struct ct_value *v)
 {
-	struct ct_key fwd, rep;
+	struct ct_key fwd, rep, back;
+	struct ct_value *rv;
 
 	ct4_key_of(&fwd, p, CT_DIR_FWD);
 	ct4_peer_key(&rep, &fwd, v);
-	ct4_delete(&rep);
+	rv = bpf_map_lookup_elem(&SVCMAP_MAP_CT, &rep);
+	if (rv) {
+		ct4_peer_key(&back, &rep, rv);
+		if (back.saddr == fwd.saddr && back.daddr == fwd.daddr &&
+		    back.sport == fwd.sport && back.dport == fwd.dport)
+			ct4_delete(&rep);
+	}
 	ct4_delete(&fwd);
 }
 

@@ -38,21 +38,75 @@ static __always_inline struct svc_value *lb4_internal_scope(struct svc_key *key,
 }
 
 /*
- * Uniform random choice among the frontend's slots: the distribution of
- * kube-proxy's 1/n, 1/(n-1), ... probability cascade. The agent writes a
- * shrinking service's new slots and count before it deletes the old slots
- * and backends, so a miss here is only the narrow window of a reader that
- * saw the old count; it falls back to slot 1, which always exists while
- * count > 0.
+ * A 32-bit mix of a 64-bit value (murmur3's finalizer over both halves):
+ * what the hashing algorithms hash a client's identity with. Only its
+ * spread matters; nothing outside the datapath computes it.
+ */
+static __always_inline __u32 lb_hash32(__u32 x)
+{
+	x ^= x >> 16;
+	x *= 0x85ebca6b;
+	x ^= x >> 13;
+	x *= 0xc2b2ae35;
+	x ^= x >> 16;
+	return x;
+}
+
+static __always_inline __u32 lb_hash64(__u64 v)
+{
+	return lb_hash32((__u32)v ^ lb_hash32((__u32)(v >> 32) + 0x9e3779b9));
+}
+
+/*
+ * The slot (1..count) the frontend's algorithm picks for a new connection.
+ * svc->count is not 0 (the callers check).
+ *  LB_ALG_RR: the master's counter (its backend_id field, see struct
+ *    svc_value) advanced with one atomic fetch-and-add: every CPU and both
+ *    datapaths share it, so sequential connections rotate exactly through
+ *    the slots and concurrent ones still each get a distinct turn. A
+ *    per-CPU counter would not be round robin at all.
+ *  LB_ALG_SH: client_hash (the caller's hash of the client: socket LB the
+ *    network namespace cookie, tc the source address) modulo count: the
+ *    same client gets the same slot while the count is unchanged.
+ *  LB_ALG_RANDOM, and any value this datapath does not know (the agent
+ *    does not write LB_ALG_MAGLEV yet): uniform random, the distribution of
+ *    kube-proxy's 1/n, 1/(n-1), ... probability cascade.
+ */
+static __always_inline __u16 lb4_pick_slot(const struct svc_value *svc, __u32 client_hash)
+{
+	__u32 count = svc->count;
+	__u32 n;
+
+	switch (svc->algorithm) {
+	case LB_ALG_RR:
+		n = __sync_fetch_and_add(&((struct svc_value *)svc)->backend_id, 1);
+		break;
+	case LB_ALG_SH:
+		n = client_hash;
+		break;
+	default:
+		n = bpf_get_prandom_u32();
+		break;
+	}
+	return (__u16)(n % count + 1);
+}
+
+/*
+ * Backend selection by the frontend's algorithm (lb4_pick_slot()). The
+ * agent writes a shrinking service's new slots and count before it deletes
+ * the old slots and backends, so a miss here is only the narrow window of a
+ * reader that saw the old count; it falls back to slot 1, which always
+ * exists while count > 0.
  */
 static __always_inline struct backend_value *lb4_select_backend(struct svc_key *key,
 								const struct svc_value *svc,
+								__u32 client_hash,
 								__u32 *backend_id)
 {
 	struct backend_value *be;
 	struct svc_value *slot;
 
-	key->slot = (bpf_get_prandom_u32() % svc->count) + 1;
+	key->slot = lb4_pick_slot(svc, client_hash);
 	slot = bpf_map_lookup_elem(&SVCMAP_MAP_SERVICES, key);
 	if (!slot) {
 		key->slot = 1;
@@ -123,12 +177,14 @@ static __always_inline struct backend_value *lb4_affinity_current(const struct a
  * Backend selection for a frontend with SVC_F_AFFINITY (the callers test
  * the flag: other frontends never touch the affinity map). *akey names the
  * client and the frontend. A current entry is used and its last use
- * refreshed; otherwise the choice is random, as without affinity, and is
+ * refreshed; otherwise the frontend's algorithm chooses, as without
+ * affinity (client_hash as for lb4_select_backend()), and the choice is
  * remembered.
  */
 static __always_inline struct backend_value *lb4_affinity_select(struct svc_key *key,
 								 const struct svc_value *svc,
 								 const struct affinity_key *akey,
+								 __u32 client_hash,
 								 __u32 *backend_id)
 {
 	struct affinity_value fresh = {};
@@ -144,7 +200,7 @@ static __always_inline struct backend_value *lb4_affinity_select(struct svc_key 
 			return be;
 		}
 	}
-	be = lb4_select_backend(key, svc, backend_id);
+	be = lb4_select_backend(key, svc, client_hash, backend_id);
 	if (!be)
 		return NULL;
 	fresh.last_used = now;

@@ -57,6 +57,7 @@ static __always_inline int sock4_xlate_fwd(struct bpf_sock_addr *ctx, enum dp_ho
 	struct backend_value *be;
 	struct svc_value *svc;
 	__u32 backend_id = 0;
+	__u32 client_hash = 0;
 	__u32 proto = ctx->protocol;
 
 	if (proto != IPPROTO_TCP && proto != IPPROTO_UDP) {
@@ -83,6 +84,11 @@ static __always_inline int sock4_xlate_fwd(struct bpf_sock_addr *ctx, enum dp_ho
 		dp_count(hook, DP_R_NO_BACKEND);
 		return -ECONNREFUSED;
 	}
+	/* Source hash: the socket's source address is not known yet at
+	 * connect() (nor, for an unbound socket, at sendmsg()), so the client
+	 * is its network namespace, as for affinity: a pod. */
+	if (svc->algorithm == LB_ALG_SH)
+		client_hash = lb_hash64(bpf_get_netns_cookie(ctx));
 	if (svc->flags & SVC_F_AFFINITY) {
 		/* The client is the socket's network namespace: a pod (see
 		 * struct affinity_key). */
@@ -92,9 +98,9 @@ static __always_inline int sock4_xlate_fwd(struct bpf_sock_addr *ctx, enum dp_ho
 			.origin = AFFINITY_ORIGIN_SOCK,
 		};
 
-		be = lb4_affinity_select(&key, svc, &akey, &backend_id);
+		be = lb4_affinity_select(&key, svc, &akey, client_hash, &backend_id);
 	} else {
-		be = lb4_select_backend(&key, svc, &backend_id);
+		be = lb4_select_backend(&key, svc, client_hash, &backend_id);
 	}
 	if (!be) {
 		dp_count(hook, DP_R_NO_BACKEND);

@@ -85,6 +85,19 @@ static __always_inline int lb4_flow_stale(const struct pkt4 *p, const struct ct_
 	return !be || be->addr != v->new_daddr || be->port != v->new_dport;
 }
 
+/* LB_ALG_SH at tc: the client is its source address, and its source port
+ * too when the frontend asks (SVC_F_SH_PORT). 0 for other algorithms. */
+static __always_inline __u32 lb4_tc_client_hash(const struct pkt4 *p, const struct svc_value *svc)
+{
+	__u64 v = p->saddr;
+
+	if (svc->algorithm != LB_ALG_SH)
+		return 0;
+	if (svc->flags & SVC_F_SH_PORT)
+		v |= (__u64)p->sport << 32;
+	return lb_hash64(v);
+}
+
 /*
  * The first packet of a flow to a frontend: choose the backend, reserve
  * the reply entry (and with it the SNAT port), then store the forward
@@ -109,7 +122,7 @@ static __always_inline enum dp_reason lb4_tc_new_flow(const struct pkt4 *p, stru
 	struct svc_value *svc;
 	__u32 backend_id = 0;
 	__u64 now;
-	int snat;
+	int snat, insert_failed = 0;
 
 	svc = lb4_lookup_service(&key);
 	if (!svc)
@@ -129,9 +142,9 @@ static __always_inline enum dp_reason lb4_tc_new_flow(const struct pkt4 *p, stru
 			.origin = AFFINITY_ORIGIN_TC,
 		};
 
-		be = lb4_affinity_select(&key, svc, &akey, &backend_id);
+		be = lb4_affinity_select(&key, svc, &akey, lb4_tc_client_hash(p, svc), &backend_id);
 	} else {
-		be = lb4_select_backend(&key, svc, &backend_id);
+		be = lb4_select_backend(&key, svc, lb4_tc_client_hash(p, svc), &backend_id);
 	}
 	if (!be)
 		return DP_R_NO_BACKEND;
@@ -170,9 +183,9 @@ static __always_inline enum dp_reason lb4_tc_new_flow(const struct pkt4 *p, stru
 		rev.new_daddr = p->saddr;
 		rev.new_dport = p->sport;
 		rev.flags |= CT_F_SNAT;
-		fwd.new_sport = nat4_snat_reserve(cfg, &rkey, &rev, p->sport);
+		fwd.new_sport = nat4_snat_reserve(cfg, &rkey, &rev, p, &insert_failed);
 		if (!fwd.new_sport)
-			return DP_R_SNAT_EXHAUSTED; /* no free port towards this backend */
+			return insert_failed ? DP_R_CT_INSERT_FAILED : DP_R_SNAT_EXHAUSTED;
 		fwd.new_saddr = cfg->node_ip;
 		fwd.flags |= CT_F_SNAT;
 	} else {

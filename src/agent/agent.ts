@@ -2,6 +2,7 @@
 // source (a manifest directory, or the Kubernetes API) drives the sync. On
 // SIGTERM the agent exits and leaves the datapath pinned and working;
 // svcmap cleanup removes it.
+import type { ImplementedLbAlgorithm } from '../maps/constants.ts';
 import type { Server } from 'node:http';
 import { readDatapathCounters } from '../maps/datapath-counters.ts';
 import type { DesiredState, Frontend, Problem } from '../model/types.ts';
@@ -43,6 +44,8 @@ export interface AgentConfig extends DatapathOptions {
   healthCheckBindAddress?: string;
   /** Conntrack GC of the tc datapath: interval (default 10 s; 0 = off) and idle lifetimes (Cilium's defaults). */
   ctGc?: { intervalMs?: number; lifetimes?: Partial<CtLifetimes> };
+  /** The load-balancing algorithm of a Service without svcmap.io/lb-algorithm (default random). */
+  lbAlgorithm?: ImplementedLbAlgorithm;
   /** Also destroy connected TCP sockets sent to a removed backend (UDP ones always are, where the kernel can). */
   destroyTcpSockets?: boolean;
 }
@@ -131,7 +134,7 @@ export async function runAgent(cfg: AgentConfig, log: Logger): Promise<RunningAg
     const fileSync: BoundedFrequencyRunner = new BoundedFrequencyRunner(() => {
       if (!latest) return;
       try {
-        const r = syncer.sync(toTargets(latest));
+        const r = syncer.sync(toTargets(latest, cfg.lbAlgorithm));
         failures.succeeded();
         status.succeeded(r, syncer.capacity(), syncer.state.frontends.size);
         healthChecks.replaceAll(healthChecksByService(latest.frontends.values()));
@@ -167,6 +170,7 @@ export async function runAgent(cfg: AgentConfig, log: Logger): Promise<RunningAg
     source.model.setNode({ name: cfg.nodeName!, addresses: [] });
     loop = new KubernetesSyncLoop(source, syncer, status, metrics, problems, log, {
       minIntervalMs: cfg.minSyncIntervalMs, syncPeriodMs: cfg.syncPeriodMs,
+      ...(cfg.lbAlgorithm ? { lbAlgorithm: cfg.lbAlgorithm } : {}),
       onServices: (changed, full) => {
         // A full sync lists every Service: one that is gone (say, deleted while
         // a partial sync failed) loses its health check server here.

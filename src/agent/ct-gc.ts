@@ -4,11 +4,12 @@
 // and reply; see bpf/include/svcmap_maps.h) and marks their state as packets
 // pass: CT_F_SEEN_REPLY once the backend answered, CT_F_FIN_* and
 // CT_F_CLOSING as the connection goes away. The map is an LRU, but LRU
-// eviction only starts when it is full: until then the reply entries of
-// finished flows keep their SNAT ports reserved, and a steady stream of
-// short connections to one remote backend runs out of ports. So the agent
-// reads the map every few seconds and removes flows that have been idle
-// longer than their state allows (Cilium's lifetimes by default), both
+// eviction only starts when it is full: until then the entries of finished
+// flows stay, and those that never close (UDP, a peer that went away) keep
+// their SNAT ports reserved. (A closed TCP flow's port goes to a new flow in
+// the datapath already, see nat4_snat_take_over() in bpf/lib/nat.h.) So the
+// agent reads the map every few seconds and removes flows that have been
+// idle longer than their state allows (Cilium's lifetimes by default), both
 // entries of a flow in the same batch.
 //
 // Timestamps: the datapath's last_seen is bpf_ktime_get_ns(), which is

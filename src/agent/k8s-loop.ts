@@ -13,7 +13,8 @@ import { type Backoff, BoundedFrequencyRunner, type RunReason, type Timers } fro
 import type { Syncer, SyncReport } from '../sync/syncer.ts';
 import type { FrontendTarget } from '../sync/targets.ts';
 import { TriggerTimes } from '../sync/trigger-times.ts';
-import { toTarget } from './targets.ts';
+import type { ImplementedLbAlgorithm } from '../maps/constants.ts';
+import { DEFAULT_LB_ALGORITHM, toTarget } from './targets.ts';
 import type { Logger } from './log.ts';
 import type { AgentMetrics } from './metrics.ts';
 import type { ProblemReporter } from './problems-log.ts';
@@ -30,6 +31,8 @@ export interface LoopOptions {
   timers?: Timers;
   /** When the agent started (ms since the epoch): trigger times before it are not measured. Default: now. */
   startedAt?: number;
+  /** The algorithm of frontends whose Service names none (--lb-algorithm; default random). */
+  lbAlgorithm?: ImplementedLbAlgorithm;
   /** After a successful sync: the Services whose frontends changed, with their frontends now; after a full sync (full = true), every Service. */
   onServices?: (changed: ReadonlyMap<string, Frontend[]>, full: boolean) => void;
 }
@@ -50,6 +53,7 @@ export class KubernetesSyncLoop {
   /** When the last full sync succeeded (the runner's clock). */
   #lastFullAt: number;
   readonly #syncPeriodMs: number;
+  readonly #lbAlgorithm: ImplementedLbAlgorithm;
 
   constructor(source: KubernetesSource, syncer: Syncer, status: SyncStatus, metrics: AgentMetrics, problems: ProblemReporter, log: Logger, opts: LoopOptions) {
     this.#source = source;
@@ -60,6 +64,7 @@ export class KubernetesSyncLoop {
     this.#log = log;
     this.#onServices = opts.onServices;
     this.#syncPeriodMs = opts.syncPeriodMs;
+    this.#lbAlgorithm = opts.lbAlgorithm ?? DEFAULT_LB_ALGORITHM;
     this.#retry = new RetryState(opts.escalateAfter);
     this.#triggers = new TriggerTimes(opts.startedAt ?? Date.now());
     const timers = opts.timers;
@@ -115,11 +120,11 @@ export class KubernetesSyncLoop {
       if (reload) this.#syncer.reload();
       if (full) {
         const targets: FrontendTarget[] = [];
-        for (const list of model.allFrontends().values()) for (const f of list) targets.push(toTarget(f));
+        for (const list of model.allFrontends().values()) for (const f of list) targets.push(toTarget(f, this.#lbAlgorithm));
         report = this.#syncer.sync(targets);
       } else {
         const byOwner = new Map<string, FrontendTarget[]>();
-        for (const [svc, list] of work) byOwner.set(svc, list.map((f: Frontend) => toTarget(f)));
+        for (const [svc, list] of work) byOwner.set(svc, list.map((f: Frontend) => toTarget(f, this.#lbAlgorithm)));
         report = this.#syncer.syncOwners(byOwner);
       }
     } catch (err) {

@@ -4,7 +4,7 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import type { DpCounterRow } from '../maps/datapath-counters.ts';
 
-export const SYNC_ERROR_KINDS = ['invalid_object', 'map_full', 'write_failed', 'frontend_conflict', 'source'] as const;
+export const SYNC_ERROR_KINDS = ['invalid_object', 'map_full', 'write_failed', 'frontend_conflict', 'source', 'annotation_value'] as const;
 export type SyncErrorKind = (typeof SYNC_ERROR_KINDS)[number];
 
 export class AgentMetrics {
@@ -43,7 +43,7 @@ export class AgentMetrics {
     this.mapCapacity = new Gauge({ name: 'svcmap_map_capacity', help: 'max_entries of each BPF map.', labelNames: ['map'], registers: [this.registry] });
     this.syncErrors = new Counter({
       name: 'svcmap_sync_errors_total',
-      help: 'Problems met while syncing, by kind: invalid_object, map_full, write_failed, frontend_conflict, source.',
+      help: 'Problems met while syncing, by kind: invalid_object, map_full, write_failed, frontend_conflict, source, annotation_value (a svcmap.io/ annotation not accepted: the default is used).',
       labelNames: ['kind'],
       registers: [this.registry],
     });

@@ -3,9 +3,9 @@
 // model and the sync engine, so that neither has to know the other.
 import { ipv4ToU32, u32ToIpv4 } from '../maps/ipv4.ts';
 import {
-  BACKEND_F_LOCAL, BACKEND_STATE_ACTIVE, BACKEND_STATE_TERMINATING, LB_ALG_RANDOM,
+  BACKEND_F_LOCAL, BACKEND_STATE_ACTIVE, BACKEND_STATE_TERMINATING, type ImplementedLbAlgorithm, LB_ALGORITHMS,
   SVC_F_AFFINITY, SVC_F_CLUSTERIP, SVC_F_ETP_LOCAL, SVC_F_EXTERNALIP, SVC_F_ITP_LOCAL,
-  SVC_F_LOADBALANCER, SVC_F_NODEPORT, SVC_F_SRC_RANGES, SVC_F_TWO_SCOPES, SVC_F_WILDCARD,
+  SVC_F_LOADBALANCER, SVC_F_NODEPORT, SVC_F_SH_PORT, SVC_F_SRC_RANGES, SVC_F_TWO_SCOPES, SVC_F_WILDCARD,
   SVC_SCOPE_EXT, SVC_SCOPE_INT, protoNumber,
 } from '../maps/constants.ts';
 import type { DesiredState, Frontend } from '../model/types.ts';
@@ -19,7 +19,14 @@ const TYPE_FLAGS: Record<Frontend['type'], number> = {
   LoadBalancer: SVC_F_LOADBALANCER,
 };
 
-export function frontendFlags(fe: Frontend): number {
+/** The node-wide algorithm (--lb-algorithm) when a Service names none. */
+export const DEFAULT_LB_ALGORITHM: ImplementedLbAlgorithm = 'random';
+
+export function frontendAlgorithm(fe: Frontend, nodeDefault: ImplementedLbAlgorithm = DEFAULT_LB_ALGORITHM): ImplementedLbAlgorithm {
+  return fe.algorithm ?? nodeDefault;
+}
+
+export function frontendFlags(fe: Frontend, nodeDefault: ImplementedLbAlgorithm = DEFAULT_LB_ALGORITHM): number {
   let flags = TYPE_FLAGS[fe.type];
   if (fe.externalLocal) flags |= SVC_F_ETP_LOCAL;
   if (fe.internalLocal) flags |= SVC_F_ITP_LOCAL;
@@ -27,10 +34,11 @@ export function frontendFlags(fe: Frontend): number {
   if (fe.wildcard) flags |= SVC_F_WILDCARD;
   if (fe.sourceRanges.length > 0) flags |= SVC_F_SRC_RANGES;
   if (fe.twoScopes && fe.scope === 'external') flags |= SVC_F_TWO_SCOPES;
+  if (fe.sourceHashPort && frontendAlgorithm(fe, nodeDefault) === 'sh') flags |= SVC_F_SH_PORT;
   return flags;
 }
 
-export function toTarget(fe: Frontend): FrontendTarget {
+export function toTarget(fe: Frontend, nodeDefault: ImplementedLbAlgorithm = DEFAULT_LB_ALGORITHM): FrontendTarget {
   const key: FrontendKey = {
     addr: fe.ip,
     port: fe.port,
@@ -40,8 +48,8 @@ export function toTarget(fe: Frontend): FrontendTarget {
   return {
     id: frontendId(key),
     key,
-    flags: frontendFlags(fe),
-    algorithm: LB_ALG_RANDOM,
+    flags: frontendFlags(fe, nodeDefault),
+    algorithm: LB_ALGORITHMS[frontendAlgorithm(fe, nodeDefault)],
     affinityTimeout: fe.affinityTimeoutSeconds,
     backends: fe.backends.map((b) => ({
       addr: b.ip,
@@ -66,6 +74,6 @@ export function normalizeCidr(cidr: string): string {
   return `${u32ToIpv4((n & mask) >>> 0)}/${len}`;
 }
 
-export function toTargets(state: DesiredState): FrontendTarget[] {
-  return [...state.frontends.values()].map(toTarget).sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
+export function toTargets(state: DesiredState, nodeDefault: ImplementedLbAlgorithm = DEFAULT_LB_ALGORITHM): FrontendTarget[] {
+  return [...state.frontends.values()].map((fe) => toTarget(fe, nodeDefault)).sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
 }

@@ -30,7 +30,7 @@ export interface CompiledObject {
   cached: boolean;
 }
 
-const BASE_FLAGS = ['-O2', '-g', '-target', 'bpf', '-Wall', '-Werror', '-Wno-unused-function'];
+const BASE_FLAGS = ['-O2', '-g', '-target', 'bpf', '-mcpu=v3', '-Wall', '-Werror', '-Wno-unused-function'];
 
 export function bpfSourceDir(): string {
   return join(packageRoot(), 'bpf');

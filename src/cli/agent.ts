@@ -3,6 +3,7 @@ import { z } from 'zod';
 import { defaultCgroup } from '../bpf/environment.ts';
 import { type AgentSource, runAgent } from '../agent/agent.ts';
 import { LOG_LEVELS, createLogger } from '../agent/log.ts';
+import { LB_ALGORITHMS_IMPLEMENTED } from '../maps/constants.ts';
 import { UsageError, duration, intString, parseFlags, pinDirFlag } from './args.ts';
 
 export const agentHelp = `svcmap agent [--manifests DIR | --kubeconfig PATH] [flags]
@@ -34,6 +35,9 @@ export const agentHelp = `svcmap agent [--manifests DIR | --kubeconfig PATH] [fl
   --ct-tcp-timeout D     idle lifetime of an established TCP flow (default 6h);
                          not yet answered: 60s, closing (RST, or FIN both ways): 10s
   --ct-udp-timeout D     idle lifetime of a UDP flow (default 60s)
+  --lb-algorithm ALG     how a frontend picks a backend when its Service has no
+                         svcmap.io/lb-algorithm annotation: random (default),
+                         rr (round robin) or sh (source hash)
   --destroy-tcp-sockets  when a backend leaves a Service, also destroy the
                          connected TCP sockets the socket LB sent to it
                          (connected UDP ones always are; needs Linux 6.5+)
@@ -65,6 +69,7 @@ const schema = z.object({
   'ct-gc-interval': duration.default(10_000),
   'ct-tcp-timeout': duration.refine((ms) => ms >= 1000, { message: 'must be at least 1s' }).optional(),
   'ct-udp-timeout': duration.refine((ms) => ms >= 1000, { message: 'must be at least 1s' }).optional(),
+  'lb-algorithm': z.enum(LB_ALGORITHMS_IMPLEMENTED, { message: `must be one of ${LB_ALGORITHMS_IMPLEMENTED.join(', ')}` }).default('random'),
   'destroy-tcp-sockets': z.boolean().default(false),
   'min-sync-interval': duration.default(0),
   'sync-period': duration.default(3_600_000),
@@ -93,6 +98,7 @@ export async function agent(argv: string[]): Promise<void> {
     'ct-gc-interval': { type: 'string' },
     'ct-tcp-timeout': { type: 'string' },
     'ct-udp-timeout': { type: 'string' },
+    'lb-algorithm': { type: 'string' },
     'destroy-tcp-sockets': { type: 'boolean' },
     'min-sync-interval': { type: 'string' },
     'sync-period': { type: 'string' },
@@ -138,6 +144,7 @@ export async function agent(argv: string[]): Promise<void> {
     },
     syncPeriodMs: f['sync-period'],
     destroyTcpSockets: f['destroy-tcp-sockets'],
+    lbAlgorithm: f['lb-algorithm'],
   }, log);
   for (const sig of ['SIGTERM', 'SIGINT'] as const) process.once(sig, () => running.stop());
   await running.stopped;

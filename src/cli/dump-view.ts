@@ -1,7 +1,7 @@
 // The maps decoded into what a person wants to read: each frontend with its
 // flags and its backends in slot order. Pure.
 import type { BackendValue, RevNatValue, SvcKey, SvcValue } from '../maps/codecs.ts';
-import { BACKEND_F_LOCAL, BACKEND_STATE_TERMINATING, SVC_SCOPE_INT, flagNames, protoName } from '../maps/constants.ts';
+import { BACKEND_F_LOCAL, BACKEND_STATE_TERMINATING, SVC_SCOPE_INT, flagNames, lbAlgorithmName, protoName } from '../maps/constants.ts';
 import { ipv4ToU32 } from '../maps/ipv4.ts';
 
 export interface BackendView {
@@ -19,6 +19,8 @@ export interface FrontendView {
   protocol: string;
   scope: 'external' | 'internal';
   flags: string[];
+  /** The load-balancing algorithm by name (random, rr, sh, ...), or `alg<id>` for one this svcmap does not know. */
+  algorithm: string;
   revNatId: number;
   backends: BackendView[];
   /** Problems a reader would hit: missing slots or backends. */
@@ -74,7 +76,7 @@ export function buildDumpView(
     out.push({
       frontend: `${k.addr}:${k.port}/${proto}${scope === 'internal' ? ' (internal)' : ''}`,
       address: k.addr, port: k.port, protocol: proto, scope, flags: flagNames(v.flags),
-      revNatId: v.rev_nat_id, backends: list, problems,
+      algorithm: lbAlgorithmName(v.algorithm) ?? `alg${v.algorithm}`, revNatId: v.rev_nat_id, backends: list, problems,
     });
   }
   return out.sort((a, b) => cmpAddr(a.address, b.address) || a.port - b.port || a.protocol.localeCompare(b.protocol) || a.scope.localeCompare(b.scope));
@@ -89,13 +91,14 @@ export function renderTable(views: readonly FrontendView[]): string {
   const rows = views.map((v) => [
     v.frontend,
     v.flags.join(',') || '-',
+    v.algorithm,
     String(v.backends.length),
     v.backends.length
       ? v.backends.map((b) => `${b.address}${b.state === 'active' ? '' : ` (${b.state})`}${b.local ? ' [local]' : ''}`).join(', ')
       : '(none: connections are refused)',
   ].concat(v.problems.length ? [`!! ${v.problems.join('; ')}`] : []));
-  const header = ['FRONTEND', 'FLAGS', 'N', 'BACKENDS'];
-  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => (i < 3 ? r[i]!.length : 0))));
-  const line = (r: string[]) => r.map((c, i) => (i < 3 ? c.padEnd(widths[i]!) : c)).join('  ').trimEnd();
+  const header = ['FRONTEND', 'FLAGS', 'ALG', 'N', 'BACKENDS'];
+  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => (i < 4 ? r[i]!.length : 0))));
+  const line = (r: string[]) => r.map((c, i) => (i < 4 ? c.padEnd(widths[i]!) : c)).join('  ').trimEnd();
   return [line(header), ...rows.map(line)].join('\n') + '\n';
 }

@@ -14,7 +14,7 @@
 //    the affinity entry of that client address.
 import type { AffinityKey, AffinityValue, BackendValue, SvcKey, SvcValue } from '../maps/codecs.ts';
 import {
-  AFFINITY_ORIGIN_SOCK, AFFINITY_ORIGIN_TC, LB_ALG_RANDOM, SVC_F_AFFINITY, SVC_F_SRC_RANGES, SVC_F_TWO_SCOPES, SVC_F_WILDCARD,
+  AFFINITY_ORIGIN_SOCK, AFFINITY_ORIGIN_TC, type LbAlgorithmName, lbAlgorithmName, SVC_F_AFFINITY, SVC_F_SRC_RANGES, SVC_F_TWO_SCOPES, SVC_F_WILDCARD,
   SVC_SCOPE_EXT, SVC_SCOPE_INT, flagNames, protoName,
 } from '../maps/constants.ts';
 import { type BackendView, backendView } from './dump-view.ts';
@@ -105,8 +105,16 @@ const NSEC_PER_SEC = 1_000_000_000n;
 
 const isLoopback = (addr: string) => addr.startsWith('127.');
 
-function algorithmName(alg: number): string {
-  return alg === LB_ALG_RANDOM ? 'random (uniform)' : `algorithm ${alg} (unknown to this svcmap)`;
+const ALGORITHM_TEXT: Record<LbAlgorithmName, string> = {
+  random: 'random (uniform)',
+  rr: 'rr (round robin)',
+  sh: 'sh (source hash)',
+  maglev: 'maglev (not implemented by this datapath: random)',
+};
+
+export function algorithmName(alg: number): string {
+  const name = lbAlgorithmName(alg);
+  return name ? ALGORITHM_TEXT[name] : `algorithm ${alg} (unknown to this svcmap)`;
 }
 
 /**
@@ -215,7 +223,9 @@ export function explain(q: ExplainQuery, r: ExplainReaders): Explanation {
   }
   if (svc.count === 0) return { ...out, verdict: { kind: 'refused', text: NO_ENDPOINTS } };
 
-  const random = (why: string): Verdict => ({ kind: 'random', among: svc.count, text: `random among ${svc.count}${why}` });
+  // kind 'random': the frontend's algorithm chooses (the text names it).
+  const how = { rr: 'round robin', sh: 'source hash' }[lbAlgorithmName(svc.algorithm) as 'rr' | 'sh'] ?? 'random';
+  const random = (why: string): Verdict => ({ kind: 'random', among: svc.count, text: `${how} among ${svc.count}${why}` });
   if (!affinity) return { ...out, verdict: random('') };
   const remember = `; the choice is remembered for ${svc.affinity_timeout}s`;
   if (path === 'socket') {

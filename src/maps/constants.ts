@@ -41,8 +41,25 @@ export const SVC_F_AFFINITY = 0x0040;
 export const SVC_F_WILDCARD = 0x0080;
 export const SVC_F_SRC_RANGES = 0x0100;
 export const SVC_F_TWO_SCOPES = 0x0200;
+export const SVC_F_SH_PORT = 0x0400;
 
 export const LB_ALG_RANDOM = 0;
+export const LB_ALG_RR = 1;
+export const LB_ALG_SH = 2;
+/** Reserved: the datapath and the agent do not implement Maglev yet. */
+export const LB_ALG_MAGLEV = 3;
+
+/** svc_value.algorithm by its name (the annotation's and --lb-algorithm's values). */
+export const LB_ALGORITHMS = { random: LB_ALG_RANDOM, rr: LB_ALG_RR, sh: LB_ALG_SH, maglev: LB_ALG_MAGLEV } as const;
+export type LbAlgorithmName = keyof typeof LB_ALGORITHMS;
+/** What a Service may ask for today; the others of issue 14 (lc, sed, nq, dh, maglev) are not implemented yet. */
+export const LB_ALGORITHMS_IMPLEMENTED = ['random', 'rr', 'sh'] as const;
+export type ImplementedLbAlgorithm = (typeof LB_ALGORITHMS_IMPLEMENTED)[number];
+
+/** The name of svc_value.algorithm `id`, or undefined for one this svcmap does not know. */
+export function lbAlgorithmName(id: number): LbAlgorithmName | undefined {
+  return (Object.keys(LB_ALGORITHMS) as LbAlgorithmName[]).find((n) => LB_ALGORITHMS[n] === id);
+}
 
 export const BACKEND_STATE_ACTIVE = 0;
 export const BACKEND_STATE_TERMINATING = 1;
@@ -159,6 +176,7 @@ export const SVC_FLAG_NAMES: Array<[number, string]> = [
   [SVC_F_WILDCARD, 'wildcard'],
   [SVC_F_SRC_RANGES, 'source-ranges'],
   [SVC_F_TWO_SCOPES, 'two-scopes'],
+  [SVC_F_SH_PORT, 'sh-port'],
 ];
 
 /** Conntrack entry flag names for display, in bit order. */

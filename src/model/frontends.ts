@@ -7,6 +7,7 @@ import { DEFAULT_AFFINITY_TIMEOUT_SECONDS, type Service } from './schemas.ts';
 import { isLocal, mergeEndpoints, selectBackends, type IPv4Slice } from './endpoints.ts';
 import { ipFamily } from './ip.ts';
 import { problemAbout } from './problems.ts';
+import { serviceOptions } from './service-options.ts';
 
 /** A frontend and the Service field it came from, for naming it in conflict reports. */
 export interface SourcedFrontend {
@@ -102,6 +103,7 @@ export function serviceFrontends(
     spec.sessionAffinity === 'ClientIP'
       ? (spec.sessionAffinityConfig?.clientIP?.timeoutSeconds ?? DEFAULT_AFFINITY_TIMEOUT_SECONDS)
       : 0;
+  const { algorithm, sourceHashPort } = serviceOptions(svc, problems);
 
   const out: SourcedFrontend[] = [];
   spec.ports.forEach((port, i) => {
@@ -137,6 +139,8 @@ export function serviceFrontends(
         internalLocal: false,
         wildcard: false,
         twoScopes: false,
+        ...(algorithm ? { algorithm } : {}),
+        sourceHashPort,
         affinityTimeoutSeconds,
         sourceRanges: [],
         // Each frontend owns its array; Backend objects are shared and must be treated as read-only.

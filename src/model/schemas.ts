@@ -205,10 +205,34 @@ const serviceStatus = z.object({
     .nullish(),
 });
 
+/** The Service annotations svcmap reads (src/model/service-options.ts says what each means). */
+export const SERVICE_ANNOTATIONS = [
+  'svcmap.io/lb-algorithm',
+  'svcmap.io/lb-source-hash-port',
+] as const;
+export type ServiceAnnotation = (typeof SERVICE_ANNOTATIONS)[number];
+
+// Only svcmap's own annotations are kept, as strings, and only when there is
+// one: the rest (last-applied-configuration and the like) is dropped at once.
+// Their values are judged by the model, which reports a bad one on the
+// Service and goes on with the default: never an invalid object.
+const serviceMeta = namespacedMeta.extend({
+  annotations: z.record(z.string(), z.unknown()).nullish(),
+}).transform(({ annotations, ...meta }) => {
+  let kept: Partial<Record<ServiceAnnotation, string>> | undefined;
+  for (const name of SERVICE_ANNOTATIONS) {
+    const v = annotations?.[name];
+    if (typeof v === 'string') (kept ??= {})[name] = v;
+  }
+  const out: typeof meta & { annotations?: Partial<Record<ServiceAnnotation, string>> } = meta;
+  if (kept) out.annotations = kept;
+  return out;
+});
+
 export const ServiceSchema = z.object({
   apiVersion: z.literal('v1', { error: 'must be v1' }),
   kind: z.literal('Service'),
-  metadata: namespacedMeta,
+  metadata: serviceMeta,
   spec: serviceSpec,
   status: serviceStatus.nullish(),
 });

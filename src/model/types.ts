@@ -2,6 +2,8 @@
 // objects by pure functions in this folder. src/sync/ compares it with what the
 // maps hold; nothing here knows about maps, files or the API server.
 
+import type { ImplementedLbAlgorithm } from '../maps/constants.ts';
+
 export type Protocol = 'TCP' | 'UDP';
 
 /** active: a ready endpoint. terminating: serving+terminating, used only while no endpoint is ready. */
@@ -47,6 +49,10 @@ export interface Frontend {
   wildcard: boolean;
   /** A twin entry with scope 'internal' exists (ETP=Local). */
   twoScopes: boolean;
+  /** svcmap.io/lb-algorithm; absent: the node's default (--lb-algorithm). */
+  algorithm?: ImplementedLbAlgorithm;
+  /** svcmap.io/lb-source-hash-port: "true": sh at tc hashes the source port too. */
+  sourceHashPort: boolean;
   /** sessionAffinity: ClientIP timeout in seconds, or 0 for none. */
   affinityTimeoutSeconds: number;
   /** loadBalancerSourceRanges as CIDR strings (LoadBalancer frontends); empty = no restriction. */

@@ -98,6 +98,7 @@ function expectedArgs(v: {
   healthPort: number;
   bindAddress: string;
   logLevel: string;
+  lbAlgorithm?: string;
   devices?: string[];
   compile?: boolean;
   extra?: string[];
@@ -120,6 +121,8 @@ function expectedArgs(v: {
     v.bindAddress,
     '--log-level',
     v.logLevel,
+    '--lb-algorithm',
+    v.lbAlgorithm ?? 'random',
   ];
   if (v.devices && v.devices.length > 0) args.push('--devices', v.devices.join(','));
   if (v.compile) args.push('--compile');
@@ -336,6 +339,7 @@ t.test('edge values (custom ports, devices, resources, IPv6 API server, no init 
         healthPort: 19256,
         bindAddress: '127.0.0.1',
         logLevel: 'debug',
+        lbAlgorithm: 'rr',
         devices: ['eth0', 'eth1', 'bond0.100'],
         compile: true,
         extra: ['--example-flag=1'],

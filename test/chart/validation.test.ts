@@ -77,6 +77,10 @@ t.test('values.schema.json rejects wrong types with a message naming the value',
     schemaError,
     /\/logLevel.*value must be one of/,
   ]);
+  renderFails(t, 'lbAlgorithm not one svcmap implements', { set: [...base, 'lbAlgorithm=lc'] }, [
+    schemaError,
+    /\/lbAlgorithm.*value must be one of/,
+  ]);
   renderFails(t, 'devices as a string instead of a list', { set: [...base, 'devices=eth0'] }, [
     schemaError,
     /\/devices.*got string, want array/,

@@ -125,7 +125,7 @@ t.test('a BPF object whose layout drifted from the codecs: the agent refuses to 
   writeFileSync(header, swapped);
   const objDir = join(tmp, 'objects');
   execFileSync('mkdir', ['-p', objDir]);
-  execFileSync('clang', ['-O2', '-g', '-target', 'bpf', '-Wall', '-Wno-unused-function', '-I', join(src, 'include'), '-I', join(src, 'lib'),
+  execFileSync('clang', ['-O2', '-g', '-target', 'bpf', '-mcpu=v3', '-Wall', '-Wno-unused-function', '-I', join(src, 'include'), '-I', join(src, 'lib'),
     '-I', '/usr/include/x86_64-linux-gnu', '-c', join(src, 'sock.c'), '-o', join(objDir, `sock-${objectHash('sock')}.o`)]);
   // A lab cgroup (under the detected cgroup2 mount) and a lab-named pin
   // directory: a sweep finds both if this process is killed.

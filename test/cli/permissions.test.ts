@@ -46,7 +46,7 @@ const COMMANDS = [['dump'], ['status'], ['explain', '10.96.7.1:80/TCP']];
 const needs = (dir: string) => new RegExp(`^svcmap: [^\\n]*: EACCES: needs root \\(or CAP_BPF and read access to ${dir.replace(/[.]/g, '\\.')}\\)\\n$`);
 
 t.test('root reads the pins', async (t) => {
-  t.match(runSvcmap(['dump', '--pin-dir', pinDir]).stdout, /^10\.96\.7\.1:80\/TCP\s+ClusterIP\s+1\s+10\.244\.7\.1:8080$/m);
+  t.match(runSvcmap(['dump', '--pin-dir', pinDir]).stdout, /^10\.96\.7\.1:80\/TCP\s+ClusterIP\s+random\s+1\s+10\.244\.7\.1:8080$/m);
   t.match(runSvcmap(['status', '--pin-dir', pinDir]).stdout, /svcmap_svc\s+hash\s+2\/16/);
   t.match(runSvcmap(['explain', '10.96.7.1:80', '--pin-dir', pinDir]).stdout, /^Verdict: {4}random among 1$/m);
 });
@@ -97,5 +97,5 @@ t.test('access is what matters: pins this user may open (mode 0666) are read wit
   t.teardown(() => { for (const p of names) chmodSync(p, 0o600); });
   const r = runSvcmap(['dump', '--pin-dir', pinDir], { asNobody: true });
   t.equal(r.status, 0, r.stderr);
-  t.match(r.stdout, /^10\.96\.7\.1:80\/TCP\s+ClusterIP\s+1\s+10\.244\.7\.1:8080$/m);
+  t.match(r.stdout, /^10\.96\.7\.1:80\/TCP\s+ClusterIP\s+random\s+1\s+10\.244\.7\.1:8080$/m);
 });

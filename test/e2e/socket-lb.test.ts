@@ -75,8 +75,8 @@ t.test('traffic to a non-VIP address is untouched', async (t) => {
 
 t.test('svcmap dump shows each VIP with its backends', async (t) => {
   const table = c.svcmap('dump');
-  t.match(table, new RegExp(`${WEB.replace(/\./g, '\\.')}:80/TCP\\s+ClusterIP\\s+3\\s+`));
-  t.match(table, /10\.96\.0\.20:80\/TCP\s+ClusterIP\s+0\s+\(none: connections are refused\)/);
+  t.match(table, new RegExp(`${WEB.replace(/\./g, '\\.')}:80/TCP\\s+ClusterIP\\s+random\\s+3\\s+`));
+  t.match(table, /10\.96\.0\.20:80\/TCP\s+ClusterIP\s+random\s+0\s+\(none: connections are refused\)/);
   const json = JSON.parse(c.svcmap('dump', '-o', 'json')) as { frontends: Array<{ frontend: string; backends: Array<{ address: string; state: string }> }> };
   const web = json.frontends.find((f) => f.frontend === `${WEB}:53/UDP`)!;
   t.same(web.backends.map((b) => b.address).sort(), POD_IPS.map((ip) => `${ip}:${UDP_PORT}`));

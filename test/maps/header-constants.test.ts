@@ -28,7 +28,8 @@ const numeric: Record<string, number> = {
   SVC_F_CLUSTERIP: k.SVC_F_CLUSTERIP, SVC_F_NODEPORT: k.SVC_F_NODEPORT, SVC_F_EXTERNALIP: k.SVC_F_EXTERNALIP,
   SVC_F_LOADBALANCER: k.SVC_F_LOADBALANCER, SVC_F_ETP_LOCAL: k.SVC_F_ETP_LOCAL, SVC_F_ITP_LOCAL: k.SVC_F_ITP_LOCAL,
   SVC_F_AFFINITY: k.SVC_F_AFFINITY, SVC_F_WILDCARD: k.SVC_F_WILDCARD, SVC_F_SRC_RANGES: k.SVC_F_SRC_RANGES,
-  SVC_F_TWO_SCOPES: k.SVC_F_TWO_SCOPES, LB_ALG_RANDOM: k.LB_ALG_RANDOM,
+  SVC_F_TWO_SCOPES: k.SVC_F_TWO_SCOPES, SVC_F_SH_PORT: k.SVC_F_SH_PORT,
+  LB_ALG_RANDOM: k.LB_ALG_RANDOM, LB_ALG_RR: k.LB_ALG_RR, LB_ALG_SH: k.LB_ALG_SH, LB_ALG_MAGLEV: k.LB_ALG_MAGLEV,
   BACKEND_STATE_ACTIVE: k.BACKEND_STATE_ACTIVE, BACKEND_STATE_TERMINATING: k.BACKEND_STATE_TERMINATING,
   BACKEND_F_LOCAL: k.BACKEND_F_LOCAL,
   CT_DIR_FWD: k.CT_DIR_FWD, CT_DIR_REPLY_IN: k.CT_DIR_REPLY_IN, CT_DIR_REPLY_OUT: k.CT_DIR_REPLY_OUT,
@@ -61,6 +62,15 @@ t.test('map names match the header and fit the kernel limit', async (t) => {
 t.test('every SVC_F_ flag in the header is mirrored', async (t) => {
   const inHeader = [...defines.keys()].filter((n) => n.startsWith('SVC_F_'));
   t.same(inHeader.sort(), Object.keys(numeric).filter((n) => n.startsWith('SVC_F_')).sort());
+});
+
+t.test('every LB_ALG_ id in the header is mirrored, each with one name', async (t) => {
+  const inHeader = [...defines.keys()].filter((n) => n.startsWith('LB_ALG_'));
+  t.same(inHeader.sort(), Object.keys(numeric).filter((n) => n.startsWith('LB_ALG_')).sort());
+  const ids = Object.values(k.LB_ALGORITHMS);
+  t.same([...ids].sort(), inHeader.map((n) => numeric[n]!).sort(), 'LB_ALGORITHMS names every id once');
+  for (const id of ids) t.equal(k.LB_ALGORITHMS[k.lbAlgorithmName(id)!], id, `id ${id} round-trips through its name`);
+  t.ok(ids.every((id) => id >= 0 && id <= 0xff), 'every id fits svc_value.algorithm (a __u8)');
 });
 
 t.test('every CT_DIR_ and CT_F_ constant in the header is mirrored', async (t) => {

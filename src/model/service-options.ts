@@ -1,0 +1,53 @@
+// What a Service asks of svcmap through its annotations (only these are kept,
+// see SERVICE_ANNOTATIONS in schemas.ts). A value svcmap does not know, or
+// does not implement yet, is a Problem on the Service naming the annotation
+// and the accepted values (field path metadata.annotations["..."], so the
+// agent reports it as an UnknownAnnotationValue Event); the Service is still
+// programmed, with the default.
+import { type ImplementedLbAlgorithm, LB_ALGORITHMS_IMPLEMENTED } from '../maps/constants.ts';
+import { problemAbout } from './problems.ts';
+import type { Service } from './schemas.ts';
+import type { Problem } from './types.ts';
+
+export const LB_ALGORITHM_ANNOTATION = 'svcmap.io/lb-algorithm';
+export const SOURCE_HASH_PORT_ANNOTATION = 'svcmap.io/lb-source-hash-port';
+
+/** Algorithms of issue 14 that a Service may name but that are not built yet: reported as such. */
+const NOT_YET = new Set(['lc', 'sed', 'nq', 'dh', 'maglev']);
+
+export interface ServiceOptions {
+  /** The algorithm the Service asks for; undefined: the node's default (--lb-algorithm). */
+  algorithm?: ImplementedLbAlgorithm;
+  /** sh at tc hashes the client's source port too. */
+  sourceHashPort: boolean;
+}
+
+function path(annotation: string): string {
+  return `metadata.annotations["${annotation}"]`;
+}
+
+export function serviceOptions(svc: Service, problems: Problem[]): ServiceOptions {
+  const a = svc.metadata.annotations;
+  const out: ServiceOptions = { sourceHashPort: false };
+  const alg = a?.[LB_ALGORITHM_ANNOTATION];
+  if (alg !== undefined) {
+    const v = alg.trim();
+    if ((LB_ALGORITHMS_IMPLEMENTED as readonly string[]).includes(v)) {
+      out.algorithm = v as ImplementedLbAlgorithm;
+    } else {
+      const what = NOT_YET.has(v) ? `"${v}" is not implemented yet` : `unknown value ${JSON.stringify(alg)}`;
+      problems.push(problemAbout(svc, 'warning', path(LB_ALGORITHM_ANNOTATION),
+        `${what}; accepted values: ${LB_ALGORITHMS_IMPLEMENTED.join(', ')}; using the node's default`));
+    }
+  }
+  const port = a?.[SOURCE_HASH_PORT_ANNOTATION];
+  if (port !== undefined) {
+    const v = port.trim();
+    if (v === 'true' || v === 'false') out.sourceHashPort = v === 'true';
+    else {
+      problems.push(problemAbout(svc, 'warning', path(SOURCE_HASH_PORT_ANNOTATION),
+        `unknown value ${JSON.stringify(port)}; accepted values: true, false; using false`));
+    }
+  }
+  return out;
+}

@@ -1,0 +1,70 @@
+// svcmap.io/lb-algorithm and svcmap.io/lb-source-hash-port: only svcmap's
+// annotations survive validation; a known value reaches every frontend of the
+// Service and the map target; an unknown or not-yet-implemented value is a
+// warning on the Service's annotation path (an UnknownAnnotationValue Event)
+// and the node's default applies.
+import t from 'tap';
+import { eventForProblem } from '../../src/agent/events/agent-events.ts';
+import { toTarget } from '../../src/agent/targets.ts';
+import { LB_ALG_RANDOM, LB_ALG_RR, LB_ALG_SH, SVC_F_SH_PORT } from '../../src/maps/constants.ts';
+import { buildDesiredState } from '../../src/model/desired.ts';
+import { type Service, validateObject } from '../../src/model/schemas.ts';
+
+function svc(name: string, clusterIP: string, annotations: Record<string, unknown>, type = 'ClusterIP'): Service {
+  const r = validateObject({
+    apiVersion: 'v1', kind: 'Service',
+    metadata: { name, namespace: 'default', annotations: { 'kubectl.kubernetes.io/last-applied-configuration': '{"big":1}', ...annotations } },
+    spec: { type, clusterIP, ports: [{ port: 80, ...(type === 'NodePort' ? { nodePort: 30111 } : {}) }] },
+  });
+  if (!r.ok || r.obj.kind !== 'Service') throw new Error(JSON.stringify(r));
+  return r.obj;
+}
+
+t.test('only svcmap\'s annotations are kept, as strings', async (t) => {
+  const s = svc('a', '10.96.2.1', { 'svcmap.io/lb-algorithm': 'rr', 'svcmap.io/other': 'x', 'svcmap.io/lb-source-hash-port': 7 });
+  t.same(s.metadata.annotations, { 'svcmap.io/lb-algorithm': 'rr' });
+  t.notOk('annotations' in svc('b', '10.96.2.2', {}).metadata, 'none kept: no annotations field at all');
+});
+
+t.test('the annotation reaches every frontend and the map target; the default fills in', async (t) => {
+  const { state, problems } = buildDesiredState({
+    services: [
+      svc('rr', '10.96.2.10', { 'svcmap.io/lb-algorithm': 'rr' }, 'NodePort'),
+      svc('sh', '10.96.2.11', { 'svcmap.io/lb-algorithm': ' sh ', 'svcmap.io/lb-source-hash-port': 'true' }),
+      svc('plain', '10.96.2.12', {}),
+    ],
+    slices: [],
+  });
+  t.same(problems, []);
+  const fe = (k: string) => state.frontends.get(k)!;
+  t.equal(fe('10.96.2.10:80/TCP').algorithm, 'rr');
+  t.equal(fe('0.0.0.0:30111/TCP').algorithm, 'rr', 'NodePort frontends too');
+  t.equal(toTarget(fe('10.96.2.10:80/TCP')).algorithm, LB_ALG_RR);
+  t.equal(toTarget(fe('10.96.2.11:80/TCP')).algorithm, LB_ALG_SH);
+  t.ok(toTarget(fe('10.96.2.11:80/TCP')).flags & SVC_F_SH_PORT, 'sh with the port annotation: SVC_F_SH_PORT');
+  t.notOk(toTarget(fe('10.96.2.10:80/TCP')).flags & SVC_F_SH_PORT);
+  t.equal(fe('10.96.2.12:80/TCP').algorithm, undefined, 'no annotation: the node decides');
+  t.equal(toTarget(fe('10.96.2.12:80/TCP')).algorithm, LB_ALG_RANDOM, 'default random');
+  t.equal(toTarget(fe('10.96.2.12:80/TCP'), 'sh').algorithm, LB_ALG_SH, '--lb-algorithm sh');
+  t.equal(toTarget(fe('10.96.2.10:80/TCP'), 'sh').algorithm, LB_ALG_RR, 'the annotation wins over the default');
+});
+
+t.test('unknown and not-yet-implemented values: a warning naming the annotation and the accepted values; the default applies', async (t) => {
+  const { state, problems } = buildDesiredState({
+    services: [
+      svc('x', '10.96.2.20', { 'svcmap.io/lb-algorithm': 'fastest' }),
+      svc('y', '10.96.2.21', { 'svcmap.io/lb-algorithm': 'maglev' }),
+      svc('z', '10.96.2.22', { 'svcmap.io/lb-source-hash-port': 'yes' }),
+    ],
+    slices: [],
+  });
+  t.equal(problems.length, 3);
+  const [x, y, z] = [...problems].sort((a, b) => a.name.localeCompare(b.name));
+  t.match(x, { kind: 'Service', name: 'x', severity: 'warning', path: 'metadata.annotations["svcmap.io/lb-algorithm"]' });
+  t.match(x!.message, /unknown value "fastest"; accepted values: random, rr, sh; using the node's default/);
+  t.match(y!.message, /"maglev" is not implemented yet; accepted values: random, rr, sh/);
+  t.match(z, { path: 'metadata.annotations["svcmap.io/lb-source-hash-port"]' });
+  t.match(eventForProblem(x!), { reason: 'UnknownAnnotationValue', regarding: { kind: 'Service', name: 'x' } });
+  t.equal(state.frontends.get('10.96.2.20:80/TCP')!.algorithm, undefined, 'the Service is still programmed, with the default');
+  t.equal(toTarget(state.frontends.get('10.96.2.21:80/TCP')!, 'rr').algorithm, LB_ALG_RR);
+});
