@@ -162,3 +162,30 @@ export function helperEnv(extra: NodeJS.ProcessEnv = {}): NodeJS.ProcessEnv {
   }
   return { ...env, ...extra };
 }
+
+export interface ScriptResult {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+/**
+ * Runs a TypeScript or JavaScript file with this Node as a process of its own
+ * (helperEnv: no tap loaders) and collects its output. The child is taken
+ * down when this process exits (tap's timeout signal reaches only us).
+ */
+export function runNodeScript(script: string, args: readonly string[]): Promise<ScriptResult> {
+  return new Promise((resolve) => {
+    const child = spawn(process.execPath, ['--disable-warning=ExperimentalWarning', script, ...args], { env: helperEnv(), stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout!.setEncoding('utf8').on('data', (d: string) => { stdout += d; });
+    child.stderr!.setEncoding('utf8').on('data', (d: string) => { stderr += d; });
+    const kill = () => child.kill('SIGTERM');
+    process.once('exit', kill);
+    child.on('close', (code) => {
+      process.off('exit', kill);
+      resolve({ code, stdout, stderr });
+    });
+  });
+}

@@ -30,7 +30,8 @@ export interface CompiledObject {
   cached: boolean;
 }
 
-const BASE_FLAGS = ['-O2', '-g', '-target', 'bpf', '-mcpu=v3', '-Wall', '-Werror', '-Wno-unused-function'];
+/** clang's flags for every object (-mcpu=v3: rr needs the value __sync_fetch_and_add returns). */
+export const BPF_CFLAGS: readonly string[] = ['-O2', '-g', '-target', 'bpf', '-mcpu=v3', '-Wall', '-Werror', '-Wno-unused-function'];
 
 export function bpfSourceDir(): string {
   return join(packageRoot(), 'bpf');
@@ -69,7 +70,7 @@ function sourceFiles(dir: string): string[] {
 export function objectHash(program: BpfProgramName, defines?: Record<string, string | number>): string {
   const dir = bpfSourceDir();
   const h = createHash('sha256');
-  h.update(JSON.stringify({ program, flags: BASE_FLAGS, defines: defineFlags(defines) }));
+  h.update(JSON.stringify({ program, flags: BPF_CFLAGS, defines: defineFlags(defines) }));
   for (const f of sourceFiles(dir)) {
     h.update(relative(dir, f));
     h.update('\0');
@@ -101,7 +102,7 @@ export function compileBpf(req: CompileRequest): CompiledObject {
   mkdirSync(outDir, { recursive: true });
   const tmp = `${path}.${process.pid}.tmp`;
   const args = [
-    ...BASE_FLAGS,
+    ...BPF_CFLAGS,
     ...defineFlags(req.defines),
     '-I', join(dir, 'include'),
     '-I', join(dir, 'lib'),

@@ -7,10 +7,9 @@
 // NODE_OPTIONS stripped; the cause is not found yet), so the bound is taken
 // from the tap runs: 1.5 x 425 MiB. It catches gross regressions only;
 // `make bench` has the real figures; nothing here is timed.
-import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import t from 'tap';
-import { helperEnv } from '../../lab/processes.ts';
+import { type ScriptResult, runNodeScript } from '../../lab/processes.ts';
 
 const SERVICES = 1000;
 const ENDPOINTS = 10;
@@ -19,21 +18,8 @@ const MEASURED_MIB = 425;
 const BOUND_MIB = Math.round(MEASURED_MIB * 1.5);
 const PROBE = fileURLToPath(new URL('./memory-probe.ts', import.meta.url));
 
-function probe(): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  return new Promise((resolve) => {
-    const child = spawn(process.execPath, ['--disable-warning=ExperimentalWarning', PROBE, String(SERVICES), String(ENDPOINTS)], { env: helperEnv(), stdio: ['ignore', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.setEncoding('utf8').on('data', (d: string) => { stdout += d; });
-    child.stderr.setEncoding('utf8').on('data', (d: string) => { stderr += d; });
-    // tap's timeout signal reaches us, not the child: take it down with us.
-    const kill = () => child.kill('SIGTERM');
-    process.once('exit', kill);
-    child.on('close', (code) => {
-      process.off('exit', kill);
-      resolve({ code, stdout, stderr });
-    });
-  });
+function probe(): Promise<ScriptResult> {
+  return runNodeScript(PROBE, [String(SERVICES), String(ENDPOINTS)]);
 }
 
 t.test(`agent RSS at ${SERVICES} services x ${ENDPOINTS} endpoints stays under ${BOUND_MIB} MiB`, { timeout: 180_000 }, async (t) => {

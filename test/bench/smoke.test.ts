@@ -4,32 +4,18 @@
 // and its latency metric, the rolling-update scenario, the report and the
 // chart) into a temporary directory and checks the shape of what it wrote.
 // Timings are never asserted: this is a shared 2-vCPU VM.
-import { spawn } from 'node:child_process';
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import t from 'tap';
-import { helperEnv } from '../../lab/processes.ts';
+import { type ScriptResult, runNodeScript } from '../../lab/processes.ts';
 import type { BenchResults } from '../../bench/results.ts';
 
 const RUN = fileURLToPath(new URL('../../bench/run.ts', import.meta.url));
 
-function runBench(args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  return new Promise((resolve) => {
-    const child = spawn(process.execPath, ['--disable-warning=ExperimentalWarning', RUN, ...args], { env: helperEnv(), stdio: ['ignore', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.setEncoding('utf8').on('data', (d: string) => { stdout += d; });
-    child.stderr.setEncoding('utf8').on('data', (d: string) => { stderr += d; });
-    // tap's timeout signal reaches us, not the child: take it down with us.
-    const kill = () => child.kill('SIGTERM');
-    process.once('exit', kill);
-    child.on('close', (code) => {
-      process.off('exit', kill);
-      resolve({ code, stdout, stderr });
-    });
-  });
+function runBench(args: string[]): Promise<ScriptResult> {
+  return runNodeScript(RUN, args);
 }
 
 t.test('bench --smoke runs every part and writes results, chart and summary', { timeout: 200_000 }, async (t) => {

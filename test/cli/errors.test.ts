@@ -9,7 +9,7 @@ import t from 'tap';
 import { ROOT, assertBuilt } from '../../lab/agent-process.ts';
 import { Lab } from '../../lab/index.ts';
 import { labPinDir } from '../../lab/pins.ts';
-import { objectHash } from '../../src/bpf/compile.ts';
+import { BPF_CFLAGS, objectHash } from '../../src/bpf/compile.ts';
 import { cleanupPins } from '../../src/cli/cleanup.ts';
 import { runSvcmap } from './run.ts';
 
@@ -125,7 +125,8 @@ t.test('a BPF object whose layout drifted from the codecs: the agent refuses to 
   writeFileSync(header, swapped);
   const objDir = join(tmp, 'objects');
   execFileSync('mkdir', ['-p', objDir]);
-  execFileSync('clang', ['-O2', '-g', '-target', 'bpf', '-mcpu=v3', '-Wall', '-Wno-unused-function', '-I', join(src, 'include'), '-I', join(src, 'lib'),
+  // The agent's flags but -Werror: the drifted header is the point.
+  execFileSync('clang', [...BPF_CFLAGS.filter((f) => f !== '-Werror'), '-I', join(src, 'include'), '-I', join(src, 'lib'),
     '-I', '/usr/include/x86_64-linux-gnu', '-c', join(src, 'sock.c'), '-o', join(objDir, `sock-${objectHash('sock')}.o`)]);
   // A lab cgroup (under the detected cgroup2 mount) and a lab-named pin
   // directory: a sweep finds both if this process is killed.

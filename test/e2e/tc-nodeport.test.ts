@@ -16,10 +16,9 @@ import { linkPinDir } from '../../src/bpf/loader.ts';
 import { cleanupPins } from '../../src/cli/cleanup.ts';
 import { ensureBpffs, labPinDir, sweepStalePins } from '../../lab/pins.ts';
 import { type ServiceSpec, serviceObject, sliceObject } from './fixtures/manifests.ts';
+import { CLIENT_IP, NODE_IPS, makeTcNode } from './fixtures/tc-nodes.ts';
 
-const CLIENT_IP = '192.168.100.100';
 const CLIENT2_IP = '192.168.100.101';
-const NODE_IPS = { node1: '192.168.100.11', node2: '192.168.100.12' } as const;
 const EXTERNAL_IP = '192.168.200.10';
 const POD_A = '10.244.1.10'; // on node1
 const POD_B = '10.244.2.10'; // on node2
@@ -84,16 +83,6 @@ const emergency = {
   },
 };
 
-/** A node namespace with a pod bridge, forwarding on, and eth0 on the shared network. */
-async function makeNode(name: 'node1' | 'node2', cidr: string, net: LabNode, uplink: string): Promise<LabNode> {
-  const node = await lab.node(name, { cidr, forward: true });
-  const link = await lab.link(node, net, `${NODE_IPS[name]}/24`, `192.168.100.${name === 'node1' ? 251 : 252}/24`, { names: ['eth0', uplink] });
-  // The network side is a bridge port, not an address.
-  await lab.ip(net, 'addr', 'flush', 'dev', link.b.ifname);
-  await lab.ip(net, 'link', 'set', link.b.ifname, 'master', 'br0');
-  return node;
-}
-
 async function setUp(mode: 'tcx' | 'tc'): Promise<void> {
   assertBuilt();
   ensureBpffs();
@@ -103,8 +92,8 @@ async function setUp(mode: 'tcx' | 'tc'): Promise<void> {
   const net = await lab.node('net', { cidr: '192.168.100.0/24' });
   clientPod = await lab.pod(net, 'client', `${CLIENT_IP}/24`);
   await lab.route(clientPod, `${EXTERNAL_IP}/32`, NODE_IPS.node1); // the external IP is announced by node1
-  nodes.node1 = await makeNode('node1', '10.244.1.0/24', net, 'n1');
-  nodes.node2 = await makeNode('node2', '10.244.2.0/24', net, 'n2');
+  nodes.node1 = await makeTcNode(lab, net, 'node1', '10.244.1.0/24', 'n1');
+  nodes.node2 = await makeTcNode(lab, net, 'node2', '10.244.2.0/24', 'n2');
   await lab.route(nodes.node1, '10.244.2.0/24', NODE_IPS.node2);
   await lab.route(nodes.node2, '10.244.1.0/24', NODE_IPS.node1);
   await lab.echoServer(await lab.pod(nodes.node1, 'pod-a', POD_A), { tcpPorts: [8080], udpPorts: [5353] });
