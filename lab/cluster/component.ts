@@ -60,11 +60,30 @@ export class Component {
     }
   }
 
-  /** Throws with the log tail if the process has exited. */
+  /**
+   * The lines that say why a Go component died: a panic or runtime fatal
+   * error, or a klog fatal (F...) or error (E...) line, with what follows
+   * the first of them. A Go crash ends in goroutine dumps, so the tail alone
+   * rarely holds the cause.
+   */
+  crashLines(context = 8): string {
+    try {
+      const all = readFileSync(this.logFile, 'utf8').split('\n');
+      const at = all.findIndex((l) => /^(panic: |fatal error: |F\d{4} )/.test(l));
+      if (at >= 0) return all.slice(at, at + context).join('\n');
+      const errors = all.filter((l) => /^E\d{4} /.test(l));
+      return errors.slice(-context).join('\n');
+    } catch {
+      return '';
+    }
+  }
+
+  /** Throws with the cause (see crashLines) and the log tail if the process has exited. */
   checkRunning(): void {
     if (this.running) return;
     const how = this.child.signalCode ?? `exit ${this.child.exitCode}`;
-    throw new Error(`${this.name} stopped (${how}); last lines of ${this.logFile}:\n${this.logTail()}`);
+    const cause = this.crashLines();
+    throw new Error(`${this.name} stopped (${how})${cause ? `; the cause, from its log:\n${cause}\n` : ''}; last lines of ${this.logFile}:\n${this.logTail()}`);
   }
 
   /** SIGTERM, then SIGKILL after graceMs. */

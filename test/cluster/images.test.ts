@@ -188,7 +188,9 @@ t.test('labtool: servers and clients, and busybox for kubectl exec sh', async (t
   await withArchiveContainer(image('labtool').archive, 'labtool', async (c) => {
     t.same(c.config.Entrypoint, ['/labtool']);
     const out = await c.run(['sh', '-c', [
-      'POD_NAME=pod-x /labtool serve --tcp 8080 --udp 8081 --http 8082 >/dev/null & p=$!; sleep 0.5',
+      // Ready when its last listener (http) answers: a fixed sleep loses the race on a busy machine.
+      'POD_NAME=pod-x /labtool serve --tcp 8080 --udp 8081 --http 8082 >/dev/null & p=$!',
+      'i=0; until /labtool http http://127.0.0.1:8082/hostname >/dev/null 2>&1; do i=$((i+1)); [ $i -lt 200 ] || { echo "labtool serve not up after 20 s" >&2; exit 1; }; sleep 0.1; done',
       '/labtool tcp 127.0.0.1 8080 2 && /labtool udp 127.0.0.1 8081 2 && /labtool http http://127.0.0.1:8082/hostname',
       'r=$?; kill $p; wait $p; ls /bin/sh /bin/nc /bin/sleep; exit $r'].join('\n')]);
     t.same(out.trim().split('\n'), ['pod-x', 'pod-x', 'pod-x', 'pod-x', 'pod-x', '/bin/nc', '/bin/sh', '/bin/sleep']);
@@ -215,7 +217,8 @@ t.test('agnhost: what e2e.test runs in it', async (t) => {
     t.match(await c.run(['id', 'user-defined-in-image']), /uid=1000\(user-defined-in-image\).*50000\(group-defined-in-image\)/);
     // netexec, then the clients of the Services tests (test/e2e/network/service.go, framework/service/jig.go).
     const out = await c.run(['sh', '-c', [
-      '/agnhost netexec --http-port 8080 --udp-port 8081 >/dev/null 2>&1 & p=$!; sleep 1',
+      '/agnhost netexec --http-port 8080 --udp-port 8081 >/dev/null 2>&1 & p=$!',
+      'i=0; until curl -q -s --connect-timeout 1 -o /dev/null http://127.0.0.1:8080/hostname && echo hostName | nc -u -w 1 127.0.0.1 8081 2>/dev/null | grep -q .; do i=$((i+1)); [ $i -lt 100 ] || { echo "netexec not up after 20 s" >&2; exit 1; }; sleep 0.2; done',
       'curl -q -s --connect-timeout 2 http://127.0.0.1:8080/hostname; echo',
       'echo hostName | nc -v -u -w 2 127.0.0.1 8081 2>/dev/null; echo',
       'wget -q -T 1 -O - http://127.0.0.1:8080/hostname; echo',
