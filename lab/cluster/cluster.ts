@@ -61,6 +61,7 @@ export class Cluster {
   readonly #cgroupV1: string[] = [];
   #sysctls: SysctlValues | undefined;
   #sysctlGuard: { stop(): void } | undefined;
+  readonly #kubeletSupervisors: Array<() => void> = [];
   /** /var/lib/cni did not exist: createMountNs made it (an empty mount point). */
   #madeCniDir = false;
   #down: Promise<void> | undefined;
@@ -157,7 +158,10 @@ export class Cluster {
     await this.#startControllers();
     await this.step(`kubelets on ${this.nodes.map((n) => n.name).join(', ')}: nodes Ready`, async () => {
       this.#sysctlGuard = guardSysctls(this.#sysctls!, (keys) => this.log(`restored ${keys.join(', ')} (the kubelet changed them)`));
-      for (const n of this.nodes) n.startKubelet();
+      for (const n of this.nodes) {
+        n.startKubelet();
+        this.#kubeletSupervisors.push(n.superviseKubelet(this.log));
+      }
       await this.waitNodesReady();
     });
     await this.step('pod CIDRs on the Node objects', () => this.#setPodCidrs());
@@ -177,7 +181,16 @@ export class Cluster {
       const list = await this.kubectl.json<NodeKubeStatus>(['get', 'nodes']);
       const ready = list.items.filter((n) => n.status.conditions?.some((c) => c.type === 'Ready' && c.status === 'True')).map((n) => n.metadata.name);
       return want.every((w) => ready.includes(w));
-    }, { timeoutMs, intervalMs: 500, alive: this.nodes.flatMap((n) => [n.kubelet, n.containerd]) });
+    }, { timeoutMs, intervalMs: 500, alive: this.nodes.map((n) => n.containerd), check: () => this.nodes.forEach((n) => n.checkKubelet()) });
+  }
+
+  /** Every kubelet restart so far, "node: how: cause" (see LabNode.superviseKubelet). */
+  kubeletRestarts(): string[] {
+    return this.nodes.flatMap((n) => n.kubeletRestarts.map((r) => `${n.name}: ${r}`));
+  }
+
+  #stopSupervisors(): void {
+    for (const stop of this.#kubeletSupervisors.splice(0)) stop();
   }
 
   /** What kube-controller-manager's node IPAM would do; the CIDRs the CNI bridges already use. */
@@ -204,6 +217,7 @@ export class Cluster {
   async #downAsync(): Promise<void> {
     const t = Date.now();
     this.#sysctlGuard?.stop();
+    this.#stopSupervisors();
     let error: unknown;
     try {
       await this.lab.destroy();
@@ -219,6 +233,7 @@ export class Cluster {
   /** After the lab's processes are gone: mount namespaces, cgroup v1 directories, sysctls, state. */
   #hostTeardownSync(): void {
     this.#sysctlGuard?.stop();
+    this.#stopSupervisors();
     for (const f of this.#mountNss) removeMountNsSync(f);
     releaseMntnsDir();
     for (const name of this.#cgroupV1) removeCgroupV1Sync(name);

@@ -101,13 +101,15 @@ export class Component {
 
 /**
  * Polls probe() every intervalMs until it returns true; throws if it has not
- * within timeoutMs, or as soon as one of the components it depends on stops.
+ * within timeoutMs, or as soon as one of the components it depends on stops
+ * (alive), or check() throws.
  */
-export async function waitUntil(what: string, probe: () => Promise<boolean> | boolean, opts: { timeoutMs: number; intervalMs?: number; alive?: readonly Component[] }): Promise<void> {
+export async function waitUntil(what: string, probe: () => Promise<boolean> | boolean, opts: { timeoutMs: number; intervalMs?: number; alive?: readonly Component[]; check?: () => void }): Promise<void> {
   const deadline = Date.now() + opts.timeoutMs;
   let lastError = '';
   for (;;) {
     for (const c of opts.alive ?? []) c.checkRunning();
+    opts.check?.();
     try {
       if (await probe()) return;
     } catch (e) {

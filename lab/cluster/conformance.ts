@@ -323,6 +323,7 @@ export async function runConformance(opts: ConformanceOptions): Promise<Conforma
   } catch (e) {
     summary.error = (e as Error).message;
   } finally {
+    for (const r of cluster.kubeletRestarts()) out(`kubelet restart (upstream crash, started again as systemd would): ${r}`);
     try {
       cpSync(cluster.logDir, join(opts.artifacts, 'logs'), { recursive: true });
     } catch {

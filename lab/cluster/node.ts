@@ -108,11 +108,16 @@ serializeImagePulls: false
 `;
 }
 
+/** Restarts of one node's kubelet before its supervisor gives up (systemd's StartLimitBurst is 5 too). */
+const KUBELET_RESTART_LIMIT = 5;
+
 export class LabNode {
   readonly opts: NodeOptions;
   readonly name: string;
   containerd!: Component;
   kubelet!: Component;
+  /** What made the kubelet exit each time its supervisor started it again (cause lines from its log). */
+  readonly kubeletRestarts: string[] = [];
 
   constructor(opts: NodeOptions) {
     this.opts = opts;
@@ -176,6 +181,32 @@ export class LabNode {
       '-v', '1',
     ]);
     return this.kubelet;
+  }
+
+  /**
+   * Starts the kubelet again whenever it exits, as systemd's Restart=always
+   * does for the kubelet on a real node (kubeadm's and kind's units), at
+   * most KUBELET_RESTART_LIMIT times; each restart is logged with the cause
+   * from the kubelet's log. The kubelet is upstream code: a crash of it is
+   * reported, and the cluster carries on as a node would. Returns the stop
+   * function (call it before stopping the kubelet on purpose).
+   */
+  superviseKubelet(log: (line: string) => void, intervalMs = 500): () => void {
+    const timer = setInterval(() => {
+      if (this.kubelet.running || this.kubeletRestarts.length >= KUBELET_RESTART_LIMIT) return;
+      const how = this.kubelet.child.signalCode ?? `exit ${this.kubelet.child.exitCode}`;
+      const cause = this.kubelet.crashLines() || '(nothing in its log says why)';
+      this.kubeletRestarts.push(`${how}: ${cause}`);
+      log(`${this.name}: the kubelet stopped (${how}); started again, as systemd would on a node (restart ${this.kubeletRestarts.length} of at most ${KUBELET_RESTART_LIMIT}). From its log:\n${cause}`);
+      this.startKubelet();
+    }, intervalMs);
+    timer.unref();
+    return () => clearInterval(timer);
+  }
+
+  /** Throws (with the cause) once the kubelet is down for good: exited after its supervisor's last restart. */
+  checkKubelet(): void {
+    if (this.kubeletRestarts.length >= KUBELET_RESTART_LIMIT) this.kubelet.checkRunning();
   }
 
   async stop(): Promise<void> {

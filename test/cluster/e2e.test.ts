@@ -37,6 +37,8 @@ const diagnose = async () => {
 };
 t.teardown(async () => {
   await diagnose();
+  // Restarts the test did not ask for are upstream kubelet crashes: shown, with their cause.
+  for (const r of cluster.kubeletRestarts()) t.comment(`kubelet restart: ${r}`);
   await cluster.down();
 });
 const k = cluster.kubectl;
@@ -122,6 +124,19 @@ t.test('helm test', async (t) => {
   // Without --logs: the passing test Pod is deleted before helm would read them (the chart's NOTES say so).
   const out = await helmFor(cluster).run(['test', RELEASE, '-n', NAMESPACE, '--timeout', '3m']);
   t.match(out, /Phase:\s+Succeeded/, 'the chart\'s test pod succeeded (DNS via kube-dns, GET /version via the kubernetes Service)');
+});
+
+t.test('a kubelet killed -9 is started again (as systemd would on a node); Services keep working meanwhile', async (t) => {
+  const before = node2.kubeletRestarts.length;
+  const old = node2.kubelet;
+  await old.kill();
+  const ip = await vip('echo');
+  t.equal(lines(await inClient(['tcp', ip, String(PORTS.tcp.port), '10'])).length, 10, 'ClusterIP TCP while node2 has no kubelet');
+  await waitUntil('node2\'s kubelet to be started again', () => node2.kubelet !== old && node2.kubelet.running, { timeoutMs: 10_000, intervalMs: 100 });
+  t.equal(node2.kubeletRestarts.length, before + 1, `one restart recorded: ${node2.kubeletRestarts.at(-1)?.split('\n')[0]}`);
+  await waitUntil('node2\'s kubelet healthz', async () => (await node2.exec('curl', ['-s', '--max-time', '2', 'http://127.0.0.1:10248/healthz'], { timeoutMs: 5000 })).trim() === 'ok', { timeoutMs: 60_000, intervalMs: 500 });
+  await cluster.waitNodesReady();
+  t.pass('node2 Ready with its new kubelet');
 });
 
 t.test('helm upgrade to a new image tag while a client loops: 0 failed connections', async (t) => {
