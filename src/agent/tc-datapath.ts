@@ -47,6 +47,9 @@ export interface FollowOptions {
   intervalMs?: number;
 }
 
+/** What made the agent re-read the node's network (logged). */
+export type RefreshTrigger = 'node' | 'netlink' | 'interval';
+
 const pinName = (program: string, device: string) => `${program}@${device}`;
 
 export class TcDatapath {
@@ -75,7 +78,7 @@ export class TcDatapath {
   /** This node's Node changed (its addresses pick the default devices and the config's node IP). */
   update(node: NodeInfo | undefined): void {
     this.#node = node;
-    this.refresh();
+    this.refresh(readHostNet(), 'node');
   }
 
   /**
@@ -86,11 +89,11 @@ export class TcDatapath {
     const debounceMs = opts.debounceMs ?? 100;
     const later = () => {
       clearTimeout(this.#debounce);
-      this.#debounce = setTimeout(() => this.#refreshLogged(), debounceMs);
+      this.#debounce = setTimeout(() => this.#refreshLogged('netlink'), debounceMs);
       this.#debounce.unref();
     };
     this.#watch = watchNetlink(RTMGRP_LINK | RTMGRP_IPV4_IFADDR | RTMGRP_IPV4_ROUTE, later);
-    this.#interval = setInterval(() => this.#refreshLogged(), opts.intervalMs ?? 30_000);
+    this.#interval = setInterval(() => this.#refreshLogged('interval'), opts.intervalMs ?? 30_000);
     this.#interval.unref();
   }
 
@@ -101,17 +104,17 @@ export class TcDatapath {
     clearInterval(this.#interval);
   }
 
-  #refreshLogged(): void {
+  #refreshLogged(trigger: RefreshTrigger): void {
     try {
-      this.refresh();
+      this.refresh(readHostNet(), trigger);
     } catch (err) {
       this.#log.error({ err }, 'following the node\'s addresses failed; the tc datapath keeps its last state');
     }
   }
 
   /** Re-reads the node's network: the device map first, then the attachments (idempotent; cheap when nothing changed). */
-  refresh(net: HostNet = readHostNet()): void {
-    this.#syncAddresses(net);
+  refresh(net: HostNet = readHostNet(), trigger: RefreshTrigger = 'node'): void {
+    this.#syncAddresses(net, trigger);
     const devices = this.#explicit ?? defaultDevices(net, this.#node?.addresses ?? []);
     const nodeIp = this.#node?.addresses[0] ?? net.devices.find((d) => d.name === devices[0])?.addr;
     const key = JSON.stringify({ devices, nodeIp });
@@ -133,16 +136,16 @@ export class TcDatapath {
     this.#detachOthers(devices);
     this.attachments = attachments;
     this.#current = key;
-    this.#log.info({ devices, nodeIp, mode: attachments[0]?.mode }, 'tc datapath attached');
+    this.#log.info({ devices, nodeIp, mode: attachments[0]?.mode, trigger }, 'tc datapath attached');
   }
 
-  #syncAddresses(net: HostNet): void {
+  #syncAddresses(net: HostNet, trigger: RefreshTrigger): void {
     const { set, removed } = syncDeviceAddresses(this.#maps.devAddr, deviceAddresses(net));
     if (!set.size && !removed.length) return;
     const name = (ifindex: number) => net.devices.find((d) => d.ifindex === ifindex)?.name ?? `ifindex ${ifindex}`;
     this.#log.info({
       set: Object.fromEntries([...set].map(([i, a]) => [name(i), a])), removed,
-      snatAddresses: Object.fromEntries(net.devices.map((d) => [d.name, d.addr])),
+      snatAddresses: Object.fromEntries(net.devices.map((d) => [d.name, d.addr])), trigger,
     }, 'SNAT addresses updated');
   }
 

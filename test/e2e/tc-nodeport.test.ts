@@ -215,6 +215,7 @@ for (const mode of ['tcx', 'tc'] as const) {
       const updated = await c.agent.waitFor((l) => l.msg === 'SNAT addresses updated' && (l.snatAddresses as Record<string, string> | undefined)?.eth1 === NEW.node1,
         { from, timeoutMs: 45_000, what: 'the new eth1 address in the device map' });
       t.same(updated.set, { eth1: NEW.node1 }, 'the agent wrote eth1\'s new address');
+      t.equal(updated.trigger, 'netlink', 'driven by the rtnetlink notification (not the 30 s re-read)');
       const r = await during;
       t.equal(r.failed, 0, `connections across the change: 0 failures ${JSON.stringify(r.errors)}`);
       t.equal(r.ok, 600);
@@ -236,6 +237,29 @@ for (const mode of ['tcx', 'tc'] as const) {
     });
   });
 }
+
+t.test('two NICs on node1, no --devices: the InternalIP\'s device and the one with a gateway route, followed as routes change', async (t) => {
+  const c = await startRemoteNodePort([], { twoNics: true, defaultDevices: true });
+  t.teardown(() => c.destroy());
+  const attached = await c.agent.waitFor((l) => l.msg === 'tc datapath attached', { what: 'tc datapath attached' });
+  t.same(attached.devices, ['eth0', 'eth1'], 'eth0 holds the InternalIP, eth1 routes 10.244.2.0/24 via node2; the pod bridge br0 is not one');
+  const r = await c.client.tcpConnect({ ip: NODE_IPS.node1, port: REMOTE_NODEPORT, count: 200, timeoutMs: 3000, concurrency: 8 });
+  t.equal(r.failed, 0, JSON.stringify(r.errors));
+  t.same(r.seenFrom, [LINK_IPS.node1]);
+
+  let from = c.agent.mark();
+  await c.lab.ip(c.node1, 'route', 'del', '10.244.2.0/24');
+  const detached = await c.agent.waitFor((l) => l.msg === 'tc datapath detached from a device no longer used', { from, what: 'eth1 detached' });
+  t.equal(detached.device, 'eth1', 'eth1 lost its only route out of the node: detached');
+  await c.agent.waitFor((l) => l.msg === 'tc datapath attached' && JSON.stringify(l.devices) === '["eth0"]', { from, what: 'tc datapath on eth0 only' });
+  from = c.agent.mark();
+  await c.lab.route(c.node1, '10.244.2.0/24', LINK_IPS.node2);
+  const again = await c.agent.waitFor((l) => l.msg === 'tc datapath attached', { from, what: 'tc datapath attached again' });
+  t.same([again.devices, again.trigger], [['eth0', 'eth1'], 'netlink'], 'the route back: attached again, on the rtnetlink notification');
+  const r2 = await c.client.tcpConnect({ ip: NODE_IPS.node1, port: REMOTE_NODEPORT, count: 200, timeoutMs: 3000, concurrency: 8 });
+  t.equal(r2.failed, 0, JSON.stringify(r2.errors));
+  t.same(r2.seenFrom, [LINK_IPS.node1]);
+});
 
 function suite(t: Test, mode: 'tcx' | 'tc'): void {
 
