@@ -253,7 +253,7 @@ struct affinity_value {
 
 /* The node's settings for the tc datapath: array map, one entry at key 0. */
 struct svcmap_config {
-	__be32 node_ip;        /* the node's InternalIP (shown by status; SNAT uses svcmap_devaddr) */
+	__be32 node_ip;        /* the node's InternalIP (for dump; SNAT uses svcmap_devaddr) */
 	__u16 snat_port_min;   /* SNAT source ports, host order: above the */
 	__u16 snat_port_max;   /* kernel's ephemeral range by default */
 	__u32 flags;

@@ -64,6 +64,7 @@ export class TcDatapath {
   #watch: NetlinkWatch | undefined;
   #debounce: NodeJS.Timeout | undefined;
   #interval: NodeJS.Timeout | undefined;
+  #lastError: string | undefined;
   attachments: TcAttachment[] = [];
 
   constructor(object: BpfObject, maps: TcDatapathMaps, pinDir: string, log: Logger, devices?: string[], mode: TcMode | 'auto' = 'auto') {
@@ -92,7 +93,11 @@ export class TcDatapath {
       this.#debounce = setTimeout(() => this.#refreshLogged('netlink'), debounceMs);
       this.#debounce.unref();
     };
-    this.#watch = watchNetlink(RTMGRP_LINK | RTMGRP_IPV4_IFADDR | RTMGRP_IPV4_ROUTE, later);
+    try {
+      this.#watch = watchNetlink(RTMGRP_LINK | RTMGRP_IPV4_IFADDR | RTMGRP_IPV4_ROUTE, later);
+    } catch (err) {
+      this.#log.warn({ err }, 'cannot subscribe to rtnetlink: the node\'s addresses and routes are re-read periodically only');
+    }
     this.#interval = setInterval(() => this.#refreshLogged('interval'), opts.intervalMs ?? 30_000);
     this.#interval.unref();
   }
@@ -107,8 +112,13 @@ export class TcDatapath {
   #refreshLogged(trigger: RefreshTrigger): void {
     try {
       this.refresh(readHostNet(), trigger);
+      this.#lastError = undefined;
     } catch (err) {
-      this.#log.error({ err }, 'following the node\'s addresses failed; the tc datapath keeps its last state');
+      // Said once until it changes: a device that is missing fails every re-read.
+      const text = String((err as Error)?.message ?? err);
+      if (text === this.#lastError) return;
+      this.#lastError = text;
+      this.#log.error({ err, trigger }, 'following the node\'s addresses failed; the tc datapath keeps its last state');
     }
   }
 
