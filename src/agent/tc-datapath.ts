@@ -131,7 +131,7 @@ export class TcDatapath {
     if (key === this.#current) return;
     if (!devices.length) {
       this.#current = key; // said once per state
-      this.#log.warn({ addresses: this.#node?.addresses ?? [] }, 'no device holds the node\'s addresses or routes out of the node; NodePort/LoadBalancer/externalIP traffic from outside is not translated (pass --devices)');
+      if (this.#node?.addresses.length) this.#log.warn({ addresses: this.#node?.addresses ?? [] }, 'no device holds the node\'s addresses or routes out of the node; NodePort/LoadBalancer/externalIP traffic from outside is not translated (pass --devices)');
       return;
     }
     // The config (SNAT port range) before any program runs; node_ip is for status.
