@@ -5,7 +5,7 @@
 // chains, and the jumps from the built-in chains that it installs once.
 // Chain names are kube-proxy's own hashes. Above 1000 endpoints kube-proxy's
 // "large cluster mode" drops the per-endpoint comments, and so do we.
-import { iptSepChain, iptSvcChain } from './kubehash.ts';
+import { iptExtChain, iptSepChain, iptSvcChain } from './kubehash.ts';
 import type { LineFile } from './textfile.ts';
 import { CLUSTER_CIDR, NAMESPACE, PORT, PORT_NAME, TARGET_PORT, type BenchService } from './workload.ts';
 
@@ -44,6 +44,7 @@ export function iptablesBase(out: LineFile): void {
 interface SvcNames {
   portName: string;
   svcChain: string;
+  extChain: string;
   seps: Array<{ ip: string; chain: string }>;
 }
 
@@ -52,6 +53,7 @@ function names(s: BenchService): SvcNames {
   return {
     portName,
     svcChain: iptSvcChain(portName, 'tcp'),
+    extChain: iptExtChain(portName, 'tcp'),
     seps: s.endpoints.map((ip) => ({ ip, chain: iptSepChain(portName, 'tcp', `${ip}:${TARGET_PORT}`) })),
   };
 }
@@ -101,6 +103,14 @@ function svcChainRules(out: LineFile, s: BenchService, n: SvcNames, large: boole
   });
 }
 
+/** A NodePort with externalTrafficPolicy Cluster: KUBE-NODEPORTS -> KUBE-EXT-* (masquerade, then the service chain). */
+function nodePortRules(out: LineFile, s: BenchService, n: SvcNames): void {
+  if (s.nodePort === undefined) return;
+  out.line(`-A KUBE-NODEPORTS -m comment --comment ${n.portName} -m tcp -p tcp --dport ${s.nodePort} -j ${n.extChain}`);
+  out.line(`-A ${n.extChain} -m comment --comment "masquerade traffic for ${n.portName} external destinations" -j KUBE-MARK-MASQ`);
+  out.line(`-A ${n.extChain} -j ${n.svcChain}`);
+}
+
 function sepChainRules(out: LineFile, n: SvcNames, large: boolean): void {
   const comment = large ? '' : ` -m comment --comment ${n.portName}`;
   for (const sep of n.seps) {
@@ -130,15 +140,18 @@ export function iptablesFull(out: LineFile, services: readonly BenchService[], s
   natHeader(out);
   if (opts.jumps) natJumps(out);
   const all = services.map(names);
-  for (const n of all) {
+  services.forEach((s, i) => {
+    const n = all[i]!;
     out.line(`:${n.svcChain} - [0:0]`);
+    if (s.nodePort !== undefined) out.line(`:${n.extChain} - [0:0]`);
     for (const sep of n.seps) out.line(`:${sep.chain} - [0:0]`);
-  }
+  });
   for (const c of stale) out.line(`:${c} - [0:0]`);
   natFixedRules(out);
   services.forEach((s, i) => {
     const n = all[i]!;
     out.line(servicesRule(s, n));
+    nodePortRules(out, s, n);
     svcChainRules(out, s, n, large);
     sepChainRules(out, n, large);
   });
@@ -173,7 +186,7 @@ export function iptablesPartial(out: LineFile, services: readonly BenchService[]
       sepChainRules(out, n, large);
     } else {
       const portName = `${NAMESPACE}/${s.name}:${PORT_NAME}`;
-      out.line(servicesRule(s, { portName, svcChain: iptSvcChain(portName, 'tcp'), seps: [] }));
+      out.line(servicesRule(s, { portName, svcChain: iptSvcChain(portName, 'tcp'), extChain: iptExtChain(portName, 'tcp'), seps: [] }));
     }
   }
   out.line(NODEPORTS_LAST);

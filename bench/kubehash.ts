@@ -32,6 +32,11 @@ export function iptSvcChain(svcPortName: string, proto: string): string {
   return `KUBE-SVC-${sha256b32(svcPortName + proto).slice(0, 16)}`;
 }
 
+/** iptables: KUBE-EXT-<16>, the external (NodePort, LoadBalancer) chain: KUBE-SVC-'s hash. */
+export function iptExtChain(svcPortName: string, proto: string): string {
+  return `KUBE-EXT-${sha256b32(svcPortName + proto).slice(0, 16)}`;
+}
+
 /** iptables: KUBE-SEP-<16>, from "ns/name:port" + "tcp" + "ip:port". */
 export function iptSepChain(svcPortName: string, proto: string, endpoint: string): string {
   return `KUBE-SEP-${sha256b32(svcPortName + proto + endpoint).slice(0, 16)}`;

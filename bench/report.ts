@@ -239,6 +239,19 @@ export function lbTable(r: BenchResults): string {
   ].join('\n');
 }
 
+export function snatTable(r: BenchResults): string {
+  const s = r.snat;
+  if (!s) return '';
+  const label: Record<string, string> = { svcmap: 'svcmap (tc, SNAT to the egress device\'s address)', iptables: 'kube-proxy iptables (MASQUERADE --random-fully)' };
+  const rows = s.modes.map((m) => [label[m.mode] ?? m.mode, int(m.connPerSec), int(Math.min(...m.runs.map((x) => x.connPerSec))), int(Math.max(...m.runs.map((x) => x.connPerSec))),
+    int(m.ok), `${m.failed}${m.failed ? ` (${Object.entries(m.errors).map(([k, v]) => `${k} ${v}`).join(', ')})` : ''}`]);
+  return [
+    `**New SNATed TCP connections per second** from outside to a NodePort whose one backend is on another node (externalTrafficPolicy Cluster: DNAT + SNAT on the node), ${s.processes} client processes at once, each opening one connection after another (RST on close), ${s.durationMs / 1000} s per run, ${s.reps} rounds (median; min and max of the rounds). svcmap is ${s.svcmapVsIptables.toFixed(2)}x MASQUERADE's rate (median of the per-round ratios); svcmap dropped ${s.snatPortsExhausted} SYNs for want of a SNAT port.`,
+    '',
+    table(['datapath', 'conn/s (median)', 'min', 'max', 'connections', 'failed'], rows),
+  ].join('\n');
+}
+
 export function targetsTable(r: BenchResults): string {
   return table(['target', 'goal', 'measured', 'met'], r.targets.map((t) => [t.what, t.target, t.measured, t.met === undefined ? 'n/a' : t.met ? 'yes' : '**no**']));
 }
@@ -352,6 +365,7 @@ export function summaryMarkdown(r: BenchResults, chartPath: string): string {
     '### Load-balancing quality',
     '',
     lbTable(r),
+    ...(r.snat ? ['', '### SNAT rate beside MASQUERADE', '', snatTable(r)] : []),
     ...((r as BenchResults & { realKubeProxy?: RealKpResult }).realKubeProxy ? ['', '### The real kube-proxy beside svcmap', '', realKubeProxyTables(r)] : []),
     ...(r.notes.length ? ['', '### Notes', '', ...r.notes.map((n) => `- ${n}`)] : []),
     '',

@@ -5,6 +5,7 @@ import type { AgentCpResult } from './cp-agent.ts';
 import { type DatapathPoint, isSkipped, type ModeResult } from './datapath.ts';
 import type { LbResult } from './lb-quality.ts';
 import type { Machine } from './machine.ts';
+import type { SnatResult } from './snat.ts';
 
 export interface BenchResults {
   schema: 'svcmap-bench/1';
@@ -17,6 +18,8 @@ export interface BenchResults {
   datapath: DatapathPoint[];
   controlPlane: ControlPlaneResult | undefined;
   lb: LbResult[];
+  /** New SNATed flows/s beside MASQUERADE (absent from runs before it, or without --only snat). */
+  snat?: SnatResult;
   targets: Target[];
   notes: string[];
 }
@@ -40,7 +43,7 @@ export function modeResult(p: DatapathPoint, mode: string): ModeResult | undefin
 
 const MiB = 2 ** 20;
 
-export function evaluateTargets(r: Pick<BenchResults, 'datapath' | 'controlPlane'>): Target[] {
+export function evaluateTargets(r: Pick<BenchResults, 'datapath' | 'controlPlane' | 'snat'>): Target[] {
   const t: Target[] = [];
   const ratios = r.datapath.flatMap((p) => {
     const s = modeResult(p, 'svcmap');
@@ -81,5 +84,16 @@ export function evaluateTargets(r: Pick<BenchResults, 'datapath' | 'controlPlane
     measured: agent10k ? `${(agent10k.rssAfterSync / MiB).toFixed(0)} MiB after the sync, ${(agent10k.rssAfterChanges / MiB).toFixed(0)} MiB after the changes` : 'not measured (N=10k not in this run)',
     met: agent10k ? Math.max(agent10k.rssAfterSync, agent10k.rssAfterChanges) < 150 * MiB : undefined,
   });
+  const sm = r.snat?.modes.find((m) => m.mode === 'svcmap');
+  const kp = r.snat?.modes.find((m) => m.mode === 'iptables');
+  if (r.snat && sm && kp) {
+    const sustained = r.snat.durationMs >= 30_000;
+    t.push({
+      what: 'New SNATed TCP flows to one remote backend through a NodePort, sustained 30 s, 0 failed',
+      target: '>= 50k/s',
+      measured: `${Math.round(sm.connPerSec).toLocaleString('en-US')}/s, ${sm.failed} failed (kube-proxy MASQUERADE ${Math.round(kp.connPerSec).toLocaleString('en-US')}/s, ${kp.failed} failed; ${r.snat.processes} clients, ${r.snat.durationMs / 1000} s x ${r.snat.reps})`,
+      met: sustained ? sm.connPerSec >= 50_000 && sm.failed === 0 : undefined,
+    });
+  }
   return t;
 }

@@ -4,7 +4,7 @@
 // writes <out>/<timestamp>.json, <out>/latest.json, <out>/chart.svg and
 // <out>/summary.md (default out: bench/results; --smoke: build/bench/smoke).
 //
-//   node bench/run.ts [--smoke] [--only datapath,lb,control,real-kube-proxy] [--out DIR] [--budget-s S] [--cpu N]
+//   node bench/run.ts [--smoke] [--only datapath,lb,control,snat,real-kube-proxy] [--out DIR] [--budget-s S] [--cpu N]
 //                     [--datapath-sizes 1,1000,...] [--control-sizes 1,1000,...] [--real-sizes 1000,10000,...]
 //   node bench/run.ts --only real-kube-proxy   the real kube-proxy beside svcmap alone (bench/kube-proxy-real.ts)
 //   node bench/run.ts --render [--out DIR]   chart and summary again from <out>/latest.json, no measuring
@@ -30,7 +30,8 @@ import { type RealKpResult, type RealProxy, runRealKubeProxy } from './kube-prox
 import { type LbResult, runLbQuality } from './lb-quality.ts';
 import { describeMachine } from './machine.ts';
 import { buildNative, ROOT } from './native.ts';
-import { controlPlaneTables, datapathTables, lbTable, realKubeProxyTables, summaryMarkdown, targetsTable, behind } from './report.ts';
+import { type SnatResult, runSnat } from './snat.ts';
+import { controlPlaneTables, datapathTables, lbTable, realKubeProxyTables, snatTable, summaryMarkdown, targetsTable, behind } from './report.ts';
 import { type BenchResults, evaluateTargets } from './results.ts';
 
 interface Config {
@@ -50,6 +51,8 @@ interface Config {
   agentTimeoutMs: number;
   /** The real kube-proxy beside svcmap under a real kube-apiserver (bench/kube-proxy-real.ts). */
   real: { sizes: number[]; proxies: RealProxy[]; reps: number; stream: { changes: number; ratePerSec: number }; loadBudgetMs: number; concurrency: number };
+  /** New SNATed TCP flows/s through a NodePort, svcmap beside MASQUERADE (bench/snat.ts). */
+  snat: { reps: number; durationMs: number; warmupMs: number; processes: number };
 }
 
 const FULL: Config = {
@@ -68,6 +71,7 @@ const FULL: Config = {
   budgetMs: 300_000,
   agentTimeoutMs: 600_000,
   real: { sizes: [1000, 10_000, 100_000], proxies: ['nftables', 'iptables', 'ipvs', 'svcmap'], reps: 10, stream: { changes: 1000, ratePerSec: 100 }, loadBudgetMs: 180_000, concurrency: 32 },
+  snat: { reps: 3, durationMs: 30_000, warmupMs: 1000, processes: 4 },
 };
 
 const SMOKE: Config = {
@@ -86,6 +90,7 @@ const SMOKE: Config = {
   budgetMs: 30_000,
   agentTimeoutMs: 60_000,
   real: { sizes: [100], proxies: ['nftables', 'iptables', 'svcmap'], reps: 1, stream: { changes: 20, ratePerSec: 100 }, loadBudgetMs: 30_000, concurrency: 16 },
+  snat: { reps: 1, durationMs: 300, warmupMs: 50, processes: 2 },
 };
 
 const say = (s: string) => process.stdout.write(`${s}\n`);
@@ -146,8 +151,8 @@ async function main(): Promise<void> {
   }
   if (values['real-sizes']) cfg.real = { ...cfg.real, sizes: sizes(values['real-sizes']) };
   // The real kube-proxy needs Kubernetes' binaries and a real API server per N: part of the full run, not of the smoke run unless asked for.
-  const only = new Set((values.only ?? (values.smoke ? 'datapath,lb,control' : 'datapath,lb,control,real-kube-proxy')).split(',').map((s) => s.trim()));
-  for (const o of only) if (!['datapath', 'lb', 'control', 'real-kube-proxy'].includes(o)) throw new Error(`--only: unknown part ${o} (datapath, lb, control, real-kube-proxy)`);
+  const only = new Set((values.only ?? (values.smoke ? 'datapath,lb,control,snat' : 'datapath,lb,control,snat,real-kube-proxy')).split(',').map((s) => s.trim()));
+  for (const o of only) if (!['datapath', 'lb', 'control', 'snat', 'real-kube-proxy'].includes(o)) throw new Error(`--only: unknown part ${o} (datapath, lb, control, snat, real-kube-proxy)`);
   const cpu = values.cpu !== undefined ? Number(values.cpu) : (execFileSync('nproc', { encoding: 'utf8' }).trim() === '1' ? 0 : 1);
 
   assertBuilt();
@@ -181,6 +186,7 @@ async function main(): Promise<void> {
   let lb: LbResult[] = [];
   let controlPlane: ControlPlaneResult | undefined;
   let realKubeProxy: RealKpResult | undefined;
+  let snat: SnatResult | undefined;
   const notes: string[] = [
     `iptables: \`iptables-restore\` here is the ${iptablesBackend()} backend, which is what kube-proxy would use on this host; its rules are kube-proxy's own layout and chain names (large-cluster mode above 1000 endpoints).`,
     'nftables: kube-proxy\'s nftables-mode table (`ip kube-proxy`), chain names and delta transactions.',
@@ -217,6 +223,10 @@ async function main(): Promise<void> {
         agentTimeoutMs: cfg.agentTimeoutMs, budget, workDir, pinRoot, log,
       });
     }
+    if (only.has('snat')) {
+      const agentCpu = cpu === 0 && Number(execFileSync('nproc', { encoding: 'utf8' }).trim()) > 1 ? 1 : 0;
+      snat = await runSnat({ lab, bins, cpu, agentCpu, ...cfg.snat, agentTimeoutMs: cfg.agentTimeoutMs, workDir, pinRoot, log });
+    }
     if (only.has('real-kube-proxy')) {
       realKubeProxy = await runRealKubeProxy({
         lab, bins, cpu, sizes: cfg.real.sizes, endpointsPerService: cfg.controlEndpoints, proxies: cfg.real.proxies,
@@ -237,7 +247,7 @@ async function main(): Promise<void> {
   }
 
   const finishedAt = new Date();
-  const partial = { datapath, controlPlane };
+  const partial = { datapath, controlPlane, ...(snat ? { snat } : {}) };
   const results: BenchResults & { realKubeProxy?: RealKpResult } = {
     schema: 'svcmap-bench/1',
     mode: cfg.mode,
@@ -250,6 +260,7 @@ async function main(): Promise<void> {
     controlPlane,
     lb,
     ...(realKubeProxy ? { realKubeProxy } : {}),
+    ...(snat ? { snat } : {}),
     targets: evaluateTargets(partial),
     notes,
   };
@@ -265,6 +276,7 @@ async function main(): Promise<void> {
   if (datapath.length) say(`## Datapath\n\n${datapathTables(results)}\n`);
   if (controlPlane) say(`## Control plane\n\n${controlPlaneTables(results)}\n`);
   if (lb.length) say(`## Load-balancing quality\n\n${lbTable(results)}\n`);
+  if (snat) say(`## SNAT rate beside MASQUERADE\n\n${snatTable(results)}\n`);
   if (realKubeProxy) say(`## The real kube-proxy beside svcmap\n\n${realKubeProxyTables(results)}\n`);
   say(`## Targets\n\n${targetsTable(results)}\n`);
   const b = behind(results);

@@ -21,6 +21,8 @@ export interface BenchService {
   name: string;
   vip: string;
   endpoints: string[];
+  /** A NodePort too (externalTrafficPolicy Cluster): only the SNAT bench's service has one. */
+  nodePort?: number;
 }
 
 export function ipNum(ip: string): number {

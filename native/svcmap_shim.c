@@ -9,6 +9,7 @@
  * Every function returns 0 or a positive value on success and -errno on
  * failure, like libbpf 1.x itself.
  */
+#define _GNU_SOURCE /* pipe2 */
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -429,4 +430,110 @@ SHIM_API long long svcmap_iter_run_in_netns(int link_fd, int netns_fd)
 	if (err)
 		return -err;
 	return job.result;
+}
+
+/* ---- rtnetlink change notifications ------------------------------------ */
+
+#include <fcntl.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <sys/socket.h>
+#include <linux/netlink.h>
+
+struct nl_watch {
+	int nl_fd;
+	int wr_fd;
+};
+
+/*
+ * Waits for messages of the subscribed rtnetlink groups and writes one byte
+ * to the pipe for each batch (the reader re-reads what it needs: a message
+ * lost to a full socket buffer, ENOBUFS, is one more reason to). Ends when
+ * the reader closes its end of the pipe (POLLERR on ours).
+ */
+static void *nl_watch_thread(void *arg)
+{
+	struct nl_watch *w = arg;
+	char buf[16384];
+	const char one = 1;
+	ssize_t n;
+
+	for (;;) {
+		struct pollfd p[2] = {
+			{ .fd = w->nl_fd, .events = POLLIN },
+			{ .fd = w->wr_fd, .events = 0 },
+		};
+
+		if (poll(p, 2, -1) < 0) {
+			if (errno == EINTR)
+				continue;
+			break;
+		}
+		if (p[1].revents & (POLLERR | POLLHUP))
+			break;
+		if (!(p[0].revents & (POLLIN | POLLERR)))
+			continue;
+		for (;;) {
+			n = recv(w->nl_fd, buf, sizeof(buf), MSG_DONTWAIT);
+			if (n > 0 || (n < 0 && (errno == ENOBUFS || errno == EINTR)))
+				continue;
+			break;
+		}
+		if (write(w->wr_fd, &one, 1) < 0 && errno != EAGAIN)
+			break;
+	}
+	close(w->nl_fd);
+	close(w->wr_fd);
+	free(w);
+	return NULL;
+}
+
+/*
+ * Subscribes to the rtnetlink multicast groups (RTMGRP_* bits) of the
+ * caller's network namespace and returns the read end of a pipe that gets
+ * a byte whenever messages arrive, for an event loop to watch; closing it
+ * stops the watch. -errno on failure.
+ */
+SHIM_API int svcmap_nl_watch(uint32_t groups)
+{
+	struct sockaddr_nl addr = { .nl_family = AF_NETLINK, .nl_groups = groups };
+	struct nl_watch *w;
+	pthread_attr_t attr;
+	pthread_t thread;
+	int fds[2], nl, err;
+
+	nl = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_ROUTE);
+	if (nl < 0)
+		return -errno;
+	if (bind(nl, (struct sockaddr *)&addr, sizeof(addr)) < 0) {
+		err = -errno;
+		close(nl);
+		return err;
+	}
+	if (pipe2(fds, O_CLOEXEC | O_NONBLOCK) < 0) {
+		err = -errno;
+		close(nl);
+		return err;
+	}
+	w = malloc(sizeof(*w));
+	if (!w) {
+		close(nl);
+		close(fds[0]);
+		close(fds[1]);
+		return -ENOMEM;
+	}
+	w->nl_fd = nl;
+	w->wr_fd = fds[1];
+	pthread_attr_init(&attr);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	err = pthread_create(&thread, &attr, nl_watch_thread, w);
+	pthread_attr_destroy(&attr);
+	if (err) {
+		close(nl);
+		close(fds[0]);
+		close(fds[1]);
+		free(w);
+		return -err;
+	}
+	return fds[0];
 }

@@ -23,6 +23,7 @@
 #define SVCMAP_MAP_CONFIG    svcmap_cfg
 #define SVCMAP_MAP_AFFINITY  svcmap_affin
 #define SVCMAP_MAP_METRICS   svcmap_metrics
+#define SVCMAP_MAP_DEV_ADDR  svcmap_devaddr
 
 /* Default capacities; the agent may resize before load (--max-*). */
 #define SVCMAP_SERVICES_MAX   65536
@@ -32,6 +33,7 @@
 #define SVCMAP_CT_MAX         262144
 #define SVCMAP_SRC_RANGE_MAX  16384
 #define SVCMAP_AFFINITY_MAX   65536
+#define SVCMAP_DEV_ADDR_MAX   1024
 
 /* svc_key.scope: external traffic sees the external entry; a service with
  * a Local traffic policy also has an internal entry holding all backends. */
@@ -251,10 +253,21 @@ struct affinity_value {
 
 /* The node's settings for the tc datapath: array map, one entry at key 0. */
 struct svcmap_config {
-	__be32 node_ip;        /* source address for SNAT (the node's InternalIP) */
+	__be32 node_ip;        /* the node's InternalIP (for dump; SNAT uses svcmap_devaddr) */
 	__u16 snat_port_min;   /* SNAT source ports, host order: above the */
 	__u16 snat_port_max;   /* kernel's ephemeral range by default */
 	__u32 flags;
+};
+
+/*
+ * The SNAT source address per egress device (hash map, svcmap_devaddr):
+ * ifindex (__u32, host order) -> that device's primary IPv4 address. A SNATed
+ * flow takes the address of the device the FIB sends its backend's packets
+ * out of, as MASQUERADE does. The agent keeps it in step with the node's
+ * addresses (every device with an IPv4 address, the listed ones or not).
+ */
+struct dev_addr_value {
+	__be32 addr;
 };
 
 /*
@@ -293,14 +306,15 @@ enum dp_reason {
 	DP_R_NO_BACKEND        = 10, /* the frontend has no backends (or its slot's backend is gone) */
 	DP_R_NO_LOCAL_ENDPOINT = 11, /* tc: externalTrafficPolicy Local and no endpoint on this node */
 	DP_R_SOURCE_DENIED     = 12, /* tc: outside the frontend's loadBalancerSourceRanges */
-	DP_R_NO_SNAT_ADDR      = 13, /* tc: SNAT needed and no node address configured */
+	DP_R_NO_SNAT_ADDR      = 13, /* tc: SNAT needed and the egress device has no address in svcmap_devaddr */
 	DP_R_SNAT_EXHAUSTED    = 14, /* tc: no free SNAT port towards the backend */
 	DP_R_CT_INSERT_FAILED  = 15, /* tc: the conntrack entry could not be stored */
 	DP_R_REWRITE_FAILED    = 16, /* tc: a header or checksum write failed mid-packet */
 	/* Handed on. */
 	DP_R_FRAGMENT          = 17, /* tc: an IP fragment: untouched */
 	DP_R_REVNAT_STALE      = 18, /* socket: the reverse entry's frontend is gone: entry removed, the real peer shown */
-	DP_R_MAX               = 19,
+	DP_R_SNAT_NO_ROUTE     = 19, /* tc: SNAT needed and the FIB has no forwardable route to the backend */
+	DP_R_MAX               = 20,
 };
 
 #define DP_REASON_STRIDE   32

@@ -38,6 +38,16 @@ struct {
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } SVCMAP_MAP_CONFIG SEC(".maps");
 
+/* SNAT source address per egress device: ifindex -> primary IPv4 address. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__type(key, __u32);
+	__type(value, struct dev_addr_value);
+	__uint(max_entries, SVCMAP_DEV_ADDR_MAX);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} SVCMAP_MAP_DEV_ADDR SEC(".maps");
+
 static __always_inline const struct svcmap_config *tc_config(void)
 {
 	__u32 zero = 0;

@@ -180,11 +180,11 @@ static __always_inline int nat4_snat_take_over(const struct ct_key *reply,
 
 /*
  * Reserves a SNAT source port by inserting the flow's reply entry:
- * `reply` is {backend, node_ip, backend port, (port), proto,
+ * `reply` is {backend, SNAT address, backend port, (port), proto,
  * CT_DIR_REPLY_IN}, and the port goes into reply->dport. The insert is
  * BPF_NOEXIST, so a port some other flow to the same backend address and
  * port holds is never taken over, also not by a concurrent CPU: two live
- * flows never share (node_ip, port, backend address, backend port, proto).
+ * flows never share (SNAT address, port, backend address, backend port, proto).
  *
  * Candidates: the client's own port first when it is in range (it keeps
  * ports stable where it can, as netfilter's masquerade does), else one

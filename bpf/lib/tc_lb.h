@@ -37,6 +37,7 @@
 #include "nat.h"
 #include "fib.h"
 #include "icmp.h"
+#include "snat_addr.h"
 
 /* loadBalancerSourceRanges: does the frontend accept this client? */
 static __always_inline int lb4_source_allowed(const struct svc_value *svc, __be32 saddr)
@@ -106,7 +107,8 @@ static __always_inline __u32 lb4_tc_client_hash(const struct pkt4 *p, const stru
  * untouched), or the reason the packet is dropped: for a frontend that must
  * not or cannot take it.
  */
-static __always_inline enum dp_reason lb4_tc_new_flow(const struct pkt4 *p, struct ct_value *out)
+static __always_inline enum dp_reason lb4_tc_new_flow(struct __sk_buff *skb, const struct pkt4 *p,
+						      struct ct_value *out)
 {
 	struct svc_key key = {
 		.addr = p->daddr,
@@ -120,6 +122,8 @@ static __always_inline enum dp_reason lb4_tc_new_flow(const struct pkt4 *p, stru
 	struct backend_value *be;
 	struct ct_value *winner;
 	struct svc_value *svc;
+	enum dp_reason why;
+	__be32 snat_addr = 0;
 	__u32 backend_id = 0;
 	__u64 now;
 	int snat, insert_failed = 0;
@@ -176,9 +180,13 @@ static __always_inline enum dp_reason lb4_tc_new_flow(const struct pkt4 *p, stru
 
 	if (snat) {
 		cfg = tc_config();
-		if (!cfg || !cfg->node_ip)
+		if (!cfg)
 			return DP_R_NO_SNAT_ADDR; /* not configured */
-		rkey.daddr = cfg->node_ip;
+		/* The address of the device the flow leaves through (snat_addr.h). */
+		why = snat4_source(skb, p, be->addr, be->port, &snat_addr);
+		if (why)
+			return why;
+		rkey.daddr = snat_addr;
 		rkey.dir = CT_DIR_REPLY_IN;
 		rev.new_daddr = p->saddr;
 		rev.new_dport = p->sport;
@@ -186,7 +194,7 @@ static __always_inline enum dp_reason lb4_tc_new_flow(const struct pkt4 *p, stru
 		fwd.new_sport = nat4_snat_reserve(cfg, &rkey, &rev, p, &insert_failed);
 		if (!fwd.new_sport)
 			return insert_failed ? DP_R_CT_INSERT_FAILED : DP_R_SNAT_EXHAUSTED;
-		fwd.new_saddr = cfg->node_ip;
+		fwd.new_saddr = snat_addr;
 		fwd.flags |= CT_F_SNAT;
 	} else {
 		rkey.daddr = p->saddr;
@@ -271,11 +279,13 @@ static __always_inline int tc4_ingress(struct __sk_buff *skb)
 		ct4_forget_flow(&p, ct);
 		ct = NULL;
 	} else if (!ct) {
-		/* A reply to a SNATed flow comes to the SNAT address at a port of
-		 * the SNAT range; the node's own traffic (ssh, kubelet, ...) uses
-		 * other ports and skips this lookup. */
+		/* A reply to a SNATed flow comes to a SNAT address (any device's:
+		 * a reply may arrive on another device than its flow left by; the
+		 * entry's key names the address exactly) at a port of the SNAT
+		 * range; the node's own traffic (ssh, kubelet, ...) uses other
+		 * ports and skips this lookup. */
 		cfg = tc_config();
-		if (cfg && cfg->node_ip && p.daddr == cfg->node_ip) {
+		if (cfg) {
 			nat4_snat_range(cfg, &min, &max);
 			port = bpf_ntohs(p.dport);
 			if (port >= min && port <= max) {
@@ -287,7 +297,7 @@ static __always_inline int tc4_ingress(struct __sk_buff *skb)
 	if (ct) {
 		xlate = *ct;
 	} else {
-		reason = lb4_tc_new_flow(&p, &xlate);
+		reason = lb4_tc_new_flow(skb, &p, &xlate);
 		if (reason == DP_R_PASSED)
 			return tc_verdict(DP_HOOK_TC_INGRESS, reason, TC_ACT_OK);
 		if (reason != DP_R_TRANSLATED)

@@ -91,7 +91,7 @@ export async function runAgent(cfg: AgentConfig, log: Logger): Promise<RunningAg
   const events = k8s ? k8s.startKubernetesEvents(kc!, cfg.nodeName!, log, metrics) : undefined;
   const status = events?.syncStatus(metrics, log) ?? new SyncStatus(metrics, log);
   const problems = countingProblemReporter(log, metrics, events?.problems);
-  const tcDatapath = new TcDatapath(dp.tc, dp.maps.config!, cfg.pinDir, log, cfg.devices, cfg.tcAttach ?? 'auto');
+  const tcDatapath = new TcDatapath(dp.tc, { config: dp.maps.config!, devAddr: dp.maps.devAddr! }, cfg.pinDir, log, cfg.devices, cfg.tcAttach ?? 'auto');
   const attachTc = (node: { name: string; addresses: string[] } | undefined) => {
     try {
       tcDatapath.update(node);
@@ -101,6 +101,9 @@ export async function runAgent(cfg: AgentConfig, log: Logger): Promise<RunningAg
     }
   };
   if (cfg.devices?.length) attachTc(cfg.nodeName ? { name: cfg.nodeName, addresses: [] } : undefined);
+  else attachTc(undefined); // the SNAT addresses, and the devices with routes out of the node
+  // From now on the node's address and route changes are followed without a restart.
+  tcDatapath.follow();
   const healthChecks = new HealthCheckPorts(cfg.healthCheckBindAddress ?? '0.0.0.0', log, () => !status.health.pendingSince || Date.now() - status.health.pendingSince < 60_000);
   const servers: Server[] = [];
   const running: Partial<RunningAgent> = {};
@@ -198,6 +201,7 @@ export async function runAgent(cfg: AgentConfig, log: Logger): Promise<RunningAg
     stopSource();
     events?.stop();
     ctGc?.stop();
+    tcDatapath.stop();
     terminator.close();
     healthChecks.close();
     for (const s of servers) s.close();

@@ -1,18 +1,23 @@
 // The tc half of the datapath: which devices carry traffic from outside the
-// node (--devices, or the interfaces that hold the node's InternalIP), the
-// node address that SNAT uses, and the attachments themselves. Re-evaluated
-// whenever the node's addresses change.
+// node (--devices, or by default those holding the node's addresses and
+// those with a default route or a route through a gateway), the address
+// each device SNATs to (svcmap_devaddr), and the attachments themselves.
+// Re-evaluated when the node's Node object changes and when the node's
+// addresses, routes or links change (rtnetlink), with a periodic re-read as
+// a safety net, so an address change needs no restart.
 import { existsSync, readdirSync } from 'node:fs';
-import { networkInterfaces } from 'node:os';
 import { join } from 'node:path';
 import { detachPinnedLink } from '../bpf/link.ts';
 import { linkPinDir } from '../bpf/loader.ts';
+import { type NetlinkWatch, RTMGRP_IPV4_IFADDR, RTMGRP_IPV4_ROUTE, RTMGRP_LINK, watchNetlink } from '../bpf/netlink.ts';
 import { type TcMode, attachTc } from '../bpf/tc.ts';
 import type { BpfObject } from '../bpf/object.ts';
-import type { SvcmapConfig } from '../maps/codecs.ts';
+import type { DevAddrValue, SvcmapConfig } from '../maps/codecs.ts';
 import type { TypedMap } from '../maps/typed-map.ts';
 import type { NodeInfo } from '../model/types.ts';
 import { TC_PROGRAMS } from './datapath.ts';
+import { syncDeviceAddresses } from './device-addresses.ts';
+import { type HostNet, defaultDevices, deviceAddresses, readHostNet } from './host-net.ts';
 import type { Logger } from './log.ts';
 
 /**
@@ -30,57 +35,107 @@ export interface TcAttachment {
   mode: TcMode;
 }
 
-/** Interfaces (in this network namespace) holding any of the addresses. */
-export function devicesHolding(addresses: readonly string[]): string[] {
-  const out: string[] = [];
-  for (const [name, addrs] of Object.entries(networkInterfaces())) {
-    if (addrs?.some((a) => a.family === 'IPv4' && addresses.includes(a.address))) out.push(name);
-  }
-  return out.sort();
+export interface TcDatapathMaps {
+  config: TypedMap<number, SvcmapConfig>;
+  devAddr: TypedMap<number, DevAddrValue>;
 }
 
-function firstIPv4(device: string): string | undefined {
-  return networkInterfaces()[device]?.find((a) => a.family === 'IPv4')?.address;
+export interface FollowOptions {
+  /** Quiet time after a netlink change before the re-read (changes come in bursts). */
+  debounceMs?: number;
+  /** The safety-net re-read. */
+  intervalMs?: number;
 }
+
+/** What made the agent re-read the node's network (logged). */
+export type RefreshTrigger = 'node' | 'netlink' | 'interval';
 
 const pinName = (program: string, device: string) => `${program}@${device}`;
 
 export class TcDatapath {
   readonly #object: BpfObject;
-  readonly #config: TypedMap<number, SvcmapConfig>;
+  readonly #maps: TcDatapathMaps;
   readonly #pinDir: string;
   readonly #log: Logger;
   readonly #explicit: string[] | undefined;
+  readonly #mode: TcMode | 'auto';
+  #node: NodeInfo | undefined;
   #current = '';
+  #watch: NetlinkWatch | undefined;
+  #debounce: NodeJS.Timeout | undefined;
+  #interval: NodeJS.Timeout | undefined;
+  #lastError: string | undefined;
   attachments: TcAttachment[] = [];
 
-  readonly #mode: TcMode | 'auto';
-
-  constructor(object: BpfObject, config: TypedMap<number, SvcmapConfig>, pinDir: string, log: Logger, devices?: string[], mode: TcMode | 'auto' = 'auto') {
+  constructor(object: BpfObject, maps: TcDatapathMaps, pinDir: string, log: Logger, devices?: string[], mode: TcMode | 'auto' = 'auto') {
     this.#mode = mode;
     this.#object = object;
-    this.#config = config;
+    this.#maps = maps;
     this.#pinDir = pinDir;
     this.#log = log;
     this.#explicit = devices?.length ? devices : undefined;
   }
 
-  /** Attaches to the devices for this node (idempotent; cheap when nothing changed). */
+  /** This node's Node changed (its addresses pick the default devices and the config's node IP). */
   update(node: NodeInfo | undefined): void {
-    const devices = this.#explicit ?? devicesHolding(node?.addresses ?? []);
-    const nodeIp = node?.addresses[0] ?? (devices[0] ? firstIPv4(devices[0]) : undefined);
+    this.#node = node;
+    this.refresh(readHostNet(), 'node');
+  }
+
+  /**
+   * Follows the node's addresses, routes and links from now on: a re-read
+   * after each burst of rtnetlink messages, and every intervalMs.
+   */
+  follow(opts: FollowOptions = {}): void {
+    const debounceMs = opts.debounceMs ?? 100;
+    const later = () => {
+      clearTimeout(this.#debounce);
+      this.#debounce = setTimeout(() => this.#refreshLogged('netlink'), debounceMs);
+      this.#debounce.unref();
+    };
+    try {
+      this.#watch = watchNetlink(RTMGRP_LINK | RTMGRP_IPV4_IFADDR | RTMGRP_IPV4_ROUTE, later);
+    } catch (err) {
+      this.#log.warn({ err }, 'cannot subscribe to rtnetlink: the node\'s addresses and routes are re-read periodically only');
+    }
+    this.#interval = setInterval(() => this.#refreshLogged('interval'), opts.intervalMs ?? 30_000);
+    this.#interval.unref();
+  }
+
+  stop(): void {
+    this.#watch?.close();
+    this.#watch = undefined;
+    clearTimeout(this.#debounce);
+    clearInterval(this.#interval);
+  }
+
+  #refreshLogged(trigger: RefreshTrigger): void {
+    try {
+      this.refresh(readHostNet(), trigger);
+      this.#lastError = undefined;
+    } catch (err) {
+      // Said once until it changes: a device that is missing fails every re-read.
+      const text = String((err as Error)?.message ?? err);
+      if (text === this.#lastError) return;
+      this.#lastError = text;
+      this.#log.error({ err, trigger }, 'following the node\'s addresses failed; the tc datapath keeps its last state');
+    }
+  }
+
+  /** Re-reads the node's network: the device map first, then the attachments (idempotent; cheap when nothing changed). */
+  refresh(net: HostNet = readHostNet(), trigger: RefreshTrigger = 'node'): void {
+    this.#syncAddresses(net, trigger);
+    const devices = this.#explicit ?? defaultDevices(net, this.#node?.addresses ?? []);
+    const nodeIp = this.#node?.addresses[0] ?? net.devices.find((d) => d.name === devices[0])?.addr;
     const key = JSON.stringify({ devices, nodeIp });
     if (key === this.#current) return;
     if (!devices.length) {
-      if (node?.addresses.length) this.#log.warn({ addresses: node.addresses }, 'no interface holds the node\'s addresses; NodePort/LoadBalancer/externalIP traffic from outside is not translated (pass --devices)');
+      this.#current = key; // said once per state
+      if (this.#node?.addresses.length) this.#log.warn({ addresses: this.#node?.addresses ?? [] }, 'no device holds the node\'s addresses or routes out of the node; NodePort/LoadBalancer/externalIP traffic from outside is not translated (pass --devices)');
       return;
     }
-    if (!nodeIp) {
-      this.#log.warn({ devices }, 'no IPv4 address for SNAT on the devices; the tc datapath is not attached');
-      return;
-    }
-    // The config first: a program attached without it would SNAT to 0.0.0.0.
-    this.#config.put(0, { node_ip: nodeIp, snat_port_min: SNAT_PORT_MIN, snat_port_max: SNAT_PORT_MAX, flags: 0 });
+    // The config (SNAT port range) before any program runs; node_ip is for status.
+    this.#maps.config.put(0, { node_ip: nodeIp ?? '0.0.0.0', snat_port_min: SNAT_PORT_MIN, snat_port_max: SNAT_PORT_MAX, flags: 0 });
     const attachments: TcAttachment[] = [];
     for (const device of devices) {
       for (const [direction, program] of [['ingress', TC_PROGRAMS.ingress], ['egress', TC_PROGRAMS.egress]] as const) {
@@ -91,7 +146,17 @@ export class TcDatapath {
     this.#detachOthers(devices);
     this.attachments = attachments;
     this.#current = key;
-    this.#log.info({ devices, nodeIp, mode: attachments[0]?.mode }, 'tc datapath attached');
+    this.#log.info({ devices, nodeIp, mode: attachments[0]?.mode, trigger }, 'tc datapath attached');
+  }
+
+  #syncAddresses(net: HostNet, trigger: RefreshTrigger): void {
+    const { set, removed } = syncDeviceAddresses(this.#maps.devAddr, deviceAddresses(net));
+    if (!set.size && !removed.length) return;
+    const name = (ifindex: number) => net.devices.find((d) => d.ifindex === ifindex)?.name ?? `ifindex ${ifindex}`;
+    this.#log.info({
+      set: Object.fromEntries([...set].map(([i, a]) => [name(i), a])), removed,
+      snatAddresses: Object.fromEntries(net.devices.map((d) => [d.name, d.addr])), trigger,
+    }, 'SNAT addresses updated');
   }
 
   /** Pinned tc links of devices that are no longer wanted. */

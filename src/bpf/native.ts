@@ -98,6 +98,7 @@ function bind() {
     btfStruct: shim.func('int svcmap_btf_struct(const btf *btf, const char *name, void *size, void *members)'),
     btfMember: shim.func('int svcmap_btf_member(const btf *btf, const char *name, uint32_t idx, void *member_name, size_t name_size, void *bit_offset, void *bitfield_size, void *byte_size)'),
     iterRunInNetns: shim.func('int64_t svcmap_iter_run_in_netns(int link_fd, int netns_fd)'),
+    nlWatch: shim.func('int svcmap_nl_watch(uint32_t groups)'),
   };
 }
 

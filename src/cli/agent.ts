@@ -27,7 +27,9 @@ export const agentHelp = `svcmap agent [--manifests DIR | --kubeconfig PATH] [fl
                          services remembered (LRU; default 65536)
   --devices LIST         interfaces for NodePort/LoadBalancer/externalIP traffic
                          from outside (comma-separated; default: the interfaces
-                         holding the node's InternalIP)
+                         holding the node's InternalIP/ExternalIP, plus those
+                         with a default route or a route through a gateway,
+                         followed as routes change)
   --tc-attach MODE       auto (tcx links where the kernel has them, else clsact
                          filters), tcx, or tc (always clsact + cls_bpf)
   --ct-gc-interval D     how often idle flows are removed from the tc connection

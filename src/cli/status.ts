@@ -9,7 +9,8 @@ import { linkPinDir } from '../bpf/loader.ts';
 import { classicTcProgram, ifIndex, interfaceNames } from '../bpf/tc.ts';
 import { BpfMap, MAP_TYPE_NAMES } from '../bpf/map.ts';
 import { readDatapathCounters } from '../maps/datapath-counters.ts';
-import { ALL_MAPS, metricsMap } from '../maps/registry.ts';
+import { ALL_MAPS, devAddrMap, metricsMap } from '../maps/registry.ts';
+import { TypedMap } from '../maps/typed-map.ts';
 import { parseFlags, pinDirFlag } from './args.ts';
 import { formatData, outputFlag } from './format.ts';
 import { pinDirExists, withPinAccess } from './pin-access.ts';
@@ -18,7 +19,8 @@ const schema = z.object({ 'pin-dir': pinDirFlag, output: outputFlag });
 
 export const statusHelp = `svcmap status [-o table|json|yaml] [--pin-dir DIR]
   Lists the attached programs and where they are attached (cgroup, tcx or tc),
-  each map's fill level, and the datapath's counters that are not zero
+  each map's fill level, the SNAT address of each device (svcmap_devaddr),
+  and the datapath's counters that are not zero
   (svcmap_datapath_packets_total: per hook, what became of the packets).`;
 
 export interface StatusReport {
@@ -27,6 +29,8 @@ export interface StatusReport {
   maps: Array<{ name: string; type: string; entries: number; maxEntries: number; fill: string; purpose: string }>;
   /** The datapath counters that are not zero, summed over the CPUs. */
   counters: Array<{ hook: string; reason: string; packets: number; drop: boolean }>;
+  /** svcmap_devaddr: the address a flow SNATed out of each device takes (device: its name here, if it has one). */
+  snatAddresses: Array<{ ifindex: number; device?: string; addr: string }>;
 }
 
 /** The cgroup directory whose id (inode) is `id`, searched under the cgroup v2 mounts. */
@@ -55,7 +59,7 @@ function cgroupPathById(id: bigint): string | undefined {
 }
 
 export function collectStatus(pinDir: string): StatusReport {
-  const report: StatusReport = { pinDir, programs: [], maps: [], counters: [] };
+  const report: StatusReport = { pinDir, programs: [], maps: [], counters: [], snatAddresses: [] };
   const linkDir = linkPinDir(pinDir);
   if (existsSync(linkDir)) {
     for (const name of readdirSync(linkDir).sort()) {
@@ -106,6 +110,22 @@ export function collectStatus(pinDir: string): StatusReport {
       m.close();
     }
   }
+  const devAddrPath = join(pinDir, devAddrMap.name);
+  if (existsSync(devAddrPath)) {
+    const m = new TypedMap(devAddrMap, BpfMap.openPinned(devAddrPath));
+    try {
+      const names = new Map<number, string>();
+      for (const name of interfaceNames()) {
+        try { names.set(ifIndex(name), name); } catch { /* gone meanwhile */ }
+      }
+      for (const [ifindex, v] of m.entries().sort(([a], [b]) => a - b)) {
+        const device = names.get(ifindex);
+        report.snatAddresses.push({ ifindex, ...(device ? { device } : {}), addr: v.addr });
+      }
+    } finally {
+      m.raw.close();
+    }
+  }
   const countersPath = join(pinDir, metricsMap.name);
   if (existsSync(countersPath)) {
     const m = BpfMap.openPinned(countersPath);
@@ -127,6 +147,9 @@ export function renderStatus(r: StatusReport): string {
   lines.push('', 'MAPS');
   if (!r.maps.length) lines.push('  (none pinned)');
   for (const m of r.maps) lines.push(`  ${m.name.padEnd(16)} ${m.type.padEnd(9)} ${`${m.entries}/${m.maxEntries}`.padEnd(16)} ${m.fill.padStart(6)}  ${m.purpose}`);
+  lines.push('', 'SNAT ADDRESSES (svcmap_devaddr: a flow SNATed out of a device takes its address)');
+  if (!r.snatAddresses.length) lines.push('  (none)');
+  for (const a of r.snatAddresses) lines.push(`  ${(a.device ?? `ifindex ${a.ifindex}`).padEnd(16)} ${a.addr}`);
   lines.push('', 'DATAPATH COUNTERS (not zero; svcmap_datapath_packets_total)');
   if (!r.counters.length) lines.push('  (all zero)');
   for (const c of r.counters) lines.push(`  ${c.hook.padEnd(14)} ${c.reason.padEnd(24)} ${String(c.packets).padStart(12)}${c.drop ? '  drop' : ''}`);

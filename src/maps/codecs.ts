@@ -228,6 +228,17 @@ export const configValue = codec<SvcmapConfig>(struct('svcmap_config', 12, [
   field('flags', 8, 'u32'),
 ]));
 
+/** svcmap_devaddr: ifindex -> the device's primary IPv4 address (the SNAT source through it). */
+export interface DevAddrValue {
+  addr: string;
+}
+
+export const devAddrKey = scalarCodec(scalar('__u32', 'u32'));
+
+export const devAddrValue = codec<DevAddrValue>(struct('dev_addr_value', 4, [
+  field('addr', 0, 'ipv4'),
+]));
+
 export interface DpCounter {
   packets: bigint;
 }

@@ -10,6 +10,8 @@ export const MAP_SRC_RANGE = 'svcmap_srcrng';
 export const MAP_CONFIG = 'svcmap_cfg';
 export const MAP_AFFINITY = 'svcmap_affin';
 export const MAP_METRICS = 'svcmap_metrics';
+/** SNAT source address per egress device (ifindex -> IPv4). */
+export const MAP_DEV_ADDR = 'svcmap_devaddr';
 /** Socket termination's working set (bpf/sock_destroy.c; not pinned). */
 export const MAP_SK_TERM = 'svcmap_sk_term';
 export const SK_TERM_MAX = 1024;
@@ -101,7 +103,8 @@ export const DP_R_CT_INSERT_FAILED = 15;
 export const DP_R_REWRITE_FAILED = 16;
 export const DP_R_FRAGMENT = 17;
 export const DP_R_REVNAT_STALE = 18;
-export const DP_R_MAX = 19;
+export const DP_R_SNAT_NO_ROUTE = 19;
+export const DP_R_MAX = 20;
 
 export const DP_REASON_STRIDE = 32;
 export const SVCMAP_METRICS_MAX = 512;
@@ -148,11 +151,12 @@ export const DP_REASONS: readonly DpReason[] = [
   { id: DP_R_NO_BACKEND, name: 'no_backend', hooks: [...TC_IN, ...SOCK_FWD], drop: true, help: 'the frontend has no backend' },
   { id: DP_R_NO_LOCAL_ENDPOINT, name: 'no_local_endpoint', hooks: TC_IN, drop: true, help: 'externalTrafficPolicy Local, no endpoint on this node' },
   { id: DP_R_SOURCE_DENIED, name: 'source_denied', hooks: TC_IN, drop: true, help: 'outside loadBalancerSourceRanges' },
-  { id: DP_R_NO_SNAT_ADDR, name: 'no_snat_address', hooks: TC_IN, drop: true, help: 'SNAT needed, no node address configured' },
+  { id: DP_R_NO_SNAT_ADDR, name: 'no_snat_address', hooks: TC_IN, drop: true, help: 'SNAT needed, the egress device has no IPv4 address' },
   { id: DP_R_SNAT_EXHAUSTED, name: 'snat_ports_exhausted', hooks: TC_IN, drop: true, help: 'no free SNAT port towards the backend' },
   { id: DP_R_CT_INSERT_FAILED, name: 'ct_insert_failed', hooks: TC_IN, drop: true, help: 'the conntrack entry could not be stored' },
   { id: DP_R_REWRITE_FAILED, name: 'rewrite_failed', hooks: TC, drop: true, help: 'a header or checksum write failed' },
   { id: DP_R_FRAGMENT, name: 'fragment', hooks: TC, drop: false, help: 'an IP fragment: untouched' },
+  { id: DP_R_SNAT_NO_ROUTE, name: 'snat_no_route', hooks: TC_IN, drop: true, help: 'SNAT needed, no forwardable route to the backend' },
   { id: DP_R_REVNAT_STALE, name: 'revnat_stale', hooks: SOCK_REV, drop: false, help: "the reverse entry's frontend is gone: removed, the real peer shown" },
 ];
 

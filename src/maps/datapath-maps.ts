@@ -8,7 +8,7 @@ import type { BpfObject } from '../bpf/object.ts';
 import type * as c from './codecs.ts';
 import { LayoutDriftError, codecDrift, mapSizeDrift } from './btf-check.ts';
 import {
-  ALL_MAPS, affinityMap, backendsMap, configMap, ctMap, metricsMap, revNatMap, servicesMap, skRevNatMap, srcRangeMap,
+  ALL_MAPS, affinityMap, backendsMap, configMap, ctMap, devAddrMap, metricsMap, revNatMap, servicesMap, skRevNatMap, srcRangeMap,
 } from './registry.ts';
 import { TypedMap } from './typed-map.ts';
 
@@ -26,6 +26,8 @@ export class DatapathMaps {
   readonly ct: TypedMap<c.CtKey, c.CtValue> | undefined;
   readonly srcRange: TypedMap<c.SrcRangeKey, number> | undefined;
   readonly config: TypedMap<number, c.SvcmapConfig> | undefined;
+  /** SNAT address per egress device; absent in pins older than it. */
+  readonly devAddr: TypedMap<number, c.DevAddrValue> | undefined;
   /** The datapath's counters (per CPU: read with readDatapathCounters()); absent in pins older than it. */
   readonly counters: BpfMap | undefined;
 
@@ -47,6 +49,8 @@ export class DatapathMaps {
     this.ct = ct ? new TypedMap(ctMap, ct) : undefined;
     this.srcRange = srcRange ? new TypedMap(srcRangeMap, srcRange) : undefined;
     this.config = config ? new TypedMap(configMap, config) : undefined;
+    const devAddr = open(devAddrMap.name);
+    this.devAddr = devAddr ? new TypedMap(devAddrMap, devAddr) : undefined;
     this.counters = open(metricsMap.name);
   }
 
@@ -87,7 +91,7 @@ export class DatapathMaps {
   }
 
   all(): Array<TypedMap<unknown, unknown>> {
-    return [this.services, this.backends, this.revNat, this.skRevNat, this.affinity, this.ct, this.srcRange, this.config]
+    return [this.services, this.backends, this.revNat, this.skRevNat, this.affinity, this.ct, this.srcRange, this.config, this.devAddr]
       .filter((m) => m !== undefined) as Array<TypedMap<unknown, unknown>>;
   }
 

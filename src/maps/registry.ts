@@ -6,7 +6,7 @@
 // order `svcmap status` and `dump` list them.
 import * as c from './codecs.ts';
 import type { Codec } from './codecs.ts';
-import { MAP_AFFINITY, MAP_BACKENDS, MAP_CONFIG, MAP_CT, MAP_METRICS, MAP_REVNAT, MAP_SERVICES, MAP_SK_REVNAT, MAP_SRC_RANGE } from './constants.ts';
+import { MAP_AFFINITY, MAP_BACKENDS, MAP_CONFIG, MAP_CT, MAP_DEV_ADDR, MAP_METRICS, MAP_REVNAT, MAP_SERVICES, MAP_SK_REVNAT, MAP_SRC_RANGE } from './constants.ts';
 
 export interface MapSpec<K = unknown, V = unknown> {
   name: string;
@@ -55,13 +55,17 @@ export const configMap: MapSpec<number, c.SvcmapConfig> = {
   name: MAP_CONFIG, key: c.configKey, value: c.configValue,
   purpose: 'tc datapath settings (node IP, SNAT ports)',
 };
+export const devAddrMap: MapSpec<number, c.DevAddrValue> = {
+  name: MAP_DEV_ADDR, key: c.devAddrKey, value: c.devAddrValue,
+  purpose: 'SNAT address per egress device: ifindex -> IPv4',
+};
 export const metricsMap: MapSpec<number, c.DpCounter> = {
   name: MAP_METRICS, key: c.dpIndexKey, value: c.dpCounter,
   purpose: 'datapath counters: hook + reason -> packets (per CPU)',
 };
 
 export const ALL_MAPS: readonly MapSpec[] = [
-  servicesMap, backendsMap, revNatMap, skRevNatMap, affinityMap, ctMap, srcRangeMap, configMap, metricsMap,
+  servicesMap, backendsMap, revNatMap, skRevNatMap, affinityMap, ctMap, srcRangeMap, configMap, metricsMap, devAddrMap,
 ] as MapSpec[];
 
 /** The capacity `sizes` asks for map `name` (undefined: its C default). */

@@ -1,8 +1,8 @@
 // make bench-smoke, as a test: runs `node bench/run.ts --smoke` (tiny sizes,
 // every code path: the C client and server, svcmap, kube-proxy's iptables
 // and nftables shapes, the sync engine, the agent with the Kubernetes source
-// and its latency metric, the rolling-update scenario, the report and the
-// chart) into a temporary directory and checks the shape of what it wrote.
+// and its latency metric, the rolling-update scenario, the SNAT rate beside
+// MASQUERADE, the report and the chart) into a temporary directory and checks the shape of what it wrote.
 // Timings are never asserted: this is a shared 2-vCPU VM.
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -76,6 +76,15 @@ t.test('bench --smoke runs every part and writes results, chart and summary', { 
   t.equal(Object.values(trial.after).reduce((a, b) => a + b, 0), res.lb[0]!.connections, 'every connection is open again after the rolling update');
   t.notOk(trial.replaced in trial.after, 'nothing is left on the replaced backend');
 
+  const snat = res.snat;
+  t.ok(snat, 'the SNAT rate part ran');
+  t.same(snat?.modes.map((m) => m.mode), ['svcmap', 'iptables'], 'svcmap and kube-proxy\'s MASQUERADE');
+  for (const m of snat?.modes ?? []) {
+    t.equal(m.runs.length, 1, `${m.mode}: one round`);
+    t.ok(m.ok > 0 && m.connPerSec > 0, `${m.mode}: SNATed connections succeeded (the backend's node has no route to the client: only SNATed flows are answered)`);
+  }
+  t.ok(res.targets.some((x) => x.what.startsWith('New SNATed TCP flows') && x.met === undefined), 'the SNAT target is reported, not judged at smoke durations');
+
   t.ok(res.targets.length >= 4, 'targets evaluated');
   const svg = readFileSync(join(out, 'chart.svg'), 'utf8');
   t.match(svg, /^<svg [^>]*xmlns="http:\/\/www\.w3\.org\/2000\/svg"/);
@@ -87,6 +96,7 @@ t.test('bench --smoke runs every part and writes results, chart and summary', { 
   t.match(md, /Linux \S+/);
   t.match(md, /### Where svcmap is behind/);
   t.match(md, /\| N services \| direct to pod \| svcmap \| kube-proxy iptables \| kube-proxy nftables \|/);
+  t.match(md, /### SNAT rate beside MASQUERADE/);
   t.match(r.stdout, /## Datapath/);
 
   // --render rebuilds the same summary and chart from latest.json alone.

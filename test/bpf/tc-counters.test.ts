@@ -9,6 +9,7 @@
 import t, { type Test } from 'tap';
 import { SVC_F_ETP_LOCAL, SVC_F_LOADBALANCER, SVC_F_NODEPORT, SVC_F_SRC_RANGES } from '../../src/maps/constants.ts';
 import { TCP_ACK, TCP_SYN, buildArp, buildIcmpEcho, buildIpv4, buildIpv6Tcp, parseIpv4 } from './fixtures/packets.ts';
+import { LO_IFINDEX, privateNetIp } from './fixtures/private-net.ts';
 import { TC_ACT_OK, TC_ACT_REDIRECT, TC_ACT_SHOT, TcHarness } from './fixtures/tc-harness.ts';
 
 const NODE_IP = '198.51.100.1';
@@ -30,6 +31,9 @@ h.addService({
 // A slot whose backend id is not in the backends map (a reader in the middle of a removal).
 h.addService({ addr: NODE_IP, port: 30500, proto: 'tcp', revNatId: 6, flags: SVC_F_NODEPORT, backends: [{ id: 99, addr: '10.244.9.9', port: 8080 }] });
 h.backends.delete(99);
+// A remote backend the FIB (the harness's private namespace) cannot reach.
+privateNetIp('route', 'add', 'unreachable', '10.251.0.0/16');
+h.addService({ addr: NODE_IP, port: 30600, proto: 'tcp', revNatId: 7, flags: SVC_F_NODEPORT, backends: [{ id: 7, addr: '10.251.0.5', port: 8080 }] });
 
 const tcp = (saddr: string, daddr: string, sport: number, dport: number, flags = TCP_SYN) =>
   buildIpv4({ saddr, daddr, proto: 'tcp', sport, dport, tcpFlags: flags });
@@ -97,8 +101,10 @@ t.test('every drop has its own reason', async (t) => {
   t.ok(TRANSLATED_INGRESS.includes(one(t, 'first flow, the one port', ingress(tcp(CLIENT, NODE_IP, 40014, 30200)), [TC_ACT_OK, TC_ACT_REDIRECT])));
   t.equal(one(t, 'second flow, no port left', ingress(tcp(CLIENT, NODE_IP, 40015, 30200)), TC_ACT_SHOT), 'tc_ingress/snat_ports_exhausted');
 
-  // No node address to SNAT to.
-  h.config.put(0, { node_ip: '0.0.0.0', snat_port_min: 0, snat_port_max: 0, flags: 0 });
-  t.equal(one(t, 'SNAT without a node address', ingress(tcp(CLIENT, NODE_IP, 40016, 30200)), TC_ACT_SHOT), 'tc_ingress/no_snat_address');
+  // The egress device (lo here) has no address to SNAT to.
+  h.devAddr.delete(LO_IFINDEX);
+  t.equal(one(t, 'SNAT, the egress device has no address', ingress(tcp(CLIENT, NODE_IP, 40016, 30200)), TC_ACT_SHOT), 'tc_ingress/no_snat_address');
   h.configure(NODE_IP);
+  t.equal(one(t, 'SNAT, no route to the backend', ingress(tcp(CLIENT, NODE_IP, 40017, 30600)), TC_ACT_SHOT), 'tc_ingress/snat_no_route');
+  t.same(h.ctEntries().filter(([k]) => k.sport === 40016 || k.sport === 40017), [], 'neither left a conntrack entry');
 });

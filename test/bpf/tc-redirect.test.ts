@@ -10,7 +10,7 @@ import { fileURLToPath } from 'node:url';
 import t from 'tap';
 import { parseIpv4 } from './fixtures/packets.ts';
 import { translated } from './fixtures/tc-expect.ts';
-import { TC_ACT_OK, TC_ACT_REDIRECT } from './fixtures/tc-harness.ts';
+import { TC_ACT_OK, TC_ACT_REDIRECT, TC_ACT_SHOT } from './fixtures/tc-harness.ts';
 
 interface Outcome {
   name: string;
@@ -64,7 +64,29 @@ t.test('redirect decisions in a private namespace', async (t) => {
       t.equal(o.retval, TC_ACT_OK, `${name}: TC_ACT_OK`);
       const out = translated(t, result(o), o.input, name);
       t.equal(out.ttl, parseIpv4(o.input).ttl, `${name}: TTL left for the stack`);
-      t.equal(out.saddr, '198.51.100.1', `${name}: SNATed all the same`);
+      t.equal(out.dport, 8080, `${name}: DNATed all the same`);
+    }
+  });
+
+  t.test('a SNATed flow takes the address of the device the FIB sends it out of', async (t) => {
+    const o = get('SNAT out of a second device');
+    t.equal(o.retval, TC_ACT_REDIRECT);
+    const out = translated(t, result(o), o.input, 'second device');
+    t.same([out.saddr, out.daddr, out.dport], ['192.0.2.2', '10.244.3.5', 8080], "d2's address, not lo's (the node IP)");
+    const reply = get('reply to the second device\'s address');
+    t.equal(reply.retval, TC_ACT_REDIRECT);
+    const back = translated(t, result(reply), reply.input, 'reply to d2');
+    t.same([back.saddr, back.sport, back.daddr, back.dport], ['198.51.100.1', 30006, '203.0.113.7', 40020], 'the reply to that address is translated back');
+    const moved = parseIpv4(get('after the address changed, a new flow').output);
+    t.equal(moved.saddr, '192.0.2.3', 'a new flow after the map changed takes the new address');
+    const older = parseIpv4(get('after the address changed, the older flow').output);
+    t.equal(older.saddr, '192.0.2.2', 'a flow from before keeps the address its entries hold');
+  });
+
+  t.test('SNAT without a forwardable route or without a device address drops, untranslated', async (t) => {
+    for (const name of ['SNAT, blackholed backend', 'SNAT, unreachable backend', 'SNAT, backend on a local address', 'SNAT, forwarding disabled',
+      'SNAT, the egress device has no address']) {
+      t.equal(get(name).retval, TC_ACT_SHOT, `${name}: TC_ACT_SHOT`);
     }
   });
 
@@ -87,6 +109,15 @@ t.test('redirect decisions in a private namespace', async (t) => {
       'unreachable backend': 'tc_ingress/to_stack_no_route',
       'backend on a local address': 'tc_ingress/to_stack_no_route',
       'forwarding disabled': 'tc_ingress/to_stack_no_route',
+      'SNAT, blackholed backend': 'tc_ingress/snat_no_route',
+      'SNAT, unreachable backend': 'tc_ingress/snat_no_route',
+      'SNAT, backend on a local address': 'tc_ingress/snat_no_route',
+      'SNAT, forwarding disabled': 'tc_ingress/snat_no_route',
+      'SNAT, the egress device has no address': 'tc_ingress/no_snat_address',
+      'SNAT out of a second device': 'tc_ingress/translated',
+      'reply to the second device\'s address': 'tc_ingress/reply_translated',
+      'after the address changed, a new flow': 'tc_ingress/translated',
+      'after the address changed, the older flow': 'tc_ingress/translated',
       'larger than the egress MTU, no neighbour': 'tc_ingress/to_stack_mtu',
       'larger than the egress MTU, neighbour known': 'tc_ingress/to_stack_mtu',
       'TTL 1': 'tc_ingress/to_stack_ttl',
@@ -96,6 +127,6 @@ t.test('redirect decisions in a private namespace', async (t) => {
   });
 
   t.test('every scenario ran', async (t) => {
-    t.equal(outcomes.size, 13);
+    t.equal(outcomes.size, 22);
   });
 });

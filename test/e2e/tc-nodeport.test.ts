@@ -3,7 +3,10 @@
 // bridge, the real agent running inside each node namespace with its tc
 // programs on the node's eth0. Traffic from outside reaches services through
 // NodeIP:NodePort and an externalIP, with kube-proxy's semantics for both
-// traffic policies. Every address lives in namespaces this test made.
+// traffic policies. Then a node with two NICs (fixtures/tc-nodes.ts,
+// twoNics): SNAT takes the address of the device towards the backend, and
+// follows a change of it without a restart. Every address lives in
+// namespaces this test made.
 import { existsSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -16,7 +19,7 @@ import { linkPinDir } from '../../src/bpf/loader.ts';
 import { cleanupPins } from '../../src/cli/cleanup.ts';
 import { ensureBpffs, labPinDir, sweepStalePins } from '../../lab/pins.ts';
 import { type ServiceSpec, serviceObject, sliceObject } from './fixtures/manifests.ts';
-import { CLIENT_IP, NODE_IPS, makeTcNode } from './fixtures/tc-nodes.ts';
+import { CLIENT_IP, LINK_IPS, NODE_IPS, REMOTE_NODEPORT, makeTcNode, startRemoteNodePort } from './fixtures/tc-nodes.ts';
 
 const CLIENT2_IP = '192.168.100.101';
 const EXTERNAL_IP = '192.168.200.10';
@@ -174,6 +177,89 @@ for (const mode of ['tcx', 'tc'] as const) {
     suite(t, mode);
   });
 }
+
+for (const mode of ['tcx', 'tc'] as const) {
+  t.test(`two NICs on node1, attached as ${mode}: SNAT to the address of the device towards the backend`, async (t) => {
+    const c = await startRemoteNodePort([], { twoNics: true, tcAttach: mode });
+    t.teardown(() => c.destroy());
+    const NEW = { node1: '192.168.60.1', node2: '192.168.60.2' };
+
+    t.test('1,000 connections to a NodePort whose backend is behind eth1: 0 failures, the pod sees eth1\'s address', async (t) => {
+      const r = await c.client.tcpConnect({ ip: NODE_IPS.node1, port: REMOTE_NODEPORT, count: 1000, timeoutMs: 3000, concurrency: 8 });
+      t.equal(r.failed, 0, JSON.stringify(r.errors));
+      t.equal(r.ok, 1000);
+      t.same(r.seenFrom, [LINK_IPS.node1], 'node2 saw node1\'s address on their link, not the InternalIP (which it cannot reach)');
+      t.same(r.peerNames, [`${NODE_IPS.node1}:${REMOTE_NODEPORT}`], 'the client talked to the NodePort throughout');
+      const dump = JSON.parse(await c.lab.exec(c.node1, SVCMAP, ['dump', '--map', 'svcmap_devaddr', '-o', 'json', '--pin-dir', c.pinDir])) as
+        { entries: Array<{ key: number; value: { addr: string } }> };
+      const ifindex = async (dev: string) => (JSON.parse(await c.lab.ip(c.node1, '-j', 'link', 'show', dev)) as Array<{ ifindex: number }>)[0]!.ifindex;
+      const byIfindex = Object.fromEntries(dump.entries.map((e) => [e.key, e.value.addr]));
+      t.same(byIfindex, { [await ifindex('eth0')]: NODE_IPS.node1, [await ifindex('eth1')]: LINK_IPS.node1, [await ifindex('br0')]: '10.244.1.1' },
+        'the device map holds each device\'s address by ifindex (the pod bridge too)');
+      const status = await c.lab.exec(c.node1, SVCMAP, ['status', '--pin-dir', c.pinDir]);
+      t.match(status, /SNAT ADDRESSES[^\n]*\n(?:  .*\n)*  eth1 +192\.168\.50\.1\n/, 'svcmap status shows eth1\'s SNAT address');
+    });
+
+    t.test('eth1\'s address is replaced: followed without a restart, connections keep working, new ones use the new address', async (t) => {
+      const pid = c.agent.child.pid;
+      const from = c.agent.mark();
+      // One TCP connection held across the change, exchanging a line every 20 ms (it reconnects on any error, which would be counted).
+      const held = await c.client.udpStreamStart({ ip: NODE_IPS.node1, port: REMOTE_NODEPORT, intervalMs: 20, timeoutMs: 2000, tcp: true });
+      // Connections run while the address changes (the flows from before keep the address their entries hold).
+      const during = c.client.tcpConnect({ ip: NODE_IPS.node1, port: REMOTE_NODEPORT, count: 600, timeoutMs: 3000, concurrency: 4 });
+      await c.lab.ip(c.node2, 'addr', 'add', `${NEW.node2}/24`, 'dev', 'eth1');
+      await c.lab.ip(c.node1, 'addr', 'add', `${NEW.node1}/24`, 'dev', 'eth1');
+      await c.lab.route(c.node1, '10.244.2.0/24', NEW.node2);
+      await c.lab.route(c.node2, '10.244.1.0/24', NEW.node1);
+      await c.lab.ip(c.node1, 'addr', 'del', `${LINK_IPS.node1}/24`, 'dev', 'eth1');
+      const updated = await c.agent.waitFor((l) => l.msg === 'SNAT addresses updated' && (l.snatAddresses as Record<string, string> | undefined)?.eth1 === NEW.node1,
+        { from, timeoutMs: 45_000, what: 'the new eth1 address in the device map' });
+      t.same(updated.set, { eth1: NEW.node1 }, 'the agent wrote eth1\'s new address');
+      t.equal(updated.trigger, 'netlink', 'driven by the rtnetlink notification (not the 30 s re-read)');
+      const r = await during;
+      t.equal(r.failed, 0, `connections across the change: 0 failures ${JSON.stringify(r.errors)}`);
+      t.equal(r.ok, 600);
+      const after = await c.client.tcpConnect({ ip: NODE_IPS.node1, port: REMOTE_NODEPORT, count: 300, timeoutMs: 3000, concurrency: 8 });
+      t.equal(after.failed, 0, JSON.stringify(after.errors));
+      t.same(after.seenFrom, [NEW.node1], 'new connections are SNATed to the new address');
+      const ct = JSON.parse(await c.lab.exec(c.node1, SVCMAP, ['dump', '--map', 'svcmap_ct', '-o', 'json', '--pin-dir', c.pinDir])) as
+        { entries: Array<{ key: { saddr: string; sport: number; dir: number }; value: { new_saddr: string } }> };
+      const [heldIp, heldPort] = held.local.split(':');
+      const heldFlow = ct.entries.find((e) => e.key.dir === 0 && e.key.saddr === heldIp && e.key.sport === Number(heldPort));
+      t.equal(heldFlow?.value.new_saddr, LINK_IPS.node1, 'the connection held across the change keeps the address it was SNATed to');
+      const stream = await c.client.udpStreamStop(held.stream!);
+      t.same(stream.errors, {}, 'the held connection never failed');
+      t.equal(stream.reconnects, 0, 'and never reconnected');
+      t.ok(stream.events.filter((e) => e.pod === 'pod-b').length >= 2, `it kept exchanging (${stream.events.length} exchanges)`);
+      t.equal(c.agent.child.exitCode, null, 'the agent is still running');
+      t.equal(c.agent.child.pid, pid, 'the same agent process');
+      t.notOk(c.agent.lines.slice(from).some((l) => l.msg === 'datapath up' || l.msg === 'datapath up (reusing pinned maps)'), 'no restart');
+    });
+  });
+}
+
+t.test('two NICs on node1, no --devices: the InternalIP\'s device and the one with a gateway route, followed as routes change', async (t) => {
+  const c = await startRemoteNodePort([], { twoNics: true, defaultDevices: true });
+  t.teardown(() => c.destroy());
+  const attached = await c.agent.waitFor((l) => l.msg === 'tc datapath attached', { what: 'tc datapath attached' });
+  t.same(attached.devices, ['eth0', 'eth1'], 'eth0 holds the InternalIP, eth1 routes 10.244.2.0/24 via node2; the pod bridge br0 is not one');
+  const r = await c.client.tcpConnect({ ip: NODE_IPS.node1, port: REMOTE_NODEPORT, count: 200, timeoutMs: 3000, concurrency: 8 });
+  t.equal(r.failed, 0, JSON.stringify(r.errors));
+  t.same(r.seenFrom, [LINK_IPS.node1]);
+
+  let from = c.agent.mark();
+  await c.lab.ip(c.node1, 'route', 'del', '10.244.2.0/24');
+  const detached = await c.agent.waitFor((l) => l.msg === 'tc datapath detached from a device no longer used', { from, what: 'eth1 detached' });
+  t.equal(detached.device, 'eth1', 'eth1 lost its only route out of the node: detached');
+  await c.agent.waitFor((l) => l.msg === 'tc datapath attached' && JSON.stringify(l.devices) === '["eth0"]', { from, what: 'tc datapath on eth0 only' });
+  from = c.agent.mark();
+  await c.lab.route(c.node1, '10.244.2.0/24', LINK_IPS.node2);
+  const again = await c.agent.waitFor((l) => l.msg === 'tc datapath attached', { from, what: 'tc datapath attached again' });
+  t.same([again.devices, again.trigger], [['eth0', 'eth1'], 'netlink'], 'the route back: attached again, on the rtnetlink notification');
+  const r2 = await c.client.tcpConnect({ ip: NODE_IPS.node1, port: REMOTE_NODEPORT, count: 200, timeoutMs: 3000, concurrency: 8 });
+  t.equal(r2.failed, 0, JSON.stringify(r2.errors));
+  t.same(r2.seenFrom, [LINK_IPS.node1]);
+});
 
 function suite(t: Test, mode: 'tcx' | 'tc'): void {
 

@@ -1,0 +1,59 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+/*
+ * Which address a SNATed flow takes: that of the device its packets to the
+ * backend leave through, as iptables' MASQUERADE does (and Cilium per
+ * device), so that a node whose other nodes sit behind a second device
+ * answers from an address they can route back to.
+ *
+ * The device is the FIB's answer for the packet as the stack would forward
+ * it after DNAT: the client's source, the backend's destination, from the
+ * ingress device. Its address comes from svcmap_devaddr, which the agent
+ * keeps in step with the node's addresses (src/agent/device-addresses.ts).
+ * Asked once per new flow; the flow's entries keep the address.
+ */
+#ifndef SVCMAP_LIB_SNAT_ADDR_H
+#define SVCMAP_LIB_SNAT_ADDR_H
+
+#include "fib.h"
+#include "maps_tc.h"
+
+/*
+ * The SNAT source for a new flow of p to the backend {daddr, dport}: 0 and
+ * *addr set, or the reason to drop the packet: DP_R_SNAT_NO_ROUTE when the
+ * FIB has no forwardable route (no route, blackhole, unreachable, a local
+ * address, forwarding off on the ingress device: the stack would not
+ * forward it either), DP_R_NO_SNAT_ADDR when the egress device has no
+ * address in the map.
+ */
+static __always_inline enum dp_reason snat4_source(struct __sk_buff *skb, const struct pkt4 *p,
+						   __be32 daddr, __be16 dport, __be32 *addr)
+{
+	struct bpf_fib_lookup fib = {
+		.family = AF_INET,
+		.l4_protocol = p->proto,
+		.sport = p->sport,
+		.dport = dport,
+		.ifindex = skb->ifindex,
+		.tos = p->tos,
+		.ipv4_src = p->saddr,
+		.ipv4_dst = daddr,
+	};
+	struct dev_addr_value *dev;
+	__u32 ifindex;
+	long rc;
+
+	rc = bpf_fib_lookup(skb, &fib, sizeof(fib), 0);
+	/* A route was found in each of these (FRAG_NEEDED only judges the
+	 * packet's size; fib4_redirect() deals with that). */
+	if (rc != BPF_FIB_LKUP_RET_SUCCESS && rc != BPF_FIB_LKUP_RET_NO_NEIGH &&
+	    rc != BPF_FIB_LKUP_RET_FRAG_NEEDED)
+		return DP_R_SNAT_NO_ROUTE;
+	ifindex = fib.ifindex;
+	dev = bpf_map_lookup_elem(&SVCMAP_MAP_DEV_ADDR, &ifindex);
+	if (!dev || !dev->addr)
+		return DP_R_NO_SNAT_ADDR;
+	*addr = dev->addr;
+	return 0;
+}
+
+#endif /* SVCMAP_LIB_SNAT_ADDR_H */

@@ -1,0 +1,94 @@
+// The node's own network, as the tc datapath needs it: each device's index
+// and primary IPv4 address (the SNAT source for flows leaving through it),
+// and which devices carry routes out of the node (the default --devices).
+// Read from this process's network namespace: os.networkInterfaces()
+// (getifaddrs: up devices only, a device's primary addresses before its
+// secondaries), if_nametoindex and /proc/net/route (the main table).
+import { readFileSync } from 'node:fs';
+import { networkInterfaces } from 'node:os';
+import { ifIndex } from '../bpf/tc.ts';
+
+export interface HostDevice {
+  name: string;
+  ifindex: number;
+  /** The first IPv4 address the kernel lists for it: a primary one, global scope before narrower. */
+  addr: string;
+  /** Every IPv4 address it holds. */
+  addrs: string[];
+}
+
+export interface HostRoute {
+  device: string;
+  /** 0.0.0.0/0. */
+  isDefault: boolean;
+  /** Through a gateway (RTF_GATEWAY): another host beyond the device. */
+  viaGateway: boolean;
+}
+
+export interface HostNet {
+  devices: HostDevice[];
+  routes: HostRoute[];
+}
+
+const RTF_UP = 0x1;
+const RTF_GATEWAY = 0x2;
+
+/** /proc/net/route's rows (hex fields, the kernel's byte order); unusable rows are skipped. */
+export function parseProcNetRoute(text: string): HostRoute[] {
+  const out: HostRoute[] = [];
+  for (const line of text.split('\n').slice(1)) {
+    const f = line.trim().split(/\s+/);
+    if (f.length < 8) continue;
+    const [device, dst, , flagsHex, , , , mask] = f as [string, string, string, string, string, string, string, string];
+    const flags = Number.parseInt(flagsHex, 16);
+    // "*": a route without a device (blackhole, unreachable, prohibit).
+    if (device === '*' || !(flags & RTF_UP)) continue;
+    out.push({ device, isDefault: Number.parseInt(dst, 16) === 0 && Number.parseInt(mask, 16) === 0, viaGateway: (flags & RTF_GATEWAY) !== 0 });
+  }
+  return out;
+}
+
+/** Devices with an IPv4 address (loopback's 127/8 left out: never a SNAT source). */
+export function hostDevices(ifaces = networkInterfaces(), index: (name: string) => number = ifIndex): HostDevice[] {
+  const out: HostDevice[] = [];
+  for (const [name, list] of Object.entries(ifaces)) {
+    const addrs = (list ?? []).filter((a) => a.family === 'IPv4' && !a.internal).map((a) => a.address);
+    if (!addrs.length) continue;
+    let ifindex: number;
+    try {
+      ifindex = index(name);
+    } catch {
+      continue; // gone (or renamed) since getifaddrs: the next read has it
+    }
+    out.push({ name, ifindex, addr: addrs[0]!, addrs });
+  }
+  return out.sort((a, b) => a.ifindex - b.ifindex);
+}
+
+export function readHostNet(): HostNet {
+  return { devices: hostDevices(), routes: parseProcNetRoute(readFileSync('/proc/net/route', 'utf8')) };
+}
+
+/**
+ * The devices NodePort/LoadBalancer/externalIP traffic may come in on and
+ * SNATed flows go out of, when --devices is not given: those holding one of
+ * the node's addresses, and every device with a default route or a route
+ * through a gateway (the way to other nodes and their pods in a routed
+ * network, as kube-proxy's MASQUERADE would find it). Sorted.
+ *
+ * None at all while no device here holds one of the node's addresses: then
+ * this network namespace is not the node's (or the Node is not known yet),
+ * and its default route leads somewhere else.
+ */
+export function defaultDevices(net: HostNet, nodeAddresses: readonly string[]): string[] {
+  const out = new Set<string>();
+  for (const d of net.devices) if (d.addrs.some((a) => nodeAddresses.includes(a))) out.add(d.name);
+  if (!out.size) return [];
+  for (const r of net.routes) if (r.device !== 'lo' && (r.isDefault || r.viaGateway)) out.add(r.device);
+  return [...out].sort();
+}
+
+/** The device map's desired content: ifindex -> primary IPv4 address. */
+export function deviceAddresses(net: HostNet): Map<number, string> {
+  return new Map(net.devices.map((d) => [d.ifindex, d.addr]));
+}

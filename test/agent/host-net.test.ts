@@ -1,0 +1,87 @@
+// Reading the node's network for the tc datapath: /proc/net/route rows, the
+// devices and their primary addresses, the default --devices, and the
+// writes that keep svcmap_devaddr in step (new and changed entries before
+// stale ones go; nothing rewritten that did not change).
+import type { NetworkInterfaceInfo } from 'node:os';
+import t from 'tap';
+import { syncDeviceAddresses } from '../../src/agent/device-addresses.ts';
+import { type HostNet, defaultDevices, deviceAddresses, hostDevices, parseProcNetRoute } from '../../src/agent/host-net.ts';
+import { BpfMap } from '../../src/bpf/map.ts';
+import { devAddrMap } from '../../src/maps/registry.ts';
+import { TypedMap } from '../../src/maps/typed-map.ts';
+
+// As the kernel prints it (fib_route_seq_show): addresses are the raw __be32 in host-order hex.
+const PROC_NET_ROUTE = `Iface\tDestination\tGateway \tFlags\tRefCnt\tUse\tMetric\tMask\t\tMTU\tWindow\tIRTT
+eth0\t00000000\t0164A8C0\t0003\t0\t0\t0\t00000000\t0\t0\t0
+eth0\t0064A8C0\t00000000\t0001\t0\t0\t0\t00FFFFFF\t0\t0\t0
+eth1\t0002F40A\t0232A8C0\t0003\t0\t0\t0\t00FFFFFF\t0\t0\t0
+br0\t0001F40A\t00000000\t0001\t0\t0\t0\t00FFFFFF\t0\t0\t0
+*\t0000FA0A\t00000000\t0201\t0\t0\t0\t0000FFFF\t0\t0\t0
+eth2\t0000FB0A\t0233A8C0\t0002\t0\t0\t0\t0000FFFF\t0\t0\t0
+`;
+
+t.test('/proc/net/route: default and gateway routes by device; deviceless and down routes skipped', async (t) => {
+  t.same(parseProcNetRoute(PROC_NET_ROUTE), [
+    { device: 'eth0', isDefault: true, viaGateway: true },
+    { device: 'eth0', isDefault: false, viaGateway: false },
+    { device: 'eth1', isDefault: false, viaGateway: true },
+    { device: 'br0', isDefault: false, viaGateway: false },
+  ]);
+  t.same(parseProcNetRoute(''), []);
+});
+
+const v4 = (address: string, internal = false): NetworkInterfaceInfo =>
+  ({ address, netmask: '255.255.255.0', family: 'IPv4', mac: '00:00:00:00:00:00', internal, cidr: `${address}/24` });
+const v6: NetworkInterfaceInfo = { address: 'fe80::1', netmask: 'ffff:ffff:ffff:ffff::', family: 'IPv6', mac: '00:00:00:00:00:00', internal: false, cidr: 'fe80::1/64', scopeid: 2 };
+
+t.test('devices: the first IPv4 address the kernel lists is the SNAT address; loopback and IPv6-only devices left out', async (t) => {
+  const index: Record<string, number> = { lo: 1, eth0: 2, eth1: 3, v6only: 4 };
+  const devices = hostDevices({
+    lo: [v4('127.0.0.1', true)], eth1: [v4('192.168.50.1'), v4('192.168.60.1')], eth0: [v6, v4('192.168.100.11')], v6only: [v6], gone: [v4('10.0.0.9')],
+  }, (name) => {
+    const i = index[name];
+    if (i === undefined) throw new Error(`no network interface ${name}`);
+    return i;
+  });
+  t.same(devices, [
+    { name: 'eth0', ifindex: 2, addr: '192.168.100.11', addrs: ['192.168.100.11'] },
+    { name: 'eth1', ifindex: 3, addr: '192.168.50.1', addrs: ['192.168.50.1', '192.168.60.1'] },
+  ], 'sorted by ifindex; a device gone since getifaddrs is skipped');
+  t.same([...deviceAddresses({ devices, routes: [] })], [[2, '192.168.100.11'], [3, '192.168.50.1']]);
+});
+
+t.test('default devices: those holding a node address, and those with a default route or a route through a gateway', async (t) => {
+  const net: HostNet = {
+    devices: [
+      { name: 'eth0', ifindex: 2, addr: '192.168.100.11', addrs: ['192.168.100.11'] },
+      { name: 'eth1', ifindex: 3, addr: '192.168.50.1', addrs: ['192.168.50.1'] },
+      { name: 'br0', ifindex: 4, addr: '10.244.1.1', addrs: ['10.244.1.1'] },
+      { name: 'mgmt', ifindex: 5, addr: '172.16.0.5', addrs: ['172.16.0.5'] },
+    ],
+    routes: parseProcNetRoute(PROC_NET_ROUTE),
+  };
+  t.same(defaultDevices(net, ['192.168.100.11']), ['eth0', 'eth1'], 'the pod bridge (connected routes only) is not one');
+  t.same(defaultDevices(net, ['172.16.0.5']), ['eth0', 'eth1', 'mgmt'], 'the InternalIP\'s device, whatever its routes');
+  t.same(defaultDevices({ devices: net.devices, routes: [{ device: 'lo', isDefault: false, viaGateway: true }] }, ['192.168.100.11']), ['eth0'], 'never lo');
+  t.same(defaultDevices(net, []), [], 'the Node not known yet: none');
+  t.same(defaultDevices(net, ['10.99.0.1']), [], 'no device here holds the node\'s addresses (not the node\'s namespace): none, whatever the routes');
+});
+
+t.test('svcmap_devaddr writes: changed and new entries first, then the stale ones; unchanged ones untouched', async (t) => {
+  const raw = BpfMap.create(1 /* BPF_MAP_TYPE_HASH */, 'tst_devaddr', 4, 4, 16);
+  t.teardown(() => raw.close());
+  const map = new TypedMap(devAddrMap, raw);
+  t.same(syncDeviceAddresses(map, new Map([[2, '192.168.100.11'], [3, '192.168.50.1']])), { set: new Map([[2, '192.168.100.11'], [3, '192.168.50.1']]), removed: [] });
+  const ops: string[] = [];
+  const put = map.put.bind(map);
+  const del = map.delete.bind(map);
+  map.put = (k, v) => { ops.push(`put ${k} ${v.addr}`); put(k, v); };
+  map.delete = (k) => { ops.push(`delete ${k}`); return del(k); };
+  const r = syncDeviceAddresses(map, new Map([[3, '192.168.60.1'], [7, '10.0.0.7']]));
+  t.same(ops, ['put 3 192.168.60.1', 'put 7 10.0.0.7', 'delete 2'], 'eth1 changed and a new device in place before the stale entry goes');
+  t.same(r, { set: new Map([[3, '192.168.60.1'], [7, '10.0.0.7']]), removed: [2] });
+  t.same(new Map(map.entries().map(([k, v]) => [k, v.addr])), new Map([[3, '192.168.60.1'], [7, '10.0.0.7']]));
+  ops.length = 0;
+  t.same(syncDeviceAddresses(map, new Map([[3, '192.168.60.1'], [7, '10.0.0.7']])), { set: new Map(), removed: [] });
+  t.same(ops, [], 'nothing written when nothing changed');
+});
