@@ -2,7 +2,9 @@
 // own (the API server out of tap's test process, tap's loaders not inherited).
 // Starts lab/apiserver with N Services x E endpoints (make bench's workload),
 // the real agent against it on a lab cgroup and pin directory of its own, and
-// prints {"frontends", "rssMiB"} once the agent's first full sync is done.
+// prints {"frontends", "rssMiB", "fullSyncMs", "startToSyncMs"} once the
+// agent's first full sync is done (the times are for reading by hand: the
+// check asserts memory only).
 //   node test/agent/memory-probe.ts N E
 import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -41,7 +43,8 @@ try {
     '--metrics-port', '0', '--health-port', '0', '--bind-address', '127.0.0.1',
   ], services, 150_000, (a) => { agent = a; });
   const rssMiB = memoryOf(started.pid).rss / 2 ** 20;
-  process.stdout.write(`${JSON.stringify({ frontends: Number(started.firstSync.frontends), rssMiB })}\n`);
+    const fullSyncMs = Number(started.firstSync.durationMs);
+  process.stdout.write(`${JSON.stringify({ frontends: Number(started.firstSync.frontends), rssMiB, fullSyncMs, startToSyncMs: Math.round(started.startToSyncMs) })}\n`);
 } finally {
   await stopAgent(agent);
   await api?.close();
