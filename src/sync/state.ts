@@ -3,6 +3,7 @@
 // the indexes an incremental update needs (backend id by address, slot
 // references per backend, entry counts). Read back from the pinned maps at
 // start, so a restarted agent keeps every id.
+import { flat } from '../maps/flat-string.ts';
 import type { BackendValue, RevNatValue, SrcRangeKey, SvcKey, SvcValue } from '../maps/codecs.ts';
 
 export interface FrontendKey {
@@ -46,11 +47,11 @@ export interface MapState {
 }
 
 export function frontendId(k: FrontendKey): string {
-  return `${k.addr}:${k.port}/${k.proto}/${k.scope}`;
+  return flat(k.addr, ':', k.port, '/', k.proto, '/', k.scope);
 }
 
 export function backendAddrKey(b: { addr: string; port: number; proto: number }): string {
-  return `${b.addr}:${b.port}/${b.proto}`;
+  return flat(b.addr, ':', b.port, '/', b.proto);
 }
 
 export function emptyState(): MapState {
