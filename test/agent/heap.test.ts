@@ -10,17 +10,17 @@ import { HeapReclaimer, RECLAIM_GROWTH_BYTES } from '../../src/agent/heap.ts';
 const MiB = 2 ** 20;
 const turn = () => new Promise((r) => setImmediate(r));
 
-function setup(gc: ((o: unknown) => void) | undefined) {
+function setup(gc: ((o: unknown) => void) | undefined, trims: string[] = []) {
   const logs: Array<{ msg: string; heapTotalMiB?: number[] }> = [];
   const log = pino({ level: 'info' }, { write: (line: string) => logs.push(JSON.parse(line) as { msg: string }) });
   let heapTotal = 0;
-  const r = new HeapReclaimer(log, gc, () => heapTotal);
+  const r = new HeapReclaimer(log, gc, () => heapTotal, () => (trims.push('trim'), true));
   return { r, logs, setHeap: (n: number) => (heapTotal = n) };
 }
 
 t.test('collects once after a full sync that grew the heap, not again until it grows again', async (t) => {
   const calls: unknown[] = [];
-  const { r, logs, setHeap } = setup((o) => calls.push(o));
+  const { r, logs, setHeap } = setup((o) => calls.push(o), calls as string[]);
   t.ok(r.available);
   setHeap(RECLAIM_GROWTH_BYTES - 1);
   r.afterFullSync();
@@ -32,17 +32,17 @@ t.test('collects once after a full sync that grew the heap, not again until it g
   r.afterFullSync(); // a second full sync before it ran: still one collection
   t.equal(calls.length, 0, 'not within the sync itself');
   await turn();
-  t.same(calls, [{ type: 'major', execution: 'sync', flavor: 'last-resort' }], "one memory-reducing collection ('last-resort')");
+  t.same(calls, [{ type: 'major', execution: 'sync', flavor: 'last-resort' }, 'trim'], "one memory-reducing collection ('last-resort'), then malloc is trimmed");
   t.equal(logs.filter((l) => l.msg === 'heap reclaimed after a full sync').length, 1, 'logged once');
 
   // The fake heap stays at 300 MiB, which is now the baseline.
   r.afterFullSync();
   await turn();
-  t.equal(calls.length, 1, 'no growth since the last collection: none');
+  t.equal(calls.length, 2, 'no growth since the last collection: none');
   setHeap(300 * MiB + RECLAIM_GROWTH_BYTES);
   r.afterFullSync();
   await turn();
-  t.equal(calls.length, 2, 'grown again: collects again');
+  t.equal(calls.length, 4, 'grown again: collects (and trims) again');
 });
 
 t.test('without --expose-gc nothing is done', async (t) => {
