@@ -59,7 +59,7 @@ export interface RunningAgent {
 }
 
 export async function runAgent(cfg: AgentConfig, log: Logger): Promise<RunningAgent> {
-  // The Kubernetes client is big (~85 MiB resident): loaded only when it is the source.
+  // The Kubernetes client (client-node's config and informers, without its generated API): loaded only when it is the source.
   const k8s = cfg.source.kind === 'kubernetes'
     ? { ...(await import('../sources/kubernetes/config.ts')), ...(await import('../sources/kubernetes/source.ts')), ...(await import('./events/k8s-sink.ts')) }
     : undefined;
