@@ -45,6 +45,19 @@ export async function stopAgent(agent: AgentProcess | undefined): Promise<void> 
   await Promise.race([agent.exited, new Promise((r) => setTimeout(r, 2000))]);
 }
 
+export const HEAP_RECLAIMED = 'heap reclaimed after a full sync';
+
+/**
+ * The agent's RSS once it has settled after its first full sync: after the
+ * collection that follows a sync that grew the heap (src/agent/heap.ts), or
+ * `timeoutMs` after the sync when none comes (a small heap, or no --expose-gc).
+ */
+export async function settledRss(started: StartedAgent, timeoutMs = 10_000): Promise<number> {
+  const from = started.agent.lines.indexOf(started.firstSync);
+  await started.agent.waitFor((l) => l.msg === HEAP_RECLAIMED, { from, timeoutMs, what: HEAP_RECLAIMED }).catch(() => undefined);
+  return memoryOf(started.pid).rss;
+}
+
 /** Resident set size (VmRSS) and its peak (VmHWM) of a process, in bytes. */
 export function memoryOf(pid: number): { rss: number; hwm: number } {
   const text = readFileSync(`/proc/${pid}/status`, 'utf8');

@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import { startApiServer, writeKubeconfig } from '../lab/apiserver/index.ts';
 import { registerTeardown, unregisterTeardown } from '../lab/index.ts';
 import { cleanupPins } from '../src/cli/cleanup.ts';
-import { diffHistogram, histogramQuantile, isSyncDone, memoryOf, parseHistogram, scrape, startAgent, stopAgent } from './agent.ts';
+import { diffHistogram, histogramQuantile, isSyncDone, memoryOf, parseHistogram, scrape, settledRss, startAgent, stopAgent } from './agent.ts';
 import { serviceObject, sliceObject } from './manifests.ts';
 import { median, percentile } from './stats.ts';
 import { type BenchService, withChangedEndpoint } from './workload.ts';
@@ -39,6 +39,8 @@ export interface AgentCpResult {
   startToSyncMs: number;
   /** The full sync's own duration (plan + batched map writes), from its log line. */
   fullSyncMs: number;
+  /** RSS as the first full sync is logged, and once the agent has settled after it (bench/agent.ts settledRss). */
+  rssAtSync: number;
   rssAfterSync: number;
   rssAfterChanges: number;
   /** One EndpointSlice update -> the agent's partial "sync done": wall time seen by the bench, and the sync's own duration. */
@@ -80,7 +82,8 @@ export async function runAgentControlPlane(o: AgentCpOptions): Promise<AgentCpRe
       '--metrics-port', '0', '--health-port', '0', '--bind-address', '127.0.0.1',
     ], n, o.timeoutMs, (a) => { agent = a; });
     const running = started.agent;
-    const rssAfterSync = memoryOf(started.pid).rss;
+    const rssAtSync = memoryOf(started.pid).rss;
+    const rssAfterSync = await settledRss(started);
 
     const current = [...o.services];
     let changeNo = 2_000_000;
@@ -143,6 +146,7 @@ export async function runAgentControlPlane(o: AgentCpOptions): Promise<AgentCpRe
       source: 'kubernetes (lab/apiserver)',
       startToSyncMs: started.startToSyncMs,
       fullSyncMs: Number(started.firstSync.durationMs),
+      rssAtSync,
       rssAfterSync,
       rssAfterChanges,
       change: { wallP50: median(wall), wallP99: percentile(wall, 0.99), syncP50: median(sync), syncP99: percentile(sync, 0.99), reps: wall.length },

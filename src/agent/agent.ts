@@ -22,6 +22,7 @@ import type { Logger } from './log.ts';
 import { AgentMetrics } from './metrics.ts';
 import { countingProblemReporter } from './problems-log.ts';
 import { SyncStatus } from './sync-status.ts';
+import { HeapReclaimer } from './heap.ts';
 import { SocketTerminator } from './socket-terminator.ts';
 import { TcDatapath } from './tc-datapath.ts';
 
@@ -58,7 +59,7 @@ export interface RunningAgent {
 }
 
 export async function runAgent(cfg: AgentConfig, log: Logger): Promise<RunningAgent> {
-  // The Kubernetes client is big (~85 MiB resident): loaded only when it is the source.
+  // The Kubernetes client (client-node's config and informers, without its generated API): loaded only when it is the source.
   const k8s = cfg.source.kind === 'kubernetes'
     ? { ...(await import('../sources/kubernetes/config.ts')), ...(await import('../sources/kubernetes/source.ts')), ...(await import('./events/k8s-sink.ts')) }
     : undefined;
@@ -89,7 +90,9 @@ export async function runAgent(cfg: AgentConfig, log: Logger): Promise<RunningAg
   ctGc?.start();
   // Kubernetes Events about what could not be programmed: only where there is an API server to hold them.
   const events = k8s ? k8s.startKubernetesEvents(kc!, cfg.nodeName!, log, metrics) : undefined;
-  const status = events?.syncStatus(metrics, log) ?? new SyncStatus(metrics, log);
+  const heap = new HeapReclaimer(log);
+  const statusArgs = [metrics, log, { afterFullSync: () => heap.afterFullSync() }] as const;
+  const status = events?.syncStatus(...statusArgs) ?? new SyncStatus(...statusArgs);
   const problems = countingProblemReporter(log, metrics, events?.problems);
   const tcDatapath = new TcDatapath(dp.tc, { config: dp.maps.config!, devAddr: dp.maps.devAddr! }, cfg.pinDir, log, cfg.devices, cfg.tcAttach ?? 'auto');
   const attachTc = (node: { name: string; addresses: string[] } | undefined) => {

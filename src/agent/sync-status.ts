@@ -24,10 +24,13 @@ export class SyncStatus {
   readonly health: HealthState = { ready: false, lastSyncAt: 0, consecutiveFailures: 0, pendingSince: 0 };
   readonly #metrics: AgentMetrics;
   readonly #log: Logger;
+  readonly #afterFullSync: (() => void) | undefined;
 
-  constructor(metrics: AgentMetrics, log: Logger) {
+  /** afterFullSync: called after each successful full sync is recorded (the heap reclaimer). */
+  constructor(metrics: AgentMetrics, log: Logger, opts: { afterFullSync?: () => void } = {}) {
     this.#metrics = metrics;
     this.#log = log;
+    this.#afterFullSync = opts.afterFullSync;
   }
 
   /** A change arrived that is not in the maps yet. */
@@ -58,6 +61,7 @@ export class SyncStatus {
     this.#log[level]({
       full: r.full, changed: r.changed, ops: r.ops, entries: r.entries, durationMs: Number(r.durationMs.toFixed(3)), frontends, ...extra,
     }, 'sync done');
+    if (r.full) this.#afterFullSync?.();
   }
 
   failed(err: unknown, f: SyncFailure): void {

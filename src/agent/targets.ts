@@ -1,6 +1,7 @@
 // The model's frontends turned into what the services map should hold: map
 // keys, master flags and backend values. Pure. It lives here, above both the
 // model and the sync engine, so that neither has to know the other.
+import { flat } from '../maps/flat-string.ts';
 import { ipv4ToU32, u32ToIpv4 } from '../maps/ipv4.ts';
 import {
   BACKEND_F_LOCAL, BACKEND_STATE_ACTIVE, BACKEND_STATE_TERMINATING, type ImplementedLbAlgorithm, LB_ALGORITHMS,
@@ -60,7 +61,7 @@ export function toTarget(fe: Frontend, nodeDefault: ImplementedLbAlgorithm = DEF
       zone: 0,
     })),
     sourceRanges: [...new Set(fe.sourceRanges.map(normalizeCidr))].sort(),
-    owner: `${fe.service.namespace}/${fe.service.name}`,
+    owner: flat(fe.service.namespace, '/', fe.service.name),
     label: `${fe.service.namespace}/${fe.service.name}${fe.service.portName ? `:${fe.service.portName}` : ''}`,
   };
 }

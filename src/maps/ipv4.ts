@@ -49,14 +49,28 @@ export function ipv4ToU32(ip: string): number {
 
 const OCTETS = Array.from({ length: 256 }, (_, i) => String(i));
 
+/** Dotted decimal, as one flat string (see flat-string.ts: the model and the sync state keep these by the hundred thousand). */
 export function u32ToIpv4(n: number): string {
-  return `${OCTETS[(n >>> 24) & 255]}.${OCTETS[(n >>> 16) & 255]}.${OCTETS[(n >>> 8) & 255]}.${OCTETS[n & 255]}`;
+  return [OCTETS[(n >>> 24) & 255], OCTETS[(n >>> 16) & 255], OCTETS[(n >>> 8) & 255], OCTETS[n & 255]].join('.');
 }
 
-/** The canonical dotted-decimal form ("010.96.0.01" -> "10.96.0.1"), or undefined when it is not IPv4. */
+/** No octet of a parsed address starts with a 0 followed by another digit. */
+function noLeadingZeros(text: string): boolean {
+  for (let i = 0; i < text.length - 1; i++) {
+    if (text.charCodeAt(i) === 48 /* 0 */ && (i === 0 || text.charCodeAt(i - 1) === 46) && text.charCodeAt(i + 1) !== 46) return false;
+  }
+  return true;
+}
+
+/**
+ * The canonical dotted-decimal form ("010.96.0.01" -> "10.96.0.1"), or
+ * undefined when it is not IPv4. Text that is canonical already (nearly
+ * always) is returned as it is rather than rebuilt.
+ */
 export function canonicalIpv4(text: string): string | undefined {
   const n = parseIpv4(text);
-  return n < 0 ? undefined : u32ToIpv4(n);
+  if (n < 0) return undefined;
+  return noLeadingZeros(text) ? text : u32ToIpv4(n);
 }
 
 /**

@@ -7,6 +7,7 @@ import type { DesiredState, Frontend, NodeInfo, Problem } from './types.ts';
 import type { EndpointSlice, Service } from './schemas.ts';
 import type { IPv4Slice } from './endpoints.ts';
 import { serviceFrontends } from './frontends.ts';
+import { flat } from '../maps/flat-string.ts';
 import { ipv4ToU32 } from '../maps/ipv4.ts';
 import { keepClaimedFrontends } from './claims.ts';
 import { problemAbout } from './problems.ts';
@@ -28,7 +29,7 @@ export interface DesiredInput {
 type Named = { metadata: { namespace: string; name: string } };
 
 export function objectId(obj: Named): string {
-  return `${obj.metadata.namespace}/${obj.metadata.name}`;
+  return flat(obj.metadata.namespace, '/', obj.metadata.name);
 }
 
 /**
@@ -94,7 +95,7 @@ export function sliceService(slice: EndpointSlice, problems: Problem[]): string 
       problems.push(problemAbout(slice, 'warning', `ports[${i}].port`, 'is not set (all ports); this port is ignored'));
     }
   });
-  return `${slice.metadata.namespace}/${svcName}`;
+  return flat(slice.metadata.namespace, '/', svcName);
 }
 
 /** The IPv4 slices of each proxied Service, keyed by namespace/name, reporting slices that cannot be used. */

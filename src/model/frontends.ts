@@ -7,6 +7,7 @@ import { DEFAULT_AFFINITY_TIMEOUT_SECONDS, type Service } from './schemas.ts';
 import { isLocal, mergeEndpoints, selectBackends, type IPv4Slice } from './endpoints.ts';
 import { ipFamily } from './ip.ts';
 import { problemAbout } from './problems.ts';
+import { flat } from '../maps/flat-string.ts';
 import { serviceOptions } from './service-options.ts';
 
 /** A frontend and the Service field it came from, for naming it in conflict reports. */
@@ -18,8 +19,7 @@ export interface SourcedFrontend {
 export const WILDCARD_IP = '0.0.0.0';
 
 export function frontendKey(ip: string, port: number, protocol: Protocol, scope: Frontend['scope']): string {
-  const key = `${ip}:${port}/${protocol}`;
-  return scope === 'internal' ? `${key}/internal` : key;
+  return scope === 'internal' ? flat(ip, ':', port, '/', protocol, '/internal') : flat(ip, ':', port, '/', protocol);
 }
 
 /** Splits addresses by family; reports the IPv6 ones once, on `path`. */

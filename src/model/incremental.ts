@@ -8,6 +8,7 @@ import { isProxied, objectId, sliceService } from './desired.ts';
 import type { IPv4Slice } from './endpoints.ts';
 import { serviceFrontends, type SourcedFrontend } from './frontends.ts';
 import { keepClaimedFrontends } from './claims.ts';
+import { sameFrontends } from './same.ts';
 import type { EndpointSlice, Service } from './schemas.ts';
 import type { Frontend, NodeInfo, Problem } from './types.ts';
 
@@ -20,12 +21,6 @@ export interface ModelChanges {
 
 function objectKey(kind: string, id: string): string {
   return `${kind} ${id}`;
-}
-
-function sameFrontends(a: readonly Frontend[] | undefined, b: readonly Frontend[]): boolean {
-  if (!a) return b.length === 0;
-  if (a.length !== b.length) return false;
-  return JSON.stringify(a) === JSON.stringify(b);
 }
 
 export class IncrementalModel {

@@ -22,7 +22,7 @@
 // it); deleting a stray after a master had grown over it would take a live
 // slot away.
 import type { BackendValue, RevNatValue, SrcRangeKey, SvcKey, SvcValue } from '../maps/codecs.ts';
-import { type FrontendState, type MapState, backendAddrKey, frontendId, srcRangeKey } from './state.ts';
+import { type BackendAddrKey, type FrontendState, type MapState, backendAddrKey, frontendId, srcRangeKey } from './state.ts';
 import type { FrontendTarget } from './targets.ts';
 
 export interface Plan {
@@ -183,7 +183,7 @@ export function planSync(current: MapState, targets: readonly FrontendTarget[], 
     masterDeletes: [], slotDeletes: [], revNatDeletes: [], srcRangeDeletes: [], backendDeletes: [],
     delta, changed: [], deferred: [],
   };
-  const newIdByAddr = new Map<string, number>();
+  const newIdByAddr = new Map<BackendAddrKey, number>();
   const plannedBackend = new Map<number, BackendValue>(); // upserts of this plan, by id
   const plannedRevNat = new Set<number>();
   const ref = (id: number, d: number) => delta.refDelta.set(id, (delta.refDelta.get(id) ?? 0) + d);
@@ -208,7 +208,7 @@ export function planSync(current: MapState, targets: readonly FrontendTarget[], 
     const oldSlots = cur?.slots ?? [];
 
     // Backend ids, allocated tentatively until the frontend fits.
-    const fresh: Array<[string, number]> = [];
+    const fresh: Array<[BackendAddrKey, number]> = [];
     const freshIds = new Set<number>();
     const pending: Array<[number, BackendValue]> = [];
     const ids: number[] = [];

@@ -3,6 +3,8 @@
 // the indexes an incremental update needs (backend id by address, slot
 // references per backend, entry counts). Read back from the pinned maps at
 // start, so a restarted agent keeps every id.
+import { flat } from '../maps/flat-string.ts';
+import { ipv4ToU32 } from '../maps/ipv4.ts';
 import type { BackendValue, RevNatValue, SrcRangeKey, SvcKey, SvcValue } from '../maps/codecs.ts';
 
 export interface FrontendKey {
@@ -34,8 +36,8 @@ export interface MapState {
   srcRanges: Map<number, Set<string>>;
   /** Services-map entries no frontend accounts for: slots past a master's count, slots without a master. */
   straySlots: SvcKey[];
-  /** First backend id per address (`addr:port/proto`). */
-  idByAddr: Map<string, number>;
+  /** First backend id per address (backendAddrKey). */
+  idByAddr: Map<BackendAddrKey, number>;
   /** How many slots refer to each backend id. */
   refs: Map<number, number>;
   /** Entries in each map, kept up to date as plans are committed. */
@@ -46,11 +48,20 @@ export interface MapState {
 }
 
 export function frontendId(k: FrontendKey): string {
-  return `${k.addr}:${k.port}/${k.proto}/${k.scope}`;
+  return flat(k.addr, ':', k.port, '/', k.proto, '/', k.scope);
 }
 
-export function backendAddrKey(b: { addr: string; port: number; proto: number }): string {
-  return `${b.addr}:${b.port}/${b.proto}`;
+/** A backend address (ip, port, protocol) as a Map key: a number for TCP and UDP, a string otherwise. */
+export type BackendAddrKey = number | string;
+
+/**
+ * proto * 2^48 + ip * 2^16 + port: exact below 2^53 for protocol numbers
+ * under 32 (TCP 6, UDP 17), and no string built or hashed per backend (a
+ * full sync at 10k x 10 looks up and stores 100k of them).
+ */
+export function backendAddrKey(b: { addr: string; port: number; proto: number }): BackendAddrKey {
+  if (b.proto < 32) return (b.proto * 2 ** 32 + ipv4ToU32(b.addr)) * 65536 + b.port;
+  return flat(b.addr, ':', b.port, '/', b.proto);
 }
 
 export function emptyState(): MapState {

@@ -2,12 +2,15 @@
 // own (the API server out of tap's test process, tap's loaders not inherited).
 // Starts lab/apiserver with N Services x E endpoints (make bench's workload),
 // the real agent against it on a lab cgroup and pin directory of its own, and
-// prints {"frontends", "rssMiB"} once the agent's first full sync is done.
+// prints {"frontends", "rssMiB", "rssAtSyncMiB", "fullSyncMs", "startToSyncMs"}
+// once the agent's first full sync is done: rssMiB once it has settled after
+// it (bench/agent.ts settledRss), rssAtSyncMiB as the sync is logged (the
+// times are for reading by hand: the check asserts memory only).
 //   node test/agent/memory-probe.ts N E
 import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { memoryOf, startAgent, stopAgent } from '../../bench/agent.ts';
+import { memoryOf, settledRss, startAgent, stopAgent } from '../../bench/agent.ts';
 import { serviceObject, sliceObject } from '../../bench/manifests.ts';
 import { makeServices } from '../../bench/workload.ts';
 import { type AgentProcess, assertBuilt } from '../../lab/agent-process.ts';
@@ -40,8 +43,10 @@ try {
     '--max-services', String(entries), '--max-backends', String(entries),
     '--metrics-port', '0', '--health-port', '0', '--bind-address', '127.0.0.1',
   ], services, 150_000, (a) => { agent = a; });
-  const rssMiB = memoryOf(started.pid).rss / 2 ** 20;
-  process.stdout.write(`${JSON.stringify({ frontends: Number(started.firstSync.frontends), rssMiB })}\n`);
+  const rssAtSyncMiB = memoryOf(started.pid).rss / 2 ** 20;
+  const rssMiB = (await settledRss(started)) / 2 ** 20;
+    const fullSyncMs = Number(started.firstSync.durationMs);
+  process.stdout.write(`${JSON.stringify({ frontends: Number(started.firstSync.frontends), rssMiB, rssAtSyncMiB, fullSyncMs, startToSyncMs: Math.round(started.startToSyncMs) })}\n`);
 } finally {
   await stopAgent(agent);
   await api?.close();

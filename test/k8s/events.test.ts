@@ -1,9 +1,10 @@
 // Kubernetes Events on the real API server (lab/cluster: Kubernetes' own
 // etcd, kube-apiserver and kube-controller-manager, v1.34, no kubelets): the
 // agent's Kubernetes path as agent.ts composes it (informers -> incremental
-// model -> sync loop, problems and deferred frontends -> Events written with
-// client-node's EventsV1Api), over in-memory maps instead of BPF maps, since
-// what is checked here is what reaches the API server.
+// model -> sync loop, problems and deferred frontends -> Events written as
+// plain events.k8s.io/v1 requests by src/agent/events/k8s-sink.ts), over
+// in-memory maps instead of BPF maps, since what is checked here is what
+// reaches the API server.
 //
 //   - an invalid EndpointSlice: one Warning Event about it (reason, note
 //     naming the field, the slice's uid, so `kubectl describe` shows it); each

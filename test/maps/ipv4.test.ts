@@ -20,6 +20,21 @@ t.test('leading zeros are decimal, as ParseIPSloppy reads them, and the canonica
   t.equal(canonicalIpv4('08.09.1.1'), '8.9.1.1', '8 and 9 are digits like any other');
 });
 
+t.test('canonical text comes back as it is; every other form equals its number printed back', async (t) => {
+  for (const ip of ['0.0.0.0', '10.0.0.1', '10.196.100.123', '100.64.0.10', '255.255.255.255', '1.20.30.0']) {
+    t.equal(canonicalIpv4(ip), ip, ip);
+  }
+  // Every leading-zero placement of a few addresses: the result is always the canonical print of the number.
+  for (const ip of ['1.2.3.4', '10.0.100.0', '0.0.0.0']) {
+    const octets = ip.split('.');
+    for (let mask = 0; mask < 16; mask++) {
+      const text = octets.map((o, i) => (mask & (1 << i) ? `0${o}` : o)).join('.');
+      t.equal(canonicalIpv4(text), u32ToIpv4(ipv4ToU32(text)), text);
+      t.equal(canonicalIpv4(text), ip, `${text} -> ${ip}`);
+    }
+  }
+});
+
 t.test('what ParseIPSloppy refuses is refused', async (t) => {
   for (const bad of [
     '', '10.0.0', '1.2.3.4.5', '10.0.0.256', '256.1.1.1', '0300.1.1.1', '10..0.1', '.1.2.3', '1.2.3.', '1.2.3.4.',

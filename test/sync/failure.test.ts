@@ -10,7 +10,7 @@
 import t from 'tap';
 import { ApplyError } from '../../src/sync/apply.ts';
 import { svcSlotId } from '../../src/sync/plan.ts';
-import { type MapState, countEntries } from '../../src/sync/state.ts';
+import { type MapState, backendAddrKey, countEntries } from '../../src/sync/state.ts';
 import { Syncer } from '../../src/sync/syncer.ts';
 import type { FrontendTarget } from '../../src/sync/targets.ts';
 import { FailingMaps, InjectedFailure } from './failing-maps.ts';
@@ -66,9 +66,8 @@ function watchReaders(m: MemoryMaps, floor: ReadonlyMap<string, number>, label: 
 function idIndexProblems(s: MapState): string[] {
   const out: string[] = [];
   for (const [id, be] of s.backends) {
-    const k = `${be.addr}:${be.port}/${be.proto}`;
-    const named = s.idByAddr.get(k);
-    if (named === undefined || s.backends.get(named)?.addr !== be.addr) out.push(`backend ${id} (${k}) is not indexed`);
+    const named = s.idByAddr.get(backendAddrKey(be));
+    if (named === undefined || s.backends.get(named)?.addr !== be.addr) out.push(`backend ${id} (${be.addr}:${be.port}/${be.proto}) is not indexed`);
   }
   return out;
 }

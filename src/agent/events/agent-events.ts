@@ -82,7 +82,7 @@ export class AgentEvents {
   };
 
   /** A SyncStatus that also reports the frontends each sync defers for lack of map space. */
-  syncStatus(metrics: AgentMetrics, log: Logger): SyncStatus {
+  syncStatus(...ctor: ConstructorParameters<typeof SyncStatus>): SyncStatus {
     const record = (deferred: SyncReport['deferred']) => {
       for (const e of eventsForDeferred(deferred)) this.recorder.record(e);
     };
@@ -91,7 +91,7 @@ export class AgentEvents {
         super.succeeded(...args);
         record(args[0].deferred);
       }
-    })(metrics, log);
+    })(...ctor);
   }
 
   stop(): void {

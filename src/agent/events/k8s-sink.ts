@@ -1,13 +1,15 @@
-// Events to the API server: events.k8s.io/v1 through client-node. Loaded only
-// with the Kubernetes source (agent.ts imports it dynamically), as the
-// client is big. The Event names its object with the object's uid, read
-// from the API server when the Event is created (the model keeps no uids):
-// `kubectl describe` finds Events by uid, and one without it would not show.
-import {
-  ApiException, CoreV1Api, DiscoveryV1Api, EventsV1Api, type EventsV1Event, type KubeConfig,
-  PatchStrategy, V1MicroTime, setHeaderOptions,
-} from '@kubernetes/client-node';
+// Events to the API server: events.k8s.io/v1, written as plain requests
+// authenticated by the KubeConfig (the informers' own way, request.ts), not
+// through client-node's generated EventsV1Api, whose import loads every
+// generated API and model (see client-node.ts). Loaded only with the
+// Kubernetes source (agent.ts imports it dynamically). The Event names its
+// object with the object's uid, read from the API server when the Event is
+// created (the model keeps no uids): `kubectl describe` finds Events by uid,
+// and one without it would not show.
+import { V1MicroTime } from '@kubernetes/client-node/dist/types.js';
 import * as z from 'zod';
+import type { KubeConfig } from '../../sources/kubernetes/client-node.ts';
+import { apiRequest } from '../../sources/kubernetes/request.ts';
 import type { Logger } from '../log.ts';
 import type { AgentMetrics } from '../metrics.ts';
 import { AgentEvents, type AgentEventsOptions } from './agent-events.ts';
@@ -24,15 +26,19 @@ const NOTE_MAX_BYTES = 1024;
 const INSTANCE_MAX = 128;
 
 const API_VERSION: Record<Regarding['kind'], string> = { Service: 'v1', EndpointSlice: 'discovery.k8s.io/v1' };
+const PATH: Record<Regarding['kind'], (namespace: string, name: string) => string> = {
+  Service: (ns, name) => `/api/v1/namespaces/${encodeURIComponent(ns)}/services/${encodeURIComponent(name)}`,
+  EndpointSlice: (ns, name) => `/apis/discovery.k8s.io/v1/namespaces/${encodeURIComponent(ns)}/endpointslices/${encodeURIComponent(name)}`,
+};
+const eventsPath = (ns: string) => `/apis/events.k8s.io/v1/namespaces/${encodeURIComponent(ns)}/events`;
 
 // What the API server's answers must hold for svcmap to go on.
 const Created = z.object({ metadata: z.object({ name: z.string().min(1) }) });
 const HasUid = z.object({ metadata: z.object({ uid: z.string().min(1) }) });
-const HttpFailure = z.object({ code: z.int() });
 
-/** events.k8s.io MicroTime: RFC 3339 with microseconds (V1MicroTime serializes so). */
-export function microTime(ms: number): V1MicroTime {
-  return new V1MicroTime(ms);
+/** events.k8s.io MicroTime: RFC 3339 with microseconds (client-node's V1MicroTime). */
+export function microTime(ms: number): string {
+  return new V1MicroTime(ms).toISOString();
 }
 
 /** Cuts a note to the API's byte limit at a character boundary, marking the cut. */
@@ -49,13 +55,22 @@ export function truncateNote(note: string, maxBytes = NOTE_MAX_BYTES): string {
   return `${out}…`;
 }
 
-async function call<T>(what: string, fn: () => Promise<T>): Promise<T> {
+/** One request; a failure to connect or an answer other than 2xx is an EventSinkError (with the status when there is one). */
+async function call(what: string, kc: KubeConfig, r: Parameters<typeof apiRequest>[1]): Promise<unknown> {
+  let status: number;
+  let text: string;
   try {
-    return await fn();
+    const res = await apiRequest(kc, r);
+    status = res.status;
+    text = await res.text();
   } catch (err) {
-    const http = err instanceof ApiException ? HttpFailure.safeParse(err) : undefined;
-    const status = http?.success ? http.data.code : undefined;
-    throw new EventSinkError(`${what}: ${status === undefined ? String((err as Error)?.message ?? err) : `HTTP ${status}`}`, status, { cause: err });
+    throw new EventSinkError(`${what}: ${String((err as Error)?.message ?? err)}`, undefined, { cause: err });
+  }
+  if (status < 200 || status > 299) throw new EventSinkError(`${what}: HTTP ${status}`, status, { cause: new Error(text.slice(0, 300)) });
+  try {
+    return JSON.parse(text) as unknown;
+  } catch (err) {
+    throw new EventSinkError(`${what}: the answer is not JSON`, undefined, { cause: err });
   }
 }
 
@@ -66,26 +81,21 @@ function parsed<S extends z.ZodType>(what: string, schema: S, value: unknown): z
 }
 
 export class KubernetesEventSink implements EventSink {
-  readonly #events: EventsV1Api;
-  readonly #core: CoreV1Api;
-  readonly #discovery: DiscoveryV1Api;
+  readonly #kc: KubeConfig;
   readonly #instance: string;
 
   /** reportingInstance: this node's name, so each agent's Events are told apart. */
   constructor(kc: KubeConfig, reportingInstance: string) {
-    this.#events = kc.makeApiClient(EventsV1Api);
-    this.#core = kc.makeApiClient(CoreV1Api);
-    this.#discovery = kc.makeApiClient(DiscoveryV1Api);
+    this.#kc = kc;
     this.#instance = reportingInstance.slice(0, INSTANCE_MAX);
   }
 
   async create(ev: NewEvent): Promise<string> {
     const { kind, namespace, name } = ev.regarding;
-    const object = kind === 'Service'
-      ? await call(`reading Service ${namespace}/${name}`, () => this.#core.readNamespacedService({ namespace, name }))
-      : await call(`reading EndpointSlice ${namespace}/${name}`, () => this.#discovery.readNamespacedEndpointSlice({ namespace, name }));
-    const { uid } = parsed(`reading ${kind} ${namespace}/${name}`, HasUid, object).metadata;
-    const body: EventsV1Event = {
+    const reading = `reading ${kind} ${namespace}/${name}`;
+    const object = await call(reading, this.#kc, { method: 'GET', url: PATH[kind](namespace, name) });
+    const { uid } = parsed(reading, HasUid, object).metadata;
+    const body = {
       apiVersion: 'events.k8s.io/v1',
       kind: 'Event',
       metadata: { name: ev.name, namespace },
@@ -99,15 +109,17 @@ export class KubernetesEventSink implements EventSink {
       regarding: { apiVersion: API_VERSION[kind], kind, namespace, name, uid },
       ...(ev.series ? { series: { count: ev.series.count, lastObservedTime: microTime(ev.series.lastObservedTime) } } : {}),
     };
-    const created = await call(`creating Event ${namespace}/${ev.name}`, () => this.#events.createNamespacedEvent({ namespace, body }));
-    return parsed(`creating Event ${namespace}/${ev.name}`, Created, created).metadata.name;
+    const creating = `creating Event ${namespace}/${ev.name}`;
+    const created = await call(creating, this.#kc, { method: 'POST', url: eventsPath(namespace), body });
+    return parsed(creating, Created, created).metadata.name;
   }
 
   async patchSeries(namespace: string, name: string, series: EventSeries): Promise<void> {
     // JSON Patch "add" sets /series whether or not the Event has one yet.
-    const body = [{ op: 'add', path: '/series', value: { count: series.count, lastObservedTime: microTime(series.lastObservedTime).toISOString() } }];
-    await call(`patching Event ${namespace}/${name}`, () =>
-      this.#events.patchNamespacedEvent({ namespace, name, body }, setHeaderOptions('Content-Type', PatchStrategy.JsonPatch)));
+    const body = [{ op: 'add', path: '/series', value: { count: series.count, lastObservedTime: microTime(series.lastObservedTime) } }];
+    await call(`patching Event ${namespace}/${name}`, this.#kc, {
+      method: 'PATCH', url: `${eventsPath(namespace)}/${encodeURIComponent(name)}`, body, contentType: 'application/json-patch+json',
+    });
   }
 }
 

@@ -3,7 +3,7 @@
 // has programmed it, so --k8s-api-server (like Cilium's k8sServiceHost and
 // k8sServicePort) points the client at the API server directly.
 import { existsSync } from 'node:fs';
-import { KubeConfig } from '@kubernetes/client-node';
+import { KubeConfig } from './client-node.ts';
 
 export interface KubeConnection {
   kubeconfig?: string;

@@ -10,7 +10,7 @@
 // identity and the validated result, which is what the model holds too; the
 // raw JSON (managedFields, annotations, selectors, status the model does not
 // read) is dropped at once.
-import { type KubeConfig, type KubernetesObject, ListWatch, Watch } from '@kubernetes/client-node';
+import { type KubeConfig, type KubernetesObject, ListWatch, Watch } from './client-node.ts';
 import { type ValidationResult, validateObject } from '../../model/schemas.ts';
 import { listAll } from './list.ts';
 

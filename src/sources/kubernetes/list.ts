@@ -7,8 +7,8 @@
 // one huge response; each page's items go through `transform` as it arrives
 // (the informer's SetTransform), so the raw JSON of a big list is never held
 // whole.
-import { HttpMethod, type KubeConfig, type KubernetesObject, RequestContext } from '@kubernetes/client-node';
-import { fetch } from 'undici';
+import type { KubeConfig, KubernetesObject } from './client-node.ts';
+import { apiRequest, apiUrl } from './request.ts';
 
 export interface ListResult<T = KubernetesObject> {
   items: T[];
@@ -34,19 +34,15 @@ export const PAGE_SIZE = 500;
 export async function listAll<T = KubernetesObject>(
   kc: KubeConfig, path: string, query: Record<string, string | undefined>, transform: (item: KubernetesObject) => T = (item) => item as T,
 ): Promise<ListResult<T>> {
-  const cluster = kc.getCurrentCluster();
-  if (!cluster) throw new Error('the kubeconfig has no current cluster');
   const items: T[] = [];
   let cont: string | undefined;
   let resourceVersion: string | undefined;
   do {
-    const url = new URL(cluster.server + path);
+    const url = apiUrl(kc, path);
     for (const [k, v] of Object.entries(query)) if (v !== undefined) url.searchParams.set(k, v);
     url.searchParams.set('limit', String(PAGE_SIZE));
     if (cont) url.searchParams.set('continue', cont);
-    const ctx = new RequestContext(url.toString(), HttpMethod.GET);
-    await kc.applySecurityAuthentication(ctx);
-    const res = await fetch(url, { method: 'GET', headers: ctx.getHeaders(), dispatcher: ctx.getDispatcher() as never });
+    const res = await apiRequest(kc, { method: 'GET', url });
     if (res.status !== 200) throw new ListError(path, res.status, await res.text());
     const body = (await res.json()) as { items?: KubernetesObject[] | null; metadata?: { resourceVersion?: string; continue?: string } };
     for (const item of body.items ?? []) items.push(transform(item));

@@ -5,7 +5,7 @@
 // comes from objects that passed validation. Informers that fail are
 // restarted with backoff; none of this ever empties the model, so a dropped
 // watch or an API server outage never shrinks a map.
-import type { KubeConfig } from '@kubernetes/client-node';
+import type { KubeConfig } from './client-node.ts';
 import { IncrementalModel } from '../../model/incremental.ts';
 import { nodeInfoFromNode } from '../../model/node.ts';
 import { type EndpointSlice, type Node, type Service, identify, validateObject } from '../../model/schemas.ts';
