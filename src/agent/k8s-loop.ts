@@ -14,7 +14,7 @@ import type { Syncer, SyncReport } from '../sync/syncer.ts';
 import type { FrontendTarget } from '../sync/targets.ts';
 import { TriggerTimes } from '../sync/trigger-times.ts';
 import type { ImplementedLbAlgorithm } from '../maps/constants.ts';
-import { DEFAULT_LB_ALGORITHM, toTarget } from './targets.ts';
+import { DEFAULT_LB_ALGORITHM, mapped, toTarget } from './targets.ts';
 import type { Logger } from './log.ts';
 import type { AgentMetrics } from './metrics.ts';
 import type { ProblemReporter } from './problems-log.ts';
@@ -120,11 +120,11 @@ export class KubernetesSyncLoop {
       if (reload) this.#syncer.reload();
       if (full) {
         const targets: FrontendTarget[] = [];
-        for (const list of model.allFrontends().values()) for (const f of list) targets.push(toTarget(f, this.#lbAlgorithm));
+        for (const list of model.allFrontends().values()) for (const f of list) if (mapped(f)) targets.push(toTarget(f, this.#lbAlgorithm));
         report = this.#syncer.sync(targets);
       } else {
         const byOwner = new Map<string, FrontendTarget[]>();
-        for (const [svc, list] of work) byOwner.set(svc, list.map((f: Frontend) => toTarget(f, this.#lbAlgorithm)));
+        for (const [svc, list] of work) byOwner.set(svc, list.filter(mapped).map((f: Frontend) => toTarget(f, this.#lbAlgorithm)));
         report = this.#syncer.syncOwners(byOwner);
       }
     } catch (err) {

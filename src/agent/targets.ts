@@ -12,6 +12,15 @@ import {
 import type { DesiredState, Frontend } from '../model/types.ts';
 import { type FrontendKey, frontendId } from '../sync/state.ts';
 import type { FrontendTarget } from '../sync/targets.ts';
+import { ipFamily } from '../model/ip.ts';
+
+/**
+ * The frontends the maps hold: IPv4 ones. The model builds IPv6 frontends
+ * too, but no map holds them yet (README, "Not done"), so they stop here.
+ */
+export function mapped(fe: Frontend): boolean {
+  return ipFamily(fe.ip) === 4;
+}
 
 const TYPE_FLAGS: Record<Frontend['type'], number> = {
   ClusterIP: SVC_F_CLUSTERIP,
@@ -76,5 +85,5 @@ export function normalizeCidr(cidr: string): string {
 }
 
 export function toTargets(state: DesiredState, nodeDefault: ImplementedLbAlgorithm = DEFAULT_LB_ALGORITHM): FrontendTarget[] {
-  return [...state.frontends.values()].map((fe) => toTarget(fe, nodeDefault)).sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
+  return [...state.frontends.values()].filter(mapped).map((fe) => toTarget(fe, nodeDefault)).sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
 }

@@ -5,10 +5,9 @@
 
 import type { DesiredState, Frontend, NodeInfo, Problem } from './types.ts';
 import type { EndpointSlice, Service } from './schemas.ts';
-import type { IPv4Slice } from './endpoints.ts';
+import { ipOrder, type IpSlice } from './endpoints.ts';
 import { serviceFrontends } from './frontends.ts';
 import { flat } from '../maps/flat-string.ts';
-import { ipv4ToU32 } from '../maps/ipv4.ts';
 import { keepClaimedFrontends } from './claims.ts';
 import { problemAbout } from './problems.ts';
 
@@ -72,7 +71,7 @@ export function isProxied(svc: Service, problems: Problem[]): boolean {
 /**
  * The Service (namespace/name) an EndpointSlice feeds, or undefined for a
  * slice kube-proxy would not use (another proxy's, headless, unlabelled,
- * IPv6, FQDN), reporting what is worth reporting.
+ * FQDN), reporting what is worth reporting.
  */
 export function sliceService(slice: EndpointSlice, problems: Problem[]): string | undefined {
   const labels = slice.metadata.labels;
@@ -85,11 +84,7 @@ export function sliceService(slice: EndpointSlice, problems: Problem[]): string 
     );
     return undefined;
   }
-  if (slice.addressType === 'IPv6') {
-    problems.push(problemAbout(slice, 'warning', 'addressType', 'IPv6 is not supported yet; EndpointSlice skipped'));
-    return undefined;
-  }
-  if (slice.addressType !== 'IPv4') return undefined; // FQDN slices are not proxied by kube-proxy either
+  if (slice.addressType === 'FQDN') return undefined; // FQDN slices are not proxied by kube-proxy either
   slice.ports.forEach((p, i) => {
     if (p.port === undefined) {
       problems.push(problemAbout(slice, 'warning', `ports[${i}].port`, 'is not set (all ports); this port is ignored'));
@@ -98,13 +93,13 @@ export function sliceService(slice: EndpointSlice, problems: Problem[]): string 
   return flat(slice.metadata.namespace, '/', svcName);
 }
 
-/** The IPv4 slices of each proxied Service, keyed by namespace/name, reporting slices that cannot be used. */
+/** The IP slices (both families) of each proxied Service, keyed by namespace/name, reporting slices that cannot be used. */
 function indexSlices(
   slices: readonly EndpointSlice[],
   services: ReadonlyMap<string, { proxied: boolean }>,
   problems: Problem[],
-): Map<string, IPv4Slice[]> {
-  const bySvc = new Map<string, IPv4Slice[]>();
+): Map<string, IpSlice[]> {
+  const bySvc = new Map<string, IpSlice[]>();
   for (const slice of slices) {
     const own: Problem[] = [];
     const key = sliceService(slice, own);
@@ -120,19 +115,27 @@ function indexSlices(
     if (!svc.proxied) continue;
     problems.push(...own);
     const list = bySvc.get(key);
-    if (list === undefined) bySvc.set(key, [slice as IPv4Slice]);
-    else list.push(slice as IPv4Slice);
+    if (list === undefined) bySvc.set(key, [slice as IpSlice]);
+    else list.push(slice as IpSlice);
   }
   return bySvc;
 }
 
-/** Order of frontends in the state: ip (numerically), port, protocol, external before internal. */
+/** Order of frontends in the state: IPv4 before IPv6, ip (numerically), port, protocol, external before internal. */
 export function sortFrontends(frontends: Iterable<Frontend>): Frontend[] {
-  const keyed = [...frontends].map((f) => ({
-    f,
-    order: ((ipv4ToU32(f.ip) * 65536 + f.port) * 2 + (f.protocol === 'TCP' ? 0 : 1)) * 2 + (f.scope === 'external' ? 0 : 1),
-  }));
-  return keyed.sort((a, b) => a.order - b.order).map((k) => k.f);
+  const keyed = [...frontends].map((f) => {
+    const rest = (f.protocol === 'TCP' ? 0 : 2) + (f.scope === 'external' ? 0 : 1);
+    const at = ipOrder(f.ip, f.port);
+    return { f, order: typeof at === 'number' ? at * 4 + rest : `${at}${rest}` };
+  });
+  // Numbers (IPv4) sort before strings (IPv6).
+  return keyed
+    .sort((a, b) => {
+      const an = typeof a.order === 'number';
+      if (an !== (typeof b.order === 'number')) return an ? -1 : 1;
+      return a.order < b.order ? -1 : a.order > b.order ? 1 : 0;
+    })
+    .map((k) => k.f);
 }
 
 export function buildDesiredState(input: DesiredInput): { state: DesiredState; problems: Problem[] } {

@@ -5,9 +5,11 @@
 import type { Backend, NodeInfo, Protocol } from './types.ts';
 import type { EndpointSlice } from './schemas.ts';
 import { ipv4ToU32 } from '../maps/ipv4.ts';
+import { ipv6SortKey } from '../maps/ipv6.ts';
+import { ipFamily } from './ip.ts';
 
-/** An IPv4 slice: the only address type the datapath serves today. */
-export type IPv4Slice = Extract<EndpointSlice, { addressType: 'IPv4' }>;
+/** A slice of addressType IPv4 or IPv6 (FQDN slices are not proxied); one family per slice, as the controller writes them. */
+export type IpSlice = Extract<EndpointSlice, { addressType: 'IPv4' | 'IPv6' }>;
 
 /** One endpoint address on one port, before selection. */
 export interface Candidate {
@@ -35,7 +37,7 @@ function rank(c: Candidate): number {
  * `slices` must be in a stable order (the caller sorts them by name) so that
  * ties between duplicates resolve the same way every time.
  */
-export function mergeEndpoints(slices: readonly IPv4Slice[], portName: string, protocol: Protocol): Candidate[] {
+export function mergeEndpoints(slices: readonly IpSlice[], portName: string, protocol: Protocol): Candidate[] {
   const byAddress = new Map<string, Candidate>();
   for (const slice of slices) {
     for (const sp of slice.ports) {
@@ -47,7 +49,7 @@ export function mergeEndpoints(slices: readonly IPv4Slice[], portName: string, p
         const c: Candidate = { ip, port: sp.port, protocol, ...ep.conditions };
         if (ep.nodeName !== undefined) c.nodeName = ep.nodeName;
         if (ep.zone !== undefined) c.zone = ep.zone;
-        const key = `${ip}:${sp.port}`;
+        const key = `${ip}/${sp.port}`;
         const seen = byAddress.get(key);
         if (seen === undefined || rank(c) > rank(seen)) byAddress.set(key, c);
       }
@@ -80,8 +82,14 @@ export function selectBackends(candidates: readonly Candidate[], node: NodeInfo 
       const b: Backend = { ip: c.ip, port: c.port, protocol: c.protocol, state, local: isLocal(c, node) };
       if (c.nodeName !== undefined) b.nodeName = c.nodeName;
       if (c.zone !== undefined) b.zone = c.zone;
-      return { b, order: ipv4ToU32(c.ip) * 65536 + c.port };
+      return { b, order: ipOrder(c.ip, c.port) };
     })
-    .sort((x, y) => x.order - y.order)
+    .sort((x, y) => (x.order < y.order ? -1 : x.order > y.order ? 1 : 0))
     .map((x) => x.b);
+}
+
+/** Sorts by address, then port: a number for IPv4 (cheap, the common case), a fixed-width string for IPv6. */
+export function ipOrder(ip: string, port: number): number | string {
+  if (ipFamily(ip) === 4) return ipv4ToU32(ip) * 65536 + port;
+  return ipv6SortKey(ip) + port.toString(16).padStart(4, '0');
 }

@@ -1,10 +1,12 @@
 // The frontends of one proxied Service: ClusterIP, NodePort (per node address
 // plus a wildcard), LoadBalancer and externalIPs, each with the backends its
-// traffic policy allows. IPv4 only for now; IPv6 parts are reported and skipped.
+// traffic policy allows. Per address family, as kube-proxy runs one proxier
+// per family: a family's frontends exist when the Service has a cluster IP of
+// that family, and get only backends of that family (its EndpointSlices).
 
 import type { Backend, Frontend, FrontendType, NodeInfo, Problem, Protocol } from './types.ts';
 import { DEFAULT_AFFINITY_TIMEOUT_SECONDS, type Service } from './schemas.ts';
-import { isLocal, mergeEndpoints, selectBackends, type IPv4Slice } from './endpoints.ts';
+import { isLocal, mergeEndpoints, selectBackends, type IpSlice } from './endpoints.ts';
 import { ipFamily } from './ip.ts';
 import { problemAbout } from './problems.ts';
 import { flat } from '../maps/flat-string.ts';
@@ -17,18 +19,25 @@ export interface SourcedFrontend {
 }
 
 export const WILDCARD_IP = '0.0.0.0';
+export const WILDCARD_IP6 = '::';
 
 export function frontendKey(ip: string, port: number, protocol: Protocol, scope: Frontend['scope']): string {
-  return scope === 'internal' ? flat(ip, ':', port, '/', protocol, '/internal') : flat(ip, ':', port, '/', protocol);
+  const addr = ipFamily(ip) === 6 ? flat('[', ip, ']') : ip;
+  return scope === 'internal' ? flat(addr, ':', port, '/', protocol, '/internal') : flat(addr, ':', port, '/', protocol);
 }
 
-/** Splits addresses by family; reports the IPv6 ones once, on `path`. */
-function ipv4Only(svc: Service, ips: readonly string[], path: string, problems: Problem[]): string[] {
-  const v6 = ips.filter((ip) => ipFamily(ip) === 6);
-  if (v6.length > 0) {
-    problems.push(problemAbout(svc, 'warning', path, `IPv6 is not supported yet; ${v6.join(', ')} skipped`));
+type Family = 4 | 6;
+
+/** The addresses of `family`; the others are reported once, on `path`, when the Service has no cluster IP of their family. */
+function ofFamily(svc: Service, ips: readonly string[], family: Family, served: ReadonlySet<Family>, path: string, problems: Problem[]): string[] {
+  // Reported once: while the first family the Service serves is built.
+  if (family === (served.has(4) ? 4 : 6)) {
+    const orphans = ips.filter((ip) => !served.has(ipFamily(ip)));
+    if (orphans.length > 0) {
+      problems.push(problemAbout(svc, 'warning', path, `${orphans.join(', ')} skipped: the Service has no cluster IP of that family`));
+    }
   }
-  return ips.filter((ip) => ipFamily(ip) === 4);
+  return ips.filter((ip) => ipFamily(ip) === family);
 }
 
 interface ExternalAddress {
@@ -38,14 +47,14 @@ interface ExternalAddress {
   sourceRanges: string[];
 }
 
-/** Addresses of the Service reachable from outside the node (not per port, except NodePort). */
-function externalAddresses(svc: Service, node: NodeInfo | undefined, problems: Problem[]): {
+/** Addresses of the Service of one family reachable from outside the node (not per port, except NodePort). */
+function externalAddresses(svc: Service, node: NodeInfo | undefined, family: Family, served: ReadonlySet<Family>, problems: Problem[]): {
   nodeIPs: string[];
   lb: ExternalAddress[];
   external: ExternalAddress[];
 } {
   const spec = svc.spec;
-  const nodeIPs = [...new Set(node?.addresses ?? [])].filter((ip) => ipFamily(ip) === 4);
+  const nodeIPs = [...new Set((family === 4 ? node?.addresses : node?.addresses6) ?? [])].filter((ip) => ipFamily(ip) === family);
 
   const lb: ExternalAddress[] = [];
   if (spec.type === 'LoadBalancer') {
@@ -54,19 +63,20 @@ function externalAddresses(svc: Service, node: NodeInfo | undefined, problems: P
     const ingress = (svc.status?.loadBalancer?.ingress ?? []).flatMap((i) =>
       i.ip && i.ipMode !== 'Proxy' ? [i.ip] : [],
     );
-    const ips = ipv4Only(svc, ingress, 'status.loadBalancer.ingress', problems);
-    const ranges = spec.loadBalancerSourceRanges.filter((r) => ipFamily(r) === 4);
+    const ips = ofFamily(svc, ingress, family, served, 'status.loadBalancer.ingress', problems);
+    const ranges = spec.loadBalancerSourceRanges.filter((r) => ipFamily(r) === family);
     if (ips.length > 0 && spec.loadBalancerSourceRanges.length > 0 && ranges.length === 0) {
       // An empty list would mean "no restriction": fail closed instead of open.
+      const other = family === 4 ? 6 : 4;
       problems.push(
-        problemAbout(svc, 'warning', 'spec.loadBalancerSourceRanges', 'holds only IPv6 ranges; IPv4 LoadBalancer frontends skipped'),
+        problemAbout(svc, 'warning', 'spec.loadBalancerSourceRanges', `holds only IPv${other} ranges; IPv${family} LoadBalancer frontends skipped`),
       );
     } else {
       for (const ip of ips) lb.push({ type: 'LoadBalancer', ip, wildcard: false, sourceRanges: ranges });
     }
   }
 
-  const external = ipv4Only(svc, spec.externalIPs, 'spec.externalIPs', problems).map(
+  const external = ofFamily(svc, spec.externalIPs, family, served, 'spec.externalIPs', problems).map(
     (ip): ExternalAddress => ({ type: 'ExternalIP', ip, wildcard: false, sourceRanges: [] }),
   );
   return { nodeIPs, lb, external };
@@ -76,40 +86,60 @@ function externalAddresses(svc: Service, node: NodeInfo | undefined, problems: P
  * All frontends of `svc`, in a stable order: per port, ClusterIP, NodePort,
  * LoadBalancer, ExternalIP. The caller has already decided the Service is
  * proxied (not headless, not ExternalName, not another proxy's) and passes the
- * IPv4 slices that belong to it, sorted by name.
+ * IP slices (both families) that belong to it, sorted by name. IPv4 frontends
+ * come first, then IPv6 ones.
  */
 export function serviceFrontends(
   svc: Service,
-  slices: readonly IPv4Slice[],
+  slices: readonly IpSlice[],
   node: NodeInfo | undefined,
   problems: Problem[],
 ): SourcedFrontend[] {
   const spec = svc.spec;
   const usesClusterIPs = spec.clusterIPs.length > 0;
-  const clusterIPs = ipv4Only(
-    svc,
-    (usesClusterIPs ? spec.clusterIPs : [spec.clusterIP]).filter((ip) => ip !== '' && ip !== 'None'),
-    usesClusterIPs ? 'spec.clusterIPs' : 'spec.clusterIP',
-    problems,
-  );
-  // Like kube-proxy's IPv4 proxier, a Service without an IPv4 cluster IP is not
-  // an IPv4 service at all: no NodePorts or external IPs either.
-  if (clusterIPs.length === 0) return [];
+  const allClusterIPs = (usesClusterIPs ? spec.clusterIPs : [spec.clusterIP]).filter((ip) => ip !== '' && ip !== 'None');
+  // Like kube-proxy's proxier of each family, a Service without a cluster IP of
+  // a family is not a service of that family at all: no NodePorts or external IPs either.
+  const served = new Set(allClusterIPs.map(ipFamily));
+  const out: SourcedFrontend[] = [];
+  const portsReported = new Set<number>();
+  const options = serviceOptions(svc, problems);
+  for (const family of [4, 6] as const) {
+    if (!served.has(family)) continue;
+    const clusterIPs = allClusterIPs.filter((ip) => ipFamily(ip) === family);
+    const own = slices.filter((sl) => (sl.addressType === 'IPv4' ? 4 : 6) === family);
+    out.push(...familyFrontends(svc, family, served, clusterIPs, own, node, options, problems, portsReported));
+  }
+  return out;
+}
 
-  const { nodeIPs, lb, external } = externalAddresses(svc, node, problems);
+/** serviceFrontends for one family; `portsReported` keeps per-port problems to one report for both families. */
+function familyFrontends(
+  svc: Service,
+  family: Family,
+  served: ReadonlySet<Family>,
+  clusterIPs: readonly string[],
+  slices: readonly IpSlice[],
+  node: NodeInfo | undefined,
+  { algorithm, sourceHashPort }: ReturnType<typeof serviceOptions>,
+  problems: Problem[],
+  portsReported: Set<number>,
+): SourcedFrontend[] {
+  const spec = svc.spec;
+  const { nodeIPs, lb, external } = externalAddresses(svc, node, family, served, problems);
   const externalLocal = spec.externalTrafficPolicy === 'Local';
   const internalLocal = spec.internalTrafficPolicy === 'Local';
   const affinityTimeoutSeconds =
     spec.sessionAffinity === 'ClientIP'
       ? (spec.sessionAffinityConfig?.clientIP?.timeoutSeconds ?? DEFAULT_AFFINITY_TIMEOUT_SECONDS)
       : 0;
-  const { algorithm, sourceHashPort } = serviceOptions(svc, problems);
 
   const out: SourcedFrontend[] = [];
   spec.ports.forEach((port, i) => {
     const path = `spec.ports[${i}]`;
     if (port.protocol === 'SCTP') {
-      problems.push(problemAbout(svc, 'warning', `${path}.protocol`, 'SCTP is not supported; port skipped'));
+      if (!portsReported.has(i)) problems.push(problemAbout(svc, 'warning', `${path}.protocol`, 'SCTP is not supported; port skipped'));
+      portsReported.add(i);
       return;
     }
     const protocol = port.protocol;
@@ -157,7 +187,7 @@ export function serviceFrontends(
     if ((spec.type === 'NodePort' || spec.type === 'LoadBalancer') && port.nodePort != null) {
       for (const ip of nodeIPs) addresses.push({ type: 'NodePort', ip, wildcard: false, sourceRanges: [] });
       // Matches any local address; the socket hooks use it for 127.0.0.1:NodePort.
-      addresses.push({ type: 'NodePort', ip: WILDCARD_IP, wildcard: true, sourceRanges: [] });
+      addresses.push({ type: 'NodePort', ip: family === 4 ? WILDCARD_IP : WILDCARD_IP6, wildcard: true, sourceRanges: [] });
     }
     addresses.push(...lb, ...external);
 

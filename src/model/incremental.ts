@@ -5,7 +5,7 @@
 // including who wins when two Services claim one frontend: the one whose
 // namespace/name sorts first (claims.ts, shared with buildDesiredState).
 import { isProxied, objectId, sliceService } from './desired.ts';
-import type { IPv4Slice } from './endpoints.ts';
+import type { IpSlice } from './endpoints.ts';
 import { serviceFrontends, type SourcedFrontend } from './frontends.ts';
 import { keepClaimedFrontends } from './claims.ts';
 import { sameFrontends } from './same.ts';
@@ -184,7 +184,7 @@ export class IncrementalModel {
   #compute(id: string, problems: Problem[]): SourcedFrontend[] {
     const svc = this.#services.get(id);
     if (!svc || !isProxied(svc, problems)) return [];
-    const slices = [...(this.#slicesBySvc.get(id) ?? [])].sort().map((s) => this.#slices.get(s) as IPv4Slice);
+    const slices = [...(this.#slicesBySvc.get(id) ?? [])].sort().map((s) => this.#slices.get(s) as IpSlice);
     return serviceFrontends(svc, slices, this.#node, problems);
   }
 

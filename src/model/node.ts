@@ -1,17 +1,22 @@
 // The agent's own node, reduced to what the model needs: its name (to tell
-// local endpoints apart) and the IPv4 addresses NodePort frontends listen on.
+// local endpoints apart) and the addresses NodePort frontends listen on.
 
 import type { NodeInfo } from './types.ts';
 import type { Node } from './schemas.ts';
 import { ipFamily } from './ip.ts';
 
-/** InternalIP then ExternalIP IPv4 addresses, in that order, without duplicates. */
-export function nodeInfoFromNode(node: Node): NodeInfo {
+/** InternalIP then ExternalIP addresses of one family, in that order, without duplicates. */
+function addressesOf(node: Node, family: 4 | 6): string[] {
   const addresses: string[] = [];
   for (const type of ['InternalIP', 'ExternalIP']) {
     for (const a of node.status.addresses) {
-      if (a.type === type && ipFamily(a.address) === 4 && !addresses.includes(a.address)) addresses.push(a.address);
+      if (a.type === type && ipFamily(a.address) === family && !addresses.includes(a.address)) addresses.push(a.address);
     }
   }
-  return { name: node.metadata.name, addresses };
+  return addresses;
+}
+
+export function nodeInfoFromNode(node: Node): NodeInfo {
+  const v6 = addressesOf(node, 6);
+  return { name: node.metadata.name, addresses: addressesOf(node, 4), ...(v6.length > 0 ? { addresses6: v6 } : {}) };
 }

@@ -10,6 +10,7 @@
 
 import * as z from 'zod';
 import { canonicalCidrv4, canonicalIpv4 } from '../maps/ipv4.ts';
+import { canonicalCidrv6, canonicalIpv6 } from '../maps/ipv6.ts';
 import type { Problem } from './types.ts';
 import { renderIssue } from './issues.ts';
 
@@ -56,11 +57,12 @@ const protocol = orDefault(
 );
 
 /**
- * IPv4 text read the way kube-proxy reads it (ParseIPSloppy: leading zeros
- * are decimal, src/maps/ipv4.ts) and made canonical, so that "010.96.0.1"
- * and "10.96.0.1" are one address everywhere after validation.
+ * Address text read the way kube-proxy reads it (IPv4: ParseIPSloppy, leading
+ * zeros are decimal, src/maps/ipv4.ts; IPv6: src/maps/ipv6.ts) and made
+ * canonical, so that "010.96.0.1" and "10.96.0.1" (or "FD00:0::1" and
+ * "fd00::1") are one address everywhere after validation.
  */
-function sloppyIpv4(canonical: (text: string) => string | undefined, message: string) {
+function canonicalized(canonical: (text: string) => string | undefined, message: string) {
   return z.string({ error: message }).transform((text, ctx) => {
     const out = canonical(text);
     if (out === undefined) {
@@ -71,15 +73,17 @@ function sloppyIpv4(canonical: (text: string) => string | undefined, message: st
   });
 }
 
-const ipv4 = sloppyIpv4(canonicalIpv4, 'must be an IPv4 address');
-const ipv6 = z.ipv6({ error: 'must be an IPv6 address' });
+const ipv4 = canonicalized(canonicalIpv4, 'must be an IPv4 address');
+// IPv6 in any valid spelling, kept in the canonical form the API server
+// writes (src/maps/ipv6.ts); IPv4-mapped addresses are IPv4 to Kubernetes.
+const ipv6 = canonicalized(canonicalIpv6, 'must be an IPv6 address');
 const ipAddress = z.union([ipv4, ipv6], { error: 'must be an IP address' });
 
 /** kube-proxy trims blanks around source ranges (ParseCIDRSloppy), so we do too. */
 const cidr = z
   .string()
   .trim()
-  .pipe(z.union([sloppyIpv4(canonicalCidrv4, 'must be an IPv4 CIDR'), z.cidrv6()], { error: 'must be a CIDR such as 10.0.0.0/8' }));
+  .pipe(z.union([canonicalized(canonicalCidrv4, 'must be an IPv4 CIDR'), canonicalized(canonicalCidrv6, 'must be an IPv6 CIDR')], { error: 'must be a CIDR such as 10.0.0.0/8' }));
 
 /** "None" marks a headless service; "" a service whose address is not allocated. */
 const clusterIP = z.union([z.literal('None'), z.literal(''), ipv4, ipv6], {
@@ -128,6 +132,12 @@ const serviceSpec = z
     ),
     clusterIP: orDefault(clusterIP, ''),
     clusterIPs: orDefault(z.array(clusterIP), []),
+    ipFamilies: orDefault(z.array(z.enum(['IPv4', 'IPv6'], { error: 'must be one of IPv4, IPv6' })), []),
+    ipFamilyPolicy: z
+      .enum(['SingleStack', 'PreferDualStack', 'RequireDualStack'], {
+        error: 'must be one of SingleStack, PreferDualStack, RequireDualStack',
+      })
+      .nullish(),
     ports: orDefault(z.array(servicePort), []),
     externalIPs: orDefault(z.array(ipAddress), []),
     // "Global" is the pre-1.14 spelling of Cluster; the API server still accepts it.
@@ -185,7 +195,36 @@ const serviceSpec = z
         input: first,
       });
     }
+    dualStackRules(spec, ctx);
   });
+
+/**
+ * The API server's dual-stack rules the model relies on: at most one cluster
+ * IP per family, ipFamilies naming the family of each cluster IP in the same
+ * order, and SingleStack meaning one family.
+ */
+function dualStackRules(
+  spec: { clusterIPs: string[]; ipFamilies: Array<'IPv4' | 'IPv6'>; ipFamilyPolicy?: string | null | undefined },
+  ctx: z.RefinementCtx,
+): void {
+  const ips = spec.clusterIPs.filter((ip) => ip !== '' && ip !== 'None');
+  const families = ips.map((ip) => (ip.includes(':') ? 'IPv6' : 'IPv4'));
+  if (ips.length > 2 || (families.length === 2 && families[0] === families[1])) {
+    ctx.addIssue({ code: 'custom', path: ['clusterIPs'], message: 'may hold at most one address of each family', input: spec.clusterIPs });
+  }
+  if (spec.ipFamilies.length > 2 || (spec.ipFamilies.length === 2 && spec.ipFamilies[0] === spec.ipFamilies[1])) {
+    ctx.addIssue({ code: 'custom', path: ['ipFamilies'], message: 'may name each family at most once', input: spec.ipFamilies });
+  }
+  families.forEach((f, i) => {
+    const named = spec.ipFamilies[i];
+    if (named !== undefined && named !== f) {
+      ctx.addIssue({ code: 'custom', path: ['clusterIPs', i], message: `is ${f} but ipFamilies[${i}] is ${named}`, input: ips[i] });
+    }
+  });
+  if (spec.ipFamilyPolicy === 'SingleStack' && (spec.ipFamilies.length > 1 || ips.length > 1)) {
+    ctx.addIssue({ code: 'custom', path: ['ipFamilyPolicy'], message: 'is SingleStack but the Service has two families', input: spec.ipFamilyPolicy });
+  }
+}
 
 const serviceStatus = z.object({
   loadBalancer: z
@@ -285,12 +324,12 @@ export const EndpointSliceSchema = z.discriminatedUnion(
     z.object({
       ...sliceCommon,
       addressType: z.literal('IPv4'),
-      endpoints: orDefault(z.array(endpoint(sloppyIpv4(canonicalIpv4, 'must be an IPv4 address (addressType is IPv4)'))), []),
+      endpoints: orDefault(z.array(endpoint(canonicalized(canonicalIpv4, 'must be an IPv4 address (addressType is IPv4)'))), []),
     }),
     z.object({
       ...sliceCommon,
       addressType: z.literal('IPv6'),
-      endpoints: orDefault(z.array(endpoint(z.ipv6({ error: 'must be an IPv6 address (addressType is IPv6)' }))), []),
+      endpoints: orDefault(z.array(endpoint(canonicalized(canonicalIpv6, 'must be an IPv6 address (addressType is IPv6)'))), []),
     }),
     z.object({
       ...sliceCommon,

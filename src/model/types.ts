@@ -10,7 +10,7 @@ export type Protocol = 'TCP' | 'UDP';
 export type BackendState = 'active' | 'terminating';
 
 export interface Backend {
-  ip: string; // dotted IPv4
+  ip: string; // dotted IPv4, or canonical IPv6 (src/maps/ipv6.ts): a frontend's backends are of its own family
   port: number; // 1..65535
   protocol: Protocol;
   state: BackendState;
@@ -33,9 +33,9 @@ export interface ServiceRef {
 }
 
 export interface Frontend {
-  /** Canonical identity: `${ip}:${port}/${protocol}` plus `/internal` for the internal scope. */
+  /** Canonical identity: `${ip}:${port}/${protocol}` (`[${ip}]:...` for IPv6) plus `/internal` for the internal scope. */
   key: string;
-  ip: string; // dotted IPv4; 0.0.0.0 for the NodePort wildcard entry
+  ip: string; // dotted IPv4 or canonical IPv6; 0.0.0.0 (::) for the NodePort wildcard entry
   port: number;
   protocol: Protocol;
   scope: Scope;
@@ -89,4 +89,6 @@ export interface NodeInfo {
   name: string;
   /** IPv4 addresses NodePort frontends listen on (InternalIP, ExternalIP). */
   addresses: string[];
+  /** IPv6 addresses NodePort frontends listen on; kept apart so that IPv4 users (tc's node IP) see IPv4 only. */
+  addresses6?: string[];
 }

@@ -215,29 +215,68 @@ t.test('headless, ExternalName and other proxies’ Services are skipped silentl
   t.same([...state.frontends.keys()], ['10.96.0.61:80/TCP']);
 });
 
-t.test('IPv6 is warned about and skipped', async (t) => {
+t.test('dual-stack: each family gets its own frontends, with backends of its own family only', async (t) => {
+  const node6: NodeInfo = { ...node, addresses6: ['fd00:192:168::10'] };
   const { state, problems } = buildDesiredState({
     services: [
-      svc('dual', { clusterIP: '10.96.0.70', clusterIPs: ['10.96.0.70', 'fd00:10:96::70'], ports: [{ port: 80 }] }),
-      svc('v6', { clusterIP: 'fd00:10:96::71', clusterIPs: ['fd00:10:96::71'], type: 'NodePort', ports: [{ port: 80, nodePort: 30071 }] }),
+      svc('dual', {
+        type: 'NodePort', clusterIP: '10.96.0.70', clusterIPs: ['10.96.0.70', 'fd00:10:96::70'],
+        ipFamilies: ['IPv4', 'IPv6'], ipFamilyPolicy: 'RequireDualStack', ports: [{ port: 80, nodePort: 30070 }],
+      }),
+      // Written as the API server would not, read as the same address.
+      svc('v6', { clusterIP: 'FD00:10:96:0::71', clusterIPs: ['fd00:10:96::71'], ipFamilies: ['IPv6'], ports: [{ port: 80 }] }),
     ],
     slices: [
       slice('dual-v4', 'dual', [{ port: 8080 }], [{ ip: '10.0.0.1' }]),
-      slice('dual-v6', 'dual', [{ port: 8080 }], [], { addressType: 'IPv6' }),
+      slice('dual-v6', 'dual', [{ port: 8080 }], [{ ip: 'fd00:10:244::10' }, { ip: 'fd00:10:244::2' }], { addressType: 'IPv6' }),
+      slice('v6-a', 'v6', [{ port: 9090 }], [{ ip: 'fd00:10:244:0:0:0:0:3' }], { addressType: 'IPv6' }),
     ],
-    node,
+    node: node6,
   });
-  t.same([...state.frontends.keys()], ['10.96.0.70:80/TCP'], 'IPv6-only Services get no IPv4 NodePorts either');
-  t.same(backends(state, '10.96.0.70:80/TCP'), ['10.0.0.1:8080']);
+  t.same(problems, []);
   t.same(
-    problems.map((p) => [p.severity, p.kind, p.name, p.path]),
+    [...state.frontends.keys()],
     [
-      ['warning', 'EndpointSlice', 'dual-v6', 'addressType'],
-      ['warning', 'Service', 'dual', 'spec.clusterIPs'],
-      ['warning', 'Service', 'v6', 'spec.clusterIPs'],
+      '0.0.0.0:30070/TCP', '10.96.0.70:80/TCP', '192.168.1.10:30070/TCP', '192.168.2.10:30070/TCP',
+      '[::]:30070/TCP', '[fd00:10:96::70]:80/TCP', '[fd00:10:96::71]:80/TCP', '[fd00:192:168::10]:30070/TCP',
+    ],
+    'IPv4 first, then IPv6, each in numeric order',
+  );
+  for (const key of ['10.96.0.70:80/TCP', '0.0.0.0:30070/TCP', '192.168.1.10:30070/TCP']) t.same(backends(state, key), ['10.0.0.1:8080'], key);
+  for (const key of ['[fd00:10:96::70]:80/TCP', '[::]:30070/TCP', '[fd00:192:168::10]:30070/TCP']) {
+    t.same(backends(state, key), ['fd00:10:244::2:8080', 'fd00:10:244::10:8080'], `${key}: IPv6 backends, numerically sorted`);
+  }
+  t.same(backends(state, '[fd00:10:96::71]:80/TCP'), ['fd00:10:244::3:9090'], 'IPv6 written long is made canonical');
+  t.equal(frontend(state, '[::]:30070/TCP').wildcard, true);
+  t.equal(frontend(state, '[fd00:10:96::70]:80/TCP').ip, 'fd00:10:96::70');
+});
+
+t.test('a family without a cluster IP gets nothing; its other addresses are reported once', async (t) => {
+  const { state, problems } = buildDesiredState({
+    services: [
+      svc('v6', {
+        type: 'LoadBalancer', clusterIP: 'fd00:10:96::71', clusterIPs: ['fd00:10:96::71'],
+        externalIPs: ['198.51.100.7', 'fd00:198:51::7'], ports: [{ port: 80, nodePort: 30071 }],
+      }, { status: { loadBalancer: { ingress: [{ ip: '203.0.113.9' }] } } }),
+      svc('v4', { clusterIP: '10.96.0.72', externalIPs: ['fd00:198:51::8'], ports: [{ port: 80 }] }),
+    ],
+    slices: [slice('v4-a', 'v4', [{ port: 80 }], [{ ip: 'fd00:10:244::9' }], { addressType: 'IPv6' })],
+    node: { ...node, addresses6: ['fd00:192:168::10'] },
+  });
+  t.same(
+    [...state.frontends.keys()],
+    ['10.96.0.72:80/TCP', '[::]:30071/TCP', '[fd00:10:96::71]:80/TCP', '[fd00:192:168::10]:30071/TCP', '[fd00:198:51::7]:80/TCP'],
+    'no IPv4 NodePorts, LoadBalancer or external IPs for an IPv6-only Service',
+  );
+  t.same(backends(state, '10.96.0.72:80/TCP'), [], 'an IPv6 slice never feeds an IPv4 frontend');
+  t.same(
+    problems.map((p) => [p.severity, p.name, p.path, p.message]),
+    [
+      ['warning', 'v4', 'spec.externalIPs', 'spec.externalIPs: fd00:198:51::8 skipped: the Service has no cluster IP of that family'],
+      ['warning', 'v6', 'status.loadBalancer.ingress', 'status.loadBalancer.ingress: 203.0.113.9 skipped: the Service has no cluster IP of that family'],
+      ['warning', 'v6', 'spec.externalIPs', 'spec.externalIPs: 198.51.100.7 skipped: the Service has no cluster IP of that family'],
     ],
   );
-  t.match(problems.find((p) => p.name === 'dual')?.message, /IPv6 is not supported yet/);
 });
 
 t.test('NodePort, LoadBalancer and externalIPs with externalTrafficPolicy Local', async (t) => {
@@ -540,7 +579,7 @@ t.test('the same objects in any order give the same state and problems', async (
   );
 });
 
-t.test('nodeInfoFromNode takes InternalIP then ExternalIP IPv4 addresses', async (t) => {
+t.test('nodeInfoFromNode takes InternalIP then ExternalIP addresses, per family', async (t) => {
   const r = validateObject({
     apiVersion: 'v1',
     kind: 'Node',
@@ -556,5 +595,5 @@ t.test('nodeInfoFromNode takes InternalIP then ExternalIP IPv4 addresses', async
     },
   });
   if (!r.ok) throw new Error('invalid fixture');
-  t.same(nodeInfoFromNode(r.obj as Node), { name: 'node-a', addresses: ['192.168.56.10', '203.0.113.10'] });
+  t.same(nodeInfoFromNode(r.obj as Node), { name: 'node-a', addresses: ['192.168.56.10', '203.0.113.10'], addresses6: ['fd00::10'] });
 });

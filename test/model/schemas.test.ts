@@ -59,6 +59,43 @@ t.test('addresses are checked against the slice addressType', async (t) => {
   t.equal(bad[0]?.message, 'addressType: must be one of IPv4, IPv6, FQDN, got "IPv5"');
 });
 
+t.test('IPv6 addresses are made canonical, as the API server writes them; bad ones named by path', async (t) => {
+  const sl = valid<EndpointSlice>(slice({
+    addressType: 'IPv6',
+    endpoints: [{ addresses: ['FD00:0:0:0:0:0:0:1'] }, { addresses: ['2001:db8:0:0:1:0:0:1'] }, { addresses: ['fd00::0:10.1.2.3'] }],
+  }));
+  t.same(sl.endpoints.map((e) => e.addresses[0]), ['fd00::1', '2001:db8::1:0:0:1', 'fd00::a01:203']);
+  const s = valid<Service>(service({
+    clusterIP: 'FD00:10:96::0001', clusterIPs: ['fd00:10:96::1', '10.96.0.1'], ipFamilies: ['IPv6', 'IPv4'],
+    ipFamilyPolicy: 'PreferDualStack', externalIPs: ['2001:DB8::7'], loadBalancerSourceRanges: ['2001:db8:0::/32'],
+  }));
+  t.equal(s.spec.clusterIP, 'fd00:10:96::1');
+  t.same(s.spec.externalIPs, ['2001:db8::7']);
+  t.same(s.spec.loadBalancerSourceRanges, ['2001:db8::/32']);
+  const bad = problems(slice({
+    addressType: 'IPv6',
+    endpoints: [{ addresses: ['::ffff:10.0.0.1'] }, { addresses: ['fd00::1%eth0'] }, { addresses: ['fd00:::1'] }, { addresses: ['1:2:3:4:5:6:7:8:9'] }],
+  }));
+  t.same(bad.map((p) => p.path), ['endpoints[0].addresses[0]', 'endpoints[1].addresses[0]', 'endpoints[2].addresses[0]', 'endpoints[3].addresses[0]']);
+  t.equal(bad[0]?.message, 'endpoints[0].addresses[0]: must be an IPv6 address (addressType is IPv6), got "::ffff:10.0.0.1"');
+});
+
+t.test('dual-stack fields follow the API server rules', async (t) => {
+  const paths = (spec: Record<string, unknown>) => problems(service(spec)).map((p) => [p.path, p.message]);
+  t.same(paths({ clusterIP: '10.96.0.1', clusterIPs: ['10.96.0.1', '10.96.0.2'] }), [
+    ['spec.clusterIPs', 'spec.clusterIPs: may hold at most one address of each family, got a list'],
+  ]);
+  t.same(paths({ clusterIP: '10.96.0.1', clusterIPs: ['10.96.0.1', 'fd00::1'], ipFamilies: ['IPv6', 'IPv4'] }), [
+    ['spec.clusterIPs[0]', 'spec.clusterIPs[0]: is IPv4 but ipFamilies[0] is IPv6, got "10.96.0.1"'],
+    ['spec.clusterIPs[1]', 'spec.clusterIPs[1]: is IPv6 but ipFamilies[1] is IPv4, got "fd00::1"'],
+  ]);
+  t.same(paths({ clusterIP: '10.96.0.1', clusterIPs: ['10.96.0.1', 'fd00::1'], ipFamilyPolicy: 'SingleStack' }), [
+    ['spec.ipFamilyPolicy', 'spec.ipFamilyPolicy: is SingleStack but the Service has two families, got "SingleStack"'],
+  ]);
+  t.same(paths({ clusterIP: '10.96.0.1', ipFamilies: ['IPv4', 'IPv4'] }).map((p) => p[0]), ['spec.ipFamilies']);
+  t.same(paths({ clusterIP: '10.96.0.1', ipFamilyPolicy: 'DualStack' }).map((p) => p[0]), ['spec.ipFamilyPolicy']);
+});
+
 t.test('port 0 and port 70000 are errors, on Services and on EndpointSlices', async (t) => {
   const svc = problems(service({ clusterIP: '10.96.0.1', ports: [{ name: 'a', port: 0 }, { name: 'b', port: 70000 }] }));
   t.same(
