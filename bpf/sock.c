@@ -4,6 +4,7 @@
  * lib/sock_lb.h; this file only maps hooks to it.
  */
 #include "lib/sock_lb.h"
+#include "lib/maps6.h"
 
 /* A frontend without backends fails at once with ECONNREFUSED instead of a
  * connect that hangs on an address nobody answers. */

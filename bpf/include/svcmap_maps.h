@@ -344,4 +344,42 @@ struct sock_term_key {
 	__u32 rev_nat_id;  /* the frontend the backend left */
 };
 
+/*
+ * IPv6 frontends and backends: maps of their own beside the IPv4 ones (as
+ * Cilium does), so the IPv4 datapath and its layouts stay as they are. The
+ * same rules as their IPv4 twins: slot 0 of svcmap_svc6 is the master entry
+ * (struct svc_value, shared), slots 1..count hold ids into svcmap_be6, and
+ * rev_nat_id keys svcmap_revnat6. Ids are their own space per family.
+ * Addresses are 16 bytes in network order, as four __be32 words: what
+ * bpf_sock_addr.user_ip6 carries.
+ */
+#define SVCMAP_MAP_SERVICES6 svcmap_svc6
+#define SVCMAP_MAP_BACKENDS6 svcmap_be6
+#define SVCMAP_MAP_REVNAT6   svcmap_revnat6
+
+struct svc6_key {
+	__be32 addr[4]; /* frontend address */
+	__be16 port;    /* frontend port */
+	__u16 slot;     /* 0 = master entry, 1..count = backend slot */
+	__u8 proto;     /* IPPROTO_TCP or IPPROTO_UDP */
+	__u8 scope;     /* SVC_SCOPE_* */
+	__u8 pad[2];
+};
+
+struct backend6_value {
+	__be32 addr[4];
+	__be16 port;
+	__u8 proto;
+	__u8 state;     /* BACKEND_STATE_* */
+	__u8 flags;     /* BACKEND_F_* */
+	__u8 pad;
+	__u16 zone;     /* zone id, 0 = unknown */
+};
+
+struct rev_nat6_value {
+	__be32 addr[4];
+	__be16 port;
+	__u16 pad;
+};
+
 #endif /* SVCMAP_MAPS_H */

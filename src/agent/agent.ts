@@ -12,6 +12,7 @@ import { MapsAdapter } from '../sync/maps-adapter.ts';
 import { RetryState } from '../sync/retry.ts';
 import { BoundedFrequencyRunner } from '../sync/runner.ts';
 import { Syncer } from '../sync/syncer.ts';
+import { FamilySyncers } from '../sync/families.ts';
 import { toTargets } from './targets.ts';
 import { CtGc, type CtLifetimes } from './ct-gc.ts';
 import { type DatapathOptions, bringUpDatapath } from './datapath.ts';
@@ -76,7 +77,12 @@ export async function runAgent(cfg: AgentConfig, log: Logger): Promise<RunningAg
   }, dp.reusedMaps.length ? 'datapath up (reusing pinned maps)' : 'datapath up');
 
   // Backends that leave a frontend: the sockets the socket LB sent to them are destroyed.
-  const syncer = new Syncer(new MapsAdapter(dp.maps), { onBackendsRemoved: (removed) => terminator.enqueue(removed) });
+  // Socket termination serves IPv4 backends only (its map and iterators are IPv4), so only the IPv4 syncer tells it.
+  const v6Maps = dp.maps.family(6);
+  const syncer = new FamilySyncers(
+    new Syncer(new MapsAdapter(dp.maps), { onBackendsRemoved: (removed) => terminator.enqueue(removed) }),
+    v6Maps ? new Syncer(new MapsAdapter(v6Maps)) : undefined,
+  );
   log.info({ frontends: syncer.state.frontends.size, backends: syncer.state.backends.size }, 'read current map state');
 
   const metrics = new AgentMetrics();

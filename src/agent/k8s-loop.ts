@@ -10,11 +10,12 @@ import type { Frontend } from '../model/types.ts';
 import type { KubernetesSource } from '../sources/kubernetes/source.ts';
 import { RetryState, type SyncKind } from '../sync/retry.ts';
 import { type Backoff, BoundedFrequencyRunner, type RunReason, type Timers } from '../sync/runner.ts';
-import type { Syncer, SyncReport } from '../sync/syncer.ts';
+import type { SyncReport } from '../sync/syncer.ts';
+import type { SyncEngine } from '../sync/families.ts';
 import type { FrontendTarget } from '../sync/targets.ts';
 import { TriggerTimes } from '../sync/trigger-times.ts';
 import type { ImplementedLbAlgorithm } from '../maps/constants.ts';
-import { DEFAULT_LB_ALGORITHM, mapped, toTarget } from './targets.ts';
+import { DEFAULT_LB_ALGORITHM, toTarget } from './targets.ts';
 import type { Logger } from './log.ts';
 import type { AgentMetrics } from './metrics.ts';
 import type { ProblemReporter } from './problems-log.ts';
@@ -39,7 +40,7 @@ export interface LoopOptions {
 
 export class KubernetesSyncLoop {
   readonly #source: KubernetesSource;
-  readonly #syncer: Syncer;
+  readonly #syncer: SyncEngine;
   readonly #status: SyncStatus;
   readonly #metrics: AgentMetrics;
   readonly #problems: ProblemReporter;
@@ -55,7 +56,7 @@ export class KubernetesSyncLoop {
   readonly #syncPeriodMs: number;
   readonly #lbAlgorithm: ImplementedLbAlgorithm;
 
-  constructor(source: KubernetesSource, syncer: Syncer, status: SyncStatus, metrics: AgentMetrics, problems: ProblemReporter, log: Logger, opts: LoopOptions) {
+  constructor(source: KubernetesSource, syncer: SyncEngine, status: SyncStatus, metrics: AgentMetrics, problems: ProblemReporter, log: Logger, opts: LoopOptions) {
     this.#source = source;
     this.#syncer = syncer;
     this.#status = status;
@@ -120,11 +121,11 @@ export class KubernetesSyncLoop {
       if (reload) this.#syncer.reload();
       if (full) {
         const targets: FrontendTarget[] = [];
-        for (const list of model.allFrontends().values()) for (const f of list) if (mapped(f)) targets.push(toTarget(f, this.#lbAlgorithm));
+        for (const list of model.allFrontends().values()) for (const f of list) targets.push(toTarget(f, this.#lbAlgorithm));
         report = this.#syncer.sync(targets);
       } else {
         const byOwner = new Map<string, FrontendTarget[]>();
-        for (const [svc, list] of work) byOwner.set(svc, list.filter(mapped).map((f: Frontend) => toTarget(f, this.#lbAlgorithm)));
+        for (const [svc, list] of work) byOwner.set(svc, list.map((f: Frontend) => toTarget(f, this.#lbAlgorithm)));
         report = this.#syncer.syncOwners(byOwner);
       }
     } catch (err) {

@@ -14,14 +14,6 @@ import { type FrontendKey, frontendId } from '../sync/state.ts';
 import type { FrontendTarget } from '../sync/targets.ts';
 import { ipFamily } from '../model/ip.ts';
 
-/**
- * The frontends the maps hold: IPv4 ones. The model builds IPv6 frontends
- * too, but no map holds them yet (README, "Not done"), so they stop here.
- */
-export function mapped(fe: Frontend): boolean {
-  return ipFamily(fe.ip) === 4;
-}
-
 const TYPE_FLAGS: Record<Frontend['type'], number> = {
   ClusterIP: SVC_F_CLUSTERIP,
   NodePort: SVC_F_NODEPORT,
@@ -69,7 +61,8 @@ export function toTarget(fe: Frontend, nodeDefault: ImplementedLbAlgorithm = DEF
       flags: b.local ? BACKEND_F_LOCAL : 0,
       zone: 0,
     })),
-    sourceRanges: [...new Set(fe.sourceRanges.map(normalizeCidr))].sort(),
+    // Only tc applies source ranges, and tc serves IPv4 only: IPv6 frontends write none.
+    sourceRanges: ipFamily(fe.ip) === 6 ? [] : [...new Set(fe.sourceRanges.map(normalizeCidr))].sort(),
     owner: flat(fe.service.namespace, '/', fe.service.name),
     label: `${fe.service.namespace}/${fe.service.name}${fe.service.portName ? `:${fe.service.portName}` : ''}`,
   };
@@ -85,5 +78,5 @@ export function normalizeCidr(cidr: string): string {
 }
 
 export function toTargets(state: DesiredState, nodeDefault: ImplementedLbAlgorithm = DEFAULT_LB_ALGORITHM): FrontendTarget[] {
-  return [...state.frontends.values()].filter(mapped).map((fe) => toTarget(fe, nodeDefault)).sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
+  return [...state.frontends.values()].map((fe) => toTarget(fe, nodeDefault)).sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
 }

@@ -3,6 +3,12 @@
 import type { BackendValue, RevNatValue, SvcKey, SvcValue } from '../maps/codecs.ts';
 import { BACKEND_F_LOCAL, BACKEND_STATE_TERMINATING, SVC_SCOPE_INT, flagNames, lbAlgorithmName, protoName } from '../maps/constants.ts';
 import { ipv4ToU32 } from '../maps/ipv4.ts';
+import { ipv6SortKey } from '../maps/ipv6.ts';
+
+/** "10.0.0.1:80", "[fd00::1]:80". */
+function hostPort(addr: string, port: number): string {
+  return addr.includes(':') ? `[${addr}]:${port}` : `${addr}:${port}`;
+}
 
 export interface BackendView {
   slot: number;
@@ -30,7 +36,7 @@ export interface FrontendView {
 /** One backend slot as both dump and explain show it. */
 export function backendView(slot: number, id: number, b: BackendValue): BackendView {
   return {
-    slot, id, address: `${b.addr}:${b.port}`,
+    slot, id, address: hostPort(b.addr, b.port),
     state: b.state === BACKEND_STATE_TERMINATING ? 'terminating' : 'active',
     local: (b.flags & BACKEND_F_LOCAL) !== 0,
   };
@@ -74,7 +80,7 @@ export function buildDumpView(
     const proto = protoName(k.proto);
     const scope = k.scope === SVC_SCOPE_INT ? 'internal' : 'external';
     out.push({
-      frontend: `${k.addr}:${k.port}/${proto}${scope === 'internal' ? ' (internal)' : ''}`,
+      frontend: `${hostPort(k.addr, k.port)}/${proto}${scope === 'internal' ? ' (internal)' : ''}`,
       address: k.addr, port: k.port, protocol: proto, scope, flags: flagNames(v.flags),
       algorithm: lbAlgorithmName(v.algorithm) ?? `alg${v.algorithm}`, revNatId: v.rev_nat_id, backends: list, problems,
     });
@@ -82,8 +88,13 @@ export function buildDumpView(
   return out.sort((a, b) => cmpAddr(a.address, b.address) || a.port - b.port || a.protocol.localeCompare(b.protocol) || a.scope.localeCompare(b.scope));
 }
 
+/** IPv4 before IPv6, each in numeric order. */
 function cmpAddr(a: string, b: string): number {
-  return ipv4ToU32(a) - ipv4ToU32(b);
+  const [a6, b6] = [a.includes(':'), b.includes(':')];
+  if (a6 !== b6) return a6 ? 1 : -1;
+  if (!a6) return ipv4ToU32(a) - ipv4ToU32(b);
+  const [x, y] = [ipv6SortKey(a), ipv6SortKey(b)];
+  return x < y ? -1 : x > y ? 1 : 0;
 }
 
 /** A fixed-width table: one row per frontend, backends listed in the last column. */

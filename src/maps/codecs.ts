@@ -87,6 +87,34 @@ export const svcValue = codec<SvcValue>(struct('svc_value', 20, [
   field('affinity_timeout', 16, 'u32'),
 ]));
 
+// IPv6 twins (svcmap_svc6, svcmap_be6, svcmap_revnat6): the same typed
+// objects as the IPv4 codecs, with 16-byte addresses, so the sync engine
+// handles both families with one code path.
+export const svc6Key = codec<SvcKey>(struct('svc6_key', 24, [
+  field('addr', 0, 'ipv6'),
+  field('port', 16, 'be16'),
+  field('slot', 18, 'u16'),
+  field('proto', 20, 'u8'),
+  field('scope', 21, 'u8'),
+  pad('pad', 22, 2),
+]));
+
+export const backend6Value = codec<BackendValue>(struct('backend6_value', 24, [
+  field('addr', 0, 'ipv6'),
+  field('port', 16, 'be16'),
+  field('proto', 18, 'u8'),
+  field('state', 19, 'u8'),
+  field('flags', 20, 'u8'),
+  pad('pad', 21, 1),
+  field('zone', 22, 'u16'),
+]));
+
+export const revNat6Value = codec<RevNatValue>(struct('rev_nat6_value', 20, [
+  field('addr', 0, 'ipv6'),
+  field('port', 16, 'be16'),
+  pad('pad', 18, 2),
+]));
+
 export const backendId = scalarCodec(scalar('__u32', 'u32'));
 
 export const backendValue = codec<BackendValue>(struct('backend_value', 12, [

@@ -15,6 +15,10 @@ export const MAP_DEV_ADDR = 'svcmap_devaddr';
 /** Socket termination's working set (bpf/sock_destroy.c; not pinned). */
 export const MAP_SK_TERM = 'svcmap_sk_term';
 export const SK_TERM_MAX = 1024;
+/** The IPv6 twins of the services, backends and reverse NAT maps. */
+export const MAP_SERVICES6 = 'svcmap_svc6';
+export const MAP_BACKENDS6 = 'svcmap_be6';
+export const MAP_REVNAT6 = 'svcmap_revnat6';
 
 export const CT_DIR_FWD = 0;
 export const CT_DIR_REPLY_IN = 1;

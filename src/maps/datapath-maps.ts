@@ -8,9 +8,18 @@ import type { BpfObject } from '../bpf/object.ts';
 import type * as c from './codecs.ts';
 import { LayoutDriftError, codecDrift, mapSizeDrift } from './btf-check.ts';
 import {
-  ALL_MAPS, affinityMap, backendsMap, configMap, ctMap, devAddrMap, metricsMap, revNatMap, servicesMap, skRevNatMap, srcRangeMap,
+  ALL_MAPS, affinityMap, backends6Map, backendsMap, revNat6Map, services6Map, configMap, ctMap, devAddrMap, metricsMap, revNatMap, servicesMap, skRevNatMap, srcRangeMap,
 } from './registry.ts';
 import { TypedMap } from './typed-map.ts';
+
+/** The maps of one address family that the sync engine writes. */
+export interface FamilyMaps {
+  services: TypedMap<c.SvcKey, c.SvcValue>;
+  backends: TypedMap<number, c.BackendValue>;
+  revNat: TypedMap<number, c.RevNatValue>;
+  /** loadBalancerSourceRanges (tc, IPv4 only). */
+  srcRange?: TypedMap<c.SrcRangeKey, number> | undefined;
+}
 
 /** The maps every pinned datapath has (the others are opened when present). */
 const REQUIRED = [servicesMap, backendsMap, revNatMap, skRevNatMap];
@@ -30,6 +39,8 @@ export class DatapathMaps {
   readonly devAddr: TypedMap<number, c.DevAddrValue> | undefined;
   /** The datapath's counters (per CPU: read with readDatapathCounters()); absent in pins older than it. */
   readonly counters: BpfMap | undefined;
+  /** The IPv6 service maps; absent in pins older than them. */
+  readonly v6: FamilyMaps | undefined;
 
   private constructor(open: (name: string) => BpfMap | undefined) {
     const need = (name: string) => {
@@ -52,6 +63,15 @@ export class DatapathMaps {
     const devAddr = open(devAddrMap.name);
     this.devAddr = devAddr ? new TypedMap(devAddrMap, devAddr) : undefined;
     this.counters = open(metricsMap.name);
+    const [svc6, be6, rn6] = [open(services6Map.name), open(backends6Map.name), open(revNat6Map.name)];
+    this.v6 = svc6 && be6 && rn6
+      ? { services: new TypedMap(services6Map, svc6), backends: new TypedMap(backends6Map, be6), revNat: new TypedMap(revNat6Map, rn6) }
+      : undefined;
+  }
+
+  /** The maps the sync engine writes for one family (IPv6: undefined when the datapath has none). */
+  family(family: 4 | 6): FamilyMaps | undefined {
+    return family === 4 ? this : this.v6;
   }
 
   /**
@@ -91,7 +111,8 @@ export class DatapathMaps {
   }
 
   all(): Array<TypedMap<unknown, unknown>> {
-    return [this.services, this.backends, this.revNat, this.skRevNat, this.affinity, this.ct, this.srcRange, this.config, this.devAddr]
+    const v6 = this.v6 ? [this.v6.services, this.v6.backends, this.v6.revNat] : [];
+    return [this.services, this.backends, this.revNat, this.skRevNat, this.affinity, this.ct, this.srcRange, this.config, this.devAddr, ...v6]
       .filter((m) => m !== undefined) as Array<TypedMap<unknown, unknown>>;
   }
 

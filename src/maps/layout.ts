@@ -3,15 +3,17 @@
 // against the BTF clang emitted for the same structs.
 import { endianness } from 'node:os';
 import { ipv4ToU32, u32ToIpv4 } from './ipv4.ts';
+import { bytesToIpv6, ipv6ToBytes } from './ipv6.ts';
 
 const LE = endianness() === 'LE';
 
 /**
  * u8/u16/u32/u64: host byte order (ids, counts, flags).
- * be16/ipv4: network byte order (ports, addresses), as packets and socket hooks carry them.
+ * be16/ipv4/ipv6: network byte order (ports, addresses), as packets and socket hooks carry them;
+ * ipv6 is 16 bytes (__be32 addr[4] in C), as canonical text (src/maps/ipv6.ts).
  * pad: reserved bytes, written as zero and not decoded.
  */
-export type FieldKind = 'u8' | 'u16' | 'u32' | 'u64' | 'be16' | 'ipv4' | 'pad';
+export type FieldKind = 'u8' | 'u16' | 'u32' | 'u64' | 'be16' | 'ipv4' | 'ipv6' | 'pad';
 
 export interface Field {
   name: string;
@@ -29,7 +31,7 @@ export interface StructLayout {
   fields: Field[];
 }
 
-const SIZES: Record<Exclude<FieldKind, 'pad'>, number> = { u8: 1, u16: 2, u32: 4, u64: 8, be16: 2, ipv4: 4 };
+const SIZES: Record<Exclude<FieldKind, 'pad'>, number> = { u8: 1, u16: 2, u32: 4, u64: 8, be16: 2, ipv4: 4, ipv6: 16 };
 
 export function field(name: string, offset: number, kind: Exclude<FieldKind, 'pad'>): Field {
   return { name, offset, size: SIZES[kind], kind };
@@ -65,6 +67,7 @@ export function encodeInto(layout: StructLayout, obj: Decoded, buf: Buffer, off:
       case 'u64': LE ? buf.writeBigUInt64LE(BigInt(v), at) : buf.writeBigUInt64BE(BigInt(v), at); break;
       case 'be16': buf.writeUInt16BE(v as number, at); break;
       case 'ipv4': buf.writeUInt32BE(ipv4ToU32(v as string), at); break;
+      case 'ipv6': buf.set(ipv6ToBytes(v as string), at); break;
     }
   }
 }
@@ -81,6 +84,7 @@ export function decodeFrom(layout: StructLayout, buf: Buffer, off: number): Deco
       case 'u64': out[f.name] = LE ? buf.readBigUInt64LE(at) : buf.readBigUInt64BE(at); break;
       case 'be16': out[f.name] = buf.readUInt16BE(at); break;
       case 'ipv4': out[f.name] = u32ToIpv4(buf.readUInt32BE(at)); break;
+      case 'ipv6': out[f.name] = bytesToIpv6(buf.subarray(at, at + 16)); break;
     }
   }
   return out;

@@ -6,6 +6,7 @@
 // order `svcmap status` and `dump` list them.
 import * as c from './codecs.ts';
 import type { Codec } from './codecs.ts';
+import { MAP_BACKENDS6, MAP_REVNAT6, MAP_SERVICES6 } from './constants.ts';
 import { MAP_AFFINITY, MAP_BACKENDS, MAP_CONFIG, MAP_CT, MAP_DEV_ADDR, MAP_METRICS, MAP_REVNAT, MAP_SERVICES, MAP_SK_REVNAT, MAP_SRC_RANGE } from './constants.ts';
 
 export interface MapSpec<K = unknown, V = unknown> {
@@ -64,8 +65,24 @@ export const metricsMap: MapSpec<number, c.DpCounter> = {
   purpose: 'datapath counters: hook + reason -> packets (per CPU)',
 };
 
+export const services6Map: MapSpec<c.SvcKey, c.SvcValue> = {
+  name: MAP_SERVICES6, key: c.svc6Key, value: c.svcValue,
+  purpose: 'IPv6 frontend -> master entry and backend slots', size: 'maxServices',
+};
+export const backends6Map: MapSpec<number, c.BackendValue> = {
+  name: MAP_BACKENDS6, key: c.backendId, value: c.backend6Value,
+  purpose: 'IPv6 backend id -> endpoint', size: 'maxBackends',
+};
+export const revNat6Map: MapSpec<number, c.RevNatValue> = {
+  name: MAP_REVNAT6, key: c.revNatId, value: c.revNat6Value,
+  purpose: 'IPv6 reverse NAT id -> frontend', size: 'maxServices',
+};
+/** The IPv6 maps, listed after the IPv4 ones. */
+export const IPV6_MAPS: readonly MapSpec[] = [services6Map, backends6Map, revNat6Map] as MapSpec[];
+
 export const ALL_MAPS: readonly MapSpec[] = [
   servicesMap, backendsMap, revNatMap, skRevNatMap, affinityMap, ctMap, srcRangeMap, configMap, metricsMap, devAddrMap,
+  ...IPV6_MAPS,
 ] as MapSpec[];
 
 /** The capacity `sizes` asks for map `name` (undefined: its C default). */

@@ -1,15 +1,16 @@
-// The sync engine's view of the real maps: read the state back (whole, or
-// the entries a failed plan touched), know their capacities, write batches.
+// The sync engine's view of the real maps of one address family: read the
+// state back (whole, or the entries a failed plan touched), know their
+// capacities, write batches. One Syncer per family, each over its adapter.
 import type { BackendValue, RevNatValue, SrcRangeKey, SvcKey, SvcValue } from '../maps/codecs.ts';
-import type { DatapathMaps } from '../maps/datapath-maps.ts';
+import type { FamilyMaps } from '../maps/datapath-maps.ts';
 import type { MapWriter } from './apply.ts';
 import type { Capacity, SlotWrite } from './plan.ts';
 import type { MapSource } from './syncer.ts';
 import { type MapState, stateFromEntries } from './state.ts';
 
 export class MapsAdapter implements MapSource, MapWriter {
-  readonly maps: DatapathMaps;
-  constructor(maps: DatapathMaps) {
+  readonly maps: FamilyMaps;
+  constructor(maps: FamilyMaps) {
     this.maps = maps;
   }
   readState(): MapState {

@@ -60,7 +60,8 @@ export type BackendAddrKey = number | string;
  * full sync at 10k x 10 looks up and stores 100k of them).
  */
 export function backendAddrKey(b: { addr: string; port: number; proto: number }): BackendAddrKey {
-  if (b.proto < 32) return (b.proto * 2 ** 32 + ipv4ToU32(b.addr)) * 65536 + b.port;
+  // IPv6 addresses (their own maps and states) take the string form.
+  if (b.proto < 32 && !b.addr.includes(':')) return (b.proto * 2 ** 32 + ipv4ToU32(b.addr)) * 65536 + b.port;
   return flat(b.addr, ':', b.port, '/', b.proto);
 }
 

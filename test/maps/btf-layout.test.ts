@@ -27,6 +27,14 @@ t.test('BTF sees the struct as the header defines it', async (t) => {
   t.same(s.members.map((m) => [m.name, m.offset, m.size]), [['addr', 0, 4], ['port', 4, 2], ['slot', 6, 2], ['proto', 8, 1], ['scope', 9, 1], ['pad', 10, 2]]);
 });
 
+t.test('BTF sees the IPv6 structs as the header defines them', async (t) => {
+  const members = (name: string) => btf.struct(name)!.members.map((m) => [m.name, m.offset, m.size]);
+  t.equal(btf.struct('svc6_key')!.size, 24);
+  t.same(members('svc6_key'), [['addr', 0, 16], ['port', 16, 2], ['slot', 18, 2], ['proto', 20, 1], ['scope', 21, 1], ['pad', 22, 2]]);
+  t.equal(btf.struct('backend6_value')!.size, 24);
+  t.equal(btf.struct('rev_nat6_value')!.size, 20);
+});
+
 const withField = (layout: StructLayout, name: string, change: Partial<{ offset: number; size: number }>): StructLayout => ({
   ...layout,
   fields: layout.fields.map((f) => (f.name === name ? { ...f, ...change } : f)),

@@ -31,6 +31,20 @@ t.test('every codec round-trips', async (t) => {
   t.same(roundTrip(c.affinityValue, av), av);
 });
 
+t.test('the IPv6 codecs round-trip and put the 16 address bytes first, in network order', async (t) => {
+  const key: c.SvcKey = { addr: 'fd00:10:96::a', port: 443, slot: 7, proto: 6, scope: 1 };
+  t.same(roundTrip(c.svc6Key, key), key);
+  const be: c.BackendValue = { addr: 'ffff:ffff:ffff:ffff:ffff:ffff:ffff:fffe', port: 65535, proto: 17, state: 1, flags: 1, zone: 513 };
+  t.same(roundTrip(c.backend6Value, be), be);
+  t.same(roundTrip(c.revNat6Value, { addr: '::1', port: 53 }), { addr: '::1', port: 53 });
+  const buf = Buffer.alloc(24, 0xff);
+  c.svc6Key.encode({ addr: 'fd00::1:2', port: 0x1f90, slot: 0x0102, proto: 17, scope: 0 }, buf, 0);
+  t.same([...buf.subarray(0, 16)], [0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 2]);
+  t.same([...buf.subarray(16, 18)], [0x1f, 0x90], 'port big-endian');
+  t.equal(buf.readUInt16LE(18), 0x0102, 'slot in host order');
+  t.same([...buf.subarray(20, 24)], [17, 0, 0, 0], 'proto, scope, zeroed padding');
+});
+
 t.test('the affinity key puts the client address in network order and zeroes its padding', async (t) => {
   const buf = Buffer.alloc(24, 0xff);
   c.affinityKey.encode({ netns_cookie: 5n, client_addr: '203.0.113.7', rev_nat_id: 3, origin: 1 }, buf, 0);

@@ -15,7 +15,7 @@ import { BPF_PROGRAMS, compileBpf } from '../../src/bpf/compile.ts';
 import { loadPinned } from '../../src/bpf/loader.ts';
 import { BpfMap } from '../../src/bpf/map.ts';
 import { BpfObject } from '../../src/bpf/object.ts';
-import { ALL_MAPS, affinityMap, mapSize, revNatMap, servicesMap, skRevNatMap } from '../../src/maps/registry.ts';
+import { ALL_MAPS, IPV6_MAPS, affinityMap, mapSize, revNatMap, servicesMap, skRevNatMap } from '../../src/maps/registry.ts';
 
 const paths = Object.fromEntries(BPF_PROGRAMS.map((p) => [p, compileBpf({ program: p }).path])) as Record<(typeof BPF_PROGRAMS)[number], string>;
 
@@ -54,6 +54,7 @@ t.test('the registry names exactly the maps the objects pin, each pinned by name
   const [sock, tc] = [objects.get('sock')!, objects.get('tc')!];
   t.ok(sock.has(skRevNatMap.name) && !tc.has(skRevNatMap.name), 'the per-socket reverse NAT map is not in the tc object');
   for (const m of [servicesMap, revNatMap, affinityMap]) t.ok(sock.has(m.name) && tc.has(m.name), `${m.name} is in both datapaths`);
+  for (const m of IPV6_MAPS) t.ok(sock.has(m.name) && !tc.has(m.name), `${m.name}: only the socket hooks serve IPv6`);
 });
 
 t.test('opened without a pin directory, an object pins nothing (a private copy never meets the node\'s maps)', async (t) => {

@@ -19,7 +19,7 @@ import { MapsAdapter } from '../../src/sync/maps-adapter.ts';
 import { Syncer } from '../../src/sync/syncer.ts';
 import type { FrontendTarget } from '../../src/sync/targets.ts';
 import { FailingMaps, InjectedFailure } from './failing-maps.ts';
-import { MemoryMaps, normState, target } from './helpers.ts';
+import { MemoryMaps, kernelView as familyView, normState, target } from './helpers.ts';
 
 ensureBpffs();
 const pins = claimPinDir('syncfail');
@@ -35,14 +35,7 @@ for (const program of ['sock', 'tc'] as const) {
 }
 const maps = (dp = DatapathMaps.fromObjects(objects));
 
-/** What a datapath reader finds in the kernel maps now: each frontend's backends, or what is broken. */
-function kernelView(): Map<string, string[] | string> {
-  const m = new MemoryMaps();
-  for (const [k, v] of maps.services.entries()) m.services.set(`${k.addr}:${k.port}/${k.proto}/${k.scope}#${k.slot}`, [k, v]);
-  for (const [id, v] of maps.backends.entries()) m.backends.set(id, v);
-  for (const [id, v] of maps.revNat.entries()) m.revNat.set(id, v);
-  return m.resolve();
-}
+const kernelView = () => familyView(maps);
 const counts = (view: Map<string, string[] | string>) => new Map([...view].map(([k, v]) => [k, typeof v === 'string' ? -1 : v.length]));
 const kernelSizes = () => ({
   services: maps.services.entries().length, backends: maps.backends.entries().length,

@@ -2,6 +2,7 @@
 // so that tests can look at every intermediate state a reader could see, and
 // answering single-entry reads as the read-back after a failure makes them.
 import type { BackendValue, RevNatValue, SrcRangeKey, SvcKey, SvcValue } from '../../src/maps/codecs.ts';
+import type { FamilyMaps } from '../../src/maps/datapath-maps.ts';
 import type { MapWriter } from '../../src/sync/apply.ts';
 import type { Capacity, SlotWrite } from '../../src/sync/plan.ts';
 import type { MapSource } from '../../src/sync/syncer.ts';
@@ -86,6 +87,30 @@ export class MemoryMaps implements MapSource, MapWriter {
   }
 }
 
+/** "10.0.0.1:80", "10.0.0.1", "[fd00::1]:80" or "fd00::1" (port 8080 when none is given). */
+function splitAddr(b: string): { addr: string; port: number } {
+  const v6 = /^\[(.*)\]:(\d+)$/.exec(b);
+  if (v6) return { addr: v6[1]!, port: Number(v6[2]) };
+  if (b.split(':').length > 2) return { addr: b, port: 8080 };
+  const [addr, p] = b.split(':');
+  return { addr: addr!, port: Number(p ?? 8080) };
+}
+
+/** Addresses of one family for parameterised tests: host `n` of the VIP or pod range. */
+export const FAMILIES = {
+  4: { vip: (n: number) => `10.96.0.${n}`, pod: (n: number) => `10.244.0.${n}` },
+  6: { vip: (n: number) => `fd00:10:96::${n.toString(16)}`, pod: (n: number) => `fd00:10:244::${n.toString(16)}` },
+} as const;
+
+/** What a datapath reader finds in real maps of one family: each frontend's backends, or what is broken. */
+export function kernelView(maps: FamilyMaps): Map<string, string[] | string> {
+  const m = new MemoryMaps();
+  for (const [k, v] of maps.services.entries()) m.services.set(sk(k), [k, v]);
+  for (const [id, v] of maps.backends.entries()) m.backends.set(id, v);
+  for (const [id, v] of maps.revNat.entries()) m.revNat.set(id, v);
+  return m.resolve();
+}
+
 let seq = 0;
 export function target(vip: string, port: number, backends: string[], opts: Partial<FrontendTarget> = {}): FrontendTarget {
   const key = { addr: vip, port, proto: 6, scope: 0 };
@@ -93,8 +118,8 @@ export function target(vip: string, port: number, backends: string[], opts: Part
   return {
     id: `${vip}:${port}/6/0`, key, flags: 1, algorithm: 0, affinityTimeout: 0, label, owner: `owner-${vip}`, sourceRanges: [],
     backends: backends.map((b) => {
-      const [addr, p] = b.split(':');
-      return { addr: addr!, port: Number(p ?? 8080), proto: 6, state: 0, flags: 0, zone: 0 };
+      const { addr, port } = splitAddr(b);
+      return { addr, port, proto: 6, state: 0, flags: 0, zone: 0 };
     }),
     ...opts,
   };

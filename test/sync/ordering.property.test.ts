@@ -5,26 +5,27 @@
 import t from 'tap';
 import { Syncer } from '../../src/sync/syncer.ts';
 import type { FrontendTarget } from '../../src/sync/targets.ts';
-import { MemoryMaps, target } from './helpers.ts';
+import { FAMILIES, MemoryMaps, target } from './helpers.ts';
 
 function rng(seed: number) {
   let s = seed >>> 0;
   return () => ((s = (s * 1664525 + 1013904223) >>> 0) / 2 ** 32);
 }
 
-function randomState(r: () => number): FrontendTarget[] {
+function randomState(r: () => number, family: keyof typeof FAMILIES): FrontendTarget[] {
+  const { vip, pod } = FAMILIES[family];
   const out: FrontendTarget[] = [];
   for (let svc = 0; svc < 6; svc++) {
     if (r() < 0.25) continue;
     const n = Math.floor(r() * 6);
     const backends = new Set<string>();
-    for (let i = 0; i < n; i++) backends.add(`10.244.0.${1 + Math.floor(r() * 12)}`);
-    out.push(target(`10.96.0.${svc}`, 80, [...backends]));
+    for (let i = 0; i < n; i++) backends.add(pod(1 + Math.floor(r() * 12)));
+    out.push(target(vip(svc), 80, [...backends]));
   }
   return out;
 }
 
-t.test('no reader ever sees a half-written service', async (t) => {
+for (const family of [4, 6] as const) t.test(`IPv${family}: no reader ever sees a half-written service`, async (t) => {
   let checks = 0;
   for (let seed = 1; seed <= 40; seed++) {
     const r = rng(seed);
@@ -32,7 +33,7 @@ t.test('no reader ever sees a half-written service', async (t) => {
     const s = new Syncer(m);
     let prev = new Map<string, number>();
     for (let step = 0; step < 15; step++) {
-      const next = randomState(r);
+      const next = randomState(r, family);
       const want = new Map(next.map((x) => [x.id, x.backends.length]));
       m.onWrite = (what) => {
         for (const [fid, res] of m.resolve()) {

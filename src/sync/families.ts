@@ -1,0 +1,99 @@
+// One Syncer per address family, behind the surface of one: IPv4 frontends
+// go to the IPv4 maps, IPv6 ones to the IPv6 maps (svcmap_svc6, ...), each
+// family with its own state, ids and the same ordering rules (it is the same
+// engine). Callers keep handing over one list of targets.
+import type { Capacity } from './plan.ts';
+import type { Syncer, SyncReport } from './syncer.ts';
+import type { FrontendTarget } from './targets.ts';
+
+/** What the agent's loops need of a sync engine: a Syncer, or one per family. */
+export interface SyncEngine {
+  sync(targets: readonly FrontendTarget[]): SyncReport;
+  syncOwners(changes: ReadonlyMap<string, readonly FrontendTarget[]>): SyncReport;
+  reload(): void;
+  capacity(): Capacity;
+  readonly state: { frontends: { size: number }; backends: { size: number } };
+}
+
+export type Family = 4 | 6;
+
+/** The family of a target, by its frontend address. */
+export function targetFamily(t: FrontendTarget): Family {
+  return t.key.addr.includes(':') ? 6 : 4;
+}
+
+export class FamilySyncers implements SyncEngine {
+  readonly v4: Syncer;
+  /** Undefined when the datapath has no IPv6 maps (pins older than them): IPv6 targets are then left out. */
+  readonly v6: Syncer | undefined;
+
+  constructor(v4: Syncer, v6: Syncer | undefined) {
+    this.v4 = v4;
+    this.v6 = v6;
+  }
+
+  get state(): SyncEngine['state'] {
+    const [a, b] = [this.v4.state, this.v6?.state];
+    return {
+      frontends: { size: a.frontends.size + (b?.frontends.size ?? 0) },
+      backends: { size: a.backends.size + (b?.backends.size ?? 0) },
+    };
+  }
+
+  capacity(): Capacity {
+    const a = this.v4.capacity();
+    const b = this.v6?.capacity();
+    if (!b) return a;
+    return { services: a.services + b.services, backends: a.backends + b.backends, revNat: a.revNat + b.revNat, srcRanges: a.srcRanges + b.srcRanges };
+  }
+
+  reload(): void {
+    this.v4.reload();
+    this.v6?.reload();
+  }
+
+  sync(targets: readonly FrontendTarget[]): SyncReport {
+    const [t4, t6] = this.#split(targets);
+    const r4 = this.v4.sync(t4);
+    return this.v6 ? merge(r4, this.v6.sync(t6)) : r4;
+  }
+
+  syncOwners(changes: ReadonlyMap<string, readonly FrontendTarget[]>): SyncReport {
+    // Every owner goes to both families: an empty list removes what it had there.
+    const c4 = new Map<string, FrontendTarget[]>();
+    const c6 = new Map<string, FrontendTarget[]>();
+    for (const [owner, list] of changes) {
+      const [t4, t6] = this.#split(list);
+      c4.set(owner, t4);
+      c6.set(owner, t6);
+    }
+    const r4 = this.v4.syncOwners(c4);
+    return this.v6 ? merge(r4, this.v6.syncOwners(c6)) : r4;
+  }
+
+  #split(targets: readonly FrontendTarget[]): [FrontendTarget[], FrontendTarget[]] {
+    const t4: FrontendTarget[] = [];
+    const t6: FrontendTarget[] = [];
+    for (const t of targets) (targetFamily(t) === 4 ? t4 : t6).push(t);
+    return [t4, t6];
+  }
+}
+
+/** Two families' reports as one: counts add up. */
+function merge(a: SyncReport, b: SyncReport): SyncReport {
+  const ops = { ...a.ops };
+  for (const k of Object.keys(ops) as Array<keyof SyncReport['ops']>) ops[k] += b.ops[k];
+  return {
+    full: a.full,
+    changed: a.changed + b.changed,
+    deferred: [...a.deferred, ...b.deferred],
+    ops,
+    durationMs: a.durationMs + b.durationMs,
+    entries: {
+      services: a.entries.services + b.entries.services,
+      backends: a.entries.backends + b.entries.backends,
+      revNat: a.entries.revNat + b.entries.revNat,
+      srcRanges: a.entries.srcRanges + b.entries.srcRanges,
+    },
+  };
+}
