@@ -1,10 +1,10 @@
 // SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
 /*
- * Entry file for the cgroup v2 socket hooks (IPv4). The logic lives in
- * lib/sock_lb.h; this file only maps hooks to it.
+ * Entry file for the cgroup v2 socket hooks (IPv4, and IPv6 below). The
+ * logic lives in lib/sock_lb.h and lib/sock_lb6.h; this file only maps hooks to it.
  */
 #include "lib/sock_lb.h"
-#include "lib/maps6.h"
+#include "lib/sock_lb6.h"
 
 /* A frontend without backends fails at once with ECONNREFUSED instead of a
  * connect that hangs on an address nobody answers. */
@@ -47,6 +47,42 @@ SEC("cgroup/getpeername4")
 int svcmap_getpeer4(struct bpf_sock_addr *ctx)
 {
 	sock4_xlate_rev(ctx, DP_HOOK_GETPEERNAME4);
+	return SYS_PROCEED;
+}
+
+/* IPv6 twins of the hooks above (lib/sock_lb6.h), attached with them. */
+SEC("cgroup/connect6")
+int svcmap_connect6(struct bpf_sock_addr *ctx)
+{
+	int err = sock6_xlate_fwd(ctx, DP_HOOK_CONNECT6);
+
+	return err ? reject(err) : SYS_PROCEED;
+}
+
+SEC("cgroup/sendmsg6")
+int svcmap_sendmsg6(struct bpf_sock_addr *ctx)
+{
+	int err;
+
+	if (ctx->type != SOCK_DGRAM) {
+		dp_count(DP_HOOK_SENDMSG6, DP_R_PASSED);
+		return SYS_PROCEED;
+	}
+	err = sock6_xlate_fwd(ctx, DP_HOOK_SENDMSG6);
+	return err ? reject(err) : SYS_PROCEED;
+}
+
+SEC("cgroup/recvmsg6")
+int svcmap_recvmsg6(struct bpf_sock_addr *ctx)
+{
+	sock6_xlate_rev(ctx, DP_HOOK_RECVMSG6);
+	return SYS_PROCEED;
+}
+
+SEC("cgroup/getpeername6")
+int svcmap_getpeer6(struct bpf_sock_addr *ctx)
+{
+	sock6_xlate_rev(ctx, DP_HOOK_GETPEERNAME6);
 	return SYS_PROCEED;
 }
 

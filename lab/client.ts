@@ -167,7 +167,7 @@ async function udpSend(a: UdpSendArgs): Promise<UdpResult> {
   checkArgs(a);
   const tally = new Tally();
   const sources = new Set<string>();
-  const sock: UdpSocket = createSocket('udp4');
+  const sock: UdpSocket = createSocket(a.ip.includes(':') ? 'udp6' : 'udp4');
   const nonce = randomBytes(4).toString('hex');
   // The reply we are waiting for (matched by its echo of our payload); late replies to earlier datagrams are ignored.
   let waiting: { payload: string; resolve: (o: { reply: EchoReply; from: string } | { code: string }) => void } | undefined;

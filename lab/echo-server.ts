@@ -75,7 +75,7 @@ async function listenTcp(port: number): Promise<void> {
 }
 
 async function listenUdp(port: number): Promise<void> {
-  const sock = createSocket('udp4');
+  const sock = createSocket(host.includes(':') ? 'udp6' : 'udp4');
   sock.on('message', (msg, rinfo) => {
     stats.datagrams++;
     const r = reply({

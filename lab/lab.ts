@@ -31,6 +31,7 @@ import {
 import { addNetns, execIn, ipBatchIn, ipIn, listNetns, netnsExists, sysctlIn } from './netns.ts';
 import { helperEnv, killProcessSync, spawnIn, stopProcess, type SpawnOptions } from './processes.ts';
 import type { EchoServerConfig } from './protocol.ts';
+import { isIPv6 } from 'node:net';
 
 export interface LabOptions {
   /** Namespace name prefix, 1-4 chars [a-z0-9] starting with a letter (default "sm"). */
@@ -88,6 +89,8 @@ export interface LabLink {
 export interface EchoServerOptions {
   tcpPorts?: number[];
   udpPorts?: number[];
+  /** The address to listen on (default 0.0.0.0): e.g. the pod's IPv6 address, for a second, IPv6 server. */
+  host?: string;
   cgroup?: string;
   cpu?: number | string;
 }
@@ -283,6 +286,28 @@ export class Lab {
     return pod;
   }
 
+  /**
+   * An IPv6 address on a lab namespace's device (a node's br0, a pod's eth0),
+   * optionally with the namespace's IPv6 default route via `gateway` (a pod:
+   * its node's bridge address). Unique local addresses (fd00::/8) only, /64,
+   * without duplicate address detection (usable at once). IPv6 is switched
+   * on inside the namespace itself if it is off; the root namespace is never touched.
+   */
+  async ipv6(ns: NsRef, ip: string, opts: { dev: string; gateway?: string }): Promise<void> {
+    this.#live();
+    const name = this.nsName(ns);
+    for (const a of [ip, ...(opts.gateway ? [opts.gateway] : [])]) {
+      if (!isIPv6(a) || !/^fd[0-9a-f]{2}:/i.test(a)) throw new Error(`${a} is not a unique local IPv6 address (fd00::/8)`);
+    }
+    checkIfName(opts.dev);
+    await sysctlIn(name, 'net.ipv6.conf.all.disable_ipv6', 0);
+    await sysctlIn(name, `net.ipv6.conf.${opts.dev}.disable_ipv6`, 0);
+    await ipBatchIn(name, [
+      `addr add ${ip}/64 dev ${opts.dev} nodad`,
+      ...(opts.gateway ? [`route add ::/0 via ${opts.gateway} dev ${opts.dev}`] : []),
+    ]);
+  }
+
   /** A point-to-point veth between two lab namespaces, with an address at each end ("ip/len"). */
   async link(a: NsRef, b: NsRef, addrA: string, addrB: string, opts: { names?: [string, string] } = {}): Promise<LabLink> {
     this.#live();
@@ -366,14 +391,16 @@ export class Lab {
    * its human name); resolves once it listens, rejects with its stderr.
    */
   async echoServer(pod: LabNs & { ip?: string }, opts: EchoServerOptions = {}): Promise<EchoServer> {
+    const ip = opts.host ?? pod.ip;
     const config: EchoServerConfig = {
       pod: pod.name,
-      ...(pod.ip !== undefined ? { ip: pod.ip } : {}),
+      ...(ip !== undefined ? { ip } : {}),
+      ...(opts.host !== undefined ? { host: opts.host } : {}),
       tcpPorts: checkPorts(opts.tcpPorts ?? []),
       udpPorts: checkPorts(opts.udpPorts ?? []),
     };
     const { child, lines } = await this.#startHelper(pod, [ECHO_SERVER, JSON.stringify(config)], opts, `echo server in ${pod.name}`);
-    return new EchoServer(child, lines, { pod: pod.name, ip: pod.ip ?? '', tcpPorts: config.tcpPorts, udpPorts: config.udpPorts });
+    return new EchoServer(child, lines, { pod: pod.name, ip: ip ?? '', tcpPorts: config.tcpPorts, udpPorts: config.udpPorts });
   }
 
   /** Starts a long-lived lab/client.ts in the pod (and cgroup); resolves once it is ready. */

@@ -286,7 +286,11 @@ enum dp_hook {
 	DP_HOOK_SENDMSG4    = 3,
 	DP_HOOK_RECVMSG4    = 4,
 	DP_HOOK_GETPEERNAME4 = 5,
-	DP_HOOK_MAX         = 6,
+	DP_HOOK_CONNECT6    = 6,
+	DP_HOOK_SENDMSG6    = 7,
+	DP_HOOK_RECVMSG6    = 8,
+	DP_HOOK_GETPEERNAME6 = 9,
+	DP_HOOK_MAX         = 10,
 };
 
 enum dp_reason {
@@ -380,6 +384,23 @@ struct rev_nat6_value {
 	__be32 addr[4];
 	__be16 port;
 	__u16 pad;
+};
+
+/* Per-socket reverse NAT of IPv6 sockets (LRU), as sk_rev_nat_key/value. */
+#define SVCMAP_MAP_SK_REVNAT6 svcmap_sk_rnat6
+
+struct sk_rev_nat6_key {
+	__u64 cookie;   /* bpf_get_socket_cookie() */
+	__be32 addr[4]; /* backend address */
+	__be16 port;    /* backend port */
+	__u8 pad[6];
+};
+
+struct sk_rev_nat6_value {
+	__be32 addr[4]; /* frontend address */
+	__be16 port;    /* frontend port */
+	__u16 pad;
+	__u32 rev_nat_id; /* into svcmap_revnat6 */
 };
 
 #endif /* SVCMAP_MAPS_H */

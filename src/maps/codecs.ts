@@ -115,6 +115,20 @@ export const revNat6Value = codec<RevNatValue>(struct('rev_nat6_value', 20, [
   pad('pad', 18, 2),
 ]));
 
+export const skRevNat6Key = codec<SkRevNatKey>(struct('sk_rev_nat6_key', 32, [
+  field('cookie', 0, 'u64'),
+  field('addr', 8, 'ipv6'),
+  field('port', 24, 'be16'),
+  pad('pad', 26, 6),
+]));
+
+export const skRevNat6Value = codec<SkRevNatValue>(struct('sk_rev_nat6_value', 24, [
+  field('addr', 0, 'ipv6'),
+  field('port', 16, 'be16'),
+  pad('pad', 18, 2),
+  field('rev_nat_id', 20, 'u32'),
+]));
+
 export const backendId = scalarCodec(scalar('__u32', 'u32'));
 
 export const backendValue = codec<BackendValue>(struct('backend_value', 12, [

@@ -19,6 +19,7 @@ export const SK_TERM_MAX = 1024;
 export const MAP_SERVICES6 = 'svcmap_svc6';
 export const MAP_BACKENDS6 = 'svcmap_be6';
 export const MAP_REVNAT6 = 'svcmap_revnat6';
+export const MAP_SK_REVNAT6 = 'svcmap_sk_rnat6';
 
 export const CT_DIR_FWD = 0;
 export const CT_DIR_REPLY_IN = 1;
@@ -86,7 +87,11 @@ export const DP_HOOK_CONNECT4 = 2;
 export const DP_HOOK_SENDMSG4 = 3;
 export const DP_HOOK_RECVMSG4 = 4;
 export const DP_HOOK_GETPEERNAME4 = 5;
-export const DP_HOOK_MAX = 6;
+export const DP_HOOK_CONNECT6 = 6;
+export const DP_HOOK_SENDMSG6 = 7;
+export const DP_HOOK_RECVMSG6 = 8;
+export const DP_HOOK_GETPEERNAME6 = 9;
+export const DP_HOOK_MAX = 10;
 
 export const DP_R_PASSED = 0;
 export const DP_R_OTHER_PROTO = 1;
@@ -122,6 +127,10 @@ export const DP_HOOKS: readonly DpHook[] = [
   { id: DP_HOOK_SENDMSG4, name: 'sendmsg4', kind: 'sock' },
   { id: DP_HOOK_RECVMSG4, name: 'recvmsg4', kind: 'sock' },
   { id: DP_HOOK_GETPEERNAME4, name: 'getpeername4', kind: 'sock' },
+  { id: DP_HOOK_CONNECT6, name: 'connect6', kind: 'sock' },
+  { id: DP_HOOK_SENDMSG6, name: 'sendmsg6', kind: 'sock' },
+  { id: DP_HOOK_RECVMSG6, name: 'recvmsg6', kind: 'sock' },
+  { id: DP_HOOK_GETPEERNAME6, name: 'getpeername6', kind: 'sock' },
 ];
 
 export interface DpReason {
@@ -137,8 +146,8 @@ export interface DpReason {
 
 const TC_IN = ['tc_ingress'];
 const TC = ['tc_ingress', 'tc_egress'];
-const SOCK_FWD = ['connect4', 'sendmsg4'];
-const SOCK_REV = ['recvmsg4', 'getpeername4'];
+const SOCK_FWD = ['connect4', 'sendmsg4', 'connect6', 'sendmsg6'];
+const SOCK_REV = ['recvmsg4', 'getpeername4', 'recvmsg6', 'getpeername6'];
 
 /** Every reason, which hooks count it, and what it means (`svcmap status`, docs). */
 export const DP_REASONS: readonly DpReason[] = [

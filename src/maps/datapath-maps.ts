@@ -8,7 +8,7 @@ import type { BpfObject } from '../bpf/object.ts';
 import type * as c from './codecs.ts';
 import { LayoutDriftError, codecDrift, mapSizeDrift } from './btf-check.ts';
 import {
-  ALL_MAPS, affinityMap, backends6Map, backendsMap, revNat6Map, services6Map, configMap, ctMap, devAddrMap, metricsMap, revNatMap, servicesMap, skRevNatMap, srcRangeMap,
+  ALL_MAPS, affinityMap, backends6Map, backendsMap, revNat6Map, services6Map, skRevNat6Map, configMap, ctMap, devAddrMap, metricsMap, revNatMap, servicesMap, skRevNatMap, srcRangeMap,
 } from './registry.ts';
 import { TypedMap } from './typed-map.ts';
 
@@ -41,6 +41,7 @@ export class DatapathMaps {
   readonly counters: BpfMap | undefined;
   /** The IPv6 service maps; absent in pins older than them. */
   readonly v6: FamilyMaps | undefined;
+  readonly skRevNat6: TypedMap<c.SkRevNatKey, c.SkRevNatValue> | undefined;
 
   private constructor(open: (name: string) => BpfMap | undefined) {
     const need = (name: string) => {
@@ -67,6 +68,8 @@ export class DatapathMaps {
     this.v6 = svc6 && be6 && rn6
       ? { services: new TypedMap(services6Map, svc6), backends: new TypedMap(backends6Map, be6), revNat: new TypedMap(revNat6Map, rn6) }
       : undefined;
+    const sk6 = open(skRevNat6Map.name);
+    this.skRevNat6 = sk6 ? new TypedMap(skRevNat6Map, sk6) : undefined;
   }
 
   /** The maps the sync engine writes for one family (IPv6: undefined when the datapath has none). */
@@ -111,7 +114,7 @@ export class DatapathMaps {
   }
 
   all(): Array<TypedMap<unknown, unknown>> {
-    const v6 = this.v6 ? [this.v6.services, this.v6.backends, this.v6.revNat] : [];
+    const v6 = this.v6 ? [this.v6.services, this.v6.backends, this.v6.revNat, this.skRevNat6] : [];
     return [this.services, this.backends, this.revNat, this.skRevNat, this.affinity, this.ct, this.srcRange, this.config, this.devAddr, ...v6]
       .filter((m) => m !== undefined) as Array<TypedMap<unknown, unknown>>;
   }

@@ -6,7 +6,7 @@
 // order `svcmap status` and `dump` list them.
 import * as c from './codecs.ts';
 import type { Codec } from './codecs.ts';
-import { MAP_BACKENDS6, MAP_REVNAT6, MAP_SERVICES6 } from './constants.ts';
+import { MAP_BACKENDS6, MAP_REVNAT6, MAP_SERVICES6, MAP_SK_REVNAT6 } from './constants.ts';
 import { MAP_AFFINITY, MAP_BACKENDS, MAP_CONFIG, MAP_CT, MAP_DEV_ADDR, MAP_METRICS, MAP_REVNAT, MAP_SERVICES, MAP_SK_REVNAT, MAP_SRC_RANGE } from './constants.ts';
 
 export interface MapSpec<K = unknown, V = unknown> {
@@ -77,8 +77,12 @@ export const revNat6Map: MapSpec<number, c.RevNatValue> = {
   name: MAP_REVNAT6, key: c.revNatId, value: c.revNat6Value,
   purpose: 'IPv6 reverse NAT id -> frontend', size: 'maxServices',
 };
+export const skRevNat6Map: MapSpec<c.SkRevNatKey, c.SkRevNatValue> = {
+  name: MAP_SK_REVNAT6, key: c.skRevNat6Key, value: c.skRevNat6Value,
+  purpose: 'IPv6 socket -> frontend it asked for (LRU)',
+};
 /** The IPv6 maps, listed after the IPv4 ones. */
-export const IPV6_MAPS: readonly MapSpec[] = [services6Map, backends6Map, revNat6Map] as MapSpec[];
+export const IPV6_MAPS: readonly MapSpec[] = [services6Map, backends6Map, revNat6Map, skRevNat6Map] as MapSpec[];
 
 export const ALL_MAPS: readonly MapSpec[] = [
   servicesMap, backendsMap, revNatMap, skRevNatMap, affinityMap, ctMap, srcRangeMap, configMap, metricsMap, devAddrMap,

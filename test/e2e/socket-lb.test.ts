@@ -3,62 +3,92 @@
 // sockets from a client namespace in that cgroup to echo servers in pod
 // namespaces. Nothing here touches the root namespace or the root cgroup.
 import t from 'tap';
-import { type Cluster, POD_IPS, POD_NAMES, TCP_PORT, UDP_PORT, echoService, startCluster } from './fixtures/cluster.ts';
+import {
+  CLIENT_IP, CLIENT_IP6, type Cluster, POD_IPS, POD_IPS6, POD_NAMES, TCP_PORT, UDP_PORT, echoService, startCluster,
+} from './fixtures/cluster.ts';
+import { hostPort } from '../../lab/protocol.ts';
 
 const WEB = '10.96.0.10';
 const EMPTY = '10.96.0.20';
 const OTHER = '10.96.0.30';
 
+// Every Service is dual-stack: the tests of the socket LB's rules run for
+// each family, through the IPv4 hooks and maps and through the IPv6 ones.
+const FAMILIES = [
+  { family: 4, web: WEB, empty: EMPTY, pods: POD_IPS, client: CLIENT_IP },
+  { family: 6, web: 'fd00:10:96::10', empty: 'fd00:10:96::20', pods: POD_IPS6, client: CLIENT_IP6 },
+] as const;
+const V6 = FAMILIES[1];
+
 let c: Cluster;
 t.before(async () => {
   c = await startCluster([
-    echoService('web', WEB),
-    echoService('empty', EMPTY, { endpoints: [] }),
-    echoService('other', OTHER),
-  ]);
+    echoService('web', WEB, { clusterIP6: V6.web }),
+    echoService('empty', EMPTY, { clusterIP6: V6.empty, endpoints: [], endpoints6: [] }),
+    echoService('other', OTHER, { clusterIP6: 'fd00:10:96::30' }),
+  ], { ipv6: true });
   await c.startAgent();
 });
 t.teardown(async () => {
   await c?.destroy();
 });
 
-t.test('300 TCP connections to a VIP reach each of 3 backends at least 15% of the time', async (t) => {
-  const r = await c.client.tcpConnect({ ip: WEB, port: 80, count: 300, timeoutMs: 2000, concurrency: 8 });
-  t.equal(r.failed, 0, `no failures (${JSON.stringify(r.errors)})`);
-  t.equal(r.ok, 300);
-  for (const pod of POD_NAMES) t.ok((r.byPod[pod] ?? 0) >= 45, `${pod} got ${r.byPod[pod] ?? 0} of 300`);
-  t.same(r.seenFrom, ['10.244.0.100'], 'backends see the client address (no SNAT)');
-});
+for (const f of FAMILIES) {
+  t.test(`IPv${f.family}: 300 TCP connections to a VIP reach each of 3 backends at least 15% of the time`, async (t) => {
+    const r = await c.client.tcpConnect({ ip: f.web, port: 80, count: 300, timeoutMs: 2000, concurrency: 8 });
+    t.equal(r.failed, 0, `no failures (${JSON.stringify(r.errors)})`);
+    t.equal(r.ok, 300);
+    for (const pod of POD_NAMES) t.ok((r.byPod[pod] ?? 0) >= 45, `${pod} got ${r.byPod[pod] ?? 0} of 300`);
+    t.same(r.seenFrom, [f.client], 'backends see the client address (no SNAT)');
+  });
 
-t.test('getpeername returns the VIP, not the backend', async (t) => {
-  const r = await c.client.tcpConnect({ ip: WEB, port: 80, count: 20, timeoutMs: 2000 });
-  t.equal(r.ok, 20);
-  t.same(r.peerNames, [`${WEB}:80`]);
-});
+  t.test(`IPv${f.family}: getpeername returns the VIP, not the backend`, async (t) => {
+    const r = await c.client.tcpConnect({ ip: f.web, port: 80, count: 20, timeoutMs: 2000 });
+    t.equal(r.ok, 20);
+    t.same(r.peerNames, [hostPort(f.web, 80)]);
+  });
 
-t.test('unconnected UDP to the VIP gets replies whose source is the VIP', async (t) => {
-  const r = await c.client.udpSend({ ip: WEB, port: 53, count: 60, connected: false, timeoutMs: 2000 });
-  t.equal(r.failed, 0, JSON.stringify(r.errors));
-  t.same(r.replySources, [`${WEB}:53`]);
-  t.equal(Object.keys(r.byPod).length, 3, `datagrams spread over the pods: ${JSON.stringify(r.byPod)}`);
-});
+  t.test(`IPv${f.family}: unconnected UDP to the VIP gets replies whose source is the VIP`, async (t) => {
+    const r = await c.client.udpSend({ ip: f.web, port: 53, count: 60, connected: false, timeoutMs: 2000 });
+    t.equal(r.failed, 0, JSON.stringify(r.errors));
+    t.same(r.replySources, [hostPort(f.web, 53)]);
+    t.equal(Object.keys(r.byPod).length, 3, `datagrams spread over the pods: ${JSON.stringify(r.byPod)}`);
+  });
 
-t.test('connected UDP to the VIP works and shows the VIP as the peer', async (t) => {
-  const r = await c.client.udpSend({ ip: WEB, port: 53, count: 20, connected: true, timeoutMs: 2000 });
-  t.equal(r.failed, 0, JSON.stringify(r.errors));
-  t.same(r.replySources, [`${WEB}:53`]);
-});
+  t.test(`IPv${f.family}: connected UDP to the VIP works and shows the VIP as the peer`, async (t) => {
+    const r = await c.client.udpSend({ ip: f.web, port: 53, count: 20, connected: true, timeoutMs: 2000 });
+    t.equal(r.failed, 0, JSON.stringify(r.errors));
+    t.same(r.replySources, [hostPort(f.web, 53)]);
+  });
 
-t.test('a service with no endpoints fails connect at once', async (t) => {
-  const started = performance.now();
-  const r = await c.client.tcpConnect({ ip: EMPTY, port: 80, count: 5, timeoutMs: 3000 });
-  const took = performance.now() - started;
-  t.equal(r.ok, 0);
-  t.same(Object.keys(r.errors), ['ECONNREFUSED'], `refused, not hanging: ${JSON.stringify(r.errors)}`);
-  t.ok(took < 2500, `answered without waiting for a timeout (${took.toFixed(0)} ms for 5)`);
-  const u = await c.client.udpSend({ ip: EMPTY, port: 53, count: 2, connected: false, timeoutMs: 1000 });
-  t.same(Object.keys(u.errors), ['ECONNREFUSED'], `UDP send refused too: ${JSON.stringify(u.errors)}`);
-});
+  t.test(`IPv${f.family}: a service with no endpoints fails connect at once`, async (t) => {
+    const started = performance.now();
+    const r = await c.client.tcpConnect({ ip: f.empty, port: 80, count: 5, timeoutMs: 3000 });
+    const took = performance.now() - started;
+    t.equal(r.ok, 0);
+    t.same(Object.keys(r.errors), ['ECONNREFUSED'], `refused, not hanging: ${JSON.stringify(r.errors)}`);
+    t.ok(took < 2500, `answered without waiting for a timeout (${took.toFixed(0)} ms for 5)`);
+    const u = await c.client.udpSend({ ip: f.empty, port: 53, count: 2, connected: false, timeoutMs: 1000 });
+    t.same(Object.keys(u.errors), ['ECONNREFUSED'], `UDP send refused too: ${JSON.stringify(u.errors)}`);
+  });
+
+  t.test(`IPv${f.family}: removing an endpoint from the manifest stops new connections to it within 1 s`, async (t) => {
+    const started = performance.now();
+    const kept = (ips: readonly string[], mine: boolean) => (mine ? [ips[0]!, ips[2]!] : [...ips]).map((ip) => ({ ip }));
+    await c.writeService(echoService('web', WEB, {
+      clusterIP6: V6.web, endpoints: kept(POD_IPS, f.family === 4), endpoints6: kept(POD_IPS6, f.family === 6),
+    }));
+    const synced = performance.now() - started;
+    t.ok(synced < 1000, `the agent synced the change ${synced.toFixed(0)} ms after the write`);
+    const r = await c.client.tcpConnect({ ip: f.web, port: 80, count: 100, timeoutMs: 2000, concurrency: 4 });
+    t.equal(r.ok, 100);
+    t.notOk(r.byPod[POD_NAMES[1]!], 'the removed pod gets no new connection');
+    const other = FAMILIES.find((x) => x !== f)!;
+    const o = await c.client.tcpConnect({ ip: other.web, port: 80, count: 60, timeoutMs: 2000, concurrency: 4 });
+    t.equal(Object.keys(o.byPod).length, 3, `the other family still has all 3 pods: ${JSON.stringify(o.byPod)}`);
+    await c.writeService(echoService('web', WEB, { clusterIP6: V6.web }));
+  });
+}
 
 t.test('traffic to a non-VIP address is untouched', async (t) => {
   const direct = await c.client.tcpConnect({ ip: POD_IPS[1]!, port: TCP_PORT, count: 10, timeoutMs: 2000 });
@@ -83,25 +113,17 @@ t.test('svcmap dump shows each VIP with its backends', async (t) => {
   t.ok(web.backends.every((b) => b.state === 'active'));
   t.match(c.svcmap('dump', '-o', 'yaml'), /frontend: 10\.96\.0\.10:80\/TCP/);
   t.match(c.svcmap('dump', '--map', 'svcmap_be'), /"addr":"10\.244\.0\.11","port":8080/);
+  t.match(table, /\[fd00:10:96::10\]:80\/TCP\s+ClusterIP\s+random\s+3\s+\[fd00:10:244::1[123]\]:8080/, 'the IPv6 frontends too');
+  t.match(c.svcmap('dump', '--map', 'svcmap_be6'), /"addr":"fd00:10:244::11","port":8080/);
 });
 
 t.test('svcmap status lists the hooks on the test cgroup and the map fill levels', async (t) => {
   const s = c.svcmap('status');
-  for (const [hook, prog] of [['connect4', 'connect4'], ['sendmsg4', 'sendmsg4'], ['recvmsg4', 'recvmsg4'], ['getpeername4', 'getpeer4']]) {
+  for (const [hook, prog] of [['connect4', 'connect4'], ['sendmsg4', 'sendmsg4'], ['recvmsg4', 'recvmsg4'], ['getpeername4', 'getpeer4'],
+    ['connect6', 'connect6'], ['sendmsg6', 'sendmsg6'], ['recvmsg6', 'recvmsg6'], ['getpeername6', 'getpeer6']]) {
     t.match(s, new RegExp(`cgroup/${hook}\\s+svcmap_${prog}.*on cgroup ${c.cgroup}`));
   }
   t.match(s, /svcmap_svc\s+hash\s+\d+\/65536/);
-});
-
-t.test('removing an endpoint from the manifest stops new connections to it within 1 s', async (t) => {
-  const started = performance.now();
-  await c.writeService(echoService('web', WEB, { endpoints: [{ ip: POD_IPS[0]! }, { ip: POD_IPS[2]! }] }));
-  const synced = performance.now() - started;
-  t.ok(synced < 1000, `the agent synced the change ${synced.toFixed(0)} ms after the write`);
-  const r = await c.client.tcpConnect({ ip: WEB, port: 80, count: 100, timeoutMs: 2000, concurrency: 4 });
-  t.equal(r.ok, 100);
-  t.notOk(r.byPod[POD_NAMES[1]!], 'the removed pod gets no new connection');
-  await c.writeService(echoService('web', WEB));
 });
 
 t.test('an invalid manifest is reported and leaves the other services working', async (t) => {
@@ -127,16 +149,19 @@ endpoints:
   await c.removeManifest('broken.yaml');
 });
 
-t.test('kill -9 and restart of the agent during 2,000 connections: 0 failures', async (t) => {
-  const loop = c.client.tcpLoop({ ip: WEB, port: 80, count: 2000, timeoutMs: 2000 });
+t.test('kill -9 and restart of the agent during 2,000 connections of each family: 0 failures', async (t) => {
+  const loops = FAMILIES.map((f) => c.client.tcpLoop({ ip: f.web, port: 80, count: 2000, timeoutMs: 2000 }));
   await new Promise((r) => setTimeout(r, 150));
   c.agent.kill('SIGKILL');
   await c.agent.exited;
   await c.startAgent();
   const restartLog = c.agent.lines.find((l) => l.msg === 'read current map state');
   t.ok(restartLog && (restartLog.frontends as number) > 0, 'the restarted agent found the pinned maps full');
-  const r = await loop;
-  t.equal(r.ok, 2000, `all connections succeeded (${JSON.stringify(r.errors)})`);
-  t.equal(r.failed, 0);
-  t.equal(Object.keys(r.byPod).length, 3);
+  for (const [i, loop] of loops.entries()) {
+    const r = await loop;
+    const f = FAMILIES[i]!;
+    t.equal(r.ok, 2000, `IPv${f.family}: all connections succeeded (${JSON.stringify(r.errors)})`);
+    t.equal(r.failed, 0);
+    t.equal(Object.keys(r.byPod).length, 3);
+  }
 });

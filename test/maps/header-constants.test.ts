@@ -53,6 +53,7 @@ t.test('map names match the header and fit the kernel limit', async (t) => {
     SVCMAP_MAP_CT: k.MAP_CT, SVCMAP_MAP_SRC_RANGE: k.MAP_SRC_RANGE, SVCMAP_MAP_CONFIG: k.MAP_CONFIG,
     SVCMAP_MAP_AFFINITY: k.MAP_AFFINITY, SVCMAP_MAP_METRICS: k.MAP_METRICS, SVCMAP_MAP_DEV_ADDR: k.MAP_DEV_ADDR,
     SVCMAP_MAP_SERVICES6: k.MAP_SERVICES6, SVCMAP_MAP_BACKENDS6: k.MAP_BACKENDS6, SVCMAP_MAP_REVNAT6: k.MAP_REVNAT6,
+    SVCMAP_MAP_SK_REVNAT6: k.MAP_SK_REVNAT6,
   };
   for (const [macro, name] of Object.entries(names)) {
     t.equal(defines.get(macro), name, macro);

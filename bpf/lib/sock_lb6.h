@@ -1,0 +1,160 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+/*
+ * Socket-level load balancing of IPv6 sockets: the twin of sock_lb.h over
+ * the IPv6 maps (maps6.h). A frontend's slots and master entry are read in
+ * the order the agent writes them, as for IPv4; the slot is picked by the
+ * same lb4_pick_slot() (it reads only the master entry).
+ * Not yet here: session affinity (the frontend's algorithm picks every
+ * time), IPv4-mapped addresses (::ffff:a.b.c.d is not translated), and the
+ * loopback NodePort wildcard.
+ */
+#ifndef SVCMAP_LIB_SOCK_LB6_H
+#define SVCMAP_LIB_SOCK_LB6_H
+
+#include "lb.h"
+#include "maps6.h"
+
+/* The socket's destination, read in the 4-byte words the context allows. */
+static __always_inline void sock6_get(const struct bpf_sock_addr *ctx, __be32 addr[4])
+{
+	addr[0] = ctx->user_ip6[0];
+	addr[1] = ctx->user_ip6[1];
+	addr[2] = ctx->user_ip6[2];
+	addr[3] = ctx->user_ip6[3];
+}
+
+static __always_inline void sock6_set(struct bpf_sock_addr *ctx, const __be32 addr[4], __be16 port)
+{
+	ctx->user_ip6[0] = addr[0];
+	ctx->user_ip6[1] = addr[1];
+	ctx->user_ip6[2] = addr[2];
+	ctx->user_ip6[3] = addr[3];
+	ctx->user_port = port;
+}
+
+static __always_inline int addr6_eq(const __be32 a[4], const __be32 b[4])
+{
+	return a[0] == b[0] && a[1] == b[1] && a[2] == b[2] && a[3] == b[3];
+}
+
+static __always_inline int addr6_zero(const __be32 a[4])
+{
+	return !(a[0] | a[1] | a[2] | a[3]);
+}
+
+/* The ETP=Local internal twin, as lb4_internal_scope(). */
+static __always_inline struct svc_value *lb6_internal_scope(struct svc6_key *key, struct svc_value *svc)
+{
+	struct svc_value *twin;
+
+	if (!(svc->flags & SVC_F_TWO_SCOPES))
+		return svc;
+	key->scope = SVC_SCOPE_INT;
+	key->slot = 0;
+	twin = bpf_map_lookup_elem(&SVCMAP_MAP_SERVICES6, key);
+	if (twin)
+		return twin;
+	key->scope = SVC_SCOPE_EXT;
+	return svc;
+}
+
+/* As lb4_select_backend(): a slot missing in a shrinking frontend's window falls back to slot 1. */
+static __always_inline struct backend6_value *lb6_select_backend(struct svc6_key *key, const struct svc_value *svc,
+								 __u32 client_hash)
+{
+	struct svc_value *slot;
+	__u32 id;
+
+	key->slot = lb4_pick_slot(svc, client_hash);
+	slot = bpf_map_lookup_elem(&SVCMAP_MAP_SERVICES6, key);
+	if (!slot) {
+		key->slot = 1;
+		slot = bpf_map_lookup_elem(&SVCMAP_MAP_SERVICES6, key);
+		if (!slot)
+			return NULL;
+	}
+	id = slot->backend_id;
+	return bpf_map_lookup_elem(&SVCMAP_MAP_BACKENDS6, &id);
+}
+
+/* 0: not a frontend, or translated; a negative errno: a frontend with nothing to connect to. */
+static __always_inline int sock6_xlate_fwd(struct bpf_sock_addr *ctx, enum dp_hook hook)
+{
+	struct svc6_key key = { .port = (__be16)ctx->user_port, .scope = SVC_SCOPE_EXT };
+	struct sk_rev_nat6_key rkey = {};
+	struct sk_rev_nat6_value rval = {};
+	struct sk_rev_nat6_value *old;
+	struct backend6_value *be;
+	struct svc_value *svc;
+	__u32 client_hash = 0;
+	__u32 proto = ctx->protocol;
+
+	if (proto != IPPROTO_TCP && proto != IPPROTO_UDP) {
+		dp_count(hook, DP_R_PASSED);
+		return 0;
+	}
+	key.proto = (__u8)proto;
+	sock6_get(ctx, key.addr);
+	__builtin_memcpy(rval.addr, key.addr, sizeof(rval.addr));
+	rval.port = key.port;
+
+	svc = bpf_map_lookup_elem(&SVCMAP_MAP_SERVICES6, &key);
+	if (!svc) {
+		dp_count(hook, DP_R_PASSED);
+		return 0;
+	}
+	svc = lb6_internal_scope(&key, svc);
+	if (svc->count == 0) {
+		dp_count(hook, DP_R_NO_BACKEND);
+		return -ECONNREFUSED;
+	}
+	if (svc->algorithm == LB_ALG_SH)
+		client_hash = lb_hash64(bpf_get_netns_cookie(ctx));
+	be = lb6_select_backend(&key, svc, client_hash);
+	if (!be) {
+		dp_count(hook, DP_R_NO_BACKEND);
+		return -ECONNREFUSED;
+	}
+
+	/* Remember the frontend, unless the entry already says so (see sock4_remember()). */
+	rkey.cookie = bpf_get_socket_cookie(ctx);
+	__builtin_memcpy(rkey.addr, be->addr, sizeof(rkey.addr));
+	rkey.port = be->port;
+	rval.rev_nat_id = svc->rev_nat_id;
+	old = bpf_map_lookup_elem(&SVCMAP_MAP_SK_REVNAT6, &rkey);
+	if (old && addr6_eq(old->addr, rval.addr) && old->port == rval.port && old->rev_nat_id == rval.rev_nat_id)
+		dp_count(hook, DP_R_TRANSLATED);
+	else if (bpf_map_update_elem(&SVCMAP_MAP_SK_REVNAT6, &rkey, &rval, BPF_ANY) < 0)
+		dp_count(hook, DP_R_SK_REVNAT_FAILED);
+	else
+		dp_count(hook, DP_R_TRANSLATED);
+	sock6_set(ctx, be->addr, be->port);
+	return 0;
+}
+
+/* recvmsg6 and getpeername6: a backend's address becomes the frontend's again. */
+static __always_inline void sock6_xlate_rev(struct bpf_sock_addr *ctx, enum dp_hook hook)
+{
+	struct sk_rev_nat6_key key = { .cookie = bpf_get_socket_cookie(ctx), .port = (__be16)ctx->user_port };
+	struct sk_rev_nat6_value *val;
+	struct rev_nat6_value *rnat;
+	__u32 id;
+
+	sock6_get(ctx, key.addr);
+	val = bpf_map_lookup_elem(&SVCMAP_MAP_SK_REVNAT6, &key);
+	if (!val) {
+		dp_count(hook, DP_R_PASSED);
+		return;
+	}
+	id = val->rev_nat_id;
+	rnat = bpf_map_lookup_elem(&SVCMAP_MAP_REVNAT6, &id);
+	if (!rnat || rnat->port != val->port || (!addr6_zero(rnat->addr) && !addr6_eq(rnat->addr, val->addr))) {
+		bpf_map_delete_elem(&SVCMAP_MAP_SK_REVNAT6, &key);
+		dp_count(hook, DP_R_REVNAT_STALE);
+		return;
+	}
+	sock6_set(ctx, val->addr, val->port);
+	dp_count(hook, DP_R_REPLY_TRANSLATED);
+}
+
+#endif /* SVCMAP_LIB_SOCK_LB6_H */
