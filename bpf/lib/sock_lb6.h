@@ -4,15 +4,18 @@
  * the IPv6 maps (maps6.h). A frontend's slots and master entry are read in
  * the order the agent writes them, as for IPv4; the slot is picked by the
  * same lb4_pick_slot() (it reads only the master entry).
- * Not yet here: session affinity (the frontend's algorithm picks every
- * time), IPv4-mapped addresses (::ffff:a.b.c.d is not translated), and the
- * loopback NodePort wildcard.
+ * An IPv4-mapped destination (::ffff:a.b.c.d, a dual-stack application's
+ * AF_INET6 socket to an IPv4 VIP) goes through the IPv4 maps instead, with
+ * the IPv4 rules and per-socket reverse NAT.
+ * Not yet here: session affinity for IPv6 frontends (the frontend's
+ * algorithm picks every time), and the loopback NodePort wildcard (::1).
  */
 #ifndef SVCMAP_LIB_SOCK_LB6_H
 #define SVCMAP_LIB_SOCK_LB6_H
 
 #include "lb.h"
 #include "maps6.h"
+#include "sock_lb.h"
 
 /* The socket's destination, read in the 4-byte words the context allows. */
 static __always_inline void sock6_get(const struct bpf_sock_addr *ctx, __be32 addr[4])
@@ -77,6 +80,87 @@ static __always_inline struct backend6_value *lb6_select_backend(struct svc6_key
 	return bpf_map_lookup_elem(&SVCMAP_MAP_BACKENDS6, &id);
 }
 
+static __always_inline int addr6_v4mapped(const __be32 a[4])
+{
+	return a[0] == 0 && a[1] == 0 && a[2] == bpf_htonl(0xffff);
+}
+
+/*
+ * ::ffff:a.b.c.d through the IPv4 maps: the rules of sock4_xlate_fwd()
+ * (internal scope, refused when empty, algorithm, affinity), the backend
+ * written back as ::ffff:backend. 0 or a negative errno, as sock6_xlate_fwd().
+ */
+static __always_inline int sock6_xlate_fwd_v4mapped(struct bpf_sock_addr *ctx, __be32 addr, __u8 proto,
+						    enum dp_hook hook)
+{
+	struct svc_key key = { .addr = addr, .port = (__be16)ctx->user_port, .proto = proto, .scope = SVC_SCOPE_EXT };
+	struct svc_key frontend = key;
+	struct backend_value *be;
+	struct svc_value *svc;
+	__u32 backend_id = 0;
+	__u32 client_hash = 0;
+
+	svc = lb4_lookup_service(&key);
+	if (!svc) {
+		dp_count(hook, DP_R_PASSED);
+		return 0;
+	}
+	svc = lb4_internal_scope(&key, svc);
+	if (svc->count == 0) {
+		dp_count(hook, DP_R_NO_BACKEND);
+		return -ECONNREFUSED;
+	}
+	if (svc->algorithm == LB_ALG_SH)
+		client_hash = lb_hash64(bpf_get_netns_cookie(ctx));
+	if (svc->flags & SVC_F_AFFINITY) {
+		struct affinity_key akey = {
+			.netns_cookie = bpf_get_netns_cookie(ctx),
+			.rev_nat_id = svc->rev_nat_id,
+			.origin = AFFINITY_ORIGIN_SOCK,
+		};
+
+		be = lb4_affinity_select(&key, svc, &akey, client_hash, &backend_id);
+	} else {
+		be = lb4_select_backend(&key, svc, client_hash, &backend_id);
+	}
+	if (!be) {
+		dp_count(hook, DP_R_NO_BACKEND);
+		return -ECONNREFUSED;
+	}
+	if (sock4_remember(ctx, be, &frontend, svc->rev_nat_id) < 0)
+		dp_count(hook, DP_R_SK_REVNAT_FAILED);
+	else
+		dp_count(hook, DP_R_TRANSLATED);
+	ctx->user_ip6[3] = be->addr;
+	ctx->user_port = be->port;
+	return 0;
+}
+
+/* The reverse of sock6_xlate_fwd_v4mapped(), as sock4_xlate_rev(). */
+static __always_inline void sock6_xlate_rev_v4mapped(struct bpf_sock_addr *ctx, __be32 addr, enum dp_hook hook)
+{
+	struct sk_rev_nat_key key = { .cookie = bpf_get_socket_cookie(ctx), .addr = addr, .port = (__be16)ctx->user_port };
+	struct sk_rev_nat_value *val;
+	struct rev_nat_value *rnat;
+	__u32 id;
+
+	val = bpf_map_lookup_elem(&SVCMAP_MAP_SK_REVNAT, &key);
+	if (!val) {
+		dp_count(hook, DP_R_PASSED);
+		return;
+	}
+	id = val->rev_nat_id;
+	rnat = bpf_map_lookup_elem(&SVCMAP_MAP_REVNAT, &id);
+	if (!rnat || rnat->port != val->port || (rnat->addr && rnat->addr != val->addr)) {
+		bpf_map_delete_elem(&SVCMAP_MAP_SK_REVNAT, &key);
+		dp_count(hook, DP_R_REVNAT_STALE);
+		return;
+	}
+	ctx->user_ip6[3] = val->addr;
+	ctx->user_port = val->port;
+	dp_count(hook, DP_R_REPLY_TRANSLATED);
+}
+
 /* 0: not a frontend, or translated; a negative errno: a frontend with nothing to connect to. */
 static __always_inline int sock6_xlate_fwd(struct bpf_sock_addr *ctx, enum dp_hook hook)
 {
@@ -95,6 +179,8 @@ static __always_inline int sock6_xlate_fwd(struct bpf_sock_addr *ctx, enum dp_ho
 	}
 	key.proto = (__u8)proto;
 	sock6_get(ctx, key.addr);
+	if (addr6_v4mapped(key.addr))
+		return sock6_xlate_fwd_v4mapped(ctx, key.addr[3], key.proto, hook);
 	__builtin_memcpy(rval.addr, key.addr, sizeof(rval.addr));
 	rval.port = key.port;
 
@@ -141,6 +227,10 @@ static __always_inline void sock6_xlate_rev(struct bpf_sock_addr *ctx, enum dp_h
 	__u32 id;
 
 	sock6_get(ctx, key.addr);
+	if (addr6_v4mapped(key.addr)) {
+		sock6_xlate_rev_v4mapped(ctx, key.addr[3], hook);
+		return;
+	}
 	val = bpf_map_lookup_elem(&SVCMAP_MAP_SK_REVNAT6, &key);
 	if (!val) {
 		dp_count(hook, DP_R_PASSED);

@@ -90,6 +90,22 @@ for (const f of FAMILIES) {
   });
 }
 
+t.test('IPv4-mapped IPv6 sockets (::ffff:VIP) go through the IPv4 maps, showing the mapped VIP', async (t) => {
+  const mapped = `::ffff:${WEB}`;
+  const r = await c.client.tcpConnect({ ip: mapped, port: 80, count: 150, timeoutMs: 2000, concurrency: 4 });
+  t.equal(r.failed, 0, JSON.stringify(r.errors));
+  t.equal(Object.keys(r.byPod).length, 3, `spread over the IPv4 backends: ${JSON.stringify(r.byPod)}`);
+  t.same(r.peerNames, [hostPort(mapped, 80)], 'getpeername shows the mapped VIP');
+  t.same(r.seenFrom, [CLIENT_IP], 'the backends see an IPv4 client');
+  for (const connected of [false, true]) {
+    const u = await c.client.udpSend({ ip: mapped, port: 53, count: 20, connected, timeoutMs: 2000 });
+    t.equal(u.failed, 0, JSON.stringify(u.errors));
+    t.same(u.replySources, [hostPort(mapped, 53)], `${connected ? 'connected' : 'unconnected'} UDP: replies from the mapped VIP`);
+  }
+  const e = await c.client.tcpConnect({ ip: `::ffff:${EMPTY}`, port: 80, count: 3, timeoutMs: 3000 });
+  t.same(Object.keys(e.errors), ['ECONNREFUSED'], 'an empty IPv4 service is refused at once over a mapped socket too');
+});
+
 t.test('traffic to a non-VIP address is untouched', async (t) => {
   const direct = await c.client.tcpConnect({ ip: POD_IPS[1]!, port: TCP_PORT, count: 10, timeoutMs: 2000 });
   t.same(direct.byPod, { [POD_NAMES[1]!]: 10 }, 'a pod IP reaches that pod only');
