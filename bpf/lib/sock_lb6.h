@@ -7,8 +7,9 @@
  * An IPv4-mapped destination (::ffff:a.b.c.d, a dual-stack application's
  * AF_INET6 socket to an IPv4 VIP) goes through the IPv4 maps instead, with
  * the IPv4 rules and per-socket reverse NAT.
+ * [::1]:NodePort finds the wildcard NodePort entry ([::]), as 127.0.0.1 does.
  * Not yet here: session affinity for IPv6 frontends (the frontend's
- * algorithm picks every time), and the loopback NodePort wildcard (::1).
+ * algorithm picks every time).
  */
 #ifndef SVCMAP_LIB_SOCK_LB6_H
 #define SVCMAP_LIB_SOCK_LB6_H
@@ -78,6 +79,11 @@ static __always_inline struct backend6_value *lb6_select_backend(struct svc6_key
 	}
 	id = slot->backend_id;
 	return bpf_map_lookup_elem(&SVCMAP_MAP_BACKENDS6, &id);
+}
+
+static __always_inline int addr6_loopback(const __be32 a[4])
+{
+	return a[0] == 0 && a[1] == 0 && a[2] == 0 && a[3] == bpf_htonl(1);
 }
 
 static __always_inline int addr6_v4mapped(const __be32 a[4])
@@ -185,6 +191,13 @@ static __always_inline int sock6_xlate_fwd(struct bpf_sock_addr *ctx, enum dp_ho
 	rval.port = key.port;
 
 	svc = bpf_map_lookup_elem(&SVCMAP_MAP_SERVICES6, &key);
+	if (!svc && addr6_loopback(key.addr)) {
+		/* [::1]:NodePort: the wildcard NodePort entry ([::]). */
+		key.addr[3] = 0;
+		svc = bpf_map_lookup_elem(&SVCMAP_MAP_SERVICES6, &key);
+		if (svc && !(svc->flags & SVC_F_WILDCARD))
+			svc = NULL;
+	}
 	if (!svc) {
 		dp_count(hook, DP_R_PASSED);
 		return 0;
