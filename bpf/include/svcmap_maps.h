@@ -229,12 +229,15 @@ struct src_range_key {
  *                        in Cilium, and as they share the node's address
  *                        under kube-proxy). client_addr is 0.
  *  AFFINITY_ORIGIN_TC:   the packet's source address (netns_cookie is 0).
+ *  AFFINITY_ORIGIN_SOCK6: as AFFINITY_ORIGIN_SOCK, for IPv6 frontends (their
+ *                        rev_nat_id is of svcmap_revnat6, a space of its own).
  * An entry is used only while it is younger than the frontend's
  * affinity_timeout (counted from its last use) and its slot of the frontend
  * still holds its backend; otherwise a new choice overwrites it.
  */
 #define AFFINITY_ORIGIN_SOCK 1
 #define AFFINITY_ORIGIN_TC   2
+#define AFFINITY_ORIGIN_SOCK6 3
 
 struct affinity_key {
 	__u64 netns_cookie; /* AFFINITY_ORIGIN_SOCK: the client's network namespace */

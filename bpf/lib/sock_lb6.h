@@ -8,8 +8,8 @@
  * AF_INET6 socket to an IPv4 VIP) goes through the IPv4 maps instead, with
  * the IPv4 rules and per-socket reverse NAT.
  * [::1]:NodePort finds the wildcard NodePort entry ([::]), as 127.0.0.1 does.
- * Not yet here: session affinity for IPv6 frontends (the frontend's
- * algorithm picks every time).
+ * Session affinity as for IPv4, in the shared affinity map under
+ * AFFINITY_ORIGIN_SOCK6.
  */
 #ifndef SVCMAP_LIB_SOCK_LB6_H
 #define SVCMAP_LIB_SOCK_LB6_H
@@ -64,10 +64,9 @@ static __always_inline struct svc_value *lb6_internal_scope(struct svc6_key *key
 
 /* As lb4_select_backend(): a slot missing in a shrinking frontend's window falls back to slot 1. */
 static __always_inline struct backend6_value *lb6_select_backend(struct svc6_key *key, const struct svc_value *svc,
-								 __u32 client_hash)
+								 __u32 client_hash, __u32 *backend_id)
 {
 	struct svc_value *slot;
-	__u32 id;
 
 	key->slot = lb4_pick_slot(svc, client_hash);
 	slot = bpf_map_lookup_elem(&SVCMAP_MAP_SERVICES6, key);
@@ -77,8 +76,73 @@ static __always_inline struct backend6_value *lb6_select_backend(struct svc6_key
 		if (!slot)
 			return NULL;
 	}
-	id = slot->backend_id;
-	return bpf_map_lookup_elem(&SVCMAP_MAP_BACKENDS6, &id);
+	*backend_id = slot->backend_id;
+	return bpf_map_lookup_elem(&SVCMAP_MAP_BACKENDS6, backend_id);
+}
+
+/* The client's remembered backend while it is current, by lb4_affinity_current()'s rules. */
+static __always_inline struct backend6_value *lb6_affinity_current(const struct affinity_value *aff, struct svc6_key *key,
+								   const struct svc_value *svc, __u32 *backend_id, __u64 now)
+{
+	__u64 last = aff->last_used;
+	__u32 id = aff->backend_id;
+	__u16 s = aff->slot;
+	struct svc6_key k = *key;
+	struct backend6_value *be;
+	struct svc_value *slot;
+
+	if ((now > last && now - last > (__u64)svc->affinity_timeout * NSEC_PER_SEC) || s == 0 || s > svc->count)
+		return NULL;
+	k.slot = s;
+	slot = bpf_map_lookup_elem(&SVCMAP_MAP_SERVICES6, &k);
+	if (!slot || slot->backend_id != id)
+		return NULL;
+	be = bpf_map_lookup_elem(&SVCMAP_MAP_BACKENDS6, &id);
+	if (be) {
+		key->slot = s;
+		*backend_id = id;
+	}
+	return be;
+}
+
+/*
+ * sessionAffinity for IPv6 frontends, as lb4_affinity_select(): a current
+ * entry is used and refreshed, else the algorithm chooses and the choice is
+ * stored (a concurrent first choice of the same client wins).
+ */
+static __always_inline struct backend6_value *lb6_affinity_select(struct svc6_key *key, const struct svc_value *svc,
+								  const struct affinity_key *akey, __u32 client_hash)
+{
+	struct affinity_value fresh = {};
+	struct affinity_value *aff;
+	struct backend6_value *be, *won;
+	__u64 now = bpf_ktime_get_boot_ns();
+	__u32 id = 0;
+
+	aff = bpf_map_lookup_elem(&SVCMAP_MAP_AFFINITY, akey);
+	if (aff) {
+		be = lb6_affinity_current(aff, key, svc, &id, now);
+		if (be) {
+			aff->last_used = now;
+			return be;
+		}
+	}
+	be = lb6_select_backend(key, svc, client_hash, &id);
+	if (!be)
+		return NULL;
+	fresh.last_used = now;
+	fresh.backend_id = id;
+	fresh.slot = key->slot;
+	if (!aff && bpf_map_update_elem(&SVCMAP_MAP_AFFINITY, akey, &fresh, BPF_NOEXIST) == 0)
+		return be;
+	if (!aff) {
+		aff = bpf_map_lookup_elem(&SVCMAP_MAP_AFFINITY, akey);
+		won = aff ? lb6_affinity_current(aff, key, svc, &id, now) : NULL;
+		if (won)
+			return won;
+	}
+	bpf_map_update_elem(&SVCMAP_MAP_AFFINITY, akey, &fresh, BPF_ANY);
+	return be;
 }
 
 static __always_inline int addr6_loopback(const __be32 a[4])
@@ -209,7 +273,21 @@ static __always_inline int sock6_xlate_fwd(struct bpf_sock_addr *ctx, enum dp_ho
 	}
 	if (svc->algorithm == LB_ALG_SH)
 		client_hash = lb_hash64(bpf_get_netns_cookie(ctx));
-	be = lb6_select_backend(&key, svc, client_hash);
+	if (svc->flags & SVC_F_AFFINITY) {
+		/* The client is the socket's network namespace, as for IPv4; the
+		 * origin keeps IPv6 rev_nat ids apart from IPv4 ones. */
+		struct affinity_key akey = {
+			.netns_cookie = bpf_get_netns_cookie(ctx),
+			.rev_nat_id = svc->rev_nat_id,
+			.origin = AFFINITY_ORIGIN_SOCK6,
+		};
+
+		be = lb6_affinity_select(&key, svc, &akey, client_hash);
+	} else {
+		__u32 id;
+
+		be = lb6_select_backend(&key, svc, client_hash, &id);
+	}
 	if (!be) {
 		dp_count(hook, DP_R_NO_BACKEND);
 		return -ECONNREFUSED;

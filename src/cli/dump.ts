@@ -2,7 +2,7 @@
 import { z } from 'zod';
 import { DatapathMaps } from '../maps/datapath-maps.ts';
 import type { AffinityKey, CtValue } from '../maps/codecs.ts';
-import { AFFINITY_ORIGIN_SOCK, AFFINITY_ORIGIN_TC, CT_FLAG_NAMES } from '../maps/constants.ts';
+import { AFFINITY_ORIGIN_SOCK, AFFINITY_ORIGIN_SOCK6, AFFINITY_ORIGIN_TC, CT_FLAG_NAMES } from '../maps/constants.ts';
 import { ALL_MAPS, affinityMap, ctMap } from '../maps/registry.ts';
 import { parseFlags, pinDirFlag, UsageError } from './args.ts';
 import { buildDumpView, renderTable } from './dump-view.ts';
@@ -61,7 +61,7 @@ function render(maps: DatapathMaps, f: z.infer<typeof schema>, out: (s: string) 
 
 /** Which datapath made an affinity entry, by name: socket (client: netns cookie) or tc (client: address). */
 function withAffinityOrigin(k: AffinityKey): Omit<AffinityKey, 'origin'> & { origin: string } {
-  const origin = k.origin === AFFINITY_ORIGIN_SOCK ? 'socket' : k.origin === AFFINITY_ORIGIN_TC ? 'tc' : String(k.origin);
+  const origin = k.origin === AFFINITY_ORIGIN_SOCK ? 'socket' : k.origin === AFFINITY_ORIGIN_SOCK6 ? 'socket6' : k.origin === AFFINITY_ORIGIN_TC ? 'tc' : String(k.origin);
   return { ...k, origin };
 }
 

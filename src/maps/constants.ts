@@ -76,6 +76,8 @@ export const BACKEND_F_LOCAL = 0x01;
 /** affinity_key.origin: which datapath made the entry (and what its client is). */
 export const AFFINITY_ORIGIN_SOCK = 1;
 export const AFFINITY_ORIGIN_TC = 2;
+/** Socket LB affinity of IPv6 frontends (rev_nat ids of svcmap_revnat6). */
+export const AFFINITY_ORIGIN_SOCK6 = 3;
 
 /**
  * Datapath counters (enum dp_hook, enum dp_reason in the header): the map's

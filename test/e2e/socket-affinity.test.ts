@@ -11,7 +11,7 @@ import { stringify } from 'yaml';
 import t, { type Test as Tap } from 'tap';
 import { BpfMap } from '../../src/bpf/map.ts';
 import type { AffinityKey, AffinityValue } from '../../src/maps/codecs.ts';
-import { AFFINITY_ORIGIN_SOCK, IPPROTO_TCP, SVC_SCOPE_EXT } from '../../src/maps/constants.ts';
+import { AFFINITY_ORIGIN_SOCK, AFFINITY_ORIGIN_SOCK6, IPPROTO_TCP, SVC_SCOPE_EXT } from '../../src/maps/constants.ts';
 import { DatapathMaps } from '../../src/maps/datapath-maps.ts';
 import { affinityMap } from '../../src/maps/registry.ts';
 import { TypedMap } from '../../src/maps/typed-map.ts';
@@ -33,10 +33,13 @@ const stickyNodePort: ServiceSpec = {
   ports: [{ name: 'tcp', protocol: 'TCP', port: 80, targetPort: 8080, nodePort: 30090 }],
 };
 
+const STICKY6 = 'fd00:10:96::53';
+const sticky6 = echoService('sticky6', '10.96.0.53', { clusterIP6: STICKY6, extraSpec: affinity(10800) });
+
 let c: Cluster;
 let client2: LabClient;
 t.before(async () => {
-  c = await startCluster([sticky(), brief, stickyNodePort]);
+  c = await startCluster([sticky(), brief, stickyNodePort, sticky6], { ipv6: true });
   writeFileSync(join(c.manifests, 'node.yaml'), stringify({
     apiVersion: 'v1', kind: 'Node', metadata: { name: 'node' },
     status: { addresses: [{ type: 'InternalIP', address: NODE_IP }, { type: 'Hostname', address: 'node' }] },
@@ -167,4 +170,20 @@ t.test('the map is pinned, sized by --max-affinity, listed by status, and kept a
   const up = c.agent.lines.find((l) => typeof l.msg === 'string' && l.msg.startsWith('datapath up'));
   t.ok((up?.reusedMaps as string[] | undefined)?.includes(affinityMap.name), 'the restarted agent reused the pinned affinity map');
   t.equal(await onePod(t, c.client, STICKY, 10, 'after the restart'), before, 'the client keeps its backend across the restart');
+});
+
+t.test('IPv6 frontends: ClientIP affinity per pod, in entries of their own origin', async (t) => {
+  const first = await onePod(t, c.client, STICKY6, 60, 'IPv6, TCP');
+  t.equal(await onePod(t, c.client, STICKY6, 15, 'IPv6, 15 consecutive connections', { concurrency: 1 }), first, 'the same pod as before');
+  const u = await c.client.udpSend({ ip: STICKY6, port: 53, count: 30, connected: false, timeoutMs: 2000 });
+  t.equal(pods(u.byPod).length, 1, `unconnected UDP over IPv6: every datagram to one pod (${JSON.stringify(u.byPod)})`);
+  const master = { addr: STICKY6, port: 80, proto: IPPROTO_TCP, scope: SVC_SCOPE_EXT, slot: 0 };
+  withAffinity((aff, maps) => {
+    const revNatId = maps.v6!.services.get(master)!.rev_nat_id;
+    const mine = aff.entries().filter(([k]) => k.origin === AFFINITY_ORIGIN_SOCK6 && k.rev_nat_id === revNatId);
+    t.equal(mine.length, 1, 'one IPv6 socket entry for the client pod');
+    const be = maps.v6!.backends.get(mine[0]![1].backend_id);
+    t.equal(be?.port, 8080, 'naming a backend of the IPv6 maps');
+  });
+  await onePod(t, c.client, '10.96.0.53', 30, 'the same Service over IPv4 sticks on its own');
 });
