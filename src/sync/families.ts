@@ -40,11 +40,9 @@ export class FamilySyncers implements SyncEngine {
     };
   }
 
+  /** The IPv4 maps' capacity (each map's metric is its own; the IPv6 maps' is in SyncReport.v6). */
   capacity(): Capacity {
-    const a = this.v4.capacity();
-    const b = this.v6?.capacity();
-    if (!b) return a;
-    return { services: a.services + b.services, backends: a.backends + b.backends, revNat: a.revNat + b.revNat, srcRanges: a.srcRanges + b.srcRanges };
+    return this.v4.capacity();
   }
 
   reload(): void {
@@ -55,7 +53,7 @@ export class FamilySyncers implements SyncEngine {
   sync(targets: readonly FrontendTarget[]): SyncReport {
     const [t4, t6] = this.#split(targets);
     const r4 = this.v4.sync(t4);
-    return this.v6 ? merge(r4, this.v6.sync(t6)) : r4;
+    return this.v6 ? merge(r4, this.v6.sync(t6), this.v6.capacity()) : r4;
   }
 
   syncOwners(changes: ReadonlyMap<string, readonly FrontendTarget[]>): SyncReport {
@@ -68,7 +66,7 @@ export class FamilySyncers implements SyncEngine {
       c6.set(owner, t6);
     }
     const r4 = this.v4.syncOwners(c4);
-    return this.v6 ? merge(r4, this.v6.syncOwners(c6)) : r4;
+    return this.v6 ? merge(r4, this.v6.syncOwners(c6), this.v6.capacity()) : r4;
   }
 
   #split(targets: readonly FrontendTarget[]): [FrontendTarget[], FrontendTarget[]] {
@@ -79,8 +77,8 @@ export class FamilySyncers implements SyncEngine {
   }
 }
 
-/** Two families' reports as one: counts add up. */
-function merge(a: SyncReport, b: SyncReport): SyncReport {
+/** Two families' reports as one: changes and operations add up; entries stay per family. */
+function merge(a: SyncReport, b: SyncReport, capacity6: Capacity): SyncReport {
   const ops = { ...a.ops };
   for (const k of Object.keys(ops) as Array<keyof SyncReport['ops']>) ops[k] += b.ops[k];
   return {
@@ -89,11 +87,7 @@ function merge(a: SyncReport, b: SyncReport): SyncReport {
     deferred: [...a.deferred, ...b.deferred],
     ops,
     durationMs: a.durationMs + b.durationMs,
-    entries: {
-      services: a.entries.services + b.entries.services,
-      backends: a.entries.backends + b.entries.backends,
-      revNat: a.entries.revNat + b.entries.revNat,
-      srcRanges: a.entries.srcRanges + b.entries.srcRanges,
-    },
+    entries: a.entries,
+    v6: { entries: b.entries, capacity: capacity6 },
   };
 }

@@ -33,6 +33,8 @@ export interface SyncReport {
   ops: Record<'backendUpserts' | 'revNatUpserts' | 'srcRangeUpserts' | 'slotUpserts' | 'masterUpserts' | 'masterDeletes' | 'slotDeletes' | 'revNatDeletes' | 'srcRangeDeletes' | 'backendDeletes', number>;
   durationMs: number;
   entries: EntryCounts;
+  /** With one engine per family (families.ts): `entries` are the IPv4 maps', these the IPv6 maps'. */
+  v6?: { entries: EntryCounts; capacity: Capacity };
 }
 
 export class Syncer {

@@ -28,7 +28,9 @@ t.test('each family reaches only its own maps; owners lose what they no longer h
     [`${f6.vip(11)}:80/6/0`, [`${f6.pod(4)}:8080`]],
   ]);
   t.equal(r.changed, 3, 'the reports of both families add up');
-  t.same(r.entries, { services: 3 + 6, backends: 2 + 4, revNat: 1 + 2, srcRanges: 0 });
+  t.same(r.entries, { services: 3, backends: 2, revNat: 1, srcRanges: 0 }, 'entries stay per family: the IPv4 maps');
+  t.same(r.v6?.entries, { services: 6, backends: 4, revNat: 2, srcRanges: 0 }, 'and the IPv6 maps');
+  t.same(s.capacity(), m4.cap, 'the capacity is the IPv4 maps\'; the IPv6 maps\' is in the report');
   t.equal(s.state.frontends.size, 3);
 
   // web becomes IPv4-only: its IPv6 frontend goes, in the IPv6 maps' order (master first).
