@@ -45,7 +45,8 @@ interface Config {
   agentChangeReps: number;
   netfilterChangeReps: number;
   stream: { n: number; changes: number; ratePerSec: number };
-  lb: { connections: number; trials: number };
+  /** algorithms: the svcmap.io/lb-algorithm values to run (default: every one svcmap implements). */
+  lb: { connections: number; trials: number; algorithms?: string[] };
   budgetMs: number;
   agentTimeoutMs: number;
   /** The real kube-proxy beside svcmap under a real kube-apiserver (bench/kube-proxy-real.ts). */
@@ -82,7 +83,7 @@ const SMOKE: Config = {
   agentChangeReps: 3,
   netfilterChangeReps: 1,
   stream: { n: 100, changes: 20, ratePerSec: 100 },
-  lb: { connections: 20, trials: 2 },
+  lb: { connections: 20, trials: 2, algorithms: ['random', 'lc'] },
   budgetMs: 30_000,
   agentTimeoutMs: 60_000,
   real: { sizes: [100], proxies: ['nftables', 'iptables', 'svcmap'], reps: 1, stream: { changes: 20, ratePerSec: 100 }, loadBudgetMs: 30_000, concurrency: 16 },

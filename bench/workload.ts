@@ -21,6 +21,8 @@ export interface BenchService {
   name: string;
   vip: string;
   endpoints: string[];
+  /** metadata.annotations (e.g. svcmap.io/lb-algorithm); none when absent. */
+  annotations?: Record<string, string>;
 }
 
 export function ipNum(ip: string): number {

@@ -8,7 +8,7 @@ import type { BpfObject } from '../bpf/object.ts';
 import type * as c from './codecs.ts';
 import { LayoutDriftError, codecDrift, mapSizeDrift } from './btf-check.ts';
 import {
-  ALL_MAPS, affinityMap, backendsMap, configMap, ctMap, metricsMap, revNatMap, servicesMap, skRevNatMap, srcRangeMap,
+  ALL_MAPS, affinityMap, backendConnsMap, backendsMap, configMap, ctMap, metricsMap, revNatMap, servicesMap, skRevNatMap, srcRangeMap,
 } from './registry.ts';
 import { TypedMap } from './typed-map.ts';
 
@@ -26,6 +26,8 @@ export class DatapathMaps {
   readonly ct: TypedMap<c.CtKey, c.CtValue> | undefined;
   readonly srcRange: TypedMap<c.SrcRangeKey, number> | undefined;
   readonly config: TypedMap<number, c.SvcmapConfig> | undefined;
+  /** Live connections per backend; absent only in the pins of a datapath older than it. */
+  readonly conns: TypedMap<number, c.BackendConns> | undefined;
   /** The datapath's counters (per CPU: read with readDatapathCounters()); absent in pins older than it. */
   readonly counters: BpfMap | undefined;
 
@@ -48,6 +50,8 @@ export class DatapathMaps {
     this.srcRange = srcRange ? new TypedMap(srcRangeMap, srcRange) : undefined;
     this.config = config ? new TypedMap(configMap, config) : undefined;
     this.counters = open(metricsMap.name);
+    const conns = open(backendConnsMap.name);
+    this.conns = conns ? new TypedMap(backendConnsMap, conns) : undefined;
   }
 
   /**
@@ -87,7 +91,7 @@ export class DatapathMaps {
   }
 
   all(): Array<TypedMap<unknown, unknown>> {
-    return [this.services, this.backends, this.revNat, this.skRevNat, this.affinity, this.ct, this.srcRange, this.config]
+    return [this.services, this.backends, this.revNat, this.skRevNat, this.affinity, this.ct, this.srcRange, this.config, this.conns]
       .filter((m) => m !== undefined) as Array<TypedMap<unknown, unknown>>;
   }
 
