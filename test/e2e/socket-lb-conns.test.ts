@@ -9,6 +9,9 @@
 //    sockets close normally;
 //  - a connected UDP socket that connects elsewhere stops counting for its
 //    old backend (no leak), and counts again when it connects back;
+//  - the counts and the sockets' storage are pinned: an agent killed and
+//    started again (new programs in the kernel) keeps the counts, and its
+//    sock_release program takes off what the old one counted;
 //  - dh: every client of one frontend gets the same backend.
 import type { ChildProcess } from 'node:child_process';
 import t from 'tap';
@@ -176,6 +179,22 @@ t.test('connected UDP: a socket that connects elsewhere stops counting for its o
   } finally {
     await stopProcess(u.child, 500);
   }
+});
+
+t.test('an agent restart keeps the counts; the new programs take off what the old ones counted', async (t) => {
+  const { holder, byPod } = await hold(LC, 4);
+  await until(() => (total(sockCounts(IPPROTO_TCP)) === 4 ? true : undefined), () => JSON.stringify(sockCounts(IPPROTO_TCP)));
+  c.agent.kill('SIGKILL');
+  await c.agent.exited;
+  await c.startAgent();
+  t.same(sockCounts(IPPROTO_TCP), byPod, 'after the restart: the same counts (pinned)');
+  const ones = Object.keys(byPod).filter((p) => byPod[p] === 1);
+  t.equal(ones.length, 2, `4 held: 2 / 1 / 1 (${JSON.stringify(byPod)})`);
+  const got = await once(c.client, LC);
+  t.ok(ones.includes(got), `a new connection still goes to a least loaded backend (${got})`);
+  await holder.stop();
+  const after = await until(() => { const s = sockCounts(IPPROTO_TCP); return total(s) === 0 ? s : undefined; }, () => JSON.stringify(sockCounts(IPPROTO_TCP)));
+  t.same(after, { 'pod-a': 0, 'pod-b': 0, 'pod-c': 0 }, 'closed after the restart: every count is 0');
 });
 
 t.test('dh: every client of the frontend gets one and the same backend', async (t) => {
