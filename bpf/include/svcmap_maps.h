@@ -307,6 +307,16 @@ struct sk_backend {
 	__u16 pad;
 };
 
+/*
+ * The socket recount (bpf/sock_count.c), hash map svcmap_sk_count: one run
+ * of the socket storage iterator counts the live sockets per struct
+ * sk_backend (the whole value is the key, pad 0), for the agent to match
+ * against the backends map. Not pinned: the agent's working set for one run.
+ * The value is a __u64 count.
+ */
+#define SVCMAP_MAP_SK_COUNT svcmap_sk_count
+#define SVCMAP_SK_COUNT_MAX 65536
+
 /* What the agent's svcmap_conns_adjust programs (BPF_PROG_TYPE_SYSCALL)
  * take as context: add delta to one field of a backend's counts. */
 #define CONNS_FIELD_SOCK 0

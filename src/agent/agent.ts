@@ -23,6 +23,7 @@ import type { Logger } from './log.ts';
 import { AgentMetrics } from './metrics.ts';
 import { countingProblemReporter } from './problems-log.ts';
 import { SyncStatus } from './sync-status.ts';
+import { SocketCounter } from './socket-recount.ts';
 import { SocketTerminator } from './socket-terminator.ts';
 import { TcDatapath } from './tc-datapath.ts';
 
@@ -87,7 +88,10 @@ export async function runAgent(cfg: AgentConfig, log: Logger): Promise<RunningAg
   const counters = dp.maps.counters;
   if (counters) metrics.readDatapathCountersWith(() => readDatapathCounters(counters));
   // Live connection counts (lc, sed, nq): the GC takes collected flows off them and recounts tc's.
-  const conns = dp.maps.conns ? new ConnCounts({ conns: dp.maps.conns, backends: dp.maps.backends }, dp.tc.programFd(CONNS_ADJUST_PROGRAM)) : undefined;
+  const sockets = dp.maps.conns ? SocketCounter.load({
+    pinDir: cfg.pinDir, ...(cfg.objectDir ? { objectDir: cfg.objectDir } : {}), ...(cfg.forceCompile ? { forceCompile: true } : {}),
+  }, log) : undefined;
+  const conns = dp.maps.conns ? new ConnCounts({ conns: dp.maps.conns, backends: dp.maps.backends }, dp.tc.programFd(CONNS_ADJUST_PROGRAM), sockets) : undefined;
   const ctGc = dp.maps.ct ? new CtGc(dp.maps.ct, { ...cfg.ctGc, metrics, log, ...(conns ? { conns } : {}) }) : undefined;
   ctGc?.start();
   // Kubernetes Events about what could not be programmed: only where there is an API server to hold them.
@@ -201,6 +205,7 @@ export async function runAgent(cfg: AgentConfig, log: Logger): Promise<RunningAg
     stopSource();
     events?.stop();
     ctGc?.stop();
+    conns?.close();
     terminator.close();
     healthChecks.close();
     for (const s of servers) s.close();

@@ -11,10 +11,12 @@
 //    (its flows opened or closed meanwhile: the pass cannot tell which it
 //    saw), which waits for the next pass;
 //  - entries of backends that no longer exist are removed.
-// The socket counts are not recounted: socket storage cannot be listed
-// from user space (that needs a BPF iterator over the storage map, not
-// built); what they can lose is a release while no program was attached,
-// and pinned links keep the programs attached across agent restarts.
+//  - with a SocketCounter (bpf/sock_count.c, an iterator over the socket
+//    storage), the socket counts the same way: each backend's sock field is
+//    set to the sockets whose storage still names it (and its endpoint),
+//    unless it changed during the pass. That corrects a release missed
+//    while no sock_release program was attached, and sockets counted by
+//    storage that a reused backend id no longer matches.
 //
 // Every change is an atomic add in the kernel (the tc object's
 // svcmap_conns_adjust, a BPF_PROG_TYPE_SYSCALL program run with
@@ -26,6 +28,7 @@ import { CONNS_FIELD_SOCK, CONNS_FIELD_TC, CT_DIR_FWD, CT_F_CLOSING } from '../m
 import { ipv4ToU32 } from '../maps/ipv4.ts';
 import type { TypedMap } from '../maps/typed-map.ts';
 import type { PackedCt } from './ct-gc.ts';
+import type { SocketCounter } from './socket-recount.ts';
 
 export const CONNS_ADJUST_PROGRAM = 'svcmap_conns_adjust';
 
@@ -34,14 +37,20 @@ export interface ConnCountMaps {
   backends: TypedMap<number, BackendValue>;
 }
 
-export interface RecountResult {
-  /** Open flows the GC removed, each taken off its backend's count. */
-  collected: number;
-  /** Backends whose tc count was set right, and by how much in all (absolute). */
+export interface FieldRecount {
+  /** Backends whose count was set right, and by how much in all (absolute). */
   corrected: number;
   drift: number;
   /** Backends whose count changed during the pass: left for the next one. */
   busy: number;
+}
+
+export interface RecountResult {
+  /** Open flows the GC removed, each taken off its backend's count. */
+  collected: number;
+  tc: FieldRecount;
+  /** With a SocketCounter. */
+  sock?: FieldRecount;
   /** Entries of backends that are gone, removed. */
   removed: number;
 }
@@ -59,11 +68,13 @@ const KDIR = fieldAt(ctKey.layout, 'dir');
 export class ConnCounts {
   readonly #maps: ConnCountMaps;
   readonly #adjustFd: number;
+  readonly #sockets: SocketCounter | undefined;
 
-  /** adjustFd: the loaded svcmap_conns_adjust program of the tc object. */
-  constructor(maps: ConnCountMaps, adjustFd: number) {
+  /** adjustFd: the loaded svcmap_conns_adjust program of the tc object; sockets: the socket recount, where the kernel has it. */
+  constructor(maps: ConnCountMaps, adjustFd: number, sockets?: SocketCounter) {
     this.#maps = maps;
     this.#adjustFd = adjustFd;
+    this.#sockets = sockets;
   }
 
   /** Adds delta to a backend's count (field 'sock' or 'tc'), atomically in the kernel. */
@@ -97,7 +108,7 @@ export class ConnCounts {
       if (!be || ipv4ToU32(be.addr) !== values.readUInt32BE(v + V.newDaddr) || be.port !== values.readUInt16BE(v + V.newDport)) return 0;
       return id;
     };
-    const res: RecountResult = { collected: 0, corrected: 0, drift: 0, busy: 0, removed: 0 };
+    const res: RecountResult = { collected: 0, tc: { corrected: 0, drift: 0, busy: 0 }, removed: 0 };
     const applied = new Map<number, number>();
     const gone = new Uint8Array(ct.count);
     for (const i of deleted) {
@@ -108,11 +119,20 @@ export class ConnCounts {
       applied.set(id, (applied.get(id) ?? 0) - 1);
       res.collected++;
     }
-    const expected = new Map<number, number>();
+    const expectedTc = new Map<number, number>();
     for (let i = 0; i < ct.count; i++) {
       if (gone[i]) continue;
       const id = countedFor(i);
-      if (id) expected.set(id, (expected.get(id) ?? 0) + 1);
+      if (id) expectedTc.set(id, (expectedTc.get(id) ?? 0) + 1);
+    }
+    let expectedSock: Map<number, number> | undefined;
+    if (this.#sockets) {
+      expectedSock = new Map();
+      for (const s of this.#sockets.count()) {
+        const be = backends.get(s.backend_id);
+        if (be && be.addr === s.addr && be.port === s.port) expectedSock.set(s.backend_id, (expectedSock.get(s.backend_id) ?? 0) + s.sockets);
+      }
+      res.sock = { corrected: 0, drift: 0, busy: 0 };
     }
     const after = this.snapshot();
     for (const [id, c] of after) {
@@ -120,25 +140,36 @@ export class ConnCounts {
         if (this.#maps.conns.delete(id)) res.removed++;
         continue;
       }
-      const was = before.get(id)?.tc ?? 0n;
-      if (c.tc - was !== BigInt(applied.get(id) ?? 0)) {
-        res.busy++;
-        continue;
-      }
-      const want = BigInt(expected.get(id) ?? 0);
-      if (want !== c.tc) {
-        this.adjust(id, 'tc', Number(want - c.tc));
-        res.corrected++;
-        res.drift += Math.abs(Number(want - c.tc));
-      }
+      const was = before.get(id);
+      this.#settle(id, 'tc', res.tc, c.tc - (was?.tc ?? 0n) - BigInt(applied.get(id) ?? 0), c.tc, expectedTc.get(id) ?? 0);
+      if (expectedSock) this.#settle(id, 'sock', res.sock!, c.sock - (was?.sock ?? 0n), c.sock, expectedSock.get(id) ?? 0);
     }
-    // An open flow whose backend has no entry at all: its increment was lost.
-    for (const [id, want] of expected) {
-      if (after.has(id) || before.has(id)) continue;
-      this.adjust(id, 'tc', want);
-      res.corrected++;
-      res.drift += want;
+    // Connections whose backend has no entry at all: their increments were lost.
+    for (const [field, expected, r] of [['tc', expectedTc, res.tc], ['sock', expectedSock, res.sock]] as const) {
+      for (const [id, want] of expected ?? []) {
+        if (after.has(id) || before.has(id)) continue;
+        this.adjust(id, field, want);
+        r!.corrected++;
+        r!.drift += want;
+      }
     }
     return res;
+  }
+
+  /** Sets one field of one backend to `want` unless the datapath moved it during the pass (`moved` not 0). */
+  #settle(id: number, field: 'sock' | 'tc', r: FieldRecount, moved: bigint, now: bigint, want: number): void {
+    if (moved !== 0n) {
+      r.busy++;
+      return;
+    }
+    const d = BigInt(want) - now;
+    if (d === 0n) return;
+    this.adjust(id, field, Number(d));
+    r.corrected++;
+    r.drift += Math.abs(Number(d));
+  }
+
+  close(): void {
+    this.#sockets?.close();
   }
 }

@@ -417,7 +417,7 @@ export class CtGc {
       durationMs: Number(process.hrtime.bigint() - started) / 1e6,
       ...(conns ? { conns } : {}),
     };
-    if (conns && (conns.corrected || conns.removed)) this.#log?.info({ ...conns }, 'connection counts recounted from conntrack');
+    if (conns && (conns.tc.corrected || conns.sock?.corrected || conns.removed)) this.#log?.info({ ...conns }, 'connection counts recounted');
     this.#metrics?.conntrackEntries.set(run.entries - run.deleted);
     this.#metrics?.conntrackGcDeleted.inc(run.deleted);
     if (run.deleted) this.#log?.debug({ ...run }, 'conntrack GC removed idle flows');

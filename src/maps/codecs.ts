@@ -242,6 +242,14 @@ export interface SkBackend {
 
 export const skBackendKey = scalarCodec(scalar('int', 'u32'));
 
+/** The socket recount's count per {backend_id, addr, port} (key: skBackendValue). */
+const skCountLayout = scalar('__u64', 'u64');
+export const skCountValue: Codec<bigint> = {
+  layout: skCountLayout,
+  encode: (v, buf, off) => encodeInto(skCountLayout, { value: v }, buf, off),
+  decode: (buf, off) => decodeFrom(skCountLayout, buf, off).value as bigint,
+};
+
 export const skBackendValue = codec<SkBackend>(struct('sk_backend', 12, [
   field('backend_id', 0, 'u32'),
   field('addr', 4, 'ipv4'),

@@ -15,6 +15,9 @@ export const MAP_SK_BACKEND = 'svcmap_sk_be';
 /** Socket termination's working set (bpf/sock_destroy.c; not pinned). */
 export const MAP_SK_TERM = 'svcmap_sk_term';
 export const SK_TERM_MAX = 1024;
+/** The socket recount's working set (bpf/sock_count.c; not pinned). */
+export const MAP_SK_COUNT = 'svcmap_sk_count';
+export const SK_COUNT_MAX = 65536;
 
 export const CT_DIR_FWD = 0;
 export const CT_DIR_REPLY_IN = 1;

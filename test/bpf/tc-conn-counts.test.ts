@@ -109,7 +109,7 @@ t.test('the GC takes the open flows it collects off the count, and not the close
   t.equal(h.connsOf(REMOTE.id).tc, 3, '3 open, 1 closed');
   clock.ahead = 61n * S; // past the SYN lifetime (60 s) and the closing one (10 s)
   const run = gc.runOnce();
-  t.match(run, { deleted: 8, conns: { collected: 3, corrected: 0, busy: 0 } }, 'every flow collected, the 3 open ones counted off');
+  t.match(run, { deleted: 8, conns: { collected: 3, tc: { corrected: 0, busy: 0 } } }, 'every flow collected, the 3 open ones counted off');
   t.equal(h.connsOf(REMOTE.id).tc, 0, 'count 0');
 });
 
@@ -123,11 +123,12 @@ t.test('the recount sets a drifted count right and removes a gone backend\'s ent
   counts.adjust(999, 'tc', 3); // a backend that is not in the backends map
   t.same([h.connsOf(REMOTE.id).tc, h.connsOf(LOCAL.id).tc, h.connsOf(999).tc], [7, -2, 3], 'drifted');
   const run = gc.runOnce();
-  t.match(run.conns, { collected: 0, corrected: 2, drift: 7, removed: 1 }, 'two counts set right, one entry removed');
+  t.match(run.conns, { collected: 0, tc: { corrected: 2, drift: 7 }, removed: 1 }, 'two counts set right, one entry removed');
+  t.equal(run.conns!.sock, undefined, 'no socket recount without a SocketCounter');
   t.same(h.connsOf(REMOTE.id), { sock: 0, tc: 2 }, 'REMOTE: its 2 open flows');
   t.same(h.connsOf(LOCAL.id), { sock: 4, tc: 0 }, 'LOCAL: no flow; its socket count is not the recount\'s');
   t.equal(h.conns.get(999), undefined, 'the gone backend\'s entry is gone');
-  t.match(gc.runOnce().conns, { corrected: 0, removed: 0 }, 'a second pass finds nothing to correct');
+  t.match(gc.runOnce().conns, { tc: { corrected: 0 }, removed: 0 }, 'a second pass finds nothing to correct');
 });
 
 t.test('svcmap_conns_adjust: an atomic add of either field; an unknown field is refused', async (t) => {

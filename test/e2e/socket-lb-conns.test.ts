@@ -12,6 +12,8 @@
 //  - the counts and the sockets' storage are pinned: an agent killed and
 //    started again (new programs in the kernel) keeps the counts, and its
 //    sock_release program takes off what the old one counted;
+//  - the recount (each conntrack GC pass, 1 s here) sets drifted socket
+//    counts right from the socket storage (bpf/sock_count.c);
 //  - dh: every client of one frontend gets the same backend.
 import type { ChildProcess } from 'node:child_process';
 import t from 'tap';
@@ -26,6 +28,8 @@ const LC = '10.96.0.70';
 const SED = '10.96.0.71';
 const NQ = '10.96.0.72';
 const DH = '10.96.0.73';
+/** The GC pass, and with it the recount, every second. */
+const AGENT_ARGS = ['--ct-gc-interval', '1s'];
 
 let c: Cluster;
 let client2: LabClient;
@@ -37,7 +41,7 @@ t.before(async () => {
     echoService('dh', DH, { annotations: { 'svcmap.io/lb-algorithm': 'dh' } }),
   ]);
   client2 = await secondClient(c);
-  await c.startAgent();
+  await c.startAgent(AGENT_ARGS);
 });
 t.teardown(async () => {
   await c?.destroy();
@@ -186,7 +190,7 @@ t.test('an agent restart keeps the counts; the new programs take off what the ol
   await until(() => (total(sockCounts(IPPROTO_TCP)) === 4 ? true : undefined), () => JSON.stringify(sockCounts(IPPROTO_TCP)));
   c.agent.kill('SIGKILL');
   await c.agent.exited;
-  await c.startAgent();
+  await c.startAgent(AGENT_ARGS);
   t.same(sockCounts(IPPROTO_TCP), byPod, 'after the restart: the same counts (pinned)');
   const ones = Object.keys(byPod).filter((p) => byPod[p] === 1);
   t.equal(ones.length, 2, `4 held: 2 / 1 / 1 (${JSON.stringify(byPod)})`);
@@ -195,6 +199,29 @@ t.test('an agent restart keeps the counts; the new programs take off what the ol
   await holder.stop();
   const after = await until(() => { const s = sockCounts(IPPROTO_TCP); return total(s) === 0 ? s : undefined; }, () => JSON.stringify(sockCounts(IPPROTO_TCP)));
   t.same(after, { 'pod-a': 0, 'pod-b': 0, 'pod-c': 0 }, 'closed after the restart: every count is 0');
+});
+
+t.test('the recount sets drifted socket counts right from the sockets\' storage', async (t) => {
+  t.notOk(c.agent.lines.some((l) => String(l.msg).startsWith('the socket recount is off')), 'the socket recount is on');
+  const { holder, byPod } = await hold(LC, 3);
+  await until(() => (total(sockCounts(IPPROTO_TCP)) === 3 ? true : undefined), () => JSON.stringify(sockCounts(IPPROTO_TCP)));
+  // Drift, as a release missed while no program was attached would leave it.
+  const maps = DatapathMaps.openPinned(c.pinDir);
+  const from = c.agent.mark();
+  try {
+    for (const [id, be] of maps.backends.entries()) {
+      if (be.proto === IPPROTO_TCP && POD_IPS.includes(be.addr)) maps.conns!.put(id, { sock: 7n, tc: 0n });
+    }
+  } finally {
+    maps.close();
+  }
+  t.equal(total(sockCounts(IPPROTO_TCP)), 21, 'drifted: 7 each');
+  const fixed = await until(() => { const s = sockCounts(IPPROTO_TCP); return total(s) === 3 ? s : undefined; }, () => JSON.stringify(sockCounts(IPPROTO_TCP)));
+  t.same(fixed, byPod, 'recounted: each backend holds its held sockets again');
+  const line = await c.agent.waitFor((l) => l.msg === 'connection counts recounted' && ((l.sock as { corrected?: number } | undefined)?.corrected ?? 0) > 0, { from, timeoutMs: 5000, what: 'the recount log line' });
+  t.ok(line, 'the agent logs what it corrected');
+  await holder.stop();
+  await until(() => (total(sockCounts(IPPROTO_TCP)) === 0 ? true : undefined), () => JSON.stringify(sockCounts(IPPROTO_TCP)));
 });
 
 t.test('dh: every client of the frontend gets one and the same backend', async (t) => {
