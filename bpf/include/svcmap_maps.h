@@ -201,6 +201,10 @@ struct sk_rev_nat_value {
 #define CT_F_CLOSING    0x08
 #define CT_F_FIN_FWD    0x10
 #define CT_F_FIN_REPLY  0x20
+/* The flow counts for its backend (struct backend_conns, tc): set on the
+ * forward entry when a flow to a frontend whose algorithm reads the counts
+ * is created open; only such a flow's close takes the count down. */
+#define CT_F_COUNTED    0x40
 
 struct ct_key {
 	__be32 saddr;
@@ -272,9 +276,11 @@ struct affinity_value {
 
 /*
  * Live connections per backend (hash map, backend id -> struct
- * backend_conns), what LB_ALG_LC/SED/NQ read. Each datapath counts into its
- * own field with atomic adds; the agent adjusts a field only through the
- * same atomic add (the svcmap_conns_adjust programs), never by a write.
+ * backend_conns), what LB_ALG_LC/SED/NQ read. Only connections through a
+ * frontend with one of those algorithms are counted (lb_alg_counts() in
+ * lib/conns.h): the default path pays nothing for them. Each datapath
+ * counts into its own field with atomic adds; the agent adjusts a field
+ * only through the same atomic add (svcmap_conns_adjust), never by a write.
  *  sock: connected sockets the socket LB sent to the backend: +1 at
  *        connect4 (TCP and connected UDP), -1 when the socket is released
  *        (cgroup sock_release) or connects elsewhere. The socket remembers

@@ -12,6 +12,13 @@
 #include "common.h"
 #include "maps.h"
 
+/* Whether connections through a frontend with this algorithm are counted:
+ * only those whose choice reads the counts. */
+static __always_inline int lb_alg_counts(__u8 alg)
+{
+	return alg == LB_ALG_LC || alg == LB_ALG_SED || alg == LB_ALG_NQ;
+}
+
 /* The counts of backend id, created (zero) when missing: an increment must
  * land somewhere. NULL only when the map is full. */
 static __always_inline struct backend_conns *conns_get_or_create(__u32 id)

@@ -85,9 +85,10 @@ static __always_inline void ct4_peer_key(struct ct_key *k, const struct ct_key *
 
 /*
  * Live connection counts at tc (struct backend_conns, field tc): a flow
- * counts for its backend from the creation of its forward entry (when it
- * is not created closing) until the forward entry gains CT_F_CLOSING, or
- * is forgotten or collected while still open. Only the forward entry's
+ * through a frontend whose algorithm reads the counts (CT_F_COUNTED) counts
+ * for its backend from the creation of its forward entry (when it is not
+ * created closing) until the forward entry gains CT_F_CLOSING, or is
+ * forgotten or collected while still open. Only the forward entry's
  * state is looked at, so each flow counts once. The decrement is skipped
  * when the entry's backend id no longer names the endpoint the flow went
  * to (gone, or reused), as for the socket LB.
@@ -97,6 +98,8 @@ static __always_inline void ct4_uncount(const struct ct_value *fwd)
 	struct backend_value *be;
 	__u32 id = fwd->backend_id;
 
+	if (!(fwd->flags & CT_F_COUNTED))
+		return;
 	be = bpf_map_lookup_elem(&SVCMAP_MAP_BACKENDS, &id);
 	if (be && be->addr == fwd->new_daddr && be->port == fwd->new_dport)
 		conns_add(id, CONNS_FIELD_TC, -1);

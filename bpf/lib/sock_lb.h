@@ -158,7 +158,7 @@ static __always_inline int sock4_xlate_fwd(struct bpf_sock_addr *ctx, enum dp_ho
 		dp_count(hook, DP_R_SK_REVNAT_FAILED);
 	else
 		dp_count(hook, DP_R_TRANSLATED);
-	if (hook == DP_HOOK_CONNECT4)
+	if (hook == DP_HOOK_CONNECT4 && lb_alg_counts(svc->algorithm))
 		sock4_count(ctx->sk, backend_id, be);
 	ctx->user_ip4 = be->addr;
 	ctx->user_port = be->port;

@@ -24,7 +24,7 @@
 // concurrent adds.
 import { progRunSyscall } from '../bpf/test-run.ts';
 import { type BackendConns, type BackendValue, connsAdjust, ctKey, ctValue } from '../maps/codecs.ts';
-import { CONNS_FIELD_SOCK, CONNS_FIELD_TC, CT_DIR_FWD, CT_F_CLOSING } from '../maps/constants.ts';
+import { CONNS_FIELD_SOCK, CONNS_FIELD_TC, CT_DIR_FWD, CT_F_CLOSING, CT_F_COUNTED } from '../maps/constants.ts';
 import { ipv4ToU32 } from '../maps/ipv4.ts';
 import type { TypedMap } from '../maps/typed-map.ts';
 import type { PackedCt } from './ct-gc.ts';
@@ -98,11 +98,11 @@ export class ConnCounts {
     const keys = Buffer.from(ct.keys.buffer, ct.keys.byteOffset, ct.keys.byteLength);
     const values = Buffer.from(ct.values.buffer, ct.values.byteOffset, ct.values.byteLength);
     const ks = ctKey.layout.size, vs = ctValue.layout.size;
-    /** The backend id an open forward entry counts for, or 0 (not forward, closing, or its backend is not the one it went to). */
+    /** The backend id an open forward entry counts for, or 0 (not forward, not counted, closing, or its backend is not the one it went to). */
     const countedFor = (i: number): number => {
       if (keys[i * ks + KDIR] !== CT_DIR_FWD) return 0;
       const v = i * vs;
-      if (values[v + V.flags]! & CT_F_CLOSING) return 0;
+      if ((values[v + V.flags]! & (CT_F_CLOSING | CT_F_COUNTED)) !== CT_F_COUNTED) return 0;
       const id = values.readUInt32LE(v + V.backendId);
       const be = backends.get(id);
       if (!be || ipv4ToU32(be.addr) !== values.readUInt32BE(v + V.newDaddr) || be.port !== values.readUInt16BE(v + V.newDport)) return 0;

@@ -32,6 +32,8 @@ export const CT_F_CLOSING = 0x08;
 export const CT_F_FIN_FWD = 0x10;
 /** TCP: the backend sent a FIN. */
 export const CT_F_FIN_REPLY = 0x20;
+/** The flow counts for its backend's live connections (a frontend with lc, sed or nq). */
+export const CT_F_COUNTED = 0x40;
 
 export const SVC_SCOPE_EXT = 0;
 export const SVC_SCOPE_INT = 1;
@@ -205,6 +207,7 @@ export const CT_FLAG_NAMES: Array<[number, string]> = [
   [CT_F_CLOSING, 'closing'],
   [CT_F_FIN_FWD, 'fin-fwd'],
   [CT_F_FIN_REPLY, 'fin-reply'],
+  [CT_F_COUNTED, 'counted'],
 ];
 
 export function flagNames(flags: number): string[] {

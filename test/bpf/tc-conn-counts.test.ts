@@ -1,6 +1,7 @@
 // Live connection counts at tc (svcmap_be_conns, field tc), through
-// BPF_PROG_TEST_RUN on a loaded tc object (nothing attached): a new flow
-// counts for its backend once its forward conntrack entry exists; an RST or
+// BPF_PROG_TEST_RUN on a loaded tc object (nothing attached): a new flow to
+// an lc frontend counts for its backend once its forward conntrack entry
+// exists (a flow to a random frontend does not count at all); an RST or
 // a FIN from each side stops it counting, once, whichever side is seen; a
 // half-closed flow reused by a new SYN counts once; the GC takes an open
 // flow it collects off the count; the recount in the same pass corrects a
@@ -11,7 +12,7 @@ import { CONNS_ADJUST_PROGRAM, ConnCounts } from '../../src/agent/conn-counts.ts
 import { CtGc } from '../../src/agent/ct-gc.ts';
 import { progRunSyscall } from '../../src/bpf/test-run.ts';
 import { connsAdjust } from '../../src/maps/codecs.ts';
-import { SVC_F_NODEPORT } from '../../src/maps/constants.ts';
+import { CT_DIR_FWD, CT_F_COUNTED, LB_ALG_LC, SVC_F_NODEPORT } from '../../src/maps/constants.ts';
 import { TCP_ACK, TCP_FIN, TCP_RST, TCP_SYN, buildIpv4 } from './fixtures/packets.ts';
 import { translated } from './fixtures/tc-expect.ts';
 import { TcHarness } from './fixtures/tc-harness.ts';
@@ -24,8 +25,10 @@ const S = 1_000_000_000n;
 const h = TcHarness.open({ ctMax: 512 });
 t.teardown(() => h.close());
 h.configure(NODE_IP);
-h.addService({ addr: NODE_IP, port: 30700, proto: 'tcp', revNatId: 1, flags: SVC_F_NODEPORT, backends: [REMOTE] });
-h.addService({ addr: NODE_IP, port: 30701, proto: 'tcp', revNatId: 2, flags: SVC_F_NODEPORT, backends: [LOCAL] });
+h.addService({ addr: NODE_IP, port: 30700, proto: 'tcp', revNatId: 1, flags: SVC_F_NODEPORT, algorithm: LB_ALG_LC, backends: [REMOTE] });
+h.addService({ addr: NODE_IP, port: 30701, proto: 'tcp', revNatId: 2, flags: SVC_F_NODEPORT, algorithm: LB_ALG_LC, backends: [LOCAL] });
+// The same backend behind a frontend whose algorithm (random) does not read the counts.
+h.addService({ addr: NODE_IP, port: 30702, proto: 'tcp', revNatId: 3, flags: SVC_F_NODEPORT, backends: [REMOTE] });
 
 const counts = new ConnCounts({ conns: h.conns, backends: h.backends }, h.object.programFd(CONNS_ADJUST_PROGRAM));
 const fromClient = (client: string, sport: number, dport: number, flags: number) =>
@@ -49,6 +52,19 @@ t.test('a new flow counts once; its other packets do not', async (t) => {
   t.same(h.connsOf(REMOTE.id), { sock: 0, tc: 1 }, 'an ACK and a retransmitted SYN of the same flow: still 1');
   for (let i = 1; i <= 4; i++) h.ingress(fromClient(`203.0.113.${10 + i}`, 40000 + i, 30700, TCP_SYN));
   t.same(h.connsOf(REMOTE.id), { sock: 0, tc: 5 }, 'four more flows: 5');
+});
+
+t.test('a flow to a random frontend is not counted, and its close takes nothing off', async (t) => {
+  reset();
+  h.ingress(fromClient('203.0.113.7', 40060, 30700, TCP_SYN));
+  t.equal(h.connsOf(REMOTE.id).tc, 1, 'one flow through the lc frontend');
+  for (let i = 0; i < 3; i++) h.ingress(fromClient('203.0.113.8', 40070 + i, 30702, TCP_SYN));
+  t.equal(h.connsOf(REMOTE.id).tc, 1, 'three flows through the random one: not counted');
+  const fwd = h.ctEntries().filter(([k]) => k.dir === CT_DIR_FWD);
+  t.same(fwd.map(([k, v]) => [k.dport, (v.flags & CT_F_COUNTED) !== 0]).sort(), [[30700, true], [30702, false], [30702, false], [30702, false]],
+    'only the lc flow\'s forward entry says CT_F_COUNTED');
+  for (let i = 0; i < 3; i++) h.ingress(fromClient('203.0.113.8', 40070 + i, 30702, TCP_RST));
+  t.equal(h.connsOf(REMOTE.id).tc, 1, 'their RSTs take nothing off the lc flow\'s count');
 });
 
 t.test('an RST from the client stops the flow counting, once', async (t) => {

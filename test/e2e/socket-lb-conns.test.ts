@@ -14,7 +14,8 @@
 //    sock_release program takes off what the old one counted;
 //  - the recount (each conntrack GC pass, 1 s here) sets drifted socket
 //    counts right from the socket storage (bpf/sock_count.c);
-//  - dh: every client of one frontend gets the same backend.
+//  - dh: every client of one frontend gets the same backend;
+//  - connections through a random frontend are not counted.
 import type { ChildProcess } from 'node:child_process';
 import t from 'tap';
 import type { ConnHolder, LabClient } from '../../lab/index.ts';
@@ -28,6 +29,7 @@ const LC = '10.96.0.70';
 const SED = '10.96.0.71';
 const NQ = '10.96.0.72';
 const DH = '10.96.0.73';
+const RANDOM = '10.96.0.74';
 /** The GC pass, and with it the recount, every second. */
 const AGENT_ARGS = ['--ct-gc-interval', '1s'];
 
@@ -39,6 +41,7 @@ t.before(async () => {
     echoService('sed', SED, { annotations: { 'svcmap.io/lb-algorithm': 'sed' } }),
     echoService('nq', NQ, { annotations: { 'svcmap.io/lb-algorithm': 'nq' } }),
     echoService('dh', DH, { annotations: { 'svcmap.io/lb-algorithm': 'dh' } }),
+    echoService('plain', RANDOM),
   ]);
   client2 = await secondClient(c);
   await c.startAgent(AGENT_ARGS);
@@ -231,4 +234,14 @@ t.test('dh: every client of the frontend gets one and the same backend', async (
   t.equal(one.ok + two.ok, 40, '40 connections succeed');
   t.equal(Object.keys(one.byPod).length, 1, `client 1: one pod (${JSON.stringify(one.byPod)})`);
   t.same(Object.keys(two.byPod), Object.keys(one.byPod), 'client 2: the same pod');
+});
+
+t.test('connections through a frontend that does not read the counts (random) are not counted', async (t) => {
+  const { holder, byPod } = await hold(RANDOM, 4);
+  t.equal(total(byPod), 4, '4 held connections through the random frontend');
+  t.same(sockCounts(IPPROTO_TCP), { 'pod-a': 0, 'pod-b': 0, 'pod-c': 0 }, 'no count for any of them');
+  const lc = await once(c.client, LC);
+  t.ok(POD_NAMES.includes(lc), 'the lc frontend still works beside them');
+  await holder.stop();
+  t.same(sockCounts(IPPROTO_TCP), { 'pod-a': 0, 'pod-b': 0, 'pod-c': 0 }, 'and their close takes nothing off');
 });
