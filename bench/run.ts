@@ -6,6 +6,7 @@
 //
 //   node bench/run.ts [--smoke] [--only datapath,lb,control,real-kube-proxy] [--out DIR] [--budget-s S] [--cpu N]
 //                     [--datapath-sizes 1,1000,...] [--control-sizes 1,1000,...] [--real-sizes 1000,10000,...]
+//                     [--lb-algorithm NAME]   the datapath part's svcmap agent with this node default (e.g. lc)
 //   node bench/run.ts --only real-kube-proxy   the real kube-proxy beside svcmap alone (bench/kube-proxy-real.ts)
 //   node bench/run.ts --render [--out DIR]   chart and summary again from <out>/latest.json, no measuring
 //
@@ -123,6 +124,7 @@ async function main(): Promise<void> {
       'datapath-sizes': { type: 'string' },
       'control-sizes': { type: 'string' },
       'real-sizes': { type: 'string' },
+      'lb-algorithm': { type: 'string' },
     },
   });
   const outDir = values.out ?? (values.smoke ? join(ROOT, 'build', 'bench', 'smoke') : join(ROOT, 'bench', 'results'));
@@ -199,6 +201,7 @@ async function main(): Promise<void> {
         maxServices: Math.ceil(maxN * 5 * 1.05) + 1024,
         maxBackends: Math.ceil(maxN * 4 * 1.05) + 1024,
         pinDir: join(pinRoot, 'datapath'),
+        ...(values['lb-algorithm'] ? { lbAlgorithm: values['lb-algorithm'] } : {}),
       });
       await cluster.setup();
       if (only.has('datapath')) {
@@ -246,7 +249,7 @@ async function main(): Promise<void> {
     finishedAt: finishedAt.toISOString(),
     durationS: (finishedAt.getTime() - startedAt.getTime()) / 1000,
     machine: { ...machine, loadavgAtEnd: loadavg()[0] ?? 0 },
-    config: { ...cfg, only: [...only], cpu },
+    config: { ...cfg, only: [...only], cpu, ...(values['lb-algorithm'] ? { lbAlgorithm: values['lb-algorithm'] } : {}) },
     datapath,
     controlPlane,
     lb,
