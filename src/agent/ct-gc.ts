@@ -31,6 +31,7 @@ import {
 } from '../maps/constants.ts';
 import type { StructLayout } from '../maps/layout.ts';
 import type { TypedMap } from '../maps/typed-map.ts';
+import type { ConnCounts, RecountResult } from './conn-counts.ts';
 import type { Logger } from './log.ts';
 import type { AgentMetrics } from './metrics.ts';
 
@@ -351,6 +352,8 @@ export interface CtGcOptions {
   now?: () => bigint;
   metrics?: AgentMetrics;
   log?: Logger;
+  /** Live connection counts: each pass takes the open flows it collects off their backends and recounts tc's counts. */
+  conns?: ConnCounts;
 }
 
 export interface CtGcRun {
@@ -360,6 +363,8 @@ export interface CtGcRun {
   deleted: number;
   flows: Record<CtFlowState, number>;
   durationMs: number;
+  /** With counts: what the pass did to them. */
+  conns?: RecountResult;
 }
 
 /** The periodic collector over one conntrack map. */
@@ -369,6 +374,7 @@ export class CtGc {
   readonly #now: () => bigint;
   readonly #metrics: AgentMetrics | undefined;
   readonly #log: Logger | undefined;
+  readonly #conns: ConnCounts | undefined;
   readonly lifetimes: CtLifetimes;
   #timer: NodeJS.Timeout | undefined;
 
@@ -378,6 +384,7 @@ export class CtGc {
     this.#now = opts.now ?? (() => process.hrtime.bigint());
     this.#metrics = opts.metrics;
     this.#log = opts.log;
+    this.#conns = opts.conns;
     this.lifetimes = { ...DEFAULT_CT_LIFETIMES, ...definedOnly(opts.lifetimes ?? {}) };
     for (const [k, v] of Object.entries(this.lifetimes)) {
       if (!(Number.isFinite(v) && v > 0)) throw new Error(`conntrack GC: lifetime ${k} must be more than 0 (got ${v})`);
@@ -393,6 +400,7 @@ export class CtGc {
    */
   runOnce(): CtGcRun {
     const started = process.hrtime.bigint();
+    const before = this.#conns?.snapshot();
     const ct = readCtPacked(this.#map.raw);
     const sel = selectExpiredPacked(ct, this.#now(), this.lifetimes);
     const n = sel.indices.length;
@@ -401,12 +409,15 @@ export class CtGc {
       for (let i = 0; i < n; i++) keys.set(ct.keys.subarray(sel.indices[i]! * KEY_SIZE, (sel.indices[i]! + 1) * KEY_SIZE), i * KEY_SIZE);
       this.#map.raw.deleteBatch(keys, n);
     }
+    const conns = before && this.#conns?.afterGc(before, ct, sel.indices);
     const run: CtGcRun = {
       entries: ct.count,
       deleted: n,
       flows: sel.flows,
       durationMs: Number(process.hrtime.bigint() - started) / 1e6,
+      ...(conns ? { conns } : {}),
     };
+    if (conns && (conns.tc.corrected || conns.sock?.corrected || conns.removed)) this.#log?.info({ ...conns }, 'connection counts recounted');
     this.#metrics?.conntrackEntries.set(run.entries - run.deleted);
     this.#metrics?.conntrackGcDeleted.inc(run.deleted);
     if (run.deleted) this.#log?.debug({ ...run }, 'conntrack GC removed idle flows');

@@ -13,7 +13,7 @@ import { DatapathMaps } from '../maps/datapath-maps.ts';
 import { type MapSizes, mapSize } from '../maps/registry.ts';
 
 /** The socket hooks, by program name (the SEC names give the attach types). */
-export const SOCK_PROGRAMS = ['svcmap_connect4', 'svcmap_sendmsg4', 'svcmap_recvmsg4', 'svcmap_getpeer4'] as const;
+export const SOCK_PROGRAMS = ['svcmap_connect4', 'svcmap_sendmsg4', 'svcmap_recvmsg4', 'svcmap_getpeer4', 'svcmap_sock_release'] as const;
 /** The tc programs: ingress and egress of the node's external devices. */
 export const TC_PROGRAMS = { ingress: 'svcmap_tc_in', egress: 'svcmap_tc_out' } as const;
 

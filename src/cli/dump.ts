@@ -50,7 +50,7 @@ function render(maps: DatapathMaps, f: z.infer<typeof schema>, out: (s: string) 
       : formatData({ map: m.spec.name, entries }, f.output));
     return;
   }
-  const view = buildDumpView(maps.services.entries(), maps.backends.entries(), maps.revNat.entries());
+  const view = buildDumpView(maps.services.entries(), maps.backends.entries(), maps.revNat.entries(), maps.conns?.entries());
   out(f.output === 'table' ? renderTable(view) : formatData({ frontends: view }, f.output));
 }
 

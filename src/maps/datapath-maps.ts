@@ -8,7 +8,7 @@ import type { BpfObject } from '../bpf/object.ts';
 import type * as c from './codecs.ts';
 import { LayoutDriftError, codecDrift, mapSizeDrift } from './btf-check.ts';
 import {
-  ALL_MAPS, affinityMap, backendsMap, configMap, ctMap, devAddrMap, metricsMap, revNatMap, servicesMap, skRevNatMap, srcRangeMap,
+  ALL_MAPS, affinityMap, backendConnsMap, backendsMap, configMap, ctMap, devAddrMap, metricsMap, revNatMap, servicesMap, skRevNatMap, srcRangeMap,
 } from './registry.ts';
 import { TypedMap } from './typed-map.ts';
 
@@ -28,6 +28,8 @@ export class DatapathMaps {
   readonly config: TypedMap<number, c.SvcmapConfig> | undefined;
   /** SNAT address per egress device; absent in pins older than it. */
   readonly devAddr: TypedMap<number, c.DevAddrValue> | undefined;
+  /** Live connections per backend; absent only in the pins of a datapath older than it. */
+  readonly conns: TypedMap<number, c.BackendConns> | undefined;
   /** The datapath's counters (per CPU: read with readDatapathCounters()); absent in pins older than it. */
   readonly counters: BpfMap | undefined;
 
@@ -52,6 +54,8 @@ export class DatapathMaps {
     const devAddr = open(devAddrMap.name);
     this.devAddr = devAddr ? new TypedMap(devAddrMap, devAddr) : undefined;
     this.counters = open(metricsMap.name);
+    const conns = open(backendConnsMap.name);
+    this.conns = conns ? new TypedMap(backendConnsMap, conns) : undefined;
   }
 
   /**
@@ -91,7 +95,7 @@ export class DatapathMaps {
   }
 
   all(): Array<TypedMap<unknown, unknown>> {
-    return [this.services, this.backends, this.revNat, this.skRevNat, this.affinity, this.ct, this.srcRange, this.config, this.devAddr]
+    return [this.services, this.backends, this.revNat, this.skRevNat, this.affinity, this.ct, this.srcRange, this.config, this.devAddr, this.conns]
       .filter((m) => m !== undefined) as Array<TypedMap<unknown, unknown>>;
   }
 

@@ -6,7 +6,7 @@
 // order `svcmap status` and `dump` list them.
 import * as c from './codecs.ts';
 import type { Codec } from './codecs.ts';
-import { MAP_AFFINITY, MAP_BACKENDS, MAP_CONFIG, MAP_CT, MAP_DEV_ADDR, MAP_METRICS, MAP_REVNAT, MAP_SERVICES, MAP_SK_REVNAT, MAP_SRC_RANGE } from './constants.ts';
+import { MAP_AFFINITY, MAP_BACKENDS, MAP_BE_CONNS, MAP_SK_BACKEND, MAP_CONFIG, MAP_CT, MAP_DEV_ADDR, MAP_METRICS, MAP_REVNAT, MAP_SERVICES, MAP_SK_REVNAT, MAP_SRC_RANGE } from './constants.ts';
 
 export interface MapSpec<K = unknown, V = unknown> {
   name: string;
@@ -16,6 +16,8 @@ export interface MapSpec<K = unknown, V = unknown> {
   purpose: string;
   /** The agent option (--max-*) that sizes it when it is created, when it can be sized. */
   size?: MapSizeOption;
+  /** False for a map user space cannot list (socket storage: keyed by socket fds); status leaves it out. */
+  listable?: boolean;
 }
 
 export type MapSizeOption = 'maxServices' | 'maxBackends' | 'maxConntrack' | 'maxAffinity';
@@ -64,8 +66,19 @@ export const metricsMap: MapSpec<number, c.DpCounter> = {
   purpose: 'datapath counters: hook + reason -> packets (per CPU)',
 };
 
+export const backendConnsMap: MapSpec<number, c.BackendConns> = {
+  name: MAP_BE_CONNS, key: c.backendId, value: c.backendConnsValue,
+  purpose: 'backend id -> live connections (socket LB, tc)', size: 'maxBackends',
+};
+/** Socket storage: not iterable from user space (its key is a socket fd). */
+export const skBackendMap: MapSpec<number, c.SkBackend> = {
+  name: MAP_SK_BACKEND, key: c.skBackendKey, value: c.skBackendValue,
+  purpose: 'socket storage: the backend a connected socket counts for', listable: false,
+};
+
 export const ALL_MAPS: readonly MapSpec[] = [
   servicesMap, backendsMap, revNatMap, skRevNatMap, affinityMap, ctMap, srcRangeMap, configMap, metricsMap, devAddrMap,
+  backendConnsMap, skBackendMap,
 ] as MapSpec[];
 
 /** The capacity `sizes` asks for map `name` (undefined: its C default). */
