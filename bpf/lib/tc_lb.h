@@ -62,6 +62,13 @@ static __always_inline int lb4_source_allowed(const struct svc_value *svc, __be3
  *    connection is over and the client reuses its port for a new one (what
  *    netfilter does when a SYN meets a closed conntrack entry), which then
  *    picks its backend and SNAT port anew;
+ *  - a TCP SYN without ACK on a flow whose reply entry is gone or is
+ *    another flow's (ct4_reply_of()): the backend's answers would reach the
+ *    node's stack untranslated and be reset, so every retransmitted SYN
+ *    would fail the same way until the client gave up. The agent's GC can
+ *    remove a reply entry that a new flow took over an instant before (it
+ *    reads the map, then deletes what was idle; BPF has no conditional
+ *    delete), and the LRU can evict one; the SYN's retransmit restores it;
  *  - when the flow's backend is no longer in the backends map as it was
  *    chosen (its id removed or reused):
  *     - a TCP SYN without ACK: a new connection on a reused port must not
@@ -75,11 +82,14 @@ static __always_inline int lb4_flow_stale(const struct pkt4 *p, const struct ct_
 {
 	struct backend_value *be;
 	__u32 id = v->backend_id;
+	struct ct_key rep;
 
 	if (p->proto == IPPROTO_TCP) {
 		if ((p->tcp_flags & (TCP_FLAG_SYN | TCP_FLAG_ACK)) != TCP_FLAG_SYN)
 			return 0;
 		if (v->flags & (CT_F_CLOSING | CT_F_FIN_FWD | CT_F_FIN_REPLY))
+			return 1;
+		if (!ct4_reply_of(p, v, &rep))
 			return 1;
 	}
 	be = bpf_map_lookup_elem(&SVCMAP_MAP_BACKENDS, &id);

@@ -21,7 +21,15 @@
 // flow then starts afresh on its next packet (a new backend choice for that
 // flow). The window is the time between one batch read and one batch delete,
 // and the entry was idle for its whole lifetime before it, as with Cilium's
-// own GC.
+// own GC. One writer must never meet the GC that way: the datapath's take-over
+// of a closed flow's SNAT port (nat4_snat_take_over() in bpf/lib/nat.h)
+// writes a new flow's reply entry over the old one's key, which the GC would
+// then delete under the new flow (its backend's answers then reach the node's
+// stack untranslated and are reset). So the datapath takes over only entries
+// idle for less than SNAT_TAKE_OVER_MAX_MS, the GC deletes closing flows only
+// after a longer lifetime, and it judges idleness at a time taken before the
+// read: an entry the GC deletes was past the take-over limit before the GC
+// looked.
 import { BpfError, errnoNumber } from '../bpf/errors.ts';
 import { type BpfMap, libbpfText } from '../bpf/map.ts';
 import { native } from '../bpf/native.ts';
@@ -55,6 +63,9 @@ export const DEFAULT_CT_LIFETIMES: Readonly<CtLifetimes> = {
 };
 
 export const DEFAULT_CT_GC_INTERVAL_MS = 10_000;
+
+/** SNAT_TAKE_OVER_MAX_NS in bpf/lib/nat.h, in ms: the closing lifetime must be longer (see Races above). */
+export const SNAT_TAKE_OVER_MAX_MS = 9_000;
 
 export type CtFlowState = 'tcp_established' | 'tcp_syn' | 'tcp_closing' | 'other';
 
@@ -382,6 +393,9 @@ export class CtGc {
     for (const [k, v] of Object.entries(this.lifetimes)) {
       if (!(Number.isFinite(v) && v > 0)) throw new Error(`conntrack GC: lifetime ${k} must be more than 0 (got ${v})`);
     }
+    if (!(this.lifetimes.tcpClosingMs > SNAT_TAKE_OVER_MAX_MS)) {
+      throw new Error(`conntrack GC: lifetime tcpClosingMs must be more than the datapath's SNAT take-over limit of ${SNAT_TAKE_OVER_MAX_MS} ms (got ${this.lifetimes.tcpClosingMs})`);
+    }
     if (!(Number.isFinite(this.#intervalMs) && this.#intervalMs >= 0)) throw new Error(`conntrack GC: interval must be 0 or more (got ${this.#intervalMs})`);
     this.#metrics?.mapCapacity.set({ map: MAP_CT }, map.raw.maxEntries);
   }
@@ -393,8 +407,10 @@ export class CtGc {
    */
   runOnce(): CtGcRun {
     const started = process.hrtime.bigint();
+    // Before the read, not after: see Races above.
+    const now = this.#now();
     const ct = readCtPacked(this.#map.raw);
-    const sel = selectExpiredPacked(ct, this.#now(), this.lifetimes);
+    const sel = selectExpiredPacked(ct, now, this.lifetimes);
     const n = sel.indices.length;
     if (n) {
       const keys = Buffer.alloc(n * KEY_SIZE);
