@@ -22,6 +22,9 @@
  * ICMP errors about tracked flows are translated back at both hooks
  * (icmp.h), so PMTU discovery works through a NodePort.
  *
+ * IP fragments: the first is translated with its flow, and the datagram's
+ * later fragments get the same addresses (frag.h), at both hooks.
+ *
  * Every lookup of a flow's entry also records what the packet says about
  * the flow's state (ct4_lookup()): replies seen, FINs, RSTs. The agent's
  * conntrack GC reads that to remove finished and idle flows.
@@ -37,6 +40,7 @@
 #include "nat.h"
 #include "fib.h"
 #include "icmp.h"
+#include "frag.h"
 #include "snat_addr.h"
 
 /* loadBalancerSourceRanges: does the frontend accept this client? */
@@ -282,6 +286,15 @@ static __always_inline int tc4_ingress(struct __sk_buff *skb)
 		return tc_verdict(DP_HOOK_TC_INGRESS, reason, TC_ACT_OK);
 	if (p.proto == IPPROTO_ICMP)
 		return tc4_icmp_ingress(skb, &p);
+	if (p.frag == PKT4_FRAG_LATER) {
+		if (frag4_later(&p, &xlate) < 0)
+			return tc_verdict(DP_HOOK_TC_INGRESS, DP_R_FRAGMENT, TC_ACT_OK);
+		if (nat4_rewrite(skb, &p, &xlate) < 0)
+			return tc_verdict(DP_HOOK_TC_INGRESS, DP_R_REWRITE_FAILED, TC_ACT_SHOT);
+		reason = DP_R_TRANSLATED;
+		verdict = fib4_redirect(skb, &p, &reason);
+		return tc_verdict(DP_HOOK_TC_INGRESS, reason, verdict);
+	}
 
 	reason = DP_R_TRANSLATED;
 	ct = ct4_lookup(&p, CT_DIR_FWD);
@@ -314,6 +327,7 @@ static __always_inline int tc4_ingress(struct __sk_buff *skb)
 			return tc_verdict(DP_HOOK_TC_INGRESS, reason, TC_ACT_SHOT);
 	}
 
+	frag4_remember(&p, &xlate);
 	if (nat4_rewrite(skb, &p, &xlate) < 0)
 		return tc_verdict(DP_HOOK_TC_INGRESS, DP_R_REWRITE_FAILED, TC_ACT_SHOT);
 	verdict = fib4_redirect(skb, &p, &reason);
@@ -345,9 +359,19 @@ static __always_inline int tc4_egress(struct __sk_buff *skb)
 			return tc_verdict(DP_HOOK_TC_EGRESS, DP_R_REWRITE_FAILED, TC_ACT_SHOT);
 		return tc_verdict(DP_HOOK_TC_EGRESS, DP_R_ICMP_TRANSLATED, TC_ACT_OK);
 	}
+	if (p.frag == PKT4_FRAG_LATER) {
+		struct ct_value v;
+
+		if (frag4_later(&p, &v) < 0)
+			return tc_verdict(DP_HOOK_TC_EGRESS, DP_R_FRAGMENT, TC_ACT_OK);
+		if (nat4_rewrite(skb, &p, &v) < 0)
+			return tc_verdict(DP_HOOK_TC_EGRESS, DP_R_REWRITE_FAILED, TC_ACT_SHOT);
+		return tc_verdict(DP_HOOK_TC_EGRESS, DP_R_REPLY_TRANSLATED, TC_ACT_OK);
+	}
 	ct = ct4_lookup(&p, CT_DIR_REPLY_OUT);
 	if (!ct)
 		return tc_verdict(DP_HOOK_TC_EGRESS, DP_R_PASSED, TC_ACT_OK);
+	frag4_remember(&p, ct);
 	if (nat4_rewrite(skb, &p, ct) < 0)
 		return tc_verdict(DP_HOOK_TC_EGRESS, DP_R_REWRITE_FAILED, TC_ACT_SHOT);
 	return tc_verdict(DP_HOOK_TC_EGRESS, DP_R_REPLY_TRANSLATED, TC_ACT_OK);

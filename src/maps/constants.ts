@@ -19,6 +19,8 @@ export const SK_TERM_MAX = 1024;
 export const CT_DIR_FWD = 0;
 export const CT_DIR_REPLY_IN = 1;
 export const CT_DIR_REPLY_OUT = 2;
+/** A fragmented datagram's translation, for its fragments after the first (bpf/lib/frag.h). */
+export const CT_DIR_FRAG = 3;
 export const CT_F_SNAT = 0x01;
 export const CT_F_LOCAL = 0x02;
 /** A packet came back from the backend: TCP established, UDP answered. */

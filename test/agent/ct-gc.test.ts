@@ -11,7 +11,7 @@ import {
 } from '../../src/agent/ct-gc.ts';
 import type { CtKey, CtValue } from '../../src/maps/codecs.ts';
 import {
-  CT_DIR_FWD, CT_DIR_REPLY_IN, CT_DIR_REPLY_OUT, CT_F_CLOSING, CT_F_FIN_FWD, CT_F_FIN_REPLY, CT_F_LOCAL, CT_F_SEEN_REPLY,
+  CT_DIR_FRAG, CT_DIR_FWD, CT_DIR_REPLY_IN, CT_DIR_REPLY_OUT, CT_F_CLOSING, CT_F_FIN_FWD, CT_F_FIN_REPLY, CT_F_LOCAL, CT_F_SEEN_REPLY,
   CT_F_SNAT, IPPROTO_TCP, IPPROTO_UDP,
 } from '../../src/maps/constants.ts';
 import { BpfMap } from '../../src/bpf/map.ts';
@@ -159,6 +159,17 @@ t.test('lone entries (the partner was evicted or replaced) go after the same lif
   const sel = selectExpiredCt([fwdOnly, repOnly, repYoung, udpRep], T0);
   t.same(ids(sel.keys), keysOf(fwdOnly, repOnly, udpRep), 'the closed and the UDP ones go; the established reply entry stays');
   t.same(sel.flows, { tcp_established: 0, tcp_syn: 0, tcp_closing: 2, other: 1 });
+});
+
+t.test('a fragmented datagram\'s entry (CT_DIR_FRAG, whose last fragment never came) goes alone, after its protocol\'s lifetime', async (t) => {
+  const frag = (id: number, seen: bigint, proto = IPPROTO_UDP): Entry => [
+    { saddr: '203.0.113.7', daddr: NODE, sport: id, dport: 0, proto, dir: CT_DIR_FRAG },
+    { new_saddr: NODE, new_daddr: '10.244.2.5', new_sport: 0, new_dport: 0, backend_id: 1, rev_nat_id: 1, flags: 0, last_seen: seen },
+  ];
+  const [fwd, rep] = snatFlow({ proto: IPPROTO_UDP, fwdSeen: ago(1) });
+  const old = frag(0x1111, ago(61)), young = frag(0x2222, ago(30));
+  const sel = selectExpiredCt([fwd, rep, old, young], T0);
+  t.same(ids(sel.keys), keysOf(old), 'the 61 s old one goes; the flow and the 30 s old one stay');
 });
 
 t.test('a reply entry that another flow took over is not removed with the old forward entry', async (t) => {
