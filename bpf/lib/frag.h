@@ -10,10 +10,11 @@
  * one whose last fragment never came is the GC's (or the LRU's). Cilium
  * keeps its fragments map the same way.
  *
- * Limits: a fragment that arrives ahead of its first is not translated
- * (counted as DP_R_FRAGMENT and handed to the stack, which cannot deliver
- * it: the datagram is lost, as with loss on the wire); two datagrams with
- * the same {saddr, daddr, id, proto} in flight at once share an entry.
+ * Limits: a fragment that arrives ahead of its first, or behind its last
+ * (the entry is gone), is not translated (counted as DP_R_FRAGMENT and
+ * handed to the stack, which cannot deliver it: the datagram is lost, as
+ * with loss on the wire); two datagrams with the same {saddr, daddr, id,
+ * proto} in flight at once share an entry.
  */
 #ifndef SVCMAP_LIB_FRAG_H
 #define SVCMAP_LIB_FRAG_H
