@@ -7,7 +7,7 @@ import { readFileSync } from 'node:fs';
 import t from 'tap';
 import { AgentMetrics } from '../../src/agent/metrics.ts';
 import {
-  CtGc, DEFAULT_CT_LIFETIMES, SNAT_TAKE_OVER_MAX_MS, ctFlowState, ctKeyId, ctPeerKey, readCtPacked, selectExpiredCt, selectExpiredPacked,
+  CtGc, DEFAULT_CT_LIFETIMES, SNAT_TAKE_OVER_MAX_MS, ctFlowState, repliesToDelete, ctKeyId, ctPeerKey, readCtPacked, selectExpiredCt, selectExpiredPacked,
 } from '../../src/agent/ct-gc.ts';
 import type { CtKey, CtValue } from '../../src/maps/codecs.ts';
 import {
@@ -16,7 +16,7 @@ import {
 } from '../../src/maps/constants.ts';
 import { BpfMap } from '../../src/bpf/map.ts';
 import type { Logger } from '../../src/agent/log.ts';
-import { ctKey } from '../../src/maps/codecs.ts';
+import { ctKey, ctValue } from '../../src/maps/codecs.ts';
 import { ctMap } from '../../src/maps/registry.ts';
 import { TypedMap } from '../../src/maps/typed-map.ts';
 
@@ -170,6 +170,22 @@ t.test('a fragmented datagram\'s entry (CT_DIR_FRAG, whose last fragment never c
   const old = frag(0x1111, ago(61)), young = frag(0x2222, ago(30));
   const sel = selectExpiredCt([fwd, rep, old, young], T0);
   t.same(ids(sel.keys), keysOf(old), 'the 61 s old one goes; the flow and the 30 s old one stay');
+});
+
+t.test('a reply entry whose forward entry was gone at its delete (a SNAT take-over) stays', async (t) => {
+  const a = snatFlow({ flags: CT_F_CLOSING, fwdSeen: ago(11), cport: 40030, snatPort: 61030 });
+  const b = snatFlow({ flags: CT_F_CLOSING, fwdSeen: ago(11), cport: 40031, snatPort: 61031 });
+  const [, lone] = snatFlow({ flags: CT_F_CLOSING, fwdSeen: ago(11), cport: 40032, snatPort: 61032 });
+  const entries: Entry[] = [a[0], a[1], b[0], b[1], lone];
+  const keys = Buffer.alloc(entries.length * ctKey.layout.size);
+  const values = Buffer.alloc(entries.length * ctValue.layout.size);
+  entries.forEach(([k, v], i) => { ctKey.encode(k, keys, i * ctKey.layout.size); ctValue.encode(v, values, i * ctValue.layout.size); });
+  const sel = selectExpiredPacked({ keys, values, count: entries.length }, T0);
+  t.equal(sel.forwardCount, 2, 'two forward entries');
+  const at = (pos: number) => ctKeyId(entries[sel.indices[pos]!]![0]);
+  const fwdOfA = [0, 1].find((p) => at(p) === ctKeyId(a[0][0]))!;
+  t.same(repliesToDelete(sel, []).map(at).sort(), [a[1], b[1], lone].map(([k]) => ctKeyId(k)).sort(), 'every forward entry deleted: every reply entry goes');
+  t.same(repliesToDelete(sel, [fwdOfA]).map(at).sort(), [b[1], lone].map(([k]) => ctKeyId(k)).sort(), "a's forward entry was gone: a's reply entry stays, the lone one goes");
 });
 
 t.test('a reply entry that another flow took over is not removed with the old forward entry', async (t) => {
