@@ -176,10 +176,15 @@ struct sk_rev_nat_value {
  *                    frontend -> client.
  *  CT_DIR_REPLY_OUT: backend -> client (no SNAT), at egress: the source back
  *                    to the frontend.
+ *  CT_DIR_FRAG:      an IP datagram in fragments, by {saddr, daddr, sport =
+ *                    the IP id, dport = 0, proto} as it arrives: the address
+ *                    translation its first fragment got, for the others
+ *                    (bpf/lib/frag.h); removed with its last fragment.
  */
 #define CT_DIR_FWD       0
 #define CT_DIR_REPLY_IN  1
 #define CT_DIR_REPLY_OUT 2
+#define CT_DIR_FRAG      3
 
 #define CT_F_SNAT  0x01 /* the flow is source-NATed to the node */
 #define CT_F_LOCAL 0x02 /* the backend runs on this node */
@@ -396,7 +401,7 @@ enum dp_reason {
 	DP_R_CT_INSERT_FAILED  = 15, /* tc: the conntrack entry could not be stored */
 	DP_R_REWRITE_FAILED    = 16, /* tc: a header or checksum write failed mid-packet */
 	/* Handed on. */
-	DP_R_FRAGMENT          = 17, /* tc: an IP fragment: untouched */
+	DP_R_FRAGMENT          = 17, /* tc: an IP fragment of no datagram svcmap translates (or ahead of its first): untouched */
 	DP_R_REVNAT_STALE      = 18, /* socket: the reverse entry's frontend is gone: entry removed, the real peer shown */
 	DP_R_SNAT_NO_ROUTE     = 19, /* tc: SNAT needed and the FIB has no forwardable route to the backend */
 	DP_R_MAX               = 20,

@@ -175,29 +175,46 @@ static __always_inline void ct4_delete(const struct ct_key *k)
 }
 
 /*
- * Forgets the flow whose forward entry is v (the entry for packet p, in
- * CT_DIR_FWD): the forward entry and the reply entry it implies, which is
- * keyed by the translated tuple seen from the backend, if that reply entry
- * still names this forward entry back (a closed flow's SNAT port may have
- * gone to another flow meanwhile, see nat4_snat_take_over()). For a SNATed
- * flow that gives its SNAT port back. A flow still open stops counting.
+ * The reply entry of the flow whose forward entry is v (the entry for
+ * packet p, in CT_DIR_FWD), keyed by the translated tuple seen from the
+ * backend (its key in *rep), or NULL when there is none that names this
+ * forward entry back: a closed flow's SNAT port may have gone to another
+ * flow (nat4_snat_take_over()), or the entry was removed (by the LRU, or by
+ * the agent's GC in a race with a take-over).
  */
-static __always_inline void ct4_forget_flow(const struct pkt4 *p, const struct ct_value *v)
+static __always_inline struct ct_value *ct4_reply_of(const struct pkt4 *p, const struct ct_value *v,
+						     struct ct_key *rep)
 {
-	struct ct_key fwd, rep, back;
+	struct ct_key fwd, back;
 	struct ct_value *rv;
 
 	ct4_key_of(&fwd, p, CT_DIR_FWD);
-	ct4_peer_key(&rep, &fwd, v);
-	rv = bpf_map_lookup_elem(&SVCMAP_MAP_CT, &rep);
-	if (rv) {
-		ct4_peer_key(&back, &rep, rv);
-		if (back.saddr == fwd.saddr && back.daddr == fwd.daddr &&
-		    back.sport == fwd.sport && back.dport == fwd.dport)
-			ct4_delete(&rep);
-	}
+	ct4_peer_key(rep, &fwd, v);
+	rv = bpf_map_lookup_elem(&SVCMAP_MAP_CT, rep);
+	if (!rv)
+		return NULL;
+	ct4_peer_key(&back, rep, rv);
+	if (back.saddr != fwd.saddr || back.daddr != fwd.daddr ||
+	    back.sport != fwd.sport || back.dport != fwd.dport)
+		return NULL;
+	return rv;
+}
+
+/*
+ * Forgets the flow whose forward entry is v (the entry for packet p, in
+ * CT_DIR_FWD): the forward entry and its reply entry (ct4_reply_of()),
+ * never another flow's. For a SNATed flow that gives its SNAT port back.
+ * A flow still open stops counting.
+ */
+static __always_inline void ct4_forget_flow(const struct pkt4 *p, const struct ct_value *v)
+{
+	struct ct_key fwd, rep;
+
+	if (ct4_reply_of(p, v, &rep))
+		ct4_delete(&rep);
 	if (!(v->flags & CT_F_CLOSING))
 		ct4_uncount(v);
+	ct4_key_of(&fwd, p, CT_DIR_FWD);
 	ct4_delete(&fwd);
 }
 

@@ -24,6 +24,8 @@ export const SK_COUNT_MAX = 65536;
 export const CT_DIR_FWD = 0;
 export const CT_DIR_REPLY_IN = 1;
 export const CT_DIR_REPLY_OUT = 2;
+/** A fragmented datagram's translation, for its fragments after the first (bpf/lib/frag.h). */
+export const CT_DIR_FRAG = 3;
 export const CT_F_SNAT = 0x01;
 export const CT_F_LOCAL = 0x02;
 /** A packet came back from the backend: TCP established, UDP answered. */

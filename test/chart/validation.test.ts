@@ -81,6 +81,8 @@ t.test('values.schema.json rejects wrong types with a message naming the value',
     schemaError,
     /\/lbAlgorithm.*value must be one of/,
   ]);
+  renderFails(t, 'staleSockets.podSockets not a boolean', { set: [...base, 'staleSockets.podSockets=yes'] }, [schemaError, /\/staleSockets\/podSockets/]);
+  renderFails(t, 'an unknown key under staleSockets', { set: [...base, 'staleSockets.udp=true'] }, [schemaError, /staleSockets/]);
   renderFails(t, 'devices as a string instead of a list', { set: [...base, 'devices=eth0'] }, [
     schemaError,
     /\/devices.*got string, want array/,
