@@ -40,6 +40,8 @@ export interface ClusterOptions {
   maxServices: number;
   maxBackends: number;
   pinDir: string;
+  /** The agent's --lb-algorithm (the datapath's services have no annotation); default: the agent's own (random). */
+  lbAlgorithm?: string;
 }
 
 export class BenchCluster {
@@ -50,6 +52,7 @@ export class BenchCluster {
   readonly manifests: string;
   readonly #maxServices: number;
   readonly #maxBackends: number;
+  readonly #lbAlgorithm: string | undefined;
   node!: LabNode;
   backends: LabPod[] = [];
   clientSm!: LabPod;
@@ -70,6 +73,7 @@ export class BenchCluster {
     this.pinDir = o.pinDir;
     this.#maxServices = o.maxServices;
     this.#maxBackends = o.maxBackends;
+    this.#lbAlgorithm = o.lbAlgorithm;
     this.manifests = mkdtempSync(join(tmpdir(), `svcmap-bench-${o.lab.id}-`));
     registerTeardown(this.#teardown);
   }
@@ -115,6 +119,7 @@ export class BenchCluster {
       '--manifests', this.manifests, '--cgroup', this.cgSvcmap, '--pin-dir', this.pinDir,
       '--max-services', String(this.#maxServices), '--max-backends', String(this.#maxBackends),
       '--metrics-port', '0', '--health-port', '0', '--bind-address', '127.0.0.1',
+      ...(this.#lbAlgorithm ? ['--lb-algorithm', this.#lbAlgorithm] : []),
     ], services.length, timeoutMs, (a) => {
       this.agent = a;
       // Keep the agent (its parsing, its GC) off the CPU that clients and servers share.

@@ -5,18 +5,17 @@
 // reconnect through the VIP. With a per-connection uniform random pick the
 // reconnecting half splits between Y and Z, so Y ends with ~3/4 of the
 // connections: max/mean ~1.5, where 1.0 is an even spread. Run for every
-// algorithm the datapath has (today: random); each trial rotates the roles.
-import { fileURLToPath } from 'node:url';
-import type { ChildProcess } from 'node:child_process';
-import { type EchoServer, type LabPod } from '../lab/index.ts';
-import { JsonLines, waitReady } from '../lab/jsonl.ts';
-import { helperEnv, stopProcess } from '../lab/processes.ts';
+// algorithm the datapath has (svcmap.io/lb-algorithm on the Service), the
+// same trials each; each trial rotates the roles. The holder is one client
+// pod, so sh (which hashes the client's network namespace) and dh (the
+// frontend) put every connection on one backend: reported as they come.
+import { type ConnHolder, type ConnHolderStats, type EchoServer, type LabPod } from '../lab/index.ts';
 import type { BenchCluster } from './cluster.ts';
 import { isSyncDone } from './agent.ts';
 import { rewriteServiceFile } from './manifests.ts';
 import { type BenchService, PORT, TARGET_PORT } from './workload.ts';
+import { LB_ALGORITHMS_IMPLEMENTED } from '../src/maps/constants.ts';
 
-const HOLDER = fileURLToPath(new URL('./lb-holder.ts', import.meta.url));
 const PODS: Array<[string, string]> = [['lb-x', '10.244.0.21'], ['lb-y', '10.244.0.22'], ['lb-z', '10.244.0.23']];
 const LB_SERVICE: BenchService = { index: 0, name: 'lb-rolling', vip: '10.111.0.1', endpoints: [] };
 
@@ -42,36 +41,14 @@ export interface LbResult {
   maxOverMean: number;
 }
 
-interface Holder {
-  child: ChildProcess;
-  stats(): Promise<{ open: number; connecting: number; byPod: Record<string, number>; reconnects: number }>;
-}
-
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-async function startHolder(c: BenchCluster, pod: LabPod, ip: string, count: number): Promise<Holder> {
-  const child = c.lab.spawn(pod, process.execPath, ['--disable-warning=ExperimentalWarning', HOLDER, JSON.stringify({ ip, port: PORT, count })], {
-    cgroup: c.cgSvcmap, env: helperEnv(), stdio: ['pipe', 'pipe', 'pipe'],
-  });
-  const lines = new JsonLines(child);
-  await waitReady(child, lines, 'lb holder');
-  return {
-    child,
-    stats: () => new Promise((resolve, reject) => {
-      const timer = setTimeout(() => { off(); reject(new Error('lb holder: no stats')); }, 5000);
-      const off = lines.on((o) => {
-        if (!o.stats) return;
-        clearTimeout(timer);
-        off();
-        resolve(o.stats as Awaited<ReturnType<Holder['stats']>>);
-      });
-      child.stdin!.write('stats\n');
-    }),
-  };
+function startHolder(c: BenchCluster, pod: LabPod, ip: string, count: number): Promise<ConnHolder> {
+  return c.lab.connHolder(pod, { ip, port: PORT, count }, { cgroup: c.cgSvcmap });
 }
 
 /** Waits until every connection is open and the counts stay the same for `quietMs`. */
-async function settle(h: Holder, count: number, quietMs: number, timeoutMs: number): Promise<Awaited<ReturnType<Holder['stats']>>> {
+async function settle(h: ConnHolder, count: number, quietMs: number, timeoutMs: number): Promise<ConnHolderStats> {
   const deadline = performance.now() + timeoutMs;
   let last = '';
   let since = performance.now();
@@ -88,7 +65,7 @@ async function settle(h: Holder, count: number, quietMs: number, timeoutMs: numb
   }
 }
 
-export async function runLbQuality(c: BenchCluster, o: { connections: number; trials: number; agentTimeoutMs: number; log: (s: string) => void }): Promise<LbResult[]> {
+export async function runLbQuality(c: BenchCluster, o: { connections: number; trials: number; agentTimeoutMs: number; log: (s: string) => void; algorithms?: readonly string[] }): Promise<LbResult[]> {
   const pods: LabPod[] = [];
   for (const [name, ip] of PODS) pods.push(await c.lab.pod(c.node, name, ip));
   const servers = new Map<string, EchoServer>();
@@ -97,10 +74,11 @@ export async function runLbQuality(c: BenchCluster, o: { connections: number; tr
     if (s && s.process.exitCode === null && s.process.signalCode === null) return;
     servers.set(p.name, await c.lab.echoServer(p, { tcpPorts: [TARGET_PORT], cpu: c.cpu }));
   };
-  let current: string[] | undefined;
-  const setEndpoints = async (ips: string[]) => {
-    if (current && current.join() === ips.join()) return; // a trial starts where the last one ended
-    const svc: BenchService = { ...LB_SERVICE, endpoints: ips };
+  let current: string | undefined;
+  const setEndpoints = async (algorithm: string, ips: string[]) => {
+    const want = `${algorithm} ${ips.join()}`;
+    if (current === want) return; // a trial starts where the last one ended
+    const svc: BenchService = { ...LB_SERVICE, endpoints: ips, annotations: { 'svcmap.io/lb-algorithm': algorithm } };
     if (!current) {
       await c.programSvcmap([svc], o.agentTimeoutMs);
     } else {
@@ -108,42 +86,45 @@ export async function runLbQuality(c: BenchCluster, o: { connections: number; tr
       rewriteServiceFile(c.manifests, [svc], svc);
       await c.agent!.waitFor((l) => isSyncDone(l) && l.changed !== 0, { from, timeoutMs: o.agentTimeoutMs, what: 'the endpoint change' });
     }
-    current = ips;
+    current = want;
   };
 
-  const trials: LbTrial[] = [];
-  for (let t = 0; t < o.trials; t++) {
-    const [x, y, z] = [pods[t % 3]!, pods[(t + 1) % 3]!, pods[(t + 2) % 3]!];
-    for (const p of pods) await ensureServer(p);
-    await setEndpoints([x.ip, y.ip]);
-    const holder = await startHolder(c, c.clientSm, LB_SERVICE.vip, o.connections);
-    try {
-      const before = await settle(holder, o.connections, 300, 30_000);
-      await setEndpoints([y.ip, z.ip]);
-      await servers.get(x.name)!.stop();
-      const after = await settle(holder, o.connections, 500, 60_000);
-      const serverOpen: Record<string, number> = {};
-      for (const p of [y, z]) serverOpen[p.name] = (await servers.get(p.name)!.stats()).open;
-      const counts = [after.byPod[y.name] ?? 0, after.byPod[z.name] ?? 0];
-      const trial: LbTrial = {
-        replaced: x.name, kept: y.name, added: z.name,
-        before: before.byPod, after: after.byPod, serverOpen, reconnects: after.reconnects,
-        maxOverMean: Math.max(...counts) / (o.connections / 2),
-      };
-      o.log(`lb trial ${t + 1}: ${x.name} replaced by ${z.name}: ${JSON.stringify(after.byPod)} max/mean ${trial.maxOverMean.toFixed(2)}`);
-      trials.push(trial);
-    } finally {
-      holder.child.stdin?.end();
-      await stopProcess(holder.child, 1000);
+  const results: LbResult[] = [];
+  for (const algorithm of o.algorithms ?? LB_ALGORITHMS_IMPLEMENTED) {
+    const trials: LbTrial[] = [];
+    for (let t = 0; t < o.trials; t++) {
+      const [x, y, z] = [pods[t % 3]!, pods[(t + 1) % 3]!, pods[(t + 2) % 3]!];
+      for (const p of pods) await ensureServer(p);
+      await setEndpoints(algorithm, [x.ip, y.ip]);
+      const holder = await startHolder(c, c.clientSm, LB_SERVICE.vip, o.connections);
+      try {
+        const before = await settle(holder, o.connections, 300, 30_000);
+        await setEndpoints(algorithm, [y.ip, z.ip]);
+        await servers.get(x.name)!.stop();
+        const after = await settle(holder, o.connections, 500, 60_000);
+        const serverOpen: Record<string, number> = {};
+        for (const p of [y, z]) serverOpen[p.name] = (await servers.get(p.name)!.stats()).open;
+        const counts = [after.byPod[y.name] ?? 0, after.byPod[z.name] ?? 0];
+        const trial: LbTrial = {
+          replaced: x.name, kept: y.name, added: z.name,
+          before: before.byPod, after: after.byPod, serverOpen, reconnects: after.reconnects,
+          maxOverMean: Math.max(...counts) / (o.connections / 2),
+        };
+        o.log(`lb ${algorithm} trial ${t + 1}: ${x.name} replaced by ${z.name}: ${JSON.stringify(after.byPod)} max/mean ${trial.maxOverMean.toFixed(2)}`);
+        trials.push(trial);
+      } finally {
+        await holder.stop();
+      }
     }
+    const mean = (f: (t: LbTrial) => number) => trials.reduce((a, t) => a + f(t), 0) / trials.length;
+    results.push({
+      algorithm,
+      connections: o.connections,
+      trials,
+      keptShare: mean((t) => (t.after[t.kept] ?? 0) / o.connections),
+      addedShare: mean((t) => (t.after[t.added] ?? 0) / o.connections),
+      maxOverMean: mean((t) => t.maxOverMean),
+    });
   }
-  const mean = (f: (t: LbTrial) => number) => trials.reduce((a, t) => a + f(t), 0) / trials.length;
-  return [{
-    algorithm: 'random (svcmap today)',
-    connections: o.connections,
-    trials,
-    keptShare: mean((t) => (t.after[t.kept] ?? 0) / o.connections),
-    addedShare: mean((t) => (t.after[t.added] ?? 0) / o.connections),
-    maxOverMean: mean((t) => t.maxOverMean),
-  }];
+  return results;
 }

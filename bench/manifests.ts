@@ -12,7 +12,7 @@ export function serviceObject(s: BenchService): Record<string, unknown> {
   return {
     apiVersion: 'v1',
     kind: 'Service',
-    metadata: { name: s.name, namespace: NAMESPACE, uid: `uid-${s.name}` },
+    metadata: { name: s.name, namespace: NAMESPACE, uid: `uid-${s.name}`, ...(s.annotations ? { annotations: s.annotations } : {}) },
     spec: {
       type: 'ClusterIP',
       clusterIP: s.vip,

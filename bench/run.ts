@@ -6,6 +6,7 @@
 //
 //   node bench/run.ts [--smoke] [--only datapath,lb,control,snat,real-kube-proxy] [--out DIR] [--budget-s S] [--cpu N]
 //                     [--datapath-sizes 1,1000,...] [--control-sizes 1,1000,...] [--real-sizes 1000,10000,...]
+//                     [--lb-algorithm NAME]   the datapath part's svcmap agent with this node default (e.g. lc)
 //   node bench/run.ts --only real-kube-proxy   the real kube-proxy beside svcmap alone (bench/kube-proxy-real.ts)
 //   node bench/run.ts --render [--out DIR]   chart and summary again from <out>/latest.json, no measuring
 //
@@ -46,7 +47,8 @@ interface Config {
   agentChangeReps: number;
   netfilterChangeReps: number;
   stream: { n: number; changes: number; ratePerSec: number };
-  lb: { connections: number; trials: number };
+  /** algorithms: the svcmap.io/lb-algorithm values to run (default: every one svcmap implements). */
+  lb: { connections: number; trials: number; algorithms?: string[] };
   budgetMs: number;
   agentTimeoutMs: number;
   /** The real kube-proxy beside svcmap under a real kube-apiserver (bench/kube-proxy-real.ts). */
@@ -86,7 +88,7 @@ const SMOKE: Config = {
   agentChangeReps: 3,
   netfilterChangeReps: 1,
   stream: { n: 100, changes: 20, ratePerSec: 100 },
-  lb: { connections: 20, trials: 2 },
+  lb: { connections: 20, trials: 2, algorithms: ['random', 'lc'] },
   budgetMs: 30_000,
   agentTimeoutMs: 60_000,
   real: { sizes: [100], proxies: ['nftables', 'iptables', 'svcmap'], reps: 1, stream: { changes: 20, ratePerSec: 100 }, loadBudgetMs: 30_000, concurrency: 16 },
@@ -127,6 +129,7 @@ async function main(): Promise<void> {
       'datapath-sizes': { type: 'string' },
       'control-sizes': { type: 'string' },
       'real-sizes': { type: 'string' },
+      'lb-algorithm': { type: 'string' },
     },
   });
   const outDir = values.out ?? (values.smoke ? join(ROOT, 'build', 'bench', 'smoke') : join(ROOT, 'bench', 'results'));
@@ -204,6 +207,7 @@ async function main(): Promise<void> {
         maxServices: Math.ceil(maxN * 5 * 1.05) + 1024,
         maxBackends: Math.ceil(maxN * 4 * 1.05) + 1024,
         pinDir: join(pinRoot, 'datapath'),
+        ...(values['lb-algorithm'] ? { lbAlgorithm: values['lb-algorithm'] } : {}),
       });
       await cluster.setup();
       if (only.has('datapath')) {
@@ -255,7 +259,7 @@ async function main(): Promise<void> {
     finishedAt: finishedAt.toISOString(),
     durationS: (finishedAt.getTime() - startedAt.getTime()) / 1000,
     machine: { ...machine, loadavgAtEnd: loadavg()[0] ?? 0 },
-    config: { ...cfg, only: [...only], cpu },
+    config: { ...cfg, only: [...only], cpu, ...(values['lb-algorithm'] ? { lbAlgorithm: values['lb-algorithm'] } : {}) },
     datapath,
     controlPlane,
     lb,

@@ -23,6 +23,8 @@ export interface BenchService {
   endpoints: string[];
   /** A NodePort too (externalTrafficPolicy Cluster): only the SNAT bench's service has one. */
   nodePort?: number;
+  /** metadata.annotations (e.g. svcmap.io/lb-algorithm); none when absent. */
+  annotations?: Record<string, string>;
 }
 
 export function ipNum(ip: string): number {

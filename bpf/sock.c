@@ -86,4 +86,13 @@ int svcmap_getpeer6(struct bpf_sock_addr *ctx)
 	return SYS_PROCEED;
 }
 
+/* The socket's backend (if the socket LB connected it to one) stops
+ * counting it: the last close(), also of a killed process. */
+SEC("cgroup/sock_release")
+int svcmap_sock_release(struct bpf_sock *ctx)
+{
+	sock4_uncount(ctx);
+	return 1;
+}
+
 char _license[] SEC("license") = "Dual BSD/GPL";

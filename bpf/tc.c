@@ -19,4 +19,12 @@ int svcmap_tc_out(struct __sk_buff *skb)
 	return tc4_egress(skb);
 }
 
+/* Not attached: the agent runs it (BPF_PROG_RUN) to change a backend's
+ * connection count atomically (conns_adjust() in lib/conns.h). */
+SEC("syscall")
+int svcmap_conns_adjust(struct conns_adjust *ctx)
+{
+	return conns_adjust(ctx);
+}
+
 char _license[] SEC("license") = "Dual BSD/GPL";

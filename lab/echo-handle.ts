@@ -6,6 +6,34 @@ import type { JsonLines } from './jsonl.ts';
 import { describeExit } from './jsonl.ts';
 import { hasExited, setRef, stopProcess } from './processes.ts';
 
+/**
+ * Writes "stats" to a lab helper's stdin and resolves with the `stats`
+ * object of the next line that has one (the echo server's and the
+ * connection holder's protocol).
+ */
+export function requestStats<T>(child: ChildProcess, lines: JsonLines, what: string, timeoutMs: number): Promise<T> {
+  if (hasExited(child)) return Promise.reject(new Error(describeExit(child, what)));
+  return new Promise((resolve, reject) => {
+    setRef(child, true);
+    const done = (): void => {
+      clearTimeout(timer);
+      unsubscribe();
+      setRef(child, false);
+    };
+    const timer = setTimeout(() => {
+      done();
+      reject(new Error(`${what}: no stats within ${timeoutMs} ms`));
+    }, timeoutMs);
+    const unsubscribe = lines.on((o) => {
+      if (o.stats && typeof o.stats === 'object') {
+        done();
+        resolve(o.stats as T);
+      }
+    });
+    child.stdin?.write('stats\n');
+  });
+}
+
 export class EchoServer {
   readonly process: ChildProcess;
   readonly pid: number;
@@ -30,26 +58,7 @@ export class EchoServer {
 
   /** Open / accepted TCP connections and answered datagrams so far. */
   stats(timeoutMs = 5000): Promise<EchoStats> {
-    if (hasExited(this.process)) return Promise.reject(new Error(describeExit(this.process, `echo server ${this.pod}`)));
-    return new Promise((resolve, reject) => {
-      setRef(this.process, true);
-      const done = (): void => {
-        clearTimeout(timer);
-        unsubscribe();
-        setRef(this.process, false);
-      };
-      const timer = setTimeout(() => {
-        done();
-        reject(new Error(`echo server ${this.pod}: no stats within ${timeoutMs} ms`));
-      }, timeoutMs);
-      const unsubscribe = this.#lines.on((o) => {
-        if (o.stats && typeof o.stats === 'object') {
-          done();
-          resolve(o.stats as EchoStats);
-        }
-      });
-      this.process.stdin?.write('stats\n');
-    });
+    return requestStats<EchoStats>(this.process, this.#lines, `echo server ${this.pod}`, timeoutMs);
   }
 
   /** SIGTERM, then SIGKILL; idempotent. (Lab.destroy stops it too.) */

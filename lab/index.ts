@@ -5,6 +5,8 @@ export { Lab } from './lab.ts';
 export type { LabNs, LabNode, LabPod } from './lab.ts';
 export { LabClient } from './client-handle.ts';
 export { EchoServer } from './echo-handle.ts';
+export { ConnHolder } from './conn-holder-handle.ts';
+export type { ConnHolderConfig, ConnHolderStats } from './conn-holder-handle.ts';
 export { sweepStale, registerTeardown, unregisterTeardown } from './cleanup.ts';
 export { cgroup2Mount, cgroupProcs } from './cgroup.ts';
 export { listNetns } from './netns.ts';

@@ -11,6 +11,7 @@ import { join } from 'node:path';
 import { cgroup2Mount, cgroupExists, createCgroup } from './cgroup.ts';
 import { claimRecord, registerTeardown, removeRecord, teardownSync, unregisterTeardown, type Teardown } from './cleanup.ts';
 import { LabClient } from './client-handle.ts';
+import { type ConnHolderConfig, ConnHolder } from './conn-holder-handle.ts';
 import { EchoServer } from './echo-handle.ts';
 import { JsonLines, waitReady } from './jsonl.ts';
 import {
@@ -102,6 +103,7 @@ export interface ClientOptions {
 
 const ECHO_SERVER = fileURLToPath(new URL('./echo-server.ts', import.meta.url));
 const CLIENT = fileURLToPath(new URL('./client.ts', import.meta.url));
+const CONN_HOLDER = fileURLToPath(new URL('./conn-holder.ts', import.meta.url));
 const NODE_FLAGS = ['--disable-warning=ExperimentalWarning'];
 /** The Node that runs the helpers: it must strip TypeScript types (>= 22.18 / 24). */
 const HELPER_NODE = process.env.SVCMAP_LAB_NODE ?? process.execPath;
@@ -407,6 +409,12 @@ export class Lab {
   async client(pod: LabNs, opts: ClientOptions = {}): Promise<LabClient> {
     const { child, lines } = await this.#startHelper(pod, [CLIENT], opts, `client in ${pod.name}`);
     return new LabClient(child, lines, pod.name);
+  }
+
+  /** Starts lab/conn-holder.ts in the pod (and cgroup): cfg.count TCP connections kept open. */
+  async connHolder(pod: LabNs, cfg: ConnHolderConfig, opts: ClientOptions = {}): Promise<ConnHolder> {
+    const { child, lines } = await this.#startHelper(pod, [CONN_HOLDER, JSON.stringify(cfg)], opts, `connection holder in ${pod.name}`);
+    return new ConnHolder(child, lines);
   }
 
   /** A lab helper script (node + args) in the namespace, once it reported ready; stopped again if it never does. */

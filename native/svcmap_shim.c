@@ -33,7 +33,7 @@
 
 #define SHIM_API __attribute__((visibility("default")))
 
-SHIM_API int svcmap_shim_abi_version(void) { return 2; }
+SHIM_API int svcmap_shim_abi_version(void) { return 3; }
 
 /* ---- libbpf's own messages, captured so errors can carry them ---------- */
 
@@ -411,6 +411,22 @@ static void *iter_thread(void *arg)
 	job->result = n < 0 ? -errno : total;
 	close(fd);
 	return NULL;
+}
+
+/*
+ * An iterator link over the entries of one map (a map element or socket
+ * storage iterator: the map goes in the link's iter_info), or -errno.
+ */
+SHIM_API int svcmap_iter_map_link_create(int prog_fd, int map_fd)
+{
+	union bpf_iter_link_info info;
+	LIBBPF_OPTS(bpf_link_create_opts, opts);
+
+	memset(&info, 0, sizeof(info));
+	info.map.map_fd = map_fd;
+	opts.iter_info = &info;
+	opts.iter_info_len = sizeof(info);
+	return bpf_link_create(prog_fd, 0, BPF_TRACE_ITER, &opts);
 }
 
 /*

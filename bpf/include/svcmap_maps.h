@@ -24,6 +24,8 @@
 #define SVCMAP_MAP_AFFINITY  svcmap_affin
 #define SVCMAP_MAP_METRICS   svcmap_metrics
 #define SVCMAP_MAP_DEV_ADDR  svcmap_devaddr
+#define SVCMAP_MAP_BE_CONNS  svcmap_be_conns
+#define SVCMAP_MAP_SK_BACKEND svcmap_sk_be
 
 /* Default capacities; the agent may resize before load (--max-*). */
 #define SVCMAP_SERVICES_MAX   65536
@@ -34,6 +36,7 @@
 #define SVCMAP_SRC_RANGE_MAX  16384
 #define SVCMAP_AFFINITY_MAX   65536
 #define SVCMAP_DEV_ADDR_MAX   1024
+#define SVCMAP_BE_CONNS_MAX   65536
 
 /* svc_key.scope: external traffic sees the external entry; a service with
  * a Local traffic policy also has an internal entry holding all backends. */
@@ -66,11 +69,29 @@
  *  LB_ALG_MAGLEV: reserved: consistent hashing through a per-frontend
  *                 lookup table (not in the datapath yet; the agent does not
  *                 write it).
+ *  LB_ALG_LC:     least connections: the slot whose backend has the fewest
+ *                 active connections (struct backend_conns, sock + tc), the
+ *                 scan starting at a random slot so that ties spread.
+ *  LB_ALG_SED:    shortest expected delay, (active + 1) / weight; every
+ *                 weight is 1 (Kubernetes has no endpoint weights).
+ *  LB_ALG_NQ:     never queue: an idle backend first, else as LB_ALG_SED.
+ *  LB_ALG_DH:     destination hash: the frontend's address and port, so
+ *                 every client of one frontend gets the same slot while the
+ *                 count is unchanged.
+ * The scan of LB_ALG_LC/SED/NQ looks at LB_SCAN_MAX slots at most: a
+ * frontend with more looks at LB_SCAN_MAX consecutive slots (wrapping)
+ * from a random one.
  */
 #define LB_ALG_RANDOM 0
 #define LB_ALG_RR     1
 #define LB_ALG_SH     2
 #define LB_ALG_MAGLEV 3
+#define LB_ALG_LC     4
+#define LB_ALG_SED    5
+#define LB_ALG_NQ     6
+#define LB_ALG_DH     7
+
+#define LB_SCAN_MAX 64
 
 /* backend_value.state */
 #define BACKEND_STATE_ACTIVE      0
@@ -155,10 +176,15 @@ struct sk_rev_nat_value {
  *                    frontend -> client.
  *  CT_DIR_REPLY_OUT: backend -> client (no SNAT), at egress: the source back
  *                    to the frontend.
+ *  CT_DIR_FRAG:      an IP datagram in fragments, by {saddr, daddr, sport =
+ *                    the IP id, dport = 0, proto} as it arrives: the address
+ *                    translation its first fragment got, for the others
+ *                    (bpf/lib/frag.h); removed with its last fragment.
  */
 #define CT_DIR_FWD       0
 #define CT_DIR_REPLY_IN  1
 #define CT_DIR_REPLY_OUT 2
+#define CT_DIR_FRAG      3
 
 #define CT_F_SNAT  0x01 /* the flow is source-NATed to the node */
 #define CT_F_LOCAL 0x02 /* the backend runs on this node */
@@ -182,6 +208,10 @@ struct sk_rev_nat_value {
 #define CT_F_CLOSING    0x08
 #define CT_F_FIN_FWD    0x10
 #define CT_F_FIN_REPLY  0x20
+/* The flow counts for its backend (struct backend_conns, tc): set on the
+ * forward entry when a flow to a frontend whose algorithm reads the counts
+ * is created open; only such a flow's close takes the count down. */
+#define CT_F_COUNTED    0x40
 
 struct ct_key {
 	__be32 saddr;
@@ -254,6 +284,66 @@ struct affinity_value {
 	__u16 pad;
 };
 
+/*
+ * Live connections per backend (hash map, backend id -> struct
+ * backend_conns), what LB_ALG_LC/SED/NQ read. Only connections through a
+ * frontend with one of those algorithms are counted (lb_alg_counts() in
+ * lib/conns.h): the default path pays nothing for them. Each datapath
+ * counts into its own field with atomic adds; the agent adjusts a field
+ * only through the same atomic add (svcmap_conns_adjust), never by a write.
+ *  sock: connected sockets the socket LB sent to the backend: +1 at
+ *        connect4 (TCP and connected UDP), -1 when the socket is released
+ *        (cgroup sock_release) or connects elsewhere. The socket remembers
+ *        its backend in struct sk_backend (socket storage).
+ *  tc:   tc flows to the backend: +1 when a flow's forward conntrack entry
+ *        is created open, -1 when the flow starts closing (CT_F_CLOSING), is
+ *        forgotten by the datapath, or collected by the agent's GC while
+ *        open. The agent's recount sets it from the conntrack map.
+ * Signed: a decrement whose increment was not counted (state from before a
+ * restart of the map, a race) can go below 0; readers take that as 0.
+ * Entries of removed backends are deleted by the agent's recount.
+ */
+struct backend_conns {
+	__s64 sock;
+	__s64 tc;
+};
+
+/*
+ * Socket storage (BPF_MAP_TYPE_SK_STORAGE) of a socket the socket LB
+ * connected to a backend: which one, so that the release (or a reconnect)
+ * decrements that backend's count. addr/port are the backend's when chosen:
+ * a decrement is skipped when the id now names another endpoint (the id was
+ * freed and reused). backend_id 0: not counted (released or reconnected to
+ * an address that is no frontend).
+ */
+struct sk_backend {
+	__u32 backend_id;
+	__be32 addr;
+	__be16 port;
+	__u16 pad;
+};
+
+/*
+ * The socket recount (bpf/sock_count.c), hash map svcmap_sk_count: one run
+ * of the socket storage iterator counts the live sockets per struct
+ * sk_backend (the whole value is the key, pad 0), for the agent to match
+ * against the backends map. Not pinned: the agent's working set for one run.
+ * The value is a __u64 count.
+ */
+#define SVCMAP_MAP_SK_COUNT svcmap_sk_count
+#define SVCMAP_SK_COUNT_MAX 65536
+
+/* What the agent's svcmap_conns_adjust programs (BPF_PROG_TYPE_SYSCALL)
+ * take as context: add delta to one field of a backend's counts. */
+#define CONNS_FIELD_SOCK 0
+#define CONNS_FIELD_TC   1
+
+struct conns_adjust {
+	__u32 backend_id;
+	__u32 field;  /* CONNS_FIELD_* */
+	__s64 delta;
+};
+
 /* The node's settings for the tc datapath: array map, one entry at key 0. */
 struct svcmap_config {
 	__be32 node_ip;        /* the node's InternalIP (for dump; SNAT uses svcmap_devaddr) */
@@ -318,7 +408,7 @@ enum dp_reason {
 	DP_R_CT_INSERT_FAILED  = 15, /* tc: the conntrack entry could not be stored */
 	DP_R_REWRITE_FAILED    = 16, /* tc: a header or checksum write failed mid-packet */
 	/* Handed on. */
-	DP_R_FRAGMENT          = 17, /* tc: an IP fragment: untouched */
+	DP_R_FRAGMENT          = 17, /* tc: an IP fragment of no datagram svcmap translates (or ahead of its first): untouched */
 	DP_R_REVNAT_STALE      = 18, /* socket: the reverse entry's frontend is gone: entry removed, the real peer shown */
 	DP_R_SNAT_NO_ROUTE     = 19, /* tc: SNAT needed and the FIB has no forwardable route to the backend */
 	DP_R_MAX               = 20,

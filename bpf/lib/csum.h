@@ -25,16 +25,20 @@ static __always_inline __u64 csum_l4_flags(const struct pkt4 *p)
 	return p->proto == IPPROTO_UDP ? BPF_F_MARK_MANGLED_0 : 0;
 }
 
-/* Replace an IPv4 address (at IP4_SADDR_OFF or IP4_DADDR_OFF). 0 or a negative errno. */
+/* Replace an IPv4 address (at IP4_SADDR_OFF or IP4_DADDR_OFF). 0 or a negative errno.
+ * A fragment after the first has no L4 checksum (csum_off 0): the first
+ * fragment's covers the whole datagram. */
 static __always_inline int csum4_store_addr(struct __sk_buff *skb, const struct pkt4 *p,
 					    __u32 off, __be32 from, __be32 to)
 {
 	int err;
 
-	err = bpf_l4_csum_replace(skb, p->csum_off, from, to,
-				  csum_l4_flags(p) | BPF_F_PSEUDO_HDR | sizeof(to));
-	if (err < 0)
-		return err;
+	if (p->csum_off) {
+		err = bpf_l4_csum_replace(skb, p->csum_off, from, to,
+					  csum_l4_flags(p) | BPF_F_PSEUDO_HDR | sizeof(to));
+		if (err < 0)
+			return err;
+	}
 	err = bpf_l3_csum_replace(skb, IP4_CSUM_OFF, from, to, sizeof(to));
 	if (err < 0)
 		return err;

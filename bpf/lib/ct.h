@@ -16,6 +16,7 @@
 
 #include "packet.h"
 #include "maps_tc.h"
+#include "conns.h"
 
 /* last_seen is written at most this often per entry, not on every packet:
  * a write per packet would bounce the entry's cache line between CPUs. */
@@ -83,6 +84,35 @@ static __always_inline void ct4_peer_key(struct ct_key *k, const struct ct_key *
 }
 
 /*
+ * Live connection counts at tc (struct backend_conns, field tc): a flow
+ * through a frontend whose algorithm reads the counts (CT_F_COUNTED) counts
+ * for its backend from the creation of its forward entry (when it is not
+ * created closing) until the forward entry gains CT_F_CLOSING, or is
+ * forgotten or collected while still open. Only the forward entry's
+ * state is looked at, so each flow counts once. The decrement is skipped
+ * when the entry's backend id no longer names the endpoint the flow went
+ * to (gone, or reused), as for the socket LB.
+ */
+static __always_inline void ct4_uncount(const struct ct_value *fwd)
+{
+	struct backend_value *be;
+	__u32 id = fwd->backend_id;
+
+	if (!(fwd->flags & CT_F_COUNTED))
+		return;
+	be = bpf_map_lookup_elem(&SVCMAP_MAP_BACKENDS, &id);
+	if (be && be->addr == fwd->new_daddr && be->port == fwd->new_dport)
+		conns_add(id, CONNS_FIELD_TC, -1);
+}
+
+/* A forward entry whose flags went from `was` to `now` stops counting when it starts closing. */
+static __always_inline void ct4_count_state(const struct ct_value *fwd, __u8 was, __u8 now)
+{
+	if (!(was & CT_F_CLOSING) && (now & CT_F_CLOSING))
+		ct4_uncount(fwd);
+}
+
+/*
  * The entry for this packet in direction dir, NULL if none. Its last_seen
  * is refreshed (at most once per CT_REFRESH_NS), and what the packet says
  * about the flow's state is written at once, to this entry and to the
@@ -114,14 +144,21 @@ static __always_inline struct ct_value *ct4_lookup(const struct pkt4 *p, __u8 di
 			v->last_seen = now;
 		return v;
 	}
+	if (dir == CT_DIR_FWD)
+		ct4_count_state(v, v->flags, flags);
 	v->flags = flags;
 	v->last_seen = now;
 	ct4_peer_key(&pk, &k, v);
 	peer = bpf_map_lookup_elem(&SVCMAP_MAP_CT, &pk);
 	if (peer) {
-		flags = ct_state_merge(peer->flags, flags);
-		if (flags != peer->flags)
+		__u8 was = peer->flags;
+
+		flags = ct_state_merge(was, flags);
+		if (flags != was) {
+			if (dir != CT_DIR_FWD)
+				ct4_count_state(peer, was, flags);
 			peer->flags = flags;
+		}
 	}
 	return v;
 }
@@ -138,27 +175,46 @@ static __always_inline void ct4_delete(const struct ct_key *k)
 }
 
 /*
- * Forgets the flow whose forward entry is v (the entry for packet p, in
- * CT_DIR_FWD): the forward entry and the reply entry it implies, which is
- * keyed by the translated tuple seen from the backend, if that reply entry
- * still names this forward entry back (a closed flow's SNAT port may have
- * gone to another flow meanwhile, see nat4_snat_take_over()). For a SNATed
- * flow that gives its SNAT port back.
+ * The reply entry of the flow whose forward entry is v (the entry for
+ * packet p, in CT_DIR_FWD), keyed by the translated tuple seen from the
+ * backend (its key in *rep), or NULL when there is none that names this
+ * forward entry back: a closed flow's SNAT port may have gone to another
+ * flow (nat4_snat_take_over()), or the entry was removed (by the LRU, or by
+ * the agent's GC in a race with a take-over).
  */
-static __always_inline void ct4_forget_flow(const struct pkt4 *p, const struct ct_value *v)
+static __always_inline struct ct_value *ct4_reply_of(const struct pkt4 *p, const struct ct_value *v,
+						     struct ct_key *rep)
 {
-	struct ct_key fwd, rep, back;
+	struct ct_key fwd, back;
 	struct ct_value *rv;
 
 	ct4_key_of(&fwd, p, CT_DIR_FWD);
-	ct4_peer_key(&rep, &fwd, v);
-	rv = bpf_map_lookup_elem(&SVCMAP_MAP_CT, &rep);
-	if (rv) {
-		ct4_peer_key(&back, &rep, rv);
-		if (back.saddr == fwd.saddr && back.daddr == fwd.daddr &&
-		    back.sport == fwd.sport && back.dport == fwd.dport)
-			ct4_delete(&rep);
-	}
+	ct4_peer_key(rep, &fwd, v);
+	rv = bpf_map_lookup_elem(&SVCMAP_MAP_CT, rep);
+	if (!rv)
+		return NULL;
+	ct4_peer_key(&back, rep, rv);
+	if (back.saddr != fwd.saddr || back.daddr != fwd.daddr ||
+	    back.sport != fwd.sport || back.dport != fwd.dport)
+		return NULL;
+	return rv;
+}
+
+/*
+ * Forgets the flow whose forward entry is v (the entry for packet p, in
+ * CT_DIR_FWD): the forward entry and its reply entry (ct4_reply_of()),
+ * never another flow's. For a SNATed flow that gives its SNAT port back.
+ * A flow still open stops counting.
+ */
+static __always_inline void ct4_forget_flow(const struct pkt4 *p, const struct ct_value *v)
+{
+	struct ct_key fwd, rep;
+
+	if (ct4_reply_of(p, v, &rep))
+		ct4_delete(&rep);
+	if (!(v->flags & CT_F_CLOSING))
+		ct4_uncount(v);
+	ct4_key_of(&fwd, p, CT_DIR_FWD);
 	ct4_delete(&fwd);
 }
 

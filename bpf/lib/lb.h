@@ -8,6 +8,7 @@
 
 #include "common.h"
 #include "maps.h"
+#include "conns.h"
 
 /* The master entry of a frontend, or NULL. key->slot is left at 0. */
 static __always_inline struct svc_value *lb4_lookup_service(struct svc_key *key)
@@ -58,8 +59,72 @@ static __always_inline __u32 lb_hash64(__u64 v)
 }
 
 /*
+ * LB_ALG_LC, LB_ALG_SED, LB_ALG_NQ: the slot whose backend has the fewest
+ * active connections (conns_active()), looking at min(count, LB_SCAN_MAX)
+ * consecutive slots from a random one (wrapping), the first of equals
+ * winning: so ties (an idle service, equal loads) spread over the slots
+ * instead of all going to slot 1, and a frontend with more than
+ * LB_SCAN_MAX slots gets the least loaded of a random window of
+ * LB_SCAN_MAX. An idle backend ends the scan (none can be less loaded).
+ * With every weight 1, SED's (active + 1) / weight orders the backends as
+ * active does, and NQ's "an idle one, else SED" is that same choice: the
+ * three choose alike, as IPVS's do with equal weights (IPVS's lc also
+ * weighs inactive connections, 1/256 each; these counts have none).
+ * A slot that is missing (a reader that saw an older count) is skipped.
+ */
+struct lb_scan {
+	struct svc_key key;  /* the frontend's; slot set per step */
+	__u32 count;
+	__u32 start;         /* 0-based slot the scan starts at */
+	__u32 best_slot;     /* 1..count */
+	__u64 best;
+};
+
+/* One step of the scan (a bpf_loop callback: the verifier checks it once,
+ * whatever the bound). 1 ends the loop. */
+static long lb4_scan_step(__u64 i, void *arg)
+{
+	struct lb_scan *sc = arg;
+	struct svc_value *slot;
+	__u32 s;
+	__u64 n;
+
+	if (i >= sc->count)
+		return 1;
+	s = sc->start + (__u32)i;
+	if (s >= sc->count)
+		s -= sc->count;
+	sc->key.slot = (__u16)(s + 1);
+	slot = bpf_map_lookup_elem(&SVCMAP_MAP_SERVICES, &sc->key);
+	if (!slot)
+		return 0;
+	n = conns_active(slot->backend_id);
+	if (n < sc->best) {
+		sc->best = n;
+		sc->best_slot = s + 1;
+		if (n == 0)
+			return 1;
+	}
+	return 0;
+}
+
+static __always_inline __u16 lb4_least_loaded(const struct svc_value *svc, const struct svc_key *fe)
+{
+	struct lb_scan sc = {
+		.key = *fe,
+		.count = svc->count,
+		.best = ~0ULL,
+	};
+
+	sc.start = bpf_get_prandom_u32() % sc.count;
+	sc.best_slot = sc.start + 1;
+	bpf_loop(LB_SCAN_MAX, lb4_scan_step, &sc, 0);
+	return (__u16)sc.best_slot;
+}
+
+/*
  * The slot (1..count) the frontend's algorithm picks for a new connection.
- * svc->count is not 0 (the callers check).
+ * svc->count is not 0 (the callers check); fe is the frontend's key.
  *  LB_ALG_RR: the master's counter (its backend_id field, see struct
  *    svc_value) advanced with one atomic fetch-and-add: every CPU and both
  *    datapaths share it, so sequential connections rotate exactly through
@@ -68,11 +133,15 @@ static __always_inline __u32 lb_hash64(__u64 v)
  *  LB_ALG_SH: client_hash (the caller's hash of the client: socket LB the
  *    network namespace cookie, tc the source address) modulo count: the
  *    same client gets the same slot while the count is unchanged.
+ *  LB_ALG_DH: the hash of the frontend's address and port (the entry's, so
+ *    the socket LB and tc agree): one slot for every client of it.
+ *  LB_ALG_LC, LB_ALG_SED, LB_ALG_NQ: lb4_least_loaded().
  *  LB_ALG_RANDOM, and any value this datapath does not know (the agent
  *    does not write LB_ALG_MAGLEV yet): uniform random, the distribution of
  *    kube-proxy's 1/n, 1/(n-1), ... probability cascade.
  */
-static __always_inline __u16 lb4_pick_slot(const struct svc_value *svc, __u32 client_hash)
+static __always_inline __u16 lb4_pick_slot(const struct svc_value *svc, const struct svc_key *fe,
+					   __u32 client_hash)
 {
 	__u32 count = svc->count;
 	__u32 n;
@@ -84,6 +153,13 @@ static __always_inline __u16 lb4_pick_slot(const struct svc_value *svc, __u32 cl
 	case LB_ALG_SH:
 		n = client_hash;
 		break;
+	case LB_ALG_DH:
+		n = lb_hash64(((__u64)fe->port << 32) | fe->addr);
+		break;
+	case LB_ALG_LC:
+	case LB_ALG_SED:
+	case LB_ALG_NQ:
+		return lb4_least_loaded(svc, fe);
 	default:
 		n = bpf_get_prandom_u32();
 		break;
@@ -106,7 +182,7 @@ static __always_inline struct backend_value *lb4_select_backend(struct svc_key *
 	struct backend_value *be;
 	struct svc_value *slot;
 
-	key->slot = lb4_pick_slot(svc, client_hash);
+	key->slot = lb4_pick_slot(svc, key, client_hash);
 	slot = bpf_map_lookup_elem(&SVCMAP_MAP_SERVICES, key);
 	if (!slot) {
 		key->slot = 1;

@@ -50,6 +50,17 @@ struct {
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } SVCMAP_MAP_AFFINITY SEC(".maps");
 
+/* Live connections per backend (struct backend_conns): both datapaths
+ * count into the one pinned map, and LB_ALG_LC/SED/NQ read it. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__type(key, __u32);
+	__type(value, struct backend_conns);
+	__uint(max_entries, SVCMAP_BE_CONNS_MAX);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} SVCMAP_MAP_BE_CONNS SEC(".maps");
+
 /* Datapath counters: (hook, reason) -> packets, per CPU (see enum dp_reason).
  * Both entry files count into the one pinned map. */
 struct {

@@ -18,4 +18,15 @@ struct {
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } SVCMAP_MAP_SK_REVNAT SEC(".maps");
 
+/* Socket storage: the backend a connected socket was counted for (struct
+ * sk_backend). Freed with the socket by the kernel; pinned, so that the
+ * programs of a restarted agent see what the old ones stored. */
+struct {
+	__uint(type, BPF_MAP_TYPE_SK_STORAGE);
+	__type(key, int);
+	__type(value, struct sk_backend);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} SVCMAP_MAP_SK_BACKEND SEC(".maps");
+
 #endif /* SVCMAP_LIB_MAPS_SOCK_H */

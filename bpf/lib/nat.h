@@ -60,6 +60,25 @@
 #define SNAT_PORT_TRIES_LAST 8
 
 /*
+ * A closed flow's reply entry with no forward entry (the agent's conntrack
+ * GC removes a flow's forward entry first, then its reply entry), quiet for
+ * this long, is left to the GC and not taken over. The GC reads the map,
+ * then deletes what was idle for the closing lifetime (10 s;
+ * SNAT_TAKE_OVER_MAX_MS in src/agent/ct-gc.ts mirrors this limit and the
+ * lifetime must be longer, ct-gc.test.ts checks both); a reply entry taken
+ * over between that read and its delete would be deleted under the new
+ * flow, whose backend's next packet then reaches the node's stack
+ * untranslated and is reset (seen as clients timing out under load). A
+ * take-over of a flow whose forward entry is still there removes that entry,
+ * and the GC, finding it gone at its delete, leaves the reply entry alone
+ * (repliesToDelete()); once the GC has removed the forward entry, this limit
+ * keeps the datapath off the reply entry (the GC judged it idle for longer,
+ * at a time read before the map). A lone reply entry (its forward entry
+ * evicted) quiet for longer waits for the GC's next pass.
+ */
+#define SNAT_TAKE_OVER_MAX_NS 9000000000ULL
+
+/*
  * Rewrites the fields that v sets (non-zero and different from the
  * packet's), with checksums, and updates p to the new tuple. 0 or a
  * negative errno; on error the packet may be half rewritten and must be
@@ -136,10 +155,11 @@ static __always_inline __u32 nat4_flow_hash(const struct ct_key *reply, __be32 c
  * The port in reply->dport is held by another flow's reply entry: take it
  * over if that flow is a TCP flow that closed (CT_F_CLOSING) and has been
  * quiet for `hold` (both of its entries: each direction's packets refresh
- * their own). Exactly one CPU wins an entry: the one whose compare-and-swap
- * of the reply entry's last_seen succeeds (a packet from the backend
- * refreshing it meanwhile makes it fail too, and keeps the port with the
- * old flow; a packet from the old client in the instant between the check
+ * their own; a reply entry alone, for less than SNAT_TAKE_OVER_MAX_NS:
+ * older ones are the GC's). Exactly one CPU wins an entry: the one whose
+ * compare-and-swap of the reply entry's last_seen succeeds (a packet from
+ * the backend refreshing it meanwhile makes it fail too, and keeps the port
+ * with the old flow; a packet from the old client in the instant between the check
  * of its entry and the swap starts a flow of its own). The winner removes
  * the old flow's forward entry (when it still names this port, so that the
  * old client's next packet starts a flow of its own rather than landing on
@@ -171,6 +191,8 @@ static __always_inline int nat4_snat_take_over(const struct ct_key *reply,
 		fwd = NULL; /* the client's port is another flow's by now */
 	if (fwd && (__s64)(now - fwd->last_seen) < (__s64)hold)
 		return 0;
+	if (!fwd && (__s64)(now - seen) >= (__s64)SNAT_TAKE_OVER_MAX_NS)
+		return 0; /* the GC's */
 	if (__sync_val_compare_and_swap(&old->last_seen, seen, now) != seen)
 		return 0;
 	if (fwd)

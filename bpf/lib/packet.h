@@ -40,6 +40,10 @@
 #define IP4_MF     0x2000
 #define IP4_OFFSET 0x1fff
 
+/* pkt4.frag: which part of a fragmented datagram the packet is. */
+#define PKT4_FRAG_FIRST 1 /* offset 0, more to come: carries the L4 header */
+#define PKT4_FRAG_LATER 2 /* offset > 0: no L4 header (ports 0, csum_off 0) */
+
 struct pkt4 {
 	__be32 saddr;
 	__be32 daddr;
@@ -50,22 +54,25 @@ struct pkt4 {
 	__u8 tos;
 	__u8 tcp_flags; /* TCP only: the flags byte (TCP_FLAG_*) */
 	__u32 l4_off;   /* from the start of the frame */
-	__u32 csum_off; /* the L4 checksum field, from the start of the frame */
+	__u32 csum_off; /* the L4 checksum field, from the start of the frame; 0: none here */
+	__u8 frag;      /* 0, PKT4_FRAG_FIRST or PKT4_FRAG_LATER */
+	__u8 frag_last; /* PKT4_FRAG_LATER: no more fragments follow (MF clear) */
+	__be16 ip_id;   /* fragments: the datagram's IP id */
 };
 
 /*
- * 0 for an IPv4 TCP, UDP or ICMP packet that is not a fragment, with `p`
- * filled (for ICMP the ports are 0, l4_off is the ICMP header and csum_off
- * its checksum: see icmp.h for what is done with it);
+ * 0 for an IPv4 TCP, UDP or ICMP packet that is not a fragment, and for a
+ * fragment of a TCP or UDP datagram, with `p` filled (for ICMP the ports are
+ * 0, l4_off is the ICMP header and csum_off its checksum: see icmp.h for
+ * what is done with it; for a fragment p->frag says which, and one after
+ * the first has ports 0 and csum_off 0: see frag.h);
  * for anything else, which the programs pass untouched, the reason to count
  * it under (never 0, which is DP_R_PASSED):
  *  DP_R_OTHER_PROTO: other ethertypes (ARP, IPv6, VLAN tags on the wire)
  *                    and other IP protocols;
  *  DP_R_MALFORMED:   a frame too short for its headers, or an IPv4 header
  *                    that is not one (the stack judges and drops it);
- *  DP_R_FRAGMENT:    fragments (only the first carries the ports;
- *                    translating it alone would split the datagram, so all
- *                    fragments go to the stack as they came).
+ *  DP_R_FRAGMENT:    fragments of ICMP (never translated).
  */
 static __always_inline enum dp_reason pkt4_parse(struct __sk_buff *skb, struct pkt4 *p)
 {
@@ -82,8 +89,28 @@ static __always_inline enum dp_reason pkt4_parse(struct __sk_buff *skb, struct p
 		return DP_R_MALFORMED;
 	if (ip.version != 4 || ip.ihl < 5)
 		return DP_R_MALFORMED;
-	if (ip.frag_off & bpf_htons(IP4_MF | IP4_OFFSET))
-		return DP_R_FRAGMENT;
+	p->frag = 0;
+	p->frag_last = 0;
+	p->ip_id = ip.id;
+	if (ip.frag_off & bpf_htons(IP4_MF | IP4_OFFSET)) {
+		if (ip.protocol != IPPROTO_TCP && ip.protocol != IPPROTO_UDP)
+			return DP_R_FRAGMENT;
+		p->frag = (ip.frag_off & bpf_htons(IP4_OFFSET)) ? PKT4_FRAG_LATER : PKT4_FRAG_FIRST;
+		p->frag_last = !(ip.frag_off & bpf_htons(IP4_MF));
+	}
+	if (p->frag == PKT4_FRAG_LATER) {
+		p->saddr = ip.saddr;
+		p->daddr = ip.daddr;
+		p->sport = 0;
+		p->dport = 0;
+		p->proto = ip.protocol;
+		p->ttl = ip.ttl;
+		p->tos = ip.tos;
+		p->tcp_flags = 0;
+		p->l4_off = IP4_OFF + ip.ihl * 4;
+		p->csum_off = 0;
+		return 0;
+	}
 
 	switch (ip.protocol) {
 	case IPPROTO_ICMP:

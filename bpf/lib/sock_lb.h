@@ -42,6 +42,47 @@ static __always_inline int sock4_remember(struct bpf_sock_addr *ctx,
 }
 
 /*
+ * The backend a connected socket was counted for (struct sk_backend) stops
+ * counting it: the socket is released, or connects again (a connected UDP
+ * socket may, any number of times, also to an address that is no frontend).
+ * The id is taken with an exchange, so it is given back once. The
+ * decrement is skipped when the id no longer names the endpoint it was
+ * taken for: the backend is gone (its entry is the recount's to delete) or
+ * the id was reused for another endpoint, whose count is not this socket's.
+ */
+static __always_inline void sock4_uncount(struct bpf_sock *sk)
+{
+	struct backend_value *be;
+	struct sk_backend *st;
+	__u32 id;
+
+	st = bpf_sk_storage_get(&SVCMAP_MAP_SK_BACKEND, sk, 0, 0);
+	if (!st || !st->backend_id)
+		return;
+	id = __sync_lock_test_and_set(&st->backend_id, 0);
+	if (!id)
+		return;
+	be = bpf_map_lookup_elem(&SVCMAP_MAP_BACKENDS, &id);
+	if (be && be->addr == st->addr && be->port == st->port)
+		conns_add(id, CONNS_FIELD_SOCK, -1);
+}
+
+/* A socket connect()ed to backend id counts for it until sock4_uncount(). */
+static __always_inline void sock4_count(struct bpf_sock *sk, __u32 id, const struct backend_value *be)
+{
+	struct sk_backend *st;
+
+	st = bpf_sk_storage_get(&SVCMAP_MAP_SK_BACKEND, sk, 0, BPF_SK_STORAGE_GET_F_CREATE);
+	if (!st)
+		return; /* out of memory: the socket goes uncounted */
+	st->addr = be->addr;
+	st->port = be->port;
+	conns_add(id, CONNS_FIELD_SOCK, 1);
+	/* Last: a release that sees the id sees the rest of the entry too. */
+	__sync_lock_test_and_set(&st->backend_id, id);
+}
+
+/*
  * Returns 0 when the destination is not a frontend or was translated, and a
  * negative errno when the frontend exists but has nothing to connect to.
  * Counts the call under `hook` (DP_HOOK_CONNECT4 or DP_HOOK_SENDMSG4).
@@ -66,6 +107,10 @@ static __always_inline int sock4_xlate_fwd(struct bpf_sock_addr *ctx, enum dp_ho
 	}
 	key.proto = (__u8)proto;
 	frontend = key;
+	/* A connected socket that connects again no longer counts for the
+	 * backend of its last connect(). */
+	if (hook == DP_HOOK_CONNECT4)
+		sock4_uncount(ctx->sk);
 
 	svc = lb4_lookup_service(&key);
 	if (!svc && is_loopback4(key.addr)) {
@@ -113,6 +158,8 @@ static __always_inline int sock4_xlate_fwd(struct bpf_sock_addr *ctx, enum dp_ho
 		dp_count(hook, DP_R_SK_REVNAT_FAILED);
 	else
 		dp_count(hook, DP_R_TRANSLATED);
+	if (hook == DP_HOOK_CONNECT4 && lb_alg_counts(svc->algorithm))
+		sock4_count(ctx->sk, backend_id, be);
 	ctx->user_ip4 = be->addr;
 	ctx->user_port = be->port;
 	return 0;

@@ -22,6 +22,9 @@
  * ICMP errors about tracked flows are translated back at both hooks
  * (icmp.h), so PMTU discovery works through a NodePort.
  *
+ * IP fragments: the first is translated with its flow, and the datagram's
+ * later fragments get the same addresses (frag.h), at both hooks.
+ *
  * Every lookup of a flow's entry also records what the packet says about
  * the flow's state (ct4_lookup()): replies seen, FINs, RSTs. The agent's
  * conntrack GC reads that to remove finished and idle flows.
@@ -37,6 +40,7 @@
 #include "nat.h"
 #include "fib.h"
 #include "icmp.h"
+#include "frag.h"
 #include "snat_addr.h"
 
 /* loadBalancerSourceRanges: does the frontend accept this client? */
@@ -62,6 +66,13 @@ static __always_inline int lb4_source_allowed(const struct svc_value *svc, __be3
  *    connection is over and the client reuses its port for a new one (what
  *    netfilter does when a SYN meets a closed conntrack entry), which then
  *    picks its backend and SNAT port anew;
+ *  - a TCP SYN without ACK on a flow whose reply entry is gone or is
+ *    another flow's (ct4_reply_of()): the backend's answers would reach the
+ *    node's stack untranslated and be reset, so every retransmitted SYN
+ *    would fail the same way until the client gave up. The agent's GC can
+ *    remove a reply entry that a new flow took over an instant before (it
+ *    reads the map, then deletes what was idle; BPF has no conditional
+ *    delete), and the LRU can evict one; the SYN's retransmit restores it;
  *  - when the flow's backend is no longer in the backends map as it was
  *    chosen (its id removed or reused):
  *     - a TCP SYN without ACK: a new connection on a reused port must not
@@ -75,11 +86,14 @@ static __always_inline int lb4_flow_stale(const struct pkt4 *p, const struct ct_
 {
 	struct backend_value *be;
 	__u32 id = v->backend_id;
+	struct ct_key rep;
 
 	if (p->proto == IPPROTO_TCP) {
 		if ((p->tcp_flags & (TCP_FLAG_SYN | TCP_FLAG_ACK)) != TCP_FLAG_SYN)
 			return 0;
 		if (v->flags & (CT_F_CLOSING | CT_F_FIN_FWD | CT_F_FIN_REPLY))
+			return 1;
+		if (!ct4_reply_of(p, v, &rep))
 			return 1;
 	}
 	be = bpf_map_lookup_elem(&SVCMAP_MAP_BACKENDS, &id);
@@ -205,7 +219,12 @@ static __always_inline enum dp_reason lb4_tc_new_flow(struct __sk_buff *skb, con
 	}
 
 	ct4_key_of(&fkey, p, CT_DIR_FWD);
+	if (!(fwd.flags & CT_F_CLOSING) && lb_alg_counts(svc->algorithm))
+		fwd.flags |= CT_F_COUNTED;
 	if (ct4_insert(&fkey, &fwd, BPF_NOEXIST) == 0) {
+		/* The one CPU whose entry is the flow's counts it (see ct4_uncount()). */
+		if (fwd.flags & CT_F_COUNTED)
+			conns_add(backend_id, CONNS_FIELD_TC, 1);
 		*out = fwd;
 		return DP_R_TRANSLATED;
 	}
@@ -272,6 +291,15 @@ static __always_inline int tc4_ingress(struct __sk_buff *skb)
 		return tc_verdict(DP_HOOK_TC_INGRESS, reason, TC_ACT_OK);
 	if (p.proto == IPPROTO_ICMP)
 		return tc4_icmp_ingress(skb, &p);
+	if (p.frag == PKT4_FRAG_LATER) {
+		if (frag4_later(&p, &xlate) < 0)
+			return tc_verdict(DP_HOOK_TC_INGRESS, DP_R_FRAGMENT, TC_ACT_OK);
+		if (nat4_rewrite(skb, &p, &xlate) < 0)
+			return tc_verdict(DP_HOOK_TC_INGRESS, DP_R_REWRITE_FAILED, TC_ACT_SHOT);
+		reason = DP_R_TRANSLATED;
+		verdict = fib4_redirect(skb, &p, &reason);
+		return tc_verdict(DP_HOOK_TC_INGRESS, reason, verdict);
+	}
 
 	reason = DP_R_TRANSLATED;
 	ct = ct4_lookup(&p, CT_DIR_FWD);
@@ -304,6 +332,7 @@ static __always_inline int tc4_ingress(struct __sk_buff *skb)
 			return tc_verdict(DP_HOOK_TC_INGRESS, reason, TC_ACT_SHOT);
 	}
 
+	frag4_remember(&p, &xlate);
 	if (nat4_rewrite(skb, &p, &xlate) < 0)
 		return tc_verdict(DP_HOOK_TC_INGRESS, DP_R_REWRITE_FAILED, TC_ACT_SHOT);
 	verdict = fib4_redirect(skb, &p, &reason);
@@ -335,9 +364,19 @@ static __always_inline int tc4_egress(struct __sk_buff *skb)
 			return tc_verdict(DP_HOOK_TC_EGRESS, DP_R_REWRITE_FAILED, TC_ACT_SHOT);
 		return tc_verdict(DP_HOOK_TC_EGRESS, DP_R_ICMP_TRANSLATED, TC_ACT_OK);
 	}
+	if (p.frag == PKT4_FRAG_LATER) {
+		struct ct_value v;
+
+		if (frag4_later(&p, &v) < 0)
+			return tc_verdict(DP_HOOK_TC_EGRESS, DP_R_FRAGMENT, TC_ACT_OK);
+		if (nat4_rewrite(skb, &p, &v) < 0)
+			return tc_verdict(DP_HOOK_TC_EGRESS, DP_R_REWRITE_FAILED, TC_ACT_SHOT);
+		return tc_verdict(DP_HOOK_TC_EGRESS, DP_R_REPLY_TRANSLATED, TC_ACT_OK);
+	}
 	ct = ct4_lookup(&p, CT_DIR_REPLY_OUT);
 	if (!ct)
 		return tc_verdict(DP_HOOK_TC_EGRESS, DP_R_PASSED, TC_ACT_OK);
+	frag4_remember(&p, ct);
 	if (nat4_rewrite(skb, &p, ct) < 0)
 		return tc_verdict(DP_HOOK_TC_EGRESS, DP_R_REWRITE_FAILED, TC_ACT_SHOT);
 	return tc_verdict(DP_HOOK_TC_EGRESS, DP_R_REPLY_TRANSLATED, TC_ACT_OK);

@@ -14,6 +14,7 @@ import { BoundedFrequencyRunner } from '../sync/runner.ts';
 import { Syncer } from '../sync/syncer.ts';
 import { FamilySyncers } from '../sync/families.ts';
 import { toTargets } from './targets.ts';
+import { CONNS_ADJUST_PROGRAM, ConnCounts } from './conn-counts.ts';
 import { CtGc, type CtLifetimes } from './ct-gc.ts';
 import { type DatapathOptions, bringUpDatapath } from './datapath.ts';
 import { type HealthCheckService, HealthCheckPorts, healthCheckOf } from './health-check-ports.ts';
@@ -24,6 +25,7 @@ import { AgentMetrics } from './metrics.ts';
 import { countingProblemReporter } from './problems-log.ts';
 import { SyncStatus } from './sync-status.ts';
 import { HeapReclaimer } from './heap.ts';
+import { SocketCounter } from './socket-recount.ts';
 import { SocketTerminator } from './socket-terminator.ts';
 import { TcDatapath } from './tc-datapath.ts';
 
@@ -92,7 +94,12 @@ export async function runAgent(cfg: AgentConfig, log: Logger): Promise<RunningAg
   }, log, metrics.registry);
   const counters = dp.maps.counters;
   if (counters) metrics.readDatapathCountersWith(() => readDatapathCounters(counters));
-  const ctGc = dp.maps.ct ? new CtGc(dp.maps.ct, { ...cfg.ctGc, metrics, log }) : undefined;
+  // Live connection counts (lc, sed, nq): the GC takes collected flows off them and recounts tc's.
+  const sockets = dp.maps.conns ? SocketCounter.load({
+    pinDir: cfg.pinDir, ...(cfg.objectDir ? { objectDir: cfg.objectDir } : {}), ...(cfg.forceCompile ? { forceCompile: true } : {}),
+  }, log) : undefined;
+  const conns = dp.maps.conns ? new ConnCounts({ conns: dp.maps.conns, backends: dp.maps.backends }, dp.tc.programFd(CONNS_ADJUST_PROGRAM), sockets) : undefined;
+  const ctGc = dp.maps.ct ? new CtGc(dp.maps.ct, { ...cfg.ctGc, metrics, log, ...(conns ? { conns } : {}) }) : undefined;
   ctGc?.start();
   // Kubernetes Events about what could not be programmed: only where there is an API server to hold them.
   const events = k8s ? k8s.startKubernetesEvents(kc!, cfg.nodeName!, log, metrics) : undefined;
@@ -211,6 +218,7 @@ export async function runAgent(cfg: AgentConfig, log: Logger): Promise<RunningAg
     events?.stop();
     ctGc?.stop();
     tcDatapath.stop();
+    conns?.close();
     terminator.close();
     healthChecks.close();
     for (const s of servers) s.close();

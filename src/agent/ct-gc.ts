@@ -21,7 +21,17 @@
 // flow then starts afresh on its next packet (a new backend choice for that
 // flow). The window is the time between one batch read and one batch delete,
 // and the entry was idle for its whole lifetime before it, as with Cilium's
-// own GC.
+// own GC. One writer must never meet the GC that way: the datapath's take-over
+// of a closed flow's SNAT port (nat4_snat_take_over() in bpf/lib/nat.h)
+// writes a new flow's reply entry over the old one's key, which the GC would
+// then delete under the new flow (its backend's answers then reach the node's
+// stack untranslated and are reset). So the GC deletes a flow's forward
+// entries first and leaves the reply entry of a flow whose forward entry was
+// already gone (a take-over removes it: repliesToDelete); and the datapath
+// takes over a reply entry without its forward entry only while it has been
+// idle for less than SNAT_TAKE_OVER_MAX_MS, shorter than the closing lifetime,
+// with the GC judging idleness at a time taken before the read: a lone reply
+// entry the GC deletes was past the take-over limit before the GC looked.
 import { BpfError, errnoNumber } from '../bpf/errors.ts';
 import { type BpfMap, libbpfText } from '../bpf/map.ts';
 import { native } from '../bpf/native.ts';
@@ -31,6 +41,7 @@ import {
 } from '../maps/constants.ts';
 import type { StructLayout } from '../maps/layout.ts';
 import type { TypedMap } from '../maps/typed-map.ts';
+import type { ConnCounts, RecountResult } from './conn-counts.ts';
 import type { Logger } from './log.ts';
 import type { AgentMetrics } from './metrics.ts';
 
@@ -55,6 +66,9 @@ export const DEFAULT_CT_LIFETIMES: Readonly<CtLifetimes> = {
 };
 
 export const DEFAULT_CT_GC_INTERVAL_MS = 10_000;
+
+/** SNAT_TAKE_OVER_MAX_NS in bpf/lib/nat.h, in ms: the closing lifetime must be longer (see Races above). */
+export const SNAT_TAKE_OVER_MAX_MS = 9_000;
 
 export type CtFlowState = 'tcp_established' | 'tcp_syn' | 'tcp_closing' | 'other';
 
@@ -138,6 +152,10 @@ export interface PackedCt {
 export interface PackedSelection {
   /** Entries to delete, by index: every forward entry first, then the reply entries. */
   indices: Uint32Array;
+  /** How many of `indices` are forward entries. */
+  forwardCount: number;
+  /** For each reply entry in `indices` (in order), the position in `indices` of its flow's forward entry, -1 for a lone one. */
+  replyPartner: Int32Array;
   /** Flows removed (a pair or a lone entry counts once), by state. */
   flows: Record<CtFlowState, number>;
 }
@@ -247,6 +265,7 @@ export function selectExpiredPacked(ct: PackedCt, nowNs: bigint, lifetimes: CtLi
 
   const forward: number[] = [];
   const reply: number[] = [];
+  const partner: number[] = [];
   const paired = new Uint8Array(n);
   for (let i = 0; i < n; i++) {
     if (dirOf(i) !== CT_DIR_FWD) continue;
@@ -258,6 +277,7 @@ export function selectExpiredPacked(ct: PackedCt, nowNs: bigint, lifetimes: CtLi
       if (expired(i, flagsOf(i) | flagsOf(j), last > jlast ? last : jlast)) {
         forward.push(i);
         reply.push(j);
+        partner.push(forward.length - 1);
       }
     } else if (expired(i, flagsOf(i), last)) {
       forward.push(i);
@@ -265,12 +285,33 @@ export function selectExpiredPacked(ct: PackedCt, nowNs: bigint, lifetimes: CtLi
   }
   for (let i = 0; i < n; i++) {
     if (dirOf(i) === CT_DIR_FWD || paired[i]) continue;
-    if (expired(i, flagsOf(i), lastSeenOf(i))) reply.push(i);
+    if (expired(i, flagsOf(i), lastSeenOf(i))) {
+      reply.push(i);
+      partner.push(-1);
+    }
   }
   const indices = new Uint32Array(forward.length + reply.length);
   indices.set(forward, 0);
   indices.set(reply, forward.length);
-  return { indices, flows };
+  return { indices, flows, forwardCount: forward.length, replyPartner: Int32Array.from(partner) };
+}
+
+/**
+ * The reply entries of a selection to delete once its forward entries are
+ * (positions in sel.indices): all but those whose flow's forward entry was
+ * already gone at its delete (forwardGone, positions among the forward
+ * entries). A forward entry that went between the read and the delete was
+ * most likely removed by the datapath taking the flow's SNAT port over, and
+ * its reply key then holds the new flow's entry (see Races above): it stays,
+ * and is judged again, alone, at the next pass.
+ */
+export function repliesToDelete(sel: PackedSelection, forwardGone: readonly number[]): number[] {
+  const gone = new Set(forwardGone);
+  const out: number[] = [];
+  sel.replyPartner.forEach((p, r) => {
+    if (p < 0 || !gone.has(p)) out.push(sel.forwardCount + r);
+  });
+  return out;
 }
 
 export interface CtSelection {
@@ -351,6 +392,8 @@ export interface CtGcOptions {
   now?: () => bigint;
   metrics?: AgentMetrics;
   log?: Logger;
+  /** Live connection counts: each pass takes the open flows it collects off their backends and recounts tc's counts. */
+  conns?: ConnCounts;
 }
 
 export interface CtGcRun {
@@ -360,6 +403,8 @@ export interface CtGcRun {
   deleted: number;
   flows: Record<CtFlowState, number>;
   durationMs: number;
+  /** With counts: what the pass did to them. */
+  conns?: RecountResult;
 }
 
 /** The periodic collector over one conntrack map. */
@@ -369,6 +414,7 @@ export class CtGc {
   readonly #now: () => bigint;
   readonly #metrics: AgentMetrics | undefined;
   readonly #log: Logger | undefined;
+  readonly #conns: ConnCounts | undefined;
   readonly lifetimes: CtLifetimes;
   #timer: NodeJS.Timeout | undefined;
 
@@ -378,9 +424,13 @@ export class CtGc {
     this.#now = opts.now ?? (() => process.hrtime.bigint());
     this.#metrics = opts.metrics;
     this.#log = opts.log;
+    this.#conns = opts.conns;
     this.lifetimes = { ...DEFAULT_CT_LIFETIMES, ...definedOnly(opts.lifetimes ?? {}) };
     for (const [k, v] of Object.entries(this.lifetimes)) {
       if (!(Number.isFinite(v) && v > 0)) throw new Error(`conntrack GC: lifetime ${k} must be more than 0 (got ${v})`);
+    }
+    if (!(this.lifetimes.tcpClosingMs > SNAT_TAKE_OVER_MAX_MS)) {
+      throw new Error(`conntrack GC: lifetime tcpClosingMs must be more than the datapath's SNAT take-over limit of ${SNAT_TAKE_OVER_MAX_MS} ms (got ${this.lifetimes.tcpClosingMs})`);
     }
     if (!(Number.isFinite(this.#intervalMs) && this.#intervalMs >= 0)) throw new Error(`conntrack GC: interval must be 0 or more (got ${this.#intervalMs})`);
     this.#metrics?.mapCapacity.set({ map: MAP_CT }, map.raw.maxEntries);
@@ -393,20 +443,37 @@ export class CtGc {
    */
   runOnce(): CtGcRun {
     const started = process.hrtime.bigint();
+    const before = this.#conns?.snapshot();
+    // Before the read, not after: see Races above.
+    const now = this.#now();
     const ct = readCtPacked(this.#map.raw);
-    const sel = selectExpiredPacked(ct, this.#now(), this.lifetimes);
-    const n = sel.indices.length;
-    if (n) {
-      const keys = Buffer.alloc(n * KEY_SIZE);
-      for (let i = 0; i < n; i++) keys.set(ct.keys.subarray(sel.indices[i]! * KEY_SIZE, (sel.indices[i]! + 1) * KEY_SIZE), i * KEY_SIZE);
-      this.#map.raw.deleteBatch(keys, n);
-    }
+    const sel = selectExpiredPacked(ct, now, this.lifetimes);
+    // Forward entries first; then the reply entries whose forward entry was still there.
+    const deleteAt = (positions: ArrayLike<number>): number[] => {
+      const keys = Buffer.alloc(positions.length * KEY_SIZE);
+      for (let i = 0; i < positions.length; i++) {
+        const e = sel.indices[positions[i]!]!;
+        keys.set(ct.keys.subarray(e * KEY_SIZE, (e + 1) * KEY_SIZE), i * KEY_SIZE);
+      }
+      return this.#map.raw.deleteBatch(keys, positions.length);
+    };
+    const forwardGone = deleteAt(Array.from({ length: sel.forwardCount }, (_, i) => i));
+    const replies = repliesToDelete(sel, forwardGone);
+    deleteAt(replies);
+    const n = sel.forwardCount + replies.length;
+    // The counts lose only the flows this pass removed: a forward entry already
+    // gone was forgotten by the datapath, which took it off its count itself.
+    const gone = new Set(forwardGone);
+    const removed = [...Array.from({ length: sel.forwardCount }, (_, i) => i).filter((i) => !gone.has(i)), ...replies];
+    const conns = before && this.#conns?.afterGc(before, ct, Uint32Array.from(removed, (i) => sel.indices[i]!));
     const run: CtGcRun = {
       entries: ct.count,
       deleted: n,
       flows: sel.flows,
       durationMs: Number(process.hrtime.bigint() - started) / 1e6,
+      ...(conns ? { conns } : {}),
     };
+    if (conns && (conns.tc.corrected || conns.sock?.corrected || conns.removed)) this.#log?.info({ ...conns }, 'connection counts recounted');
     this.#metrics?.conntrackEntries.set(run.entries - run.deleted);
     this.#metrics?.conntrackGcDeleted.inc(run.deleted);
     if (run.deleted) this.#log?.debug({ ...run }, 'conntrack GC removed idle flows');

@@ -16,6 +16,7 @@ import { type MapSizes, mapSize } from '../maps/registry.ts';
 export const SOCK_PROGRAMS = [
   'svcmap_connect4', 'svcmap_sendmsg4', 'svcmap_recvmsg4', 'svcmap_getpeer4',
   'svcmap_connect6', 'svcmap_sendmsg6', 'svcmap_recvmsg6', 'svcmap_getpeer6',
+  'svcmap_sock_release',
 ] as const;
 /** The tc programs: ingress and egress of the node's external devices. */
 export const TC_PROGRAMS = { ingress: 'svcmap_tc_in', egress: 'svcmap_tc_out' } as const;

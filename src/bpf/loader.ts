@@ -42,7 +42,8 @@ export function loadPinned(opts: LoadOptions): LoadResult {
   try {
     for (const { name, pinPath: path } of object.maps()) {
       if (path === undefined) continue;
-      const want = opts.maxEntries?.(name);
+      // A map of no capacity (socket storage: one value per socket) cannot be sized.
+      const want = object.mapMaxEntries(name) === 0 ? undefined : opts.maxEntries?.(name);
       if (existsSync(path)) {
         const pinned = BpfMap.openPinned(path);
         try {

@@ -269,32 +269,39 @@ export class BpfMap {
     }
   }
 
-  /** Deletes `count` packed keys; every key must exist (ENOENT stops the batch). */
-  deleteBatch(keys: Buffer, count: number): void {
-    if (count === 0) return;
+  /**
+   * Deletes `count` packed keys. A key already gone (e.g. an LRU eviction;
+   * ENOENT stops a kernel batch) is skipped; the indices of those are
+   * returned, in order.
+   */
+  deleteBatch(keys: Buffer, count: number): number[] {
     if (keys.length !== count * this.keySize) throw new Error(`delete batch ${this.label}: ${keys.length} key bytes for ${count} keys of ${this.keySize}`);
-    if (this.#batchOk) {
+    const gone: number[] = [];
+    let from = 0;
+    while (this.#batchOk && from < count) {
       const n = Buffer.alloc(4);
-      n.writeUInt32LE(count);
-      const rc = native().mapDeleteBatch(this.fd, keys, n) as number;
-      if (rc === 0) return;
+      n.writeUInt32LE(count - from);
+      const rc = native().mapDeleteBatch(this.fd, keys.subarray(from * this.keySize), n) as number;
+      if (rc === 0) return gone;
       const processed = n.readUInt32LE();
       if (rc === -ENOENT) {
-        // Already gone (e.g. an LRU eviction): skip it and go on with the rest.
-        const rest = count - processed - 1;
-        if (rest > 0) this.deleteBatch(keys.subarray((processed + 1) * this.keySize), rest);
-        return;
+        gone.push(from + processed);
+        from += processed + 1;
+        continue;
       }
-      if ((rc === -EINVAL || rc === -ENOTSUPP) && processed === 0) {
+      if ((rc === -EINVAL || rc === -ENOTSUPP) && processed === 0 && from === 0) {
         this.#batchOk = false;
       } else {
-        throw new BatchError(`delete batch ${this.label}`, rc, processed, count);
+        throw new BatchError(`delete batch ${this.label}`, rc, from + processed, count);
       }
     }
-    for (let i = 0; i < count; i++) {
+    if (from >= count) return gone;
+    for (let i = from; i < count; i++) {
       const rc = native().mapDelete(this.fd, keys.subarray(i * this.keySize, (i + 1) * this.keySize)) as number;
-      if (rc < 0 && rc !== -ENOENT) throw new BatchError(`delete ${this.label}`, rc, i, count);
+      if (rc === -ENOENT) gone.push(i);
+      else if (rc < 0) throw new BatchError(`delete ${this.label}`, rc, i, count);
     }
+    return gone;
   }
 
   /** Number of entries, by walking the keys (maps have no counter before 6.6's map_extra); an array has every index. */

@@ -99,6 +99,7 @@ function bind() {
     btfMember: shim.func('int svcmap_btf_member(const btf *btf, const char *name, uint32_t idx, void *member_name, size_t name_size, void *bit_offset, void *bitfield_size, void *byte_size)'),
     iterRunInNetns: shim.func('int64_t svcmap_iter_run_in_netns(int link_fd, int netns_fd)'),
     nlWatch: shim.func('int svcmap_nl_watch(uint32_t groups)'),
+    iterMapLinkCreate: shim.func('int svcmap_iter_map_link_create(int prog_fd, int map_fd)'),
   };
 }
 
@@ -110,7 +111,7 @@ let bound: Native | undefined;
 export function native(): Native {
   if (!bound) {
     bound = bind();
-    if (bound.shimAbiVersion() !== 2) throw new Error(`native shim ABI mismatch at ${shimPath()}: rebuild it with make native`);
+    if (bound.shimAbiVersion() !== 3) throw new Error(`native shim ABI mismatch at ${shimPath()}: rebuild it with make native`);
     // libbpf's warnings go into the shim's buffer; errors carry them.
     bound.logCapture(process.env.SVCMAP_LIBBPF_DEBUG ? 3 : -1);
   }

@@ -89,3 +89,19 @@ export function progTestRun(progFd: number, packet: Buffer, opts: TestRunOptions
   }
   return result;
 }
+
+/**
+ * Runs a BPF_PROG_TYPE_SYSCALL program once with `ctx` as its context (the
+ * kernel takes no packet, no output buffers and no repeat count for these)
+ * and returns its return value, as a signed number.
+ */
+export function progRunSyscall(progFd: number, ctx: Buffer): number {
+  if (ctx.length === 0) throw new RangeError('syscall program run: ctx is empty');
+  u32Option('ctx length', ctx.length, 1);
+  const sizeOut = Buffer.alloc(4);
+  const retval = Buffer.alloc(4);
+  const duration = Buffer.alloc(4);
+  const rc = native().progTestRun(progFd, null, 0, null, sizeOut, ctx, ctx.length, null, null, 0, retval, duration) as number;
+  if (rc < 0) throw new BpfError(`syscall program run of fd ${progFd}`, rc, libbpfText(rc));
+  return retval.readInt32LE();
+}

@@ -1,6 +1,6 @@
 // The maps decoded into what a person wants to read: each frontend with its
 // flags and its backends in slot order. Pure.
-import type { BackendValue, RevNatValue, SvcKey, SvcValue } from '../maps/codecs.ts';
+import type { BackendConns, BackendValue, RevNatValue, SvcKey, SvcValue } from '../maps/codecs.ts';
 import { BACKEND_F_LOCAL, BACKEND_STATE_TERMINATING, SVC_SCOPE_INT, flagNames, lbAlgorithmName, protoName } from '../maps/constants.ts';
 import { ipv4ToU32 } from '../maps/ipv4.ts';
 import { ipv6SortKey } from '../maps/ipv6.ts';
@@ -16,6 +16,15 @@ export interface BackendView {
   address: string;
   state: string;
   local: boolean;
+  /** Live connections the datapath counts for it (socket LB + tc, what lc/sed/nq read); absent when no count map is pinned. */
+  connections?: number;
+}
+
+/** A backend's live connections as lc/sed/nq see them (conns_active(): a negative field counts as 0). */
+export function activeConnections(c: BackendConns | undefined): number {
+  if (!c) return 0;
+  const pos = (v: bigint) => (v > 0n ? Number(v) : 0);
+  return pos(c.sock) + pos(c.tc);
 }
 
 export interface FrontendView {
@@ -34,11 +43,12 @@ export interface FrontendView {
 }
 
 /** One backend slot as both dump and explain show it. */
-export function backendView(slot: number, id: number, b: BackendValue): BackendView {
+export function backendView(slot: number, id: number, b: BackendValue, conns?: (id: number) => BackendConns | undefined): BackendView {
   return {
     slot, id, address: hostPort(b.addr, b.port),
     state: b.state === BACKEND_STATE_TERMINATING ? 'terminating' : 'active',
     local: (b.flags & BACKEND_F_LOCAL) !== 0,
+    ...(conns ? { connections: activeConnections(conns(id)) } : {}),
   };
 }
 
@@ -46,8 +56,11 @@ export function buildDumpView(
   services: ReadonlyArray<readonly [SvcKey, SvcValue]>,
   backends: ReadonlyArray<readonly [number, BackendValue]>,
   revNat: ReadonlyArray<readonly [number, RevNatValue]>,
+  conns?: ReadonlyArray<readonly [number, BackendConns]>,
 ): FrontendView[] {
   const be = new Map(backends);
+  const live = conns ? new Map(conns) : undefined;
+  const connsOf = live ? (bid: number) => live.get(bid) : undefined;
   const rn = new Map(revNat);
   const slots = new Map<string, Map<number, number>>();
   const id = (k: SvcKey) => `${k.addr}:${k.port}/${k.proto}/${k.scope}`;
@@ -74,7 +87,7 @@ export function buildDumpView(
         problems.push(`slot ${s} refers to missing backend ${bid}`);
         continue;
       }
-      list.push(backendView(s, bid, b));
+      list.push(backendView(s, bid, b, connsOf));
     }
     if (!rn.has(v.rev_nat_id)) problems.push(`reverse NAT ${v.rev_nat_id} missing`);
     const proto = protoName(k.proto);
@@ -105,7 +118,7 @@ export function renderTable(views: readonly FrontendView[]): string {
     v.algorithm,
     String(v.backends.length),
     v.backends.length
-      ? v.backends.map((b) => `${b.address}${b.state === 'active' ? '' : ` (${b.state})`}${b.local ? ' [local]' : ''}`).join(', ')
+      ? v.backends.map((b) => `${b.address}${b.state === 'active' ? '' : ` (${b.state})`}${b.local ? ' [local]' : ''}${b.connections === undefined ? '' : ` conns=${b.connections}`}`).join(', ')
       : '(none: connections are refused)',
   ].concat(v.problems.length ? [`!! ${v.problems.join('; ')}`] : []));
   const header = ['FRONTEND', 'FLAGS', 'ALG', 'N', 'BACKENDS'];

@@ -53,7 +53,7 @@ function render(maps: DatapathMaps, f: z.infer<typeof schema>, out: (s: string) 
   // Both families, IPv4 first (each family's ids are its own, so each is decoded against its own maps).
   const v6 = maps.v6;
   const view = [
-    ...buildDumpView(maps.services.entries(), maps.backends.entries(), maps.revNat.entries()),
+    ...buildDumpView(maps.services.entries(), maps.backends.entries(), maps.revNat.entries(), maps.conns?.entries()),
     ...(v6 ? buildDumpView(v6.services.entries(), v6.backends.entries(), v6.revNat.entries()) : []),
   ];
   out(f.output === 'table' ? renderTable(view) : formatData({ frontends: view }, f.output));

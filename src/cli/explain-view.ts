@@ -12,7 +12,7 @@
 //  - tc (--from CLIENT): a packet from outside the node opening a flow
 //    (lb4_tc_new_flow): the external entry, loadBalancerSourceRanges, and
 //    the affinity entry of that client address.
-import type { AffinityKey, AffinityValue, BackendValue, SvcKey, SvcValue } from '../maps/codecs.ts';
+import type { AffinityKey, AffinityValue, BackendConns, BackendValue, SvcKey, SvcValue } from '../maps/codecs.ts';
 import {
   AFFINITY_ORIGIN_SOCK, AFFINITY_ORIGIN_TC, type LbAlgorithmName, lbAlgorithmName, SVC_F_AFFINITY, SVC_F_SRC_RANGES, SVC_F_TWO_SCOPES, SVC_F_WILDCARD,
   SVC_SCOPE_EXT, SVC_SCOPE_INT, flagNames, protoName,
@@ -22,6 +22,8 @@ import { type BackendView, backendView } from './dump-view.ts';
 export interface ExplainReaders {
   service(key: SvcKey): SvcValue | undefined;
   backend(id: number): BackendValue | undefined;
+  /** A backend's live connection counts; undefined when no count map is pinned. */
+  connections?: ((id: number) => BackendConns | undefined) | undefined;
   /** The session affinity map; undefined when none is pinned. */
   affinity: {
     get(key: AffinityKey): AffinityValue | undefined;
@@ -109,6 +111,10 @@ const ALGORITHM_TEXT: Record<LbAlgorithmName, string> = {
   random: 'random (uniform)',
   rr: 'rr (round robin)',
   sh: 'sh (source hash)',
+  lc: 'lc (least connections)',
+  sed: 'sed (shortest expected delay)',
+  nq: 'nq (never queue)',
+  dh: 'dh (destination hash)',
   maglev: 'maglev (not implemented by this datapath: random)',
 };
 
@@ -194,7 +200,7 @@ export function explain(q: ExplainQuery, r: ExplainReaders): Explanation {
     const b = slot && r.backend(slot.backend_id);
     if (!slot) problems.push(`slot ${s} missing`);
     else if (!b) problems.push(`slot ${s} refers to missing backend ${slot.backend_id}`);
-    else backends.push(backendView(s, slot.backend_id, b));
+    else backends.push(backendView(s, slot.backend_id, b, r.connections));
   }
   const affinity = (svc.flags & SVC_F_AFFINITY) !== 0;
   const frontend: FrontendExplanation = {
@@ -224,7 +230,9 @@ export function explain(q: ExplainQuery, r: ExplainReaders): Explanation {
   if (svc.count === 0) return { ...out, verdict: { kind: 'refused', text: NO_ENDPOINTS } };
 
   // kind 'random': the frontend's algorithm chooses (the text names it).
-  const how = { rr: 'round robin', sh: 'source hash' }[lbAlgorithmName(svc.algorithm) as 'rr' | 'sh'] ?? 'random';
+  const how = {
+    rr: 'round robin', sh: 'source hash', dh: 'destination hash', lc: 'least connections', sed: 'shortest expected delay', nq: 'never queue',
+  }[lbAlgorithmName(svc.algorithm) as 'rr' | 'sh' | 'dh' | 'lc' | 'sed' | 'nq'] ?? 'random';
   const random = (why: string): Verdict => ({ kind: 'random', among: svc.count, text: `${how} among ${svc.count}${why}` });
   if (!affinity) return { ...out, verdict: random('') };
   const remember = `; the choice is remembered for ${svc.affinity_timeout}s`;
@@ -264,8 +272,9 @@ export function renderExplanation(e: Explanation): string {
     row('Affinity', f.affinityTimeoutSeconds === null ? 'none' : `ClientIP, timeout ${f.affinityTimeoutSeconds}s`);
     row('Backends', String(f.backends.length));
     if (f.backends.length) {
-      lines.push(...table(['SLOT', 'ID', 'BACKEND', 'STATE', 'LOCAL'],
-        f.backends.map((b) => [String(b.slot), String(b.id), b.address, b.state, b.local ? 'yes' : 'no'])));
+      const conns = f.backends.some((b) => b.connections !== undefined);
+      lines.push(...table(['SLOT', 'ID', 'BACKEND', 'STATE', 'LOCAL', ...(conns ? ['CONNS'] : [])],
+        f.backends.map((b) => [String(b.slot), String(b.id), b.address, b.state, b.local ? 'yes' : 'no', ...(conns ? [String(b.connections ?? 0)] : [])])));
     }
     if (f.problems.length) row('Problems', f.problems.join('; '));
     if (f.affinityTimeoutSeconds !== null) {

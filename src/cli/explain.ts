@@ -51,6 +51,7 @@ function readersOf(maps: DatapathMaps): ExplainReaders {
   return {
     service: (k) => maps.services.get(k),
     backend: (id) => maps.backends.get(id),
+    connections: maps.conns ? (id) => maps.conns!.get(id) : undefined,
     affinity: affinity ? { get: (k) => affinity.get(k), entries: () => affinity.entries() } : undefined,
     // An LPM lookup, as lb4_source_allowed does: all 32 bits of the id, then all of the address.
     sourceAllowed: srcRange ? (id, addr) => srcRange.get({ prefixlen: 64, rev_nat_id: id, addr }) !== undefined : undefined,

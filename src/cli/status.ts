@@ -98,7 +98,7 @@ export function collectStatus(pinDir: string): StatusReport {
   }
   for (const spec of ALL_MAPS) {
     const path = join(pinDir, spec.name);
-    if (!existsSync(path)) continue;
+    if (spec.listable === false || !existsSync(path)) continue;
     const m = BpfMap.openPinned(path);
     try {
       const entries = m.count();

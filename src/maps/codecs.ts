@@ -261,6 +261,57 @@ export const affinityValue = codec<AffinityValue>(struct('affinity_value', 16, [
   pad('pad', 14, 2),
 ]));
 
+// ---- live connections per backend (both datapaths)
+
+export interface BackendConns {
+  /** Sockets the socket LB connected to the backend (may dip below 0 by drift; read as 0). */
+  sock: bigint;
+  /** tc flows to the backend that are open. */
+  tc: bigint;
+}
+
+export const backendConnsValue = codec<BackendConns>(struct('backend_conns', 16, [
+  field('sock', 0, 's64'),
+  field('tc', 8, 's64'),
+]));
+
+/** Socket storage of a socket the socket LB counted (its key is a socket fd). */
+export interface SkBackend {
+  backend_id: number;
+  addr: string;
+  port: number;
+}
+
+export const skBackendKey = scalarCodec(scalar('int', 'u32'));
+
+/** The socket recount's count per {backend_id, addr, port} (key: skBackendValue). */
+const skCountLayout = scalar('__u64', 'u64');
+export const skCountValue: Codec<bigint> = {
+  layout: skCountLayout,
+  encode: (v, buf, off) => encodeInto(skCountLayout, { value: v }, buf, off),
+  decode: (buf, off) => decodeFrom(skCountLayout, buf, off).value as bigint,
+};
+
+export const skBackendValue = codec<SkBackend>(struct('sk_backend', 12, [
+  field('backend_id', 0, 'u32'),
+  field('addr', 4, 'ipv4'),
+  field('port', 8, 'be16'),
+  pad('pad', 10, 2),
+]));
+
+export interface ConnsAdjust {
+  backend_id: number;
+  field: number;
+  delta: bigint;
+}
+
+/** The context of the svcmap_conns_adjust program. */
+export const connsAdjust = codec<ConnsAdjust>(struct('conns_adjust', 16, [
+  field('backend_id', 0, 'u32'),
+  field('field', 4, 'u32'),
+  field('delta', 8, 's64'),
+]));
+
 export const configKey = scalarCodec(scalar('__u32', 'u32'));
 
 export const configValue = codec<SvcmapConfig>(struct('svcmap_config', 12, [

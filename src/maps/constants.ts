@@ -12,6 +12,8 @@ export const MAP_AFFINITY = 'svcmap_affin';
 export const MAP_METRICS = 'svcmap_metrics';
 /** SNAT source address per egress device (ifindex -> IPv4). */
 export const MAP_DEV_ADDR = 'svcmap_devaddr';
+export const MAP_BE_CONNS = 'svcmap_be_conns';
+export const MAP_SK_BACKEND = 'svcmap_sk_be';
 /** Socket termination's working set (bpf/sock_destroy.c; not pinned). */
 export const MAP_SK_TERM = 'svcmap_sk_term';
 export const SK_TERM_MAX = 1024;
@@ -20,10 +22,15 @@ export const MAP_SERVICES6 = 'svcmap_svc6';
 export const MAP_BACKENDS6 = 'svcmap_be6';
 export const MAP_REVNAT6 = 'svcmap_revnat6';
 export const MAP_SK_REVNAT6 = 'svcmap_sk_rnat6';
+/** The socket recount's working set (bpf/sock_count.c; not pinned). */
+export const MAP_SK_COUNT = 'svcmap_sk_count';
+export const SK_COUNT_MAX = 65536;
 
 export const CT_DIR_FWD = 0;
 export const CT_DIR_REPLY_IN = 1;
 export const CT_DIR_REPLY_OUT = 2;
+/** A fragmented datagram's translation, for its fragments after the first (bpf/lib/frag.h). */
+export const CT_DIR_FRAG = 3;
 export const CT_F_SNAT = 0x01;
 export const CT_F_LOCAL = 0x02;
 /** A packet came back from the backend: TCP established, UDP answered. */
@@ -34,6 +41,8 @@ export const CT_F_CLOSING = 0x08;
 export const CT_F_FIN_FWD = 0x10;
 /** TCP: the backend sent a FIN. */
 export const CT_F_FIN_REPLY = 0x20;
+/** The flow counts for its backend's live connections (a frontend with lc, sed or nq). */
+export const CT_F_COUNTED = 0x40;
 
 export const SVC_SCOPE_EXT = 0;
 export const SVC_SCOPE_INT = 1;
@@ -55,12 +64,21 @@ export const LB_ALG_RR = 1;
 export const LB_ALG_SH = 2;
 /** Reserved: the datapath and the agent do not implement Maglev yet. */
 export const LB_ALG_MAGLEV = 3;
+export const LB_ALG_LC = 4;
+export const LB_ALG_SED = 5;
+export const LB_ALG_NQ = 6;
+export const LB_ALG_DH = 7;
+/** The most slots lc/sed/nq look at for one connection. */
+export const LB_SCAN_MAX = 64;
 
 /** svc_value.algorithm by its name (the annotation's and --lb-algorithm's values). */
-export const LB_ALGORITHMS = { random: LB_ALG_RANDOM, rr: LB_ALG_RR, sh: LB_ALG_SH, maglev: LB_ALG_MAGLEV } as const;
+export const LB_ALGORITHMS = {
+  random: LB_ALG_RANDOM, rr: LB_ALG_RR, sh: LB_ALG_SH, maglev: LB_ALG_MAGLEV,
+  lc: LB_ALG_LC, sed: LB_ALG_SED, nq: LB_ALG_NQ, dh: LB_ALG_DH,
+} as const;
 export type LbAlgorithmName = keyof typeof LB_ALGORITHMS;
-/** What a Service may ask for today; the others of issue 14 (lc, sed, nq, dh, maglev) are not implemented yet. */
-export const LB_ALGORITHMS_IMPLEMENTED = ['random', 'rr', 'sh'] as const;
+/** What a Service may ask for today; maglev (issue 14) is not implemented yet. */
+export const LB_ALGORITHMS_IMPLEMENTED = ['random', 'rr', 'sh', 'lc', 'sed', 'nq', 'dh'] as const;
 export type ImplementedLbAlgorithm = (typeof LB_ALGORITHMS_IMPLEMENTED)[number];
 
 /** The name of svc_value.algorithm `id`, or undefined for one this svcmap does not know. */
@@ -72,6 +90,10 @@ export const BACKEND_STATE_ACTIVE = 0;
 export const BACKEND_STATE_TERMINATING = 1;
 
 export const BACKEND_F_LOCAL = 0x01;
+
+/** struct conns_adjust.field: which count of struct backend_conns. */
+export const CONNS_FIELD_SOCK = 0;
+export const CONNS_FIELD_TC = 1;
 
 /** affinity_key.origin: which datapath made the entry (and what its client is). */
 export const AFFINITY_ORIGIN_SOCK = 1;
@@ -206,6 +228,7 @@ export const CT_FLAG_NAMES: Array<[number, string]> = [
   [CT_F_CLOSING, 'closing'],
   [CT_F_FIN_FWD, 'fin-fwd'],
   [CT_F_FIN_REPLY, 'fin-reply'],
+  [CT_F_COUNTED, 'counted'],
 ];
 
 export function flagNames(flags: number): string[] {

@@ -8,7 +8,7 @@ import type { BpfObject } from '../bpf/object.ts';
 import type * as c from './codecs.ts';
 import { LayoutDriftError, codecDrift, mapSizeDrift } from './btf-check.ts';
 import {
-  ALL_MAPS, affinityMap, backends6Map, backendsMap, revNat6Map, services6Map, skRevNat6Map, configMap, ctMap, devAddrMap, metricsMap, revNatMap, servicesMap, skRevNatMap, srcRangeMap,
+  ALL_MAPS, affinityMap, backendConnsMap, backends6Map, backendsMap, revNat6Map, services6Map, skRevNat6Map, configMap, ctMap, devAddrMap, metricsMap, revNatMap, servicesMap, skRevNatMap, srcRangeMap,
 } from './registry.ts';
 import { TypedMap } from './typed-map.ts';
 
@@ -37,6 +37,8 @@ export class DatapathMaps {
   readonly config: TypedMap<number, c.SvcmapConfig> | undefined;
   /** SNAT address per egress device; absent in pins older than it. */
   readonly devAddr: TypedMap<number, c.DevAddrValue> | undefined;
+  /** Live connections per backend; absent only in the pins of a datapath older than it. */
+  readonly conns: TypedMap<number, c.BackendConns> | undefined;
   /** The datapath's counters (per CPU: read with readDatapathCounters()); absent in pins older than it. */
   readonly counters: BpfMap | undefined;
   /** The IPv6 service maps; absent in pins older than them. */
@@ -64,6 +66,8 @@ export class DatapathMaps {
     const devAddr = open(devAddrMap.name);
     this.devAddr = devAddr ? new TypedMap(devAddrMap, devAddr) : undefined;
     this.counters = open(metricsMap.name);
+    const conns = open(backendConnsMap.name);
+    this.conns = conns ? new TypedMap(backendConnsMap, conns) : undefined;
     const [svc6, be6, rn6] = [open(services6Map.name), open(backends6Map.name), open(revNat6Map.name)];
     this.v6 = svc6 && be6 && rn6
       ? { services: new TypedMap(services6Map, svc6), backends: new TypedMap(backends6Map, be6), revNat: new TypedMap(revNat6Map, rn6) }
@@ -115,7 +119,7 @@ export class DatapathMaps {
 
   all(): Array<TypedMap<unknown, unknown>> {
     const v6 = this.v6 ? [this.v6.services, this.v6.backends, this.v6.revNat, this.skRevNat6] : [];
-    return [this.services, this.backends, this.revNat, this.skRevNat, this.affinity, this.ct, this.srcRange, this.config, this.devAddr, ...v6]
+    return [this.services, this.backends, this.revNat, this.skRevNat, this.affinity, this.ct, this.srcRange, this.config, this.devAddr, this.conns, ...v6]
       .filter((m) => m !== undefined) as Array<TypedMap<unknown, unknown>>;
   }
 

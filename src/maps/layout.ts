@@ -8,12 +8,12 @@ import { bytesToIpv6, ipv6ToBytes } from './ipv6.ts';
 const LE = endianness() === 'LE';
 
 /**
- * u8/u16/u32/u64: host byte order (ids, counts, flags).
+ * u8/u16/u32/u64: host byte order (ids, counts, flags); s64: signed, host order.
  * be16/ipv4/ipv6: network byte order (ports, addresses), as packets and socket hooks carry them;
  * ipv6 is 16 bytes (__be32 addr[4] in C), as canonical text (src/maps/ipv6.ts).
  * pad: reserved bytes, written as zero and not decoded.
  */
-export type FieldKind = 'u8' | 'u16' | 'u32' | 'u64' | 'be16' | 'ipv4' | 'ipv6' | 'pad';
+export type FieldKind = 'u8' | 'u16' | 'u32' | 'u64' | 's64' | 'be16' | 'ipv4' | 'ipv6' | 'pad';
 
 export interface Field {
   name: string;
@@ -31,7 +31,7 @@ export interface StructLayout {
   fields: Field[];
 }
 
-const SIZES: Record<Exclude<FieldKind, 'pad'>, number> = { u8: 1, u16: 2, u32: 4, u64: 8, be16: 2, ipv4: 4, ipv6: 16 };
+const SIZES: Record<Exclude<FieldKind, 'pad'>, number> = { u8: 1, u16: 2, u32: 4, u64: 8, s64: 8, be16: 2, ipv4: 4, ipv6: 16 };
 
 export function field(name: string, offset: number, kind: Exclude<FieldKind, 'pad'>): Field {
   return { name, offset, size: SIZES[kind], kind };
@@ -65,6 +65,7 @@ export function encodeInto(layout: StructLayout, obj: Decoded, buf: Buffer, off:
       case 'u16': LE ? buf.writeUInt16LE(v as number, at) : buf.writeUInt16BE(v as number, at); break;
       case 'u32': LE ? buf.writeUInt32LE(v as number, at) : buf.writeUInt32BE(v as number, at); break;
       case 'u64': LE ? buf.writeBigUInt64LE(BigInt(v), at) : buf.writeBigUInt64BE(BigInt(v), at); break;
+      case 's64': LE ? buf.writeBigInt64LE(BigInt(v), at) : buf.writeBigInt64BE(BigInt(v), at); break;
       case 'be16': buf.writeUInt16BE(v as number, at); break;
       case 'ipv4': buf.writeUInt32BE(ipv4ToU32(v as string), at); break;
       case 'ipv6': buf.set(ipv6ToBytes(v as string), at); break;
@@ -82,6 +83,7 @@ export function decodeFrom(layout: StructLayout, buf: Buffer, off: number): Deco
       case 'u16': out[f.name] = LE ? buf.readUInt16LE(at) : buf.readUInt16BE(at); break;
       case 'u32': out[f.name] = LE ? buf.readUInt32LE(at) : buf.readUInt32BE(at); break;
       case 'u64': out[f.name] = LE ? buf.readBigUInt64LE(at) : buf.readBigUInt64BE(at); break;
+      case 's64': out[f.name] = LE ? buf.readBigInt64LE(at) : buf.readBigInt64BE(at); break;
       case 'be16': out[f.name] = buf.readUInt16BE(at); break;
       case 'ipv4': out[f.name] = u32ToIpv4(buf.readUInt32BE(at)); break;
       case 'ipv6': out[f.name] = bytesToIpv6(buf.subarray(at, at + 16)); break;

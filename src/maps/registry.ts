@@ -7,7 +7,7 @@
 import * as c from './codecs.ts';
 import type { Codec } from './codecs.ts';
 import { MAP_BACKENDS6, MAP_REVNAT6, MAP_SERVICES6, MAP_SK_REVNAT6 } from './constants.ts';
-import { MAP_AFFINITY, MAP_BACKENDS, MAP_CONFIG, MAP_CT, MAP_DEV_ADDR, MAP_METRICS, MAP_REVNAT, MAP_SERVICES, MAP_SK_REVNAT, MAP_SRC_RANGE } from './constants.ts';
+import { MAP_AFFINITY, MAP_BACKENDS, MAP_BE_CONNS, MAP_SK_BACKEND, MAP_CONFIG, MAP_CT, MAP_DEV_ADDR, MAP_METRICS, MAP_REVNAT, MAP_SERVICES, MAP_SK_REVNAT, MAP_SRC_RANGE } from './constants.ts';
 
 export interface MapSpec<K = unknown, V = unknown> {
   name: string;
@@ -17,6 +17,8 @@ export interface MapSpec<K = unknown, V = unknown> {
   purpose: string;
   /** The agent option (--max-*) that sizes it when it is created, when it can be sized. */
   size?: MapSizeOption;
+  /** False for a map user space cannot list (socket storage: keyed by socket fds); status leaves it out. */
+  listable?: boolean;
 }
 
 export type MapSizeOption = 'maxServices' | 'maxBackends' | 'maxConntrack' | 'maxAffinity';
@@ -65,6 +67,16 @@ export const metricsMap: MapSpec<number, c.DpCounter> = {
   purpose: 'datapath counters: hook + reason -> packets (per CPU)',
 };
 
+export const backendConnsMap: MapSpec<number, c.BackendConns> = {
+  name: MAP_BE_CONNS, key: c.backendId, value: c.backendConnsValue,
+  purpose: 'backend id -> live connections (socket LB, tc)', size: 'maxBackends',
+};
+/** Socket storage: not iterable from user space (its key is a socket fd). */
+export const skBackendMap: MapSpec<number, c.SkBackend> = {
+  name: MAP_SK_BACKEND, key: c.skBackendKey, value: c.skBackendValue,
+  purpose: 'socket storage: the backend a connected socket counts for', listable: false,
+};
+
 export const services6Map: MapSpec<c.SvcKey, c.SvcValue> = {
   name: MAP_SERVICES6, key: c.svc6Key, value: c.svcValue,
   purpose: 'IPv6 frontend -> master entry and backend slots', size: 'maxServices',
@@ -86,6 +98,7 @@ export const IPV6_MAPS: readonly MapSpec[] = [services6Map, backends6Map, revNat
 
 export const ALL_MAPS: readonly MapSpec[] = [
   servicesMap, backendsMap, revNatMap, skRevNatMap, affinityMap, ctMap, srcRangeMap, configMap, metricsMap, devAddrMap,
+  backendConnsMap, skBackendMap,
   ...IPV6_MAPS,
 ] as MapSpec[];
 

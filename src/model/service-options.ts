@@ -13,7 +13,7 @@ export const LB_ALGORITHM_ANNOTATION = 'svcmap.io/lb-algorithm';
 export const SOURCE_HASH_PORT_ANNOTATION = 'svcmap.io/lb-source-hash-port';
 
 /** Algorithms of issue 14 that a Service may name but that are not built yet: reported as such. */
-const NOT_YET = new Set(['lc', 'sed', 'nq', 'dh', 'maglev']);
+const NOT_YET = new Set(['maglev']);
 
 export interface ServiceOptions {
   /** The algorithm the Service asks for; undefined: the node's default (--lb-algorithm). */

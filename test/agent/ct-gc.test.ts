@@ -3,19 +3,20 @@
 // newer last_seen and the union of both entries' state; and the collector
 // around it over a kernel map of the same layout (with the tc datapath's own
 // map and packets in test/bpf/tc-ct-gc.test.ts).
+import { readFileSync } from 'node:fs';
 import t from 'tap';
 import { AgentMetrics } from '../../src/agent/metrics.ts';
 import {
-  CtGc, DEFAULT_CT_LIFETIMES, ctFlowState, ctKeyId, ctPeerKey, readCtPacked, selectExpiredCt, selectExpiredPacked,
+  CtGc, DEFAULT_CT_LIFETIMES, SNAT_TAKE_OVER_MAX_MS, ctFlowState, repliesToDelete, ctKeyId, ctPeerKey, readCtPacked, selectExpiredCt, selectExpiredPacked,
 } from '../../src/agent/ct-gc.ts';
 import type { CtKey, CtValue } from '../../src/maps/codecs.ts';
 import {
-  CT_DIR_FWD, CT_DIR_REPLY_IN, CT_DIR_REPLY_OUT, CT_F_CLOSING, CT_F_FIN_FWD, CT_F_FIN_REPLY, CT_F_LOCAL, CT_F_SEEN_REPLY,
+  CT_DIR_FRAG, CT_DIR_FWD, CT_DIR_REPLY_IN, CT_DIR_REPLY_OUT, CT_F_CLOSING, CT_F_FIN_FWD, CT_F_FIN_REPLY, CT_F_LOCAL, CT_F_SEEN_REPLY,
   CT_F_SNAT, IPPROTO_TCP, IPPROTO_UDP,
 } from '../../src/maps/constants.ts';
 import { BpfMap } from '../../src/bpf/map.ts';
 import type { Logger } from '../../src/agent/log.ts';
-import { ctKey } from '../../src/maps/codecs.ts';
+import { ctKey, ctValue } from '../../src/maps/codecs.ts';
 import { ctMap } from '../../src/maps/registry.ts';
 import { TypedMap } from '../../src/maps/typed-map.ts';
 
@@ -160,6 +161,33 @@ t.test('lone entries (the partner was evicted or replaced) go after the same lif
   t.same(sel.flows, { tcp_established: 0, tcp_syn: 0, tcp_closing: 2, other: 1 });
 });
 
+t.test('a fragmented datagram\'s entry (CT_DIR_FRAG, whose last fragment never came) goes alone, after its protocol\'s lifetime', async (t) => {
+  const frag = (id: number, seen: bigint, proto = IPPROTO_UDP): Entry => [
+    { saddr: '203.0.113.7', daddr: NODE, sport: id, dport: 0, proto, dir: CT_DIR_FRAG },
+    { new_saddr: NODE, new_daddr: '10.244.2.5', new_sport: 0, new_dport: 0, backend_id: 1, rev_nat_id: 1, flags: 0, last_seen: seen },
+  ];
+  const [fwd, rep] = snatFlow({ proto: IPPROTO_UDP, fwdSeen: ago(1) });
+  const old = frag(0x1111, ago(61)), young = frag(0x2222, ago(30));
+  const sel = selectExpiredCt([fwd, rep, old, young], T0);
+  t.same(ids(sel.keys), keysOf(old), 'the 61 s old one goes; the flow and the 30 s old one stay');
+});
+
+t.test('a reply entry whose forward entry was gone at its delete (a SNAT take-over) stays', async (t) => {
+  const a = snatFlow({ flags: CT_F_CLOSING, fwdSeen: ago(11), cport: 40030, snatPort: 61030 });
+  const b = snatFlow({ flags: CT_F_CLOSING, fwdSeen: ago(11), cport: 40031, snatPort: 61031 });
+  const [, lone] = snatFlow({ flags: CT_F_CLOSING, fwdSeen: ago(11), cport: 40032, snatPort: 61032 });
+  const entries: Entry[] = [a[0], a[1], b[0], b[1], lone];
+  const keys = Buffer.alloc(entries.length * ctKey.layout.size);
+  const values = Buffer.alloc(entries.length * ctValue.layout.size);
+  entries.forEach(([k, v], i) => { ctKey.encode(k, keys, i * ctKey.layout.size); ctValue.encode(v, values, i * ctValue.layout.size); });
+  const sel = selectExpiredPacked({ keys, values, count: entries.length }, T0);
+  t.equal(sel.forwardCount, 2, 'two forward entries');
+  const at = (pos: number) => ctKeyId(entries[sel.indices[pos]!]![0]);
+  const fwdOfA = [0, 1].find((p) => at(p) === ctKeyId(a[0][0]))!;
+  t.same(repliesToDelete(sel, []).map(at).sort(), [a[1], b[1], lone].map(([k]) => ctKeyId(k)).sort(), 'every forward entry deleted: every reply entry goes');
+  t.same(repliesToDelete(sel, [fwdOfA]).map(at).sort(), [b[1], lone].map(([k]) => ctKeyId(k)).sort(), "a's forward entry was gone: a's reply entry stays, the lone one goes");
+});
+
 t.test('a reply entry that another flow took over is not removed with the old forward entry', async (t) => {
   // Two frontends of one local backend, the same client port: both forward
   // entries name the same REPLY_OUT key, which the later flow overwrote.
@@ -258,13 +286,23 @@ t.test('a failing run is logged and the next one goes on', async (t) => {
   await new Promise((r) => setTimeout(r, 60));
   gc.stop();
   t.ok(warnings.length >= 2, `${warnings.length} failed runs logged, and the timer kept going`);
-  t.equal(runs, 0);
+  t.equal(runs, warnings.length, 'each run read the clock (first), then failed at the map');
 });
 
 t.test('bad settings are refused', async (t) => {
   const map = kernelMap([]);
   t.teardown(() => map.raw.close());
   t.throws(() => new CtGc(map, { lifetimes: { tcpClosingMs: 0 } }), /tcpClosingMs must be more than 0/);
+  t.throws(() => new CtGc(map, { lifetimes: { tcpClosingMs: SNAT_TAKE_OVER_MAX_MS } }), /tcpClosingMs must be more than the datapath's SNAT take-over limit of 9000 ms/);
   t.throws(() => new CtGc(map, { intervalMs: -1 }), /interval/);
   t.same(new CtGc(map, { lifetimes: { otherMs: 5000, tcpSynMs: undefined } }).lifetimes, { ...DEFAULT_CT_LIFETIMES, otherMs: 5000 }, 'unset lifetimes keep their defaults');
+});
+
+t.test("the closing lifetime outlasts the datapath's SNAT take-over limit (bpf/lib/nat.h)", async (t) => {
+  // The GC must never delete a reply entry the datapath may still take over for a new flow.
+  const nat = readFileSync(new URL('../../bpf/lib/nat.h', import.meta.url), 'utf8');
+  const ns = /^#define SNAT_TAKE_OVER_MAX_NS (\d+)ULL$/m.exec(nat)?.[1];
+  t.ok(ns, 'SNAT_TAKE_OVER_MAX_NS is defined in nat.h');
+  t.equal(Number(ns) / 1e6, SNAT_TAKE_OVER_MAX_MS, 'SNAT_TAKE_OVER_MAX_MS mirrors it');
+  t.ok(DEFAULT_CT_LIFETIMES.tcpClosingMs > SNAT_TAKE_OVER_MAX_MS, 'the default closing lifetime is longer');
 });

@@ -70,8 +70,9 @@ t.test('bench --smoke runs every part and writes results, chart and summary', { 
     }
   }
 
-  t.equal(res.lb.length, 1, 'one load-balancing row (random)');
+  t.same(res.lb.map((l) => l.algorithm), ['random', 'lc'], 'one load-balancing row per algorithm the smoke run asks for');
   t.equal(res.lb[0]!.trials.length, 2, 'two trials (the second starts where the first ended)');
+  t.ok(res.lb[1]!.maxOverMean <= 1.1, `lc: the reconnecting clients go to the new backend (max/mean ${res.lb[1]!.maxOverMean})`);
   const trial = res.lb[0]!.trials[0]!;
   t.equal(Object.values(trial.after).reduce((a, b) => a + b, 0), res.lb[0]!.connections, 'every connection is open again after the rolling update');
   t.notOk(trial.replaced in trial.after, 'nothing is left on the replaced backend');

@@ -2,12 +2,16 @@
 // rotates exactly through the slots for sequential new flows; sh keeps a
 // client address on one backend (and, with SVC_F_SH_PORT, a client
 // address + source port); session affinity on top of rr uses rr on a miss;
-// random is unchanged.
+// random is unchanged. lc, sed, nq choose by the live counts that
+// conntrack keeps (a flow counts while open): a new flow goes to the least
+// loaded backend, an idle one first, and ties spread; dh gives every client
+// of one frontend one backend.
 import t, { type Test } from 'tap';
 import {
-  IPPROTO_TCP, LB_ALG_MAGLEV, LB_ALG_RR, LB_ALG_SH, SVC_F_AFFINITY, SVC_F_NODEPORT, SVC_F_SH_PORT, SVC_SCOPE_EXT,
+  IPPROTO_TCP, LB_ALG_DH, LB_ALG_LC, LB_ALG_MAGLEV, LB_ALG_NQ, LB_ALG_RR, LB_ALG_SED, LB_ALG_SH, SVC_F_AFFINITY, SVC_F_NODEPORT, SVC_F_SH_PORT, SVC_SCOPE_EXT,
 } from '../../src/maps/constants.ts';
-import { TCP_SYN, buildIpv4 } from './fixtures/packets.ts';
+import { CONNS_ADJUST_PROGRAM, ConnCounts } from '../../src/agent/conn-counts.ts';
+import { TCP_RST, TCP_SYN, buildIpv4 } from './fixtures/packets.ts';
 import { translated } from './fixtures/tc-expect.ts';
 import { type BackendSpec, type ServiceSpec, TcHarness } from './fixtures/tc-harness.ts';
 
@@ -104,4 +108,89 @@ t.test('an algorithm id the datapath does not implement (maglev today) is random
   const seen = new Set<string>();
   for (let i = 0; i < 40; i++) seen.add(newFlow(t, '203.0.113.77', 30604));
   t.ok(seen.size > 1, `random spread (${[...seen].join(', ')})`);
+});
+
+const counts = new ConnCounts({ conns: h.conns, backends: h.backends }, h.object.programFd(CONNS_ADJUST_PROGRAM));
+const tcCount = (b: BackendSpec) => h.connsOf(b.id).tc;
+
+t.test('lc: each new flow goes to the backend with the fewest open flows; closing frees a backend', async (t) => {
+  h.clearCt();
+  h.clearConns();
+  h.addService(service(30610, 70, LB_ALG_LC));
+  const sports: Array<[string, number]> = [];
+  for (let round = 1; round <= 3; round++) {
+    const got = new Set<string>();
+    for (let i = 0; i < 3; i++) {
+      const sport = freshPort();
+      const be = newFlow(t, '203.0.113.60', 30610, sport);
+      got.add(be);
+      sports.push([be, sport]);
+    }
+    t.equal(got.size, 3, `round ${round}: 3 new flows, one to each backend`);
+    t.same(BACKENDS.map(tcCount), [round, round, round], `round ${round}: every backend holds ${round}`);
+  }
+  // Two flows of one backend end (RST): the next two new flows go there.
+  const target = BACKENDS[1]!;
+  for (const [, sport] of sports.filter(([be]) => be === target.addr).slice(0, 2)) {
+    h.ingress(buildIpv4({ saddr: '203.0.113.60', daddr: NODE_IP, proto: 'tcp', sport, dport: 30610, tcpFlags: TCP_RST }));
+  }
+  t.same(BACKENDS.map(tcCount), [3, 1, 3], 'two of its flows closed');
+  t.equal(newFlow(t, '203.0.113.61', 30610), target.addr, 'the next flow: the least loaded');
+  t.equal(newFlow(t, '203.0.113.62', 30610), target.addr, 'and the next (2 < 3)');
+  t.same(BACKENDS.map(tcCount), [3, 3, 3]);
+});
+
+t.test('lc: ties spread (sequential flows that close at once do not all go to slot 1)', async (t) => {
+  h.clearCt();
+  h.clearConns();
+  h.addService(service(30611, 71, LB_ALG_LC));
+  const seen = new Set<string>();
+  for (let i = 0; i < 30; i++) {
+    const sport = freshPort();
+    seen.add(newFlow(t, '203.0.113.63', 30611, sport));
+    h.ingress(buildIpv4({ saddr: '203.0.113.63', daddr: NODE_IP, proto: 'tcp', sport, dport: 30611, tcpFlags: TCP_RST }));
+  }
+  t.same(BACKENDS.map(tcCount), [0, 0, 0], 'every flow closed');
+  t.equal(seen.size, 3, `30 flows with every backend idle reached all 3 (${[...seen].join(', ')})`);
+});
+
+t.test('lc, sed, nq count the socket LB\'s connections too; an idle backend is chosen first', async (t) => {
+  for (const [alg, port] of [[LB_ALG_LC, 30612], [LB_ALG_SED, 30613], [LB_ALG_NQ, 30614]] as const) {
+    h.clearCt();
+    h.clearConns();
+    h.addService(service(port, 90 + alg, alg));
+    counts.adjust(BACKENDS[0]!.id, 'sock', 5);
+    counts.adjust(BACKENDS[1]!.id, 'sock', 3);
+    t.equal(newFlow(t, '203.0.113.64', port), BACKENDS[2]!.addr, `alg ${alg}: 5 / 3 / 0: the idle backend`);
+    t.equal(newFlow(t, '203.0.113.64', port), BACKENDS[2]!.addr, `alg ${alg}: 5 / 3 / 1: still the least loaded`);
+    t.equal(newFlow(t, '203.0.113.64', port), BACKENDS[2]!.addr, `alg ${alg}: 5 / 3 / 2: and again`);
+    t.same(BACKENDS.map(tcCount), [0, 0, 3], 'its 3 flows are counted');
+    counts.adjust(BACKENDS[2]!.id, 'sock', 2);
+    t.equal(newFlow(t, '203.0.113.64', port), BACKENDS[1]!.addr, `alg ${alg}: 5 / 3 / 5: (3+1)/1 is the shortest expected delay`);
+  }
+});
+
+t.test('lc: a negative (drifted) count is read as 0, not as a huge number', async (t) => {
+  h.clearCt();
+  h.clearConns();
+  h.addService(service(30615, 76, LB_ALG_LC));
+  counts.adjust(BACKENDS[0]!.id, 'sock', 1);
+  counts.adjust(BACKENDS[0]!.id, 'sock', -3); // -2
+  counts.adjust(BACKENDS[1]!.id, 'sock', 1);
+  counts.adjust(BACKENDS[2]!.id, 'sock', 1);
+  t.equal(newFlow(t, '203.0.113.65', 30615), BACKENDS[0]!.addr, 'the backend at -2 is idle (0), the others hold 1');
+});
+
+t.test('dh: every client of one frontend gets the same backend; frontends spread', async (t) => {
+  h.clearCt();
+  const union = new Set<string>();
+  for (let f = 0; f < 12; f++) {
+    const port = 30620 + f;
+    h.addService(service(port, 80 + f, LB_ALG_DH));
+    const got = new Set<string>();
+    for (let c = 0; c < 6; c++) got.add(newFlow(t, `203.0.113.${170 + c}`, port));
+    t.equal(got.size, 1, `frontend :${port}: 6 clients, one backend`);
+    union.add([...got][0]!);
+  }
+  t.ok(union.size > 1, `12 frontends do not all hash to one backend (${[...union].join(', ')})`);
 });

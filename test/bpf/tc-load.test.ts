@@ -22,7 +22,8 @@ const tc = compileBpf({ program: 'tc' });
 t.test('the verifier accepts both tc programs at the default map sizes', async (t) => {
   const o = BpfObject.open(tc.path);
   t.teardown(() => o.close());
-  t.same(o.programs().map((p) => [p.name, p.section]), [['svcmap_tc_in', 'tc'], ['svcmap_tc_out', 'tc']]);
+  t.same(o.programs().map((p) => [p.name, p.section]), [['svcmap_tc_in', 'tc'], ['svcmap_tc_out', 'tc'], ['svcmap_conns_adjust', 'syscall']],
+    'the two tc programs, and the program the agent runs to change connection counts');
   o.load();
   for (const name of ['svcmap_tc_in', 'svcmap_tc_out']) {
     t.ok(name.length <= 15, `${name} fits the kernel's name limit`);

@@ -192,3 +192,61 @@ t.test('exhaustion in a tiny range: counted, dropped, nothing left behind', asyn
     t.equal(out.daddr, '203.0.113.40');
   }
 });
+
+t.test("a closed flow's reply entry alone (the GC removed the forward entry first), quiet 9 s or more, is left to the GC", async (t) => {
+  // The GC deletes what it read as idle for the closing lifetime (10 s),
+  // forward entries first; a reply entry taken over between its read and
+  // its delete would be deleted under the new flow (SNAT_TAKE_OVER_MAX_NS
+  // in bpf/lib/nat.h). With the forward entry still there, the take-over
+  // removes it, and the GC then leaves the reply entry alone.
+  h.clearCt();
+  h.configure(NODE_IP, 61000, 61000);
+  t.teardown(() => h.configure(NODE_IP, SNAT_MIN, SNAT_MAX));
+  const A = '203.0.113.60', B = '203.0.113.61', C = '203.0.113.62';
+  t.equal(open(t, A, 47000), 61000);
+  h.ingress(fromClient(A, 47000, TCP_RST));
+  age(10n * S);
+  const synB = fromClient(B, 48000, TCP_SYN);
+  t.equal(translated(t, h.ingress(synB), synB, 'B, A quiet 10 s').sport, 61000, 'both entries there, quiet 10 s: taken over');
+  t.equal(fwdEntry(A, 47000), undefined, "A's forward entry went with it (so the GC will leave the reply entry)");
+
+  h.ingress(fromClient(B, 48000, TCP_RST));
+  age(10n * S);
+  h.ct.delete(fwdEntry(B, 48000)![0]); // as the GC's first delete does
+  const synC = fromClient(C, 49000, TCP_SYN);
+  t.same(h.countsOf(() => t.equal(h.ingress(synC).retval, TC_ACT_SHOT, 'C is dropped')), { 'tc_ingress/snat_ports_exhausted': 1 },
+    'the reply entry alone, quiet 10 s: not taken over');
+  t.equal(replyEntry(61000)?.[1].new_daddr, B, "B's reply entry is untouched, for the GC");
+  // A late packet of B's flow restarts its idle time: within the limit, the lone entry can go.
+  translated(t, h.ingress(fromBackend(61000, TCP_ACK)), fromBackend(61000, TCP_ACK), 'a late packet of B');
+  age(8n * S);
+  t.equal(translated(t, h.ingress(synC), synC, 'C, B quiet 8 s').sport, 61000, 'alone, quiet 8 s: taken over');
+});
+
+t.test("a SYN retransmit of a flow whose reply entry is gone or another flow's starts the flow afresh", async (t) => {
+  // The GC or the LRU may remove a flow's reply entry under it: the
+  // backend's SYN-ACK would then reach the node's stack and be reset, for
+  // every retransmitted SYN, until the client gave up.
+  h.clearCt();
+  const A = '203.0.113.70';
+  const pa = open(t, A, 49000);
+  const rep = replyEntry(pa)!;
+  h.ct.delete(rep[0]);
+  const again = open(t, A, 49000);
+  t.equal(replyEntry(again)?.[1].new_daddr, A, `the retransmit reserved a reply entry again (port ${again})`);
+  const back = translated(t, h.ingress(fromBackend(again, TCP_SYN | TCP_ACK)), fromBackend(again, TCP_SYN | TCP_ACK), 'SYN-ACK');
+  t.same([back.daddr, back.dport], [A, 49000], 'the SYN-ACK reaches the client');
+  t.equal(h.ctEntries().length, 2, 'two entries, the flow\'s');
+
+  // Its port's reply entry names another flow (B's, written over it): A moves to another port, B keeps its own.
+  const B = { k: { ...rep[0], dport: again }, v: { ...rep[1], new_daddr: '203.0.113.71', new_dport: 49100 } };
+  h.ct.put(B.k, B.v);
+  const third = open(t, A, 49000);
+  t.not(third, again, `A gets another port (${third})`);
+  t.equal(replyEntry(again)?.[1].new_daddr, '203.0.113.71', "the other flow's reply entry is untouched");
+  // Data on an established flow is left alone: a lookup per SYN only.
+  h.ingress(fromBackend(third, TCP_SYN | TCP_ACK));
+  h.ct.delete(replyEntry(third)![0]);
+  const data = fromClient(A, 49000, TCP_ACK);
+  t.equal(translated(t, h.ingress(data), data, 'data').sport, third, 'a packet other than a SYN keeps the flow as it is');
+});

@@ -196,14 +196,15 @@ t.test('default values (k8sServiceHost set)', async (t) => {
     t.equal(podSpec(job)?.serviceAccountName, 'svcmap-cleanup');
   });
 
-  t.test('no privileged container, no host PID/IPC, no Bidirectional mount anywhere', async (t) => {
+  t.test('no privileged container, no host IPC, no host PID but the agent\'s, no Bidirectional mount anywhere', async (t) => {
     // Bidirectional propagation is accepted by the API server only on
     // privileged containers, so with no privileged container it must not appear.
     const ws = workloads(ms);
     t.equal(ws.length, 4, 'agent DaemonSet, cleanup DaemonSet, cleanup Job, test Pod');
     for (const { m, spec } of ws) {
       const where = `${m.kind}/${m.metadata.name}`;
-      t.notOk(spec.hostPID, `${where}: no hostPID`);
+      if (m.kind === 'DaemonSet' && m.metadata.name === 'svcmap') t.equal(spec.hostPID, true, `${where}: hostPID (staleSockets.podSockets)`);
+      else t.notOk(spec.hostPID, `${where}: no hostPID`);
       t.notOk(spec.hostIPC, `${where}: no hostIPC`);
       for (const c of allContainers(spec)) {
         t.not(c.securityContext?.privileged, true, `${where}/${c.name}: not privileged`);
@@ -230,14 +231,28 @@ t.test('default values (k8sServiceHost set)', async (t) => {
     t.match(spec.securityContext, { appArmorProfile: { type: 'Unconfined' }, seLinuxOptions: { type: 'spc_t' } });
   });
 
-  t.test('agent container: capabilities exactly BPF, NET_ADMIN, PERFMON, SYS_ADMIN', async (t) => {
+  t.test('agent container: capabilities exactly BPF, NET_ADMIN, PERFMON, SYS_ADMIN, and SYS_PTRACE for pods\' stale sockets', async (t) => {
     const agent = container(agentSpec(ms), 'agent');
-    t.same(sorted(agent.securityContext?.capabilities?.add), AGENT_CAPS);
+    t.same(sorted(agent.securityContext?.capabilities?.add), sorted([...AGENT_CAPS, 'SYS_PTRACE']));
     t.notOk(agent.securityContext?.capabilities?.add?.includes('SYS_RESOURCE'), 'no SYS_RESOURCE by default');
     t.same(agent.securityContext?.capabilities?.drop, ['ALL']);
     t.equal(agent.securityContext?.privileged, false);
     t.equal(agent.securityContext?.runAsUser, 0, 'uid 0, so the added capabilities are effective');
     t.not(agent.securityContext?.allowPrivilegeEscalation, false, 'not set false (the API rejects it with SYS_ADMIN)');
+  });
+
+  t.test('staleSockets: podSockets=false drops hostPID and SYS_PTRACE; tcp=true passes --destroy-tcp-sockets', async (t) => {
+    const dflt = container(agentSpec(ms), 'agent');
+    t.notOk(dflt.args?.includes('--destroy-tcp-sockets'), 'TCP sockets are not destroyed by default');
+    const off = render({ set: [`k8sServiceHost=${HOST}`, 'staleSockets.podSockets=false', 'staleSockets.tcp=true'] });
+    const spec = agentSpec(off);
+    t.notOk(spec.hostPID, 'no hostPID');
+    const agent = container(spec, 'agent');
+    t.same(sorted(agent.securityContext?.capabilities?.add), AGENT_CAPS, 'the four capabilities only');
+    t.ok(agent.args?.includes('--destroy-tcp-sockets'), '--destroy-tcp-sockets');
+    // A list that already names SYS_PTRACE keeps it once.
+    const listed = render({ set: [`k8sServiceHost=${HOST}`, `securityContext.capabilities={${[...AGENT_CAPS, 'SYS_PTRACE'].join(',')}}`] });
+    t.same(sorted(container(agentSpec(listed), 'agent').securityContext?.capabilities?.add), sorted([...AGENT_CAPS, 'SYS_PTRACE']));
   });
 
   t.test('init container: mounts bpffs and cgroup v2 on the host, with only setns capabilities', async (t) => {
@@ -387,7 +402,7 @@ t.test('edge values (custom ports, devices, resources, IPv6 API server, no init 
 
   t.test('RBAC and capabilities do not move with the values', async (t) => {
     t.same(flattenRules(byKind(ms, 'ClusterRole')[0] as Manifest), AGENT_RBAC);
-    t.same(sorted(agent.securityContext?.capabilities?.add), AGENT_CAPS);
+    t.same(sorted(agent.securityContext?.capabilities?.add), sorted([...AGENT_CAPS, 'SYS_PTRACE']));
     for (const { m, spec: s } of workloads(ms)) {
       for (const c of allContainers(s)) {
         t.not(c.securityContext?.privileged, true, `${m.kind}/${m.metadata.name}/${c.name}: not privileged`);
@@ -424,10 +439,13 @@ t.test('securityContext.capabilities', async (t) => {
     };
   };
 
+  // The agent also gets SYS_PTRACE (staleSockets.podSockets, on by default), appended to the list.
+  const plus = (which: 'agent' | 'cleanup', caps: string[]) => (which === 'agent' ? [...caps, 'SYS_PTRACE'] : caps);
+
   t.test('default: no SYS_RESOURCE on the agent or the cleanup DaemonSet', async (t) => {
     const c = capsOf(render({ set: [`k8sServiceHost=${HOST}`] }));
     for (const which of ['agent', 'cleanup'] as const) {
-      t.same(sorted(c[which]?.add), AGENT_CAPS, `${which}: the default list`);
+      t.same(sorted(c[which]?.add), sorted(plus(which, AGENT_CAPS)), `${which}: the default list`);
       t.notOk(c[which]?.add?.includes('SYS_RESOURCE'), `${which}: no SYS_RESOURCE`);
       t.same(c[which]?.drop, ['ALL'], `${which}: drops ALL`);
     }
@@ -437,7 +455,7 @@ t.test('securityContext.capabilities', async (t) => {
     const withRes = [...AGENT_CAPS, 'SYS_RESOURCE'];
     const c = capsOf(render({ set: [`k8sServiceHost=${HOST}`, `securityContext.capabilities={${withRes.join(',')}}`] }));
     for (const which of ['agent', 'cleanup'] as const) {
-      t.same(sorted(c[which]?.add), sorted(withRes), `${which}: the given list`);
+      t.same(sorted(c[which]?.add), sorted(plus(which, withRes)), `${which}: the given list`);
       t.same(c[which]?.drop, ['ALL'], `${which}: still drops ALL`);
     }
     t.same(sorted(c.init?.add), INIT_CAPS, 'the init container keeps its own list');
@@ -449,7 +467,7 @@ t.test('securityContext.capabilities', async (t) => {
     const file = join(dir, 'values.yaml');
     writeFileSync(file, 'securityContext:\n  capabilities: [SYS_ADMIN, BPF, NET_ADMIN, PERFMON, SYS_RESOURCE]\n');
     const c = capsOf(render({ set: [`k8sServiceHost=${HOST}`], valuesFiles: [file] }));
-    t.same(c.agent?.add, ['SYS_ADMIN', 'BPF', 'NET_ADMIN', 'PERFMON', 'SYS_RESOURCE']);
+    t.same(c.agent?.add, ['SYS_ADMIN', 'BPF', 'NET_ADMIN', 'PERFMON', 'SYS_RESOURCE', 'SYS_PTRACE']);
   });
 });
 

@@ -77,10 +77,12 @@ t.test('values.schema.json rejects wrong types with a message naming the value',
     schemaError,
     /\/logLevel.*value must be one of/,
   ]);
-  renderFails(t, 'lbAlgorithm not one svcmap implements', { set: [...base, 'lbAlgorithm=lc'] }, [
+  renderFails(t, 'lbAlgorithm not one svcmap implements', { set: [...base, 'lbAlgorithm=maglev'] }, [
     schemaError,
     /\/lbAlgorithm.*value must be one of/,
   ]);
+  renderFails(t, 'staleSockets.podSockets not a boolean', { set: [...base, 'staleSockets.podSockets=yes'] }, [schemaError, /\/staleSockets\/podSockets/]);
+  renderFails(t, 'an unknown key under staleSockets', { set: [...base, 'staleSockets.udp=true'] }, [schemaError, /staleSockets/]);
   renderFails(t, 'devices as a string instead of a list', { set: [...base, 'devices=eth0'] }, [
     schemaError,
     /\/devices.*got string, want array/,

@@ -5,7 +5,7 @@ import t from 'tap';
 import type { AffinityKey, AffinityValue, BackendValue, SvcKey, SvcValue } from '../../src/maps/codecs.ts';
 import {
   AFFINITY_ORIGIN_SOCK, AFFINITY_ORIGIN_TC, BACKEND_F_LOCAL, BACKEND_STATE_ACTIVE, BACKEND_STATE_TERMINATING, IPPROTO_TCP, IPPROTO_UDP,
-  LB_ALG_RANDOM, SVC_F_AFFINITY, SVC_F_CLUSTERIP, SVC_F_ETP_LOCAL, SVC_F_NODEPORT, SVC_F_SRC_RANGES, SVC_F_TWO_SCOPES, SVC_F_WILDCARD,
+  LB_ALG_LC, LB_ALG_RANDOM, SVC_F_AFFINITY, SVC_F_CLUSTERIP, SVC_F_ETP_LOCAL, SVC_F_NODEPORT, SVC_F_SRC_RANGES, SVC_F_TWO_SCOPES, SVC_F_WILDCARD,
   SVC_SCOPE_EXT, SVC_SCOPE_INT,
 } from '../../src/maps/constants.ts';
 import { type ExplainReaders, NO_ENDPOINTS, UNTOUCHED, explain, renderExplanation } from '../../src/cli/explain-view.ts';
@@ -245,12 +245,12 @@ t.test('loadBalancerSourceRanges: a client outside them is dropped at tc; the so
 });
 
 t.test('problems a reader would meet, and an algorithm this svcmap does not know', async (t) => {
-  const m = three().frontend({ addr: '10.96.0.50', port: 80, flags: SVC_F_CLUSTERIP, revNat: 14, slots: [1, 9, 3], algorithm: 7 });
+  const m = three().frontend({ addr: '10.96.0.50', port: 80, flags: SVC_F_CLUSTERIP, revNat: 14, slots: [1, 9, 3], algorithm: 200 });
   m.services.delete(FakeMaps.key({ addr: '10.96.0.50', port: 80, proto: IPPROTO_TCP, scope: SVC_SCOPE_EXT, slot: 3 }));
   const e = explain(tcp('10.96.0.50', 80), m.readers());
   t.same(e.frontend?.problems, ['slot 2 refers to missing backend 9', 'slot 3 missing']);
   t.same(e.frontend?.backends.map((b) => b.slot), [1]);
-  t.equal(e.frontend?.algorithm, 'algorithm 7 (unknown to this svcmap)');
+  t.equal(e.frontend?.algorithm, 'algorithm 200 (unknown to this svcmap)');
   t.match(renderExplanation(e), /^Problems: {3}slot 2 refers to missing backend 9; slot 3 missing$/m);
 });
 
@@ -261,4 +261,17 @@ t.test('the boot time clock from /proc/uptime', async (t) => {
   const now = bootTimeNs();
   t.ok(now > 0n, 'this machine\'s clock reads');
   t.ok(bootTimeNs() >= now, 'and does not go back');
+});
+
+t.test('lc: the algorithm by name, each backend with its live connections (a negative count as 0)', async (t) => {
+  const m = three().frontend({ addr: '10.96.0.60', port: 80, flags: SVC_F_CLUSTERIP, revNat: 15, slots: [1, 2, 3], algorithm: LB_ALG_LC });
+  const conns = new Map([[1, { sock: 2n, tc: 1n }], [3, { sock: -1n, tc: 0n }]]);
+  const e = explain(tcp('10.96.0.60', 80), { ...m.readers(), connections: (id) => conns.get(id) });
+  t.equal(e.frontend?.algorithm, 'lc (least connections)');
+  t.same(e.frontend?.backends.map((b) => b.connections), [3, 0, 0], 'sock + tc; none counted; -1 read as 0');
+  t.match(e.verdict, { kind: 'random', text: 'least connections among 3' });
+  const text = renderExplanation(e);
+  t.match(text, /SLOT +ID +BACKEND +STATE +LOCAL +CONNS/);
+  t.match(text, /1 +1 +10\.244\.0\.11:8080 +active +no +3$/m);
+  t.notOk(/CONNS/.test(renderExplanation(explain(tcp('10.96.0.60', 80), m.readers()))), 'no count map: no column');
 });

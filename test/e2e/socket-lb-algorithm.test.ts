@@ -7,9 +7,8 @@
 // default (--lb-algorithm rr here), and the Service still works.
 import t from 'tap';
 import type { LabClient } from '../../lab/index.ts';
-import { LB_ALG_RR, LB_ALG_SH, IPPROTO_TCP, SVC_SCOPE_EXT } from '../../src/maps/constants.ts';
-import { DatapathMaps } from '../../src/maps/datapath-maps.ts';
-import { type Cluster, POD_NAMES, echoService, startCluster } from './fixtures/cluster.ts';
+import { LB_ALG_RR, LB_ALG_SH } from '../../src/maps/constants.ts';
+import { type Cluster, POD_NAMES, echoService, masterEntry, secondClient, startCluster } from './fixtures/cluster.ts';
 
 const RR = '10.96.0.60';
 const SH = '10.96.0.61';
@@ -21,10 +20,9 @@ t.before(async () => {
   c = await startCluster([
     echoService('rr', RR, { annotations: { 'svcmap.io/lb-algorithm': 'rr' } }),
     echoService('sh', SH, { annotations: { 'svcmap.io/lb-algorithm': 'sh' } }),
-    echoService('later', NOT_YET, { annotations: { 'svcmap.io/lb-algorithm': 'lc' } }),
+    echoService('later', NOT_YET, { annotations: { 'svcmap.io/lb-algorithm': 'maglev' } }),
   ]);
-  const pod2 = await c.lab.pod(c.clientPod.node, 'client2', '10.244.0.101');
-  client2 = await c.lab.client(pod2, { cgroup: c.cgroup });
+  client2 = await secondClient(c);
   await c.startAgent(['--lb-algorithm', 'rr']);
 });
 t.teardown(async () => {
@@ -43,14 +41,7 @@ async function sequence(client: LabClient, ip: string, count: number): Promise<s
   return out;
 }
 
-function masterAlgorithm(ip: string): number | undefined {
-  const maps = DatapathMaps.openPinned(c.pinDir);
-  try {
-    return maps.services.get({ addr: ip, port: 80, proto: IPPROTO_TCP, scope: SVC_SCOPE_EXT, slot: 0 })?.algorithm;
-  } finally {
-    maps.close();
-  }
-}
+const masterAlgorithm = (ip: string) => masterEntry(c, ip)?.algorithm;
 
 t.test('rr: sequential connections rotate exactly through the 3 backends', async (t) => {
   t.equal(masterAlgorithm(RR), LB_ALG_RR, 'the master entry says rr');

@@ -9,8 +9,7 @@
 // running the agent with its tc programs on eth0, the backend on node2;
 // every address lives in namespaces this test made.
 import t from 'tap';
-import { parseSamples } from '../../bench/prom.ts';
-import { NODE_IPS, REMOTE_NODEPORT, type RemoteNodePort, startRemoteNodePort } from './fixtures/tc-nodes.ts';
+import { NODE_IPS, REMOTE_NODEPORT, type RemoteNodePort, startRemoteNodePort, tcCounters } from './fixtures/tc-nodes.ts';
 
 const COUNT = 20_000; // more than four times the 4536 SNAT ports
 
@@ -22,11 +21,7 @@ t.teardown(async () => {
   await c?.destroy();
 });
 
-/** node1's datapath counters for tc ingress, by reason. */
-async function ingressCounters(): Promise<Record<string, number>> {
-  const samples = parseSamples(await c.metrics()).filter((x) => x.name === 'svcmap_datapath_packets_total' && x.labels.hook === 'tc_ingress');
-  return Object.fromEntries(samples.map((x) => [x.labels.reason ?? '?', x.value]));
-}
+const ingressCounters = () => tcCounters(c, 'tc_ingress');
 
 t.test(`${COUNT} short connections to a remote backend through a SNATed NodePort: 0 failures`, async (t) => {
   const before = await ingressCounters();

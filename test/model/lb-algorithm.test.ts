@@ -6,7 +6,7 @@
 import t from 'tap';
 import { eventForProblem } from '../../src/agent/events/agent-events.ts';
 import { toTarget } from '../../src/agent/targets.ts';
-import { LB_ALG_RANDOM, LB_ALG_RR, LB_ALG_SH, SVC_F_SH_PORT } from '../../src/maps/constants.ts';
+import { LB_ALGORITHMS, LB_ALG_DH, LB_ALG_LC, LB_ALG_NQ, LB_ALG_RANDOM, LB_ALG_RR, LB_ALG_SED, LB_ALG_SH, SVC_F_SH_PORT } from '../../src/maps/constants.ts';
 import { buildDesiredState } from '../../src/model/desired.ts';
 import { type Service, validateObject } from '../../src/model/schemas.ts';
 
@@ -61,10 +61,24 @@ t.test('unknown and not-yet-implemented values: a warning naming the annotation 
   t.equal(problems.length, 3);
   const [x, y, z] = [...problems].sort((a, b) => a.name.localeCompare(b.name));
   t.match(x, { kind: 'Service', name: 'x', severity: 'warning', path: 'metadata.annotations["svcmap.io/lb-algorithm"]' });
-  t.match(x!.message, /unknown value "fastest"; accepted values: random, rr, sh; using the node's default/);
-  t.match(y!.message, /"maglev" is not implemented yet; accepted values: random, rr, sh/);
+  t.match(x!.message, /unknown value "fastest"; accepted values: random, rr, sh, lc, sed, nq, dh; using the node's default/);
+  t.match(y!.message, /"maglev" is not implemented yet; accepted values: random, rr, sh, lc, sed, nq, dh;/);
   t.match(z, { path: 'metadata.annotations["svcmap.io/lb-source-hash-port"]' });
   t.match(eventForProblem(x!), { reason: 'UnknownAnnotationValue', regarding: { kind: 'Service', name: 'x' } });
   t.equal(state.frontends.get('10.96.2.20:80/TCP')!.algorithm, undefined, 'the Service is still programmed, with the default');
   t.equal(toTarget(state.frontends.get('10.96.2.21:80/TCP')!, 'rr').algorithm, LB_ALG_RR);
+});
+
+t.test('lc, sed, nq and dh: accepted from the annotation and as the node default, each its own id', async (t) => {
+  const names = ['lc', 'sed', 'nq', 'dh'] as const;
+  const { state, problems } = buildDesiredState({
+    services: names.map((n, i) => svc(n, `10.96.2.${40 + i}`, { 'svcmap.io/lb-algorithm': n })),
+    slices: [],
+  });
+  t.same(problems, [], 'no warning for any of them');
+  const ids = names.map((n, i) => toTarget(state.frontends.get(`10.96.2.${40 + i}:80/TCP`)!).algorithm);
+  t.same(ids, [LB_ALG_LC, LB_ALG_SED, LB_ALG_NQ, LB_ALG_DH], 'the map target carries each one\'s id');
+  t.equal(new Set(Object.values(LB_ALGORITHMS)).size, Object.keys(LB_ALGORITHMS).length, 'no two names share an id');
+  const plain = buildDesiredState({ services: [svc('p', '10.96.2.50', {})], slices: [] }).state.frontends.get('10.96.2.50:80/TCP')!;
+  for (const n of names) t.equal(toTarget(plain, n).algorithm, LB_ALGORITHMS[n], `--lb-algorithm ${n}`);
 });

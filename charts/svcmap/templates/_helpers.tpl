@@ -130,16 +130,28 @@ container.apparmor.security.beta.kubernetes.io/{{ . }}: unconfined
 The agent's capabilities (also the cleanup DaemonSet's): the list in
 securityContext.capabilities (default BPF, NET_ADMIN, PERFMON, SYS_ADMIN;
 values.yaml says what each is for and why SYS_RESOURCE is not among them),
-everything else dropped.
+plus those in "extra" that the list lacks, everything else dropped. Called
+with (dict "root" $ "extra" (list ...)).
 */}}
 {{- define "svcmap.agentCapabilities" -}}
+{{- $caps := .root.Values.securityContext.capabilities | default list -}}
+{{- range .extra }}{{ if not (has . $caps) }}{{ $caps = append $caps . }}{{ end }}{{ end -}}
 capabilities:
-  {{- with .Values.securityContext.capabilities }}
+  {{- with $caps }}
   add:
     {{- toYaml . | nindent 4 }}
   {{- end }}
   drop:
     - ALL
+{{- end -}}
+
+{{/*
+Capabilities only the agent gets on top of the list: SYS_PTRACE when
+stale-socket termination reaches pods' sockets (staleSockets.podSockets), to
+open /proc/PID/ns/net of pods' processes (other users, other capabilities).
+*/}}
+{{- define "svcmap.agentExtraCapabilities" -}}
+{{- if .Values.staleSockets.podSockets }}{{ list "SYS_PTRACE" | toJson }}{{ else }}[]{{ end -}}
 {{- end -}}
 
 {{/*

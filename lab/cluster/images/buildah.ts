@@ -113,8 +113,24 @@ export interface ArchiveContainer {
    * Runs argv in the container (buildah run, chroot isolation, as the image's
    * user, env and workdir), inside a network namespace of its own that has
    * only loopback: nothing it does reaches this machine's network.
+   * Every command run this way prints something: an empty output is taken
+   * for buildah's (see runPrinting) and the command is run again.
    */
   run(argv: readonly string[], timeoutMs?: number): Promise<string>;
+}
+
+/**
+ * Runs f (a command that prints) up to `tries` times while it succeeds with
+ * empty output. `buildah run --isolation chroot` relays the command's output
+ * through pipes of its own and, on a loaded machine, has returned nothing
+ * for a command that exits at once (make e2e, 2026-12-01: `svcmap help` and
+ * `coredns -version`, exit 0, empty stdout, while the same commands printed
+ * in every other run). A command that fails is not retried.
+ */
+export async function runPrinting(f: () => Promise<string>, tries = 3): Promise<string> {
+  let out = '';
+  for (let i = 0; i < tries && out === ''; i++) out = await f();
+  return out;
 }
 
 /** Imports archive into the builder's storage, runs fn on a container of it, removes both. */
@@ -138,10 +154,10 @@ export async function withArchiveContainer<T>(archive: string, label: string, fn
     return await fn({
       root,
       config: inspect.OCIv1.config,
-      run: (argv, timeoutMs = 120_000) => exec('unshare', [
+      run: (argv, timeoutMs = 120_000) => runPrinting(() => exec('unshare', [
         '--net', '--', 'sh', '-c', 'ip link set lo up && exec "$@"', 'sh',
         'buildah', ...STORAGE, 'run', '--isolation', 'chroot', container, '--', ...argv,
-      ], { timeoutMs }),
+      ], { timeoutMs })),
     });
   } finally {
     release();

@@ -1,6 +1,7 @@
-// Long-lived TCP clients for the load-balancing scenario: a standalone
-// program, run by the bench inside the client namespace (and the agent's
-// cgroup) as `node bench/lb-holder.ts '{"ip":..,"port":..,"count":200}'`.
+// Long-lived TCP clients (the bench's load-balancing scenario, the tests of
+// least-connection choice): a standalone program, run inside a client
+// namespace (and the agent's cgroup) by Lab.connHolder() as
+// `node lab/conn-holder.ts '{"ip":..,"port":..,"count":200}'`.
 // Keeps `count` connections open to ip:port; each learns its backend from the
 // echo server's greeting line ({"pod":...}); a connection that breaks is
 // re-opened after a short pause, as a client with a retry loop would.

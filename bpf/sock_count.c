@@ -1,0 +1,60 @@
+// SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
+/*
+ * Entry file for the socket recount: an iterator over the socket storage
+ * map svcmap_sk_be (struct sk_backend per socket the socket LB counted),
+ * which the agent runs now and then to recount the sock field of
+ * svcmap_be_conns (src/agent/conn-counts.ts). The storage iterator walks
+ * every socket of the map, whatever its network namespace. Each socket
+ * still counted (backend_id not 0) adds 1 to its {backend_id, addr, port}
+ * in svcmap_sk_count, which the agent empties before a run and reads after.
+ */
+#include "lib/common.h"
+#include "lib/maps_sock.h"
+
+struct seq_file;
+struct bpf_map;
+struct sock;
+
+struct bpf_iter_meta {
+	struct seq_file *seq;
+	__u64 session_id;
+	__u64 seq_num;
+} __attribute__((preserve_access_index));
+
+struct bpf_iter__bpf_sk_storage_map {
+	struct bpf_iter_meta *meta;
+	struct bpf_map *map;
+	struct sock *sk;
+	void *value;
+} __attribute__((preserve_access_index));
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__type(key, struct sk_backend);
+	__type(value, __u64);
+	__uint(max_entries, SVCMAP_SK_COUNT_MAX);
+} SVCMAP_MAP_SK_COUNT SEC(".maps");
+
+SEC("iter/bpf_sk_storage_map")
+int svcmap_sk_recount(struct bpf_iter__bpf_sk_storage_map *ctx)
+{
+	struct sk_backend *v = ctx->value;
+	struct sk_backend key = {};
+	__u64 one = 1, *n;
+
+	if (!ctx->sk || !v)
+		return 0;
+	key.backend_id = v->backend_id;
+	if (!key.backend_id)
+		return 0; /* released, or reconnected to no frontend */
+	key.addr = v->addr;
+	key.port = v->port;
+	n = bpf_map_lookup_elem(&SVCMAP_MAP_SK_COUNT, &key);
+	if (n)
+		__sync_fetch_and_add(n, 1);
+	else
+		bpf_map_update_elem(&SVCMAP_MAP_SK_COUNT, &key, &one, BPF_NOEXIST);
+	return 0;
+}
+
+char _license[] SEC("license") = "Dual BSD/GPL";

@@ -1,0 +1,90 @@
+// The socket LB's connection counts, counted afresh: bpf/sock_count.c is an
+// iterator over the socket storage map svcmap_sk_be (one struct sk_backend
+// per socket the socket LB counted, in every network namespace), run by the
+// agent; each socket still counted adds 1 to its {backend, address, port}
+// in the object's own map svcmap_sk_count, emptied before each run. The
+// caller (ConnCounts) compares the result with svcmap_be_conns.
+//
+// A kernel that cannot load the object (no socket storage iterators, no
+// BTF) leaves the socket recount off, said once in the log.
+import { closeSync } from 'node:fs';
+import { btfStruct } from '../bpf/btf.ts';
+import { compileBpf } from '../bpf/compile.ts';
+import { loadPinned } from '../bpf/loader.ts';
+import { libbpfText } from '../bpf/map.ts';
+import { native } from '../bpf/native.ts';
+import type { BpfObject } from '../bpf/object.ts';
+import { mapSizeDrift, structDrift } from '../maps/btf-check.ts';
+import { type SkBackend, skBackendValue, skCountValue } from '../maps/codecs.ts';
+import { MAP_SK_BACKEND, MAP_SK_COUNT } from '../maps/constants.ts';
+import type { MapSpec } from '../maps/registry.ts';
+import { TypedMap } from '../maps/typed-map.ts';
+import type { Logger } from './log.ts';
+
+const RECOUNT_PROGRAM = 'svcmap_sk_recount';
+
+const skCountMap: MapSpec<SkBackend, bigint> = {
+  name: MAP_SK_COUNT, key: skBackendValue, value: skCountValue,
+  purpose: 'socket recount: live sockets per backend, for one run (not pinned)',
+};
+
+export interface SocketCount extends SkBackend {
+  sockets: number;
+}
+
+export interface SocketCounterOptions {
+  pinDir: string;
+  objectDir?: string;
+  forceCompile?: boolean;
+}
+
+export class SocketCounter {
+  readonly #object: BpfObject;
+  readonly #counts: TypedMap<SkBackend, bigint>;
+  readonly #link: number;
+
+  private constructor(object: BpfObject) {
+    this.#object = object;
+    this.#counts = new TypedMap(skCountMap, object.map(MAP_SK_COUNT));
+    const fd = native().iterMapLinkCreate(object.programFd(RECOUNT_PROGRAM), object.map(MAP_SK_BACKEND).fd) as number;
+    if (fd < 0) throw new Error(`creating the socket storage iterator link of ${RECOUNT_PROGRAM}: ${libbpfText(fd)}`);
+    this.#link = fd;
+  }
+
+  /** Loads bpf/sock_count.c on the pinned socket storage map; undefined (logged) where the kernel cannot. */
+  static load(opts: SocketCounterOptions, log: Logger): SocketCounter | undefined {
+    const compiled = compileBpf({ program: 'sock_count', ...(opts.objectDir ? { outDir: opts.objectDir } : {}), ...(opts.forceCompile ? { force: true } : {}) });
+    let object: BpfObject;
+    try {
+      object = loadPinned({ objectPath: compiled.path, pinDir: opts.pinDir }).object;
+    } catch (err) {
+      log.warn({ err: String((err as Error)?.message ?? err).split('\n').slice(0, 6).join('\n') },
+        'the socket recount is off: the kernel cannot load bpf/sock_count.c (socket storage iterators). Socket LB connection counts are kept by the datapath alone');
+      return undefined;
+    }
+    try {
+      const drift = [
+        ...structDrift(skBackendValue.layout, (name) => btfStruct(object.btf(), name)),
+        ...mapSizeDrift(skCountMap, object.mapKeySize(MAP_SK_COUNT), object.mapValueSize(MAP_SK_COUNT)),
+      ];
+      if (drift.length) throw new Error(`bpf/sock_count.c and the agent disagree on the socket recount map's layout:\n${drift.join('\n')}`);
+      return new SocketCounter(object);
+    } catch (err) {
+      object.close();
+      throw err;
+    }
+  }
+
+  /** One run: the live counted sockets per {backend_id, addr, port}. Blocks while the kernel walks the storage. */
+  count(): SocketCount[] {
+    for (const k of this.#counts.raw.keys()) this.#counts.raw.delete(k);
+    const rc = Number(native().iterRunInNetns(this.#link, -1));
+    if (rc < 0) throw new Error(`running the socket storage iterator: ${libbpfText(rc)}`);
+    return this.#counts.entries().map(([k, n]) => ({ ...k, sockets: Number(n) }));
+  }
+
+  close(): void {
+    closeSync(this.#link);
+    this.#object.close();
+  }
+}
