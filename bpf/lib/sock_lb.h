@@ -87,11 +87,12 @@ static __always_inline void sock4_count(struct bpf_sock *sk, __u32 id, const str
  * negative errno when the frontend exists but has nothing to connect to.
  * Counts the call under `hook` (DP_HOOK_CONNECT4 or DP_HOOK_SENDMSG4).
  */
-static __always_inline int sock4_xlate_fwd(struct bpf_sock_addr *ctx, enum dp_hook hook)
+static __always_inline int sock4_xlate_addr(struct bpf_sock_addr *ctx, __be32 *addr, __be16 *port,
+					    __u32 proto, enum dp_hook hook, int connect)
 {
 	struct svc_key key = {
-		.addr = ctx->user_ip4,
-		.port = (__be16)ctx->user_port,
+		.addr = *addr,
+		.port = *port,
 		.scope = SVC_SCOPE_EXT,
 	};
 	struct svc_key frontend;
@@ -99,7 +100,6 @@ static __always_inline int sock4_xlate_fwd(struct bpf_sock_addr *ctx, enum dp_ho
 	struct svc_value *svc;
 	__u32 backend_id = 0;
 	__u32 client_hash = 0;
-	__u32 proto = ctx->protocol;
 
 	if (proto != IPPROTO_TCP && proto != IPPROTO_UDP) {
 		dp_count(hook, DP_R_PASSED);
@@ -109,7 +109,7 @@ static __always_inline int sock4_xlate_fwd(struct bpf_sock_addr *ctx, enum dp_ho
 	frontend = key;
 	/* A connected socket that connects again no longer counts for the
 	 * backend of its last connect(). */
-	if (hook == DP_HOOK_CONNECT4)
+	if (connect)
 		sock4_uncount(ctx->sk);
 
 	svc = lb4_lookup_service(&key);
@@ -158,10 +158,23 @@ static __always_inline int sock4_xlate_fwd(struct bpf_sock_addr *ctx, enum dp_ho
 		dp_count(hook, DP_R_SK_REVNAT_FAILED);
 	else
 		dp_count(hook, DP_R_TRANSLATED);
-	if (hook == DP_HOOK_CONNECT4 && lb_alg_counts(svc->algorithm))
+	if (connect && lb_alg_counts(svc->algorithm))
 		sock4_count(ctx->sk, backend_id, be);
-	ctx->user_ip4 = be->addr;
-	ctx->user_port = be->port;
+	*addr = be->addr;
+	*port = be->port;
+	return 0;
+}
+
+static __always_inline int sock4_xlate_fwd(struct bpf_sock_addr *ctx, enum dp_hook hook)
+{
+	__be32 addr = ctx->user_ip4;
+	__be16 port = (__be16)ctx->user_port;
+	int err = sock4_xlate_addr(ctx, &addr, &port, ctx->protocol, hook, hook == DP_HOOK_CONNECT4);
+
+	if (err)
+		return err;
+	ctx->user_ip4 = addr;
+	ctx->user_port = port;
 	return 0;
 }
 

@@ -3,7 +3,8 @@
  * Socket-level load balancing of IPv6 sockets: the twin of sock_lb.h over
  * the IPv6 maps (maps6.h). A frontend's slots and master entry are read in
  * the order the agent writes them, as for IPv4; the slot is picked by the
- * same lb4_pick_slot() (it reads only the master entry).
+ * algorithms as lb4_pick_slot() (lb6_pick_slot(): lc, sed and nq are
+ * random for IPv6, which has no connection counts).
  * An IPv4-mapped destination (::ffff:a.b.c.d, a dual-stack application's
  * AF_INET6 socket to an IPv4 VIP) goes through the IPv4 maps instead, with
  * the IPv4 rules and per-socket reverse NAT.
@@ -62,13 +63,40 @@ static __always_inline struct svc_value *lb6_internal_scope(struct svc6_key *key
 	return svc;
 }
 
+/*
+ * lb4_pick_slot() for an IPv6 frontend. IPv6 connections are not counted
+ * (struct backend_conns counts IPv4 backends), so lc, sed and nq choose at
+ * random here; dh hashes the frontend's address and port.
+ */
+static __always_inline __u16 lb6_pick_slot(const struct svc_value *svc, const struct svc6_key *fe,
+					   __u32 client_hash)
+{
+	__u32 n;
+
+	switch (svc->algorithm) {
+	case LB_ALG_RR:
+		n = __sync_fetch_and_add(&((struct svc_value *)svc)->backend_id, 1);
+		break;
+	case LB_ALG_SH:
+		n = client_hash;
+		break;
+	case LB_ALG_DH:
+		n = lb_hash64(((__u64)fe->port << 32) | (fe->addr[0] ^ fe->addr[1] ^ fe->addr[2] ^ fe->addr[3]));
+		break;
+	default:
+		n = bpf_get_prandom_u32();
+		break;
+	}
+	return (__u16)(n % svc->count + 1);
+}
+
 /* As lb4_select_backend(): a slot missing in a shrinking frontend's window falls back to slot 1. */
 static __always_inline struct backend6_value *lb6_select_backend(struct svc6_key *key, const struct svc_value *svc,
 								 __u32 client_hash, __u32 *backend_id)
 {
 	struct svc_value *slot;
 
-	key->slot = lb4_pick_slot(svc, client_hash);
+	key->slot = lb6_pick_slot(svc, key, client_hash);
 	slot = bpf_map_lookup_elem(&SVCMAP_MAP_SERVICES6, key);
 	if (!slot) {
 		key->slot = 1;
@@ -156,53 +184,22 @@ static __always_inline int addr6_v4mapped(const __be32 a[4])
 }
 
 /*
- * ::ffff:a.b.c.d through the IPv4 maps: the rules of sock4_xlate_fwd()
- * (internal scope, refused when empty, algorithm, affinity), the backend
- * written back as ::ffff:backend. 0 or a negative errno, as sock6_xlate_fwd().
+ * ::ffff:a.b.c.d through the IPv4 maps: sock4_xlate_addr(), the IPv4
+ * hooks' own code (scope, loopback NodePort, refused when empty, algorithm,
+ * affinity, per-socket reverse NAT, connection counts at connect6), the
+ * backend written back as ::ffff:backend. 0 or a negative errno, as
+ * sock6_xlate_fwd().
  */
 static __always_inline int sock6_xlate_fwd_v4mapped(struct bpf_sock_addr *ctx, __be32 addr, __u8 proto,
 						    enum dp_hook hook)
 {
-	struct svc_key key = { .addr = addr, .port = (__be16)ctx->user_port, .proto = proto, .scope = SVC_SCOPE_EXT };
-	struct svc_key frontend = key;
-	struct backend_value *be;
-	struct svc_value *svc;
-	__u32 backend_id = 0;
-	__u32 client_hash = 0;
+	__be16 port = (__be16)ctx->user_port;
+	int err = sock4_xlate_addr(ctx, &addr, &port, proto, hook, hook == DP_HOOK_CONNECT6);
 
-	svc = lb4_lookup_service(&key);
-	if (!svc) {
-		dp_count(hook, DP_R_PASSED);
-		return 0;
-	}
-	svc = lb4_internal_scope(&key, svc);
-	if (svc->count == 0) {
-		dp_count(hook, DP_R_NO_BACKEND);
-		return -ECONNREFUSED;
-	}
-	if (svc->algorithm == LB_ALG_SH)
-		client_hash = lb_hash64(bpf_get_netns_cookie(ctx));
-	if (svc->flags & SVC_F_AFFINITY) {
-		struct affinity_key akey = {
-			.netns_cookie = bpf_get_netns_cookie(ctx),
-			.rev_nat_id = svc->rev_nat_id,
-			.origin = AFFINITY_ORIGIN_SOCK,
-		};
-
-		be = lb4_affinity_select(&key, svc, &akey, client_hash, &backend_id);
-	} else {
-		be = lb4_select_backend(&key, svc, client_hash, &backend_id);
-	}
-	if (!be) {
-		dp_count(hook, DP_R_NO_BACKEND);
-		return -ECONNREFUSED;
-	}
-	if (sock4_remember(ctx, be, &frontend, svc->rev_nat_id) < 0)
-		dp_count(hook, DP_R_SK_REVNAT_FAILED);
-	else
-		dp_count(hook, DP_R_TRANSLATED);
-	ctx->user_ip6[3] = be->addr;
-	ctx->user_port = be->port;
+	if (err)
+		return err;
+	ctx->user_ip6[3] = addr;
+	ctx->user_port = port;
 	return 0;
 }
 
@@ -249,6 +246,10 @@ static __always_inline int sock6_xlate_fwd(struct bpf_sock_addr *ctx, enum dp_ho
 	}
 	key.proto = (__u8)proto;
 	sock6_get(ctx, key.addr);
+	/* A socket counted by an earlier v4-mapped connect() stops counting
+	 * for that backend when it connects again, wherever to. */
+	if (hook == DP_HOOK_CONNECT6)
+		sock4_uncount(ctx->sk);
 	if (addr6_v4mapped(key.addr))
 		return sock6_xlate_fwd_v4mapped(ctx, key.addr[3], key.proto, hook);
 	__builtin_memcpy(rval.addr, key.addr, sizeof(rval.addr));
