@@ -8,8 +8,9 @@ import type { BpfObject } from '../bpf/object.ts';
 import type * as c from './codecs.ts';
 import { LayoutDriftError, codecDrift, mapSizeDrift } from './btf-check.ts';
 import {
-  ALL_MAPS, affinityMap, backendConnsMap, backendsMap, configMap, ctMap, devAddrMap, metricsMap, revNatMap, servicesMap, skRevNatMap, srcRangeMap,
+  ALL_MAPS, affinityMap, backendConnsMap, backendsMap, configMap, ctMap, devAddrMap, maglevMap, metricsMap, revNatMap, servicesMap, skRevNatMap, srcRangeMap,
 } from './registry.ts';
+import { MaglevTables } from './maglev-tables.ts';
 import { TypedMap } from './typed-map.ts';
 
 /** The maps every pinned datapath has (the others are opened when present). */
@@ -32,6 +33,8 @@ export class DatapathMaps {
   readonly conns: TypedMap<number, c.BackendConns> | undefined;
   /** The datapath's counters (per CPU: read with readDatapathCounters()); absent in pins older than it. */
   readonly counters: BpfMap | undefined;
+  /** Maglev tables; absent only in the pins of a datapath older than them. */
+  readonly maglev: MaglevTables | undefined;
 
   private constructor(open: (name: string) => BpfMap | undefined) {
     const need = (name: string) => {
@@ -56,6 +59,8 @@ export class DatapathMaps {
     this.counters = open(metricsMap.name);
     const conns = open(backendConnsMap.name);
     this.conns = conns ? new TypedMap(backendConnsMap, conns) : undefined;
+    const maglev = open(maglevMap.name);
+    this.maglev = maglev ? new MaglevTables(maglev) : undefined;
   }
 
   /**
@@ -102,6 +107,7 @@ export class DatapathMaps {
   close(): void {
     for (const m of this.all()) m.raw.close();
     this.counters?.close();
+    this.maglev?.outer.close();
   }
 }
 

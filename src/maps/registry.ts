@@ -6,7 +6,7 @@
 // order `svcmap status` and `dump` list them.
 import * as c from './codecs.ts';
 import type { Codec } from './codecs.ts';
-import { MAP_AFFINITY, MAP_BACKENDS, MAP_BE_CONNS, MAP_SK_BACKEND, MAP_CONFIG, MAP_CT, MAP_DEV_ADDR, MAP_METRICS, MAP_REVNAT, MAP_SERVICES, MAP_SK_REVNAT, MAP_SRC_RANGE } from './constants.ts';
+import { MAP_AFFINITY, MAP_BACKENDS, MAP_BE_CONNS, MAP_SK_BACKEND, MAP_CONFIG, MAP_CT, MAP_DEV_ADDR, MAP_MAGLEV, MAP_METRICS, MAP_REVNAT, MAP_SERVICES, MAP_SK_REVNAT, MAP_SRC_RANGE } from './constants.ts';
 
 export interface MapSpec<K = unknown, V = unknown> {
   name: string;
@@ -76,9 +76,15 @@ export const skBackendMap: MapSpec<number, c.SkBackend> = {
   purpose: 'socket storage: the backend a connected socket counts for', listable: false,
 };
 
+/** Map of maps: the value is an inner map's fd when written, its id when read (src/maps/maglev-tables.ts). */
+export const maglevMap: MapSpec<number, number> = {
+  name: MAP_MAGLEV, key: c.revNatId, value: c.revNatId,
+  purpose: 'Maglev tables: reverse NAT id -> lookup table (map of maps)',
+};
+
 export const ALL_MAPS: readonly MapSpec[] = [
   servicesMap, backendsMap, revNatMap, skRevNatMap, affinityMap, ctMap, srcRangeMap, configMap, metricsMap, devAddrMap,
-  backendConnsMap, skBackendMap,
+  backendConnsMap, skBackendMap, maglevMap,
 ] as MapSpec[];
 
 /** The capacity `sizes` asks for map `name` (undefined: its C default). */

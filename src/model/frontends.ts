@@ -103,7 +103,7 @@ export function serviceFrontends(
     spec.sessionAffinity === 'ClientIP'
       ? (spec.sessionAffinityConfig?.clientIP?.timeoutSeconds ?? DEFAULT_AFFINITY_TIMEOUT_SECONDS)
       : 0;
-  const { algorithm, sourceHashPort } = serviceOptions(svc, problems);
+  const { algorithm, sourceHashPort, maglevTableSize } = serviceOptions(svc, problems);
 
   const out: SourcedFrontend[] = [];
   spec.ports.forEach((port, i) => {
@@ -141,6 +141,7 @@ export function serviceFrontends(
         twoScopes: false,
         ...(algorithm ? { algorithm } : {}),
         sourceHashPort,
+        ...(maglevTableSize ? { maglevTableSize } : {}),
         affinityTimeoutSeconds,
         sourceRanges: [],
         // Each frontend owns its array; Backend objects are shared and must be treated as read-only.

@@ -209,6 +209,7 @@ const serviceStatus = z.object({
 export const SERVICE_ANNOTATIONS = [
   'svcmap.io/lb-algorithm',
   'svcmap.io/lb-source-hash-port',
+  'svcmap.io/maglev-table-size',
 ] as const;
 export type ServiceAnnotation = (typeof SERVICE_ANNOTATIONS)[number];
 
