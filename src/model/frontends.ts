@@ -4,7 +4,7 @@
 
 import type { Backend, Frontend, FrontendType, NodeInfo, Problem, Protocol } from './types.ts';
 import { DEFAULT_AFFINITY_TIMEOUT_SECONDS, type Service } from './schemas.ts';
-import { isLocal, mergeEndpoints, selectBackends, type IPv4Slice } from './endpoints.ts';
+import { isLocal, mergeEndpoints, selectBackends, topologyFilter, type IPv4Slice } from './endpoints.ts';
 import { ipFamily } from './ip.ts';
 import { problemAbout } from './problems.ts';
 import { flat } from '../maps/flat-string.ts';
@@ -114,7 +114,8 @@ export function serviceFrontends(
     }
     const protocol = port.protocol;
     const candidates = mergeEndpoints(slices, port.name, protocol);
-    const all = selectBackends(candidates, node);
+    // Zone hints narrow the cluster-wide set only, as in kube-proxy (a Local policy's set is the node's own).
+    const all = selectBackends(topologyFilter(candidates, node), node);
     // Only traffic policies Local need the node-local subset.
     const local = externalLocal || internalLocal ? selectBackends(candidates.filter((c) => isLocal(c, node)), node) : [];
 

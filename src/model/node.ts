@@ -5,6 +5,8 @@ import type { NodeInfo } from './types.ts';
 import type { Node } from './schemas.ts';
 import { ipFamily } from './ip.ts';
 
+export const ZONE_LABEL = 'topology.kubernetes.io/zone';
+
 /** InternalIP then ExternalIP IPv4 addresses, in that order, without duplicates. */
 export function nodeInfoFromNode(node: Node): NodeInfo {
   const addresses: string[] = [];
@@ -13,5 +15,6 @@ export function nodeInfoFromNode(node: Node): NodeInfo {
       if (a.type === type && ipFamily(a.address) === 4 && !addresses.includes(a.address)) addresses.push(a.address);
     }
   }
-  return { name: node.metadata.name, addresses };
+  const zone = node.metadata.labels[ZONE_LABEL];
+  return zone ? { name: node.metadata.name, addresses, zone } : { name: node.metadata.name, addresses };
 }

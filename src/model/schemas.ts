@@ -259,6 +259,9 @@ function endpoint<A extends z.ZodType<string>>(address: A) {
     conditions,
     nodeName: z.string().nullish().transform((v) => v ?? undefined),
     zone: z.string().nullish().transform((v) => v ?? undefined),
+    // Topology Aware Routing: the zones the EndpointSlice controller meant the endpoint for (kept as names).
+    hints: z.object({ forZones: orDefault(z.array(z.object({ name: z.string() })), []) }).nullish()
+      .transform((h) => (h?.forZones.length ? h.forZones.map((f) => f.name) : undefined)),
   });
 }
 

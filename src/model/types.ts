@@ -91,4 +91,6 @@ export interface NodeInfo {
   name: string;
   /** IPv4 addresses NodePort frontends listen on (InternalIP, ExternalIP). */
   addresses: string[];
+  /** The node's topology.kubernetes.io/zone label: which EndpointSlice zone hints apply. */
+  zone?: string;
 }
