@@ -35,6 +35,8 @@ export class DatapathMaps {
   readonly counters: BpfMap | undefined;
   /** Maglev tables; absent only in the pins of a datapath older than them. */
   readonly maglev: MaglevTables | undefined;
+  /** The same map as a list (rev_nat_id -> inner map id), for status and dump. */
+  readonly maglevIndex: TypedMap<number, number> | undefined;
 
   private constructor(open: (name: string) => BpfMap | undefined) {
     const need = (name: string) => {
@@ -61,6 +63,7 @@ export class DatapathMaps {
     this.conns = conns ? new TypedMap(backendConnsMap, conns) : undefined;
     const maglev = open(maglevMap.name);
     this.maglev = maglev ? new MaglevTables(maglev) : undefined;
+    this.maglevIndex = maglev ? new TypedMap(maglevMap, maglev) : undefined;
   }
 
   /**
@@ -100,14 +103,13 @@ export class DatapathMaps {
   }
 
   all(): Array<TypedMap<unknown, unknown>> {
-    return [this.services, this.backends, this.revNat, this.skRevNat, this.affinity, this.ct, this.srcRange, this.config, this.devAddr, this.conns]
+    return [this.services, this.backends, this.revNat, this.skRevNat, this.affinity, this.ct, this.srcRange, this.config, this.devAddr, this.conns, this.maglevIndex]
       .filter((m) => m !== undefined) as Array<TypedMap<unknown, unknown>>;
   }
 
   close(): void {
     for (const m of this.all()) m.raw.close();
     this.counters?.close();
-    this.maglev?.outer.close();
   }
 }
 

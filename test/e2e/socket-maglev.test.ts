@@ -54,6 +54,8 @@ t.test('the agent publishes the table; each client keeps one pod; the clients re
   t.pass(`${CLIENTS} clients x 8 connections: one pod each`);
   t.same(new Set(first).size, 3, `the clients reach all 3 pods (${POD_NAMES.map((p) => `${p}: ${first.filter((x) => x === p).length}`).join(', ')})`);
   for (let i = 0; i < 4; i++) t.equal(await onePod(clients[i]!, 5), first[i], `client ${i} again: its pod`);
+  t.match(c.svcmap('status'), /svcmap_maglev/, 'svcmap status lists the tables\' map');
+  t.match(c.svcmap('dump', '--map', 'svcmap_maglev'), new RegExp(`^${master!.rev_nat_id} => \\d+$`, 'm'), 'svcmap dump --map svcmap_maglev shows the frontend\'s entry (-> its inner map id)');
 });
 
 t.test('one pod leaves: its clients move to the others; the other clients keep theirs', async (t) => {
