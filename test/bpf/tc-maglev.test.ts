@@ -72,6 +72,8 @@ t.test('one flow key, one backend; all backends used; two agents agree; removing
   sync([frontend(backends(10))]);
   const table = maps.maglev!.read(state.frontends.get(`${NODE_IP}:${PORT}/6/0`)!.master.rev_nat_id);
   t.equal(table?.[0], 16381, 'the frontend\'s table is in svcmap_maglev, M at index 0');
+  const rn = state.frontends.get(`${NODE_IP}:${PORT}/6/0`)!.master.rev_nat_id;
+  t.same([...(adapter.readState().maglevSizes ?? [])], [[rn, 16381]], 'read back from the kernel (a restarted agent\'s view): the size by rev_nat_id');
   const first = route();
   t.same(route(), first, '400 new flows again: each flow key reaches the backend it reached before');
   const used = new Set(first);
