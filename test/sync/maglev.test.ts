@@ -8,6 +8,7 @@ import t from 'tap';
 import { LB_ALG_MAGLEV, MAGLEV_DEFAULT_M, MAGLEV_TABLE_SIZES } from '../../src/maps/constants.ts';
 import { maglevDisruption, maglevSlotTable, maglevTable } from '../../src/sync/maglev.ts';
 import { Syncer } from '../../src/sync/syncer.ts';
+import { FailingMaps } from './failing-maps.ts';
 import { MemoryMaps, target } from './helpers.ts';
 
 const names = (n: number, from = 0) => Array.from({ length: n }, (_, i) => `10.244.${(from + i) >> 8}.${(from + i) & 255}:8080/6`);
@@ -130,4 +131,39 @@ t.test('the table goes when the frontend leaves maglev or goes away; a restart r
   m.maglev.set(999, new Uint16Array([251]));
   new Syncer(m).sync([]);
   t.equal(m.maglev.size, 0, 'the orphan is deleted');
+});
+
+t.test('a failed publish is published again by the next sync; a failed delete is deleted again', async (t) => {
+  const m = new MemoryMaps();
+  const f = new FailingMaps(m);
+  const s = new Syncer(f);
+  const ten = Array.from({ length: 10 }, (_, i) => `10.244.0.${10 + i}`);
+  s.sync([maglev('10.96.0.10', ten), maglev('10.96.0.11', ten)]);
+  const before = new Map([...m.maglev].map(([id, tb]) => [id, tb.slice()]));
+  // Replace one backend of each (same count: the slots change, the masters
+  // do not); the table batch stops after the first table. After the
+  // read-back the slots are new, so only the tracked table size can say
+  // that the second table is stale.
+  const next = [...ten.slice(1), '10.244.0.99'];
+  f.fail = (b) => (b.name === 'putMaglev' ? 1 : undefined);
+  t.throws(() => s.sync([maglev('10.96.0.10', next), maglev('10.96.0.11', next)]));
+  f.fail = () => undefined;
+  const changed = [...m.maglev].filter(([id, tb]) => before.get(id)!.some((x, j) => x !== tb[j])).length;
+  t.equal(changed, 1, 'one of the two new tables made it in');
+  s.sync([maglev('10.96.0.10', next), maglev('10.96.0.11', next)]);
+  const want = maglevSlotTable(next.map((ip) => `${ip}:8080/6`), 251);
+  for (const [id, tb] of m.maglev) {
+    // Through the slots, each entry's backend must be what a fresh table over `next` says.
+    const vip = [...m.services.values()].find(([k, v]) => k.slot === 0 && v.rev_nat_id === id)![0].addr;
+    const slotIp = new Map([...m.services.values()].filter(([k]) => k.slot > 0 && k.addr === vip)
+      .map(([k, v]) => [k.slot, m.backends.get(v.backend_id)!.addr]));
+    const bad = [...tb.subarray(1)].filter((slot, j) => slotIp.get(slot) !== next[want[j + 1]! - 1]).length;
+    t.equal(bad, 0, `table ${id}: every entry names the backend the new set's table gives after the retry`);
+  }
+  // A failed delete: the next sync deletes again.
+  f.fail = (b) => (b.name === 'deleteMaglev' ? 0 : undefined);
+  t.throws(() => s.sync([]));
+  f.fail = () => undefined;
+  s.sync([]);
+  t.equal(m.maglev.size, 0, 'the tables are gone after the retry');
 });
