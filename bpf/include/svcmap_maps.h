@@ -98,10 +98,13 @@
 /*
  * Maglev lookup tables (LB_ALG_MAGLEV): svcmap_maglev is a hash of maps,
  * the frontend's rev_nat_id (__u32) -> its table, an inner
- * BPF_MAP_TYPE_ARRAY (BPF_F_INNER_MAP, so sizes may differ) of M + 1 __u16:
- * index 0 holds M (a prime of the agent's list, default
- * SVCMAP_MAGLEV_DEFAULT_M), index 1 + (hash % M) the slot (1..count) for
- * that hash. The agent fills a new inner map whole and then puts it in the
+ * BPF_MAP_TYPE_ARRAY (BPF_F_INNER_MAP, so sizes may differ) of
+ * 1 + ceil(M / MAGLEV_SLOTS_PER_ENTRY) struct maglev_entry: entry 0's
+ * slot[0] holds M (a prime of the agent's list, default
+ * SVCMAP_MAGLEV_DEFAULT_M); hash position p's slot (1..count) is
+ * slot[p % 4] of entry 1 + p / 4. Four to an entry because the kernel
+ * stores an array's values 8-byte aligned: one __u16 per entry would take
+ * 8 bytes. The agent fills a new inner map whole and then puts it in the
  * outer map with one update, so a reader sees the old table or the new one,
  * never a half-built one, and the size travels with its contents. Slots,
  * not backend ids: session affinity and the slot fallback work as for
@@ -109,6 +112,11 @@
  * published (after the slots, before the master and the stale slots).
  */
 #define SVCMAP_MAGLEV_DEFAULT_M 16381
+#define MAGLEV_SLOTS_PER_ENTRY  4
+
+struct maglev_entry {
+	__u16 slot[MAGLEV_SLOTS_PER_ENTRY];
+};
 
 /* backend_value.state */
 #define BACKEND_STATE_ACTIVE      0

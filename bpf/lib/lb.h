@@ -134,21 +134,22 @@ static __always_inline __u16 lb4_least_loaded(const struct svc_value *svc, const
 static __always_inline __u16 lb4_maglev_slot(const struct svc_value *svc, const struct svc_key *fe,
 					     __u32 client_hash)
 {
-	__u32 rn = svc->rev_nat_id, idx = 0;
-	__u16 *m, *slot;
+	__u32 rn = svc->rev_nat_id, idx = 0, pos;
+	struct maglev_entry *head, *e;
 	void *table;
 
 	table = bpf_map_lookup_elem(&SVCMAP_MAP_MAGLEV, &rn);
 	if (!table)
 		return 0;
-	m = bpf_map_lookup_elem(table, &idx);
-	if (!m || *m == 0)
+	head = bpf_map_lookup_elem(table, &idx);
+	if (!head || head->slot[0] == 0)
 		return 0;
-	idx = lb_hash32(client_hash ^ lb_hash64(((__u64)fe->port << 32) | fe->addr)) % *m + 1;
-	slot = bpf_map_lookup_elem(table, &idx);
-	if (!slot)
+	pos = lb_hash32(client_hash ^ lb_hash64(((__u64)fe->port << 32) | fe->addr)) % head->slot[0];
+	idx = 1 + pos / MAGLEV_SLOTS_PER_ENTRY;
+	e = bpf_map_lookup_elem(table, &idx);
+	if (!e)
 		return 0;
-	return *slot;
+	return e->slot[pos % MAGLEV_SLOTS_PER_ENTRY];
 }
 
 /*

@@ -67,8 +67,8 @@ struct {
 struct svcmap_maglev_inner {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__type(key, __u32);
-	__type(value, __u16);
-	__uint(max_entries, SVCMAP_MAGLEV_DEFAULT_M + 1);
+	__uint(value_size, sizeof(struct maglev_entry));
+	__uint(max_entries, 1 + (SVCMAP_MAGLEV_DEFAULT_M + MAGLEV_SLOTS_PER_ENTRY - 1) / MAGLEV_SLOTS_PER_ENTRY);
 	__uint(map_flags, BPF_F_INNER_MAP);
 };
 

@@ -79,11 +79,13 @@ export const MAGLEV_DEFAULT_M = 16381;
 /**
  * The table sizes a Service may ask for: primes (Maglev's permutation needs
  * M prime), each about twice the one before, as Cilium offers. At most
- * 65521: a table's index 0 holds M in a __u16. M should be well above 100x
+ * 65521: a table's entry 0 holds M in a __u16. M should be well above 100x
  * the backends for an even spread.
  */
 export const MAGLEV_TABLE_SIZES = [251, 509, 1021, 2039, 4093, 8191, 16381, 32749, 65521] as const;
 export const MAGLEV_MAX = 65536;
+/** struct maglev_entry: hash positions per inner-map entry. */
+export const MAGLEV_SLOTS_PER_ENTRY = 4;
 
 /** The name of svc_value.algorithm `id`, or undefined for one this svcmap does not know. */
 export function lbAlgorithmName(id: number): LbAlgorithmName | undefined {
