@@ -7,8 +7,8 @@
 // connections: max/mean ~1.5, where 1.0 is an even spread. Run for every
 // algorithm the datapath has (svcmap.io/lb-algorithm on the Service), the
 // same trials each; each trial rotates the roles. The holder is one client
-// pod, so sh (which hashes the client's network namespace) and dh (the
-// frontend) put every connection on one backend: reported as they come.
+// pod, so sh and maglev (which hash the client's network namespace) and dh
+// (the frontend) put every connection on one backend: reported as they come.
 import { type ConnHolder, type ConnHolderStats, type EchoServer, type LabPod } from '../lab/index.ts';
 import type { BenchCluster } from './cluster.ts';
 import { isSyncDone } from './agent.ts';

@@ -3,6 +3,7 @@ import { fmtDuration } from './budget.ts';
 import { isOp, type Op } from './cp-netfilter.ts';
 import { isSkipped, MODES } from './datapath.ts';
 import { isRealSkipped, type RealKpResult, type RealProxyResult } from './kube-proxy-real.ts';
+import { maglevDisruptionLine } from './maglev-disruption.ts';
 import { type BenchResults, isAgentResult, modeResult } from './results.ts';
 import { median } from './stats.ts';
 
@@ -236,6 +237,7 @@ export function lbTable(r: BenchResults): string {
     '**Rolling update** (kube-proxy docs scenario): backends X and Y hold the long-lived connections; X is replaced by Z and its clients reconnect through the VIP. Share of open connections afterwards (even = 50% / 50%, max/mean 1.00):',
     '',
     table(['selection', 'connections', 'trials', 'kept backend Y', 'new backend Z', 'max/mean'], rows),
+    ...(r.maglev ? ['', maglevDisruptionLine(r.maglev)] : []),
   ].join('\n');
 }
 
@@ -327,10 +329,10 @@ export function behind(r: BenchResults): string[] {
     const more = kps.filter((k) => k.datapath && sm.datapath && k.datapath.vsDirect.perConn < sm.datapath.vsDirect.perConn * 0.98);
     if (more.length) out.push(`Datapath beside the real kube-proxy at N=${fmtN(p.n)}: ${more.map((k) => `kube-proxy ${k.proxy} ${k.datapath!.vsDirect.perConn.toFixed(2)}x`).join(', ')} vs svcmap ${sm.datapath!.vsDirect.perConn.toFixed(2)}x the time per connection of direct.`);
   }
-  // sh and dh hash the client or the frontend: with the scenario's one client pod they are no balancing at all, by design.
+  // sh, maglev and dh hash the client or the frontend: with the scenario's one client pod they are no balancing at all, by design.
   const lc = r.lb.find((l) => l.algorithm === 'lc');
   for (const l of r.lb) {
-    if (l.algorithm === 'sh' || l.algorithm === 'dh' || l.maxOverMean <= 1.1) continue;
+    if (l.algorithm === 'sh' || l.algorithm === 'dh' || l.algorithm === 'maglev' || l.maxOverMean <= 1.1) continue;
     const fix = l.algorithm === 'lc' || l.algorithm === 'sed' || l.algorithm === 'nq'
       ? 'the least-connection choice missed its target (1.10)'
       : lc && lc.maxOverMean <= 1.1 ? `lc gives ${lc.maxOverMean.toFixed(2)} in the same scenario (svcmap.io/lb-algorithm: lc)` : 'a least-connections scheduler is needed to fix it';

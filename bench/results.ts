@@ -4,6 +4,7 @@ import type { ControlPlaneResult } from './control-plane.ts';
 import type { AgentCpResult } from './cp-agent.ts';
 import { type DatapathPoint, isSkipped, type ModeResult } from './datapath.ts';
 import type { LbResult } from './lb-quality.ts';
+import type { MaglevDisruption } from './maglev-disruption.ts';
 import type { Machine } from './machine.ts';
 import type { SnatResult } from './snat.ts';
 
@@ -18,6 +19,8 @@ export interface BenchResults {
   datapath: DatapathPoint[];
   controlPlane: ControlPlaneResult | undefined;
   lb: LbResult[];
+  /** Maglev's disruption when one of 10 backends goes (with the lb part; absent from runs before it). */
+  maglev?: MaglevDisruption;
   /** New SNATed flows/s beside MASQUERADE (absent from runs before it, or without --only snat). */
   snat?: SnatResult;
   targets: Target[];

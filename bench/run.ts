@@ -29,6 +29,7 @@ import { type ControlPlaneResult, runControlPlane } from './control-plane.ts';
 import { type DatapathPoint, runDatapath } from './datapath.ts';
 import { type RealKpResult, type RealProxy, runRealKubeProxy } from './kube-proxy-real.ts';
 import { type LbResult, runLbQuality } from './lb-quality.ts';
+import { maglevDisruptionOf } from './maglev-disruption.ts';
 import { describeMachine } from './machine.ts';
 import { buildNative, ROOT } from './native.ts';
 import { type SnatResult, runSnat } from './snat.ts';
@@ -263,6 +264,7 @@ async function main(): Promise<void> {
     datapath,
     controlPlane,
     lb,
+    ...(only.has('lb') ? { maglev: maglevDisruptionOf() } : {}),
     ...(realKubeProxy ? { realKubeProxy } : {}),
     ...(snat ? { snat } : {}),
     targets: evaluateTargets(partial),

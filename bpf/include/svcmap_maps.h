@@ -26,6 +26,7 @@
 #define SVCMAP_MAP_DEV_ADDR  svcmap_devaddr
 #define SVCMAP_MAP_BE_CONNS  svcmap_be_conns
 #define SVCMAP_MAP_SK_BACKEND svcmap_sk_be
+#define SVCMAP_MAP_MAGLEV    svcmap_maglev
 
 /* Default capacities; the agent may resize before load (--max-*). */
 #define SVCMAP_SERVICES_MAX   65536
@@ -37,6 +38,7 @@
 #define SVCMAP_AFFINITY_MAX   65536
 #define SVCMAP_DEV_ADDR_MAX   1024
 #define SVCMAP_BE_CONNS_MAX   65536
+#define SVCMAP_MAGLEV_MAX     65536
 
 /* svc_key.scope: external traffic sees the external entry; a service with
  * a Local traffic policy also has an internal entry holding all backends. */
@@ -66,9 +68,9 @@
  *                 namespace cookie (the source address is not known at
  *                 connect()), tc the client address (and source port with
  *                 SVC_F_SH_PORT).
- *  LB_ALG_MAGLEV: reserved: consistent hashing through a per-frontend
- *                 lookup table (not in the datapath yet; the agent does not
- *                 write it).
+ *  LB_ALG_MAGLEV: consistent hashing: the frontend's Maglev table
+ *                 (svcmap_maglev, see below) maps a hash of the client (as
+ *                 LB_ALG_SH's at the socket LB; tc the 5-tuple) to a slot.
  *  LB_ALG_LC:     least connections: the slot whose backend has the fewest
  *                 active connections (struct backend_conns, sock + tc), the
  *                 scan starting at a random slot so that ties spread.
@@ -92,6 +94,29 @@
 #define LB_ALG_DH     7
 
 #define LB_SCAN_MAX 64
+
+/*
+ * Maglev lookup tables (LB_ALG_MAGLEV): svcmap_maglev is a hash of maps,
+ * the frontend's rev_nat_id (__u32) -> its table, an inner
+ * BPF_MAP_TYPE_ARRAY (BPF_F_INNER_MAP, so sizes may differ) of
+ * 1 + ceil(M / MAGLEV_SLOTS_PER_ENTRY) struct maglev_entry: entry 0's
+ * slot[0] holds M (a prime of the agent's list, default
+ * SVCMAP_MAGLEV_DEFAULT_M); hash position p's slot (1..count) is
+ * slot[p % 4] of entry 1 + p / 4. Four to an entry because the kernel
+ * stores an array's values 8-byte aligned: one __u16 per entry would take
+ * 8 bytes. The agent fills a new inner map whole and then puts it in the
+ * outer map with one update, so a reader sees the old table or the new one,
+ * never a half-built one, and the size travels with its contents. Slots,
+ * not backend ids: session affinity and the slot fallback work as for
+ * every other algorithm. A table names only slots that exist when it is
+ * published (after the slots, before the master and the stale slots).
+ */
+#define SVCMAP_MAGLEV_DEFAULT_M 16381
+#define MAGLEV_SLOTS_PER_ENTRY  4
+
+struct maglev_entry {
+	__u16 slot[MAGLEV_SLOTS_PER_ENTRY];
+};
 
 /* backend_value.state */
 #define BACKEND_STATE_ACTIVE      0

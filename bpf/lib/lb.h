@@ -123,6 +123,36 @@ static __always_inline __u16 lb4_least_loaded(const struct svc_value *svc, const
 }
 
 /*
+ * LB_ALG_MAGLEV: the slot the frontend's Maglev table (svcmap_maglev, see
+ * svcmap_maps.h) holds for client_hash mixed with the frontend's address and
+ * port (not its rev_nat_id: two nodes' agents build the same table from the
+ * same backends, so a client hashes alike on both). 0 when the frontend has
+ * no table (yet) or it is empty: the caller chooses at random. The hash and
+ * the table say which backend; the slot is only how the services map names
+ * it, so the usual miss fallback (lb4_select_backend()) applies.
+ */
+static __always_inline __u16 lb4_maglev_slot(const struct svc_value *svc, const struct svc_key *fe,
+					     __u32 client_hash)
+{
+	__u32 rn = svc->rev_nat_id, idx = 0, pos;
+	struct maglev_entry *head, *e;
+	void *table;
+
+	table = bpf_map_lookup_elem(&SVCMAP_MAP_MAGLEV, &rn);
+	if (!table)
+		return 0;
+	head = bpf_map_lookup_elem(table, &idx);
+	if (!head || head->slot[0] == 0)
+		return 0;
+	pos = lb_hash32(client_hash ^ lb_hash64(((__u64)fe->port << 32) | fe->addr)) % head->slot[0];
+	idx = 1 + pos / MAGLEV_SLOTS_PER_ENTRY;
+	e = bpf_map_lookup_elem(table, &idx);
+	if (!e)
+		return 0;
+	return e->slot[pos % MAGLEV_SLOTS_PER_ENTRY];
+}
+
+/*
  * The slot (1..count) the frontend's algorithm picks for a new connection.
  * svc->count is not 0 (the callers check); fe is the frontend's key.
  *  LB_ALG_RR: the master's counter (its backend_id field, see struct
@@ -136,8 +166,9 @@ static __always_inline __u16 lb4_least_loaded(const struct svc_value *svc, const
  *  LB_ALG_DH: the hash of the frontend's address and port (the entry's, so
  *    the socket LB and tc agree): one slot for every client of it.
  *  LB_ALG_LC, LB_ALG_SED, LB_ALG_NQ: lb4_least_loaded().
- *  LB_ALG_RANDOM, and any value this datapath does not know (the agent
- *    does not write LB_ALG_MAGLEV yet): uniform random, the distribution of
+ *  LB_ALG_MAGLEV: lb4_maglev_slot(), random while the table is missing.
+ *  LB_ALG_RANDOM, and any value this datapath does not know: uniform
+ *    random, the distribution of
  *    kube-proxy's 1/n, 1/(n-1), ... probability cascade.
  */
 static __always_inline __u16 lb4_pick_slot(const struct svc_value *svc, const struct svc_key *fe,
@@ -160,6 +191,14 @@ static __always_inline __u16 lb4_pick_slot(const struct svc_value *svc, const st
 	case LB_ALG_SED:
 	case LB_ALG_NQ:
 		return lb4_least_loaded(svc, fe);
+	case LB_ALG_MAGLEV: {
+		__u16 s = lb4_maglev_slot(svc, fe, client_hash);
+
+		if (s)
+			return s;
+		n = bpf_get_prandom_u32();
+		break;
+	}
 	default:
 		n = bpf_get_prandom_u32();
 		break;

@@ -61,6 +61,27 @@ struct {
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } SVCMAP_MAP_BE_CONNS SEC(".maps");
 
+/* Maglev tables: rev_nat_id -> inner array (see svcmap_maps.h). The inner
+ * definition is only the template libbpf creates the outer map with; the
+ * agent creates each frontend's table at its own size. */
+struct svcmap_maglev_inner {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__type(key, __u32);
+	__uint(value_size, sizeof(struct maglev_entry));
+	__uint(max_entries, 1 + (SVCMAP_MAGLEV_DEFAULT_M + MAGLEV_SLOTS_PER_ENTRY - 1) / MAGLEV_SLOTS_PER_ENTRY);
+	__uint(map_flags, BPF_F_INNER_MAP);
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH_OF_MAPS);
+	__type(key, __u32);
+	__uint(value_size, sizeof(__u32)); /* an inner map's fd (update) or id (lookup) */
+	__uint(max_entries, SVCMAP_MAGLEV_MAX);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+	__array(values, struct svcmap_maglev_inner);
+} SVCMAP_MAP_MAGLEV SEC(".maps");
+
 /* Datapath counters: (hook, reason) -> packets, per CPU (see enum dp_reason).
  * Both entry files count into the one pinned map. */
 struct {

@@ -132,7 +132,7 @@ static __always_inline int sock4_xlate_addr(struct bpf_sock_addr *ctx, __be32 *a
 	/* Source hash: the socket's source address is not known yet at
 	 * connect() (nor, for an unbound socket, at sendmsg()), so the client
 	 * is its network namespace, as for affinity: a pod. */
-	if (svc->algorithm == LB_ALG_SH)
+	if (svc->algorithm == LB_ALG_SH || svc->algorithm == LB_ALG_MAGLEV)
 		client_hash = lb_hash64(bpf_get_netns_cookie(ctx));
 	if (svc->flags & SVC_F_AFFINITY) {
 		/* The client is the socket's network namespace: a pod (see

@@ -4,7 +4,7 @@
 import { flat } from '../maps/flat-string.ts';
 import { ipv4ToU32, u32ToIpv4 } from '../maps/ipv4.ts';
 import {
-  BACKEND_F_LOCAL, BACKEND_STATE_ACTIVE, BACKEND_STATE_TERMINATING, type ImplementedLbAlgorithm, LB_ALGORITHMS,
+  BACKEND_F_LOCAL, BACKEND_STATE_ACTIVE, BACKEND_STATE_TERMINATING, type ImplementedLbAlgorithm, LB_ALGORITHMS, MAGLEV_DEFAULT_M,
   SVC_F_AFFINITY, SVC_F_CLUSTERIP, SVC_F_ETP_LOCAL, SVC_F_EXTERNALIP, SVC_F_ITP_LOCAL,
   SVC_F_LOADBALANCER, SVC_F_NODEPORT, SVC_F_SH_PORT, SVC_F_SRC_RANGES, SVC_F_TWO_SCOPES, SVC_F_WILDCARD,
   SVC_SCOPE_EXT, SVC_SCOPE_INT, protoNumber,
@@ -53,6 +53,9 @@ export function toTarget(fe: Frontend, nodeDefault: ImplementedLbAlgorithm = DEF
     flags: frontendFlags(fe, nodeDefault),
     algorithm: LB_ALGORITHMS[frontendAlgorithm(fe, nodeDefault)],
     affinityTimeout: fe.affinityTimeoutSeconds,
+    // Maglev tables are keyed by the IPv4 reverse-NAT id: an IPv6 frontend
+    // asking for maglev is served at random (lb6_pick_slot()).
+    ...(frontendAlgorithm(fe, nodeDefault) === 'maglev' && !fe.ip.includes(':') ? { maglevSize: fe.maglevTableSize ?? MAGLEV_DEFAULT_M } : {}),
     backends: fe.backends.map((b) => ({
       addr: b.ip,
       port: b.port,

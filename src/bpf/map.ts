@@ -10,7 +10,7 @@ export const BPF_NOEXIST = 1n;
 export const BPF_EXIST = 2n;
 
 export const MAP_TYPE_NAMES: Record<number, string> = {
-  1: 'hash', 2: 'array', 9: 'lru_hash', 11: 'lpm_trie', 10: 'lru_percpu_hash', 5: 'percpu_hash', 6: 'percpu_array',
+  1: 'hash', 2: 'array', 9: 'lru_hash', 13: 'hash_of_maps', 11: 'lpm_trie', 10: 'lru_percpu_hash', 5: 'percpu_hash', 6: 'percpu_array',
 };
 
 /** Map types whose value is one per possible CPU (BPF_MAP_TYPE_PERCPU_HASH, _ARRAY, LRU_PERCPU_HASH). */
@@ -100,12 +100,26 @@ export class BpfMap {
     return new BpfMap(fd, path);
   }
 
-  /** A new unpinned map, e.g. for tests of the codecs and writers. */
-  static create(type: number, name: string, keySize: number, valueSize: number, maxEntries: number): BpfMap {
+  /** A new unpinned map (tests of the codecs and writers; the inner maps of a map of maps). */
+  static create(type: number, name: string, keySize: number, valueSize: number, maxEntries: number, mapFlags = 0): BpfMap {
     if (name.length > 15) throw new Error(`map name ${name} is longer than 15 characters`);
-    const fd = native().mapCreate(type, name, keySize, valueSize, maxEntries, null) as number;
+    let opts: Buffer | null = null;
+    if (mapFlags) {
+      // struct bpf_map_create_opts up to map_ifindex (48 bytes): sz at 0, map_flags at 28.
+      opts = Buffer.alloc(48);
+      opts.writeBigUInt64LE(48n, 0);
+      opts.writeUInt32LE(mapFlags, 28);
+    }
+    const fd = native().mapCreate(type, name, keySize, valueSize, maxEntries, opts) as number;
     if (fd < 0) throw new BpfError(`create map ${name}`, fd, libbpfText(fd));
     return new BpfMap(fd, name);
+  }
+
+  /** The map with kernel id `id` (e.g. an inner map, from its outer map's value); the fd is owned. */
+  static fromId(id: number, label?: string): BpfMap {
+    const fd = native().mapGetFdById(id) as number;
+    if (fd < 0) throw new BpfError(`open map id ${id}`, fd, libbpfText(fd));
+    return new BpfMap(fd, label);
   }
 
   get keySize(): number { return this.info.keySize; }

@@ -76,6 +76,7 @@ function bind() {
     linkUpdate: libbpf.func('int bpf_link_update(int link_fd, int new_prog_fd, void *opts)'),
     linkDetach: libbpf.func('int bpf_link_detach(int link_fd)'),
     progGetFdById: libbpf.func('int bpf_prog_get_fd_by_id(uint32_t id)'),
+    mapGetFdById: libbpf.func('int bpf_map_get_fd_by_id(uint32_t id)'),
     progDetach2: libbpf.func('int bpf_prog_detach2(int prog_fd, int attachable_fd, int type)'),
 
     // the shim

@@ -39,7 +39,7 @@ export const agentHelp = `svcmap agent [--manifests DIR | --kubeconfig PATH] [fl
   --ct-udp-timeout D     idle lifetime of a UDP flow (default 60s)
   --lb-algorithm ALG     how a frontend picks a backend when its Service has no
                          svcmap.io/lb-algorithm annotation: random (default),
-                         rr (round robin) or sh (source hash)
+                         rr, sh, lc, sed, nq, dh or maglev (see the README)
   --destroy-tcp-sockets  when a backend leaves a Service, also destroy the
                          connected TCP sockets the socket LB sent to it
                          (connected UDP ones always are; needs Linux 6.5+)

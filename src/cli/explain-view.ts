@@ -115,7 +115,7 @@ const ALGORITHM_TEXT: Record<LbAlgorithmName, string> = {
   sed: 'sed (shortest expected delay)',
   nq: 'nq (never queue)',
   dh: 'dh (destination hash)',
-  maglev: 'maglev (not implemented by this datapath: random)',
+  maglev: 'maglev (consistent hashing)',
 };
 
 export function algorithmName(alg: number): string {

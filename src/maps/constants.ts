@@ -14,6 +14,7 @@ export const MAP_METRICS = 'svcmap_metrics';
 export const MAP_DEV_ADDR = 'svcmap_devaddr';
 export const MAP_BE_CONNS = 'svcmap_be_conns';
 export const MAP_SK_BACKEND = 'svcmap_sk_be';
+export const MAP_MAGLEV = 'svcmap_maglev';
 /** Socket termination's working set (bpf/sock_destroy.c; not pinned). */
 export const MAP_SK_TERM = 'svcmap_sk_term';
 export const SK_TERM_MAX = 1024;
@@ -62,7 +63,6 @@ export const SVC_F_SH_PORT = 0x0400;
 export const LB_ALG_RANDOM = 0;
 export const LB_ALG_RR = 1;
 export const LB_ALG_SH = 2;
-/** Reserved: the datapath and the agent do not implement Maglev yet. */
 export const LB_ALG_MAGLEV = 3;
 export const LB_ALG_LC = 4;
 export const LB_ALG_SED = 5;
@@ -77,9 +77,22 @@ export const LB_ALGORITHMS = {
   lc: LB_ALG_LC, sed: LB_ALG_SED, nq: LB_ALG_NQ, dh: LB_ALG_DH,
 } as const;
 export type LbAlgorithmName = keyof typeof LB_ALGORITHMS;
-/** What a Service may ask for today; maglev (issue 14) is not implemented yet. */
-export const LB_ALGORITHMS_IMPLEMENTED = ['random', 'rr', 'sh', 'lc', 'sed', 'nq', 'dh'] as const;
+/** What a Service may ask for today. */
+export const LB_ALGORITHMS_IMPLEMENTED = ['random', 'rr', 'sh', 'lc', 'sed', 'nq', 'dh', 'maglev'] as const;
 export type ImplementedLbAlgorithm = (typeof LB_ALGORITHMS_IMPLEMENTED)[number];
+
+/** Maglev's table size M when a Service names none (svcmap.io/maglev-table-size). */
+export const MAGLEV_DEFAULT_M = 16381;
+/**
+ * The table sizes a Service may ask for: primes (Maglev's permutation needs
+ * M prime), each about twice the one before, as Cilium offers. At most
+ * 65521: a table's entry 0 holds M in a __u16. M should be well above 100x
+ * the backends for an even spread.
+ */
+export const MAGLEV_TABLE_SIZES = [251, 509, 1021, 2039, 4093, 8191, 16381, 32749, 65521] as const;
+export const MAGLEV_MAX = 65536;
+/** struct maglev_entry: hash positions per inner-map entry. */
+export const MAGLEV_SLOTS_PER_ENTRY = 4;
 
 /** The name of svc_value.algorithm `id`, or undefined for one this svcmap does not know. */
 export function lbAlgorithmName(id: number): LbAlgorithmName | undefined {

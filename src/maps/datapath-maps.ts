@@ -8,8 +8,9 @@ import type { BpfObject } from '../bpf/object.ts';
 import type * as c from './codecs.ts';
 import { LayoutDriftError, codecDrift, mapSizeDrift } from './btf-check.ts';
 import {
-  ALL_MAPS, affinityMap, backendConnsMap, backends6Map, backendsMap, revNat6Map, services6Map, skRevNat6Map, configMap, ctMap, devAddrMap, metricsMap, revNatMap, servicesMap, skRevNatMap, srcRangeMap,
+  ALL_MAPS, affinityMap, backendConnsMap, backends6Map, backendsMap, revNat6Map, services6Map, skRevNat6Map, configMap, ctMap, devAddrMap, maglevMap, metricsMap, revNatMap, servicesMap, skRevNatMap, srcRangeMap,
 } from './registry.ts';
+import { MaglevTables } from './maglev-tables.ts';
 import { TypedMap } from './typed-map.ts';
 
 /** The maps of one address family that the sync engine writes. */
@@ -19,6 +20,8 @@ export interface FamilyMaps {
   revNat: TypedMap<number, c.RevNatValue>;
   /** loadBalancerSourceRanges (tc, IPv4 only). */
   srcRange?: TypedMap<c.SrcRangeKey, number> | undefined;
+  /** Maglev tables (IPv4 only: keyed by the IPv4 reverse-NAT id). */
+  maglev?: MaglevTables | undefined;
 }
 
 /** The maps every pinned datapath has (the others are opened when present). */
@@ -44,6 +47,10 @@ export class DatapathMaps {
   /** The IPv6 service maps; absent in pins older than them. */
   readonly v6: FamilyMaps | undefined;
   readonly skRevNat6: TypedMap<c.SkRevNatKey, c.SkRevNatValue> | undefined;
+  /** Maglev tables; absent only in the pins of a datapath older than them. */
+  readonly maglev: MaglevTables | undefined;
+  /** The same map as a list (rev_nat_id -> inner map id), for status and dump. */
+  readonly maglevIndex: TypedMap<number, number> | undefined;
 
   private constructor(open: (name: string) => BpfMap | undefined) {
     const need = (name: string) => {
@@ -68,6 +75,9 @@ export class DatapathMaps {
     this.counters = open(metricsMap.name);
     const conns = open(backendConnsMap.name);
     this.conns = conns ? new TypedMap(backendConnsMap, conns) : undefined;
+    const maglev = open(maglevMap.name);
+    this.maglev = maglev ? new MaglevTables(maglev) : undefined;
+    this.maglevIndex = maglev ? new TypedMap(maglevMap, maglev) : undefined;
     const [svc6, be6, rn6] = [open(services6Map.name), open(backends6Map.name), open(revNat6Map.name)];
     this.v6 = svc6 && be6 && rn6
       ? { services: new TypedMap(services6Map, svc6), backends: new TypedMap(backends6Map, be6), revNat: new TypedMap(revNat6Map, rn6) }
@@ -119,7 +129,7 @@ export class DatapathMaps {
 
   all(): Array<TypedMap<unknown, unknown>> {
     const v6 = this.v6 ? [this.v6.services, this.v6.backends, this.v6.revNat, this.skRevNat6] : [];
-    return [this.services, this.backends, this.revNat, this.skRevNat, this.affinity, this.ct, this.srcRange, this.config, this.devAddr, this.conns, ...v6]
+    return [this.services, this.backends, this.revNat, this.skRevNat, this.affinity, this.ct, this.srcRange, this.config, this.devAddr, this.conns, this.maglevIndex, ...v6]
       .filter((m) => m !== undefined) as Array<TypedMap<unknown, unknown>>;
   }
 

@@ -21,6 +21,8 @@ export interface Candidate {
   terminating: boolean;
   nodeName?: string;
   zone?: string;
+  /** hints.forZones: the zones the endpoint is meant for; undefined: no hints. */
+  zoneHints?: string[];
 }
 
 /** How usable an endpoint is; duplicates keep the most usable copy. */
@@ -49,6 +51,7 @@ export function mergeEndpoints(slices: readonly IpSlice[], portName: string, pro
         const c: Candidate = { ip, port: sp.port, protocol, ...ep.conditions };
         if (ep.nodeName !== undefined) c.nodeName = ep.nodeName;
         if (ep.zone !== undefined) c.zone = ep.zone;
+        if (ep.hints !== undefined) c.zoneHints = ep.hints;
         const key = `${ip}/${sp.port}`;
         const seen = byAddress.get(key);
         if (seen === undefined || rank(c) > rank(seen)) byAddress.set(key, c);
@@ -56,6 +59,28 @@ export function mergeEndpoints(slices: readonly IpSlice[], portName: string, pro
     }
   }
   return [...byAddress.values()];
+}
+
+/**
+ * Topology Aware Routing with kube-proxy's rules (pkg/proxy/topology.go): the
+ * zone hints are used only when every ready endpoint has some and at least
+ * one is meant for the node's zone; then the ready endpoints not meant for
+ * it are left out (the others stay: selectBackends() picks ready ones first,
+ * and one is in the zone). Otherwise, and when the node has no zone label,
+ * every endpoint stays. The hints come from the EndpointSlice controller,
+ * which writes them for trafficDistribution: PreferClose (and the
+ * topology-mode annotation); svcmap reads them and does not make its own.
+ */
+export function topologyFilter(candidates: readonly Candidate[], node: NodeInfo | undefined): readonly Candidate[] {
+  const zone = node?.zone;
+  if (!zone) return candidates;
+  let forZone = false;
+  for (const c of candidates) {
+    if (!c.ready) continue;
+    if (!c.zoneHints) return candidates;
+    if (c.zoneHints.includes(zone)) forZone = true;
+  }
+  return forZone ? candidates.filter((c) => !c.ready || c.zoneHints!.includes(zone)) : candidates;
 }
 
 /** The endpoint runs on the agent's node. Without node information nothing is local. */

@@ -6,7 +6,7 @@
 
 import type { Backend, Frontend, FrontendType, NodeInfo, Problem, Protocol } from './types.ts';
 import { DEFAULT_AFFINITY_TIMEOUT_SECONDS, type Service } from './schemas.ts';
-import { isLocal, mergeEndpoints, selectBackends, type IpSlice } from './endpoints.ts';
+import { isLocal, mergeEndpoints, selectBackends, topologyFilter, type IpSlice } from './endpoints.ts';
 import { ipFamily } from './ip.ts';
 import { problemAbout } from './problems.ts';
 import { flat } from '../maps/flat-string.ts';
@@ -121,7 +121,7 @@ function familyFrontends(
   clusterIPs: readonly string[],
   slices: readonly IpSlice[],
   node: NodeInfo | undefined,
-  { algorithm, sourceHashPort }: ReturnType<typeof serviceOptions>,
+  { algorithm, sourceHashPort, maglevTableSize }: ReturnType<typeof serviceOptions>,
   problems: Problem[],
   portsReported: Set<number>,
 ): SourcedFrontend[] {
@@ -144,7 +144,8 @@ function familyFrontends(
     }
     const protocol = port.protocol;
     const candidates = mergeEndpoints(slices, port.name, protocol);
-    const all = selectBackends(candidates, node);
+    // Zone hints narrow the cluster-wide set only, as in kube-proxy (a Local policy's set is the node's own).
+    const all = selectBackends(topologyFilter(candidates, node), node);
     // Only traffic policies Local need the node-local subset.
     const local = externalLocal || internalLocal ? selectBackends(candidates.filter((c) => isLocal(c, node)), node) : [];
 
@@ -171,6 +172,7 @@ function familyFrontends(
         twoScopes: false,
         ...(algorithm ? { algorithm } : {}),
         sourceHashPort,
+        ...(maglevTableSize ? { maglevTableSize } : {}),
         affinityTimeoutSeconds,
         sourceRanges: [],
         // Each frontend owns its array; Backend objects are shared and must be treated as read-only.

@@ -5,6 +5,8 @@ import type { NodeInfo } from './types.ts';
 import type { Node } from './schemas.ts';
 import { ipFamily } from './ip.ts';
 
+export const ZONE_LABEL = 'topology.kubernetes.io/zone';
+
 /** InternalIP then ExternalIP addresses of one family, in that order, without duplicates. */
 function addressesOf(node: Node, family: 4 | 6): string[] {
   const addresses: string[] = [];
@@ -18,5 +20,6 @@ function addressesOf(node: Node, family: 4 | 6): string[] {
 
 export function nodeInfoFromNode(node: Node): NodeInfo {
   const v6 = addressesOf(node, 6);
-  return { name: node.metadata.name, addresses: addressesOf(node, 4), ...(v6.length > 0 ? { addresses6: v6 } : {}) };
+  const zone = node.metadata.labels[ZONE_LABEL];
+  return { name: node.metadata.name, addresses: addressesOf(node, 4), ...(v6.length > 0 ? { addresses6: v6 } : {}), ...(zone ? { zone } : {}) };
 }

@@ -20,7 +20,7 @@ export function sameFrontend(a: Frontend, b: Frontend): boolean {
   return a.key === b.key && a.ip === b.ip && a.port === b.port && a.protocol === b.protocol && a.scope === b.scope && a.type === b.type &&
     a.service.namespace === b.service.namespace && a.service.name === b.service.name && a.service.portName === b.service.portName &&
     a.externalLocal === b.externalLocal && a.internalLocal === b.internalLocal && a.wildcard === b.wildcard && a.twoScopes === b.twoScopes &&
-    a.algorithm === b.algorithm && a.sourceHashPort === b.sourceHashPort && a.affinityTimeoutSeconds === b.affinityTimeoutSeconds &&
+    a.algorithm === b.algorithm && a.sourceHashPort === b.sourceHashPort && a.maglevTableSize === b.maglevTableSize && a.affinityTimeoutSeconds === b.affinityTimeoutSeconds &&
     a.healthCheckNodePort === b.healthCheckNodePort && sameList(a.sourceRanges, b.sourceRanges, Object.is) &&
     sameList(a.backends, b.backends, sameBackend);
 }

@@ -248,6 +248,7 @@ const serviceStatus = z.object({
 export const SERVICE_ANNOTATIONS = [
   'svcmap.io/lb-algorithm',
   'svcmap.io/lb-source-hash-port',
+  'svcmap.io/maglev-table-size',
 ] as const;
 export type ServiceAnnotation = (typeof SERVICE_ANNOTATIONS)[number];
 
@@ -297,6 +298,9 @@ function endpoint<A extends z.ZodType<string>>(address: A) {
     conditions,
     nodeName: z.string().nullish().transform((v) => v ?? undefined),
     zone: z.string().nullish().transform((v) => v ?? undefined),
+    // Topology Aware Routing: the zones the EndpointSlice controller meant the endpoint for (kept as names).
+    hints: z.object({ forZones: orDefault(z.array(z.object({ name: z.string() })), []) }).nullish()
+      .transform((h) => (h?.forZones.length ? h.forZones.map((f) => f.name) : undefined)),
   });
 }
 

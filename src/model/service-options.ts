@@ -4,22 +4,25 @@
 // and the accepted values (field path metadata.annotations["..."], so the
 // agent reports it as an UnknownAnnotationValue Event); the Service is still
 // programmed, with the default.
-import { type ImplementedLbAlgorithm, LB_ALGORITHMS_IMPLEMENTED } from '../maps/constants.ts';
+import { type ImplementedLbAlgorithm, LB_ALGORITHMS_IMPLEMENTED, MAGLEV_DEFAULT_M, MAGLEV_TABLE_SIZES } from '../maps/constants.ts';
 import { problemAbout } from './problems.ts';
 import type { Service } from './schemas.ts';
 import type { Problem } from './types.ts';
 
 export const LB_ALGORITHM_ANNOTATION = 'svcmap.io/lb-algorithm';
 export const SOURCE_HASH_PORT_ANNOTATION = 'svcmap.io/lb-source-hash-port';
+export const MAGLEV_TABLE_SIZE_ANNOTATION = 'svcmap.io/maglev-table-size';
 
 /** Algorithms of issue 14 that a Service may name but that are not built yet: reported as such. */
-const NOT_YET = new Set(['maglev']);
+const NOT_YET = new Set<string>([]);
 
 export interface ServiceOptions {
   /** The algorithm the Service asks for; undefined: the node's default (--lb-algorithm). */
   algorithm?: ImplementedLbAlgorithm;
   /** sh at tc hashes the client's source port too. */
   sourceHashPort: boolean;
+  /** svcmap.io/maglev-table-size, when valid; undefined: MAGLEV_DEFAULT_M. Used by maglev only. */
+  maglevTableSize?: number;
 }
 
 function path(annotation: string): string {
@@ -47,6 +50,16 @@ export function serviceOptions(svc: Service, problems: Problem[]): ServiceOption
     else {
       problems.push(problemAbout(svc, 'warning', path(SOURCE_HASH_PORT_ANNOTATION),
         `unknown value ${JSON.stringify(port)}; accepted values: true, false; using false`));
+    }
+  }
+  const size = a?.[MAGLEV_TABLE_SIZE_ANNOTATION];
+  if (size !== undefined) {
+    const v = size.trim();
+    const n = /^\d+$/.test(v) ? Number(v) : NaN;
+    if ((MAGLEV_TABLE_SIZES as readonly number[]).includes(n)) out.maglevTableSize = n;
+    else {
+      problems.push(problemAbout(svc, 'warning', path(MAGLEV_TABLE_SIZE_ANNOTATION),
+        `unknown value ${JSON.stringify(size)}; accepted values (primes): ${MAGLEV_TABLE_SIZES.join(', ')}; using ${MAGLEV_DEFAULT_M}`));
     }
   }
   return out;

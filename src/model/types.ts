@@ -53,6 +53,8 @@ export interface Frontend {
   algorithm?: ImplementedLbAlgorithm;
   /** svcmap.io/lb-source-hash-port: "true": sh at tc hashes the source port too. */
   sourceHashPort: boolean;
+  /** svcmap.io/maglev-table-size, when the Service gives a valid one (maglev's table size M). */
+  maglevTableSize?: number;
   /** sessionAffinity: ClientIP timeout in seconds, or 0 for none. */
   affinityTimeoutSeconds: number;
   /** loadBalancerSourceRanges as CIDR strings (LoadBalancer frontends); empty = no restriction. */
@@ -91,4 +93,6 @@ export interface NodeInfo {
   addresses: string[];
   /** IPv6 addresses NodePort frontends listen on; kept apart so that IPv4 users (tc's node IP) see IPv4 only. */
   addresses6?: string[];
+  /** The node's topology.kubernetes.io/zone label: which EndpointSlice zone hints apply. */
+  zone?: string;
 }

@@ -16,9 +16,17 @@ export interface MapWriter {
   deleteServices(keys: readonly SvcKey[]): void;
   deleteRevNat(ids: readonly number[]): void;
   deleteBackends(ids: readonly number[]): void;
+  /** Maglev tables, each published whole in one update (svcmap_maglev); optional for writers of tests without Maglev. */
+  putMaglev?(tables: ReadonlyArray<readonly [number, Uint16Array]>): void;
+  deleteMaglev?(revNatIds: readonly number[]): void;
 }
 
-export const PHASES = ['backends', 'revnat', 'source-ranges', 'slots', 'masters', 'removed-masters', 'stale-slots', 'stale-revnat', 'stale-source-ranges', 'stale-backends'] as const;
+function maglevWriter(w: MapWriter): Required<Pick<MapWriter, 'putMaglev' | 'deleteMaglev'>> {
+  if (!w.putMaglev || !w.deleteMaglev) throw new Error('this map writer cannot write Maglev tables');
+  return w as Required<Pick<MapWriter, 'putMaglev' | 'deleteMaglev'>>;
+}
+
+export const PHASES = ['backends', 'revnat', 'source-ranges', 'slots', 'maglev', 'masters', 'removed-masters', 'stale-maglev', 'stale-slots', 'stale-revnat', 'stale-source-ranges', 'stale-backends'] as const;
 export type Phase = (typeof PHASES)[number];
 
 export class ApplyError extends Error {
@@ -38,8 +46,10 @@ export function applyPlan(plan: Plan, w: MapWriter): void {
     ['revnat', () => w.putRevNat(plan.revNatUpserts)],
     ['source-ranges', () => w.putSrcRanges(plan.srcRangeUpserts)],
     ['slots', () => w.putSlots(plan.slotUpserts)],
+    ['maglev', () => { if (plan.maglevUpserts.length) maglevWriter(w).putMaglev(plan.maglevUpserts); }],
     ['masters', () => w.putServices(plan.masterUpserts)],
     ['removed-masters', () => w.deleteServices(plan.masterDeletes)],
+    ['stale-maglev', () => { if (plan.maglevDeletes.length) maglevWriter(w).deleteMaglev(plan.maglevDeletes); }],
     ['stale-slots', () => w.deleteServices(plan.slotDeletes)],
     ['stale-revnat', () => w.deleteRevNat(plan.revNatDeletes)],
     ['stale-source-ranges', () => w.deleteSrcRanges(plan.srcRangeDeletes)],

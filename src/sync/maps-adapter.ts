@@ -14,7 +14,10 @@ export class MapsAdapter implements MapSource, MapWriter {
     this.maps = maps;
   }
   readState(): MapState {
-    return stateFromEntries(this.maps.services.entries(), this.maps.backends.entries(), this.maps.revNat.entries(), this.maps.srcRange?.entries() ?? []);
+    const state = stateFromEntries(this.maps.services.entries(), this.maps.backends.entries(), this.maps.revNat.entries(), this.maps.srcRange?.entries() ?? []);
+    const maglev = this.maps.maglev?.sizes();
+    if (maglev?.size) state.maglevSizes = maglev;
+    return state;
   }
   lookupServices(keys: readonly SvcKey[]): Array<SvcValue | undefined> { return keys.map((k) => this.maps.services.get(k)); }
   lookupBackends(ids: readonly number[]): Array<BackendValue | undefined> { return ids.map((id) => this.maps.backends.get(id)); }
@@ -56,4 +59,16 @@ export class MapsAdapter implements MapSource, MapWriter {
   }
   deleteRevNat(ids: readonly number[]): void { this.maps.revNat.deleteMany(ids); }
   deleteBackends(ids: readonly number[]): void { this.maps.backends.deleteMany(ids); }
+  putMaglev(tables: ReadonlyArray<readonly [number, Uint16Array]>): void {
+    const m = this.#maglev();
+    for (const [id, table] of tables) m.publish(id, table);
+  }
+  deleteMaglev(ids: readonly number[]): void {
+    const m = this.#maglev();
+    for (const id of ids) m.delete(id);
+  }
+  #maglev() {
+    if (!this.maps.maglev) throw new Error('maglev needs the svcmap_maglev map, which this datapath\'s pins lack');
+    return this.maps.maglev;
+  }
 }

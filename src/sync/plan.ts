@@ -4,11 +4,14 @@
 // succeeded. The order is what keeps live connections safe:
 //
 //   1 backends  2 reverse NAT and source ranges  3 backend slots
-//   4 masters (the new count)  5 removed masters  6 stale slots
+//   3b Maglev tables  4 masters (the new count)  5 removed masters
+//   5b tables no frontend uses  6 stale slots
 //   7 stale reverse NAT and source ranges  8 unreferenced backends
 //
 // A reader that finds a master always finds slots 1..count, and every slot
-// names a backend that exists. Ids freed by a plan are not reused by it.
+// names a backend that exists. A Maglev table names only slots 1..count of
+// its frontend's new count: written after them, and before a shrinking
+// frontend's old slots go. Ids freed by a plan are not reused by it.
 //
 // A plan covers either every frontend (a full sync: also removes strays and
 // orphans an interrupted run left) or only the frontends of changed services
@@ -24,6 +27,7 @@
 import type { BackendValue, RevNatValue, SrcRangeKey, SvcKey, SvcValue } from '../maps/codecs.ts';
 import { type BackendAddrKey, type FrontendState, type MapState, backendAddrKey, frontendId, srcRangeKey } from './state.ts';
 import type { FrontendTarget } from './targets.ts';
+import { maglevName, maglevSlotTable } from './maglev.ts';
 
 export interface Plan {
   backendUpserts: Array<[number, BackendValue]>;
@@ -37,6 +41,9 @@ export interface Plan {
   revNatDeletes: number[];
   srcRangeDeletes: SrcRangeKey[];
   backendDeletes: number[];
+  /** Maglev tables to publish whole, by the frontend's rev_nat_id (index 0: M, then slots). */
+  maglevUpserts: Array<[number, Uint16Array]>;
+  maglevDeletes: number[];
   /** The change to the tracked state, committed once the writes succeeded. */
   delta: {
     frontendSets: Map<string, FrontendState>;
@@ -49,6 +56,8 @@ export interface Plan {
     addedServiceEntries: number;
     nextBackendId: number;
     nextRevNatId: number;
+    /** Maglev table sizes by rev_nat_id; 0: the table is deleted. */
+    maglevSets: Map<number, number>;
   };
   /** Frontends written (added, changed or removed). */
   changed: string[];
@@ -101,7 +110,8 @@ function straysByFrontend(strays: readonly SvcKey[]): Map<string, SvcKey[]> {
 
 export function planIsEmpty(p: Plan): boolean {
   return p.backendUpserts.length + p.revNatUpserts.length + p.srcRangeUpserts.length + p.slotUpserts.length + p.masterUpserts.length +
-    p.masterDeletes.length + p.slotDeletes.length + p.revNatDeletes.length + p.srcRangeDeletes.length + p.backendDeletes.length === 0;
+    p.masterDeletes.length + p.slotDeletes.length + p.revNatDeletes.length + p.srcRangeDeletes.length + p.backendDeletes.length +
+    p.maglevUpserts.length + p.maglevDeletes.length === 0;
 }
 
 const U32_MAX = 0xffffffff;
@@ -176,12 +186,12 @@ function unique(ids: readonly number[]): number[] {
 export function planSync(current: MapState, targets: readonly FrontendTarget[], capacity: Capacity, scope: PlanScope = { full: true }): Plan {
   const delta: Plan['delta'] = {
     frontendSets: new Map(), frontendDeletes: [], refDelta: new Map(), srcRangeSets: new Map(), resolvedStrays: new Set(), addedServiceEntries: 0,
-    nextBackendId: current.nextBackendId, nextRevNatId: current.nextRevNatId,
+    nextBackendId: current.nextBackendId, nextRevNatId: current.nextRevNatId, maglevSets: new Map(),
   };
   const plan: Plan = {
     backendUpserts: [], revNatUpserts: [], srcRangeUpserts: [], slotUpserts: [], masterUpserts: [],
     masterDeletes: [], slotDeletes: [], revNatDeletes: [], srcRangeDeletes: [], backendDeletes: [],
-    delta, changed: [], deferred: [],
+    maglevUpserts: [], maglevDeletes: [], delta, changed: [], deferred: [],
   };
   const newIdByAddr = new Map<BackendAddrKey, number>();
   const plannedBackend = new Map<number, BackendValue>(); // upserts of this plan, by id
@@ -192,6 +202,13 @@ export function planSync(current: MapState, targets: readonly FrontendTarget[], 
     backends: capacity.backends - current.counts.backends,
     revNat: capacity.revNat - current.counts.revNat,
     srcRanges: capacity.srcRanges - current.counts.srcRanges,
+  };
+  /** rev_nat ids whose Maglev table stays (a full plan deletes the others). */
+  const maglevKept = new Set<number>();
+  const dropMaglev = (revNatId: number) => {
+    if (!current.maglevSizes?.has(revNatId) || delta.maglevSets.get(revNatId) === 0) return;
+    plan.maglevDeletes.push(revNatId);
+    delta.maglevSets.set(revNatId, 0);
   };
   const strays = current.straySlots.length ? straysByFrontend(current.straySlots) : undefined;
   /** Deletes a frontend's strays past `count` (after its master: no reader counts on them). */
@@ -241,6 +258,7 @@ export function planSync(current: MapState, targets: readonly FrontendTarget[], 
     if (lacking) {
       const cap = { services: capacity.services, backends: capacity.backends, 'reverse NAT': capacity.revNat, 'source ranges': capacity.srcRanges }[lacking];
       plan.deferred.push({ id: t.id, label: t.label, owner: t.owner, reason: `the ${lacking} map is full (${cap} entries)` });
+      if (cur) maglevKept.add(cur.master.rev_nat_id);
       continue; // keeps serving what it had, if anything
     }
     budget.services -= needServices;
@@ -288,6 +306,22 @@ export function planSync(current: MapState, targets: readonly FrontendTarget[], 
       plan.masterUpserts.push([svcKey(t, 0), master]);
       changed = true;
     }
+    // Maglev: a new table whenever the slots or the size change (built whole:
+    // it is published in one update).
+    const wantM = t.maglevSize && newSlots.length ? t.maglevSize : 0;
+    if (wantM) {
+      maglevKept.add(revNatId);
+      const slotsMoved = newSlots.length !== oldSlots.length || newSlots.some((id, i) => oldSlots[i] !== id);
+      if (slotsMoved || current.maglevSizes?.get(revNatId) !== wantM) {
+        const nameById = new Map(ids.map((id, i) => [id, maglevName(t.backends[i]!)]));
+        plan.maglevUpserts.push([revNatId, maglevSlotTable(newSlots.map((id) => nameById.get(id)!), wantM)]);
+        delta.maglevSets.set(revNatId, wantM);
+        changed = true;
+      }
+    } else if (current.maglevSizes?.has(revNatId)) {
+      dropMaglev(revNatId);
+      changed = true;
+    }
     for (let i = newSlots.length; i < oldSlots.length; i++) {
       if (oldSlots[i] !== undefined) plan.slotDeletes.push(svcKey(t, i + 1));
       changed = true;
@@ -317,6 +351,7 @@ export function planSync(current: MapState, targets: readonly FrontendTarget[], 
       ref(s, -1);
     });
     if (current.revNat.has(fe.master.rev_nat_id)) plan.revNatDeletes.push(fe.master.rev_nat_id);
+    dropMaglev(fe.master.rev_nat_id);
     const ranges = current.srcRanges.get(fe.master.rev_nat_id);
     if (ranges?.size) {
       for (const r of ranges) plan.srcRangeDeletes.push(srcRangeKey(fe.master.rev_nat_id, r));
@@ -342,6 +377,7 @@ export function planSync(current: MapState, targets: readonly FrontendTarget[], 
       delta.resolvedStrays.add(svcSlotId(k));
     }
     dropUnusedRevNat(current, plan, current.revNat.keys(), () => true);
+    for (const id of current.maglevSizes?.keys() ?? []) if (!maglevKept.has(id)) dropMaglev(id);
   } else if (suspects?.revNat.size) {
     dropUnusedRevNat(current, plan, suspects.revNat, (id) => suspects.revNat.has(id));
   }
@@ -413,6 +449,10 @@ export function commitPlan(state: MapState, plan: Plan): void {
     revNat: state.counts.revNat + newRevNat - plan.revNatDeletes.length,
     srcRanges: state.counts.srcRanges + plan.srcRangeUpserts.length - plan.srcRangeDeletes.length,
   };
+  for (const [id, m] of d.maglevSets) {
+    if (m) (state.maglevSizes ??= new Map()).set(id, m);
+    else state.maglevSizes?.delete(id);
+  }
   state.nextBackendId = d.nextBackendId;
   state.nextRevNatId = d.nextRevNatId;
 }

@@ -66,6 +66,11 @@ export function readBack(state: MapState, plan: Plan, r: EntryReader): void {
   readBackends(state, [...t.backends], r);
   readRevNat(state, [...t.revNat], r);
   if (t.srcRanges) readSrcRanges(state, r);
+  // A Maglev table the plan meant to publish may or may not be in: unknown,
+  // so the next plan publishes it again (whole, one update: idempotent). One
+  // it meant to delete stays tracked and is deleted again (a table already
+  // gone is no error).
+  for (const [id] of plan.maglevUpserts) state.maglevSizes?.delete(id);
   // Ids the plan handed out may be in the maps now: the next plan searches on from there.
   state.nextBackendId = plan.delta.nextBackendId;
   state.nextRevNatId = plan.delta.nextRevNatId;

@@ -45,6 +45,8 @@ export interface MapState {
   /** Where the next id search starts (ids are not reused soon after they are freed). */
   nextBackendId: number;
   nextRevNatId: number;
+  /** Maglev tables in svcmap_maglev: the frontend's rev_nat_id -> its size M. Absent: none. */
+  maglevSizes?: Map<number, number>;
 }
 
 export function frontendId(k: FrontendKey): string {

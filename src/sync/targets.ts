@@ -9,6 +9,8 @@ export interface FrontendTarget {
   flags: number;
   algorithm: number;
   affinityTimeout: number;
+  /** LB_ALG_MAGLEV: the table size M; absent for other algorithms. */
+  maglevSize?: number;
   backends: BackendValue[];
   /** loadBalancerSourceRanges, normalized CIDRs (host bits cleared), sorted. */
   sourceRanges: string[];

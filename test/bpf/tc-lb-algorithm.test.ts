@@ -102,7 +102,7 @@ t.test('affinity on top of rr: a miss chooses by rr, a hit keeps the backend', a
   t.equal(master(30603)?.backend_id, 6, 'only the misses turned the wheel');
 });
 
-t.test('an algorithm id the datapath does not implement (maglev today) is random, and works', async (t) => {
+t.test('maglev before its table is published (none written here) is random, and works', async (t) => {
   h.clearCt();
   h.addService(service(30604, 64, LB_ALG_MAGLEV));
   const seen = new Set<string>();

@@ -77,7 +77,7 @@ t.test('values.schema.json rejects wrong types with a message naming the value',
     schemaError,
     /\/logLevel.*value must be one of/,
   ]);
-  renderFails(t, 'lbAlgorithm not one svcmap implements', { set: [...base, 'lbAlgorithm=maglev'] }, [
+  renderFails(t, 'lbAlgorithm not one svcmap implements', { set: [...base, 'lbAlgorithm=fastest'] }, [
     schemaError,
     /\/lbAlgorithm.*value must be one of/,
   ]);

@@ -3,8 +3,9 @@
 // client pods (two network namespaces) to the echo pods. rr: sequential
 // connections rotate exactly through the 3 backends; sh: one client pod
 // always reaches one backend (its netns cookie is hashed), whatever its
-// source port; an algorithm svcmap does not implement yet is the node's
-// default (--lb-algorithm rr here), and the Service still works.
+// source port; an algorithm svcmap does not know is the node's default
+// (--lb-algorithm rr here), and the Service still works. (maglev:
+// socket-maglev.test.ts.)
 import t from 'tap';
 import type { LabClient } from '../../lab/index.ts';
 import { LB_ALG_RR, LB_ALG_SH } from '../../src/maps/constants.ts';
@@ -20,7 +21,7 @@ t.before(async () => {
   c = await startCluster([
     echoService('rr', RR, { annotations: { 'svcmap.io/lb-algorithm': 'rr' } }),
     echoService('sh', SH, { annotations: { 'svcmap.io/lb-algorithm': 'sh' } }),
-    echoService('later', NOT_YET, { annotations: { 'svcmap.io/lb-algorithm': 'maglev' } }),
+    echoService('later', NOT_YET, { annotations: { 'svcmap.io/lb-algorithm': 'fastest' } }),
   ]);
   client2 = await secondClient(c);
   await c.startAgent(['--lb-algorithm', 'rr']);
@@ -71,7 +72,7 @@ t.test('sh: one client pod always reaches the same backend', async (t) => {
   t.same(Object.keys(again.byPod), Object.keys(one.byPod), 'client 1 again: its pod');
 });
 
-t.test('an algorithm not implemented yet: the node default (rr), and the Service works', async (t) => {
+t.test('an unknown algorithm: the node default (rr), and the Service works', async (t) => {
   t.equal(masterAlgorithm(NOT_YET), LB_ALG_RR, 'the master entry has --lb-algorithm');
   const got = await sequence(c.client, NOT_YET, 6);
   t.equal(new Set(got).size, 3, `6 sequential connections reach all 3 pods (${got.join(', ')})`);

@@ -6,7 +6,7 @@
 import t from 'tap';
 import { eventForProblem } from '../../src/agent/events/agent-events.ts';
 import { toTarget } from '../../src/agent/targets.ts';
-import { LB_ALGORITHMS, LB_ALG_DH, LB_ALG_LC, LB_ALG_NQ, LB_ALG_RANDOM, LB_ALG_RR, LB_ALG_SED, LB_ALG_SH, SVC_F_SH_PORT } from '../../src/maps/constants.ts';
+import { LB_ALGORITHMS, LB_ALG_DH, LB_ALG_LC, LB_ALG_MAGLEV, LB_ALG_NQ, LB_ALG_RANDOM, LB_ALG_RR, LB_ALG_SED, LB_ALG_SH, SVC_F_SH_PORT } from '../../src/maps/constants.ts';
 import { buildDesiredState } from '../../src/model/desired.ts';
 import { type Service, validateObject } from '../../src/model/schemas.ts';
 
@@ -49,11 +49,11 @@ t.test('the annotation reaches every frontend and the map target; the default fi
   t.equal(toTarget(fe('10.96.2.10:80/TCP'), 'sh').algorithm, LB_ALG_RR, 'the annotation wins over the default');
 });
 
-t.test('unknown and not-yet-implemented values: a warning naming the annotation and the accepted values; the default applies', async (t) => {
+t.test('unknown values: a warning naming the annotation and the accepted values; the default applies', async (t) => {
   const { state, problems } = buildDesiredState({
     services: [
       svc('x', '10.96.2.20', { 'svcmap.io/lb-algorithm': 'fastest' }),
-      svc('y', '10.96.2.21', { 'svcmap.io/lb-algorithm': 'maglev' }),
+      svc('y', '10.96.2.21', { 'svcmap.io/lb-algorithm': 'maglev', 'svcmap.io/maglev-table-size': '1000' }),
       svc('z', '10.96.2.22', { 'svcmap.io/lb-source-hash-port': 'yes' }),
     ],
     slices: [],
@@ -61,12 +61,31 @@ t.test('unknown and not-yet-implemented values: a warning naming the annotation 
   t.equal(problems.length, 3);
   const [x, y, z] = [...problems].sort((a, b) => a.name.localeCompare(b.name));
   t.match(x, { kind: 'Service', name: 'x', severity: 'warning', path: 'metadata.annotations["svcmap.io/lb-algorithm"]' });
-  t.match(x!.message, /unknown value "fastest"; accepted values: random, rr, sh, lc, sed, nq, dh; using the node's default/);
-  t.match(y!.message, /"maglev" is not implemented yet; accepted values: random, rr, sh, lc, sed, nq, dh;/);
+  t.match(x!.message, /unknown value "fastest"; accepted values: random, rr, sh, lc, sed, nq, dh, maglev; using the node's default/);
+  t.match(y, { path: 'metadata.annotations["svcmap.io/maglev-table-size"]', severity: 'warning' });
+  t.match(y!.message, /unknown value "1000"; accepted values \(primes\): 251, 509, .*65521; using 16381/);
   t.match(z, { path: 'metadata.annotations["svcmap.io/lb-source-hash-port"]' });
   t.match(eventForProblem(x!), { reason: 'UnknownAnnotationValue', regarding: { kind: 'Service', name: 'x' } });
   t.equal(state.frontends.get('10.96.2.20:80/TCP')!.algorithm, undefined, 'the Service is still programmed, with the default');
-  t.equal(toTarget(state.frontends.get('10.96.2.21:80/TCP')!, 'rr').algorithm, LB_ALG_RR);
+  t.equal(toTarget(state.frontends.get('10.96.2.21:80/TCP')!).maglevSize, 16381, 'a bad table size: maglev with the default size');
+});
+
+t.test('maglev: the annotation, the table size (a listed prime) and the node default', async (t) => {
+  const { state, problems } = buildDesiredState({
+    services: [
+      svc('a', '10.96.2.60', { 'svcmap.io/lb-algorithm': 'maglev' }),
+      svc('b', '10.96.2.61', { 'svcmap.io/lb-algorithm': 'maglev', 'svcmap.io/maglev-table-size': ' 251 ' }),
+      svc('c', '10.96.2.62', { 'svcmap.io/maglev-table-size': '65521' }),
+    ],
+    slices: [],
+  });
+  t.same(problems, []);
+  const fe = (ip: string) => state.frontends.get(`${ip}:80/TCP`)!;
+  t.match(toTarget(fe('10.96.2.60')), { algorithm: LB_ALG_MAGLEV, maglevSize: 16381 }, 'default M');
+  t.match(toTarget(fe('10.96.2.61')), { algorithm: LB_ALG_MAGLEV, maglevSize: 251 });
+  t.equal(toTarget(fe('10.96.2.62')).maglevSize, undefined, 'a size alone does not make a frontend maglev');
+  t.match(toTarget(fe('10.96.2.62'), 'maglev'), { algorithm: LB_ALG_MAGLEV, maglevSize: 65521 }, '--lb-algorithm maglev uses the Service\'s size');
+  t.equal(toTarget(fe('10.96.2.61'), 'maglev').maglevSize, 251);
 });
 
 t.test('lc, sed, nq and dh: accepted from the annotation and as the node default, each its own id', async (t) => {

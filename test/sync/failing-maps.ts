@@ -77,4 +77,10 @@ export class FailingMaps<M extends MapSource & MapWriter = MapSource & MapWriter
   deleteServices(k: readonly SvcKey[]) { this.#batch('deleteServices', k, (x) => this.inner.deleteServices(x)); }
   deleteRevNat(ids: readonly number[]) { this.#batch('deleteRevNat', ids, (x) => this.inner.deleteRevNat(x)); }
   deleteBackends(ids: readonly number[]) { this.#batch('deleteBackends', ids, (x) => this.inner.deleteBackends(x)); }
+  putMaglev(tb: ReadonlyArray<readonly [number, Uint16Array]>) { this.#batch('putMaglev', tb, (x) => this.#maglev().putMaglev(x)); }
+  deleteMaglev(ids: readonly number[]) { this.#batch('deleteMaglev', ids, (x) => this.#maglev().deleteMaglev(x)); }
+  #maglev(): Required<Pick<MapWriter, 'putMaglev' | 'deleteMaglev'>> {
+    if (!this.inner.putMaglev || !this.inner.deleteMaglev) throw new Error('the wrapped maps cannot write Maglev tables');
+    return this.inner as Required<Pick<MapWriter, 'putMaglev' | 'deleteMaglev'>>;
+  }
 }

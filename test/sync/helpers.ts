@@ -18,13 +18,17 @@ export class MemoryMaps implements MapSource, MapWriter {
   backends = new Map<number, BackendValue>();
   revNat = new Map<number, RevNatValue>();
   srcRanges = new Map<string, SrcRangeKey>();
+  /** Maglev tables by rev_nat_id (index 0: M). */
+  maglev = new Map<number, Uint16Array>();
   cap: Capacity = { services: 1 << 20, backends: 1 << 20, revNat: 1 << 20, srcRanges: 1 << 20 };
   /** Called after every single element written or deleted. */
   onWrite: (what: string) => void = () => {};
   writes: string[] = [];
 
   readState(): MapState {
-    return stateFromEntries([...this.services.values()], [...this.backends], [...this.revNat], [...this.srcRanges.values()].map((k) => [k, 1] as const));
+    const state = stateFromEntries([...this.services.values()], [...this.backends], [...this.revNat], [...this.srcRanges.values()].map((k) => [k, 1] as const));
+    if (this.maglev.size) state.maglevSizes = new Map([...this.maglev].map(([id, tb]) => [id, tb[0]!]));
+    return state;
   }
   capacity(): Capacity { return this.cap; }
   lookupServices(keys: readonly SvcKey[]): Array<SvcValue | undefined> {
@@ -62,6 +66,13 @@ export class MemoryMaps implements MapSource, MapWriter {
   }
   deleteBackends(ids: readonly number[]) {
     for (const id of ids) { if (!this.backends.delete(id)) throw new Error(`delete of missing backend ${id}`); this.#w(`backend-${id}`); }
+  }
+  putMaglev(tables: ReadonlyArray<readonly [number, Uint16Array]>) {
+    for (const [id, tb] of tables) { this.maglev.set(id, tb.slice()); this.#w(`maglev+${id}`); }
+  }
+  deleteMaglev(ids: readonly number[]) {
+    // As MaglevTables.delete: a table already gone is no error (a retry after a failure deletes again).
+    for (const id of ids) { this.maglev.delete(id); this.#w(`maglev-${id}`); }
   }
   #w(what: string) { this.writes.push(what); this.onWrite(what); }
 
