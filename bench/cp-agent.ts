@@ -62,6 +62,16 @@ export interface AgentCpOptions {
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
+/** The agent's flags besides its source: its cgroup and pins, maps sized for n services x endpoints, metrics on a free port. */
+export function agentArgs(cgroup: string, pinDir: string, n: number, endpointsPerService: number): string[] {
+  const svcEntries = Math.ceil(n * (1 + endpointsPerService) * 1.05) + 1024;
+  const beEntries = Math.ceil(n * endpointsPerService * 1.05) + 1024;
+  return [
+    '--cgroup', cgroup, '--pin-dir', pinDir, '--max-services', String(svcEntries), '--max-backends', String(beEntries),
+    '--metrics-port', '0', '--health-port', '0', '--bind-address', '127.0.0.1',
+  ];
+}
+
 export async function runAgentControlPlane(o: AgentCpOptions): Promise<AgentCpResult> {
   const n = o.services.length;
   const objects: object[] = [];
@@ -74,13 +84,7 @@ export async function runAgentControlPlane(o: AgentCpOptions): Promise<AgentCpRe
   registerTeardown(teardown);
   try {
     const kubeconfig = await writeKubeconfig(join(o.workDir, 'kubeconfig'), api);
-    const svcEntries = Math.ceil(n * (1 + o.endpointsPerService) * 1.05) + 1024;
-    const beEntries = Math.ceil(n * o.endpointsPerService * 1.05) + 1024;
-    const started = await startAgent([
-      '--kubeconfig', kubeconfig, '--node-name', 'bench-node', '--cgroup', o.cgroup, '--pin-dir', o.pinDir,
-      '--max-services', String(svcEntries), '--max-backends', String(beEntries),
-      '--metrics-port', '0', '--health-port', '0', '--bind-address', '127.0.0.1',
-    ], n, o.timeoutMs, (a) => { agent = a; });
+    const started = await startAgent(['--kubeconfig', kubeconfig, '--node-name', 'bench-node', ...agentArgs(o.cgroup, o.pinDir, n, o.endpointsPerService)], n, o.timeoutMs, (a) => { agent = a; });
     const running = started.agent;
     const rssAtSync = memoryOf(started.pid).rss;
     const rssAfterSync = await settledRss(started);

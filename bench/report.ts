@@ -313,7 +313,7 @@ export function behind(r: BenchResults): string[] {
       out.push(`Memory: agent RSS ${rss} services (x ${cp.endpointsPerService} endpoints)${smallest && smallest.rssAfterSync > 100 * MiB ? `; even with ${smallest.n} service${smallest.n === 1 ? '' : 's'} it holds ${(smallest.rssAfterSync / MiB).toFixed(0)} MiB` : ''}.`);
     }
     const eng = cp.engine.find((e) => e.n === 10_000) ?? cp.engine.at(-1);
-    if (eng && eng.changeFullMs.p50 > 10) out.push(`With the file source one change costs a full pass: validating every object (${fmtDuration(eng.validateMs)} at N=${fmtN(eng.n)}), rebuilding the model (${fmtDuration(eng.modelMs)}) and a full plan over all frontends (${fmtDuration(eng.changeFullMs.p50)}), plus re-reading every manifest; the Kubernetes source syncs one Service at a time (its periodic full resync pays the plan).`);
+    if (eng && eng.changeFullMs.p50 > 10) out.push(`A full pass (the periodic full resync of either source, --sync-period; and reading every manifest at start) costs validating every object (${fmtDuration(eng.validateMs)} at N=${fmtN(eng.n)}), building the model (${fmtDuration(eng.modelMs)}) and a full plan over all frontends (${fmtDuration(eng.changeFullMs.p50)}); a change syncs only the Services it touched, with either source.`);
     for (const a of cp.agent) if (!isAgentResult(a)) out.push(`The agent did not complete at N=${fmtN(a.n)}: ${a.skipped}.`);
   }
   const real = (r as BenchResults & { realKubeProxy?: RealKpResult }).realKubeProxy;

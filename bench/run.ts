@@ -4,9 +4,11 @@
 // writes <out>/<timestamp>.json, <out>/latest.json, <out>/chart.svg and
 // <out>/summary.md (default out: bench/results; --smoke: build/bench/smoke).
 //
-//   node bench/run.ts [--smoke] [--only datapath,lb,control,snat,real-kube-proxy] [--out DIR] [--budget-s S] [--cpu N]
+//   node bench/run.ts [--smoke] [--only datapath,lb,control,files,churn,snat,real-kube-proxy] [--out DIR] [--budget-s S] [--cpu N]
 //                     [--datapath-sizes 1,1000,...] [--control-sizes 1,1000,...] [--real-sizes 1000,10000,...]
 //                     [--lb-algorithm NAME]   the datapath part's svcmap agent with this node default (e.g. lc)
+//                     [--file-sizes 1000,10000] [--churn-minutes M]
+//   node bench/run.ts --only churn --churn-minutes 6   the churn soak alone: 2 min warm-up, then 6 min measured
 //   node bench/run.ts --only real-kube-proxy   the real kube-proxy beside svcmap alone (bench/kube-proxy-real.ts)
 //   node bench/run.ts --render [--out DIR]   chart and summary again from <out>/latest.json, no measuring
 //
@@ -33,6 +35,9 @@ import { maglevDisruptionOf } from './maglev-disruption.ts';
 import { describeMachine } from './machine.ts';
 import { buildNative, ROOT } from './native.ts';
 import { type SnatResult, runSnat } from './snat.ts';
+import { type ChurnResult, churnTable, runChurn } from './churn.ts';
+import { type FileSourceResult, fileSourceTable, runFileSource } from './cp-files.ts';
+import { makeServices } from './workload.ts';
 import { controlPlaneTables, datapathTables, lbTable, realKubeProxyTables, snatTable, summaryMarkdown, targetsTable, behind } from './report.ts';
 import { type BenchResults, evaluateTargets } from './results.ts';
 
@@ -56,6 +61,10 @@ interface Config {
   real: { sizes: number[]; proxies: RealProxy[]; reps: number; stream: { changes: number; ratePerSec: number }; loadBudgetMs: number; concurrency: number };
   /** New SNATed TCP flows/s through a NodePort, svcmap beside MASQUERADE (bench/snat.ts). */
   snat: { reps: number; durationMs: number; warmupMs: number; processes: number };
+  /** The file source through the agent: N services from a manifest directory, and one changed file (bench/cp-files.ts). */
+  files: { sizes: number[]; changeReps: number };
+  /** The churn soak (bench/churn.ts): RSS under steady EndpointSlice changes. */
+  churn: { n: number; ratePerSec: number; warmupMs: number; durationMs: number; sampleMs: number; flatPct: number };
 }
 
 const FULL: Config = {
@@ -75,6 +84,9 @@ const FULL: Config = {
   agentTimeoutMs: 600_000,
   real: { sizes: [1000, 10_000, 100_000], proxies: ['nftables', 'iptables', 'ipvs', 'svcmap'], reps: 10, stream: { changes: 1000, ratePerSec: 100 }, loadBudgetMs: 180_000, concurrency: 32 },
   snat: { reps: 3, durationMs: 30_000, warmupMs: 1000, processes: 4 },
+  files: { sizes: [1000, 10_000], changeReps: 10 },
+  // The issue's soak: 1k services, ~100 changes/s, 2 min warm-up, then to minute 30.
+  churn: { n: 1000, ratePerSec: 100, warmupMs: 120_000, durationMs: 28 * 60_000, sampleMs: 30_000, flatPct: 2 },
 };
 
 const SMOKE: Config = {
@@ -94,6 +106,8 @@ const SMOKE: Config = {
   agentTimeoutMs: 60_000,
   real: { sizes: [100], proxies: ['nftables', 'iptables', 'svcmap'], reps: 1, stream: { changes: 20, ratePerSec: 100 }, loadBudgetMs: 30_000, concurrency: 16 },
   snat: { reps: 1, durationMs: 300, warmupMs: 50, processes: 2 },
+  files: { sizes: [100], changeReps: 2 },
+  churn: { n: 100, ratePerSec: 50, warmupMs: 5000, durationMs: 10_000, sampleMs: 5000, flatPct: 2 },
 };
 
 const say = (s: string) => process.stdout.write(`${s}\n`);
@@ -131,6 +145,8 @@ async function main(): Promise<void> {
       'control-sizes': { type: 'string' },
       'real-sizes': { type: 'string' },
       'lb-algorithm': { type: 'string' },
+      'file-sizes': { type: 'string' },
+      'churn-minutes': { type: 'string' },
     },
   });
   const outDir = values.out ?? (values.smoke ? join(ROOT, 'build', 'bench', 'smoke') : join(ROOT, 'bench', 'results'));
@@ -154,9 +170,16 @@ async function main(): Promise<void> {
     if (!cfg.controlSizes.includes(cfg.stream.n)) cfg.stream = { ...cfg.stream, n: cfg.controlSizes.at(-1)! };
   }
   if (values['real-sizes']) cfg.real = { ...cfg.real, sizes: sizes(values['real-sizes']) };
+  if (values['file-sizes']) cfg.files = { ...cfg.files, sizes: sizes(values['file-sizes']) };
+  if (values['churn-minutes']) {
+    const m = Number(values['churn-minutes']);
+    if (!(m > 0)) throw new Error(`--churn-minutes: must be more than 0 (the minutes measured after the warm-up), not ${values['churn-minutes']}`);
+    cfg.churn = { ...cfg.churn, durationMs: m * 60_000 };
+  }
   // The real kube-proxy needs Kubernetes' binaries and a real API server per N: part of the full run, not of the smoke run unless asked for.
-  const only = new Set((values.only ?? (values.smoke ? 'datapath,lb,control,snat' : 'datapath,lb,control,snat,real-kube-proxy')).split(',').map((s) => s.trim()));
-  for (const o of only) if (!['datapath', 'lb', 'control', 'snat', 'real-kube-proxy'].includes(o)) throw new Error(`--only: unknown part ${o} (datapath, lb, control, snat, real-kube-proxy)`);
+  const only = new Set((values.only ?? (values.smoke ? 'datapath,lb,control,files,churn,snat' : 'datapath,lb,control,files,churn,snat,real-kube-proxy')).split(',').map((s) => s.trim()));
+  const PARTS = ['datapath', 'lb', 'control', 'files', 'churn', 'snat', 'real-kube-proxy'];
+  for (const o of only) if (!PARTS.includes(o)) throw new Error(`--only: unknown part ${o} (${PARTS.join(', ')})`);
   const cpu = values.cpu !== undefined ? Number(values.cpu) : (execFileSync('nproc', { encoding: 'utf8' }).trim() === '1' ? 0 : 1);
 
   assertBuilt();
@@ -191,6 +214,8 @@ async function main(): Promise<void> {
   let controlPlane: ControlPlaneResult | undefined;
   let realKubeProxy: RealKpResult | undefined;
   let snat: SnatResult | undefined;
+  const fileSource: FileSourceResult[] = [];
+  let churn: ChurnResult | undefined;
   const notes: string[] = [
     `iptables: \`iptables-restore\` here is the ${iptablesBackend()} backend, which is what kube-proxy would use on this host; its rules are kube-proxy's own layout and chain names (large-cluster mode above 1000 endpoints).`,
     'nftables: kube-proxy\'s nftables-mode table (`ip kube-proxy`), chain names and delta transactions.',
@@ -228,6 +253,24 @@ async function main(): Promise<void> {
         agentTimeoutMs: cfg.agentTimeoutMs, budget, workDir, pinRoot, log,
       });
     }
+    if (only.has('files')) {
+      const cgroup = await lab.cgroup('cp-files');
+      for (const n of cfg.files.sizes) {
+        fileSource.push(await runFileSource({
+          services: makeServices(n, cfg.controlEndpoints), endpointsPerService: cfg.controlEndpoints, dir: join(workDir, `manifests-${n}`),
+          cgroup, pinDir: join(pinRoot, `files-${n}`), changeReps: cfg.files.changeReps, timeoutMs: cfg.agentTimeoutMs, log,
+        }));
+      }
+    }
+    if (only.has('churn')) {
+      const c = cfg.churn;
+      log(`churn soak: ${c.n} services, ${c.ratePerSec} changes/s, ${c.warmupMs / 1000} s warm-up + ${c.durationMs / 1000} s`);
+      churn = await runChurn({
+        services: makeServices(c.n, cfg.controlEndpoints), endpointsPerService: cfg.controlEndpoints, ...c,
+        cgroup: await lab.cgroup('cp-churn'), pinDir: join(pinRoot, 'churn'), workDir, timeoutMs: cfg.agentTimeoutMs,
+        loadavg: () => loadavg()[0] ?? 0, log,
+      });
+    }
     if (only.has('snat')) {
       const agentCpu = cpu === 0 && Number(execFileSync('nproc', { encoding: 'utf8' }).trim()) > 1 ? 1 : 0;
       snat = await runSnat({ lab, bins, cpu, agentCpu, ...cfg.snat, agentTimeoutMs: cfg.agentTimeoutMs, workDir, pinRoot, log });
@@ -253,7 +296,7 @@ async function main(): Promise<void> {
 
   const finishedAt = new Date();
   const partial = { datapath, controlPlane, ...(snat ? { snat } : {}) };
-  const results: BenchResults & { realKubeProxy?: RealKpResult } = {
+  const results: BenchResults & { realKubeProxy?: RealKpResult; fileSource?: FileSourceResult[]; churn?: ChurnResult } = {
     schema: 'svcmap-bench/1',
     mode: cfg.mode,
     startedAt: startedAt.toISOString(),
@@ -267,6 +310,8 @@ async function main(): Promise<void> {
     ...(only.has('lb') ? { maglev: maglevDisruptionOf() } : {}),
     ...(realKubeProxy ? { realKubeProxy } : {}),
     ...(snat ? { snat } : {}),
+    ...(fileSource.length ? { fileSource } : {}),
+    ...(churn ? { churn } : {}),
     targets: evaluateTargets(partial),
     notes,
   };
@@ -283,6 +328,8 @@ async function main(): Promise<void> {
   if (controlPlane) say(`## Control plane\n\n${controlPlaneTables(results)}\n`);
   if (lb.length) say(`## Load-balancing quality\n\n${lbTable(results)}\n`);
   if (snat) say(`## SNAT rate beside MASQUERADE\n\n${snatTable(results)}\n`);
+  if (fileSource.length) say(`## File source\n\n${fileSourceTable(fileSource)}\n`);
+  if (churn) say(`## Churn soak\n\n${churnTable(churn)}\n`);
   if (realKubeProxy) say(`## The real kube-proxy beside svcmap\n\n${realKubeProxyTables(results)}\n`);
   say(`## Targets\n\n${targetsTable(results)}\n`);
   const b = behind(results);

@@ -6,7 +6,8 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 export const ROOT = fileURLToPath(new URL('..', import.meta.url));
-export const SVCMAP = join(ROOT, 'bin', 'svcmap');
+/** The CLI; SVCMAP_BIN runs another build's (the bench, for a before/after). */
+export const SVCMAP = process.env.SVCMAP_BIN ?? join(ROOT, 'bin', 'svcmap');
 
 /** Tests run the compiled CLI; refuse to test a dist/ older than the sources. */
 export function assertBuilt(): void {

@@ -5,12 +5,10 @@
 import type { ImplementedLbAlgorithm } from '../maps/constants.ts';
 import type { Server } from 'node:http';
 import { readDatapathCounters } from '../maps/datapath-counters.ts';
-import type { DesiredState, Frontend, Problem } from '../model/types.ts';
+import type { Frontend } from '../model/types.ts';
 import { FileSource } from '../sources/file/file-source.ts';
 import type { KubeConnection } from '../sources/kubernetes/config.ts';
 import { MapsAdapter } from '../sync/maps-adapter.ts';
-import { RetryState } from '../sync/retry.ts';
-import { BoundedFrequencyRunner } from '../sync/runner.ts';
 import { Syncer } from '../sync/syncer.ts';
 import { FamilySyncers } from '../sync/families.ts';
 import { toTargets } from './targets.ts';
@@ -19,7 +17,7 @@ import { CtGc, type CtLifetimes } from './ct-gc.ts';
 import { type DatapathOptions, bringUpDatapath } from './datapath.ts';
 import { type HealthCheckService, HealthCheckPorts, healthCheckOf } from './health-check-ports.ts';
 import { serveHealth, serveMetrics } from './http-servers.ts';
-import { KubernetesSyncLoop } from './k8s-loop.ts';
+import { type ModelSource, SyncLoop } from './sync-loop.ts';
 import type { Logger } from './log.ts';
 import { AgentMetrics } from './metrics.ts';
 import { countingProblemReporter } from './problems-log.ts';
@@ -135,50 +133,30 @@ export async function runAgent(cfg: AgentConfig, log: Logger): Promise<RunningAg
   }
   log.info({ metricsPort: running.metricsPort, healthPort: running.healthPort }, 'serving metrics and health');
 
-  let stopSource: () => void;
+  // One sync loop for both sources; the source only feeds its model.
+  let loop: SyncLoop | undefined;
+  const changed = () => loop?.poke();
+  let source: ModelSource & { stop(): void };
+  let started: () => Promise<void>;
   if (cfg.source.kind === 'files') {
-    const source = new FileSource({
+    const files = new FileSource({
       dir: cfg.source.dir,
       ...(cfg.nodeName ? { nodeName: cfg.nodeName } : {}),
+      changed,
       onNode: (node) => attachTc(node),
       onError: (err) => {
         metrics.syncErrors.inc({ kind: 'source' });
         log.error({ err }, 'reading manifests failed; keeping the last state');
       },
     });
-    // A full sync of the latest manifests; a failed one is retried by the
-    // runner with backoff, and a newer state waits for that retry.
-    let latest: DesiredState | undefined;
-    const failures = new RetryState();
-    const fileSync: BoundedFrequencyRunner = new BoundedFrequencyRunner(() => {
-      if (!latest) return;
-      try {
-        const r = syncer.sync(toTargets(latest, cfg.lbAlgorithm));
-        failures.succeeded();
-        status.succeeded(r, syncer.capacity(), syncer.state.frontends.size);
-        healthChecks.replaceAll(healthChecksByService(latest.frontends.values()));
-      } catch (err) {
-        failures.failed('full');
-        status.failed(err, { kind: 'full', failures: failures.failures, retryInMs: fileSync.retryAfter(), next: 'full' });
-      }
-    }, { minIntervalMs: 0, maxIntervalMs: Infinity });
-    fileSync.start();
-    const apply = (state: DesiredState, found: Problem[]) => {
-      problems.report(found);
-      status.pending();
-      latest = state;
-      fileSync.run();
-    };
-    await source.start(apply);
-    log.info({ manifests: cfg.source.dir }, 'watching manifests');
-    stopSource = () => {
-      fileSync.stop();
-      source.stop();
+    source = files;
+    started = async () => {
+      await files.start();
+      log.info({ manifests: (cfg.source as { dir: string }).dir }, 'watching manifests');
     };
   } else {
-    let loop: KubernetesSyncLoop | undefined;
-    const source = new k8s!.KubernetesSource(kc!, cfg.nodeName, {
-      changed: () => loop?.poke(),
+    const kube = new k8s!.KubernetesSource(kc!, cfg.nodeName, {
+      changed,
       informerError: (kind, err, retryMs) => {
         metrics.syncErrors.inc({ kind: 'source' });
         log.warn({ informer: kind, err: String((err as Error)?.message ?? err), retryMs }, 'watch failed; the maps keep their state, retrying');
@@ -186,27 +164,30 @@ export async function runAgent(cfg: AgentConfig, log: Logger): Promise<RunningAg
       sliceTrigger: (svc, at) => loop?.trigger(svc, at),
       node: (node) => attachTc(node),
     });
-    source.model.setNode({ name: cfg.nodeName!, addresses: [] });
-    loop = new KubernetesSyncLoop(source, syncer, status, metrics, problems, log, {
-      minIntervalMs: cfg.minSyncIntervalMs, syncPeriodMs: cfg.syncPeriodMs,
-      ...(cfg.lbAlgorithm ? { lbAlgorithm: cfg.lbAlgorithm } : {}),
-      onServices: (changed, full) => {
-        // A full sync lists every Service: one that is gone (say, deleted while
-        // a partial sync failed) loses its health check server here.
-        if (full) healthChecks.replaceAll(healthChecksByService([...changed.values()].flat()));
-        else for (const [svc, frontends] of changed) healthChecks.set(svc, healthCheckOf(frontends));
-      },
-    });
-    loop.start();
-    source.start();
-    const server = kc!.getCurrentCluster()?.server;
-    log.info({ apiServer: server, node: cfg.nodeName }, 'watching the Kubernetes API');
-    void source.synced.then(() => log.info('informers synced'));
-    stopSource = () => {
-      loop?.stop();
-      source.stop();
+    kube.model.setNode({ name: cfg.nodeName!, addresses: [] });
+    source = kube;
+    started = async () => {
+      kube.start();
+      log.info({ apiServer: kc!.getCurrentCluster()?.server, node: cfg.nodeName }, 'watching the Kubernetes API');
+      void kube.synced.then(() => log.info('informers synced'));
     };
   }
+  loop = new SyncLoop(source, syncer, status, metrics, problems, log, {
+    minIntervalMs: cfg.minSyncIntervalMs, syncPeriodMs: cfg.syncPeriodMs,
+    ...(cfg.lbAlgorithm ? { lbAlgorithm: cfg.lbAlgorithm } : {}),
+    onServices: (changed, full) => {
+      // A full sync lists every Service: one that is gone (say, deleted while
+      // a partial sync failed) loses its health check server here.
+      if (full) healthChecks.replaceAll(healthChecksByService([...changed.values()].flat()));
+      else for (const [svc, frontends] of changed) healthChecks.set(svc, healthCheckOf(frontends));
+    },
+  });
+  loop.start();
+  await started();
+  const stopSource = () => {
+    loop?.stop();
+    source.stop();
+  };
 
   let resolveStopped!: () => void;
   const stopped = new Promise<void>((r) => (resolveStopped = r));

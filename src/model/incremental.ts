@@ -111,6 +111,15 @@ export class IncrementalModel {
     if (this.#rejected.delete(key)) this.#problemDirty.set(key, []);
   }
 
+  /**
+   * Problems the source found that belong to no object the model holds (a
+   * manifest file that does not parse, an object defined twice), reported
+   * with the model's own under the source's key; [] means they are over.
+   */
+  sourceProblems(key: string, problems: Problem[]): void {
+    this.#problemDirty.set(key, problems);
+  }
+
   /** The node's name and addresses decide NodePort frontends and local endpoints: every Service is recomputed. */
   setNode(node: NodeInfo | undefined): void {
     if (JSON.stringify(node) === JSON.stringify(this.#node)) return;

@@ -4,7 +4,7 @@
 import pino from 'pino';
 import t from 'tap';
 import { service, endpointSlice } from '../../lab/apiserver/objects.ts';
-import { KubernetesSyncLoop } from '../../src/agent/k8s-loop.ts';
+import { SyncLoop } from '../../src/agent/sync-loop.ts';
 import { AgentMetrics } from '../../src/agent/metrics.ts';
 import { ProblemReporter, syncErrorKind } from '../../src/agent/problems-log.ts';
 import { SyncStatus } from '../../src/agent/sync-status.ts';
@@ -49,7 +49,7 @@ function harness(syncPeriodMs: number, problems?: ProblemReporter) {
   const log = pino({ level: 'silent' });
   const metrics = new AgentMetrics();
   const told: boolean[] = [];
-  const loop = new KubernetesSyncLoop(source, syncer, new SyncStatus(metrics, log), metrics, problems ?? new ProblemReporter(log), log, {
+  const loop = new SyncLoop(source, syncer, new SyncStatus(metrics, log), metrics, problems ?? new ProblemReporter(log), log, {
     minIntervalMs: 0, syncPeriodMs, onServices: (_changed, full) => told.push(full),
   });
   const setEndpoints = (n: number) => {

@@ -9,7 +9,7 @@
 import pino from 'pino';
 import t, { type Test } from 'tap';
 import { endpointSlice, service } from '../../lab/apiserver/objects.ts';
-import { KubernetesSyncLoop } from '../../src/agent/k8s-loop.ts';
+import { SyncLoop } from '../../src/agent/sync-loop.ts';
 import { AgentMetrics } from '../../src/agent/metrics.ts';
 import { ProblemReporter } from '../../src/agent/problems-log.ts';
 import { SyncStatus } from '../../src/agent/sync-status.ts';
@@ -65,7 +65,7 @@ function harness(t: Test) {
   const status = new SyncStatus(metrics, log);
   const told: boolean[] = [];
   const startedAt = Date.now();
-  const loop = new KubernetesSyncLoop(source, syncer, status, metrics, new ProblemReporter(log), log, {
+  const loop = new SyncLoop(source, syncer, status, metrics, new ProblemReporter(log), log, {
     minIntervalMs: 0, syncPeriodMs: 3_600_000, timers: clock, startedAt, onServices: (_c, full) => told.push(full),
   });
   for (const [name, vip] of Object.entries(VIPS)) {

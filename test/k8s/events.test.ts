@@ -23,7 +23,7 @@ import t, { type Test } from 'tap';
 import * as z from 'zod';
 import { AgentEvents } from '../../src/agent/events/agent-events.ts';
 import { REPORTING_CONTROLLER, startKubernetesEvents } from '../../src/agent/events/k8s-sink.ts';
-import { KubernetesSyncLoop } from '../../src/agent/k8s-loop.ts';
+import { SyncLoop } from '../../src/agent/sync-loop.ts';
 import { AgentMetrics } from '../../src/agent/metrics.ts';
 import { countingProblemReporter } from '../../src/agent/problems-log.ts';
 import { KubernetesSource } from '../../src/sources/kubernetes/source.ts';
@@ -81,13 +81,13 @@ function harness(t: Test, cap?: Partial<Capacity>): Harness {
   const events = startKubernetesEvents(api.kubeConfig(), NODE, log, metrics);
   const status = events.syncStatus(metrics, log);
   const problems = countingProblemReporter(log, metrics, events.problems);
-  let loop: KubernetesSyncLoop | undefined;
+  let loop: SyncLoop | undefined;
   const source = new KubernetesSource(api.kubeConfig(), NODE, {
     changed: () => loop?.poke(),
     informerError: () => {},
   });
   source.model.setNode({ name: NODE, addresses: [] });
-  loop = new KubernetesSyncLoop(source, syncer, status, metrics, problems, log, { minIntervalMs: 0, syncPeriodMs: 3_600_000 });
+  loop = new SyncLoop(source, syncer, status, metrics, problems, log, { minIntervalMs: 0, syncPeriodMs: 3_600_000 });
   loop.start();
   source.start();
   t.teardown(async () => {

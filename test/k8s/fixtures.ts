@@ -13,7 +13,7 @@ import { compileBpf } from '../../src/bpf/compile.ts';
 import { loadPinned } from '../../src/bpf/loader.ts';
 import type { BpfObject } from '../../src/bpf/object.ts';
 import { buildDumpView } from '../../src/cli/dump-view.ts';
-import { KubernetesSyncLoop } from '../../src/agent/k8s-loop.ts';
+import { SyncLoop } from '../../src/agent/sync-loop.ts';
 import { AgentMetrics } from '../../src/agent/metrics.ts';
 import { countingProblemReporter } from '../../src/agent/problems-log.ts';
 import { SyncStatus } from '../../src/agent/sync-status.ts';
@@ -130,7 +130,7 @@ export function startSync(kc: KubeConfig, nodeName = 'node1'): SyncHarness {
   const objects: BpfObject[] = [];
   let maps: DatapathMaps | undefined;
   let source: KubernetesSource | undefined;
-  let loop: KubernetesSyncLoop | undefined;
+  let loop: SyncLoop | undefined;
   const close = (): void => {
     loop?.stop();
     source?.stop();
@@ -155,7 +155,7 @@ export function startSync(kc: KubeConfig, nodeName = 'node1'): SyncHarness {
     });
     source = src;
     src.model.setNode({ name: nodeName, addresses: [] });
-    loop = new KubernetesSyncLoop(src, syncer, status, metrics, countingProblemReporter(log, metrics, (ps) => invalid.push(...ps.filter((p) => p.source === 'api'))), log, { minIntervalMs: 0, syncPeriodMs: 3_600_000, backoff: { initialMs: 100, maxMs: 1000 } });
+    loop = new SyncLoop(src, syncer, status, metrics, countingProblemReporter(log, metrics, (ps) => invalid.push(...ps.filter((p) => p.source === 'api'))), log, { minIntervalMs: 0, syncPeriodMs: 3_600_000, backoff: { initialMs: 100, maxMs: 1000 } });
     loop.start();
     src.start();
     return {

@@ -1,12 +1,20 @@
-// The file source for local runs and demos: a directory of manifests in, a
-// desired state out, again on every change. Loading, building and watching
-// live in their own modules; this class only sequences them.
+// The file source for local runs and demos: a directory of manifests in, the
+// incremental model out (the one the Kubernetes source feeds, so that one
+// sync loop serves both). Each file is read, parsed and validated on its own;
+// after a change only the files the watcher named (or, after a rescan, those
+// whose inode, size or times changed) are read again, and only their objects
+// reach the model: a changed file costs what it holds, a removed file removes
+// only its objects. When two files define one object the later file (by
+// name) wins, as in loadManifestDir.
 
-import type { DesiredState, NodeInfo, Problem } from '../../model/types.ts';
-import { buildDesiredState, nodeInfoFromNode } from '../../model/desired.ts';
-import type { EndpointSlice, Node, Service } from '../../model/schemas.ts';
-import { loadManifestDir, type LoadResult } from './load.ts';
-import { watchManifestDir, type DirWatch } from './watch.ts';
+import { readdir, stat } from 'node:fs/promises';
+import { join } from 'node:path';
+import { IncrementalModel } from '../../model/incremental.ts';
+import { nodeInfoFromNode } from '../../model/node.ts';
+import type { KubeObject, Node } from '../../model/schemas.ts';
+import type { NodeInfo } from '../../model/types.ts';
+import { duplicateProblem, isManifestName, type LoadedFile, loadManifestFile, objectKeyOf } from './load.ts';
+import { type ChangeHint, type DirWatch, watchManifestDir } from './watch.ts';
 
 export interface FileSourceOptions {
   dir: string;
@@ -15,47 +23,76 @@ export interface FileSourceOptions {
   /** Look the node up among the manifests' Node objects by this name (addresses empty when absent). */
   nodeName?: string;
   debounceMs?: number;
-  /** A reload failed (e.g. the directory is briefly missing); the last state stays in force. */
+  /** The model changed: run a sync soon. */
+  changed?: () => void;
+  /** A reload failed (e.g. the directory is briefly missing); the model keeps what it had. */
   onError?: (err: unknown) => void;
-  /** The node as the manifests describe it (name and addresses), before each state is emitted. */
+  /** The node as the manifests describe it (name and addresses): after the first read, and whenever it changes. */
   onNode?: (node: NodeInfo | undefined) => void;
 }
 
-export type StateListener = (state: DesiredState, problems: Problem[]) => void;
+interface FileEntry {
+  /** Device, inode, size, mtime and ctime (ns) when it was read: a rescan skips a file whose signature is unchanged. */
+  sig: string;
+  /** Its objects by kind/namespace/name (a later duplicate in the file wins). */
+  objects: Map<string, KubeObject>;
+  /** Its objects by fingerprint: the next read reuses those whose documents did not change. */
+  byPrint: Map<string, KubeObject>;
+}
+
+function isENOENT(err: unknown): boolean {
+  return (err as NodeJS.ErrnoException | null)?.code === 'ENOENT';
+}
 
 export class FileSource {
+  readonly model = new IncrementalModel();
   readonly #opts: FileSourceOptions;
   #watch: DirWatch | undefined;
-  #listener: StateListener | undefined;
-  #loading = false;
-  #again = false;
+  #started = false;
+  #synced = false;
   #stopped = false;
+  /** By file name (in the directory). */
+  readonly #files = new Map<string, FileEntry>();
+  /** Object key -> the files that define it, sorted: the last one wins. */
+  readonly #owners = new Map<string, string[]>();
+  /** The node last given to the model, as JSON. */
+  #nodeTold: string | undefined;
+  #busy = false;
+  #pendingAll = false;
+  #pendingNames = new Set<string>();
 
   constructor(opts: FileSourceOptions) {
     this.#opts = opts;
   }
 
+  /** True once the whole directory has been read. */
+  get isSynced(): boolean {
+    return this.#synced;
+  }
+
   /**
-   * Loads the directory, emits the first state, then re-emits after every
-   * change. Rejects if the first load fails (a wrong path should fail fast).
+   * Reads the directory into the model, then follows its changes. Rejects if
+   * the first read fails (a wrong path should fail fast).
    */
-  async start(onState: StateListener): Promise<void> {
-    if (this.#listener !== undefined) throw new Error('FileSource already started');
-    this.#listener = onState;
-    this.#loading = true; // changes seen during the first load queue one reload
+  async start(): Promise<void> {
+    if (this.#started) throw new Error('FileSource already started');
+    this.#started = true;
+    this.#busy = true; // changes seen during the first read wait for it
     try {
       // Watch before reading so a change made while we read is not lost.
-      this.#watch = watchManifestDir(this.#opts.dir, () => void this.#reload(), {
+      this.#watch = watchManifestDir(this.#opts.dir, (hint) => this.#changed(hint), {
         ...(this.#opts.debounceMs === undefined ? {} : { debounceMs: this.#opts.debounceMs }),
       });
-      this.#emit(await loadManifestDir(this.#opts.dir));
+      await this.#rescan();
     } catch (err) {
       this.stop();
       throw err;
     } finally {
-      this.#loading = false;
+      this.#busy = false;
     }
-    if (this.#again) void this.#reload();
+    this.#synced = true;
+    this.#settled();
+    void this.#drain();
   }
 
   stop(): void {
@@ -64,48 +101,143 @@ export class FileSource {
     this.#watch = undefined;
   }
 
-  /** One reload at a time; changes during a reload cause exactly one more. */
-  async #reload(): Promise<void> {
-    if (this.#loading) {
-      this.#again = true;
-      return;
-    }
-    this.#loading = true;
+  #changed(hint: ChangeHint): void {
+    if (hint.all) this.#pendingAll = true;
+    for (const n of hint.names) this.#pendingNames.add(n);
+    void this.#drain();
+  }
+
+  /** One pass at a time; what changes meanwhile is the next pass. */
+  async #drain(): Promise<void> {
+    if (this.#busy) return;
+    this.#busy = true;
     try {
-      do {
-        this.#again = false;
+      while (!this.#stopped && (this.#pendingAll || this.#pendingNames.size > 0)) {
+        const all = this.#pendingAll;
+        const names = this.#pendingNames;
+        this.#pendingAll = false;
+        this.#pendingNames = new Set();
         try {
-          this.#emit(await loadManifestDir(this.#opts.dir));
+          if (all) await this.#rescan();
+          else for (const name of [...names].sort()) if (isManifestName(name)) await this.#refresh(name);
         } catch (err) {
           this.#opts.onError?.(err);
         }
-      } while (this.#again && !this.#stopped);
+        this.#settled();
+      }
     } finally {
-      this.#loading = false;
+      this.#busy = false;
     }
   }
 
-  #emit(loaded: LoadResult): void {
+  /** Every manifest file in the directory against what was read: new and changed ones are read, vanished ones removed. Rejects when the directory cannot be read. */
+  async #rescan(): Promise<void> {
+    const names = (await readdir(this.#opts.dir)).filter(isManifestName).sort();
+    const present = new Set(names);
+    for (const name of [...this.#files.keys()]) if (!present.has(name)) this.#apply(name, undefined);
+    for (const name of names) await this.#refresh(name);
+  }
+
+  /** Re-reads one file if it changed since it was read (or removes it, gone). */
+  async #refresh(name: string): Promise<void> {
+    const file = join(this.#opts.dir, name);
+    let sig: string | undefined;
+    try {
+      // stat follows symlinks: ConfigMap volumes present files as links into ..data/.
+      const st = await stat(file, { bigint: true });
+      sig = st.isFile() ? `${st.dev}:${st.ino}:${st.size}:${st.mtimeNs}:${st.ctimeNs}` : undefined;
+    } catch (err) {
+      if (!isENOENT(err)) sig = `unreadable: ${(err as Error).message}`; // loadManifestFile reports it
+    }
+    const known = this.#files.get(name);
+    if (sig === undefined) {
+      if (known) this.#apply(name, undefined);
+      return;
+    }
+    if (known?.sig === sig) return;
+    const loaded = await loadManifestFile(file, known?.byPrint);
     if (this.#stopped) return;
-    const services: Service[] = [];
-    const slices: EndpointSlice[] = [];
-    const nodes: Node[] = [];
-    for (const { obj } of loaded.objects) {
-      if (obj.kind === 'Service') services.push(obj);
-      else if (obj.kind === 'EndpointSlice') slices.push(obj);
-      else nodes.push(obj);
-    }
-    const node = this.#node(nodes);
-    this.#opts.onNode?.(node);
-    const built = buildDesiredState(node === undefined ? { services, slices } : { services, slices, node });
-    this.#listener?.(built.state, [...loaded.problems, ...built.problems]);
+    this.#apply(name, loaded && { sig, loaded });
   }
 
-  #node(nodes: Node[]): NodeInfo | undefined {
+  /** The file now holds this (undefined: it is gone): its objects in the model are replaced, nobody else's. */
+  #apply(name: string, next: { sig: string; loaded: LoadedFile } | undefined): void {
+    const file = join(this.#opts.dir, name);
+    const before = this.#files.get(name)?.objects ?? new Map<string, KubeObject>();
+    const objects = new Map<string, KubeObject>();
+    const byPrint = new Map<string, KubeObject>();
+    const problems = [...(next?.loaded.problems ?? [])];
+    next?.loaded.objects.forEach((obj, i) => {
+      const key = objectKeyOf(obj);
+      if (objects.delete(key)) problems.push(duplicateProblem(obj, file, undefined));
+      objects.set(key, obj);
+      byPrint.set(next.loaded.prints[i]!, obj);
+    });
+    if (next) this.#files.set(name, { sig: next.sig, objects, byPrint });
+    else this.#files.delete(name);
+    this.model.sourceProblems(`file ${file}`, problems);
+
+    for (const key of new Set([...before.keys(), ...objects.keys()])) {
+      const had = before.has(key);
+      const has = objects.has(key);
+      const was = this.#owners.get(key) ?? [];
+      let owners = was;
+      if (had && !has) owners = was.filter((n) => n !== name);
+      else if (!had && has) owners = [...was, name].sort();
+      if (owners.length) this.#owners.set(key, owners);
+      else this.#owners.delete(key);
+      if (owners !== was || owners.length > 1) this.#reportDuplicates(key, owners);
+      const winner = owners.at(-1);
+      if (winner === undefined) this.#remove(before.get(key)!);
+      else if (winner === name) {
+        // An unchanged document is the same object: the model is not told (its Service is not recomputed).
+        if (objects.get(key) !== before.get(key) || winner !== was.at(-1)) this.#upsert(objects.get(key)!);
+      }
+      else if (winner !== was.at(-1)) this.#upsert(this.#files.get(winner)!.objects.get(key)!);
+      // else: a later file's definition still wins
+    }
+  }
+
+  #reportDuplicates(key: string, owners: readonly string[]): void {
+    const problems = [];
+    for (let i = 1; i < owners.length; i++) {
+      const obj = this.#files.get(owners[i]!)!.objects.get(key)!;
+      problems.push(duplicateProblem(obj, join(this.#opts.dir, owners[i]!), join(this.#opts.dir, owners[i - 1]!)));
+    }
+    this.model.sourceProblems(`defined twice ${key}`, problems);
+  }
+
+  #upsert(obj: KubeObject): void {
+    if (obj.kind === 'Service') this.model.upsertService(obj);
+    else if (obj.kind === 'EndpointSlice') this.model.upsertSlice(obj);
+    // Nodes: #settled() looks ours up
+  }
+
+  #remove(obj: KubeObject): void {
+    if (obj.kind === 'Service') this.model.deleteService(obj.metadata.namespace, obj.metadata.name);
+    else if (obj.kind === 'EndpointSlice') this.model.deleteSlice(obj.metadata.namespace, obj.metadata.name);
+  }
+
+  /** After a pass: the node (it may have changed with its Node object), and a sync. */
+  #settled(): void {
+    if (this.#stopped) return;
+    const node = this.#node();
+    const json = JSON.stringify(node ?? null);
+    if (json !== this.#nodeTold) {
+      this.#nodeTold = json;
+      this.model.setNode(node);
+      this.#opts.onNode?.(node);
+    }
+    this.#opts.changed?.();
+  }
+
+  #node(): NodeInfo | undefined {
     if (this.#opts.node !== undefined) return this.#opts.node;
     const name = this.#opts.nodeName;
     if (name === undefined) return undefined;
-    const found = nodes.find((n) => n.metadata.name === name);
+    const key = `Node//${name}`;
+    const owner = this.#owners.get(key)?.at(-1);
+    const found = owner === undefined ? undefined : this.#files.get(owner)?.objects.get(key) as Node | undefined;
     return found === undefined ? { name, addresses: [] } : nodeInfoFromNode(found);
   }
 }

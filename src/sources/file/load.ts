@@ -1,6 +1,7 @@
 // Reads a directory of manifests into validated objects. Reading is separate
-// from watching (watch.ts) so that a reload is always a full, consistent read.
+// from watching (watch.ts); the file source re-reads only the files that changed.
 
+import { createHash } from 'node:crypto';
 import { readdir, readFile, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Problem } from '../../model/types.ts';
@@ -44,12 +45,76 @@ async function readManifest(file: string): Promise<string | undefined> {
   }
 }
 
+export interface LoadedFile {
+  /** Valid Services, EndpointSlices and Nodes, in file order (a later duplicate included). */
+  objects: KubeObject[];
+  /** Each object's fingerprint (a hash of its document), same order: what the next read of the file may reuse. */
+  prints: string[];
+  problems: Problem[];
+}
+
+/** A document's fingerprint: equal documents, equal prints. */
+function fingerprint(raw: unknown): string {
+  return createHash('sha1').update(JSON.stringify(raw)).digest('base64');
+}
+
 /**
- * Every Service, EndpointSlice and Node in `dir` (not recursive). Other kinds
- * are ignored; invalid objects and unreadable documents are reported and
- * skipped. When two files define the same object the later file (by name)
- * wins. Rejects when `dir` itself cannot be read, so callers can keep their
- * last good state instead of treating a missing directory as "no services".
+ * Every Service, EndpointSlice and Node in one manifest file; undefined when
+ * the file vanished or is not a regular file. Other kinds are ignored;
+ * invalid objects and unreadable documents are reported and skipped.
+ * `known`: objects of an earlier read by fingerprint; a document that has
+ * not changed takes its object from there instead of being validated again
+ * (validation is most of what reading costs).
+ */
+export async function loadManifestFile(file: string, known?: ReadonlyMap<string, KubeObject>): Promise<LoadedFile | undefined> {
+  let text: string | undefined;
+  try {
+    text = await readManifest(file);
+  } catch (err) {
+    return { objects: [], prints: [], problems: [{ kind: '', namespace: '', name: '', path: '', message: `cannot read: ${(err as Error).message}`, severity: 'error', source: file }] };
+  }
+  if (text === undefined) return undefined;
+  const parsed = parseManifest(text, file);
+  const problems = parsed.problems;
+  const objects: KubeObject[] = [];
+  const prints: string[] = [];
+  for (const raw of parsed.objects) {
+    const r = raw as { kind?: unknown } | null;
+    // Other kinds (ConfigMaps, Deployments, Knative Services, ...) are not ours.
+    if (typeof r === 'object' && r !== null && typeof r.kind === 'string' && supportedKind(raw) === undefined) continue;
+    const print = fingerprint(raw);
+    const same = known?.get(print);
+    if (same !== undefined) {
+      objects.push(same);
+      prints.push(print);
+      continue;
+    }
+    const result = validateObject(raw, file);
+    if (result.ok) {
+      objects.push(result.obj);
+      prints.push(print);
+    } else problems.push(...result.problems);
+  }
+  return { objects, prints, problems };
+}
+
+/** The identity two definitions of one object share: kind/namespace/name. */
+export function objectKeyOf(obj: KubeObject): string {
+  return `${obj.kind}/${'namespace' in obj.metadata ? obj.metadata.namespace : ''}/${obj.metadata.name}`;
+}
+
+/** The warning on a later definition of an object that wins over an earlier one (in `earlier`, or the same file when undefined). */
+export function duplicateProblem(obj: KubeObject, file: string, earlier: string | undefined): Problem {
+  const where = earlier === undefined ? 'earlier in the same file' : `in ${earlier}`;
+  return { ...identify(obj), path: '', message: `also defined ${where}; this later definition wins`, severity: 'warning', source: file };
+}
+
+/**
+ * Every Service, EndpointSlice and Node in `dir` (not recursive), as
+ * loadManifestFile reads each file. When two files define the same object
+ * the later file (by name) wins. Rejects when `dir` itself cannot be read, so
+ * callers can keep their last good state instead of treating a missing
+ * directory as "no services".
  */
 export async function loadManifestDir(dir: string): Promise<LoadResult> {
   const names = (await readdir(dir)).filter(isManifestName).sort();
@@ -58,33 +123,14 @@ export async function loadManifestDir(dir: string): Promise<LoadResult> {
 
   for (const name of names) {
     const file = join(dir, name);
-    let text: string | undefined;
-    try {
-      text = await readManifest(file);
-    } catch (err) {
-      problems.push({ kind: '', namespace: '', name: '', path: '', message: `cannot read: ${(err as Error).message}`, severity: 'error', source: file });
-      continue;
-    }
-    if (text === undefined) continue;
-
-    const parsed = parseManifest(text, file);
-    problems.push(...parsed.problems);
-    for (const raw of parsed.objects) {
-      const r = raw as { kind?: unknown } | null;
-      // Other kinds (ConfigMaps, Deployments, Knative Services, ...) are not ours.
-      if (typeof r === 'object' && r !== null && typeof r.kind === 'string' && supportedKind(raw) === undefined) continue;
-      const result = validateObject(raw, file);
-      if (!result.ok) {
-        problems.push(...result.problems);
-        continue;
-      }
-      const obj = result.obj;
-      const key = `${obj.kind}/${'namespace' in obj.metadata ? obj.metadata.namespace : ''}/${obj.metadata.name}`;
+    const loaded = await loadManifestFile(file);
+    if (loaded === undefined) continue;
+    problems.push(...loaded.problems);
+    for (const obj of loaded.objects) {
+      const key = objectKeyOf(obj);
       const earlier = byId.get(key);
       if (earlier !== undefined) {
-        const who = identify(obj);
-        const where = earlier.source === file ? 'earlier in the same file' : `in ${earlier.source}`;
-        problems.push({ ...who, path: '', message: `also defined ${where}; this later definition wins`, severity: 'warning', source: file });
+        problems.push(duplicateProblem(obj, file, earlier.source === file ? undefined : earlier.source));
         byId.delete(key); // keep output in file order, with the winner where it was read
       }
       byId.set(key, { obj, source: file });

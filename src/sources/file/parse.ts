@@ -31,6 +31,16 @@ export function flattenLists(raw: unknown): unknown[] {
 }
 
 export function parseManifest(text: string, file: string): { objects: unknown[]; problems: Problem[] } {
+  // JSON is YAML, but JSON.parse reads it an order of magnitude faster; a
+  // .json file it rejects goes the YAML way, for the same messages as before.
+  if (/\.json$/i.test(file)) {
+    try {
+      const value: unknown = JSON.parse(text);
+      return { objects: value === null ? [] : flattenLists(value), problems: [] };
+    } catch {
+      // reported below, with its line
+    }
+  }
   const objects: unknown[] = [];
   const problems: Problem[] = [];
   const lines = new LineCounter();

@@ -1,8 +1,10 @@
 // Signals when a manifest directory may have changed; the caller reloads it
 // with loadManifestDir. fs.watch on the directory (not on files) sees editors
 // that save via write-to-temp + rename and Kubernetes ConfigMap volumes, which
-// swap a ..data symlink. Every event counts, debounced: a reload is cheap and
-// filtering names would miss those swaps.
+// swap a ..data symlink. Every event counts, debounced; the signal carries the
+// names the events named (a hint: the caller re-reads those files only), or
+// `all` when an event named none, named a ..data-style swap, or the
+// directory itself was replaced: then the caller rescans the directory.
 //
 // fs.watch follows an inode, not a path, so the directory being deleted,
 // re-created or replaced would leave us watching a ghost. After each burst,
@@ -27,6 +29,12 @@ export interface DirWatch {
   close(): void;
 }
 
+/** What a change signal covers: these entry names, or (all) anything in the directory. */
+export interface ChangeHint {
+  all: boolean;
+  names: ReadonlySet<string>;
+}
+
 function statDir(dir: string): Stats | undefined {
   try {
     const st = statSync(dir);
@@ -36,7 +44,7 @@ function statDir(dir: string): Stats | undefined {
   }
 }
 
-export function watchManifestDir(dir: string, onChange: () => void, opts: WatchOptions = {}): DirWatch {
+export function watchManifestDir(dir: string, onChange: (hint: ChangeHint) => void, opts: WatchOptions = {}): DirWatch {
   const debounceMs = opts.debounceMs ?? 100;
   const retryMs = opts.retryMs ?? 500;
   const checkMs = opts.checkMs ?? 2000;
@@ -45,6 +53,21 @@ export function watchManifestDir(dir: string, onChange: () => void, opts: WatchO
   let watched: { dev: number; ino: number } | undefined;
   let retryTimer: NodeJS.Timeout | undefined;
   let closed = false;
+  // The names the events of the current burst named.
+  let names = new Set<string>();
+  let all = false;
+  const signal = (): void => {
+    const hint = { all, names };
+    names = new Set();
+    all = false;
+    onChange(hint);
+  };
+  const saw = (name: string | null): void => {
+    // ConfigMap volumes swap ..data (every file changes at once); no name: the kernel did not say.
+    if (name === null || name.startsWith('..')) all = true;
+    else names.add(name);
+    debouncer.trigger();
+  };
 
   const stopWatching = (): void => {
     watcher?.close();
@@ -56,9 +79,9 @@ export function watchManifestDir(dir: string, onChange: () => void, opts: WatchO
     const st = statDir(dir);
     if (st === undefined) return false;
     try {
-      const w = watch(dir, { persistent: true }, () => debouncer.trigger());
+      const w = watch(dir, { persistent: true }, (_event, name) => saw(name));
       // e.g. the directory vanished under the watcher: treat like any change.
-      w.on('error', () => debouncer.trigger());
+      w.on('error', () => saw(null));
       watcher = w;
       watched = { dev: st.dev, ino: st.ino };
       return true;
@@ -72,8 +95,10 @@ export function watchManifestDir(dir: string, onChange: () => void, opts: WatchO
     retryTimer = setTimeout(() => {
       retryTimer = undefined;
       if (closed) return;
-      if (startWatching()) onChange();
-      else scheduleRetry();
+      if (startWatching()) {
+        all = true;
+        signal();
+      } else scheduleRetry();
     }, retryMs);
   };
 
@@ -86,19 +111,20 @@ export function watchManifestDir(dir: string, onChange: () => void, opts: WatchO
   const settle = (): void => {
     if (closed) return;
     if (!isSameDir()) {
+      all = true; // another directory now: nothing we knew of it holds
       stopWatching();
       if (!startWatching()) {
         scheduleRetry();
         return;
       }
     }
-    onChange();
+    signal();
   };
 
   const debouncer = createDebouncer(settle, debounceMs);
 
   const checkTimer = setInterval(() => {
-    if (watcher !== undefined && !isSameDir()) debouncer.trigger();
+    if (watcher !== undefined && !isSameDir()) saw(null);
   }, checkMs);
   checkTimer.unref(); // the watcher or the retry timer keeps the process alive, not this
 

@@ -1,13 +1,14 @@
-// The sync loop for the Kubernetes source: the informers feed an incremental
-// model; a bounded-frequency runner turns its changes into partial syncs
-// (one Service's frontends each), with a full sync first (only once every
-// informer has listed, so nothing is pruned early), while some frontend is
+// The sync loop of both sources: the Kubernetes informers, or the manifest
+// files, feed an incremental model; a bounded-frequency runner turns its
+// changes into partial syncs (one Service's frontends each), with a full sync
+// first (only once the source has read everything - every informer listed,
+// every file read - so nothing is pruned early), while some frontend is
 // deferred for lack of map space, and periodically. A failed sync is retried
 // by the runner with backoff: a partial one as a partial sync of the same
 // Services (plus whatever changed meanwhile), and only after repeated
 // failures as a full resync (src/sync/retry.ts).
 import type { Frontend } from '../model/types.ts';
-import type { KubernetesSource } from '../sources/kubernetes/source.ts';
+import type { IncrementalModel } from '../model/incremental.ts';
 import { RetryState, type SyncKind } from '../sync/retry.ts';
 import { type Backoff, BoundedFrequencyRunner, type RunReason, type Timers } from '../sync/runner.ts';
 import type { SyncReport } from '../sync/syncer.ts';
@@ -38,8 +39,15 @@ export interface LoopOptions {
   onServices?: (changed: ReadonlyMap<string, Frontend[]>, full: boolean) => void;
 }
 
-export class KubernetesSyncLoop {
-  readonly #source: KubernetesSource;
+/** What the loop syncs from: the Kubernetes source, or the file source. */
+export interface ModelSource {
+  /** Everything has been read once: until then nothing is synced (and nothing pruned). */
+  readonly isSynced: boolean;
+  readonly model: IncrementalModel;
+}
+
+export class SyncLoop {
+  readonly #source: ModelSource;
   readonly #syncer: SyncEngine;
   readonly #status: SyncStatus;
   readonly #metrics: AgentMetrics;
@@ -56,7 +64,7 @@ export class KubernetesSyncLoop {
   readonly #syncPeriodMs: number;
   readonly #lbAlgorithm: ImplementedLbAlgorithm;
 
-  constructor(source: KubernetesSource, syncer: SyncEngine, status: SyncStatus, metrics: AgentMetrics, problems: ProblemReporter, log: Logger, opts: LoopOptions) {
+  constructor(source: ModelSource, syncer: SyncEngine, status: SyncStatus, metrics: AgentMetrics, problems: ProblemReporter, log: Logger, opts: LoopOptions) {
     this.#source = source;
     this.#syncer = syncer;
     this.#status = status;
