@@ -46,6 +46,9 @@ export interface ModelSource {
   readonly model: IncrementalModel;
 }
 
+/** Logged (debug) when a change reached the model but left every frontend as programmed. */
+export const NOTHING_TO_SYNC = 'nothing to sync: every frontend is as programmed';
+
 export class SyncLoop {
   readonly #source: ModelSource;
   readonly #syncer: SyncEngine;
@@ -120,6 +123,8 @@ export class SyncLoop {
     this.#triggers.taken((svc) => changes.services.has(svc));
     if (!full && changes.services.size === 0 && this.#retry.owners.size === 0) {
       this.#status.health.pendingSince = 0;
+      // Debug: under Kubernetes churn most such changes are status-only.
+      if (why === 'change') this.#log.debug(NOTHING_TO_SYNC);
       return;
     }
     const work = full ? changes.services : this.#partialWork(changes.services);
