@@ -27,7 +27,7 @@ import { type BackendConns, type BackendValue, connsAdjust, ctKey, ctValue } fro
 import { CONNS_FIELD_SOCK, CONNS_FIELD_TC, CT_DIR_FWD, CT_F_CLOSING, CT_F_COUNTED } from '../maps/constants.ts';
 import { ipv4ToU32 } from '../maps/ipv4.ts';
 import type { TypedMap } from '../maps/typed-map.ts';
-import type { PackedCt } from './ct-gc.ts';
+import type { PackedCt } from './ct-packed.ts';
 import type { SocketCounter } from './socket-recount.ts';
 
 export const CONNS_ADJUST_PROGRAM = 'svcmap_conns_adjust';

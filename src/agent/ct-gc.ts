@@ -44,6 +44,7 @@ import type { TypedMap } from '../maps/typed-map.ts';
 import type { ConnCounts, RecountResult } from './conn-counts.ts';
 import type { Logger } from './log.ts';
 import type { AgentMetrics } from './metrics.ts';
+import type { PackedCt } from './ct-packed.ts';
 
 /** How long a flow may stay idle (no packet in either direction), by state. */
 export interface CtLifetimes {
@@ -143,12 +144,6 @@ const KEY_WORDS = KEY_SIZE / 4;
 if (!Number.isInteger(KEY_WORDS)) throw new Error(`conntrack GC: struct ct_key is ${KEY_SIZE} bytes, not whole words`);
 
 /** A conntrack map's entries as the kernel hands them over: `count` packed keys and values. */
-export interface PackedCt {
-  keys: Uint8Array;
-  values: Uint8Array;
-  count: number;
-}
-
 export interface PackedSelection {
   /** Entries to delete, by index: every forward entry first, then the reply entries. */
   indices: Uint32Array;
