@@ -153,6 +153,33 @@ static __always_inline __u16 lb4_maglev_slot(const struct svc_value *svc, const 
 }
 
 /*
+ * The algorithms that need nothing but the master entry and two hashes, for
+ * either family (fe_addr: the frontend's address, an IPv6 one folded to 32
+ * bits): rr, sh, dh, and random for every other value.
+ */
+static __always_inline __u16 lb_pick_slot_common(const struct svc_value *svc, __be32 fe_addr, __be16 fe_port,
+						 __u32 client_hash)
+{
+	__u32 n;
+
+	switch (svc->algorithm) {
+	case LB_ALG_RR:
+		n = __sync_fetch_and_add(&((struct svc_value *)svc)->backend_id, 1);
+		break;
+	case LB_ALG_SH:
+		n = client_hash;
+		break;
+	case LB_ALG_DH:
+		n = lb_hash64(((__u64)fe_port << 32) | fe_addr);
+		break;
+	default:
+		n = bpf_get_prandom_u32();
+		break;
+	}
+	return (__u16)(n % svc->count + 1);
+}
+
+/*
  * The slot (1..count) the frontend's algorithm picks for a new connection.
  * svc->count is not 0 (the callers check); fe is the frontend's key.
  *  LB_ALG_RR: the master's counter (its backend_id field, see struct
@@ -174,36 +201,22 @@ static __always_inline __u16 lb4_maglev_slot(const struct svc_value *svc, const 
 static __always_inline __u16 lb4_pick_slot(const struct svc_value *svc, const struct svc_key *fe,
 					   __u32 client_hash)
 {
-	__u32 count = svc->count;
-	__u32 n;
+	__u16 s;
 
 	switch (svc->algorithm) {
-	case LB_ALG_RR:
-		n = __sync_fetch_and_add(&((struct svc_value *)svc)->backend_id, 1);
-		break;
-	case LB_ALG_SH:
-		n = client_hash;
-		break;
-	case LB_ALG_DH:
-		n = lb_hash64(((__u64)fe->port << 32) | fe->addr);
-		break;
 	case LB_ALG_LC:
 	case LB_ALG_SED:
 	case LB_ALG_NQ:
 		return lb4_least_loaded(svc, fe);
-	case LB_ALG_MAGLEV: {
-		__u16 s = lb4_maglev_slot(svc, fe, client_hash);
-
+	case LB_ALG_MAGLEV:
+		s = lb4_maglev_slot(svc, fe, client_hash);
 		if (s)
 			return s;
-		n = bpf_get_prandom_u32();
-		break;
-	}
+		/* No table (yet): random. */
+		return (__u16)(bpf_get_prandom_u32() % svc->count + 1);
 	default:
-		n = bpf_get_prandom_u32();
-		break;
+		return lb_pick_slot_common(svc, fe->addr, fe->port, client_hash);
 	}
-	return (__u16)(n % count + 1);
 }
 
 /*

@@ -178,13 +178,17 @@ static __always_inline int sock4_xlate_fwd(struct bpf_sock_addr *ctx, enum dp_ho
 	return 0;
 }
 
-/* recvmsg and getpeername: a backend's address becomes the frontend's again. */
-static __always_inline void sock4_xlate_rev(struct bpf_sock_addr *ctx, enum dp_hook hook)
+/*
+ * recvmsg and getpeername: a backend's address (*addr, *port) becomes the
+ * frontend's again. Shared by the IPv4 hooks and IPv4-mapped IPv6 sockets.
+ */
+static __always_inline void sock4_xlate_rev_addr(struct bpf_sock_addr *ctx, __be32 *addr, __be16 *port,
+						 enum dp_hook hook)
 {
 	struct sk_rev_nat_key key = {
 		.cookie = bpf_get_socket_cookie(ctx),
-		.addr = ctx->user_ip4,
-		.port = (__be16)ctx->user_port,
+		.addr = *addr,
+		.port = *port,
 	};
 	struct sk_rev_nat_value *val;
 	struct rev_nat_value *rnat;
@@ -206,9 +210,19 @@ static __always_inline void sock4_xlate_rev(struct bpf_sock_addr *ctx, enum dp_h
 		dp_count(hook, DP_R_REVNAT_STALE);
 		return;
 	}
-	ctx->user_ip4 = val->addr;
-	ctx->user_port = val->port;
+	*addr = val->addr;
+	*port = val->port;
 	dp_count(hook, DP_R_REPLY_TRANSLATED);
+}
+
+static __always_inline void sock4_xlate_rev(struct bpf_sock_addr *ctx, enum dp_hook hook)
+{
+	__be32 addr = ctx->user_ip4;
+	__be16 port = (__be16)ctx->user_port;
+
+	sock4_xlate_rev_addr(ctx, &addr, &port, hook);
+	ctx->user_ip4 = addr;
+	ctx->user_port = port;
 }
 
 #endif /* SVCMAP_LIB_SOCK_LB_H */

@@ -65,29 +65,15 @@ static __always_inline struct svc_value *lb6_internal_scope(struct svc6_key *key
 
 /*
  * lb4_pick_slot() for an IPv6 frontend. IPv6 connections are not counted
- * (struct backend_conns counts IPv4 backends), so lc, sed and nq choose at
- * random here; dh hashes the frontend's address and port.
+ * (struct backend_conns counts IPv4 backends) and Maglev tables are keyed
+ * by IPv4 reverse-NAT ids, so lc, sed, nq and maglev choose at random here;
+ * dh hashes the frontend's address (its words folded) and port.
  */
 static __always_inline __u16 lb6_pick_slot(const struct svc_value *svc, const struct svc6_key *fe,
 					   __u32 client_hash)
 {
-	__u32 n;
-
-	switch (svc->algorithm) {
-	case LB_ALG_RR:
-		n = __sync_fetch_and_add(&((struct svc_value *)svc)->backend_id, 1);
-		break;
-	case LB_ALG_SH:
-		n = client_hash;
-		break;
-	case LB_ALG_DH:
-		n = lb_hash64(((__u64)fe->port << 32) | (fe->addr[0] ^ fe->addr[1] ^ fe->addr[2] ^ fe->addr[3]));
-		break;
-	default:
-		n = bpf_get_prandom_u32();
-		break;
-	}
-	return (__u16)(n % svc->count + 1);
+	return lb_pick_slot_common(svc, fe->addr[0] ^ fe->addr[1] ^ fe->addr[2] ^ fe->addr[3], fe->port,
+				   client_hash);
 }
 
 /* As lb4_select_backend(): a slot missing in a shrinking frontend's window falls back to slot 1. */
@@ -203,29 +189,14 @@ static __always_inline int sock6_xlate_fwd_v4mapped(struct bpf_sock_addr *ctx, _
 	return 0;
 }
 
-/* The reverse of sock6_xlate_fwd_v4mapped(), as sock4_xlate_rev(). */
+/* The reverse of sock6_xlate_fwd_v4mapped(): sock4_xlate_rev_addr(). */
 static __always_inline void sock6_xlate_rev_v4mapped(struct bpf_sock_addr *ctx, __be32 addr, enum dp_hook hook)
 {
-	struct sk_rev_nat_key key = { .cookie = bpf_get_socket_cookie(ctx), .addr = addr, .port = (__be16)ctx->user_port };
-	struct sk_rev_nat_value *val;
-	struct rev_nat_value *rnat;
-	__u32 id;
+	__be16 port = (__be16)ctx->user_port;
 
-	val = bpf_map_lookup_elem(&SVCMAP_MAP_SK_REVNAT, &key);
-	if (!val) {
-		dp_count(hook, DP_R_PASSED);
-		return;
-	}
-	id = val->rev_nat_id;
-	rnat = bpf_map_lookup_elem(&SVCMAP_MAP_REVNAT, &id);
-	if (!rnat || rnat->port != val->port || (rnat->addr && rnat->addr != val->addr)) {
-		bpf_map_delete_elem(&SVCMAP_MAP_SK_REVNAT, &key);
-		dp_count(hook, DP_R_REVNAT_STALE);
-		return;
-	}
-	ctx->user_ip6[3] = val->addr;
-	ctx->user_port = val->port;
-	dp_count(hook, DP_R_REPLY_TRANSLATED);
+	sock4_xlate_rev_addr(ctx, &addr, &port, hook);
+	ctx->user_ip6[3] = addr;
+	ctx->user_port = port;
 }
 
 /* 0: not a frontend, or translated; a negative errno: a frontend with nothing to connect to. */
