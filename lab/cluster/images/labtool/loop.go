@@ -73,7 +73,7 @@ func runLoop(ctx context.Context, o loopOptions) summary {
 			}
 		}
 		line, err := firstLine(ctx, o.addr, o.timeout)
-		if ctx.Err() != nil {
+		if ended(ctx) {
 			break
 		}
 		if err != nil {
@@ -89,6 +89,17 @@ func runLoop(ctx context.Context, o loopOptions) summary {
 		}
 	}
 	return s
+}
+
+// ended: ctx is done or its deadline has passed. The dialer checks the
+// deadline itself, so an attempt begun at the very end fails with a timeout
+// a moment before ctx.Err() says so; that attempt was cut short too.
+func ended(ctx context.Context) bool {
+	if ctx.Err() != nil {
+		return true
+	}
+	d, ok := ctx.Deadline()
+	return ok && !time.Now().Before(d)
 }
 
 func cmdLoop(argv []string) error {
