@@ -425,7 +425,7 @@ async function runPoint(env: Env, point: RealKpPoint, proxies: readonly RealProx
   const cpDir = join(env.dir, `cp-${n}`);
   const control = new ControlPlane({
     lab, netns: cp.ns, cgroup: await lab.cgroup(`kpr-cp-${n}`), dir: cpDir, logDir: env.logDir, pki: env.pki,
-    advertiseIp: CP_IP, serviceCidr: SERVICE_CIDR, log: o.log,
+    advertiseIp: CP_IP, serviceCidrs: [SERVICE_CIDR], log: o.log,
     // Serve many writes and the big lists: the admin is exempt from APF anyway.
     apiserverArgs: ['--max-requests-inflight', '800', '--max-mutating-requests-inflight', '400'],
   });

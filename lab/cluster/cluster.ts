@@ -116,7 +116,7 @@ export class Cluster {
     mkdirSync(controlPlaneCgroup);
     this.controlPlane = new ControlPlane({
       lab: this.lab, netns: cp.ns.ns, cgroup: controlPlaneCgroup, dir: join(this.dir, 'control-plane'), logDir: this.logDir,
-      pki: this.pki, advertiseIp: cp.ip, serviceCidr: this.net.serviceCidr, apiserverArgs: opts.apiserverArgs ?? [], ...(opts.controllers !== undefined ? { controllers: opts.controllers } : {}), log: this.log,
+      pki: this.pki, advertiseIp: cp.ip, serviceCidrs: this.net.serviceCidrs, apiserverArgs: opts.apiserverArgs ?? [], ...(opts.controllers !== undefined ? { controllers: opts.controllers } : {}), log: this.log,
     });
     this.adminKubeconfig = writeKubeconfig(join(this.dir, 'admin.kubeconfig'), `https://${cp.ip}:${API_PORT}`, this.pki.caCert, 'admin', this.pki.adminToken);
     this.kubectl = new Kubectl(this.net.outside.ns.ns, this.adminKubeconfig, join(this.dir, 'kube-cache'));
@@ -193,11 +193,14 @@ export class Cluster {
     for (const stop of this.#kubeletSupervisors.splice(0)) stop();
   }
 
-  /** What kube-controller-manager's node IPAM would do; the CIDRs the CNI bridges already use. */
+  /**
+   * What kube-controller-manager's node IPAM would do (--allocate-node-cidrs,
+   * one CIDR per family); the CIDRs the CNI bridges already use, IPv4 first.
+   */
   async #setPodCidrs(): Promise<void> {
     for (const n of this.nodes) {
-      const cidr = n.opts.net.podCidr;
-      await this.kubectl.run(['patch', 'node', n.name, '--type', 'merge', '-p', JSON.stringify({ spec: { podCIDR: cidr, podCIDRs: [cidr] } })]);
+      const { podCidr, podCidr6 } = n.opts.net;
+      await this.kubectl.run(['patch', 'node', n.name, '--type', 'merge', '-p', JSON.stringify({ spec: { podCIDR: podCidr, podCIDRs: [podCidr, podCidr6] } })]);
     }
   }
 

@@ -22,7 +22,8 @@ export interface ControlPlaneOptions {
   pki: Pki;
   /** The node address the API server advertises (its `kubernetes` endpoint). */
   advertiseIp: string;
-  serviceCidr: string;
+  /** The Service ranges, primary family first (both: a dual-stack cluster). */
+  serviceCidrs: readonly string[];
   /** kube-controller-manager --controllers (default "*"). */
   controllers?: string;
   /** Extra kube-apiserver flags (e.g. --watch-cache=false for tests that need etcd's own 410s). */
@@ -86,7 +87,7 @@ export class ControlPlane {
       '--service-account-signing-key-file', pki.saKey,
       '--token-auth-file', pki.tokensFile,
       '--authorization-mode', 'Node,RBAC',
-      '--service-cluster-ip-range', this.opts.serviceCidr,
+      '--service-cluster-ip-range', this.opts.serviceCidrs.join(','),
       '--allow-privileged=true',
       '--kubelet-preferred-address-types', 'InternalIP',
       '--kubelet-client-certificate', pki.kubeletClientCert,
@@ -112,7 +113,7 @@ export class ControlPlane {
       '--controllers', this.opts.controllers ?? '*',
       '--leader-elect=false',
       '--bind-address', '127.0.0.1',
-      '--service-cluster-ip-range', this.opts.serviceCidr,
+      '--service-cluster-ip-range', this.opts.serviceCidrs.join(','),
       '--profiling=false',
     ]);
     return this.controllerManager;

@@ -123,7 +123,7 @@ export async function startKubeProxies(cluster: Cluster, opts: KubeProxyOptions 
         '--kubeconfig', kubeconfig,
         '--proxy-mode', mode,
         '--hostname-override', n.name,
-        '--cluster-cidr', cluster.net.clusterCidr,
+        '--cluster-cidr', cluster.net.clusterCidrs.join(','),
         // Kernel-wide conntrack settings stay as they are (see the top of this file).
         '--conntrack-max-per-core', '0',
         '--conntrack-tcp-timeout-established', '0',

@@ -68,13 +68,18 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
 `;
 }
 
-function cniConfig(podCidr: string, ipamDir: string): string {
+/** One address of each family per pod; the bridge plugin puts each range's gateway on cni0. */
+function cniConfig(net: NodeNet, ipamDir: string): string {
   return `${JSON.stringify({
     cniVersion: '0.4.0',
     name: 'lab',
     plugins: [{
       type: 'bridge', bridge: 'cni0', isGateway: true, ipMasq: false, hairpinMode: true,
-      ipam: { type: 'host-local', dataDir: ipamDir, ranges: [[{ subnet: podCidr }]], routes: [{ dst: '0.0.0.0/0' }] },
+      ipam: {
+        type: 'host-local', dataDir: ipamDir,
+        ranges: [[{ subnet: net.podCidr }], [{ subnet: net.podCidr6 }]],
+        routes: [{ dst: '0.0.0.0/0' }, { dst: '::/0' }],
+      },
     }],
   }, null, 2)}\n`;
 }
@@ -146,7 +151,7 @@ export class LabNode {
     const cniConf = join(o.dir, 'cni', 'net.d');
     mkdirSync(cniConf, { recursive: true });
     mkdirSync(join(o.cgroupV2, 'system'), { recursive: true });
-    writeFileSync(join(cniConf, '10-lab.conflist'), cniConfig(o.net.podCidr, join(o.dir, 'cni', 'ipam')));
+    writeFileSync(join(cniConf, '10-lab.conflist'), cniConfig(o.net, join(o.dir, 'cni', 'ipam')));
     const config = join(o.dir, 'containerd.toml');
     writeFileSync(config, containerdConfig(o.dir, cniConf));
     this.containerd = this.#component('containerd', 'containerd', ['--config', config]);
@@ -177,7 +182,8 @@ export class LabNode {
       '--root-dir', join(o.dir, 'kubelet'),
       '--cert-dir', join(o.dir, 'kubelet', 'pki'),
       '--hostname-override', this.name,
-      '--node-ip', o.net.ip,
+      // Both families: the Node's InternalIPs (IPv4 first, the primary family).
+      '--node-ip', `${o.net.ip},${o.net.ip6}`,
       '-v', '1',
     ]);
     return this.kubelet;

@@ -3,7 +3,8 @@
 // manager, kube-scheduler, two kubelets with containerd, no kube-proxy), the
 // images built locally, svcmap installed by its Helm chart as a DaemonSet,
 // then from real pods and from outside the cluster: ClusterIP TCP and UDP,
-// the kubernetes Service, DNS through the kube-dns Service (CoreDNS reaches
+// a RequireDualStack and an IPv6 SingleStack Service over both families (the
+// cluster is dual-stack), the kubernetes Service, DNS through the kube-dns Service (CoreDNS reaches
 // the API server only through svcmap), NodePort and externalIPs with both
 // traffic policies, `helm test`, `helm upgrade` to a new image tag while a
 // client loops (0 failed connections), and `helm uninstall` leaving no
@@ -92,6 +93,81 @@ t.test('DNS through the kube-dns Service', async (t) => {
   t.same(short, [ip], 'the short name through the pod\'s search path');
   t.ok(lines(await inClient(['tcp', 'echo', String(PORTS.tcp.port), '3'])).length === 3, 'TCP by Service name');
   t.same(lines(await inClient(['dns', 'kubernetes.default'])), ['10.96.0.1'], 'kubernetes.default -> 10.96.0.1');
+});
+
+interface ServiceSpec { spec: { clusterIPs: string[]; ipFamilies: string[]; ipFamilyPolicy: string } }
+interface SliceList { items: Array<{ addressType: string; endpoints?: Array<{ addresses: string[]; conditions?: { ready?: boolean } }> }> }
+interface PodList { items: Array<{ metadata: { name: string }; status: { podIPs?: Array<{ ip: string }> } }> }
+const isV6 = (ip: string) => ip.includes(':');
+/** The echo pods' names and addresses of each family, from the API server. */
+const echoPods = async () => {
+  const pods = await k.json<PodList>(['-n', NS, 'get', 'pods', '-l', 'app=echo']);
+  const ips = pods.items.flatMap((p) => (p.status.podIPs ?? []).map((a) => a.ip));
+  return { names: pods.items.map((p) => p.metadata.name).sort(), v4: ips.filter((ip) => !isV6(ip)).sort(), v6: ips.filter(isV6).sort() };
+};
+/** Waits until the Service's EndpointSlices (as the endpointslice controller writes them) hold `want`, ready, per addressType. */
+const waitSlices = async (svc: string, want: Record<string, string[]>) => {
+  let got: Record<string, string[]> = {};
+  await waitUntil(`the EndpointSlices of ${svc}`, async () => {
+    const slices = await k.json<SliceList>(['-n', NS, 'get', 'endpointslices', '-l', `kubernetes.io/service-name=${svc}`]);
+    got = {};
+    for (const sl of slices.items) {
+      const ready = (sl.endpoints ?? []).filter((e) => e.conditions?.ready !== false).flatMap((e) => e.addresses);
+      got[sl.addressType] = [...(got[sl.addressType] ?? []), ...ready].sort();
+    }
+    const byType = (r: Record<string, string[]>) => JSON.stringify(Object.keys(r).sort().map((type) => [type, r[type]]));
+    return byType(got) === byType(want);
+  }, { timeoutMs: 30_000, intervalMs: 500 }).catch(() => {});
+  return got;
+};
+/** 20 TCP connections to ip: the set of pod names that answered. */
+const tcpNames = async (ip: string) => [...new Set(lines(await inClient(['tcp', ip, String(PORTS.tcp.port), '20'])))].sort();
+
+t.test('dual-stack cluster: every node and pod has an address of each family', async (t) => {
+  const nodes = await k.json<{ items: Array<{ metadata: { name: string }; spec: { podCIDRs?: string[] }; status: { addresses: Array<{ type: string; address: string }> } }> }>(['get', 'nodes']);
+  for (const n of nodes.items) {
+    const internal = n.status.addresses.filter((a) => a.type === 'InternalIP').map((a) => a.address);
+    const net = cluster.nodes.find((c) => c.name === n.metadata.name)!.opts.net;
+    t.same(internal, [net.ip, net.ip6], `${n.metadata.name}: InternalIPs ${internal.join(', ')}`);
+    t.same(n.spec.podCIDRs, [net.podCidr, net.podCidr6], `${n.metadata.name}: podCIDRs ${n.spec.podCIDRs?.join(', ')}`);
+  }
+  const echo = await echoPods();
+  t.equal(echo.v4.length, 2, `echo pods' IPv4 addresses: ${echo.v4.join(', ')}`);
+  t.equal(echo.v6.length, 2, `echo pods' IPv6 addresses: ${echo.v6.join(', ')}`);
+});
+
+t.test('a RequireDualStack Service created through the API server: reached over its IPv4 and its IPv6 ClusterIP', async (t) => {
+  const svc = await k.json<ServiceSpec>(['-n', NS, 'get', 'service', 'echo-dual']);
+  t.same(svc.spec.ipFamilies, ['IPv4', 'IPv6'], 'ipFamilies IPv4, IPv6');
+  const [ip4, ip6] = svc.spec.clusterIPs as [string, string];
+  t.ok(svc.spec.clusterIPs.length === 2 && ip4.startsWith('10.96.') && ip6.startsWith('fd00:10:96::'), `clusterIPs ${svc.spec.clusterIPs.join(', ')}: one from each Service range`);
+  const echo = await echoPods();
+  t.same(await waitSlices('echo-dual', { IPv4: echo.v4, IPv6: echo.v6 }), { IPv4: echo.v4, IPv6: echo.v6 }, 'one EndpointSlice per addressType, each with both pods\' address of its family');
+  t.same(await tcpNames(ip4), echo.names, `TCP to ${ip4}: 20 connections spread over both pods (${echo.names.join(', ')})`);
+  t.same(await tcpNames(ip6), echo.names, `TCP to [${ip6}]: 20 connections spread over both pods`);
+  t.equal(lines(await inClient(['udp', ip6, String(PORTS.udp.port), '10'])).length, 10, `UDP to [${ip6}]: 10 replies, each from the ClusterIP (recvmsg6; labtool fails otherwise)`);
+  t.equal(lines(await inClient(['udp', ip4, String(PORTS.udp.port), '10'])).length, 10, `UDP to ${ip4}: 10 replies from the ClusterIP`);
+});
+
+t.test('an IPv6 SingleStack Service: an IPv6 ClusterIP only, IPv6 EndpointSlices only, reached from a pod', async (t) => {
+  const svc = await k.json<ServiceSpec>(['-n', NS, 'get', 'service', 'echo-v6']);
+  t.same(svc.spec.ipFamilies, ['IPv6'], 'ipFamilies IPv6');
+  t.ok(svc.spec.clusterIPs.length === 1 && svc.spec.clusterIPs[0]!.startsWith('fd00:10:96::'), `clusterIPs ${svc.spec.clusterIPs.join(', ')}`);
+  const ip6 = svc.spec.clusterIPs[0]!;
+  const echo = await echoPods();
+  t.same(await waitSlices('echo-v6', { IPv6: echo.v6 }), { IPv6: echo.v6 }, 'an IPv6 EndpointSlice with both pods, no IPv4 one');
+  t.same(await tcpNames(ip6), echo.names, `TCP to [${ip6}]: both pods`);
+  t.equal(lines(await inClient(['udp', ip6, String(PORTS.udp.port), '10'])).length, 10, `UDP to [${ip6}]: 10 replies from the ClusterIP`);
+});
+
+t.test('a RequireDualStack NodePort Service from a pod: the node\'s IPv6 and IPv4 InternalIP (socket LB)', async (t) => {
+  const node = (await k.run(['-n', NS, 'get', 'pod', 'client', '-o', 'jsonpath={.spec.nodeName}'])).trim();
+  const net = cluster.nodes.find((n) => n.name === node)!.opts.net;
+  const { names } = await echoPods();
+  const port = String(PORTS.dualTcp.nodePort);
+  for (const ip of [net.ip6, net.ip]) {
+    t.same([...new Set(lines(await inClient(['tcp', ip, port, '20'])))].sort(), names, `${node} ${ip.includes(':') ? `[${ip}]` : ip}:${port} from the client pod on it: both pods`);
+  }
 });
 
 t.test('NodePort from outside the cluster, externalTrafficPolicy Cluster', async (t) => {

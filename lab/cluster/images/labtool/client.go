@@ -101,14 +101,20 @@ func cmdUDP(argv []string) error {
 	if err != nil {
 		return err
 	}
-	raddr, err := net.ResolveUDPAddr("udp4", net.JoinHostPort(host, port))
+	raddr, err := net.ResolveUDPAddr("udp", net.JoinHostPort(host, port))
 	if err != nil {
 		return err
 	}
 	to := netip.AddrPortFrom(raddr.AddrPort().Addr().Unmap(), raddr.AddrPort().Port())
-	// Unconnected: the kernel does not filter replies by source, so a reply
-	// whose source was not translated back to HOST:PORT is seen, and caught.
-	conn, err := net.ListenUDP("udp4", nil)
+	// A socket of HOST's family (an IPv6 one to an IPv6 address, so that the
+	// datagrams pass sendmsg6/recvmsg6). Unconnected: the kernel does not
+	// filter replies by source, so a reply whose source was not translated
+	// back to HOST:PORT is seen, and caught.
+	network := "udp4"
+	if to.Addr().Is6() {
+		network = "udp6"
+	}
+	conn, err := net.ListenUDP(network, nil)
 	if err != nil {
 		return err
 	}

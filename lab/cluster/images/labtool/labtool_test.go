@@ -80,6 +80,13 @@ func TestServersAndClients(t *testing.T) {
 		t.Fatalf("udp %q from %s, %v", line, from, err)
 	}
 
+	// The udp command, with a socket of the address's family.
+	for _, host := range []string{"127.0.0.1", "::1"} {
+		if err := cmdUDP([]string{host, port(s.udp), "2"}); err != nil {
+			t.Fatalf("labtool udp %s: %v", host, err)
+		}
+	}
+
 	for path, want := range map[string]string{"/hostname": "pod-a", "/": "pod-a"} {
 		resp, err := http.Get("http://" + net.JoinHostPort("127.0.0.1", port(s.http)) + path)
 		if err != nil {

@@ -28,8 +28,9 @@ const usage = `usage:
   labtool tcp HOST PORT COUNT [--timeout 2s]
       COUNT connections one after another; prints the first line of each.
   labtool udp HOST PORT COUNT [--timeout 2s]
-      COUNT datagrams from one unconnected socket; prints each reply's first
-      line; fails when a reply comes from another address than HOST:PORT.
+      COUNT datagrams from one unconnected socket of HOST's family; prints
+      each reply's first line; fails when a reply comes from another address
+      than HOST:PORT.
   labtool dns NAME [--timeout 5s]
       Resolves NAME as a pod does (/etc/resolv.conf: search, ndots); prints
       its IPv4 addresses.
