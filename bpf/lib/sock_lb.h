@@ -41,6 +41,23 @@ static __always_inline int sock4_remember(struct bpf_sock_addr *ctx,
 	return bpf_map_update_elem(&SVCMAP_MAP_SK_REVNAT, &key, &val, BPF_ANY);
 }
 
+/* The counted backend id of a socket's storage (its backend_id field), taken
+ * with an exchange so that it is given back once; 0 when none. */
+static __always_inline __u32 sock_count_take(__u32 *backend_id)
+{
+	if (!*backend_id)
+		return 0;
+	return __sync_lock_test_and_set(backend_id, 0);
+}
+
+/* The storage's endpoint is written: the socket counts for id from now on. */
+static __always_inline void sock_count_give(void *conns_map, __u32 *backend_id, __u32 id)
+{
+	conns_add_in(conns_map, id, CONNS_FIELD_SOCK, 1);
+	/* Last: a release that sees the id sees the rest of the entry too. */
+	__sync_lock_test_and_set(backend_id, id);
+}
+
 /*
  * The backend a connected socket was counted for (struct sk_backend) stops
  * counting it: the socket is released, or connects again (a connected UDP
@@ -57,9 +74,7 @@ static __always_inline void sock4_uncount(struct bpf_sock *sk)
 	__u32 id;
 
 	st = bpf_sk_storage_get(&SVCMAP_MAP_SK_BACKEND, sk, 0, 0);
-	if (!st || !st->backend_id)
-		return;
-	id = __sync_lock_test_and_set(&st->backend_id, 0);
+	id = st ? sock_count_take(&st->backend_id) : 0;
 	if (!id)
 		return;
 	be = bpf_map_lookup_elem(&SVCMAP_MAP_BACKENDS, &id);
@@ -77,9 +92,7 @@ static __always_inline void sock4_count(struct bpf_sock *sk, __u32 id, const str
 		return; /* out of memory: the socket goes uncounted */
 	st->addr = be->addr;
 	st->port = be->port;
-	conns_add(id, CONNS_FIELD_SOCK, 1);
-	/* Last: a release that sees the id sees the rest of the entry too. */
-	__sync_lock_test_and_set(&st->backend_id, id);
+	sock_count_give(&SVCMAP_MAP_BE_CONNS, &st->backend_id, id);
 }
 
 /*

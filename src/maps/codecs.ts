@@ -299,16 +299,27 @@ export const skBackendValue = codec<SkBackend>(struct('sk_backend', 12, [
   pad('pad', 10, 2),
 ]));
 
+/** struct sk_backend6: the same for a socket counted for an IPv6 backend. */
+export const skBackend6Value = codec<SkBackend>(struct('sk_backend6', 24, [
+  field('backend_id', 0, 'u32'),
+  field('addr', 4, 'ipv6'),
+  field('port', 20, 'be16'),
+  pad('pad', 22, 2),
+]));
+
 export interface ConnsAdjust {
   backend_id: number;
   field: number;
+  /** 4 (or 0): svcmap_be_conns; 6: svcmap_conns6. */
+  family: number;
   delta: bigint;
 }
 
 /** The context of the svcmap_conns_adjust program. */
 export const connsAdjust = codec<ConnsAdjust>(struct('conns_adjust', 16, [
   field('backend_id', 0, 'u32'),
-  field('field', 4, 'u32'),
+  field('field', 4, 'u16'),
+  field('family', 6, 'u16'),
   field('delta', 8, 's64'),
 ]));
 
