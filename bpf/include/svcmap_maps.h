@@ -543,4 +543,15 @@ struct sk_backend6 {
 	__u16 pad;
 };
 
+/* Socket termination of IPv6 sockets (svcmap_sk_term6), as struct sock_term_key. */
+#define SVCMAP_MAP_SK_TERM6 svcmap_sk_term6
+
+struct sock_term6_key {
+	__be32 addr[4];    /* backend address */
+	__be16 port;       /* backend port */
+	__u8 proto;        /* IPPROTO_TCP or IPPROTO_UDP */
+	__u8 pad;
+	__u32 rev_nat_id;  /* the frontend (of svcmap_revnat6) the backend left */
+};
+
 #endif /* SVCMAP_MAPS_H */

@@ -76,12 +76,11 @@ export async function runAgent(cfg: AgentConfig, log: Logger): Promise<RunningAg
     objects: dp.objectPaths, reusedMaps: dp.reusedMaps, links: dp.links, cgroup: cfg.cgroup, pinDir: cfg.pinDir,
   }, dp.reusedMaps.length ? 'datapath up (reusing pinned maps)' : 'datapath up');
 
-  // Backends that leave a frontend: the sockets the socket LB sent to them are destroyed.
-  // Socket termination serves IPv4 backends only (its map and iterators are IPv4), so only the IPv4 syncer tells it.
+  // Backends that leave a frontend: the sockets the socket LB sent to them are destroyed (each family's by its own map).
   const v6Maps = dp.maps.family(6);
   const syncer = new FamilySyncers(
-    new Syncer(new MapsAdapter(dp.maps), { onBackendsRemoved: (removed) => terminator.enqueue(removed) }),
-    v6Maps ? new Syncer(new MapsAdapter(v6Maps)) : undefined,
+    new Syncer(new MapsAdapter(dp.maps), { onBackendsRemoved: (removed) => terminator.enqueue(removed, 4) }),
+    v6Maps ? new Syncer(new MapsAdapter(v6Maps), { onBackendsRemoved: (removed) => terminator.enqueue(removed, 6) }) : undefined,
   );
   log.info({ frontends: syncer.state.frontends.size, backends: syncer.state.backends.size }, 'read current map state');
 

@@ -371,4 +371,13 @@ export const sockTermKey = codec<SockTermKey>(struct('sock_term_key', 12, [
   field('rev_nat_id', 8, 'u32'),
 ]));
 
+/** struct sock_term6_key: the same for IPv6 backends (svcmap_sk_term6). */
+export const sockTerm6Key = codec<SockTermKey>(struct('sock_term6_key', 24, [
+  field('addr', 0, 'ipv6'),
+  field('port', 16, 'be16'),
+  field('proto', 18, 'u8'),
+  pad('pad', 19, 1),
+  field('rev_nat_id', 20, 'u32'),
+]));
+
 export const sockTermValue = scalarCodec(scalar('__u8', 'u8'));

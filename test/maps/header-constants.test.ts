@@ -59,7 +59,7 @@ t.test('map names match the header and fit the kernel limit', async (t) => {
     SVCMAP_MAP_SK_REVNAT6: k.MAP_SK_REVNAT6,
     SVCMAP_MAP_BE_CONNS: k.MAP_BE_CONNS, SVCMAP_MAP_SK_BACKEND: k.MAP_SK_BACKEND, SVCMAP_MAP_MAGLEV: k.MAP_MAGLEV, SVCMAP_MAP_SK_COUNT: k.MAP_SK_COUNT,
     SVCMAP_MAP_BE_CONNS6: k.MAP_BE_CONNS6, SVCMAP_MAP_SK_BACKEND6: k.MAP_SK_BACKEND6, SVCMAP_MAP_MAGLEV6: k.MAP_MAGLEV6,
-    SVCMAP_MAP_SK_COUNT6: k.MAP_SK_COUNT6, SVCMAP_MAP_SK_TERM: k.MAP_SK_TERM,
+    SVCMAP_MAP_SK_COUNT6: k.MAP_SK_COUNT6, SVCMAP_MAP_SK_TERM: k.MAP_SK_TERM, SVCMAP_MAP_SK_TERM6: k.MAP_SK_TERM6,
   };
   for (const [macro, name] of Object.entries(names)) {
     t.equal(defines.get(macro), name, macro);
