@@ -10,6 +10,7 @@
 #define SVCMAP_LIB_SOCK_LB_H
 
 #include "lb.h"
+#include "lb6.h"
 #include "maps_sock.h"
 
 /*
@@ -96,6 +97,38 @@ static __always_inline void sock4_count(struct bpf_sock *sk, __u32 id, const str
 }
 
 /*
+ * The backend a socket's connect() or datagram gets from the frontend whose
+ * entry svc is (key: its struct svc_key, family 4, or struct svc6_key,
+ * family 6; a constant, so each caller keeps only its own family's code),
+ * by session affinity or the algorithm; NULL when there is none. The
+ * client is the socket's network namespace: a pod (see struct
+ * affinity_key), for affinity and for the hashes of sh and maglev, as the
+ * socket's source address is not known yet at connect() (nor, for an
+ * unbound socket, at sendmsg()). Affinity entries of IPv6 frontends have
+ * an origin of their own: their rev_nat ids are a space of their own.
+ */
+static __always_inline void *sock_select(struct bpf_sock_addr *ctx, int family, void *key,
+					 const struct svc_value *svc, __u32 *backend_id)
+{
+	__u32 client_hash = 0;
+
+	if (svc->algorithm == LB_ALG_SH || svc->algorithm == LB_ALG_MAGLEV)
+		client_hash = lb_hash64(bpf_get_netns_cookie(ctx));
+	if (svc->flags & SVC_F_AFFINITY) {
+		struct affinity_key akey = {
+			.netns_cookie = bpf_get_netns_cookie(ctx),
+			.rev_nat_id = svc->rev_nat_id,
+			.origin = family == 6 ? AFFINITY_ORIGIN_SOCK6 : AFFINITY_ORIGIN_SOCK,
+		};
+
+		return family == 6 ? (void *)lb6_affinity_select(key, svc, &akey, client_hash, backend_id)
+				   : (void *)lb4_affinity_select(key, svc, &akey, client_hash, backend_id);
+	}
+	return family == 6 ? (void *)lb6_select_backend(key, svc, client_hash, backend_id)
+			   : (void *)lb4_select_backend(key, svc, client_hash, backend_id);
+}
+
+/*
  * Returns 0 when the destination is not a frontend or was translated, and a
  * negative errno when the frontend exists but has nothing to connect to.
  * Counts the call under `hook` (DP_HOOK_CONNECT4 or DP_HOOK_SENDMSG4).
@@ -112,7 +145,6 @@ static __always_inline int sock4_xlate_addr(struct bpf_sock_addr *ctx, __be32 *a
 	struct backend_value *be;
 	struct svc_value *svc;
 	__u32 backend_id = 0;
-	__u32 client_hash = 0;
 
 	if (proto != IPPROTO_TCP && proto != IPPROTO_UDP) {
 		dp_count(hook, DP_R_PASSED);
@@ -142,24 +174,7 @@ static __always_inline int sock4_xlate_addr(struct bpf_sock_addr *ctx, __be32 *a
 		dp_count(hook, DP_R_NO_BACKEND);
 		return -ECONNREFUSED;
 	}
-	/* Source hash: the socket's source address is not known yet at
-	 * connect() (nor, for an unbound socket, at sendmsg()), so the client
-	 * is its network namespace, as for affinity: a pod. */
-	if (svc->algorithm == LB_ALG_SH || svc->algorithm == LB_ALG_MAGLEV)
-		client_hash = lb_hash64(bpf_get_netns_cookie(ctx));
-	if (svc->flags & SVC_F_AFFINITY) {
-		/* The client is the socket's network namespace: a pod (see
-		 * struct affinity_key). */
-		struct affinity_key akey = {
-			.netns_cookie = bpf_get_netns_cookie(ctx),
-			.rev_nat_id = svc->rev_nat_id,
-			.origin = AFFINITY_ORIGIN_SOCK,
-		};
-
-		be = lb4_affinity_select(&key, svc, &akey, client_hash, &backend_id);
-	} else {
-		be = lb4_select_backend(&key, svc, client_hash, &backend_id);
-	}
+	be = sock_select(ctx, 4, &key, svc, &backend_id);
 	if (!be) {
 		dp_count(hook, DP_R_NO_BACKEND);
 		return -ECONNREFUSED;

@@ -113,7 +113,7 @@ static __always_inline int sock6_xlate_fwd(struct bpf_sock_addr *ctx, enum dp_ho
 	struct sk_rev_nat6_value *old;
 	struct backend6_value *be;
 	struct svc_value *svc;
-	__u32 client_hash = 0, backend_id = 0;
+	__u32 backend_id = 0;
 	__u32 proto = ctx->protocol;
 
 	if (proto != IPPROTO_TCP && proto != IPPROTO_UDP) {
@@ -151,21 +151,7 @@ static __always_inline int sock6_xlate_fwd(struct bpf_sock_addr *ctx, enum dp_ho
 		dp_count(hook, DP_R_NO_BACKEND);
 		return -ECONNREFUSED;
 	}
-	if (svc->algorithm == LB_ALG_SH || svc->algorithm == LB_ALG_MAGLEV)
-		client_hash = lb_hash64(bpf_get_netns_cookie(ctx));
-	if (svc->flags & SVC_F_AFFINITY) {
-		/* The client is the socket's network namespace, as for IPv4; the
-		 * origin keeps IPv6 rev_nat ids apart from IPv4 ones. */
-		struct affinity_key akey = {
-			.netns_cookie = bpf_get_netns_cookie(ctx),
-			.rev_nat_id = svc->rev_nat_id,
-			.origin = AFFINITY_ORIGIN_SOCK6,
-		};
-
-		be = lb6_affinity_select(&key, svc, &akey, client_hash, &backend_id);
-	} else {
-		be = lb6_select_backend(&key, svc, client_hash, &backend_id);
-	}
+	be = sock_select(ctx, 6, &key, svc, &backend_id);
 	if (!be) {
 		dp_count(hook, DP_R_NO_BACKEND);
 		return -ECONNREFUSED;
