@@ -56,7 +56,10 @@ int main(int argc, char **argv) {
     fprintf(stderr, "usage: %s IP PORT DURATION_MS [WARMUP_MS]\n", argv[0]);
     return 2;
   }
-  struct sockaddr_in dsts[MAX_DST];
+  /* IPv4 or IPv6 addresses (one family per run: the family of the first). */
+  struct sockaddr_storage dsts[MAX_DST];
+  socklen_t dstlen = 0;
+  int family = strchr(argv[1], ':') ? AF_INET6 : AF_INET;
   size_t ndst = 0;
   char *list = strdup(argv[1]), *save = NULL;
   for (char *tok = strtok_r(list, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
@@ -64,11 +67,23 @@ int main(int argc, char **argv) {
       fprintf(stderr, "at most %d addresses\n", MAX_DST);
       return 2;
     }
-    struct sockaddr_in *d = &dsts[ndst++];
+    struct sockaddr_storage *d = &dsts[ndst++];
     memset(d, 0, sizeof *d);
-    d->sin_family = AF_INET;
-    d->sin_port = htons((uint16_t)atoi(argv[2]));
-    if (inet_pton(AF_INET, tok, &d->sin_addr) != 1) {
+    int ok;
+    if (family == AF_INET6) {
+      struct sockaddr_in6 *d6 = (struct sockaddr_in6 *)d;
+      d6->sin6_family = AF_INET6;
+      d6->sin6_port = htons((uint16_t)atoi(argv[2]));
+      ok = inet_pton(AF_INET6, tok, &d6->sin6_addr) == 1;
+      dstlen = sizeof *d6;
+    } else {
+      struct sockaddr_in *d4 = (struct sockaddr_in *)d;
+      d4->sin_family = AF_INET;
+      d4->sin_port = htons((uint16_t)atoi(argv[2]));
+      ok = inet_pton(AF_INET, tok, &d4->sin_addr) == 1;
+      dstlen = sizeof *d4;
+    }
+    if (!ok) {
       fprintf(stderr, "bad address %s\n", tok);
       return 2;
     }
@@ -90,7 +105,7 @@ int main(int argc, char **argv) {
   uint64_t t = start;
   int measuring = warmup == 0;
   while (t < end) {
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    int fd = socket(family, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0) {
       perror("socket");
       return 1;
@@ -98,9 +113,9 @@ int main(int argc, char **argv) {
     setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
     setsockopt(fd, IPPROTO_TCP, TCP_SYNCNT, &syncnt, sizeof syncnt);
     uint64_t t0 = now_ns();
-    const struct sockaddr_in *dst = &dsts[next];
+    const struct sockaddr_storage *dst = &dsts[next];
     next = next + 1 == ndst ? 0 : next + 1;
-    int rc = connect(fd, (const struct sockaddr *)dst, sizeof *dst);
+    int rc = connect(fd, (const struct sockaddr *)dst, dstlen);
     int err = rc < 0 ? errno : 0;
     uint64_t t1 = now_ns();
     close(fd);

@@ -21,6 +21,10 @@ import type { BenchService } from './workload.ts';
 import { TARGET_PORT } from './workload.ts';
 
 export const BACKEND_IPS = ['10.244.0.11', '10.244.0.12', '10.244.0.13', '10.244.0.14'];
+/** The same pods' IPv6 addresses (unique local, inside the lab only), for the IPv6 datapath rows. */
+export const BACKEND_IPS6 = ['fd00:10:244::11', 'fd00:10:244::12', 'fd00:10:244::13', 'fd00:10:244::14'];
+const NODE_IP6 = 'fd00:10:244::1';
+const CLIENT_IP6 = 'fd00:10:244::100';
 
 /** Sets the CPU affinity of every thread of a process (taskset -a -p). */
 export function pinToCpu(pid: number, cpu: number): void {
@@ -91,12 +95,15 @@ export class BenchCluster {
   async setup(): Promise<void> {
     const lab = this.lab;
     this.node = await lab.node('node', { cidr: '10.244.0.0/24' });
+    await lab.ipv6(this.node, NODE_IP6, { dev: this.node.bridge });
     for (let i = 0; i < BACKEND_IPS.length; i++) {
       const pod = await lab.pod(this.node, `be-${i}`, BACKEND_IPS[i]!);
+      await lab.ipv6(pod, BACKEND_IPS6[i]!, { dev: pod.ifname, gateway: NODE_IP6 });
       this.backends.push(pod);
       await this.#server(pod);
     }
     this.clientSm = await lab.pod(this.node, 'cl-svcmap', '10.244.0.100');
+    await lab.ipv6(this.clientSm, CLIENT_IP6, { dev: this.clientSm.ifname, gateway: NODE_IP6 });
     this.clientIpt = await lab.pod(this.node, 'cl-iptables', '10.244.0.101');
     this.clientNft = await lab.pod(this.node, 'cl-nftables', '10.244.0.102');
     this.cgSvcmap = await lab.cgroup('svcmap');

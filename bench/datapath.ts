@@ -6,11 +6,11 @@
 // each round) and conntrack is flushed in the client's namespace before each.
 import type { LabPod } from '../lab/index.ts';
 import { fmtDuration, type Budget } from './budget.ts';
-import { BACKEND_IPS, type BenchCluster } from './cluster.ts';
+import { BACKEND_IPS, BACKEND_IPS6, type BenchCluster } from './cluster.ts';
 import { NetfilterNs, TimeoutError } from './netfilter.ts';
 import { runProgram } from './proc.ts';
 import { median, pairedMedianRatio } from './stats.ts';
-import { PORT, TARGET_PORT, makeServices } from './workload.ts';
+import { PORT, TARGET_PORT, makeServices, makeServices6 } from './workload.ts';
 
 export const MODES = ['direct', 'svcmap', 'iptables', 'nftables'] as const;
 export type Mode = (typeof MODES)[number];
@@ -48,6 +48,8 @@ export interface Skipped {
 
 export interface DatapathPoint {
   n: number;
+  /** 6: IPv6-only Services, reached over IPv6 (direct and svcmap only); absent: IPv4. */
+  family?: 6;
   endpointsPerService: number;
   /** How long each datapath took to be programmed with the N services (not a like-for-like comparison: see the control plane section). */
   programming: Partial<Record<Mode, { ms: number; note: string }>>;
@@ -63,6 +65,8 @@ export interface DatapathOptions {
   budget: Budget;
   workDir: string;
   log: (s: string) => void;
+  /** 6: the IPv6 rows (IPv6-only Services and pods' IPv6 addresses; kube-proxy's rule shapes here are IPv4's, so direct and svcmap only). */
+  family?: 4 | 6;
 }
 
 export function isSkipped(r: ModeResult | Skipped): r is Skipped {
@@ -74,19 +78,26 @@ export async function runDatapath(c: BenchCluster, o: DatapathOptions): Promise<
   const nft = new NetfilterNs(c.lab, c.clientNft, o.workDir);
   const points: DatapathPoint[] = [];
   for (const n of o.sizes) {
-    const services = makeServices(n, BACKEND_IPS.length, BACKEND_IPS);
+    const v6 = o.family === 6;
+    const pods = v6 ? BACKEND_IPS6 : BACKEND_IPS;
+    const services = v6 ? makeServices6(n, pods.length, pods) : makeServices(n, pods.length, pods);
     const vip = services.at(-1)!.vip;
-    const point: DatapathPoint = { n, endpointsPerService: BACKEND_IPS.length, programming: {}, results: [] };
+    const point: DatapathPoint = { n, ...(v6 ? { family: 6 as const } : {}), endpointsPerService: pods.length, programming: {}, results: [] };
     const available = new Map<Mode, { ns: LabPod; cgroup: string; ips: string; port: number }>();
-    available.set('direct', { ns: c.clientSm, cgroup: c.cgPlain, ips: BACKEND_IPS.join(','), port: TARGET_PORT });
+    available.set('direct', { ns: c.clientSm, cgroup: c.cgPlain, ips: pods.join(','), port: TARGET_PORT });
     const skipped = new Map<Mode, string>();
+    const tag = v6 ? `datapath IPv6 N=${n}` : `datapath N=${n}`;
 
-    o.log(`datapath N=${n}: programming svcmap`);
+    o.log(`${tag}: programming svcmap`);
     const sm = await c.programSvcmap(services, o.agentTimeoutMs);
     point.programming.svcmap = { ms: sm.startToSyncMs, note: `agent start to first full sync (file source; sync itself ${fmtDuration(sm.syncMs)})` };
     available.set('svcmap', { ns: c.clientSm, cgroup: c.cgSvcmap, ips: vip, port: PORT });
 
     for (const [mode, nf, op] of [['iptables', ipt, 'dp-iptables'], ['nftables', nft, 'dp-nftables']] as const) {
+      if (v6) {
+        skipped.set(mode, 'not run: the bench\'s kube-proxy rule shapes are IPv4 ones');
+        continue;
+      }
       await nf.flush();
       const a = o.budget.attempt(op, n);
       if (!a.run) {
@@ -119,7 +130,7 @@ export async function runDatapath(c: BenchCluster, o: DatapathOptions): Promise<
           cgroup: t.cgroup, cpu: c.cpu, timeoutMs: o.durationMs + o.warmupMs + 60_000,
         });
         const run = { ...(JSON.parse(out) as Omit<ClientRun, 'conntrackFlushed'>), conntrackFlushed: flushed };
-        if (run.ok === 0) throw new Error(`datapath N=${n} ${mode}: no connection succeeded (${JSON.stringify(run.errors)})`);
+        if (run.ok === 0) throw new Error(`${tag} ${mode}: no connection succeeded (${JSON.stringify(run.errors)})`);
         (runs.get(mode) ?? runs.set(mode, []).get(mode)!).push(run);
       }
     }

@@ -41,6 +41,33 @@ function spreadNote(r: BenchResults): string[] {
   return [`Noise: the direct connect alone ranged from ${int(widest.lo)} to ${int(widest.hi)} conn/s over the ${widest.runs} one-second rounds at N=${fmtN(widest.n)} (x${(widest.hi / widest.lo).toFixed(2)}), the widest spread of this run; ratios are paired within rounds for that reason.`, ''];
 }
 
+/**
+ * The IPv6 rows beside the IPv4 rows of the same N: direct vs svcmap, conn/s
+ * with svcmap's time per connection relative to direct (paired by round, as
+ * for IPv4), and connect() p50 / p99 relative to direct.
+ */
+export function datapath6Table(r: BenchResults): string {
+  const cell = (p: BenchResults['datapath'][number] | undefined, m: 'direct' | 'svcmap') => {
+    const s = p && modeResult(p, m);
+    if (!s) return 'n/a';
+    return s.vsDirect ? `${int(s.connPerSec)} (**${s.vsDirect.perConn.toFixed(3)}x**)` : int(s.connPerSec);
+  };
+  const lat = (p: BenchResults['datapath'][number] | undefined) => {
+    const s = p && modeResult(p, 'svcmap');
+    return s?.vsDirect ? `${s.vsDirect.p50.toFixed(3)}x / ${s.vsDirect.p99.toFixed(3)}x` : 'n/a';
+  };
+  const rows = (r.datapath6 ?? []).map((p6) => {
+    const p4 = r.datapath.find((p) => p.n === p6.n);
+    return [fmtN(p6.n), cell(p4, 'direct'), cell(p4, 'svcmap'), lat(p4), cell(p6, 'direct'), cell(p6, 'svcmap'), lat(p6)];
+  });
+  return [
+    'IPv6-only Services (N x 4 endpoints, the pods\' IPv6 addresses) beside the IPv4 rows of the same N: conn/s to the last-programmed service, in brackets svcmap\'s time per connection relative to connecting to the pods directly over the same family; then svcmap\'s connect() p50 / p99 relative to direct. kube-proxy\'s rule shapes are IPv4 only here.',
+    '',
+    table(['N services', 'IPv4 direct', 'IPv4 svcmap', 'IPv4 p50 / p99', 'IPv6 direct', 'IPv6 svcmap', 'IPv6 p50 / p99'], rows),
+    '',
+  ].join('\n');
+}
+
 export function datapathTables(r: BenchResults): string {
   const skipNote = (p: BenchResults['datapath'][number], mode: string) => {
     const x = p.results.find((y) => y.mode === mode);

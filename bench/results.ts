@@ -17,6 +17,8 @@ export interface BenchResults {
   machine: Machine & { loadavgAtEnd: number };
   config: Record<string, unknown>;
   datapath: DatapathPoint[];
+  /** The IPv6 rows: IPv6-only Services, direct vs svcmap (datapath6). */
+  datapath6?: DatapathPoint[];
   controlPlane: ControlPlaneResult | undefined;
   lb: LbResult[];
   /** Maglev's disruption when one of 10 backends goes (with the lb part; absent from runs before it). */

@@ -4,7 +4,7 @@
 // writes <out>/<timestamp>.json, <out>/latest.json, <out>/chart.svg and
 // <out>/summary.md (default out: bench/results; --smoke: build/bench/smoke).
 //
-//   node bench/run.ts [--smoke] [--only datapath,lb,control,files,churn,snat,real-kube-proxy] [--out DIR] [--budget-s S] [--cpu N]
+//   node bench/run.ts [--smoke] [--only datapath,datapath6,lb,control,files,churn,snat,real-kube-proxy] [--out DIR] [--budget-s S] [--cpu N]
 //                     [--datapath-sizes 1,1000,...] [--control-sizes 1,1000,...] [--real-sizes 1000,10000,...]
 //                     [--lb-algorithm NAME]   the datapath part's svcmap agent with this node default (e.g. lc)
 //                     [--file-sizes 1000,10000] [--churn-minutes M]
@@ -38,12 +38,14 @@ import { type SnatResult, runSnat } from './snat.ts';
 import { type ChurnResult, churnTable, runChurn } from './churn.ts';
 import { type FileSourceResult, fileSourceTable, runFileSource } from './cp-files.ts';
 import { makeServices } from './workload.ts';
-import { controlPlaneTables, datapathTables, lbTable, realKubeProxyTables, snatTable, summaryMarkdown, targetsTable, behind } from './report.ts';
+import { controlPlaneTables, datapath6Table, datapathTables, lbTable, realKubeProxyTables, snatTable, summaryMarkdown, targetsTable, behind } from './report.ts';
 import { type BenchResults, evaluateTargets } from './results.ts';
 
 interface Config {
   mode: 'full' | 'smoke';
   datapathSizes: number[];
+  /** The IPv6 rows (datapath6): IPv6-only Services, direct vs svcmap. */
+  datapath6Sizes: number[];
   reps: number;
   durationMs: number;
   warmupMs: number;
@@ -70,6 +72,7 @@ interface Config {
 const FULL: Config = {
   mode: 'full',
   datapathSizes: [1, 1000, 10_000, 100_000],
+  datapath6Sizes: [1, 10_000],
   reps: 15,
   durationMs: 1000,
   warmupMs: 300,
@@ -92,6 +95,7 @@ const FULL: Config = {
 const SMOKE: Config = {
   mode: 'smoke',
   datapathSizes: [1, 100],
+  datapath6Sizes: [1, 100],
   reps: 1,
   durationMs: 200,
   warmupMs: 50,
@@ -177,8 +181,8 @@ async function main(): Promise<void> {
     cfg.churn = { ...cfg.churn, durationMs: m * 60_000 };
   }
   // The real kube-proxy needs Kubernetes' binaries and a real API server per N: part of the full run, not of the smoke run unless asked for.
-  const only = new Set((values.only ?? (values.smoke ? 'datapath,lb,control,files,churn,snat' : 'datapath,lb,control,files,churn,snat,real-kube-proxy')).split(',').map((s) => s.trim()));
-  const PARTS = ['datapath', 'lb', 'control', 'files', 'churn', 'snat', 'real-kube-proxy'];
+  const only = new Set((values.only ?? (values.smoke ? 'datapath,datapath6,lb,control,files,churn,snat' : 'datapath,datapath6,lb,control,files,churn,snat,real-kube-proxy')).split(',').map((s) => s.trim()));
+  const PARTS = ['datapath', 'datapath6', 'lb', 'control', 'files', 'churn', 'snat', 'real-kube-proxy'];
   for (const o of only) if (!PARTS.includes(o)) throw new Error(`--only: unknown part ${o} (${PARTS.join(', ')})`);
   const cpu = values.cpu !== undefined ? Number(values.cpu) : (execFileSync('nproc', { encoding: 'utf8' }).trim() === '1' ? 0 : 1);
 
@@ -210,6 +214,7 @@ async function main(): Promise<void> {
 
   const budget = new Budget(cfg.budgetMs);
   let datapath: DatapathPoint[] = [];
+  let datapath6: DatapathPoint[] = [];
   let lb: LbResult[] = [];
   let controlPlane: ControlPlaneResult | undefined;
   let realKubeProxy: RealKpResult | undefined;
@@ -226,8 +231,8 @@ async function main(): Promise<void> {
   ];
   let cluster: BenchCluster | undefined;
   try {
-    if (only.has('datapath') || only.has('lb')) {
-      const maxN = only.has('datapath') ? Math.max(...cfg.datapathSizes) : 1;
+    if (only.has('datapath') || only.has('datapath6') || only.has('lb')) {
+      const maxN = Math.max(1, ...(only.has('datapath') ? cfg.datapathSizes : []), ...(only.has('datapath6') ? cfg.datapath6Sizes : []));
       cluster = new BenchCluster({
         lab, bins, cpu,
         maxServices: Math.ceil(maxN * 5 * 1.05) + 1024,
@@ -240,6 +245,12 @@ async function main(): Promise<void> {
         datapath = await runDatapath(cluster, {
           sizes: cfg.datapathSizes, reps: cfg.reps, durationMs: cfg.durationMs, warmupMs: cfg.warmupMs,
           agentTimeoutMs: cfg.agentTimeoutMs, budget, workDir, log,
+        });
+      }
+      if (only.has('datapath6')) {
+        datapath6 = await runDatapath(cluster, {
+          sizes: cfg.datapath6Sizes, reps: cfg.reps, durationMs: cfg.durationMs, warmupMs: cfg.warmupMs,
+          agentTimeoutMs: cfg.agentTimeoutMs, budget, workDir, log, family: 6,
         });
       }
       if (only.has('lb')) lb = await runLbQuality(cluster, { ...cfg.lb, agentTimeoutMs: cfg.agentTimeoutMs, log });
@@ -305,6 +316,7 @@ async function main(): Promise<void> {
     machine: { ...machine, loadavgAtEnd: loadavg()[0] ?? 0 },
     config: { ...cfg, only: [...only], cpu, ...(values['lb-algorithm'] ? { lbAlgorithm: values['lb-algorithm'] } : {}) },
     datapath,
+    ...(datapath6.length ? { datapath6 } : {}),
     controlPlane,
     lb,
     ...(only.has('lb') ? { maglev: maglevDisruptionOf() } : {}),
@@ -325,6 +337,7 @@ async function main(): Promise<void> {
   say(`\n# svcmap bench (${cfg.mode}), ${results.startedAt}, ${Math.round(results.durationS)} s\n`);
   say(`${machine.cpuModel}, ${machine.vcpus} vCPUs, Linux ${machine.kernel}, load average ${machine.loadavgAtStart.toFixed(2)} -> ${results.machine.loadavgAtEnd.toFixed(2)}\n`);
   if (datapath.length) say(`## Datapath\n\n${datapathTables(results)}\n`);
+  if (datapath6.length) say(`## Datapath, IPv6\n\n${datapath6Table(results)}\n`);
   if (controlPlane) say(`## Control plane\n\n${controlPlaneTables(results)}\n`);
   if (lb.length) say(`## Load-balancing quality\n\n${lbTable(results)}\n`);
   if (snat) say(`## SNAT rate beside MASQUERADE\n\n${snatTable(results)}\n`);

@@ -5,6 +5,8 @@
 // the tables big), and the measured service - the last one programmed -
 // points at the real pods of the bench's node. The cluster CIDR (for
 // kube-proxy's masquerade rules) is 10.128.0.0/9, which holds them all.
+// makeServices6: the same for IPv6-only Services (fd00::/8, lab only).
+import { formatIpv6 } from '../src/maps/ipv6.ts';
 
 export const NAMESPACE = 'bench';
 export const SERVICE_CIDR = '10.96.0.0/12';
@@ -68,4 +70,22 @@ export function changedEndpoint(c: number): string {
 /** The service with its first endpoint replaced by a fresh address: one endpoint change. */
 export function withChangedEndpoint(s: BenchService, c: number): BenchService {
   return { ...s, endpoints: [changedEndpoint(c), ...s.endpoints.slice(1)] };
+}
+
+/**
+ * The IPv6 twin of makeServices (IPv6-only Services): VIPs in
+ * fd00:10:96::/112's neighbourhood (fd00:10:96::<i+1>), filler endpoints in
+ * fd00:10:128::/64, the last service on `measured` (the pods' IPv6
+ * addresses). Every address in canonical text, as the API server writes it.
+ */
+export function makeServices6(n: number, perService: number, measured?: readonly string[]): BenchService[] {
+  const v6 = (prefix: readonly number[], x: number) => formatIpv6([...prefix, Math.floor(x / 0x10000) & 0xffff, x & 0xffff]);
+  const out: BenchService[] = new Array(n);
+  for (let i = 0; i < n; i++) {
+    const endpoints = i === n - 1 && measured
+      ? [...measured]
+      : Array.from({ length: perService }, (_, k) => v6([0xfd00, 0x10, 0x128, 0, 0, 0], i * perService + k));
+    out[i] = { index: i, name: serviceName(i), vip: v6([0xfd00, 0x10, 0x96, 0, 0, 0], i + 1), endpoints };
+  }
+  return out;
 }

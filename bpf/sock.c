@@ -92,6 +92,7 @@ SEC("cgroup/sock_release")
 int svcmap_sock_release(struct bpf_sock *ctx)
 {
 	sock4_uncount(ctx);
+	sock6_uncount(ctx);
 	return 1;
 }
 

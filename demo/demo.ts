@@ -1,6 +1,6 @@
 // make demo: a small cluster of network namespaces on this machine, the real
 // svcmap agent on a cgroup of its own, and real TCP and UDP traffic to two
-// ClusterIP services. Everything it creates lives in namespaces it made and
+// ClusterIP services, one of them dual-stack and reached over both families. Everything it creates lives in namespaces it made and
 // is removed on exit, on error and on Ctrl-C.
 import { execFileSync } from 'node:child_process';
 import { cpSync, mkdtempSync, rmSync } from 'node:fs';
@@ -13,9 +13,13 @@ import { cleanupPins } from '../src/cli/cleanup.ts';
 import { ensureBpffs as mountBpffs, labPinDir, sweepStalePins } from '../lab/pins.ts';
 
 const MANIFESTS = fileURLToPath(new URL('./manifests', import.meta.url));
-const PODS = [['pod-a', '10.244.0.11'], ['pod-b', '10.244.0.12'], ['pod-c', '10.244.0.13']] as const;
+const PODS = [['pod-a', '10.244.0.11', 'fd00:10:244::11'], ['pod-b', '10.244.0.12', 'fd00:10:244::12'], ['pod-c', '10.244.0.13', 'fd00:10:244::13']] as const;
+/** The node bridge's and the client's IPv6 addresses (unique local: inside the demo's namespaces only). */
+const NODE_IP6 = 'fd00:10:244::1';
+const CLIENT_IP6 = 'fd00:10:244::100';
 const TARGETS = [
   { what: 'web  10.96.0.10:80/TCP', ip: '10.96.0.10', port: 80, proto: 'tcp' },
+  { what: 'web  [fd00:10:96::a]:80/TCP (the same Service over IPv6)', ip: 'fd00:10:96::a', port: 80, proto: 'tcp' },
   { what: 'dns  10.96.0.53:53/UDP', ip: '10.96.0.53', port: 53, proto: 'udp' },
   { what: 'dns  10.96.0.53:53/TCP', ip: '10.96.0.53', port: 53, proto: 'tcp' },
 ] as const;
@@ -49,16 +53,20 @@ async function main(): Promise<void> {
   try {
     say(`\n== 1. a cluster of network namespaces (run ${lab.id})`);
     const node = await lab.node('node', { cidr: '10.244.0.0/24' });
-    for (const [name, ip] of PODS) {
+    await lab.ipv6(node, NODE_IP6, { dev: node.bridge });
+    for (const [name, ip, ip6] of PODS) {
       const pod = await lab.pod(node, name, ip);
+      await lab.ipv6(pod, ip6, { dev: pod.ifname, gateway: NODE_IP6 });
       await lab.echoServer(pod, { tcpPorts: [8080, 5353], udpPorts: [5353] });
-      say(`   ${name}  ${ip}  echo servers on TCP 8080, 5353 and UDP 5353`);
+      await lab.echoServer(pod, { tcpPorts: [8080], udpPorts: [], host: ip6 });
+      say(`   ${name}  ${ip}  ${ip6}  echo servers on TCP 8080, 5353 and UDP 5353 (IPv6: TCP 8080)`);
     }
     const clientPod = await lab.pod(node, 'client', '10.244.0.100');
+    await lab.ipv6(clientPod, CLIENT_IP6, { dev: clientPod.ifname, gateway: NODE_IP6 });
     const cgroup = await lab.cgroup('demo');
     const client = await lab.client(clientPod, { cgroup });
-    say(`   client 10.244.0.100, its process in cgroup ${cgroup}`);
-    say('   (the VIPs 10.96.0.x exist nowhere: no route, no address; only svcmap makes them work)');
+    say(`   client 10.244.0.100 ${CLIENT_IP6}, its process in cgroup ${cgroup}`);
+    say('   (the VIPs 10.96.0.x and fd00:10:96::x exist nowhere: no route, no address; only svcmap makes them work)');
 
     say(`\n== 2. svcmap agent --manifests ${MANIFESTS} --cgroup ${cgroup}`);
     agent = new AgentProcess(['--manifests', manifests, '--cgroup', cgroup, '--pin-dir', pinDir, '--node-name', 'demo-node', '--metrics-port', '0', '--health-port', '0', '--bind-address', '127.0.0.1']);

@@ -53,7 +53,7 @@ export class UdpStream {
 
   async #open(): Promise<void> {
     if (this.#a.tcp) return this.#openTcp();
-    const sock = createSocket('udp4');
+    const sock = createSocket(this.#a.ip.includes(':') ? 'udp6' : 'udp4');
     this.#sock = sock;
     sock.on('message', (msg) => {
       const w = this.#waiting;

@@ -363,9 +363,11 @@ struct sk_backend {
 #define CONNS_FIELD_SOCK 0
 #define CONNS_FIELD_TC   1
 
+/* family 0 or 4: svcmap_be_conns; 6: svcmap_conns6 (IPv6 backend ids). */
 struct conns_adjust {
 	__u32 backend_id;
-	__u32 field;  /* CONNS_FIELD_* */
+	__u16 field;  /* CONNS_FIELD_* */
+	__u16 family; /* 0 (4) or 6 */
 	__s64 delta;
 };
 
@@ -519,6 +521,37 @@ struct sk_rev_nat6_value {
 	__be16 port;    /* frontend port */
 	__u16 pad;
 	__u32 rev_nat_id; /* into svcmap_revnat6 */
+};
+
+/*
+ * Connection counts, Maglev tables and the socket storage of IPv6 frontends
+ * and backends: the IPv4 maps' twins (struct backend_conns, struct
+ * maglev_entry tables, the recount) keyed by the IPv6 ids (svcmap_be6,
+ * svcmap_revnat6), which are a space of their own. A socket counted for an
+ * IPv6 backend keeps it in svcmap_sk_be6; one connected through an
+ * IPv4-mapped VIP counts in the IPv4 maps.
+ */
+#define SVCMAP_MAP_BE_CONNS6   svcmap_conns6
+#define SVCMAP_MAP_SK_BACKEND6 svcmap_sk_be6
+#define SVCMAP_MAP_MAGLEV6     svcmap_maglev6
+#define SVCMAP_MAP_SK_COUNT6   svcmap_sk_cnt6
+
+struct sk_backend6 {
+	__u32 backend_id;
+	__be32 addr[4];
+	__be16 port;
+	__u16 pad;
+};
+
+/* Socket termination of IPv6 sockets (svcmap_sk_term6), as struct sock_term_key. */
+#define SVCMAP_MAP_SK_TERM6 svcmap_sk_term6
+
+struct sock_term6_key {
+	__be32 addr[4];    /* backend address */
+	__be16 port;       /* backend port */
+	__u8 proto;        /* IPPROTO_TCP or IPPROTO_UDP */
+	__u8 pad;
+	__u32 rev_nat_id;  /* the frontend (of svcmap_revnat6) the backend left */
 };
 
 #endif /* SVCMAP_MAPS_H */

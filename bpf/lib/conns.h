@@ -19,29 +19,35 @@ static __always_inline int lb_alg_counts(__u8 alg)
 	return alg == LB_ALG_LC || alg == LB_ALG_SED || alg == LB_ALG_NQ;
 }
 
+/*
+ * The helpers below take the family's counts map (svcmap_be_conns, or
+ * svcmap_conns6 for IPv6 backend ids) as their first argument; they are
+ * inlined, so each call site reads its own map.
+ */
+
 /* The counts of backend id, created (zero) when missing: an increment must
  * land somewhere. NULL only when the map is full. */
-static __always_inline struct backend_conns *conns_get_or_create(__u32 id)
+static __always_inline struct backend_conns *conns_get_or_create(void *map, __u32 id)
 {
 	struct backend_conns zero = {};
 	struct backend_conns *c;
 
-	c = bpf_map_lookup_elem(&SVCMAP_MAP_BE_CONNS, &id);
+	c = bpf_map_lookup_elem(map, &id);
 	if (c)
 		return c;
 	/* NOEXIST: another CPU may create it first; either way, look again. */
-	bpf_map_update_elem(&SVCMAP_MAP_BE_CONNS, &id, &zero, BPF_NOEXIST);
-	return bpf_map_lookup_elem(&SVCMAP_MAP_BE_CONNS, &id);
+	bpf_map_update_elem(map, &id, &zero, BPF_NOEXIST);
+	return bpf_map_lookup_elem(map, &id);
 }
 
 /* Adds delta to one field (CONNS_FIELD_*); a decrement never creates. */
-static __always_inline void conns_add(__u32 id, __u32 field, __s64 delta)
+static __always_inline void conns_add_in(void *map, __u32 id, __u32 field, __s64 delta)
 {
 	struct backend_conns *c;
 
 	if (!id)
 		return;
-	c = delta > 0 ? conns_get_or_create(id) : bpf_map_lookup_elem(&SVCMAP_MAP_BE_CONNS, &id);
+	c = delta > 0 ? conns_get_or_create(map, id) : bpf_map_lookup_elem(map, &id);
 	if (!c)
 		return;
 	if (field == CONNS_FIELD_SOCK)
@@ -50,10 +56,16 @@ static __always_inline void conns_add(__u32 id, __u32 field, __s64 delta)
 		__sync_fetch_and_add(&c->tc, delta);
 }
 
-/* Active connections to backend id: both fields, a negative one as 0. */
-static __always_inline __u64 conns_active(__u32 id)
+/* conns_add_in() of an IPv4 backend. */
+static __always_inline void conns_add(__u32 id, __u32 field, __s64 delta)
 {
-	struct backend_conns *c = bpf_map_lookup_elem(&SVCMAP_MAP_BE_CONNS, &id);
+	conns_add_in(&SVCMAP_MAP_BE_CONNS, id, field, delta);
+}
+
+/* Active connections to backend id: both fields, a negative one as 0. */
+static __always_inline __u64 conns_active_in(void *map, __u32 id)
+{
+	struct backend_conns *c = bpf_map_lookup_elem(map, &id);
 	__s64 s, t;
 
 	if (!c)
@@ -66,18 +78,25 @@ static __always_inline __u64 conns_active(__u32 id)
 /*
  * The agent's one way to change a count (BPF_PROG_RUN of a SEC("syscall")
  * program with a struct conns_adjust as context): the conntrack GC's
- * decrements for flows it collects, and the recount's corrections. 0, or
- * -EINVAL for a field that does not exist.
+ * decrements for flows it collects, and the recount's corrections, of
+ * either family's map. 0, or -EINVAL for a field or family that does not
+ * exist.
  */
 static __always_inline int conns_adjust(const struct conns_adjust *a)
 {
 	__u32 id = a->backend_id;
 	__u32 field = a->field;
+	__u32 family = a->family;
 	__s64 delta = a->delta;
 
 	if (field != CONNS_FIELD_SOCK && field != CONNS_FIELD_TC)
 		return -EINVAL;
-	conns_add(id, field, delta);
+	if (family == 6)
+		conns_add_in(&SVCMAP_MAP_BE_CONNS6, id, field, delta);
+	else if (family == 0 || family == 4)
+		conns_add_in(&SVCMAP_MAP_BE_CONNS, id, field, delta);
+	else
+		return -EINVAL;
 	return 0;
 }
 

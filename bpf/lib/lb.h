@@ -20,22 +20,28 @@ static __always_inline struct svc_value *lb4_lookup_service(struct svc_key *key)
 /*
  * In-node traffic (the socket hooks) of an ETP=Local frontend uses the
  * internal twin, which holds every backend, as kube-proxy does for traffic
- * that does not come from outside the node.
+ * that does not come from outside the node. Either family: svc_map is its
+ * services map, key its key with scope and slot at *scope and *slot.
  */
-static __always_inline struct svc_value *lb4_internal_scope(struct svc_key *key,
-							    struct svc_value *svc)
+static __always_inline struct svc_value *lb_internal_scope(void *svc_map, void *key, __u8 *scope, __u16 *slot,
+							   struct svc_value *svc)
 {
 	struct svc_value *twin;
 
 	if (!(svc->flags & SVC_F_TWO_SCOPES))
 		return svc;
-	key->scope = SVC_SCOPE_INT;
-	key->slot = 0;
-	twin = bpf_map_lookup_elem(&SVCMAP_MAP_SERVICES, key);
+	*scope = SVC_SCOPE_INT;
+	*slot = 0;
+	twin = bpf_map_lookup_elem(svc_map, key);
 	if (twin)
 		return twin;
-	key->scope = SVC_SCOPE_EXT;
+	*scope = SVC_SCOPE_EXT;
 	return svc;
+}
+
+static __always_inline struct svc_value *lb4_internal_scope(struct svc_key *key, struct svc_value *svc)
+{
+	return lb_internal_scope(&SVCMAP_MAP_SERVICES, key, &key->scope, &key->slot, svc);
 }
 
 /*
@@ -60,7 +66,7 @@ static __always_inline __u32 lb_hash64(__u64 v)
 
 /*
  * LB_ALG_LC, LB_ALG_SED, LB_ALG_NQ: the slot whose backend has the fewest
- * active connections (conns_active()), looking at min(count, LB_SCAN_MAX)
+ * active connections (conns_active_in()), looking at min(count, LB_SCAN_MAX)
  * consecutive slots from a random one (wrapping), the first of equals
  * winning: so ties (an idle service, equal loads) spread over the slots
  * instead of all going to slot 1, and a frontend with more than
@@ -71,80 +77,98 @@ static __always_inline __u32 lb_hash64(__u64 v)
  * three choose alike, as IPVS's do with equal weights (IPVS's lc also
  * weighs inactive connections, 1/256 each; these counts have none).
  * A slot that is missing (a reader that saw an older count) is skipped.
+ * Each family has its own bpf_loop callback (lb4_scan_step(), lb6.h's
+ * lb6_scan_step()) over its key, maps and this shared step.
  */
-struct lb_scan {
-	struct svc_key key;  /* the frontend's; slot set per step */
+struct lb_scan_state {
 	__u32 count;
 	__u32 start;         /* 0-based slot the scan starts at */
 	__u32 best_slot;     /* 1..count */
 	__u64 best;
 };
 
-/* One step of the scan (a bpf_loop callback: the verifier checks it once,
- * whatever the bound). 1 ends the loop. */
-static long lb4_scan_step(__u64 i, void *arg)
+static __always_inline void lb_scan_init(struct lb_scan_state *st, __u16 count)
 {
-	struct lb_scan *sc = arg;
-	struct svc_value *slot;
+	st->count = count;
+	st->best = ~0ULL;
+	st->start = bpf_get_prandom_u32() % count;
+	st->best_slot = st->start + 1;
+}
+
+/* One step: slot (start + i) of the frontend at key (its slot field at *slot). 1 ends the loop. */
+static __always_inline long lb_scan_step(__u64 i, struct lb_scan_state *st, void *svc_map, void *conns_map,
+					 void *key, __u16 *slot)
+{
+	struct svc_value *v;
 	__u32 s;
 	__u64 n;
 
-	if (i >= sc->count)
+	if (i >= st->count)
 		return 1;
-	s = sc->start + (__u32)i;
-	if (s >= sc->count)
-		s -= sc->count;
-	sc->key.slot = (__u16)(s + 1);
-	slot = bpf_map_lookup_elem(&SVCMAP_MAP_SERVICES, &sc->key);
-	if (!slot)
+	s = st->start + (__u32)i;
+	if (s >= st->count)
+		s -= st->count;
+	*slot = (__u16)(s + 1);
+	v = bpf_map_lookup_elem(svc_map, key);
+	if (!v)
 		return 0;
-	n = conns_active(slot->backend_id);
-	if (n < sc->best) {
-		sc->best = n;
-		sc->best_slot = s + 1;
+	n = conns_active_in(conns_map, v->backend_id);
+	if (n < st->best) {
+		st->best = n;
+		st->best_slot = s + 1;
 		if (n == 0)
 			return 1;
 	}
 	return 0;
 }
 
+struct lb4_scan {
+	struct svc_key key;  /* the frontend's; slot set per step */
+	struct lb_scan_state st;
+};
+
+/* A bpf_loop callback: the verifier checks it once, whatever the bound. */
+static long lb4_scan_step(__u64 i, void *arg)
+{
+	struct lb4_scan *sc = arg;
+
+	return lb_scan_step(i, &sc->st, &SVCMAP_MAP_SERVICES, &SVCMAP_MAP_BE_CONNS, &sc->key, &sc->key.slot);
+}
+
 static __always_inline __u16 lb4_least_loaded(const struct svc_value *svc, const struct svc_key *fe)
 {
-	struct lb_scan sc = {
-		.key = *fe,
-		.count = svc->count,
-		.best = ~0ULL,
-	};
+	struct lb4_scan sc = { .key = *fe };
 
-	sc.start = bpf_get_prandom_u32() % sc.count;
-	sc.best_slot = sc.start + 1;
+	lb_scan_init(&sc.st, svc->count);
 	bpf_loop(LB_SCAN_MAX, lb4_scan_step, &sc, 0);
-	return (__u16)sc.best_slot;
+	return (__u16)sc.st.best_slot;
 }
 
 /*
- * LB_ALG_MAGLEV: the slot the frontend's Maglev table (svcmap_maglev, see
- * svcmap_maps.h) holds for client_hash mixed with the frontend's address and
- * port (not its rev_nat_id: two nodes' agents build the same table from the
- * same backends, so a client hashes alike on both). 0 when the frontend has
- * no table (yet) or it is empty: the caller chooses at random. The hash and
- * the table say which backend; the slot is only how the services map names
- * it, so the usual miss fallback (lb4_select_backend()) applies.
+ * LB_ALG_MAGLEV: the slot the frontend's Maglev table (maglev_map:
+ * svcmap_maglev, or svcmap_maglev6 for IPv6; see svcmap_maps.h) holds for
+ * client_hash mixed with the frontend's address (an IPv6 one folded to 32
+ * bits) and port (not its rev_nat_id: two nodes' agents build the same
+ * table from the same backends, so a client hashes alike on both). 0 when
+ * the frontend has no table (yet) or it is empty: the caller chooses at
+ * random. The hash and the table say which backend; the slot is only how
+ * the services map names it, so the usual miss fallback
+ * (lb_slot_backend()) applies.
  */
-static __always_inline __u16 lb4_maglev_slot(const struct svc_value *svc, const struct svc_key *fe,
-					     __u32 client_hash)
+static __always_inline __u16 lb_maglev_slot(void *maglev_map, const struct svc_value *svc, __be32 fe_addr,
+					    __be16 fe_port, __u32 client_hash)
 {
 	__u32 rn = svc->rev_nat_id, idx = 0, pos;
 	struct maglev_entry *head, *e;
 	void *table;
 
-	table = bpf_map_lookup_elem(&SVCMAP_MAP_MAGLEV, &rn);
+	table = bpf_map_lookup_elem(maglev_map, &rn);
 	if (!table)
 		return 0;
 	head = bpf_map_lookup_elem(table, &idx);
 	if (!head || head->slot[0] == 0)
 		return 0;
-	pos = lb_hash32(client_hash ^ lb_hash64(((__u64)fe->port << 32) | fe->addr)) % head->slot[0];
+	pos = lb_hash32(client_hash ^ lb_hash64(((__u64)fe_port << 32) | fe_addr)) % head->slot[0];
 	idx = 1 + pos / MAGLEV_SLOTS_PER_ENTRY;
 	e = bpf_map_lookup_elem(table, &idx);
 	if (!e)
@@ -153,12 +177,28 @@ static __always_inline __u16 lb4_maglev_slot(const struct svc_value *svc, const 
 }
 
 /*
- * The algorithms that need nothing but the master entry and two hashes, for
- * either family (fe_addr: the frontend's address, an IPv6 one folded to 32
- * bits): rr, sh, dh, and random for every other value.
+ * The slot (1..count) the frontend's algorithm picks for a new connection,
+ * for every algorithm but the scans of lc, sed and nq (the family's
+ * lbN_least_loaded(), see lb_alg_counts()), for either family (fe_addr: the
+ * frontend's address, an IPv6 one folded to 32 bits; maglev_map: the
+ * family's tables). svc->count is not 0 (the callers check).
+ *  LB_ALG_RR: the master's counter (its backend_id field, see struct
+ *    svc_value) advanced with one atomic fetch-and-add: every CPU and both
+ *    datapaths share it, so sequential connections rotate exactly through
+ *    the slots and concurrent ones still each get a distinct turn. A
+ *    per-CPU counter would not be round robin at all.
+ *  LB_ALG_SH: client_hash (the caller's hash of the client: socket LB the
+ *    network namespace cookie, tc the source address) modulo count: the
+ *    same client gets the same slot while the count is unchanged.
+ *  LB_ALG_DH: the hash of the frontend's address and port (the entry's, so
+ *    the socket LB and tc agree): one slot for every client of it.
+ *  LB_ALG_MAGLEV: lb_maglev_slot(), random while the table is missing.
+ *  LB_ALG_RANDOM, and any value this datapath does not know: uniform
+ *    random, the distribution of
+ *    kube-proxy's 1/n, 1/(n-1), ... probability cascade.
  */
-static __always_inline __u16 lb_pick_slot_common(const struct svc_value *svc, __be32 fe_addr, __be16 fe_port,
-						 __u32 client_hash)
+static __always_inline __u16 lb_pick_slot_common(void *maglev_map, const struct svc_value *svc, __be32 fe_addr,
+						 __be16 fe_port, __u32 client_hash)
 {
 	__u32 n;
 
@@ -172,6 +212,13 @@ static __always_inline __u16 lb_pick_slot_common(const struct svc_value *svc, __
 	case LB_ALG_DH:
 		n = lb_hash64(((__u64)fe_port << 32) | fe_addr);
 		break;
+	case LB_ALG_MAGLEV:
+		n = lb_maglev_slot(maglev_map, svc, fe_addr, fe_port, client_hash);
+		if (n)
+			return (__u16)n;
+		/* No table (yet): random. */
+		n = bpf_get_prandom_u32();
+		break;
 	default:
 		n = bpf_get_prandom_u32();
 		break;
@@ -179,72 +226,46 @@ static __always_inline __u16 lb_pick_slot_common(const struct svc_value *svc, __
 	return (__u16)(n % svc->count + 1);
 }
 
-/*
- * The slot (1..count) the frontend's algorithm picks for a new connection.
- * svc->count is not 0 (the callers check); fe is the frontend's key.
- *  LB_ALG_RR: the master's counter (its backend_id field, see struct
- *    svc_value) advanced with one atomic fetch-and-add: every CPU and both
- *    datapaths share it, so sequential connections rotate exactly through
- *    the slots and concurrent ones still each get a distinct turn. A
- *    per-CPU counter would not be round robin at all.
- *  LB_ALG_SH: client_hash (the caller's hash of the client: socket LB the
- *    network namespace cookie, tc the source address) modulo count: the
- *    same client gets the same slot while the count is unchanged.
- *  LB_ALG_DH: the hash of the frontend's address and port (the entry's, so
- *    the socket LB and tc agree): one slot for every client of it.
- *  LB_ALG_LC, LB_ALG_SED, LB_ALG_NQ: lb4_least_loaded().
- *  LB_ALG_MAGLEV: lb4_maglev_slot(), random while the table is missing.
- *  LB_ALG_RANDOM, and any value this datapath does not know: uniform
- *    random, the distribution of
- *    kube-proxy's 1/n, 1/(n-1), ... probability cascade.
- */
+/* The slot an IPv4 frontend's algorithm picks (fe: its key). */
 static __always_inline __u16 lb4_pick_slot(const struct svc_value *svc, const struct svc_key *fe,
 					   __u32 client_hash)
 {
-	__u16 s;
-
-	switch (svc->algorithm) {
-	case LB_ALG_LC:
-	case LB_ALG_SED:
-	case LB_ALG_NQ:
+	if (lb_alg_counts(svc->algorithm))
 		return lb4_least_loaded(svc, fe);
-	case LB_ALG_MAGLEV:
-		s = lb4_maglev_slot(svc, fe, client_hash);
-		if (s)
-			return s;
-		/* No table (yet): random. */
-		return (__u16)(bpf_get_prandom_u32() % svc->count + 1);
-	default:
-		return lb_pick_slot_common(svc, fe->addr, fe->port, client_hash);
-	}
+	return lb_pick_slot_common(&SVCMAP_MAP_MAGLEV, svc, fe->addr, fe->port, client_hash);
 }
 
 /*
- * Backend selection by the frontend's algorithm (lb4_pick_slot()). The
- * agent writes a shrinking service's new slots and count before it deletes
- * the old slots and backends, so a miss here is only the narrow window of a
- * reader that saw the old count; it falls back to slot 1, which always
- * exists while count > 0.
+ * The backend of the slot at key (*slot: the one the algorithm picked), for
+ * either family's maps. The agent writes a shrinking service's new slots
+ * and count before it deletes the old slots and backends, so a miss here is
+ * only the narrow window of a reader that saw the old count; it falls back
+ * to slot 1, which always exists while count > 0.
  */
+static __always_inline void *lb_slot_backend(void *svc_map, void *be_map, void *key, __u16 *slot,
+					     __u32 *backend_id)
+{
+	struct svc_value *v;
+
+	v = bpf_map_lookup_elem(svc_map, key);
+	if (!v) {
+		*slot = 1;
+		v = bpf_map_lookup_elem(svc_map, key);
+		if (!v)
+			return NULL;
+	}
+	*backend_id = v->backend_id;
+	return bpf_map_lookup_elem(be_map, backend_id);
+}
+
+/* Backend selection for an IPv4 frontend by its algorithm (lb4_pick_slot()). */
 static __always_inline struct backend_value *lb4_select_backend(struct svc_key *key,
 								const struct svc_value *svc,
 								__u32 client_hash,
 								__u32 *backend_id)
 {
-	struct backend_value *be;
-	struct svc_value *slot;
-
 	key->slot = lb4_pick_slot(svc, key, client_hash);
-	slot = bpf_map_lookup_elem(&SVCMAP_MAP_SERVICES, key);
-	if (!slot) {
-		key->slot = 1;
-		slot = bpf_map_lookup_elem(&SVCMAP_MAP_SERVICES, key);
-		if (!slot)
-			return NULL;
-	}
-	*backend_id = slot->backend_id;
-	be = bpf_map_lookup_elem(&SVCMAP_MAP_BACKENDS, backend_id);
-	return be;
+	return lb_slot_backend(&SVCMAP_MAP_SERVICES, &SVCMAP_MAP_BACKENDS, key, &key->slot, backend_id);
 }
 
 #define NSEC_PER_SEC 1000000000ULL
@@ -271,69 +292,72 @@ static __always_inline struct backend_value *lb4_select_backend(struct svc_key *
  * The backend's state is not looked at, as random selection does not: what
  * the slots hold is what may be used.
  */
-static __always_inline struct backend_value *lb4_affinity_current(const struct affinity_value *aff,
-								  struct svc_key *key,
-								  const struct svc_value *svc,
-								  __u32 *backend_id, __u64 now)
+static __always_inline void *lb_affinity_current(void *svc_map, void *be_map, const struct affinity_value *aff,
+						 void *key, __u16 *slot, const struct svc_value *svc,
+						 __u32 *backend_id, __u64 now)
 {
 	/* Each field read once: another CPU may be replacing the entry. */
 	__u64 last = aff->last_used;
 	__u32 id = aff->backend_id;
-	__u16 s = aff->slot;
-	struct svc_key k = *key;
-	struct backend_value *be;
-	struct svc_value *slot;
+	__u16 s = aff->slot, was = *slot;
+	struct svc_value *v;
+	void *be;
 
 	/* An entry another CPU refreshed a moment later than `now` is fresh. */
 	if (now > last && now - last > (__u64)svc->affinity_timeout * NSEC_PER_SEC)
 		return NULL;
 	if (s == 0 || s > svc->count)
 		return NULL;
-	k.slot = s;
-	slot = bpf_map_lookup_elem(&SVCMAP_MAP_SERVICES, &k);
-	if (!slot || slot->backend_id != id)
+	*slot = s;
+	v = bpf_map_lookup_elem(svc_map, key);
+	be = v && v->backend_id == id ? bpf_map_lookup_elem(be_map, &id) : NULL;
+	if (!be) {
+		*slot = was;
 		return NULL;
-	be = bpf_map_lookup_elem(&SVCMAP_MAP_BACKENDS, &id);
-	if (!be)
-		return NULL;
-	key->slot = k.slot;
+	}
 	*backend_id = id;
 	return be;
 }
 
 /*
  * Backend selection for a frontend with SVC_F_AFFINITY (the callers test
- * the flag: other frontends never touch the affinity map). *akey names the
- * client and the frontend. A current entry is used and its last use
- * refreshed; otherwise the frontend's algorithm chooses, as without
- * affinity (client_hash as for lb4_select_backend()), and the choice is
- * remembered.
+ * the flag: other frontends never touch the affinity map), in two halves
+ * around the family's own selection (lb4_affinity_select(), lb6.h's
+ * lb6_affinity_select()). *akey names the client and the frontend. A
+ * current entry is used and its last use refreshed (lb_affinity_find());
+ * otherwise the frontend's algorithm chooses, as without affinity, and the
+ * choice is remembered (lb_affinity_remember()).
  */
-static __always_inline struct backend_value *lb4_affinity_select(struct svc_key *key,
-								 const struct svc_value *svc,
-								 const struct affinity_key *akey,
-								 __u32 client_hash,
-								 __u32 *backend_id)
+static __always_inline void *lb_affinity_find(void *svc_map, void *be_map, const struct affinity_key *akey,
+					      void *key, __u16 *slot, const struct svc_value *svc,
+					      __u32 *backend_id, __u64 now, struct affinity_value **entry)
 {
-	struct affinity_value fresh = {};
 	struct affinity_value *aff;
-	struct backend_value *be;
-	__u64 now = bpf_ktime_get_boot_ns();
+	void *be;
 
 	aff = bpf_map_lookup_elem(&SVCMAP_MAP_AFFINITY, akey);
-	if (aff) {
-		be = lb4_affinity_current(aff, key, svc, backend_id, now);
-		if (be) {
-			aff->last_used = now;
-			return be;
-		}
-	}
-	be = lb4_select_backend(key, svc, client_hash, backend_id);
-	if (!be)
+	*entry = aff;
+	if (!aff)
 		return NULL;
+	be = lb_affinity_current(svc_map, be_map, aff, key, slot, svc, backend_id, now);
+	if (be)
+		aff->last_used = now;
+	return be;
+}
+
+/* be (at *slot, id *backend_id) was chosen for a client whose entry was
+ * stale (aff) or missing (NULL): stored, unless a concurrent first choice
+ * of the same client won, which is then followed. */
+static __always_inline void *lb_affinity_remember(void *svc_map, void *be_map, const struct affinity_key *akey,
+						  void *key, __u16 *slot, const struct svc_value *svc,
+						  void *be, __u32 *backend_id, __u64 now,
+						  struct affinity_value *aff)
+{
+	struct affinity_value fresh = {};
+
 	fresh.last_used = now;
 	fresh.backend_id = *backend_id;
-	fresh.slot = key->slot;
+	fresh.slot = *slot;
 	if (aff) {
 		/* Stale: replaced whole, so a reader sees the old or the new entry. */
 		bpf_map_update_elem(&SVCMAP_MAP_AFFINITY, akey, &fresh, BPF_ANY);
@@ -346,13 +370,34 @@ static __always_inline struct backend_value *lb4_affinity_select(struct svc_key 
 	 * share one backend. */
 	aff = bpf_map_lookup_elem(&SVCMAP_MAP_AFFINITY, akey);
 	if (aff) {
-		struct backend_value *won = lb4_affinity_current(aff, key, svc, backend_id, now);
+		void *won = lb_affinity_current(svc_map, be_map, aff, key, slot, svc, backend_id, now);
 
 		if (won)
 			return won;
 	}
 	bpf_map_update_elem(&SVCMAP_MAP_AFFINITY, akey, &fresh, BPF_ANY);
 	return be;
+}
+
+/* sessionAffinity for an IPv4 frontend (client_hash as for lb4_select_backend()). */
+static __always_inline struct backend_value *lb4_affinity_select(struct svc_key *key,
+								 const struct svc_value *svc,
+								 const struct affinity_key *akey,
+								 __u32 client_hash,
+								 __u32 *backend_id)
+{
+	struct affinity_value *aff;
+	__u64 now = bpf_ktime_get_boot_ns();
+	void *be;
+
+	be = lb_affinity_find(&SVCMAP_MAP_SERVICES, &SVCMAP_MAP_BACKENDS, akey, key, &key->slot, svc, backend_id, now, &aff);
+	if (be)
+		return be;
+	be = lb4_select_backend(key, svc, client_hash, backend_id);
+	if (!be)
+		return NULL;
+	return lb_affinity_remember(&SVCMAP_MAP_SERVICES, &SVCMAP_MAP_BACKENDS, akey, key, &key->slot, svc, be,
+				    backend_id, now, aff);
 }
 
 #endif /* SVCMAP_LIB_LB_H */

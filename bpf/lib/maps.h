@@ -61,6 +61,17 @@ struct {
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } SVCMAP_MAP_BE_CONNS SEC(".maps");
 
+/* The same for IPv6 backends (ids of svcmap_be6). Here, not in maps6.h:
+ * conns_adjust(), which the agent runs, changes either map. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__type(key, __u32);
+	__type(value, struct backend_conns);
+	__uint(max_entries, SVCMAP_BE_CONNS_MAX);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} SVCMAP_MAP_BE_CONNS6 SEC(".maps");
+
 /* Maglev tables: rev_nat_id -> inner array (see svcmap_maps.h). The inner
  * definition is only the template libbpf creates the outer map with; the
  * agent creates each frontend's table at its own size. */

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
 /*
- * The IPv6 service maps and per-socket reverse NAT (layouts in include/svcmap_maps.h), pinned by name
+ * The IPv6 service maps (layouts in include/svcmap_maps.h; the per-socket
+ * ones are in maps_sock.h), pinned by name
  * like every map (see maps.h). Only the socket hooks serve IPv6 today, so
  * only bpf/sock.c includes this; sized like their IPv4 twins.
  */
@@ -8,6 +9,7 @@
 #define SVCMAP_LIB_MAPS6_H
 
 #include "common.h"
+#include "maps.h"
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -36,13 +38,17 @@ struct {
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } SVCMAP_MAP_REVNAT6 SEC(".maps");
 
-/* Per-socket reverse NAT of IPv6 sockets, as maps_sock.h's for IPv4. */
+
+/* Maglev tables of IPv6 frontends: svcmap_revnat6 id -> inner table, as
+ * svcmap_maglev (the same inner template, maps.h). */
 struct {
-	__uint(type, BPF_MAP_TYPE_LRU_HASH);
-	__type(key, struct sk_rev_nat6_key);
-	__type(value, struct sk_rev_nat6_value);
-	__uint(max_entries, SVCMAP_SK_REVNAT_MAX);
+	__uint(type, BPF_MAP_TYPE_HASH_OF_MAPS);
+	__type(key, __u32);
+	__uint(value_size, sizeof(__u32));
+	__uint(max_entries, SVCMAP_MAGLEV_MAX);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
-} SVCMAP_MAP_SK_REVNAT6 SEC(".maps");
+	__array(values, struct svcmap_maglev_inner);
+} SVCMAP_MAP_MAGLEV6 SEC(".maps");
 
 #endif /* SVCMAP_LIB_MAPS6_H */

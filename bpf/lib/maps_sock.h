@@ -18,6 +18,15 @@ struct {
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } SVCMAP_MAP_SK_REVNAT SEC(".maps");
 
+/* Per-socket reverse NAT of IPv6 sockets, as maps_sock.h's for IPv4. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__type(key, struct sk_rev_nat6_key);
+	__type(value, struct sk_rev_nat6_value);
+	__uint(max_entries, SVCMAP_SK_REVNAT_MAX);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} SVCMAP_MAP_SK_REVNAT6 SEC(".maps");
+
 /* Socket storage: the backend a connected socket was counted for (struct
  * sk_backend). Freed with the socket by the kernel; pinned, so that the
  * programs of a restarted agent see what the old ones stored. */
@@ -28,5 +37,14 @@ struct {
 	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } SVCMAP_MAP_SK_BACKEND SEC(".maps");
+
+/* The same for sockets counted for an IPv6 backend (struct sk_backend6). */
+struct {
+	__uint(type, BPF_MAP_TYPE_SK_STORAGE);
+	__type(key, int);
+	__type(value, struct sk_backend6);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} SVCMAP_MAP_SK_BACKEND6 SEC(".maps");
 
 #endif /* SVCMAP_LIB_MAPS_SOCK_H */

@@ -10,6 +10,7 @@
 #define SVCMAP_LIB_SOCK_LB_H
 
 #include "lb.h"
+#include "lb6.h"
 #include "maps_sock.h"
 
 /*
@@ -41,6 +42,23 @@ static __always_inline int sock4_remember(struct bpf_sock_addr *ctx,
 	return bpf_map_update_elem(&SVCMAP_MAP_SK_REVNAT, &key, &val, BPF_ANY);
 }
 
+/* The counted backend id of a socket's storage (its backend_id field), taken
+ * with an exchange so that it is given back once; 0 when none. */
+static __always_inline __u32 sock_count_take(__u32 *backend_id)
+{
+	if (!*backend_id)
+		return 0;
+	return __sync_lock_test_and_set(backend_id, 0);
+}
+
+/* The storage's endpoint is written: the socket counts for id from now on. */
+static __always_inline void sock_count_give(void *conns_map, __u32 *backend_id, __u32 id)
+{
+	conns_add_in(conns_map, id, CONNS_FIELD_SOCK, 1);
+	/* Last: a release that sees the id sees the rest of the entry too. */
+	__sync_lock_test_and_set(backend_id, id);
+}
+
 /*
  * The backend a connected socket was counted for (struct sk_backend) stops
  * counting it: the socket is released, or connects again (a connected UDP
@@ -57,9 +75,7 @@ static __always_inline void sock4_uncount(struct bpf_sock *sk)
 	__u32 id;
 
 	st = bpf_sk_storage_get(&SVCMAP_MAP_SK_BACKEND, sk, 0, 0);
-	if (!st || !st->backend_id)
-		return;
-	id = __sync_lock_test_and_set(&st->backend_id, 0);
+	id = st ? sock_count_take(&st->backend_id) : 0;
 	if (!id)
 		return;
 	be = bpf_map_lookup_elem(&SVCMAP_MAP_BACKENDS, &id);
@@ -77,9 +93,39 @@ static __always_inline void sock4_count(struct bpf_sock *sk, __u32 id, const str
 		return; /* out of memory: the socket goes uncounted */
 	st->addr = be->addr;
 	st->port = be->port;
-	conns_add(id, CONNS_FIELD_SOCK, 1);
-	/* Last: a release that sees the id sees the rest of the entry too. */
-	__sync_lock_test_and_set(&st->backend_id, id);
+	sock_count_give(&SVCMAP_MAP_BE_CONNS, &st->backend_id, id);
+}
+
+/*
+ * The backend a socket's connect() or datagram gets from the frontend whose
+ * entry svc is (key: its struct svc_key, family 4, or struct svc6_key,
+ * family 6; a constant, so each caller keeps only its own family's code),
+ * by session affinity or the algorithm; NULL when there is none. The
+ * client is the socket's network namespace: a pod (see struct
+ * affinity_key), for affinity and for the hashes of sh and maglev, as the
+ * socket's source address is not known yet at connect() (nor, for an
+ * unbound socket, at sendmsg()). Affinity entries of IPv6 frontends have
+ * an origin of their own: their rev_nat ids are a space of their own.
+ */
+static __always_inline void *sock_select(struct bpf_sock_addr *ctx, int family, void *key,
+					 const struct svc_value *svc, __u32 *backend_id)
+{
+	__u32 client_hash = 0;
+
+	if (svc->algorithm == LB_ALG_SH || svc->algorithm == LB_ALG_MAGLEV)
+		client_hash = lb_hash64(bpf_get_netns_cookie(ctx));
+	if (svc->flags & SVC_F_AFFINITY) {
+		struct affinity_key akey = {
+			.netns_cookie = bpf_get_netns_cookie(ctx),
+			.rev_nat_id = svc->rev_nat_id,
+			.origin = family == 6 ? AFFINITY_ORIGIN_SOCK6 : AFFINITY_ORIGIN_SOCK,
+		};
+
+		return family == 6 ? (void *)lb6_affinity_select(key, svc, &akey, client_hash, backend_id)
+				   : (void *)lb4_affinity_select(key, svc, &akey, client_hash, backend_id);
+	}
+	return family == 6 ? (void *)lb6_select_backend(key, svc, client_hash, backend_id)
+			   : (void *)lb4_select_backend(key, svc, client_hash, backend_id);
 }
 
 /*
@@ -99,7 +145,6 @@ static __always_inline int sock4_xlate_addr(struct bpf_sock_addr *ctx, __be32 *a
 	struct backend_value *be;
 	struct svc_value *svc;
 	__u32 backend_id = 0;
-	__u32 client_hash = 0;
 
 	if (proto != IPPROTO_TCP && proto != IPPROTO_UDP) {
 		dp_count(hook, DP_R_PASSED);
@@ -129,24 +174,7 @@ static __always_inline int sock4_xlate_addr(struct bpf_sock_addr *ctx, __be32 *a
 		dp_count(hook, DP_R_NO_BACKEND);
 		return -ECONNREFUSED;
 	}
-	/* Source hash: the socket's source address is not known yet at
-	 * connect() (nor, for an unbound socket, at sendmsg()), so the client
-	 * is its network namespace, as for affinity: a pod. */
-	if (svc->algorithm == LB_ALG_SH || svc->algorithm == LB_ALG_MAGLEV)
-		client_hash = lb_hash64(bpf_get_netns_cookie(ctx));
-	if (svc->flags & SVC_F_AFFINITY) {
-		/* The client is the socket's network namespace: a pod (see
-		 * struct affinity_key). */
-		struct affinity_key akey = {
-			.netns_cookie = bpf_get_netns_cookie(ctx),
-			.rev_nat_id = svc->rev_nat_id,
-			.origin = AFFINITY_ORIGIN_SOCK,
-		};
-
-		be = lb4_affinity_select(&key, svc, &akey, client_hash, &backend_id);
-	} else {
-		be = lb4_select_backend(&key, svc, client_hash, &backend_id);
-	}
+	be = sock_select(ctx, 4, &key, svc, &backend_id);
 	if (!be) {
 		dp_count(hook, DP_R_NO_BACKEND);
 		return -ECONNREFUSED;

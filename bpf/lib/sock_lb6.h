@@ -1,22 +1,20 @@
 /* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
 /*
  * Socket-level load balancing of IPv6 sockets: the twin of sock_lb.h over
- * the IPv6 maps (maps6.h). A frontend's slots and master entry are read in
- * the order the agent writes them, as for IPv4; the slot is picked by the
- * algorithms as lb4_pick_slot() (lb6_pick_slot(): lc, sed and nq are
- * random for IPv6, which has no connection counts).
+ * the IPv6 maps, with lb6.h's selection (every algorithm, connection
+ * counts in svcmap_conns6 and socket storage svcmap_sk_be6, Maglev tables
+ * in svcmap_maglev6, session affinity under AFFINITY_ORIGIN_SOCK6). A
+ * frontend's slots and master entry are read in the order the agent writes
+ * them, as for IPv4.
  * An IPv4-mapped destination (::ffff:a.b.c.d, a dual-stack application's
  * AF_INET6 socket to an IPv4 VIP) goes through the IPv4 maps instead, with
- * the IPv4 rules and per-socket reverse NAT.
+ * the IPv4 rules, counts and per-socket reverse NAT.
  * [::1]:NodePort finds the wildcard NodePort entry ([::]), as 127.0.0.1 does.
- * Session affinity as for IPv4, in the shared affinity map under
- * AFFINITY_ORIGIN_SOCK6.
  */
 #ifndef SVCMAP_LIB_SOCK_LB6_H
 #define SVCMAP_LIB_SOCK_LB6_H
 
-#include "lb.h"
-#include "maps6.h"
+#include "lb6.h"
 #include "sock_lb.h"
 
 /* The socket's destination, read in the 4-byte words the context allows. */
@@ -37,126 +35,33 @@ static __always_inline void sock6_set(struct bpf_sock_addr *ctx, const __be32 ad
 	ctx->user_port = port;
 }
 
-static __always_inline int addr6_eq(const __be32 a[4], const __be32 b[4])
+/* sock4_uncount() of a socket counted for an IPv6 backend. */
+static __always_inline void sock6_uncount(struct bpf_sock *sk)
 {
-	return a[0] == b[0] && a[1] == b[1] && a[2] == b[2] && a[3] == b[3];
-}
-
-static __always_inline int addr6_zero(const __be32 a[4])
-{
-	return !(a[0] | a[1] | a[2] | a[3]);
-}
-
-/* The ETP=Local internal twin, as lb4_internal_scope(). */
-static __always_inline struct svc_value *lb6_internal_scope(struct svc6_key *key, struct svc_value *svc)
-{
-	struct svc_value *twin;
-
-	if (!(svc->flags & SVC_F_TWO_SCOPES))
-		return svc;
-	key->scope = SVC_SCOPE_INT;
-	key->slot = 0;
-	twin = bpf_map_lookup_elem(&SVCMAP_MAP_SERVICES6, key);
-	if (twin)
-		return twin;
-	key->scope = SVC_SCOPE_EXT;
-	return svc;
-}
-
-/*
- * lb4_pick_slot() for an IPv6 frontend. IPv6 connections are not counted
- * (struct backend_conns counts IPv4 backends) and Maglev tables are keyed
- * by IPv4 reverse-NAT ids, so lc, sed, nq and maglev choose at random here;
- * dh hashes the frontend's address (its words folded) and port.
- */
-static __always_inline __u16 lb6_pick_slot(const struct svc_value *svc, const struct svc6_key *fe,
-					   __u32 client_hash)
-{
-	return lb_pick_slot_common(svc, fe->addr[0] ^ fe->addr[1] ^ fe->addr[2] ^ fe->addr[3], fe->port,
-				   client_hash);
-}
-
-/* As lb4_select_backend(): a slot missing in a shrinking frontend's window falls back to slot 1. */
-static __always_inline struct backend6_value *lb6_select_backend(struct svc6_key *key, const struct svc_value *svc,
-								 __u32 client_hash, __u32 *backend_id)
-{
-	struct svc_value *slot;
-
-	key->slot = lb6_pick_slot(svc, key, client_hash);
-	slot = bpf_map_lookup_elem(&SVCMAP_MAP_SERVICES6, key);
-	if (!slot) {
-		key->slot = 1;
-		slot = bpf_map_lookup_elem(&SVCMAP_MAP_SERVICES6, key);
-		if (!slot)
-			return NULL;
-	}
-	*backend_id = slot->backend_id;
-	return bpf_map_lookup_elem(&SVCMAP_MAP_BACKENDS6, backend_id);
-}
-
-/* The client's remembered backend while it is current, by lb4_affinity_current()'s rules. */
-static __always_inline struct backend6_value *lb6_affinity_current(const struct affinity_value *aff, struct svc6_key *key,
-								   const struct svc_value *svc, __u32 *backend_id, __u64 now)
-{
-	__u64 last = aff->last_used;
-	__u32 id = aff->backend_id;
-	__u16 s = aff->slot;
-	struct svc6_key k = *key;
 	struct backend6_value *be;
-	struct svc_value *slot;
+	struct sk_backend6 *st;
+	__u32 id;
 
-	if ((now > last && now - last > (__u64)svc->affinity_timeout * NSEC_PER_SEC) || s == 0 || s > svc->count)
-		return NULL;
-	k.slot = s;
-	slot = bpf_map_lookup_elem(&SVCMAP_MAP_SERVICES6, &k);
-	if (!slot || slot->backend_id != id)
-		return NULL;
+	st = bpf_sk_storage_get(&SVCMAP_MAP_SK_BACKEND6, sk, 0, 0);
+	id = st ? sock_count_take(&st->backend_id) : 0;
+	if (!id)
+		return;
 	be = bpf_map_lookup_elem(&SVCMAP_MAP_BACKENDS6, &id);
-	if (be) {
-		key->slot = s;
-		*backend_id = id;
-	}
-	return be;
+	if (be && addr6_eq(be->addr, st->addr) && be->port == st->port)
+		conns_add_in(&SVCMAP_MAP_BE_CONNS6, id, CONNS_FIELD_SOCK, -1);
 }
 
-/*
- * sessionAffinity for IPv6 frontends, as lb4_affinity_select(): a current
- * entry is used and refreshed, else the algorithm chooses and the choice is
- * stored (a concurrent first choice of the same client wins).
- */
-static __always_inline struct backend6_value *lb6_affinity_select(struct svc6_key *key, const struct svc_value *svc,
-								  const struct affinity_key *akey, __u32 client_hash)
+/* sock4_count() for an IPv6 backend. */
+static __always_inline void sock6_count(struct bpf_sock *sk, __u32 id, const struct backend6_value *be)
 {
-	struct affinity_value fresh = {};
-	struct affinity_value *aff;
-	struct backend6_value *be, *won;
-	__u64 now = bpf_ktime_get_boot_ns();
-	__u32 id = 0;
+	struct sk_backend6 *st;
 
-	aff = bpf_map_lookup_elem(&SVCMAP_MAP_AFFINITY, akey);
-	if (aff) {
-		be = lb6_affinity_current(aff, key, svc, &id, now);
-		if (be) {
-			aff->last_used = now;
-			return be;
-		}
-	}
-	be = lb6_select_backend(key, svc, client_hash, &id);
-	if (!be)
-		return NULL;
-	fresh.last_used = now;
-	fresh.backend_id = id;
-	fresh.slot = key->slot;
-	if (!aff && bpf_map_update_elem(&SVCMAP_MAP_AFFINITY, akey, &fresh, BPF_NOEXIST) == 0)
-		return be;
-	if (!aff) {
-		aff = bpf_map_lookup_elem(&SVCMAP_MAP_AFFINITY, akey);
-		won = aff ? lb6_affinity_current(aff, key, svc, &id, now) : NULL;
-		if (won)
-			return won;
-	}
-	bpf_map_update_elem(&SVCMAP_MAP_AFFINITY, akey, &fresh, BPF_ANY);
-	return be;
+	st = bpf_sk_storage_get(&SVCMAP_MAP_SK_BACKEND6, sk, 0, BPF_SK_STORAGE_GET_F_CREATE);
+	if (!st)
+		return;
+	__builtin_memcpy(st->addr, be->addr, sizeof(st->addr));
+	st->port = be->port;
+	sock_count_give(&SVCMAP_MAP_BE_CONNS6, &st->backend_id, id);
 }
 
 static __always_inline int addr6_loopback(const __be32 a[4])
@@ -208,7 +113,7 @@ static __always_inline int sock6_xlate_fwd(struct bpf_sock_addr *ctx, enum dp_ho
 	struct sk_rev_nat6_value *old;
 	struct backend6_value *be;
 	struct svc_value *svc;
-	__u32 client_hash = 0;
+	__u32 backend_id = 0;
 	__u32 proto = ctx->protocol;
 
 	if (proto != IPPROTO_TCP && proto != IPPROTO_UDP) {
@@ -217,10 +122,13 @@ static __always_inline int sock6_xlate_fwd(struct bpf_sock_addr *ctx, enum dp_ho
 	}
 	key.proto = (__u8)proto;
 	sock6_get(ctx, key.addr);
-	/* A socket counted by an earlier v4-mapped connect() stops counting
-	 * for that backend when it connects again, wherever to. */
-	if (hook == DP_HOOK_CONNECT6)
+	/* A socket counted by an earlier connect() (to an IPv6 or a v4-mapped
+	 * frontend) stops counting for that backend when it connects again,
+	 * wherever to. */
+	if (hook == DP_HOOK_CONNECT6) {
 		sock4_uncount(ctx->sk);
+		sock6_uncount(ctx->sk);
+	}
 	if (addr6_v4mapped(key.addr))
 		return sock6_xlate_fwd_v4mapped(ctx, key.addr[3], key.proto, hook);
 	__builtin_memcpy(rval.addr, key.addr, sizeof(rval.addr));
@@ -243,23 +151,7 @@ static __always_inline int sock6_xlate_fwd(struct bpf_sock_addr *ctx, enum dp_ho
 		dp_count(hook, DP_R_NO_BACKEND);
 		return -ECONNREFUSED;
 	}
-	if (svc->algorithm == LB_ALG_SH)
-		client_hash = lb_hash64(bpf_get_netns_cookie(ctx));
-	if (svc->flags & SVC_F_AFFINITY) {
-		/* The client is the socket's network namespace, as for IPv4; the
-		 * origin keeps IPv6 rev_nat ids apart from IPv4 ones. */
-		struct affinity_key akey = {
-			.netns_cookie = bpf_get_netns_cookie(ctx),
-			.rev_nat_id = svc->rev_nat_id,
-			.origin = AFFINITY_ORIGIN_SOCK6,
-		};
-
-		be = lb6_affinity_select(&key, svc, &akey, client_hash);
-	} else {
-		__u32 id;
-
-		be = lb6_select_backend(&key, svc, client_hash, &id);
-	}
+	be = sock_select(ctx, 6, &key, svc, &backend_id);
 	if (!be) {
 		dp_count(hook, DP_R_NO_BACKEND);
 		return -ECONNREFUSED;
@@ -277,6 +169,8 @@ static __always_inline int sock6_xlate_fwd(struct bpf_sock_addr *ctx, enum dp_ho
 		dp_count(hook, DP_R_SK_REVNAT_FAILED);
 	else
 		dp_count(hook, DP_R_TRANSLATED);
+	if (hook == DP_HOOK_CONNECT6 && lb_alg_counts(svc->algorithm))
+		sock6_count(ctx->sk, backend_id, be);
 	sock6_set(ctx, be->addr, be->port);
 	return 0;
 }

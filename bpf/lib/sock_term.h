@@ -8,13 +8,17 @@
  * namespace the iterator was created in.
  *
  * A socket matches only when all of these hold:
- *  - it is IPv4 and connected: its destination is an address and a port;
- *  - the socket LB translated it: the per-socket reverse NAT map has an
- *    entry for {its cookie, its destination} (written at connect()), so a
- *    socket that connected to the pod IP itself is never touched;
+ *  - it is connected: its destination is an address and a port;
+ *  - the socket LB translated it: the per-socket reverse NAT map of its
+ *    family has an entry for {its cookie, its destination} (written at
+ *    connect()), so a socket that connected to the pod IP itself is never
+ *    touched;
  *  - {destination, protocol, the frontend of that entry} is in the set the
- *    agent wrote (struct sock_term_key): a socket sent to the same backend
- *    through a frontend the backend still belongs to stays.
+ *    agent wrote (struct sock_term_key, struct sock_term6_key): a socket
+ *    sent to the same backend through a frontend the backend still belongs
+ *    to stays.
+ * An IPv6 socket connected to an IPv4-mapped address went through the IPv4
+ * maps (sock6_xlate_fwd_v4mapped()) and is matched as an IPv4 one.
  */
 #ifndef SVCMAP_LIB_SOCK_TERM_H
 #define SVCMAP_LIB_SOCK_TERM_H
@@ -22,8 +26,13 @@
 #include "common.h"
 #include "maps_sock.h"
 
+#include <linux/in6.h>
+
 #ifndef AF_INET
 #define AF_INET 2
+#endif
+#ifndef AF_INET6
+#define AF_INET6 10
 #endif
 
 /* TCP states (include/net/tcp_states.h) a socket is not destroyed in: it is
@@ -52,6 +61,7 @@ struct sock_common {
 	__be16 skc_dport;
 	unsigned short skc_family;
 	volatile unsigned char skc_state;
+	struct in6_addr skc_v6_daddr;
 } __attribute__((preserve_access_index));
 
 struct udp_sock;
@@ -76,15 +86,57 @@ struct {
 	__uint(max_entries, SVCMAP_SK_TERM_MAX);
 } SVCMAP_MAP_SK_TERM SEC(".maps");
 
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__type(key, struct sock_term6_key);
+	__type(value, __u8);
+	__uint(max_entries, SVCMAP_SK_TERM_MAX);
+} SVCMAP_MAP_SK_TERM6 SEC(".maps");
+
+/* An IPv6 socket (not IPv4-mapped) matches by the IPv6 maps. */
+static __always_inline int sock_term_match6(struct sock_common *sk, __u8 proto, const __be32 daddr[4])
+{
+	struct sk_rev_nat6_key rkey = {};
+	struct sk_rev_nat6_value *rnat;
+	struct sock_term6_key tkey = {};
+
+	__builtin_memcpy(rkey.addr, daddr, sizeof(rkey.addr));
+	rkey.port = sk->skc_dport;
+	if (!(daddr[0] | daddr[1] | daddr[2] | daddr[3]) || !rkey.port)
+		return 0; /* not connected */
+	rkey.cookie = bpf_get_socket_cookie(sk);
+	rnat = bpf_map_lookup_elem(&SVCMAP_MAP_SK_REVNAT6, &rkey);
+	if (!rnat)
+		return 0;
+	__builtin_memcpy(tkey.addr, daddr, sizeof(tkey.addr));
+	tkey.port = rkey.port;
+	tkey.proto = proto;
+	tkey.rev_nat_id = rnat->rev_nat_id;
+	return bpf_map_lookup_elem(&SVCMAP_MAP_SK_TERM6, &tkey) != NULL;
+}
+
 static __always_inline int sock_term_match(struct sock_common *sk, __u8 proto)
 {
 	struct sk_rev_nat_key rkey = {};
 	struct sk_rev_nat_value *rnat;
 	struct sock_term_key tkey = {};
 
-	if (sk->skc_family != AF_INET)
+	if (sk->skc_family == AF_INET6) {
+		__be32 d[4];
+
+		d[0] = sk->skc_v6_daddr.in6_u.u6_addr32[0];
+		d[1] = sk->skc_v6_daddr.in6_u.u6_addr32[1];
+		d[2] = sk->skc_v6_daddr.in6_u.u6_addr32[2];
+		d[3] = sk->skc_v6_daddr.in6_u.u6_addr32[3];
+		if (d[0] || d[1] || d[2] != bpf_htonl(0xffff))
+			return sock_term_match6(sk, proto, d);
+		/* ::ffff:a.b.c.d: the IPv4 maps, by the IPv4 address. */
+		rkey.addr = d[3];
+	} else if (sk->skc_family == AF_INET) {
+		rkey.addr = sk->skc_daddr;
+	} else {
 		return 0;
-	rkey.addr = sk->skc_daddr;
+	}
 	rkey.port = sk->skc_dport;
 	if (!rkey.addr || !rkey.port)
 		return 0; /* not connected */

@@ -76,12 +76,11 @@ export async function runAgent(cfg: AgentConfig, log: Logger): Promise<RunningAg
     objects: dp.objectPaths, reusedMaps: dp.reusedMaps, links: dp.links, cgroup: cfg.cgroup, pinDir: cfg.pinDir,
   }, dp.reusedMaps.length ? 'datapath up (reusing pinned maps)' : 'datapath up');
 
-  // Backends that leave a frontend: the sockets the socket LB sent to them are destroyed.
-  // Socket termination serves IPv4 backends only (its map and iterators are IPv4), so only the IPv4 syncer tells it.
+  // Backends that leave a frontend: the sockets the socket LB sent to them are destroyed (each family's by its own map).
   const v6Maps = dp.maps.family(6);
   const syncer = new FamilySyncers(
-    new Syncer(new MapsAdapter(dp.maps), { onBackendsRemoved: (removed) => terminator.enqueue(removed) }),
-    v6Maps ? new Syncer(new MapsAdapter(v6Maps)) : undefined,
+    new Syncer(new MapsAdapter(dp.maps), { onBackendsRemoved: (removed) => terminator.enqueue(removed, 4) }),
+    v6Maps ? new Syncer(new MapsAdapter(v6Maps), { onBackendsRemoved: (removed) => terminator.enqueue(removed, 6) }) : undefined,
   );
   log.info({ frontends: syncer.state.frontends.size, backends: syncer.state.backends.size }, 'read current map state');
 
@@ -93,10 +92,13 @@ export async function runAgent(cfg: AgentConfig, log: Logger): Promise<RunningAg
   const counters = dp.maps.counters;
   if (counters) metrics.readDatapathCountersWith(() => readDatapathCounters(counters));
   // Live connection counts (lc, sed, nq): the GC takes collected flows off them and recounts tc's.
-  const sockets = dp.maps.conns ? SocketCounter.load({
-    pinDir: cfg.pinDir, ...(cfg.objectDir ? { objectDir: cfg.objectDir } : {}), ...(cfg.forceCompile ? { forceCompile: true } : {}),
-  }, log) : undefined;
-  const conns = dp.maps.conns ? new ConnCounts({ conns: dp.maps.conns, backends: dp.maps.backends }, dp.tc.programFd(CONNS_ADJUST_PROGRAM), sockets) : undefined;
+  const counter = (family: 4 | 6) => SocketCounter.load({
+    pinDir: cfg.pinDir, family, ...(cfg.objectDir ? { objectDir: cfg.objectDir } : {}), ...(cfg.forceCompile ? { forceCompile: true } : {}),
+  }, log);
+  const sockets = dp.maps.conns ? counter(4) : undefined;
+  const v6 = dp.maps.v6?.conns;
+  const conns = dp.maps.conns ? new ConnCounts({ conns: dp.maps.conns, backends: dp.maps.backends }, dp.tc.programFd(CONNS_ADJUST_PROGRAM), sockets,
+    v6 ? { maps: { conns: v6, backends: dp.maps.v6!.backends }, sockets: sockets ? counter(6) : undefined } : undefined) : undefined;
   const ctGc = dp.maps.ct ? new CtGc(dp.maps.ct, { ...cfg.ctGc, metrics, log, ...(conns ? { conns } : {}) }) : undefined;
   ctGc?.start();
   // Kubernetes Events about what could not be programmed: only where there is an API server to hold them.

@@ -18,6 +18,11 @@
 //    while no sock_release program was attached, and sockets counted by
 //    storage that a reused backend id no longer matches.
 //
+//  - IPv6 backends (svcmap_conns6, ids of svcmap_be6), with their own
+//    SocketCounter: the socket counts are recounted and the entries of gone
+//    backends removed the same way; their tc field is not recounted (no
+//    IPv6 conntrack is read here).
+//
 // Every change is an atomic add in the kernel (the tc object's
 // svcmap_conns_adjust, a BPF_PROG_TYPE_SYSCALL program run with
 // BPF_PROG_RUN), never a map write, which would overwrite the datapath's
@@ -37,6 +42,12 @@ export interface ConnCountMaps {
   backends: TypedMap<number, BackendValue>;
 }
 
+/** The IPv6 backends' counts, beside the IPv4 ones. */
+export interface ConnCountFamily6 {
+  maps: ConnCountMaps;
+  sockets?: SocketCounter | undefined;
+}
+
 export interface FieldRecount {
   /** Backends whose count was set right, and by how much in all (absolute). */
   corrected: number;
@@ -53,10 +64,15 @@ export interface RecountResult {
   sock?: FieldRecount;
   /** Entries of backends that are gone, removed. */
   removed: number;
+  /** IPv6 backends: their socket recount and removed entries. */
+  v6?: { sock?: FieldRecount; removed: number };
 }
 
-/** What a pass saw before it read the conntrack map. */
-export type ConnsSnapshot = ReadonlyMap<number, BackendConns>;
+/** What a pass saw before it read the conntrack map (each family's counts). */
+export interface ConnsSnapshot {
+  v4: ReadonlyMap<number, BackendConns>;
+  v6?: ReadonlyMap<number, BackendConns>;
+}
 
 const fieldAt = (layout: typeof ctValue.layout, name: string) => layout.fields.find((f) => f.name === name)!.offset;
 const V = {
@@ -69,24 +85,26 @@ export class ConnCounts {
   readonly #maps: ConnCountMaps;
   readonly #adjustFd: number;
   readonly #sockets: SocketCounter | undefined;
+  readonly #v6: ConnCountFamily6 | undefined;
 
-  /** adjustFd: the loaded svcmap_conns_adjust program of the tc object; sockets: the socket recount, where the kernel has it. */
-  constructor(maps: ConnCountMaps, adjustFd: number, sockets?: SocketCounter) {
+  /** adjustFd: the loaded svcmap_conns_adjust program of the tc object; sockets: the socket recount, where the kernel has it; v6: the IPv6 backends' maps. */
+  constructor(maps: ConnCountMaps, adjustFd: number, sockets?: SocketCounter, v6?: ConnCountFamily6) {
     this.#maps = maps;
     this.#adjustFd = adjustFd;
     this.#sockets = sockets;
+    this.#v6 = v6;
   }
 
-  /** Adds delta to a backend's count (field 'sock' or 'tc'), atomically in the kernel. */
-  adjust(backendId: number, field: 'sock' | 'tc', delta: number): void {
+  /** Adds delta to a backend's count (field 'sock' or 'tc'; family 6: an IPv6 backend id), atomically in the kernel. */
+  adjust(backendId: number, field: 'sock' | 'tc', delta: number, family: 4 | 6 = 4): void {
     const ctx = Buffer.alloc(connsAdjust.layout.size);
-    connsAdjust.encode({ backend_id: backendId, field: field === 'sock' ? CONNS_FIELD_SOCK : CONNS_FIELD_TC, delta: BigInt(delta) }, ctx, 0);
+    connsAdjust.encode({ backend_id: backendId, field: field === 'sock' ? CONNS_FIELD_SOCK : CONNS_FIELD_TC, family, delta: BigInt(delta) }, ctx, 0);
     const rc = progRunSyscall(this.#adjustFd, ctx);
-    if (rc !== 0) throw new Error(`${CONNS_ADJUST_PROGRAM} refused backend ${backendId} field ${field}: ${rc}`);
+    if (rc !== 0) throw new Error(`${CONNS_ADJUST_PROGRAM} refused IPv${family} backend ${backendId} field ${field}: ${rc}`);
   }
 
   snapshot(): ConnsSnapshot {
-    return new Map(this.#maps.conns.entries());
+    return { v4: new Map(this.#maps.conns.entries()), ...(this.#v6 ? { v6: new Map(this.#v6.maps.conns.entries()) } : {}) };
   }
 
   /**
@@ -125,51 +143,70 @@ export class ConnCounts {
       const id = countedFor(i);
       if (id) expectedTc.set(id, (expectedTc.get(id) ?? 0) + 1);
     }
-    let expectedSock: Map<number, number> | undefined;
-    if (this.#sockets) {
-      expectedSock = new Map();
-      for (const s of this.#sockets.count()) {
-        const be = backends.get(s.backend_id);
-        if (be && be.addr === s.addr && be.port === s.port) expectedSock.set(s.backend_id, (expectedSock.get(s.backend_id) ?? 0) + s.sockets);
-      }
-      res.sock = { corrected: 0, drift: 0, busy: 0 };
-    }
-    const after = this.snapshot();
-    for (const [id, c] of after) {
-      if (!backends.has(id)) {
-        if (this.#maps.conns.delete(id)) res.removed++;
-        continue;
-      }
-      const was = before.get(id);
-      this.#settle(id, 'tc', res.tc, c.tc - (was?.tc ?? 0n) - BigInt(applied.get(id) ?? 0), c.tc, expectedTc.get(id) ?? 0);
-      if (expectedSock) this.#settle(id, 'sock', res.sock!, c.sock - (was?.sock ?? 0n), c.sock, expectedSock.get(id) ?? 0);
-    }
-    // Connections whose backend has no entry at all: their increments were lost.
-    for (const [field, expected, r] of [['tc', expectedTc, res.tc], ['sock', expectedSock, res.sock]] as const) {
-      for (const [id, want] of expected ?? []) {
-        if (after.has(id) || before.has(id)) continue;
-        this.adjust(id, field, want);
-        r!.corrected++;
-        r!.drift += want;
-      }
+    const v4 = this.#recount(4, this.#maps, backends, before.v4, this.#sockets, { expected: expectedTc, applied, r: res.tc });
+    res.removed = v4.removed;
+    if (v4.sock) res.sock = v4.sock;
+    if (this.#v6) {
+      const b6 = new Map(this.#v6.maps.backends.entries());
+      res.v6 = this.#recount(6, this.#v6.maps, b6, before.v6 ?? new Map(), this.#v6.sockets);
     }
     return res;
   }
 
+  /**
+   * One family's counts after a pass: entries of gone backends removed, the
+   * socket counts (with a counter) and, given `tc`, the tc counts set to what
+   * was found, each unless it moved during the pass.
+   */
+  #recount(family: 4 | 6, maps: ConnCountMaps, backends: ReadonlyMap<number, BackendValue>, before: ReadonlyMap<number, BackendConns>,
+    sockets: SocketCounter | undefined, tc?: { expected: Map<number, number>; applied: Map<number, number>; r: FieldRecount }): { sock?: FieldRecount; removed: number } {
+    const out: { sock?: FieldRecount; removed: number } = { removed: 0 };
+    let expectedSock: Map<number, number> | undefined;
+    if (sockets) {
+      expectedSock = new Map();
+      for (const s of sockets.count()) {
+        const be = backends.get(s.backend_id);
+        if (be && be.addr === s.addr && be.port === s.port) expectedSock.set(s.backend_id, (expectedSock.get(s.backend_id) ?? 0) + s.sockets);
+      }
+      out.sock = { corrected: 0, drift: 0, busy: 0 };
+    }
+    const after = new Map(maps.conns.entries());
+    for (const [id, c] of after) {
+      if (!backends.has(id)) {
+        if (maps.conns.delete(id)) out.removed++;
+        continue;
+      }
+      const was = before.get(id);
+      if (tc) this.#settle(family, id, 'tc', tc.r, c.tc - (was?.tc ?? 0n) - BigInt(tc.applied.get(id) ?? 0), c.tc, tc.expected.get(id) ?? 0);
+      if (expectedSock) this.#settle(family, id, 'sock', out.sock!, c.sock - (was?.sock ?? 0n), c.sock, expectedSock.get(id) ?? 0);
+    }
+    // Connections whose backend has no entry at all: their increments were lost.
+    for (const [field, expected, r] of [['tc', tc?.expected, tc?.r], ['sock', expectedSock, out.sock]] as const) {
+      for (const [id, want] of expected ?? []) {
+        if (after.has(id) || before.has(id)) continue;
+        this.adjust(id, field, want, family);
+        r!.corrected++;
+        r!.drift += want;
+      }
+    }
+    return out;
+  }
+
   /** Sets one field of one backend to `want` unless the datapath moved it during the pass (`moved` not 0). */
-  #settle(id: number, field: 'sock' | 'tc', r: FieldRecount, moved: bigint, now: bigint, want: number): void {
+  #settle(family: 4 | 6, id: number, field: 'sock' | 'tc', r: FieldRecount, moved: bigint, now: bigint, want: number): void {
     if (moved !== 0n) {
       r.busy++;
       return;
     }
     const d = BigInt(want) - now;
     if (d === 0n) return;
-    this.adjust(id, field, Number(d));
+    this.adjust(id, field, Number(d), family);
     r.corrected++;
     r.drift += Math.abs(Number(d));
   }
 
   close(): void {
     this.#sockets?.close();
+    this.#v6?.sockets?.close();
   }
 }

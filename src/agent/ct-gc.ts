@@ -468,7 +468,7 @@ export class CtGc {
       durationMs: Number(process.hrtime.bigint() - started) / 1e6,
       ...(conns ? { conns } : {}),
     };
-    if (conns && (conns.tc.corrected || conns.sock?.corrected || conns.removed)) this.#log?.info({ ...conns }, 'connection counts recounted');
+    if (conns && (conns.tc.corrected || conns.sock?.corrected || conns.removed || conns.v6?.sock?.corrected || conns.v6?.removed)) this.#log?.info({ ...conns }, 'connection counts recounted');
     this.#metrics?.conntrackEntries.set(run.entries - run.deleted);
     this.#metrics?.conntrackGcDeleted.inc(run.deleted);
     if (run.deleted) this.#log?.debug({ ...run }, 'conntrack GC removed idle flows');

@@ -15,18 +15,23 @@ import { libbpfText } from '../bpf/map.ts';
 import { native } from '../bpf/native.ts';
 import type { BpfObject } from '../bpf/object.ts';
 import { mapSizeDrift, structDrift } from '../maps/btf-check.ts';
-import { type SkBackend, skBackendValue, skCountValue } from '../maps/codecs.ts';
-import { MAP_SK_BACKEND, MAP_SK_COUNT } from '../maps/constants.ts';
+import { type SkBackend, skBackend6Value, skBackendValue, skCountValue } from '../maps/codecs.ts';
+import { MAP_SK_BACKEND, MAP_SK_BACKEND6, MAP_SK_COUNT, MAP_SK_COUNT6 } from '../maps/constants.ts';
 import type { MapSpec } from '../maps/registry.ts';
 import { TypedMap } from '../maps/typed-map.ts';
 import type { Logger } from './log.ts';
 
-const RECOUNT_PROGRAM = 'svcmap_sk_recount';
-
-const skCountMap: MapSpec<SkBackend, bigint> = {
-  name: MAP_SK_COUNT, key: skBackendValue, value: skCountValue,
-  purpose: 'socket recount: live sockets per backend, for one run (not pinned)',
-};
+/** Each family's iterator program, the storage map it walks and the counts it fills. */
+const FAMILY = {
+  4: {
+    program: 'svcmap_sk_recount', storage: MAP_SK_BACKEND, value: skBackendValue,
+    counts: { name: MAP_SK_COUNT, key: skBackendValue, value: skCountValue, purpose: 'socket recount: live sockets per backend, for one run (not pinned)' } as MapSpec<SkBackend, bigint>,
+  },
+  6: {
+    program: 'svcmap_sk_recount6', storage: MAP_SK_BACKEND6, value: skBackend6Value,
+    counts: { name: MAP_SK_COUNT6, key: skBackend6Value, value: skCountValue, purpose: 'socket recount: live sockets per IPv6 backend, for one run (not pinned)' } as MapSpec<SkBackend, bigint>,
+  },
+} as const;
 
 export interface SocketCount extends SkBackend {
   sockets: number;
@@ -34,6 +39,8 @@ export interface SocketCount extends SkBackend {
 
 export interface SocketCounterOptions {
   pinDir: string;
+  /** Which storage to count: svcmap_sk_be (4, the default) or svcmap_sk_be6 (6). */
+  family?: 4 | 6;
   objectDir?: string;
   forceCompile?: boolean;
 }
@@ -43,11 +50,11 @@ export class SocketCounter {
   readonly #counts: TypedMap<SkBackend, bigint>;
   readonly #link: number;
 
-  private constructor(object: BpfObject) {
+  private constructor(object: BpfObject, f: (typeof FAMILY)[4 | 6]) {
     this.#object = object;
-    this.#counts = new TypedMap(skCountMap, object.map(MAP_SK_COUNT));
-    const fd = native().iterMapLinkCreate(object.programFd(RECOUNT_PROGRAM), object.map(MAP_SK_BACKEND).fd) as number;
-    if (fd < 0) throw new Error(`creating the socket storage iterator link of ${RECOUNT_PROGRAM}: ${libbpfText(fd)}`);
+    this.#counts = new TypedMap(f.counts, object.map(f.counts.name));
+    const fd = native().iterMapLinkCreate(object.programFd(f.program), object.map(f.storage).fd) as number;
+    if (fd < 0) throw new Error(`creating the socket storage iterator link of ${f.program}: ${libbpfText(fd)}`);
     this.#link = fd;
   }
 
@@ -63,12 +70,13 @@ export class SocketCounter {
       return undefined;
     }
     try {
+      const f = FAMILY[opts.family ?? 4];
       const drift = [
-        ...structDrift(skBackendValue.layout, (name) => btfStruct(object.btf(), name)),
-        ...mapSizeDrift(skCountMap, object.mapKeySize(MAP_SK_COUNT), object.mapValueSize(MAP_SK_COUNT)),
+        ...structDrift(f.value.layout, (name) => btfStruct(object.btf(), name)),
+        ...mapSizeDrift(f.counts, object.mapKeySize(f.counts.name), object.mapValueSize(f.counts.name)),
       ];
       if (drift.length) throw new Error(`bpf/sock_count.c and the agent disagree on the socket recount map's layout:\n${drift.join('\n')}`);
-      return new SocketCounter(object);
+      return new SocketCounter(object, f);
     } catch (err) {
       object.close();
       throw err;

@@ -8,7 +8,7 @@
 // How: BPF socket iterators (bpf/sock_destroy.c, iter/udp and iter/tcp)
 // calling bpf_sock_destroy (Linux 6.5+). Before a run the agent writes the
 // removed {backend, protocol, frontend} to the object's own map
-// (svcmap_sk_term); a socket is destroyed only if its destination is such a
+// (svcmap_sk_term, svcmap_sk_term6 for IPv6 backends); a socket is destroyed only if its destination is such a
 // backend and its per-socket reverse NAT entry says the socket LB sent it
 // there for that frontend, so sockets that connected to the pod IP itself,
 // or reached the backend through a frontend it still belongs to, stay.
@@ -33,8 +33,8 @@ import { libbpfText } from '../bpf/map.ts';
 import { native } from '../bpf/native.ts';
 import type { BpfObject } from '../bpf/object.ts';
 import { mapSizeDrift, structDrift } from '../maps/btf-check.ts';
-import { type SockTermKey, sockTermKey, sockTermValue } from '../maps/codecs.ts';
-import { IPPROTO_TCP, IPPROTO_UDP, MAP_SK_TERM, SK_TERM_MAX } from '../maps/constants.ts';
+import { type SockTermKey, sockTerm6Key, sockTermKey, sockTermValue } from '../maps/codecs.ts';
+import { IPPROTO_TCP, IPPROTO_UDP, MAP_SK_TERM, MAP_SK_TERM6, SK_TERM_MAX } from '../maps/constants.ts';
 import type { MapSpec } from '../maps/registry.ts';
 import { TypedMap } from '../maps/typed-map.ts';
 import type { RemovedBackend } from '../sync/removed.ts';
@@ -49,6 +49,17 @@ const sockTermMap: MapSpec<SockTermKey, number> = {
   name: MAP_SK_TERM, key: sockTermKey, value: sockTermValue,
   purpose: 'socket termination: backends that left a frontend, for one run (not pinned)',
 };
+/** The same for IPv6 backends (their frontends' ids are of svcmap_revnat6). */
+const sockTerm6Map: MapSpec<SockTermKey, number> = {
+  name: MAP_SK_TERM6, key: sockTerm6Key, value: sockTermValue,
+  purpose: 'socket termination: IPv6 backends that left a frontend, for one run (not pinned)',
+};
+
+/** A (backend, frontend) pair to look for, with the family whose map it goes to. */
+interface TermKey {
+  family: 4 | 6;
+  key: SockTermKey;
+}
 
 export interface SocketTerminatorOptions {
   pinDir: string;
@@ -151,9 +162,10 @@ export class SocketTerminator {
   readonly #log: Logger;
   readonly #object: BpfObject | undefined;
   readonly #map: TypedMap<SockTermKey, number> | undefined;
+  readonly #map6: TypedMap<SockTermKey, number> | undefined;
   readonly #links: { udp: number; tcp: number } = { udp: -1, tcp: -1 };
   readonly #destroyed: Counter<'proto'>;
-  readonly #pending = new Map<string, SockTermKey>();
+  readonly #pending = new Map<string, TermKey>();
   #running: Promise<void> | undefined;
   #closed = false;
 
@@ -170,6 +182,7 @@ export class SocketTerminator {
     if (!object) return;
     this.#object = object;
     this.#map = new TypedMap(sockTermMap, object.map(MAP_SK_TERM));
+    this.#map6 = new TypedMap(sockTerm6Map, object.map(MAP_SK_TERM6));
     try {
       this.#links.udp = this.#link(TERM_PROGRAMS.udp);
       if (opts.tcp) this.#links.tcp = this.#link(TERM_PROGRAMS.tcp);
@@ -196,8 +209,10 @@ export class SocketTerminator {
     }
     try {
       const drift = [
-        ...structDrift(sockTermKey.layout, (name) => btfStruct(object.btf(), name)),
-        ...mapSizeDrift(sockTermMap, object.mapKeySize(MAP_SK_TERM), object.mapValueSize(MAP_SK_TERM)),
+        ...[sockTermMap, sockTerm6Map].flatMap((spec) => [
+          ...structDrift(spec.key.layout, (name) => btfStruct(object.btf(), name)),
+          ...mapSizeDrift(spec, object.mapKeySize(spec.name), object.mapValueSize(spec.name)),
+        ]),
       ];
       if (drift.length) throw new Error(`bpf/sock_destroy.c and the agent disagree on the socket termination map's layout:\n${drift.join('\n')}`);
       const t = new SocketTerminator(opts, log, registry, object);
@@ -219,12 +234,12 @@ export class SocketTerminator {
     return fd;
   }
 
-  /** Backends left frontends (the sync applied it): their sockets are destroyed soon, off the sync path. */
-  enqueue(removed: readonly RemovedBackend[]): void {
+  /** Backends left frontends of the family (the sync applied it): their sockets are destroyed soon, off the sync path. */
+  enqueue(removed: readonly RemovedBackend[], family: 4 | 6 = 4): void {
     if (!this.enabled) return;
     for (const r of removed) {
       if (r.proto !== IPPROTO_UDP && !(r.proto === IPPROTO_TCP && this.#opts.tcp)) continue;
-      this.#pending.set(`${r.addr}:${r.port}/${r.proto}@${r.revNatId}`, { addr: r.addr, port: r.port, proto: r.proto, rev_nat_id: r.revNatId });
+      this.#pending.set(`${family} ${r.addr}:${r.port}/${r.proto}@${r.revNatId}`, { family, key: { addr: r.addr, port: r.port, proto: r.proto, rev_nat_id: r.revNatId } });
     }
     if (this.#pending.size && !this.#running) this.#running = this.#drain();
   }
@@ -249,16 +264,25 @@ export class SocketTerminator {
   }
 
   /** One run: every namespace searched for sockets sent to these backends. */
-  async #run(keys: readonly SockTermKey[]): Promise<TerminationRun> {
-    if (!this.#map) throw new Error('socket termination is off');
+  async #run(keys: readonly TermKey[]): Promise<TerminationRun> {
+    const [map4, map6] = [this.#map, this.#map6];
+    if (!map4 || !map6) throw new Error('socket termination is off');
+    const put = (batch: readonly TermKey[]) => {
+      map4.putMany(batch.filter((k) => k.family === 4).map((k) => [k.key, 1] as const));
+      map6.putMany(batch.filter((k) => k.family === 6).map((k) => [k.key, 1] as const));
+    };
+    const remove = (batch: readonly TermKey[]) => {
+      map4.deleteMany(batch.filter((k) => k.family === 4).map((k) => k.key));
+      map6.deleteMany(batch.filter((k) => k.family === 6).map((k) => k.key));
+    };
     const result: TerminationRun = { backends: keys.length, namespaces: 0, destroyed: { udp: 0, tcp: 0 }, failed: 0 };
     const namespaces: Namespace[] = [{ label: 'the agent\'s own', fd: -1 }, ...openCgroupNamespaces(this.#opts.cgroup, netnsId('/proc/self/ns/net'))];
     result.namespaces = namespaces.length;
     try {
       for (let i = 0; i < keys.length; i += SK_TERM_MAX) {
         const batch = keys.slice(i, i + SK_TERM_MAX);
-        const protos = { udp: batch.some((k) => k.proto === IPPROTO_UDP), tcp: batch.some((k) => k.proto === IPPROTO_TCP) };
-        this.#map.putMany(batch.map((k) => [k, 1] as const));
+        const protos = { udp: batch.some((k) => k.key.proto === IPPROTO_UDP), tcp: batch.some((k) => k.key.proto === IPPROTO_TCP) };
+        put(batch);
         try {
           for (const ns of namespaces) {
             if (ns.fd === -2) continue; // failed in an earlier batch
@@ -277,7 +301,7 @@ export class SocketTerminator {
             }
           }
         } finally {
-          if (!this.#closed) this.#map.deleteMany(batch);
+          if (!this.#closed) remove(batch);
         }
       }
     } finally {

@@ -53,9 +53,8 @@ export function toTarget(fe: Frontend, nodeDefault: ImplementedLbAlgorithm = DEF
     flags: frontendFlags(fe, nodeDefault),
     algorithm: LB_ALGORITHMS[frontendAlgorithm(fe, nodeDefault)],
     affinityTimeout: fe.affinityTimeoutSeconds,
-    // Maglev tables are keyed by the IPv4 reverse-NAT id: an IPv6 frontend
-    // asking for maglev is served at random (lb6_pick_slot()).
-    ...(frontendAlgorithm(fe, nodeDefault) === 'maglev' && !fe.ip.includes(':') ? { maglevSize: fe.maglevTableSize ?? MAGLEV_DEFAULT_M } : {}),
+    // Each family's tables are keyed by its own reverse-NAT ids (svcmap_maglev, svcmap_maglev6).
+    ...(frontendAlgorithm(fe, nodeDefault) === 'maglev' ? { maglevSize: fe.maglevTableSize ?? MAGLEV_DEFAULT_M } : {}),
     backends: fe.backends.map((b) => ({
       addr: b.ip,
       port: b.port,

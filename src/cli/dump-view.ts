@@ -6,7 +6,7 @@ import { ipv4ToU32 } from '../maps/ipv4.ts';
 import { ipv6SortKey } from '../maps/ipv6.ts';
 
 /** "10.0.0.1:80", "[fd00::1]:80". */
-function hostPort(addr: string, port: number): string {
+export function hostPort(addr: string, port: number): string {
   return addr.includes(':') ? `[${addr}]:${port}` : `${addr}:${port}`;
 }
 

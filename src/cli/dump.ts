@@ -54,7 +54,7 @@ function render(maps: DatapathMaps, f: z.infer<typeof schema>, out: (s: string) 
   const v6 = maps.v6;
   const view = [
     ...buildDumpView(maps.services.entries(), maps.backends.entries(), maps.revNat.entries(), maps.conns?.entries()),
-    ...(v6 ? buildDumpView(v6.services.entries(), v6.backends.entries(), v6.revNat.entries()) : []),
+    ...(v6 ? buildDumpView(v6.services.entries(), v6.backends.entries(), v6.revNat.entries(), v6.conns?.entries()) : []),
   ];
   out(f.output === 'table' ? renderTable(view) : formatData({ frontends: view }, f.output));
 }

@@ -5,7 +5,8 @@
 //
 // Two paths, as in the datapath:
 //  - socket (no client given): a connection made on this node, translated
-//    at connect()/sendmsg() (sock4_xlate_fwd). A loopback address may hit
+//    at connect()/sendmsg() (sock4_xlate_fwd, sock6_xlate_fwd for an IPv6
+//    frontend, read through that family's readers). A loopback address may hit
 //    the wildcard NodePort entry; an ETP=Local frontend uses its internal
 //    twin; the affinity client is the pod's network namespace, which no
 //    address names, so every remembered client of the frontend is listed.
@@ -14,10 +15,10 @@
 //    the affinity entry of that client address.
 import type { AffinityKey, AffinityValue, BackendConns, BackendValue, SvcKey, SvcValue } from '../maps/codecs.ts';
 import {
-  AFFINITY_ORIGIN_SOCK, AFFINITY_ORIGIN_TC, type LbAlgorithmName, lbAlgorithmName, SVC_F_AFFINITY, SVC_F_SRC_RANGES, SVC_F_TWO_SCOPES, SVC_F_WILDCARD,
+  AFFINITY_ORIGIN_SOCK, AFFINITY_ORIGIN_SOCK6, AFFINITY_ORIGIN_TC, type LbAlgorithmName, lbAlgorithmName, SVC_F_AFFINITY, SVC_F_SRC_RANGES, SVC_F_TWO_SCOPES, SVC_F_WILDCARD,
   SVC_SCOPE_EXT, SVC_SCOPE_INT, flagNames, protoName,
 } from '../maps/constants.ts';
-import { type BackendView, backendView } from './dump-view.ts';
+import { type BackendView, backendView, hostPort } from './dump-view.ts';
 
 export interface ExplainReaders {
   service(key: SvcKey): SvcValue | undefined;
@@ -41,6 +42,8 @@ export interface ExplainQuery {
   proto: number;
   /** A client outside the node (the tc path); absent: a connection made on this node (the socket path). */
   from?: string;
+  /** The address was asked for as IPv4-mapped (::ffff:addr): the socket hooks translate it through the IPv4 frontend addr. */
+  mapped?: boolean;
 }
 
 export interface AffinityEntryView {
@@ -105,7 +108,12 @@ export const NO_ENDPOINTS = 'refused: no endpoints (ECONNREFUSED at connect / dr
 
 const NSEC_PER_SEC = 1_000_000_000n;
 
-const isLoopback = (addr: string) => addr.startsWith('127.');
+/** Per family: a loopback address, and the wildcard NodePort entry it finds (sock4_xlate_addr, sock6_xlate_fwd). */
+const isLoopback = (addr: string) => addr.startsWith('127.') || addr === '::1';
+const wildcardOf = (addr: string) => (addr.includes(':') ? '::' : '0.0.0.0');
+/** The affinity origins of the socket hooks and of tc for a frontend of the address's family (ids are per family). */
+const originsOf = (addr: string): readonly number[] => (addr.includes(':') ? [AFFINITY_ORIGIN_SOCK6] : [AFFINITY_ORIGIN_SOCK, AFFINITY_ORIGIN_TC]);
+const isSocketOrigin = (origin: number) => origin === AFFINITY_ORIGIN_SOCK || origin === AFFINITY_ORIGIN_SOCK6;
 
 const ALGORITHM_TEXT: Record<LbAlgorithmName, string> = {
   random: 'random (uniform)',
@@ -143,10 +151,10 @@ function entryView(k: AffinityKey, v: AffinityValue, key: SvcKey, svc: SvcValue,
   }
   const b = r.backend(v.backend_id);
   return {
-    client: k.origin === AFFINITY_ORIGIN_SOCK ? `netns ${k.netns_cookie}` : k.client_addr,
-    origin: k.origin === AFFINITY_ORIGIN_SOCK ? 'socket' : 'tc',
+    client: isSocketOrigin(k.origin) ? `netns ${k.netns_cookie}` : k.client_addr,
+    origin: isSocketOrigin(k.origin) ? 'socket' : 'tc',
     backendId: v.backend_id,
-    backend: b ? `${b.addr}:${b.port}` : `backend ${v.backend_id} (gone)`,
+    backend: b ? hostPort(b.addr, b.port) : `backend ${v.backend_id} (gone)`,
     slot: v.slot,
     // Tenths of a second: /proc/uptime, the command's clock, has 10 ms steps.
     lastUsedSecondsAgo: Math.round(Number(age / 100_000_000n)) / 10,
@@ -158,23 +166,24 @@ function entryView(k: AffinityKey, v: AffinityValue, key: SvcKey, svc: SvcValue,
 export function explain(q: ExplainQuery, r: ExplainReaders): Explanation {
   const path = q.from === undefined ? 'socket' : 'tc';
   const proto = protoName(q.proto);
-  const base = { query: `${q.addr}:${q.port}/${proto}`, path, client: q.from ?? null, remembered: [] } as const;
+  const asked = q.mapped ? `::ffff:${q.addr}` : q.addr;
+  const base = { query: `${hostPort(asked, q.port)}/${proto}`, path, client: q.from ?? null, remembered: [] } as const;
   const key: SvcKey = { addr: q.addr, port: q.port, proto: q.proto, scope: SVC_SCOPE_EXT, slot: 0 };
 
   let master = r.service(key);
-  let matched: string | undefined;
+  let matched: string | undefined = q.mapped ? 'an IPv4-mapped address: the socket hooks translate it through the IPv4 frontend' : undefined;
   if (!master && path === 'socket' && isLoopback(q.addr)) {
-    // sock4_xlate_fwd: 127.0.0.1:NodePort is the wildcard NodePort entry.
-    const wildcard = r.service({ ...key, addr: '0.0.0.0' });
+    // sock4_xlate_addr / sock6_xlate_fwd: 127.0.0.1:NodePort, [::1]:NodePort are the wildcard NodePort entry.
+    const wildcard = r.service({ ...key, addr: wildcardOf(q.addr) });
     if (wildcard && (wildcard.flags & SVC_F_WILDCARD) !== 0) {
       master = wildcard;
-      key.addr = '0.0.0.0';
-      matched = `the wildcard NodePort entry, which the socket hooks use for a loopback address`;
+      key.addr = wildcardOf(q.addr);
+      matched = `${matched ? `${matched}; ` : ''}the wildcard NodePort entry, which the socket hooks use for a loopback address`;
     }
   }
   if (!master) return { ...base, remembered: [], frontend: null, verdict: { kind: 'untouched', text: UNTOUCHED } };
 
-  const frontendName = `${key.addr}:${key.port}/${proto}`;
+  const frontendName = `${hostPort(key.addr, key.port)}/${proto}`;
   let svc = master;
   let scopeReason: string | undefined;
   if ((master.flags & SVC_F_TWO_SCOPES) !== 0) {
@@ -218,7 +227,7 @@ export function explain(q: ExplainQuery, r: ExplainReaders): Explanation {
   // Entries are keyed by the rev-NAT id of the entry that chose (the twin's,
   // on the socket path of an ETP=Local frontend).
   const remembered = affinity && r.affinity
-    ? r.affinity.entries().filter(([k]) => k.rev_nat_id === svc.rev_nat_id)
+    ? r.affinity.entries().filter(([k]) => k.rev_nat_id === svc.rev_nat_id && originsOf(key.addr).includes(k.origin))
       .map(([k, v]) => entryView(k, v, key, svc, r))
       .sort((a, b) => a.lastUsedSecondsAgo - b.lastUsedSecondsAgo || a.client.localeCompare(b.client))
     : [];

@@ -5,12 +5,15 @@ import { readFileSync } from 'node:fs';
 import { z } from 'zod';
 import { DatapathMaps } from '../maps/datapath-maps.ts';
 import { IPPROTO_TCP, IPPROTO_UDP } from '../maps/constants.ts';
-import { parseFlagsAndArg, pinDirFlag } from './args.ts';
+import { formatIpv6, isV4Mapped, parseIpv6 } from '../maps/ipv6.ts';
+import { UsageError, parseFlagsAndArg, pinDirFlag } from './args.ts';
 import { type ExplainReaders, explain as explainView, renderExplanation } from './explain-view.ts';
 import { formatData } from './format.ts';
 import { pinDirExists, withPinAccess } from './pin-access.ts';
 
 export const explainHelp = `svcmap explain VIP:PORT[/TCP|UDP] [--from IP] [-o table|json] [--pin-dir DIR]
+  (an IPv6 VIP in brackets: [fd00:10:96::a]:53/UDP; [::ffff:10.96.0.10]:80 is the IPv4 VIP,
+  as the socket hooks translate an IPv4-mapped address)
   Walks the pinned maps as the datapath does for a new connection: the
   frontend, its flags and scope, its backends, the algorithm and session
   affinity, and which backend the connection would get (or why it would be
@@ -18,15 +21,25 @@ export const explainHelp = `svcmap explain VIP:PORT[/TCP|UDP] [--from IP] [-o ta
   hooks). --from IP: a packet from that client outside the node (tc), with
   its affinity entry and loadBalancerSourceRanges.`;
 
+/** An IPv4 address, an IPv6 one in brackets (canonical text), or an IPv4-mapped one (its IPv4 address, as the socket hooks translate it). */
+function targetAddress(host: string | undefined, bracketed: string | undefined): { addr: string; mapped?: true } | undefined {
+  if (host !== undefined) return z.ipv4().safeParse(host).success ? { addr: host } : undefined;
+  const g = bracketed === undefined ? undefined : parseIpv6(bracketed);
+  if (g === undefined) return undefined;
+  if (isV4Mapped(g)) return { addr: `${g[6]! >> 8}.${g[6]! & 255}.${g[7]! >> 8}.${g[7]! & 255}`, mapped: true };
+  return { addr: formatIpv6(g) };
+}
+
 const target = z.string().transform((s, ctx) => {
-  const m = /^([^:/]+):(\d{1,5})(?:\/([A-Za-z]+))?$/.exec(s);
-  const port = m ? Number(m[2]) : 0;
-  const proto = (m?.[3] ?? 'TCP').toUpperCase();
-  if (!m || !z.ipv4().safeParse(m[1]).success || port < 1 || port > 65535 || (proto !== 'TCP' && proto !== 'UDP')) {
-    ctx.addIssue({ code: 'custom', message: `${JSON.stringify(s)} is not an IPv4 VIP:PORT/PROTO (e.g. 10.96.0.10:53/UDP; the protocol defaults to TCP)` });
+  const m = /^(?:\[([^\]]+)\]|([^:/[\]]+)):(\d{1,5})(?:\/([A-Za-z]+))?$/.exec(s);
+  const port = m ? Number(m[3]) : 0;
+  const proto = (m?.[4] ?? 'TCP').toUpperCase();
+  const addr = m ? targetAddress(m[2], m[1]) : undefined;
+  if (!addr || port < 1 || port > 65535 || (proto !== 'TCP' && proto !== 'UDP')) {
+    ctx.addIssue({ code: 'custom', message: `${JSON.stringify(s)} is not a VIP:PORT/PROTO (e.g. 10.96.0.10:53/UDP or [fd00:10:96::a]:53/UDP; the protocol defaults to TCP)` });
     return z.NEVER;
   }
-  return { addr: m[1]!, port, proto: proto === 'TCP' ? IPPROTO_TCP : IPPROTO_UDP };
+  return { ...addr, port, proto: proto === 'TCP' ? IPPROTO_TCP : IPPROTO_UDP };
 });
 
 const schema = z.object({
@@ -46,12 +59,16 @@ export function bootTimeNs(uptime = readFileSync('/proc/uptime', 'utf8')): bigin
   return BigInt(m[1]!) * 1_000_000_000n + BigInt(m[2]!) * 10_000_000n;
 }
 
-function readersOf(maps: DatapathMaps): ExplainReaders {
-  const { affinity, srcRange } = maps;
+/** Readers of one family's maps (the affinity map is shared; source ranges are IPv4's). */
+function readersOf(maps: DatapathMaps, family: 4 | 6, pinDir: string): ExplainReaders {
+  const { affinity } = maps;
+  const fm = maps.family(family);
+  if (!fm) throw new Error(`the datapath pinned at ${pinDir} has no IPv6 maps (svcmap_svc6): it predates IPv6 frontends`);
+  const srcRange = family === 4 ? maps.srcRange : undefined;
   return {
-    service: (k) => maps.services.get(k),
-    backend: (id) => maps.backends.get(id),
-    connections: maps.conns ? (id) => maps.conns!.get(id) : undefined,
+    service: (k) => fm.services.get(k),
+    backend: (id) => fm.backends.get(id),
+    connections: fm.conns ? (id) => fm.conns!.get(id) : undefined,
     affinity: affinity ? { get: (k) => affinity.get(k), entries: () => affinity.entries() } : undefined,
     // An LPM lookup, as lb4_source_allowed does: all 32 bits of the id, then all of the address.
     sourceAllowed: srcRange ? (id, addr) => srcRange.get({ prefixlen: 64, rev_nat_id: id, addr }) !== undefined : undefined,
@@ -69,7 +86,9 @@ export function explain(argv: string[], out: (s: string) => void): void {
   withPinAccess(f['pin-dir'], () => {
     const maps = DatapathMaps.openPinned(f['pin-dir']);
     try {
-      const e = explainView({ ...arg, ...(f.from ? { from: f.from } : {}) }, readersOf(maps));
+      const family = arg.addr.includes(':') ? 6 : 4;
+      if (family === 6 && f.from) throw new UsageError('svcmap explain: --from: the tc path is explained for IPv4 frontends only; without --from, the socket hooks\' path of an IPv6 frontend');
+      const e = explainView({ ...arg, ...(f.from ? { from: f.from } : {}) }, readersOf(maps, family, f['pin-dir']));
       out(f.output === 'json' ? formatData(e, 'json') : renderExplanation(e));
     } finally {
       maps.close();

@@ -299,16 +299,27 @@ export const skBackendValue = codec<SkBackend>(struct('sk_backend', 12, [
   pad('pad', 10, 2),
 ]));
 
+/** struct sk_backend6: the same for a socket counted for an IPv6 backend. */
+export const skBackend6Value = codec<SkBackend>(struct('sk_backend6', 24, [
+  field('backend_id', 0, 'u32'),
+  field('addr', 4, 'ipv6'),
+  field('port', 20, 'be16'),
+  pad('pad', 22, 2),
+]));
+
 export interface ConnsAdjust {
   backend_id: number;
   field: number;
+  /** 4 (or 0): svcmap_be_conns; 6: svcmap_conns6. */
+  family: number;
   delta: bigint;
 }
 
 /** The context of the svcmap_conns_adjust program. */
 export const connsAdjust = codec<ConnsAdjust>(struct('conns_adjust', 16, [
   field('backend_id', 0, 'u32'),
-  field('field', 4, 'u32'),
+  field('field', 4, 'u16'),
+  field('family', 6, 'u16'),
   field('delta', 8, 's64'),
 ]));
 
@@ -358,6 +369,15 @@ export const sockTermKey = codec<SockTermKey>(struct('sock_term_key', 12, [
   field('proto', 6, 'u8'),
   pad('pad', 7, 1),
   field('rev_nat_id', 8, 'u32'),
+]));
+
+/** struct sock_term6_key: the same for IPv6 backends (svcmap_sk_term6). */
+export const sockTerm6Key = codec<SockTermKey>(struct('sock_term6_key', 24, [
+  field('addr', 0, 'ipv6'),
+  field('port', 16, 'be16'),
+  field('proto', 18, 'u8'),
+  pad('pad', 19, 1),
+  field('rev_nat_id', 20, 'u32'),
 ]));
 
 export const sockTermValue = scalarCodec(scalar('__u8', 'u8'));

@@ -23,8 +23,15 @@ export const MAP_SERVICES6 = 'svcmap_svc6';
 export const MAP_BACKENDS6 = 'svcmap_be6';
 export const MAP_REVNAT6 = 'svcmap_revnat6';
 export const MAP_SK_REVNAT6 = 'svcmap_sk_rnat6';
-/** The socket recount's working set (bpf/sock_count.c; not pinned). */
+/** Connection counts, socket storage and Maglev tables of IPv6 backends and frontends (ids of svcmap_be6 / svcmap_revnat6). */
+export const MAP_BE_CONNS6 = 'svcmap_conns6';
+export const MAP_SK_BACKEND6 = 'svcmap_sk_be6';
+export const MAP_MAGLEV6 = 'svcmap_maglev6';
+/** The socket recount's working set (bpf/sock_count.c; not pinned); svcmap_sk_cnt6 for svcmap_sk_be6. */
 export const MAP_SK_COUNT = 'svcmap_sk_count';
+export const MAP_SK_COUNT6 = 'svcmap_sk_cnt6';
+/** Socket termination's working set for IPv6 sockets (bpf/sock_destroy.c; not pinned). */
+export const MAP_SK_TERM6 = 'svcmap_sk_term6';
 export const SK_COUNT_MAX = 65536;
 
 export const CT_DIR_FWD = 0;

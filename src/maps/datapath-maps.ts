@@ -8,7 +8,7 @@ import type { BpfObject } from '../bpf/object.ts';
 import type * as c from './codecs.ts';
 import { LayoutDriftError, codecDrift, mapSizeDrift } from './btf-check.ts';
 import {
-  ALL_MAPS, affinityMap, backendConnsMap, backends6Map, backendsMap, revNat6Map, services6Map, skRevNat6Map, configMap, ctMap, devAddrMap, maglevMap, metricsMap, revNatMap, servicesMap, skRevNatMap, srcRangeMap,
+  ALL_MAPS, affinityMap, backendConns6Map, backendConnsMap, backends6Map, maglev6Map, backendsMap, revNat6Map, services6Map, skRevNat6Map, configMap, ctMap, devAddrMap, maglevMap, metricsMap, revNatMap, servicesMap, skRevNatMap, srcRangeMap,
 } from './registry.ts';
 import { MaglevTables } from './maglev-tables.ts';
 import { TypedMap } from './typed-map.ts';
@@ -20,8 +20,10 @@ export interface FamilyMaps {
   revNat: TypedMap<number, c.RevNatValue>;
   /** loadBalancerSourceRanges (tc, IPv4 only). */
   srcRange?: TypedMap<c.SrcRangeKey, number> | undefined;
-  /** Maglev tables (IPv4 only: keyed by the IPv4 reverse-NAT id). */
+  /** Maglev tables, keyed by the family's reverse-NAT ids. */
   maglev?: MaglevTables | undefined;
+  /** Live connections per backend id of the family. */
+  conns?: TypedMap<number, c.BackendConns> | undefined;
 }
 
 /** The maps every pinned datapath has (the others are opened when present). */
@@ -51,6 +53,8 @@ export class DatapathMaps {
   readonly maglev: MaglevTables | undefined;
   /** The same map as a list (rev_nat_id -> inner map id), for status and dump. */
   readonly maglevIndex: TypedMap<number, number> | undefined;
+  /** svcmap_maglev6 as a list. */
+  readonly maglev6Index: TypedMap<number, number> | undefined;
 
   private constructor(open: (name: string) => BpfMap | undefined) {
     const need = (name: string) => {
@@ -79,9 +83,15 @@ export class DatapathMaps {
     this.maglev = maglev ? new MaglevTables(maglev) : undefined;
     this.maglevIndex = maglev ? new TypedMap(maglevMap, maglev) : undefined;
     const [svc6, be6, rn6] = [open(services6Map.name), open(backends6Map.name), open(revNat6Map.name)];
+    const [mgl6, conns6] = [open(maglev6Map.name), open(backendConns6Map.name)];
     this.v6 = svc6 && be6 && rn6
-      ? { services: new TypedMap(services6Map, svc6), backends: new TypedMap(backends6Map, be6), revNat: new TypedMap(revNat6Map, rn6) }
+      ? {
+        services: new TypedMap(services6Map, svc6), backends: new TypedMap(backends6Map, be6), revNat: new TypedMap(revNat6Map, rn6),
+        maglev: mgl6 ? new MaglevTables(mgl6) : undefined,
+        conns: conns6 ? new TypedMap(backendConns6Map, conns6) : undefined,
+      }
       : undefined;
+    this.maglev6Index = mgl6 ? new TypedMap(maglev6Map, mgl6) : undefined;
     const sk6 = open(skRevNat6Map.name);
     this.skRevNat6 = sk6 ? new TypedMap(skRevNat6Map, sk6) : undefined;
   }
@@ -128,7 +138,7 @@ export class DatapathMaps {
   }
 
   all(): Array<TypedMap<unknown, unknown>> {
-    const v6 = this.v6 ? [this.v6.services, this.v6.backends, this.v6.revNat, this.skRevNat6] : [];
+    const v6 = this.v6 ? [this.v6.services, this.v6.backends, this.v6.revNat, this.skRevNat6, this.v6.conns, this.maglev6Index] : [];
     return [this.services, this.backends, this.revNat, this.skRevNat, this.affinity, this.ct, this.srcRange, this.config, this.devAddr, this.conns, this.maglevIndex, ...v6]
       .filter((m) => m !== undefined) as Array<TypedMap<unknown, unknown>>;
   }

@@ -6,7 +6,7 @@
 // order `svcmap status` and `dump` list them.
 import * as c from './codecs.ts';
 import type { Codec } from './codecs.ts';
-import { MAP_BACKENDS6, MAP_REVNAT6, MAP_SERVICES6, MAP_SK_REVNAT6 } from './constants.ts';
+import { MAP_BACKENDS6, MAP_BE_CONNS6, MAP_MAGLEV6, MAP_REVNAT6, MAP_SERVICES6, MAP_SK_BACKEND6, MAP_SK_REVNAT6 } from './constants.ts';
 import { MAP_AFFINITY, MAP_BACKENDS, MAP_BE_CONNS, MAP_SK_BACKEND, MAP_CONFIG, MAP_CT, MAP_DEV_ADDR, MAP_MAGLEV, MAP_METRICS, MAP_REVNAT, MAP_SERVICES, MAP_SK_REVNAT, MAP_SRC_RANGE } from './constants.ts';
 
 export interface MapSpec<K = unknown, V = unknown> {
@@ -99,13 +99,26 @@ export const skRevNat6Map: MapSpec<c.SkRevNatKey, c.SkRevNatValue> = {
   name: MAP_SK_REVNAT6, key: c.skRevNat6Key, value: c.skRevNat6Value,
   purpose: 'IPv6 socket -> frontend it asked for (LRU)',
 };
-/** The IPv6 maps, listed after the IPv4 ones. */
-export const IPV6_MAPS: readonly MapSpec[] = [services6Map, backends6Map, revNat6Map, skRevNat6Map] as MapSpec[];
+export const skBackend6Map: MapSpec<number, c.SkBackend> = {
+  name: MAP_SK_BACKEND6, key: c.skBackendKey, value: c.skBackend6Value,
+  purpose: 'socket storage: the IPv6 backend a connected socket counts for', listable: false,
+};
+export const maglev6Map: MapSpec<number, number> = {
+  name: MAP_MAGLEV6, key: c.revNatId, value: c.revNatId,
+  purpose: 'Maglev tables of IPv6 frontends: reverse NAT id -> lookup table (map of maps)',
+};
+/** The IPv6 maps only the socket hooks have, listed after the IPv4 ones. */
+export const IPV6_MAPS: readonly MapSpec[] = [services6Map, backends6Map, revNat6Map, skRevNat6Map, skBackend6Map, maglev6Map] as MapSpec[];
+/** In both datapaths' objects: svcmap_conns_adjust (tc.c) changes it. */
+export const backendConns6Map: MapSpec<number, c.BackendConns> = {
+  name: MAP_BE_CONNS6, key: c.backendId, value: c.backendConnsValue,
+  purpose: 'IPv6 backend id -> live connections (socket LB, tc)', size: 'maxBackends',
+};
 
 export const ALL_MAPS: readonly MapSpec[] = [
   servicesMap, backendsMap, revNatMap, skRevNatMap, affinityMap, ctMap, srcRangeMap, configMap, metricsMap, devAddrMap,
   backendConnsMap, skBackendMap, maglevMap,
-  ...IPV6_MAPS,
+  ...IPV6_MAPS, backendConns6Map,
 ] as MapSpec[];
 
 /** The capacity `sizes` asks for map `name` (undefined: its C default). */

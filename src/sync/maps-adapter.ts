@@ -68,7 +68,7 @@ export class MapsAdapter implements MapSource, MapWriter {
     for (const id of ids) m.delete(id);
   }
   #maglev() {
-    if (!this.maps.maglev) throw new Error('maglev needs the svcmap_maglev map, which this datapath\'s pins lack');
+    if (!this.maps.maglev) throw new Error(`maglev needs the Maglev tables map of this family (svcmap_maglev, svcmap_maglev6), which the pins of ${this.maps.services.spec.name}'s datapath lack`);
     return this.maps.maglev;
   }
 }

@@ -8,7 +8,8 @@ import { base32, iptSepChain, iptSvcChain, nftEpChain, nftSvcChain } from '../..
 import { nftDelta, nftFull } from '../../bench/nftables.ts';
 import { pairedMedianRatio } from '../../bench/stats.ts';
 import type { LineFile } from '../../bench/textfile.ts';
-import { makeServices, vipOf, withChangedEndpoint } from '../../bench/workload.ts';
+import { makeServices, makeServices6, vipOf, withChangedEndpoint } from '../../bench/workload.ts';
+import { canonicalIpv6 } from '../../src/maps/ipv6.ts';
 
 function lines(gen: (o: LineFile) => void): string[] {
   const out: string[] = [];
@@ -100,4 +101,15 @@ t.test('ratios are paired by round, so a slow phase of the machine cancels out',
   t.equal(pairedMedianRatio(direct, svc).toFixed(3), '1.040');
   t.equal(pairedMedianRatio([2, 4, 9], [1, 2, 3]), 2);
   t.throws(() => pairedMedianRatio([1, 2], [1]), /2 vs 1 samples/);
+});
+
+t.test('makeServices6: IPv6-only services in canonical text, distinct VIPs and fillers, the last on the measured pods', async (t) => {
+  const pods = ['fd00:10:244::11', 'fd00:10:244::12'];
+  const svcs = makeServices6(70_000, 2, pods);
+  t.equal(svcs[0]!.vip, 'fd00:10:96::1');
+  t.equal(svcs[65_535]!.vip, 'fd00:10:96::1:0', 'past one group: the next group counts');
+  t.same(svcs.at(-1)!.endpoints, pods);
+  const all = svcs.flatMap((s) => [s.vip, ...s.endpoints.filter((e) => !pods.includes(e))]);
+  t.equal(new Set(all).size, all.length, 'no address twice');
+  t.ok(all.every((a) => canonicalIpv6(a) === a), 'every address canonical');
 });

@@ -47,6 +47,17 @@ t.test('bench --smoke runs every part and writes results, chart and summary', { 
     }
     t.ok(p.programming.svcmap && p.programming.iptables && p.programming.nftables, `N=${p.n}: programming times`);
   }
+  t.same(res.datapath6?.map((p) => [p.n, p.family]), [[1, 6], [100, 6]], 'the IPv6 rows at N = 1 and 100');
+  for (const p of res.datapath6 ?? []) {
+    for (const m of p.results) {
+      if (m.mode === 'iptables' || m.mode === 'nftables') {
+        t.ok('skipped' in m, `IPv6 N=${p.n} ${m.mode}: not run (IPv4 rule shapes)`);
+        continue;
+      }
+      t.ok(!('skipped' in m) && m.runs.every((run) => run.ok > 0), `IPv6 N=${p.n} ${m.mode}: connections succeeded`);
+      if (!('skipped' in m) && m.mode === 'svcmap') t.ok(m.vsDirect && m.vsDirect.perConn > 0, `IPv6 N=${p.n} svcmap: ratio to direct`);
+    }
+  }
   const ipt = res.datapath[1]!.results.find((m) => m.mode === 'iptables');
   t.ok(ipt && !('skipped' in ipt) && ipt.runs.some((run) => run.conntrackFlushed >= 0), 'conntrack is active for the iptables runs (ctflush read nf_conntrack_count, not -1)');
 

@@ -12,7 +12,9 @@ import { CONNS_ADJUST_PROGRAM, ConnCounts } from '../../src/agent/conn-counts.ts
 import { CtGc } from '../../src/agent/ct-gc.ts';
 import { progRunSyscall } from '../../src/bpf/test-run.ts';
 import { connsAdjust } from '../../src/maps/codecs.ts';
-import { CT_DIR_FWD, CT_F_COUNTED, LB_ALG_LC, SVC_F_NODEPORT } from '../../src/maps/constants.ts';
+import { CONNS_FIELD_SOCK, CT_DIR_FWD, CT_F_COUNTED, LB_ALG_LC, MAP_BE_CONNS6, SVC_F_NODEPORT } from '../../src/maps/constants.ts';
+import { backendConns6Map } from '../../src/maps/registry.ts';
+import { TypedMap } from '../../src/maps/typed-map.ts';
 import { TCP_ACK, TCP_FIN, TCP_RST, TCP_SYN, buildIpv4 } from './fixtures/packets.ts';
 import { translated } from './fixtures/tc-expect.ts';
 import { TcHarness } from './fixtures/tc-harness.ts';
@@ -154,7 +156,15 @@ t.test('svcmap_conns_adjust: an atomic add of either field; an unknown field is 
   counts.adjust(REMOTE.id, 'tc', 2);
   t.same(h.connsOf(REMOTE.id), { sock: 2, tc: 2 });
   const ctx = Buffer.alloc(connsAdjust.layout.size);
-  connsAdjust.encode({ backend_id: REMOTE.id, field: 7, delta: 1n }, ctx, 0);
+  connsAdjust.encode({ backend_id: REMOTE.id, field: 7, family: 4, delta: 1n }, ctx, 0);
   t.equal(progRunSyscall(h.object.programFd(CONNS_ADJUST_PROGRAM), ctx), -22, 'field 7: -EINVAL');
+  connsAdjust.encode({ backend_id: REMOTE.id, field: CONNS_FIELD_SOCK, family: 5, delta: 1n }, ctx, 0);
+  t.equal(progRunSyscall(h.object.programFd(CONNS_ADJUST_PROGRAM), ctx), -22, 'family 5: -EINVAL');
   t.same(h.connsOf(REMOTE.id), { sock: 2, tc: 2 }, 'and nothing changed');
+  // Family 6: the same id in the IPv6 backends' map, a space of its own.
+  const conns6 = new TypedMap(backendConns6Map, h.object.map(MAP_BE_CONNS6));
+  counts.adjust(REMOTE.id, 'sock', 5, 6);
+  t.same(conns6.get(REMOTE.id), { sock: 5n, tc: 0n }, 'family 6 adds to svcmap_conns6');
+  t.same(h.connsOf(REMOTE.id), { sock: 2, tc: 2 }, 'and leaves the IPv4 count alone');
+  conns6.delete(REMOTE.id);
 });

@@ -59,7 +59,8 @@ t.test('usage errors: one line naming the command, exit 2, for every command', a
     t.match(r.stderr, ONE_LINE, `svcmap ${args.join(' ')}: ${r.stderr.trim()}`);
   }
   t.match(run(['explain', '10.96.0.1:80', '--from', 'somewhere']).stderr, /^svcmap explain: --from: must be an IPv4 address\n$/);
-  t.match(run(['explain', '10.96.0.1:80/SCTP']).stderr, /^svcmap explain: VIP:PORT\/PROTO: "10\.96\.0\.1:80\/SCTP" is not an IPv4 VIP:PORT\/PROTO/);
+  t.match(run(['explain', '10.96.0.1:80/SCTP']).stderr, /^svcmap explain: VIP:PORT\/PROTO: "10\.96\.0\.1:80\/SCTP" is not a VIP:PORT\/PROTO \(e\.g\. 10\.96\.0\.10:53\/UDP or \[fd00:10:96::a\]:53\/UDP/);
+  t.match(run(['explain', 'fd00::1:80']).stderr, /^svcmap explain: VIP:PORT\/PROTO: "fd00::1:80" is not a VIP:PORT\/PROTO/, 'an IPv6 VIP needs its brackets');
   t.match(run(['explain']).stderr, /^svcmap explain: missing VIP:PORT\/PROTO\n$/);
   t.match(run(['dump', '--log-level', 'loud']).stderr, /^svcmap dump: --log-level: must be one of debug, info, warn, error\n$/);
 });

@@ -4,7 +4,7 @@
 import t from 'tap';
 import type { AffinityKey, AffinityValue, BackendValue, SvcKey, SvcValue } from '../../src/maps/codecs.ts';
 import {
-  AFFINITY_ORIGIN_SOCK, AFFINITY_ORIGIN_TC, BACKEND_F_LOCAL, BACKEND_STATE_ACTIVE, BACKEND_STATE_TERMINATING, IPPROTO_TCP, IPPROTO_UDP,
+  AFFINITY_ORIGIN_SOCK, AFFINITY_ORIGIN_SOCK6, AFFINITY_ORIGIN_TC, BACKEND_F_LOCAL, BACKEND_STATE_ACTIVE, BACKEND_STATE_TERMINATING, IPPROTO_TCP, IPPROTO_UDP,
   LB_ALG_LC, LB_ALG_RANDOM, SVC_F_AFFINITY, SVC_F_CLUSTERIP, SVC_F_ETP_LOCAL, SVC_F_NODEPORT, SVC_F_SRC_RANGES, SVC_F_TWO_SCOPES, SVC_F_WILDCARD,
   SVC_SCOPE_EXT, SVC_SCOPE_INT,
 } from '../../src/maps/constants.ts';
@@ -274,4 +274,24 @@ t.test('lc: the algorithm by name, each backend with its live connections (a neg
   t.match(text, /SLOT +ID +BACKEND +STATE +LOCAL +CONNS/);
   t.match(text, /1 +1 +10\.244\.0\.11:8080 +active +no +3$/m);
   t.notOk(/CONNS/.test(renderExplanation(explain(tcp('10.96.0.60', 80), m.readers()))), 'no count map: no column');
+});
+
+t.test('an IPv6 frontend: bracketed names, [::1]:NodePort finds [::], only its family\'s affinity entries', async (t) => {
+  // The readers are the IPv6 maps' (explain.ts picks them by the VIP's family); the affinity map is shared.
+  const m = new FakeMaps().backend(1, 'fd00:10:244::11').backend(2, 'fd00:10:244::12')
+    .frontend({ addr: 'fd00:10:96::a', port: 80, flags: SVC_F_CLUSTERIP | SVC_F_AFFINITY, revNat: 5, slots: [1, 2], timeout: 60 })
+    .frontend({ addr: '::', port: 30080, flags: SVC_F_NODEPORT | SVC_F_WILDCARD, revNat: 6, slots: [2] })
+    .sockEntry(42n, 5, { last_used: NOW - SEC, backend_id: 1, slot: 1 }); // an IPv4 frontend's, whose id is 5 too
+  m.affinity!.push([{ netns_cookie: 43n, client_addr: '0.0.0.0', rev_nat_id: 5, origin: AFFINITY_ORIGIN_SOCK6 }, { last_used: NOW - 2n * SEC, backend_id: 2, slot: 2 }]);
+  const e = explain(tcp('fd00:10:96::a', 80), m.readers());
+  t.equal(e.query, '[fd00:10:96::a]:80/TCP');
+  t.equal(e.frontend?.frontend, '[fd00:10:96::a]:80/TCP');
+  t.same(e.frontend?.backends.map((b) => b.address), ['[fd00:10:244::11]:8080', '[fd00:10:244::12]:8080']);
+  t.same(e.remembered.map((r) => [r.client, r.backend, r.current]), [['netns 43', '[fd00:10:244::12]:8080', true]], 'the IPv6 socket entry only');
+  const lo = explain(tcp('::1', 30080), m.readers());
+  t.equal(lo.frontend?.frontend, '[::]:30080/TCP');
+  t.match(lo.frontend?.matched, /wildcard NodePort entry/);
+  const mapped = explain({ ...tcp('10.96.0.10', 80), mapped: true }, three().frontend({ addr: '10.96.0.10', port: 80, flags: SVC_F_CLUSTERIP, revNat: 1, slots: [1] }).readers());
+  t.equal(mapped.query, '[::ffff:10.96.0.10]:80/TCP');
+  t.match(mapped.frontend, { frontend: '10.96.0.10:80/TCP', matched: /IPv4-mapped/ });
 });

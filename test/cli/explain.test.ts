@@ -2,26 +2,30 @@
 // fixture: namespaces, echo pods, a client pod in the test's own cgroup),
 // cross-checked with what real connections through the datapath do: a
 // plain service, an affinity service after a connection, a service without
-// endpoints, and an address that is no service.
+// endpoints, and an address that is no service; the same Services' IPv6
+// frontends (they are dual-stack) and an IPv4-mapped address.
 import t from 'tap';
 import type { Explanation } from '../../src/cli/explain-view.ts';
 import { NO_ENDPOINTS, UNTOUCHED } from '../../src/cli/explain-view.ts';
 import { bootTimeNs } from '../../src/cli/explain.ts';
 import { AFFINITY_ORIGIN_TC, IPPROTO_TCP, SVC_SCOPE_EXT } from '../../src/maps/constants.ts';
 import { DatapathMaps } from '../../src/maps/datapath-maps.ts';
-import { type Cluster, POD_IPS, POD_NAMES, echoService, startCluster } from '../e2e/fixtures/cluster.ts';
+import { execFileSync } from 'node:child_process';
+import { SVCMAP } from '../../lab/agent-process.ts';
+import { type Cluster, POD_IPS, POD_IPS6, POD_NAMES, echoService, startCluster } from '../e2e/fixtures/cluster.ts';
 
 const WEB = '10.96.0.70';
 const STICKY = '10.96.0.71';
 const EMPTY = '10.96.0.72';
+const [WEB6, STICKY6, EMPTY6] = ['fd00:10:96::46', 'fd00:10:96::47', 'fd00:10:96::48'];
 
 let c: Cluster;
 t.before(async () => {
   c = await startCluster([
-    echoService('web', WEB),
-    echoService('sticky', STICKY, { extraSpec: { sessionAffinity: 'ClientIP', sessionAffinityConfig: { clientIP: { timeoutSeconds: 10800 } } } }),
-    echoService('empty', EMPTY, { endpoints: [] }),
-  ]);
+    echoService('web', WEB, { clusterIP6: WEB6 }),
+    echoService('sticky', STICKY, { clusterIP6: STICKY6, extraSpec: { sessionAffinity: 'ClientIP', sessionAffinityConfig: { clientIP: { timeoutSeconds: 10800 } } } }),
+    echoService('empty', EMPTY, { clusterIP6: EMPTY6, endpoints: [], endpoints6: [] }),
+  ], { ipv6: true });
   await c.startAgent();
 });
 t.teardown(async () => {
@@ -112,4 +116,38 @@ t.test('an address that is no frontend: untouched, exit 0', async (t) => {
   t.equal(e.frontend, null, 'a frontend\'s address on a port it does not serve');
   t.same(e.verdict, { kind: 'untouched', text: UNTOUCHED });
   t.equal(explainJson('10.96.0.99:80/TCP', '--from', '192.0.2.10').verdict.kind, 'untouched');
+});
+
+t.test('IPv6 frontends: [VIP]:PORT through the IPv6 maps, their own affinity entries; an IPv4-mapped VIP is the IPv4 frontend', async (t) => {
+  const e = explainJson(`[${WEB6}]:80/TCP`);
+  t.equal(e.query, `[${WEB6}]:80/TCP`);
+  t.match(e.frontend, { frontend: `[${WEB6}]:80/TCP`, flags: ['ClusterIP'], scope: 'external', algorithm: 'random (uniform)', problems: [] });
+  t.same(e.frontend!.backends.map((b) => b.address).sort(), POD_IPS6.map((ip) => `[${ip}]:8080`), 'the IPv6 backends');
+  t.same(e.verdict, { kind: 'random', among: 3, text: 'random among 3' });
+  t.match(c.svcmap('explain', `[${WEB6.toUpperCase()}]:53/udp`), new RegExp(`^Frontend: {3}\\[${WEB6}\\]:53/UDP$`, 'm'), 'canonical text, the UDP port');
+
+  const r = await c.client.tcpConnect({ ip: STICKY6, port: 80, count: 5, timeoutMs: 2000, concurrency: 1 });
+  t.equal(r.ok, 5, JSON.stringify(r.errors));
+  const pods = Object.keys(r.byPod);
+  t.equal(pods.length, 1, 'one pod, by affinity');
+  const sticky = explainJson(`[${STICKY6}]:80/TCP`);
+  t.same(sticky.frontend!.flags, ['ClusterIP', 'affinity']);
+  t.equal(sticky.remembered.length, 1, 'only the IPv6 frontend\'s entry (the IPv4 one\'s, whose id may be the same number, are not its)');
+  t.match(sticky.remembered[0], { origin: 'socket', client: /^netns \d+$/, backend: `[${POD_IPS6[POD_NAMES.indexOf(pods[0]!)]}]:8080`, current: true });
+
+  const mapped = explainJson(`[::ffff:${WEB}]:80/TCP`);
+  t.equal(mapped.query, `[::ffff:${WEB}]:80/TCP`);
+  t.match(mapped.frontend, { frontend: `${WEB}:80/TCP`, matched: /IPv4-mapped/ });
+  t.same(mapped.frontend!.backends.map((b) => b.address).sort(), POD_IPS.map((ip) => `${ip}:8080`), 'the IPv4 backends');
+
+  t.same(explainJson(`[${EMPTY6}]:80/TCP`).verdict, { kind: 'refused', text: NO_ENDPOINTS });
+  t.equal(explainJson('[fd00:10:96::99]:80/TCP').verdict.kind, 'untouched');
+  try {
+    execFileSync(SVCMAP, ['explain', `[${WEB6}]:80/TCP`, '--from', '192.0.2.10', '--pin-dir', c.pinDir], { encoding: 'utf8', stdio: 'pipe' });
+    t.fail('--from with an IPv6 frontend should be refused');
+  } catch (err) {
+    const e2 = err as { status: number; stderr: string };
+    t.equal(e2.status, 2, 'a usage error');
+    t.match(e2.stderr, /--from: the tc path is explained for IPv4 frontends only/);
+  }
 });

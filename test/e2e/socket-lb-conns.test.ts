@@ -1,5 +1,7 @@
 // Live connection counts and the algorithms that read them, at the socket
-// level, end to end: the real agent from manifests, its hooks (connect4 and
+// level, end to end, for each family (dual-stack Services through their
+// IPv4 and their IPv6 VIPs: svcmap_be_conns / svcmap_sk_be, svcmap_conns6 /
+// svcmap_sk_be6): the real agent from manifests, its hooks (connect4/6 and
 // sock_release) on the test's own cgroup, real sockets from client pods.
 //  - lc: connections held open by a client spread evenly, the map counts
 //    each socket for its backend, a new connection goes to the backend with
@@ -23,13 +25,9 @@ import { JsonLines } from '../../lab/jsonl.ts';
 import { helperEnv, stopProcess } from '../../lab/processes.ts';
 import { IPPROTO_TCP, IPPROTO_UDP, LB_ALG_DH, LB_ALG_LC } from '../../src/maps/constants.ts';
 import { DatapathMaps } from '../../src/maps/datapath-maps.ts';
-import { type Cluster, POD_IPS, POD_NAMES, UDP_PORT, echoService, masterEntry, secondClient, startCluster } from './fixtures/cluster.ts';
+import { type Cluster, FAMILIES, type FamilyCase, POD_NAMES, UDP_PORT, dualStackEchoService, masterEntry, secondClient, startCluster } from './fixtures/cluster.ts';
 
-const LC = '10.96.0.70';
-const SED = '10.96.0.71';
-const NQ = '10.96.0.72';
-const DH = '10.96.0.73';
-const RANDOM = '10.96.0.74';
+const [LC, SED, NQ, DH, RANDOM] = [70, 71, 72, 73, 74];
 /** The GC pass, and with it the recount, every second. */
 const AGENT_ARGS = ['--ct-gc-interval', '1s'];
 
@@ -37,13 +35,13 @@ let c: Cluster;
 let client2: LabClient;
 t.before(async () => {
   c = await startCluster([
-    echoService('lc', LC, { annotations: { 'svcmap.io/lb-algorithm': 'lc' } }),
-    echoService('sed', SED, { annotations: { 'svcmap.io/lb-algorithm': 'sed' } }),
-    echoService('nq', NQ, { annotations: { 'svcmap.io/lb-algorithm': 'nq' } }),
-    echoService('dh', DH, { annotations: { 'svcmap.io/lb-algorithm': 'dh' } }),
-    echoService('plain', RANDOM),
-  ]);
-  client2 = await secondClient(c);
+    dualStackEchoService('lc', LC, { annotations: { 'svcmap.io/lb-algorithm': 'lc' } }),
+    dualStackEchoService('sed', SED, { annotations: { 'svcmap.io/lb-algorithm': 'sed' } }),
+    dualStackEchoService('nq', NQ, { annotations: { 'svcmap.io/lb-algorithm': 'nq' } }),
+    dualStackEchoService('dh', DH, { annotations: { 'svcmap.io/lb-algorithm': 'dh' } }),
+    dualStackEchoService('plain', RANDOM),
+  ], { ipv6: true });
+  client2 = await secondClient(c, 'client2', '10.244.0.101', 'fd00:10:244::101');
   await c.startAgent(AGENT_ARGS);
 });
 t.teardown(async () => {
@@ -63,14 +61,15 @@ async function until<T>(check: () => T | undefined, what: () => string, timeoutM
   }
 }
 
-/** The socket LB's counts of the pods' backends of one protocol, by pod name (pods without an entry: 0). */
-function sockCounts(proto: number): Record<string, number> {
+/** The socket LB's counts of the family's backends of the pods of one protocol, by pod name (pods without an entry: 0). */
+function sockCounts(f: FamilyCase, proto: number): Record<string, number> {
   const maps = DatapathMaps.openPinned(c.pinDir);
   try {
     const out: Record<string, number> = Object.fromEntries(POD_NAMES.map((p) => [p, 0]));
-    const conns = new Map(maps.conns!.entries());
-    for (const [id, be] of maps.backends.entries()) {
-      const pod = POD_NAMES[POD_IPS.indexOf(be.addr)];
+    const fm = maps.family(f.family)!;
+    const conns = new Map(fm.conns!.entries());
+    for (const [id, be] of fm.backends.entries()) {
+      const pod = POD_NAMES[(f.pods as readonly string[]).indexOf(be.addr)];
       if (pod === undefined || be.proto !== proto) continue;
       out[pod]! += Number(conns.get(id)?.sock ?? 0n);
     }
@@ -102,48 +101,17 @@ async function once(client: LabClient, ip: string): Promise<string> {
 
 const masterAlgorithm = (ip: string) => masterEntry(c, ip)?.algorithm;
 
-t.test('lc: held connections spread evenly and are counted; a new one goes to the least loaded; SIGKILL gives the counts back', async (t) => {
-  t.equal(masterAlgorithm(LC), LB_ALG_LC, 'the master entry says lc');
-  const { holder, byPod } = await hold(LC, 5);
-  t.same(Object.values(byPod).sort(), [1, 2, 2], `5 held connections: 2 / 2 / 1 (${JSON.stringify(byPod)})`);
-  const counted = await until(() => { const s = sockCounts(IPPROTO_TCP); return total(s) === 5 ? s : undefined; }, () => JSON.stringify(sockCounts(IPPROTO_TCP)));
-  t.same(counted, byPod, 'the map counts each held socket for the backend it reached');
-  const least = Object.entries(byPod).find(([, n]) => n === 1)![0];
-  for (let i = 0; i < 3; i++) {
-    t.equal(await once(c.client, LC), least, `new connection ${i + 1} (while 5 are held): ${least}, the one with the fewest`);
-    // Closed again: its count goes back before the next one chooses.
-    await until(() => (total(sockCounts(IPPROTO_TCP)) === 5 ? true : undefined), () => JSON.stringify(sockCounts(IPPROTO_TCP)));
-  }
-  t.equal(await once(client2, LC), least, 'from another client pod too: the counts are per backend, not per client');
-  holder.process.kill('SIGKILL');
-  const after = await until(() => { const s = sockCounts(IPPROTO_TCP); return total(s) === 0 ? s : undefined; }, () => JSON.stringify(sockCounts(IPPROTO_TCP)));
-  t.same(after, { 'pod-a': 0, 'pod-b': 0, 'pod-c': 0 }, 'the holder was SIGKILLed: its sockets were released, every count is 0');
-});
-
-for (const [name, vip] of [['sed', SED], ['nq', NQ]] as const) {
-  t.test(`${name}: an idle backend is chosen first; the counts fall back when the sockets close`, async (t) => {
-    const { holder, byPod } = await hold(vip, 2);
-    const idle = Object.entries(byPod).filter(([, n]) => n === 0).map(([p]) => p);
-    t.equal(idle.length, 1, `2 held connections on 2 different backends, one idle (${JSON.stringify(byPod)})`);
-    await until(() => (total(sockCounts(IPPROTO_TCP)) === 2 ? true : undefined), () => JSON.stringify(sockCounts(IPPROTO_TCP)));
-    t.equal(await once(c.client, vip), idle[0], `a new connection goes to the idle one (${idle[0]})`);
-    await holder.stop();
-    const after = await until(() => { const s = sockCounts(IPPROTO_TCP); return total(s) === 0 ? s : undefined; }, () => JSON.stringify(sockCounts(IPPROTO_TCP)));
-    t.same(after, { 'pod-a': 0, 'pod-b': 0, 'pod-c': 0 }, 'closed: every count is 0');
-  });
-}
-
 /**
  * A connected UDP socket in the client pod that connects where it is told:
  * stdin "vip" (the LC frontend's UDP port), "pod" (a pod's address itself:
  * no frontend), "close"; each answered with a line once done.
  */
-function udpReconnector(): { child: ChildProcess; step(cmd: string): Promise<void> } {
+function udpReconnector(f: FamilyCase): { child: ChildProcess; step(cmd: string): Promise<void> } {
   const script = `
     const dgram = require('node:dgram');
     const rl = require('node:readline').createInterface({ input: process.stdin });
-    let s = dgram.createSocket('udp4');
-    const targets = { vip: [53, ${JSON.stringify(LC)}], pod: [${UDP_PORT}, ${JSON.stringify(POD_IPS[0])}] };
+    let s = dgram.createSocket('udp${f.family}');
+    const targets = { vip: [53, ${JSON.stringify(f.vip(LC))}], pod: [${UDP_PORT}, ${JSON.stringify(f.pods[0])}] };
     let connected = false;
     rl.on('line', (cmd) => {
       if (cmd === 'close') { s.close(() => console.log(JSON.stringify({ done: cmd }))); return; }
@@ -169,79 +137,114 @@ function udpReconnector(): { child: ChildProcess; step(cmd: string): Promise<voi
   };
 }
 
-t.test('connected UDP: a socket that connects elsewhere stops counting for its old backend; back at the frontend it counts again', async (t) => {
-  const u = udpReconnector();
-  try {
-    await u.step('vip');
-    t.equal(total(sockCounts(IPPROTO_UDP)), 1, 'connected to the frontend: its backend counts 1');
-    await u.step('pod');
-    t.equal(total(sockCounts(IPPROTO_UDP)), 0, 'connected to a pod address (no frontend): 0, no count left behind');
-    await u.step('vip');
-    t.equal(total(sockCounts(IPPROTO_UDP)), 1, 'back at the frontend: 1');
-    await u.step('vip');
-    t.equal(total(sockCounts(IPPROTO_UDP)), 1, 'connected to the frontend again (maybe another backend): still 1 in all');
-    await u.step('close');
-    await until(() => (total(sockCounts(IPPROTO_UDP)) === 0 ? true : undefined), () => JSON.stringify(sockCounts(IPPROTO_UDP)));
-    t.pass('closed: 0');
-  } finally {
-    await stopProcess(u.child, 500);
-  }
-});
-
-t.test('an agent restart keeps the counts; the new programs take off what the old ones counted', async (t) => {
-  const { holder, byPod } = await hold(LC, 4);
-  await until(() => (total(sockCounts(IPPROTO_TCP)) === 4 ? true : undefined), () => JSON.stringify(sockCounts(IPPROTO_TCP)));
-  c.agent.kill('SIGKILL');
-  await c.agent.exited;
-  await c.startAgent(AGENT_ARGS);
-  t.same(sockCounts(IPPROTO_TCP), byPod, 'after the restart: the same counts (pinned)');
-  const ones = Object.keys(byPod).filter((p) => byPod[p] === 1);
-  t.equal(ones.length, 2, `4 held: 2 / 1 / 1 (${JSON.stringify(byPod)})`);
-  const got = await once(c.client, LC);
-  t.ok(ones.includes(got), `a new connection still goes to a least loaded backend (${got})`);
-  await holder.stop();
-  const after = await until(() => { const s = sockCounts(IPPROTO_TCP); return total(s) === 0 ? s : undefined; }, () => JSON.stringify(sockCounts(IPPROTO_TCP)));
-  t.same(after, { 'pod-a': 0, 'pod-b': 0, 'pod-c': 0 }, 'closed after the restart: every count is 0');
-});
-
-t.test('the recount sets drifted socket counts right from the sockets\' storage', async (t) => {
-  t.notOk(c.agent.lines.some((l) => String(l.msg).startsWith('the socket recount is off')), 'the socket recount is on');
-  const { holder, byPod } = await hold(LC, 3);
-  await until(() => (total(sockCounts(IPPROTO_TCP)) === 3 ? true : undefined), () => JSON.stringify(sockCounts(IPPROTO_TCP)));
-  // Drift, as a release missed while no program was attached would leave it.
-  const maps = DatapathMaps.openPinned(c.pinDir);
-  const from = c.agent.mark();
-  try {
-    for (const [id, be] of maps.backends.entries()) {
-      if (be.proto === IPPROTO_TCP && POD_IPS.includes(be.addr)) maps.conns!.put(id, { sock: 7n, tc: 0n });
+for (const f of FAMILIES) {
+  t.test(`IPv${f.family}: lc: held connections spread evenly and are counted; a new one goes to the least loaded; SIGKILL gives the counts back`, async (t) => {
+    t.equal(masterAlgorithm(f.vip(LC)), LB_ALG_LC, 'the master entry says lc');
+    const { holder, byPod } = await hold(f.vip(LC), 5);
+    t.same(Object.values(byPod).sort(), [1, 2, 2], `5 held connections: 2 / 2 / 1 (${JSON.stringify(byPod)})`);
+    const counted = await until(() => { const s = sockCounts(f, IPPROTO_TCP); return total(s) === 5 ? s : undefined; }, () => JSON.stringify(sockCounts(f, IPPROTO_TCP)));
+    t.same(counted, byPod, 'the map counts each held socket for the backend it reached');
+    const least = Object.entries(byPod).find(([, n]) => n === 1)![0];
+    for (let i = 0; i < 3; i++) {
+      t.equal(await once(c.client, f.vip(LC)), least, `new connection ${i + 1} (while 5 are held): ${least}, the one with the fewest`);
+      // Closed again: its count goes back before the next one chooses.
+      await until(() => (total(sockCounts(f, IPPROTO_TCP)) === 5 ? true : undefined), () => JSON.stringify(sockCounts(f, IPPROTO_TCP)));
     }
-  } finally {
-    maps.close();
+    t.equal(await once(client2, f.vip(LC)), least, 'from another client pod too: the counts are per backend, not per client');
+    holder.process.kill('SIGKILL');
+    const after = await until(() => { const s = sockCounts(f, IPPROTO_TCP); return total(s) === 0 ? s : undefined; }, () => JSON.stringify(sockCounts(f, IPPROTO_TCP)));
+    t.same(after, { 'pod-a': 0, 'pod-b': 0, 'pod-c': 0 }, 'the holder was SIGKILLed: its sockets were released, every count is 0');
+  });
+
+  for (const [name, vip] of [['sed', SED], ['nq', NQ]] as const) {
+    t.test(`IPv${f.family}: ${name}: an idle backend is chosen first; the counts fall back when the sockets close`, async (t) => {
+      const { holder, byPod } = await hold(f.vip(vip), 2);
+      const idle = Object.entries(byPod).filter(([, n]) => n === 0).map(([p]) => p);
+      t.equal(idle.length, 1, `2 held connections on 2 different backends, one idle (${JSON.stringify(byPod)})`);
+      await until(() => (total(sockCounts(f, IPPROTO_TCP)) === 2 ? true : undefined), () => JSON.stringify(sockCounts(f, IPPROTO_TCP)));
+      t.equal(await once(c.client, f.vip(vip)), idle[0], `a new connection goes to the idle one (${idle[0]})`);
+      await holder.stop();
+      const after = await until(() => { const s = sockCounts(f, IPPROTO_TCP); return total(s) === 0 ? s : undefined; }, () => JSON.stringify(sockCounts(f, IPPROTO_TCP)));
+      t.same(after, { 'pod-a': 0, 'pod-b': 0, 'pod-c': 0 }, 'closed: every count is 0');
+    });
   }
-  t.equal(total(sockCounts(IPPROTO_TCP)), 21, 'drifted: 7 each');
-  const fixed = await until(() => { const s = sockCounts(IPPROTO_TCP); return total(s) === 3 ? s : undefined; }, () => JSON.stringify(sockCounts(IPPROTO_TCP)));
-  t.same(fixed, byPod, 'recounted: each backend holds its held sockets again');
-  const line = await c.agent.waitFor((l) => l.msg === 'connection counts recounted' && ((l.sock as { corrected?: number } | undefined)?.corrected ?? 0) > 0, { from, timeoutMs: 5000, what: 'the recount log line' });
-  t.ok(line, 'the agent logs what it corrected');
-  await holder.stop();
-  await until(() => (total(sockCounts(IPPROTO_TCP)) === 0 ? true : undefined), () => JSON.stringify(sockCounts(IPPROTO_TCP)));
-});
 
-t.test('dh: every client of the frontend gets one and the same backend', async (t) => {
-  t.equal(masterAlgorithm(DH), LB_ALG_DH, 'the master entry says dh');
-  const one = await c.client.tcpConnect({ ip: DH, port: 80, count: 20, timeoutMs: 2000, concurrency: 4 });
-  const two = await client2.tcpConnect({ ip: DH, port: 80, count: 20, timeoutMs: 2000, concurrency: 4 });
-  t.equal(one.ok + two.ok, 40, '40 connections succeed');
-  t.equal(Object.keys(one.byPod).length, 1, `client 1: one pod (${JSON.stringify(one.byPod)})`);
-  t.same(Object.keys(two.byPod), Object.keys(one.byPod), 'client 2: the same pod');
-});
+  t.test(`IPv${f.family}: connected UDP: a socket that connects elsewhere stops counting for its old backend; back at the frontend it counts again`, async (t) => {
+    const u = udpReconnector(f);
+    try {
+      await u.step('vip');
+      t.equal(total(sockCounts(f, IPPROTO_UDP)), 1, 'connected to the frontend: its backend counts 1');
+      await u.step('pod');
+      t.equal(total(sockCounts(f, IPPROTO_UDP)), 0, 'connected to a pod address (no frontend): 0, no count left behind');
+      await u.step('vip');
+      t.equal(total(sockCounts(f, IPPROTO_UDP)), 1, 'back at the frontend: 1');
+      await u.step('vip');
+      t.equal(total(sockCounts(f, IPPROTO_UDP)), 1, 'connected to the frontend again (maybe another backend): still 1 in all');
+      await u.step('close');
+      await until(() => (total(sockCounts(f, IPPROTO_UDP)) === 0 ? true : undefined), () => JSON.stringify(sockCounts(f, IPPROTO_UDP)));
+      t.pass('closed: 0');
+    } finally {
+      await stopProcess(u.child, 500);
+    }
+  });
 
-t.test('connections through a frontend that does not read the counts (random) are not counted', async (t) => {
-  const { holder, byPod } = await hold(RANDOM, 4);
-  t.equal(total(byPod), 4, '4 held connections through the random frontend');
-  t.same(sockCounts(IPPROTO_TCP), { 'pod-a': 0, 'pod-b': 0, 'pod-c': 0 }, 'no count for any of them');
-  const lc = await once(c.client, LC);
-  t.ok(POD_NAMES.includes(lc), 'the lc frontend still works beside them');
-  await holder.stop();
-  t.same(sockCounts(IPPROTO_TCP), { 'pod-a': 0, 'pod-b': 0, 'pod-c': 0 }, 'and their close takes nothing off');
-});
+  t.test(`IPv${f.family}: an agent restart keeps the counts; the new programs take off what the old ones counted`, async (t) => {
+    const { holder, byPod } = await hold(f.vip(LC), 4);
+    await until(() => (total(sockCounts(f, IPPROTO_TCP)) === 4 ? true : undefined), () => JSON.stringify(sockCounts(f, IPPROTO_TCP)));
+    c.agent.kill('SIGKILL');
+    await c.agent.exited;
+    await c.startAgent(AGENT_ARGS);
+    t.same(sockCounts(f, IPPROTO_TCP), byPod, 'after the restart: the same counts (pinned)');
+    const ones = Object.keys(byPod).filter((p) => byPod[p] === 1);
+    t.equal(ones.length, 2, `4 held: 2 / 1 / 1 (${JSON.stringify(byPod)})`);
+    const got = await once(c.client, f.vip(LC));
+    t.ok(ones.includes(got), `a new connection still goes to a least loaded backend (${got})`);
+    await holder.stop();
+    const after = await until(() => { const s = sockCounts(f, IPPROTO_TCP); return total(s) === 0 ? s : undefined; }, () => JSON.stringify(sockCounts(f, IPPROTO_TCP)));
+    t.same(after, { 'pod-a': 0, 'pod-b': 0, 'pod-c': 0 }, 'closed after the restart: every count is 0');
+  });
+
+  t.test(`IPv${f.family}: the recount sets drifted socket counts right from the sockets' storage`, async (t) => {
+    t.notOk(c.agent.lines.some((l) => String(l.msg).startsWith('the socket recount is off')), 'the socket recount is on');
+    const { holder, byPod } = await hold(f.vip(LC), 3);
+    await until(() => (total(sockCounts(f, IPPROTO_TCP)) === 3 ? true : undefined), () => JSON.stringify(sockCounts(f, IPPROTO_TCP)));
+    // Drift, as a release missed while no program was attached would leave it.
+    const maps = DatapathMaps.openPinned(c.pinDir);
+    const from = c.agent.mark();
+    try {
+      const fm = maps.family(f.family)!;
+      for (const [id, be] of fm.backends.entries()) {
+        if (be.proto === IPPROTO_TCP && (f.pods as readonly string[]).includes(be.addr)) fm.conns!.put(id, { sock: 7n, tc: 0n });
+      }
+    } finally {
+      maps.close();
+    }
+    t.equal(total(sockCounts(f, IPPROTO_TCP)), 21, 'drifted: 7 each');
+    const fixed = await until(() => { const s = sockCounts(f, IPPROTO_TCP); return total(s) === 3 ? s : undefined; }, () => JSON.stringify(sockCounts(f, IPPROTO_TCP)));
+    t.same(fixed, byPod, 'recounted: each backend holds its held sockets again');
+    const sockOf = (l: Record<string, unknown>) => (f.family === 4 ? l.sock : (l.v6 as { sock?: unknown } | undefined)?.sock) as { corrected?: number } | undefined;
+    const line = await c.agent.waitFor((l) => l.msg === 'connection counts recounted' && (sockOf(l)?.corrected ?? 0) > 0, { from, timeoutMs: 5000, what: 'the recount log line' });
+    t.ok(line, 'the agent logs what it corrected');
+    await holder.stop();
+    await until(() => (total(sockCounts(f, IPPROTO_TCP)) === 0 ? true : undefined), () => JSON.stringify(sockCounts(f, IPPROTO_TCP)));
+  });
+
+  t.test(`IPv${f.family}: dh: every client of the frontend gets one and the same backend`, async (t) => {
+    t.equal(masterAlgorithm(f.vip(DH)), LB_ALG_DH, 'the master entry says dh');
+    const one = await c.client.tcpConnect({ ip: f.vip(DH), port: 80, count: 20, timeoutMs: 2000, concurrency: 4 });
+    const two = await client2.tcpConnect({ ip: f.vip(DH), port: 80, count: 20, timeoutMs: 2000, concurrency: 4 });
+    t.equal(one.ok + two.ok, 40, '40 connections succeed');
+    t.equal(Object.keys(one.byPod).length, 1, `client 1: one pod (${JSON.stringify(one.byPod)})`);
+    t.same(Object.keys(two.byPod), Object.keys(one.byPod), 'client 2: the same pod');
+  });
+
+  t.test(`IPv${f.family}: connections through a frontend that does not read the counts (random) are not counted`, async (t) => {
+    const { holder, byPod } = await hold(f.vip(RANDOM), 4);
+    t.equal(total(byPod), 4, '4 held connections through the random frontend');
+    t.same(sockCounts(f, IPPROTO_TCP), { 'pod-a': 0, 'pod-b': 0, 'pod-c': 0 }, 'no count for any of them');
+    const lc = await once(c.client, f.vip(LC));
+    t.ok(POD_NAMES.includes(lc), 'the lc frontend still works beside them');
+    await holder.stop();
+    t.same(sockCounts(f, IPPROTO_TCP), { 'pod-a': 0, 'pod-b': 0, 'pod-c': 0 }, 'and their close takes nothing off');
+  });
+}
