@@ -115,6 +115,40 @@ export function datapathTables(r: BenchResults): string {
   ].join('\n');
 }
 
+/** The datapath cost of each algorithm, relative to random, where the datapath part measured it. */
+export function algorithmCostTable(r: BenchResults): string {
+  const points = r.datapath.filter((p) => p.algorithms?.length);
+  if (!points.length) return '';
+  const names = points[0]!.algorithms!.map((a) => a.algorithm);
+  const cell = (p: (typeof points)[number], name: string) => {
+    const a = p.algorithms!.find((x) => x.algorithm === name);
+    return a ? `${int(a.connPerSec)} (**${a.vsRandom.perConn.toFixed(3)}x**, p50 ${a.vsRandom.p50.toFixed(3)}x)` : 'n/a';
+  };
+  const rows = points.map((p) => [fmtN(p.n), int(median(p.algorithms!.flatMap((a) => a.randomRuns.map((x) => x.connPerSec)))), ...names.map((n) => cell(p, n))]);
+  const withNs = points.filter((p) => p.algorithms!.some((a) => a.bpfNs));
+  const nsCell = (p: (typeof points)[number], name: string) => {
+    const b = p.algorithms!.find((x) => x.algorithm === name)?.bpfNs;
+    if (!b) return 'n/a';
+    const extra = b.connect4 + b.sockRelease - (b.randomConnect4 + b.randomSockRelease);
+    return `${int(b.connect4)} + ${int(b.sockRelease)} (${extra >= 0 ? '+' : ''}${int(extra)})`;
+  };
+  const randomNs = (p: (typeof points)[number]) => {
+    const bs = p.algorithms!.flatMap((a) => (a.bpfNs ? [a.bpfNs] : []));
+    return `${int(median(bs.map((b) => b.randomConnect4)))} + ${int(median(bs.map((b) => b.randomSockRelease)))}`;
+  };
+  return [
+    `**Datapath cost per algorithm**: conn/s to a service of each algorithm (\`svcmap.io/lb-algorithm\`, the same ${r.datapath[0]?.endpointsPerService ?? 4} pods) among the N services, each run right beside a run of random (the svcmap column's service, the node default; the pair's order alternating); in brackets the time per connection and the connect() p50 relative to random (the median of the ratios within the ${points[0]!.algorithms![0]!.runs.length} pairs; 1.000x = no cost):`,
+    '',
+    table(['N services', 'random', ...names], rows),
+    ...(withNs.length ? [
+      '',
+      '**BPF run time per connection** in the same runs (the kernel\'s BPF statistics, `bench/bpfstats.c`): the `connect4` program + the `sock_release` program, ns per call, medians over the runs; in brackets the difference from random. The programs only: what the kernel does around them (allocating and freeing a socket\'s storage is partly outside) is in the rates above.',
+      '',
+      table(['N services', 'random', ...names], withNs.map((p) => [fmtN(p.n), randomNs(p), ...names.map((n) => nsCell(p, n))])),
+    ] : []),
+  ].join('\n');
+}
+
 export function controlPlaneTables(r: BenchResults): string {
   const cp = r.controlPlane;
   if (!cp) return '_control plane not run_';
@@ -356,6 +390,10 @@ export function behind(r: BenchResults): string[] {
     const more = kps.filter((k) => k.datapath && sm.datapath && k.datapath.vsDirect.perConn < sm.datapath.vsDirect.perConn * 0.98);
     if (more.length) out.push(`Datapath beside the real kube-proxy at N=${fmtN(p.n)}: ${more.map((k) => `kube-proxy ${k.proxy} ${k.datapath!.vsDirect.perConn.toFixed(2)}x`).join(', ')} vs svcmap ${sm.datapath!.vsDirect.perConn.toFixed(2)}x the time per connection of direct.`);
   }
+  for (const p of r.datapath) {
+    const over = (p.algorithms ?? []).filter((a) => a.vsRandom.perConn > 1.03);
+    if (over.length) out.push(`Datapath cost per algorithm at N=${fmtN(p.n)}: ${over.map((a) => `${a.algorithm} ${a.vsRandom.perConn.toFixed(3)}x`).join(', ')} the time per connection of random, over the issue's 3% target.`);
+  }
   // sh, maglev and dh hash the client or the frontend: with the scenario's one client pod they are no balancing at all, by design.
   const lc = r.lb.find((l) => l.algorithm === 'lc');
   for (const l of r.lb) {
@@ -392,6 +430,7 @@ export function summaryMarkdown(r: BenchResults, chartPath: string): string {
     '### Datapath',
     '',
     datapathTables(r),
+    ...(algorithmCostTable(r) ? ['', algorithmCostTable(r)] : []),
     '',
     '### Control plane',
     '',

@@ -7,6 +7,7 @@
 //   node bench/run.ts [--smoke] [--only datapath,datapath6,lb,control,files,churn,snat,real-kube-proxy] [--out DIR] [--budget-s S] [--cpu N]
 //                     [--datapath-sizes 1,1000,...] [--control-sizes 1,1000,...] [--real-sizes 1000,10000,...]
 //                     [--lb-algorithm NAME]   the datapath part's svcmap agent with this node default (e.g. lc)
+//                     [--algorithm-sizes 1,10000]   the N at which the datapath part measures every algorithm beside random
 //                     [--file-sizes 1000,10000] [--churn-minutes M]
 //   node bench/run.ts --only churn --churn-minutes 6   the churn soak alone: 2 min warm-up, then 6 min measured
 //   node bench/run.ts --only real-kube-proxy   the real kube-proxy beside svcmap alone (bench/kube-proxy-real.ts)
@@ -38,7 +39,8 @@ import { type SnatResult, runSnat } from './snat.ts';
 import { type ChurnResult, churnTable, runChurn } from './churn.ts';
 import { type FileSourceResult, fileSourceTable, runFileSource } from './cp-files.ts';
 import { makeServices } from './workload.ts';
-import { controlPlaneTables, datapath6Table, datapathTables, lbTable, realKubeProxyTables, snatTable, summaryMarkdown, targetsTable, behind } from './report.ts';
+import { LB_ALGORITHMS_IMPLEMENTED } from '../src/maps/constants.ts';
+import { algorithmCostTable, controlPlaneTables, datapath6Table, datapathTables, lbTable, realKubeProxyTables, snatTable, summaryMarkdown, targetsTable, behind } from './report.ts';
 import { type BenchResults, evaluateTargets } from './results.ts';
 
 interface Config {
@@ -46,6 +48,8 @@ interface Config {
   datapathSizes: number[];
   /** The IPv6 rows (datapath6): IPv6-only Services, direct vs svcmap. */
   datapath6Sizes: number[];
+  /** The N at which the datapath part also measures every other algorithm beside random, and which ones. */
+  algorithmCost: { sizes: number[]; names: string[]; reps: number };
   reps: number;
   durationMs: number;
   warmupMs: number;
@@ -73,6 +77,7 @@ const FULL: Config = {
   mode: 'full',
   datapathSizes: [1, 1000, 10_000, 100_000],
   datapath6Sizes: [1, 10_000],
+  algorithmCost: { sizes: [1, 10_000], names: LB_ALGORITHMS_IMPLEMENTED.filter((a) => a !== 'random'), reps: 10 },
   reps: 15,
   durationMs: 1000,
   warmupMs: 300,
@@ -96,6 +101,7 @@ const SMOKE: Config = {
   mode: 'smoke',
   datapathSizes: [1, 100],
   datapath6Sizes: [1, 100],
+  algorithmCost: { sizes: [1], names: ['lc', 'maglev'], reps: 1 },
   reps: 1,
   durationMs: 200,
   warmupMs: 50,
@@ -149,6 +155,7 @@ async function main(): Promise<void> {
       'control-sizes': { type: 'string' },
       'real-sizes': { type: 'string' },
       'lb-algorithm': { type: 'string' },
+      'algorithm-sizes': { type: 'string' },
       'file-sizes': { type: 'string' },
       'churn-minutes': { type: 'string' },
     },
@@ -169,6 +176,7 @@ async function main(): Promise<void> {
     return n;
   });
   if (values['datapath-sizes']) cfg.datapathSizes = sizes(values['datapath-sizes']);
+  if (values['algorithm-sizes']) cfg.algorithmCost = { ...cfg.algorithmCost, sizes: sizes(values['algorithm-sizes']) };
   if (values['control-sizes']) {
     cfg.controlSizes = sizes(values['control-sizes']);
     if (!cfg.controlSizes.includes(cfg.stream.n)) cfg.stream = { ...cfg.stream, n: cfg.controlSizes.at(-1)! };
@@ -245,6 +253,8 @@ async function main(): Promise<void> {
         datapath = await runDatapath(cluster, {
           sizes: cfg.datapathSizes, reps: cfg.reps, durationMs: cfg.durationMs, warmupMs: cfg.warmupMs,
           agentTimeoutMs: cfg.agentTimeoutMs, budget, workDir, log,
+          // Relative to random, the node default: another --lb-algorithm has no random row to compare with.
+          ...(values['lb-algorithm'] && values['lb-algorithm'] !== 'random' ? {} : { algorithms: cfg.algorithmCost }),
         });
       }
       if (only.has('datapath6')) {
@@ -338,6 +348,7 @@ async function main(): Promise<void> {
   say(`${machine.cpuModel}, ${machine.vcpus} vCPUs, Linux ${machine.kernel}, load average ${machine.loadavgAtStart.toFixed(2)} -> ${results.machine.loadavgAtEnd.toFixed(2)}\n`);
   if (datapath.length) say(`## Datapath\n\n${datapathTables(results)}\n`);
   if (datapath6.length) say(`## Datapath, IPv6\n\n${datapath6Table(results)}\n`);
+  if (algorithmCostTable(results)) say(`${algorithmCostTable(results)}\n`);
   if (controlPlane) say(`## Control plane\n\n${controlPlaneTables(results)}\n`);
   if (lb.length) say(`## Load-balancing quality\n\n${lbTable(results)}\n`);
   if (snat) say(`## SNAT rate beside MASQUERADE\n\n${snatTable(results)}\n`);

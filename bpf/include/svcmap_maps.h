@@ -27,6 +27,7 @@
 #define SVCMAP_MAP_BE_CONNS  svcmap_be_conns
 #define SVCMAP_MAP_SK_BACKEND svcmap_sk_be
 #define SVCMAP_MAP_MAGLEV    svcmap_maglev
+#define SVCMAP_MAP_ZONES     svcmap_zones
 
 /* Default capacities; the agent may resize before load (--max-*). */
 #define SVCMAP_SERVICES_MAX   65536
@@ -39,6 +40,7 @@
 #define SVCMAP_DEV_ADDR_MAX   1024
 #define SVCMAP_BE_CONNS_MAX   65536
 #define SVCMAP_MAGLEV_MAX     65536
+#define SVCMAP_ZONES_MAX      1024
 
 /* svc_key.scope: external traffic sees the external entry; a service with
  * a Local traffic policy also has an internal entry holding all backends. */
@@ -164,7 +166,21 @@ struct backend_value {
 	__u8 state;    /* BACKEND_STATE_* */
 	__u8 flags;    /* BACKEND_F_* */
 	__u8 pad;
-	__u16 zone;    /* zone id, 0 = unknown */
+	__u16 zone;    /* zone id (svcmap_zones), 0 = none given */
+};
+
+/*
+ * Zone names (svcmap_zones): zone id (__u32, 1..SVCMAP_ZONES_MAX) -> the
+ * zone an EndpointSlice gave the endpoint (its topology.kubernetes.io/zone),
+ * which backend_value.zone and backend6_value.zone name by id. For svcmap
+ * dump: the datapath does not read it (the model applies zone hints). The
+ * agent writes a name before any backend names its id and deletes it only
+ * after none does, so every id a backend holds has its name. A name is a
+ * label value: at most 63 bytes, NUL-terminated.
+ */
+#define SVCMAP_ZONE_NAME_LEN 64
+struct zone_name {
+	char name[SVCMAP_ZONE_NAME_LEN];
 };
 
 /* reverse NAT: rev_nat_id (__u32) -> the frontend a reply must appear to come from. */
@@ -497,7 +513,7 @@ struct backend6_value {
 	__u8 state;     /* BACKEND_STATE_* */
 	__u8 flags;     /* BACKEND_F_* */
 	__u8 pad;
-	__u16 zone;     /* zone id, 0 = unknown */
+	__u16 zone;     /* zone id (svcmap_zones), 0 = none given */
 };
 
 struct rev_nat6_value {

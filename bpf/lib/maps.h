@@ -93,6 +93,18 @@ struct {
 	__array(values, struct svcmap_maglev_inner);
 } SVCMAP_MAP_MAGLEV SEC(".maps");
 
+/* Zone names for the backends' zone ids (see svcmap_maps.h): the agent's
+ * and svcmap dump's; no program reads it. Declared here so that it is
+ * created and pinned with the maps it describes. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__type(key, __u32);
+	__type(value, struct zone_name);
+	__uint(max_entries, SVCMAP_ZONES_MAX);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} SVCMAP_MAP_ZONES SEC(".maps");
+
 /* Datapath counters: (hook, reason) -> packets, per CPU (see enum dp_reason).
  * Both entry files count into the one pinned map. */
 struct {

@@ -10,6 +10,7 @@ import { FileSource } from '../sources/file/file-source.ts';
 import type { KubeConnection } from '../sources/kubernetes/config.ts';
 import { MapsAdapter } from '../sync/maps-adapter.ts';
 import { Syncer } from '../sync/syncer.ts';
+import { ZoneNames } from '../sync/zones.ts';
 import { FamilySyncers } from '../sync/families.ts';
 import { toTargets } from './targets.ts';
 import { CONNS_ADJUST_PROGRAM, ConnCounts } from './conn-counts.ts';
@@ -177,6 +178,7 @@ export async function runAgent(cfg: AgentConfig, log: Logger): Promise<RunningAg
   loop = new SyncLoop(source, syncer, status, metrics, problems, log, {
     minIntervalMs: cfg.minSyncIntervalMs, syncPeriodMs: cfg.syncPeriodMs,
     ...(cfg.lbAlgorithm ? { lbAlgorithm: cfg.lbAlgorithm } : {}),
+    ...(dp.maps.zones ? { zones: new ZoneNames(dp.maps.zones, (msg, zone) => log.warn({ zone }, msg)) } : {}),
     onServices: (changed, full) => {
       // A full sync lists every Service: one that is gone (say, deleted while
       // a partial sync failed) loses its health check server here.

@@ -13,6 +13,7 @@ import { RetryState, type SyncKind } from '../sync/retry.ts';
 import { type Backoff, BoundedFrequencyRunner, type RunReason, type Timers } from '../sync/runner.ts';
 import type { SyncReport } from '../sync/syncer.ts';
 import type { SyncEngine } from '../sync/families.ts';
+import type { ZoneNames } from '../sync/zones.ts';
 import type { FrontendTarget } from '../sync/targets.ts';
 import { TriggerTimes } from '../sync/trigger-times.ts';
 import type { ImplementedLbAlgorithm } from '../maps/constants.ts';
@@ -35,6 +36,8 @@ export interface LoopOptions {
   startedAt?: number;
   /** The algorithm of frontends whose Service names none (--lb-algorithm; default random). */
   lbAlgorithm?: ImplementedLbAlgorithm;
+  /** The names of the backends' zones (svcmap_zones); without it every backend's zone id is 0. */
+  zones?: ZoneNames;
   /** After a successful sync: the Services whose frontends changed, with their frontends now; after a full sync (full = true), every Service. */
   onServices?: (changed: ReadonlyMap<string, Frontend[]>, full: boolean) => void;
 }
@@ -66,6 +69,7 @@ export class SyncLoop {
   #lastFullAt: number;
   readonly #syncPeriodMs: number;
   readonly #lbAlgorithm: ImplementedLbAlgorithm;
+  readonly #zones: ZoneNames | undefined;
 
   constructor(source: ModelSource, syncer: SyncEngine, status: SyncStatus, metrics: AgentMetrics, problems: ProblemReporter, log: Logger, opts: LoopOptions) {
     this.#source = source;
@@ -77,6 +81,7 @@ export class SyncLoop {
     this.#onServices = opts.onServices;
     this.#syncPeriodMs = opts.syncPeriodMs;
     this.#lbAlgorithm = opts.lbAlgorithm ?? DEFAULT_LB_ALGORITHM;
+    this.#zones = opts.zones;
     this.#retry = new RetryState(opts.escalateAfter);
     this.#triggers = new TriggerTimes(opts.startedAt ?? Date.now());
     const timers = opts.timers;
@@ -132,13 +137,19 @@ export class SyncLoop {
     const failures = this.#retry.failures;
     try {
       if (reload) this.#syncer.reload();
+      const zones = this.#zones;
+      const zoneId = zones ? (z: string | undefined) => zones.id(z) : undefined;
       if (full) {
         const targets: FrontendTarget[] = [];
-        for (const list of model.allFrontends().values()) for (const f of list) targets.push(toTarget(f, this.#lbAlgorithm));
+        for (const list of model.allFrontends().values()) for (const f of list) targets.push(toTarget(f, this.#lbAlgorithm, zoneId));
+        zones?.publish(); // a zone's name before the backends that name it
         report = this.#syncer.sync(targets);
+        // After: names no backend holds any more (what the maps hold, deferred frontends' old entries included).
+        zones?.prune(this.#syncer.zonesInUse());
       } else {
         const byOwner = new Map<string, FrontendTarget[]>();
-        for (const [svc, list] of work) byOwner.set(svc, list.map((f: Frontend) => toTarget(f, this.#lbAlgorithm)));
+        for (const [svc, list] of work) byOwner.set(svc, list.map((f: Frontend) => toTarget(f, this.#lbAlgorithm, zoneId)));
+        zones?.publish();
         report = this.#syncer.syncOwners(byOwner);
       }
     } catch (err) {

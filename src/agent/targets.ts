@@ -40,7 +40,10 @@ export function frontendFlags(fe: Frontend, nodeDefault: ImplementedLbAlgorithm 
   return flags;
 }
 
-export function toTarget(fe: Frontend, nodeDefault: ImplementedLbAlgorithm = DEFAULT_LB_ALGORITHM): FrontendTarget {
+/** A zone name's id in svcmap_zones (src/sync/zones.ts); without one every backend's zone is 0. */
+export type ZoneIdOf = (zone: string | undefined) => number;
+
+export function toTarget(fe: Frontend, nodeDefault: ImplementedLbAlgorithm = DEFAULT_LB_ALGORITHM, zoneId?: ZoneIdOf): FrontendTarget {
   const key: FrontendKey = {
     addr: fe.ip,
     port: fe.port,
@@ -61,7 +64,7 @@ export function toTarget(fe: Frontend, nodeDefault: ImplementedLbAlgorithm = DEF
       proto: protoNumber(b.protocol),
       state: b.state === 'terminating' ? BACKEND_STATE_TERMINATING : BACKEND_STATE_ACTIVE,
       flags: b.local ? BACKEND_F_LOCAL : 0,
-      zone: 0,
+      zone: zoneId ? zoneId(b.zone) : 0,
     })),
     // Only tc applies source ranges, and tc serves IPv4 only: IPv6 frontends write none.
     sourceRanges: ipFamily(fe.ip) === 6 ? [] : [...new Set(fe.sourceRanges.map(normalizeCidr))].sort(),

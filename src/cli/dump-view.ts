@@ -1,6 +1,6 @@
 // The maps decoded into what a person wants to read: each frontend with its
 // flags and its backends in slot order. Pure.
-import type { BackendConns, BackendValue, RevNatValue, SvcKey, SvcValue } from '../maps/codecs.ts';
+import type { BackendConns, BackendValue, RevNatValue, SvcKey, SvcValue, ZoneName } from '../maps/codecs.ts';
 import { BACKEND_F_LOCAL, BACKEND_STATE_TERMINATING, SVC_SCOPE_INT, flagNames, lbAlgorithmName, protoName } from '../maps/constants.ts';
 import { ipv4ToU32 } from '../maps/ipv4.ts';
 import { ipv6SortKey } from '../maps/ipv6.ts';
@@ -18,6 +18,17 @@ export interface BackendView {
   local: boolean;
   /** Live connections the datapath counts for it (socket LB + tc, what lc/sed/nq read); absent when no count map is pinned. */
   connections?: number;
+  /** The zone its EndpointSlice gave it (svcmap_zones), `zone#<id>` for an id without a name; absent when none was given. */
+  zone?: string;
+}
+
+/** What a backend's zone id is called, or undefined for 0 (none given); absent when no zone map is pinned. */
+export type ZoneNameOf = (id: number) => string | undefined;
+
+/** Zone ids to names from svcmap_zones' entries. */
+export function zoneNames(entries: ReadonlyArray<readonly [number, ZoneName]>): ZoneNameOf {
+  const names = new Map(entries.map(([id, v]) => [id, v.name]));
+  return (id) => (id === 0 ? undefined : names.get(id) ?? `zone#${id}`);
 }
 
 /** A backend's live connections as lc/sed/nq see them (conns_active(): a negative field counts as 0). */
@@ -43,12 +54,14 @@ export interface FrontendView {
 }
 
 /** One backend slot as both dump and explain show it. */
-export function backendView(slot: number, id: number, b: BackendValue, conns?: (id: number) => BackendConns | undefined): BackendView {
+export function backendView(slot: number, id: number, b: BackendValue, conns?: (id: number) => BackendConns | undefined, zoneOf?: ZoneNameOf): BackendView {
+  const zone = zoneOf?.(b.zone);
   return {
     slot, id, address: hostPort(b.addr, b.port),
     state: b.state === BACKEND_STATE_TERMINATING ? 'terminating' : 'active',
     local: (b.flags & BACKEND_F_LOCAL) !== 0,
     ...(conns ? { connections: activeConnections(conns(id)) } : {}),
+    ...(zone !== undefined ? { zone } : {}),
   };
 }
 
@@ -57,6 +70,7 @@ export function buildDumpView(
   backends: ReadonlyArray<readonly [number, BackendValue]>,
   revNat: ReadonlyArray<readonly [number, RevNatValue]>,
   conns?: ReadonlyArray<readonly [number, BackendConns]>,
+  zoneOf?: ZoneNameOf,
 ): FrontendView[] {
   const be = new Map(backends);
   const live = conns ? new Map(conns) : undefined;
@@ -87,7 +101,7 @@ export function buildDumpView(
         problems.push(`slot ${s} refers to missing backend ${bid}`);
         continue;
       }
-      list.push(backendView(s, bid, b, connsOf));
+      list.push(backendView(s, bid, b, connsOf, zoneOf));
     }
     if (!rn.has(v.rev_nat_id)) problems.push(`reverse NAT ${v.rev_nat_id} missing`);
     const proto = protoName(k.proto);
@@ -118,7 +132,7 @@ export function renderTable(views: readonly FrontendView[]): string {
     v.algorithm,
     String(v.backends.length),
     v.backends.length
-      ? v.backends.map((b) => `${b.address}${b.state === 'active' ? '' : ` (${b.state})`}${b.local ? ' [local]' : ''}${b.connections === undefined ? '' : ` conns=${b.connections}`}`).join(', ')
+      ? v.backends.map((b) => `${b.address}${b.state === 'active' ? '' : ` (${b.state})`}${b.local ? ' [local]' : ''}${b.zone === undefined ? '' : ` zone=${b.zone}`}${b.connections === undefined ? '' : ` conns=${b.connections}`}`).join(', ')
       : '(none: connections are refused)',
   ].concat(v.problems.length ? [`!! ${v.problems.join('; ')}`] : []));
   const header = ['FRONTEND', 'FLAGS', 'ALG', 'N', 'BACKENDS'];

@@ -5,7 +5,7 @@ import type { AffinityKey, CtValue } from '../maps/codecs.ts';
 import { AFFINITY_ORIGIN_SOCK, AFFINITY_ORIGIN_SOCK6, AFFINITY_ORIGIN_TC, CT_FLAG_NAMES } from '../maps/constants.ts';
 import { ALL_MAPS, affinityMap, ctMap } from '../maps/registry.ts';
 import { parseFlags, pinDirFlag, UsageError } from './args.ts';
-import { buildDumpView, renderTable } from './dump-view.ts';
+import { buildDumpView, renderTable, zoneNames } from './dump-view.ts';
 import { bigintReplacer, formatData, outputFlag } from './format.ts';
 import { pinDirExists, withPinAccess } from './pin-access.ts';
 
@@ -51,10 +51,12 @@ function render(maps: DatapathMaps, f: z.infer<typeof schema>, out: (s: string) 
     return;
   }
   // Both families, IPv4 first (each family's ids are its own, so each is decoded against its own maps).
+  // Zone ids are one table for both families.
   const v6 = maps.v6;
+  const zoneOf = maps.zones ? zoneNames(maps.zones.entries()) : undefined;
   const view = [
-    ...buildDumpView(maps.services.entries(), maps.backends.entries(), maps.revNat.entries(), maps.conns?.entries()),
-    ...(v6 ? buildDumpView(v6.services.entries(), v6.backends.entries(), v6.revNat.entries(), v6.conns?.entries()) : []),
+    ...buildDumpView(maps.services.entries(), maps.backends.entries(), maps.revNat.entries(), maps.conns?.entries(), zoneOf),
+    ...(v6 ? buildDumpView(v6.services.entries(), v6.backends.entries(), v6.revNat.entries(), v6.conns?.entries(), zoneOf) : []),
   ];
   out(f.output === 'table' ? renderTable(view) : formatData({ frontends: view }, f.output));
 }

@@ -1,7 +1,8 @@
 // One codec per BPF map key and value: typed TypeScript objects to and from
 // the bytes the datapath reads. The layouts mirror bpf/include/svcmap_maps.h
 // and are checked against its BTF at load (see btf-check.ts).
-import { type Decoded, type StructLayout, decodeFrom, encodeInto, field, pad, scalar, struct } from './layout.ts';
+import { ZONE_NAME_LEN } from './constants.ts';
+import { type Decoded, type StructLayout, decodeFrom, encodeInto, field, pad, scalar, struct, text } from './layout.ts';
 
 export interface Codec<T> {
   layout: StructLayout;
@@ -142,6 +143,13 @@ export const backendValue = codec<BackendValue>(struct('backend_value', 12, [
 ]));
 
 export const revNatId = scalarCodec(scalar('__u32', 'u32'));
+
+/** svcmap_zones: zone id -> name (struct zone_name). */
+export interface ZoneName {
+  name: string;
+}
+export const zoneId = scalarCodec(scalar('__u32', 'u32'));
+export const zoneNameValue = codec<ZoneName>(struct('zone_name', ZONE_NAME_LEN, [text('name', 0, ZONE_NAME_LEN)]));
 
 export const revNatValue = codec<RevNatValue>(struct('rev_nat_value', 8, [
   field('addr', 0, 'ipv4'),

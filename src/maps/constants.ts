@@ -15,6 +15,11 @@ export const MAP_DEV_ADDR = 'svcmap_devaddr';
 export const MAP_BE_CONNS = 'svcmap_be_conns';
 export const MAP_SK_BACKEND = 'svcmap_sk_be';
 export const MAP_MAGLEV = 'svcmap_maglev';
+/** Zone id -> zone name, for the backends' zone field (dump only). */
+export const MAP_ZONES = 'svcmap_zones';
+export const ZONES_MAX = 1024;
+/** struct zone_name: a NUL-terminated name of at most ZONE_NAME_LEN - 1 bytes. */
+export const ZONE_NAME_LEN = 64;
 /** Socket termination's working set (bpf/sock_destroy.c; not pinned). */
 export const MAP_SK_TERM = 'svcmap_sk_term';
 export const SK_TERM_MAX = 1024;

@@ -8,7 +8,7 @@ import type { BpfObject } from '../bpf/object.ts';
 import type * as c from './codecs.ts';
 import { LayoutDriftError, codecDrift, mapSizeDrift } from './btf-check.ts';
 import {
-  ALL_MAPS, affinityMap, backendConns6Map, backendConnsMap, backends6Map, maglev6Map, backendsMap, revNat6Map, services6Map, skRevNat6Map, configMap, ctMap, devAddrMap, maglevMap, metricsMap, revNatMap, servicesMap, skRevNatMap, srcRangeMap,
+  ALL_MAPS, zonesMap, affinityMap, backendConns6Map, backendConnsMap, backends6Map, maglev6Map, backendsMap, revNat6Map, services6Map, skRevNat6Map, configMap, ctMap, devAddrMap, maglevMap, metricsMap, revNatMap, servicesMap, skRevNatMap, srcRangeMap,
 } from './registry.ts';
 import { MaglevTables } from './maglev-tables.ts';
 import { TypedMap } from './typed-map.ts';
@@ -55,6 +55,8 @@ export class DatapathMaps {
   readonly maglevIndex: TypedMap<number, number> | undefined;
   /** svcmap_maglev6 as a list. */
   readonly maglev6Index: TypedMap<number, number> | undefined;
+  /** Zone id -> name, for the backends' zone field; absent in pins older than it. */
+  readonly zones: TypedMap<number, c.ZoneName> | undefined;
 
   private constructor(open: (name: string) => BpfMap | undefined) {
     const need = (name: string) => {
@@ -92,6 +94,8 @@ export class DatapathMaps {
       }
       : undefined;
     this.maglev6Index = mgl6 ? new TypedMap(maglev6Map, mgl6) : undefined;
+    const zones = open(zonesMap.name);
+    this.zones = zones ? new TypedMap(zonesMap, zones) : undefined;
     const sk6 = open(skRevNat6Map.name);
     this.skRevNat6 = sk6 ? new TypedMap(skRevNat6Map, sk6) : undefined;
   }
@@ -139,7 +143,7 @@ export class DatapathMaps {
 
   all(): Array<TypedMap<unknown, unknown>> {
     const v6 = this.v6 ? [this.v6.services, this.v6.backends, this.v6.revNat, this.skRevNat6, this.v6.conns, this.maglev6Index] : [];
-    return [this.services, this.backends, this.revNat, this.skRevNat, this.affinity, this.ct, this.srcRange, this.config, this.devAddr, this.conns, this.maglevIndex, ...v6]
+    return [this.services, this.backends, this.revNat, this.skRevNat, this.affinity, this.ct, this.srcRange, this.config, this.devAddr, this.conns, this.maglevIndex, this.zones, ...v6]
       .filter((m) => m !== undefined) as Array<TypedMap<unknown, unknown>>;
   }
 

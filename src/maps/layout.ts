@@ -11,9 +11,10 @@ const LE = endianness() === 'LE';
  * u8/u16/u32/u64: host byte order (ids, counts, flags); s64: signed, host order.
  * be16/ipv4/ipv6: network byte order (ports, addresses), as packets and socket hooks carry them;
  * ipv6 is 16 bytes (__be32 addr[4] in C), as canonical text (src/maps/ipv6.ts).
+ * text: a char array holding UTF-8 text, NUL-terminated (so at most size - 1 bytes), zero-filled.
  * pad: reserved bytes, written as zero and not decoded.
  */
-export type FieldKind = 'u8' | 'u16' | 'u32' | 'u64' | 's64' | 'be16' | 'ipv4' | 'ipv6' | 'pad';
+export type FieldKind = 'u8' | 'u16' | 'u32' | 'u64' | 's64' | 'be16' | 'ipv4' | 'ipv6' | 'text' | 'pad';
 
 export interface Field {
   name: string;
@@ -31,10 +32,16 @@ export interface StructLayout {
   fields: Field[];
 }
 
-const SIZES: Record<Exclude<FieldKind, 'pad'>, number> = { u8: 1, u16: 2, u32: 4, u64: 8, s64: 8, be16: 2, ipv4: 4, ipv6: 16 };
+type FixedKind = Exclude<FieldKind, 'pad' | 'text'>;
+const SIZES: Record<FixedKind, number> = { u8: 1, u16: 2, u32: 4, u64: 8, s64: 8, be16: 2, ipv4: 4, ipv6: 16 };
 
-export function field(name: string, offset: number, kind: Exclude<FieldKind, 'pad'>): Field {
+export function field(name: string, offset: number, kind: FixedKind): Field {
   return { name, offset, size: SIZES[kind], kind };
+}
+
+/** A char array of `size` bytes (see FieldKind). */
+export function text(name: string, offset: number, size: number): Field {
+  return { name, offset, size, kind: 'text' };
 }
 
 export function pad(name: string, offset: number, size: number): Field {
@@ -46,7 +53,7 @@ export function struct(cName: string, size: number, fields: Field[]): StructLayo
 }
 
 /** A key or value that is one scalar (the backends map's __u32 key). */
-export function scalar(cName: string, kind: Exclude<FieldKind, 'pad'>): StructLayout {
+export function scalar(cName: string, kind: FixedKind): StructLayout {
   return { cName, isStruct: false, size: SIZES[kind], fields: [field('value', 0, kind)] };
 }
 
@@ -69,6 +76,12 @@ export function encodeInto(layout: StructLayout, obj: Decoded, buf: Buffer, off:
       case 'be16': buf.writeUInt16BE(v as number, at); break;
       case 'ipv4': buf.writeUInt32BE(ipv4ToU32(v as string), at); break;
       case 'ipv6': buf.set(ipv6ToBytes(v as string), at); break;
+      case 'text': {
+        const bytes = Buffer.from(v as string, 'utf8');
+        if (bytes.length >= f.size) throw new RangeError(`${layout.cName}.${f.name}: ${JSON.stringify(v)} is ${bytes.length} bytes; at most ${f.size - 1} fit`);
+        buf.set(bytes, at);
+        break;
+      }
     }
   }
 }
@@ -87,6 +100,12 @@ export function decodeFrom(layout: StructLayout, buf: Buffer, off: number): Deco
       case 'be16': out[f.name] = buf.readUInt16BE(at); break;
       case 'ipv4': out[f.name] = u32ToIpv4(buf.readUInt32BE(at)); break;
       case 'ipv6': out[f.name] = bytesToIpv6(buf.subarray(at, at + 16)); break;
+      case 'text': {
+        const raw = buf.subarray(at, at + f.size);
+        const end = raw.indexOf(0);
+        out[f.name] = raw.toString('utf8', 0, end < 0 ? f.size : end);
+        break;
+      }
     }
   }
   return out;

@@ -7,7 +7,7 @@
 import * as c from './codecs.ts';
 import type { Codec } from './codecs.ts';
 import { MAP_BACKENDS6, MAP_BE_CONNS6, MAP_MAGLEV6, MAP_REVNAT6, MAP_SERVICES6, MAP_SK_BACKEND6, MAP_SK_REVNAT6 } from './constants.ts';
-import { MAP_AFFINITY, MAP_BACKENDS, MAP_BE_CONNS, MAP_SK_BACKEND, MAP_CONFIG, MAP_CT, MAP_DEV_ADDR, MAP_MAGLEV, MAP_METRICS, MAP_REVNAT, MAP_SERVICES, MAP_SK_REVNAT, MAP_SRC_RANGE } from './constants.ts';
+import { MAP_AFFINITY, MAP_BACKENDS, MAP_BE_CONNS, MAP_SK_BACKEND, MAP_CONFIG, MAP_CT, MAP_DEV_ADDR, MAP_MAGLEV, MAP_METRICS, MAP_REVNAT, MAP_SERVICES, MAP_SK_REVNAT, MAP_SRC_RANGE, MAP_ZONES } from './constants.ts';
 
 export interface MapSpec<K = unknown, V = unknown> {
   name: string;
@@ -83,6 +83,12 @@ export const maglevMap: MapSpec<number, number> = {
   purpose: 'Maglev tables: reverse NAT id -> lookup table (map of maps)',
 };
 
+/** The names of the backends' zone ids (both families'); the agent's and dump's only. */
+export const zonesMap: MapSpec<number, c.ZoneName> = {
+  name: MAP_ZONES, key: c.zoneId, value: c.zoneNameValue,
+  purpose: 'zone id -> zone name (the backends\' zone field; for dump)',
+};
+
 export const services6Map: MapSpec<c.SvcKey, c.SvcValue> = {
   name: MAP_SERVICES6, key: c.svc6Key, value: c.svcValue,
   purpose: 'IPv6 frontend -> master entry and backend slots', size: 'maxServices',
@@ -117,7 +123,7 @@ export const backendConns6Map: MapSpec<number, c.BackendConns> = {
 
 export const ALL_MAPS: readonly MapSpec[] = [
   servicesMap, backendsMap, revNatMap, skRevNatMap, affinityMap, ctMap, srcRangeMap, configMap, metricsMap, devAddrMap,
-  backendConnsMap, skBackendMap, maglevMap,
+  backendConnsMap, skBackendMap, maglevMap, zonesMap,
   ...IPV6_MAPS, backendConns6Map,
 ] as MapSpec[];
 

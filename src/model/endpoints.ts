@@ -23,6 +23,8 @@ export interface Candidate {
   zone?: string;
   /** hints.forZones: the zones the endpoint is meant for; undefined: no hints. */
   zoneHints?: string[];
+  /** hints.forNodes: the nodes the endpoint is meant for (trafficDistribution: PreferSameNode); undefined: none. */
+  nodeHints?: string[];
 }
 
 /** How usable an endpoint is; duplicates keep the most usable copy. */
@@ -51,7 +53,8 @@ export function mergeEndpoints(slices: readonly IpSlice[], portName: string, pro
         const c: Candidate = { ip, port: sp.port, protocol, ...ep.conditions };
         if (ep.nodeName !== undefined) c.nodeName = ep.nodeName;
         if (ep.zone !== undefined) c.zone = ep.zone;
-        if (ep.hints !== undefined) c.zoneHints = ep.hints;
+        if (ep.hints.zones !== undefined) c.zoneHints = ep.hints.zones;
+        if (ep.hints.nodes !== undefined) c.nodeHints = ep.hints.nodes;
         const key = `${ip}/${sp.port}`;
         const seen = byAddress.get(key);
         if (seen === undefined || rank(c) > rank(seen)) byAddress.set(key, c);
@@ -62,25 +65,34 @@ export function mergeEndpoints(slices: readonly IpSlice[], portName: string, pro
 }
 
 /**
- * Topology Aware Routing with kube-proxy's rules (pkg/proxy/topology.go): the
- * zone hints are used only when every ready endpoint has some and at least
- * one is meant for the node's zone; then the ready endpoints not meant for
- * it are left out (the others stay: selectBackends() picks ready ones first,
- * and one is in the zone). Otherwise, and when the node has no zone label,
- * every endpoint stays. The hints come from the EndpointSlice controller,
- * which writes them for trafficDistribution: PreferClose (and the
- * topology-mode annotation); svcmap reads them and does not make its own.
+ * Topology Aware Routing with kube-proxy's rules (pkg/proxy/topology.go,
+ * Kubernetes 1.34): node hints first, then zone hints. The node hints
+ * (hints.forNodes, which the EndpointSlice controller writes for
+ * trafficDistribution: PreferSameNode) are used when every ready endpoint
+ * has some and at least one is meant for this node; else the zone hints
+ * (hints.forZones: PreferClose, and the topology-mode annotation) when every
+ * ready endpoint has some and at least one is meant for the node's zone.
+ * Used hints leave out the ready endpoints not meant for the node (its zone);
+ * the others stay (selectBackends() picks ready ones first, and one is
+ * meant for it). Otherwise, and for zone hints when the node has no zone
+ * label, every endpoint stays. svcmap reads the hints and makes none.
  */
 export function topologyFilter(candidates: readonly Candidate[], node: NodeInfo | undefined): readonly Candidate[] {
-  const zone = node?.zone;
-  if (!zone) return candidates;
-  let forZone = false;
+  const byNode = hintFilter(candidates, node?.name, (c) => c.nodeHints);
+  return byNode ?? hintFilter(candidates, node?.zone, (c) => c.zoneHints) ?? candidates;
+}
+
+/** The candidates meant for `target` by hints(), when every ready one has hints and one is meant for it; else undefined. */
+function hintFilter(candidates: readonly Candidate[], target: string | undefined, hints: (c: Candidate) => string[] | undefined): readonly Candidate[] | undefined {
+  if (!target) return undefined;
+  let meant = false;
   for (const c of candidates) {
     if (!c.ready) continue;
-    if (!c.zoneHints) return candidates;
-    if (c.zoneHints.includes(zone)) forZone = true;
+    const h = hints(c);
+    if (!h) return undefined;
+    if (h.includes(target)) meant = true;
   }
-  return forZone ? candidates.filter((c) => !c.ready || c.zoneHints!.includes(zone)) : candidates;
+  return meant ? candidates.filter((c) => !c.ready || hints(c)!.includes(target)) : undefined;
 }
 
 /** The endpoint runs on the agent's node. Without node information nothing is local. */

@@ -298,9 +298,15 @@ function endpoint<A extends z.ZodType<string>>(address: A) {
     conditions,
     nodeName: z.string().nullish().transform((v) => v ?? undefined),
     zone: z.string().nullish().transform((v) => v ?? undefined),
-    // Topology Aware Routing: the zones the EndpointSlice controller meant the endpoint for (kept as names).
-    hints: z.object({ forZones: orDefault(z.array(z.object({ name: z.string() })), []) }).nullish()
-      .transform((h) => (h?.forZones.length ? h.forZones.map((f) => f.name) : undefined)),
+    // Topology Aware Routing: the zones (PreferClose) and nodes (PreferSameNode) the EndpointSlice controller meant the endpoint for, as names.
+    hints: z.object({
+      forZones: orDefault(z.array(z.object({ name: z.string() })), []),
+      forNodes: orDefault(z.array(z.object({ name: z.string() })), []),
+    }).nullish()
+      .transform((h) => ({
+        zones: h?.forZones.length ? h.forZones.map((f) => f.name) : undefined,
+        nodes: h?.forNodes.length ? h.forNodes.map((f) => f.name) : undefined,
+      })),
   });
 }
 

@@ -12,6 +12,8 @@ export interface SyncEngine {
   syncOwners(changes: ReadonlyMap<string, readonly FrontendTarget[]>): SyncReport;
   reload(): void;
   capacity(): Capacity;
+  /** The zone ids the backend maps hold (both families'): which zone names are in use. */
+  zonesInUse(): Set<number>;
   readonly state: { frontends: { size: number }; backends: { size: number } };
 }
 
@@ -43,6 +45,12 @@ export class FamilySyncers implements SyncEngine {
   /** The IPv4 maps' capacity (each map's metric is its own; the IPv6 maps' is in SyncReport.v6). */
   capacity(): Capacity {
     return this.v4.capacity();
+  }
+
+  zonesInUse(): Set<number> {
+    const out = this.v4.zonesInUse();
+    for (const z of this.v6?.zonesInUse() ?? []) out.add(z);
+    return out;
   }
 
   reload(): void {

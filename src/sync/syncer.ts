@@ -64,6 +64,13 @@ export class Syncer {
     return this.#maps.capacity();
   }
 
+  /** The zone ids (svcmap_zones) the backends map holds. */
+  zonesInUse(): Set<number> {
+    const out = new Set<number>();
+    for (const b of this.#state.backends.values()) if (b.zone) out.add(b.zone);
+    return out;
+  }
+
   /** Re-reads the maps (a full resync: periodic, or after repeated failures). */
   reload(): void {
     this.#state = this.#maps.readState();

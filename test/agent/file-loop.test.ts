@@ -2,7 +2,9 @@
 // in-memory maps: what each change writes (which Services a partial sync
 // covers), bad files, removed files, atomic renames and ConfigMap-style
 // ..data swaps; and that the incremental model always equals a full read of
-// the directory. Every step waits for the sync it caused; nothing is timed.
+// the directory; and that zone names are in svcmap_zones before any backend
+// names their id, and go after a full sync leaves none naming it. Every step
+// waits for the sync it caused; nothing is timed.
 import { mkdirSync, mkdtempSync, renameSync, rmSync, symlinkSync, unlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -18,18 +20,19 @@ import type { Problem } from '../../src/model/types.ts';
 import { FileSource } from '../../src/sources/file/file-source.ts';
 import { loadManifestDir } from '../../src/sources/file/load.ts';
 import { Syncer, type SyncReport } from '../../src/sync/syncer.ts';
+import { type ZoneMap, ZoneNames } from '../../src/sync/zones.ts';
 import type { FrontendTarget } from '../../src/sync/targets.ts';
 import { MemoryMaps } from '../sync/helpers.ts';
 
 /** A Service and its slice, as JSON documents (clusterIP 10.96.<i/250>.<i%250+1>). */
-function objects(name: string, i: number, endpoints: string[]): object[] {
+function objects(name: string, i: number, endpoints: string[], zone?: string): object[] {
   const ip = `10.96.${Math.floor(i / 250)}.${(i % 250) + 1}`;
   return [
     { apiVersion: 'v1', kind: 'Service', metadata: { name, namespace: 'default' }, spec: { clusterIP: ip, ports: [{ name: 'http', port: 80, targetPort: 8080 }] } },
     {
       apiVersion: 'discovery.k8s.io/v1', kind: 'EndpointSlice', addressType: 'IPv4',
       metadata: { name: `${name}-1`, namespace: 'default', labels: { 'kubernetes.io/service-name': name } },
-      ports: [{ name: 'http', port: 8080 }], endpoints: endpoints.map((a) => ({ addresses: [a] })),
+      ports: [{ name: 'http', port: 8080 }], endpoints: endpoints.map((a) => ({ addresses: [a], ...(zone ? { zone } : {}) })),
     },
   ];
 }
@@ -58,7 +61,7 @@ class RecordingSyncer extends Syncer {
   }
 }
 
-async function harness(t: Test, files: Record<string, string>) {
+async function harness(t: Test, files: Record<string, string>, opts: { zones?: ZoneNames; syncPeriodMs?: number; onWrite?: (maps: MemoryMaps, what: string) => void } = {}) {
   const root = mkdtempSync(join(tmpdir(), 'svcmap-fileloop-'));
   t.teardown(() => rmSync(root, { recursive: true, force: true }));
   const dir = join(root, 'manifests');
@@ -72,11 +75,14 @@ async function harness(t: Test, files: Record<string, string>) {
     wake?.();
   });
   const maps = new MemoryMaps();
+  const onWrite = opts.onWrite;
+  if (onWrite) maps.onWrite = (what) => onWrite(maps, what);
   const syncer = new RecordingSyncer(maps);
   let wake: (() => void) | undefined;
   const status = new SyncStatus(metrics, log);
   const loop: SyncLoop = new SyncLoop({ get isSynced() { return src.isSynced; }, get model() { return src.model; } }, syncer, status, metrics, reporter, log, {
-    minIntervalMs: 0, syncPeriodMs: 3_600_000,
+    minIntervalMs: 0, syncPeriodMs: opts.syncPeriodMs ?? 3_600_000,
+    ...(opts.zones ? { zones: opts.zones } : {}),
     onServices: () => wake?.(),
   });
   const src = new FileSource({ dir, nodeName: 'node-a', debounceMs: 10, changed: () => loop.poke() });
@@ -181,4 +187,36 @@ t.test('an atomic rename (editors, kubectl cp) and a ConfigMap ..data swap are f
   await h.until(() => h.vips().includes('10.96.0.31'));
   t.notOk(h.vips().includes('10.96.0.21'), 'the old version is gone');
   await h.sameAsFullRead(t);
+});
+
+t.test('zone names reach svcmap_zones before any backend names their id, and go after a full sync leaves none naming them', async (t) => {
+  const names = new Map<number, string>();
+  const zoneWrites: string[] = [];
+  const zoneMap: ZoneMap = {
+    entries: () => [...names].map(([id, name]) => [id, { name }]),
+    put: (id, v) => { names.set(id, v.name); zoneWrites.push(`+${v.name}`); },
+    delete: (id) => { zoneWrites.push(`-${names.get(id)}`); return names.delete(id); },
+  };
+  const broken: string[] = [];
+  const zoned = (zone: string) => list([...objects('web', 0, ['10.244.0.1', '10.244.0.2'], zone), ...objects('db', 1, ['10.244.0.3'], 'zone-a')]);
+  const h = await harness(t, { 'a.json': zoned('zone-a') }, {
+    zones: new ZoneNames(zoneMap),
+    syncPeriodMs: 300, // periodic full syncs: what prunes
+    // After every single map write: every zone id a backend holds has its name.
+    onWrite: (maps, what) => { for (const [id, b] of maps.backends) if (b.zone && !names.has(b.zone)) broken.push(`${what}: backend ${id} names zone ${b.zone}`); },
+  });
+  t.same([...names.values()], ['zone-a'], 'zone-a named');
+  t.ok([...h.maps.backends.values()].every((b) => names.get(b.zone) === 'zone-a'), 'every backend carries zone-a\'s id');
+
+  writeFileSync(join(h.dir, 'a.json'), zoned('zone-b'));
+  await h.until(() => [...h.maps.backends.values()].filter((b) => names.get(b.zone) === 'zone-b').length === 2);
+  t.same([...names.values()].sort(), ['zone-a', 'zone-b'], 'zone-b written; zone-a kept (db still names it)');
+
+  writeFileSync(join(h.dir, 'a.json'), list(objects('web', 0, ['10.244.0.1', '10.244.0.2'], 'zone-b')));
+  const fulls = () => h.syncer.syncs.filter((s) => s.full).length;
+  const before = fulls();
+  await h.until(() => h.maps.backends.size === 2 && fulls() > before && ![...names.values()].includes('zone-a'));
+  t.same([...names.values()], ['zone-b'], 'db gone: the next full sync deletes zone-a, the name no backend holds');
+  t.same(broken, [], 'no backend ever named a zone id without a name');
+  t.same(zoneWrites, ['+zone-a', '+zone-b', '-zone-a'], 'each name written once, the unused one deleted once');
 });

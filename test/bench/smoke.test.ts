@@ -58,6 +58,11 @@ t.test('bench --smoke runs every part and writes results, chart and summary', { 
       if (!('skipped' in m) && m.mode === 'svcmap') t.ok(m.vsDirect && m.vsDirect.perConn > 0, `IPv6 N=${p.n} svcmap: ratio to direct`);
     }
   }
+  t.same(res.datapath[0]!.algorithms?.map((a) => a.algorithm), ['lc', 'maglev'], 'N=1: the algorithms beside random');
+  for (const a of res.datapath[0]!.algorithms ?? []) {
+    t.ok(a.runs.length === 1 && a.randomRuns.length === 1 && a.runs.every((run) => run.ok > 0) && a.vsRandom.perConn > 0, `N=1 ${a.algorithm}: connections succeeded, a ratio to random`);
+  }
+  t.notOk(res.datapath[1]!.algorithms, 'N=100: no algorithm rows (not asked for)');
   const ipt = res.datapath[1]!.results.find((m) => m.mode === 'iptables');
   t.ok(ipt && !('skipped' in ipt) && ipt.runs.some((run) => run.conntrackFlushed >= 0), 'conntrack is active for the iptables runs (ctflush read nf_conntrack_count, not -1)');
 

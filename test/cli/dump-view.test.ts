@@ -1,8 +1,9 @@
 // svcmap dump's view of both families: IPv6 frontends and backends written
-// [addr]:port, IPv4 first, each family in numeric order.
+// [addr]:port, IPv4 first, each family in numeric order; each backend's zone
+// and live count.
 import t from 'tap';
-import { buildDumpView, renderTable } from '../../src/cli/dump-view.ts';
-import type { BackendValue, RevNatValue, SvcKey, SvcValue } from '../../src/maps/codecs.ts';
+import { buildDumpView, renderTable, zoneNames } from '../../src/cli/dump-view.ts';
+import type { BackendConns, BackendValue, RevNatValue, SvcKey, SvcValue } from '../../src/maps/codecs.ts';
 
 const master = (count: number, revNat: number): SvcValue => ({ backend_id: 0, rev_nat_id: revNat, count, flags: 1, algorithm: 0, affinity_timeout: 0 });
 const slot = (id: number): SvcValue => ({ backend_id: id, rev_nat_id: 0, count: 0, flags: 0, algorithm: 0, affinity_timeout: 0 });
@@ -25,4 +26,18 @@ t.test('a mixed list puts IPv4 first', async (t) => {
   const services: Array<[SvcKey, SvcValue]> = [[key('fd00::1', 0), master(0, 1)], [key('10.96.0.1', 0), master(0, 2)]];
   const view = buildDumpView(services, [], [[1, { addr: 'fd00::1', port: 80 }], [2, { addr: '10.96.0.1', port: 80 }]]);
   t.same(view.map((v) => v.frontend), ['10.96.0.1:80/TCP', '[fd00::1]:80/TCP']);
+});
+
+t.test('each backend with its zone by name and its live count; an id without a name says so', async (t) => {
+  const services: Array<[SvcKey, SvcValue]> = [
+    [key('10.96.0.9', 0), { ...master(3, 1), algorithm: 3 }], [key('10.96.0.9', 1), slot(1)], [key('10.96.0.9', 2), slot(2)], [key('10.96.0.9', 3), slot(3)],
+  ];
+  const backends: Array<[number, BackendValue]> = [[1, { ...be('10.244.0.1'), zone: 1 }], [2, { ...be('10.244.0.2'), zone: 0 }], [3, { ...be('10.244.0.3'), zone: 7 }]];
+  const conns: Array<[number, BackendConns]> = [[1, { sock: 2n, tc: 1n }], [3, { sock: -1n, tc: 0n }]];
+  const view = buildDumpView(services, backends, [[1, { addr: '10.96.0.9', port: 80 }]], conns, zoneNames([[1, { name: 'zone-a' }]]));
+  t.same(view[0]!.backends.map((b) => [b.address, b.zone, b.connections]), [
+    ['10.244.0.1:8080', 'zone-a', 3], ['10.244.0.2:8080', undefined, 0], ['10.244.0.3:8080', 'zone#7', 0],
+  ], 'zone 0: none given; a negative count reads 0, as lc does');
+  t.match(renderTable(view), /10\.244\.0\.1:8080 zone=zone-a conns=3, 10\.244\.0\.2:8080 conns=0, 10\.244\.0\.3:8080 zone=zone#7 conns=0/);
+  t.notOk('zone' in buildDumpView(services, backends, [])[0]!.backends[0]!, 'no zone map (older pins): no zone field');
 });

@@ -17,7 +17,9 @@
 //  - the recount (each conntrack GC pass, 1 s here) sets drifted socket
 //    counts right from the socket storage (bpf/sock_count.c);
 //  - dh: every client of one frontend gets the same backend;
-//  - connections through a random frontend are not counted.
+//  - connections through a random frontend are not counted;
+//  - svcmap dump shows each backend's zone (svcmap_zones) and live count,
+//    and a zone that changes.
 import type { ChildProcess } from 'node:child_process';
 import t from 'tap';
 import type { ConnHolder, LabClient } from '../../lab/index.ts';
@@ -25,22 +27,31 @@ import { JsonLines } from '../../lab/jsonl.ts';
 import { helperEnv, stopProcess } from '../../lab/processes.ts';
 import { IPPROTO_TCP, IPPROTO_UDP, LB_ALG_DH, LB_ALG_LC } from '../../src/maps/constants.ts';
 import { DatapathMaps } from '../../src/maps/datapath-maps.ts';
-import { type Cluster, FAMILIES, type FamilyCase, POD_NAMES, UDP_PORT, dualStackEchoService, masterEntry, secondClient, startCluster } from './fixtures/cluster.ts';
+import { type Cluster, FAMILIES, type FamilyCase, POD_IPS, POD_IPS6, POD_NAMES, TCP_PORT, UDP_PORT, dualStackEchoService, masterEntry, secondClient, startCluster } from './fixtures/cluster.ts';
 
 const [LC, SED, NQ, DH, RANDOM] = [70, 71, 72, 73, 74];
 /** The GC pass, and with it the recount, every second. */
 const AGENT_ARGS = ['--ct-gc-interval', '1s'];
+/** The pods' zones as every EndpointSlice gives them (one backend entry per pod and port, shared by the Services; the node has no zone, so no hints apply). */
+const ZONES = ['zone-a', 'zone-b', 'zone-a'];
+const services = (zones: readonly string[]) => {
+  const endpoints = POD_IPS.map((ip, i) => ({ ip, zone: zones[i]! }));
+  const endpoints6 = POD_IPS6.map((ip, i) => ({ ip, zone: zones[i]! }));
+  const alg = (name: string, n: number) => dualStackEchoService(name, n, { annotations: { 'svcmap.io/lb-algorithm': name }, endpoints, endpoints6 });
+  return [alg('lc', LC), alg('sed', SED), alg('nq', NQ), alg('dh', DH), dualStackEchoService('plain', RANDOM, { endpoints, endpoints6 })];
+};
+/** The pods' zones as every EndpointSlice gives them (one backend entry per pod and port, shared by the Services; the node has no zone, so no hints apply). */
+const ZONES = ['zone-a', 'zone-b', 'zone-a'];
+const services = (zones: readonly string[]) => {
+  const endpoints = POD_IPS.map((ip, i) => ({ ip, zone: zones[i]! }));
+  const alg = (name: string, vip: string) => echoService(name, vip, { annotations: { 'svcmap.io/lb-algorithm': name }, endpoints });
+  return [alg('lc', LC), alg('sed', SED), alg('nq', NQ), alg('dh', DH), echoService('plain', RANDOM, { endpoints })];
+};
 
 let c: Cluster;
 let client2: LabClient;
 t.before(async () => {
-  c = await startCluster([
-    dualStackEchoService('lc', LC, { annotations: { 'svcmap.io/lb-algorithm': 'lc' } }),
-    dualStackEchoService('sed', SED, { annotations: { 'svcmap.io/lb-algorithm': 'sed' } }),
-    dualStackEchoService('nq', NQ, { annotations: { 'svcmap.io/lb-algorithm': 'nq' } }),
-    dualStackEchoService('dh', DH, { annotations: { 'svcmap.io/lb-algorithm': 'dh' } }),
-    dualStackEchoService('plain', RANDOM),
-  ], { ipv6: true });
+  c = await startCluster(services(ZONES), { ipv6: true });
   client2 = await secondClient(c, 'client2', '10.244.0.101', 'fd00:10:244::101');
   await c.startAgent(AGENT_ARGS);
 });
@@ -248,3 +259,31 @@ for (const f of FAMILIES) {
     t.same(sockCounts(f, IPPROTO_TCP), { 'pod-a': 0, 'pod-b': 0, 'pod-c': 0 }, 'and their close takes nothing off');
   });
 }
+
+t.test('svcmap dump shows each backend\'s zone and live count, and a zone that changes', async (t) => {
+  const { holder, byPod } = await hold(FAMILIES[0].vip(LC), 3);
+  await until(() => (total(sockCounts(FAMILIES[0], IPPROTO_TCP)) === 3 ? true : undefined), () => JSON.stringify(sockCounts(FAMILIES[0], IPPROTO_TCP)));
+  const row = (dump: string) => dump.split('\n').find((l) => l.startsWith(`${FAMILIES[0].vip(LC)}:80/TCP `)) ?? '';
+  const before = row(c.svcmap('dump'));
+  for (const [i, pod] of POD_NAMES.entries()) {
+    t.match(before, `${POD_IPS[i]}:${TCP_PORT} zone=${ZONES[i]} conns=${byPod[pod]}`, `${pod}: its zone and its ${byPod[pod]} held connection(s)`);
+  }
+  const json = JSON.parse(c.svcmap('dump', '-o', 'json')) as { frontends: Array<{ frontend: string; backends: Array<{ address: string; zone?: string; connections?: number }> }> };
+  const fe = json.frontends.find((f) => f.frontend === `${FAMILIES[0].vip(LC)}:80/TCP`)!;
+  t.same(fe.backends.map((b) => [b.address, b.zone, b.connections]).sort(), POD_IPS.map((ip, i) => [`${ip}:${TCP_PORT}`, ZONES[i], byPod[POD_NAMES[i]!]]).sort(), '-o json: zone and connections per backend');
+
+  for (const svc of services(['zone-c', 'zone-b', 'zone-a'])) await c.writeService(svc);
+  const after = row(c.svcmap('dump'));
+  t.match(after, `${POD_IPS[0]}:${TCP_PORT} zone=zone-c conns=${byPod['pod-a']}`, 'pod-a moved to zone-c; its count stays (the same backend)');
+  t.match(after, `${POD_IPS[2]}:${TCP_PORT} zone=zone-a`, 'pod-c is still in zone-a');
+  const maps = DatapathMaps.openPinned(c.pinDir);
+  try {
+    const names = new Map(maps.zones!.entries().map(([id, v]) => [id, v.name]));
+    const named = [...maps.backends.entries(), ...(maps.v6?.backends.entries() ?? [])].filter(([, b]) => b.zone !== 0);
+    t.ok(named.length >= 6, 'the TCP and UDP backends of the lc Service carry zone ids');
+    t.ok(named.every(([, b]) => names.has(b.zone)), 'every zone id a backend holds has its name in svcmap_zones');
+  } finally {
+    maps.close();
+  }
+  await holder.stop();
+});

@@ -4,7 +4,10 @@
 // PreferClose whose EndpointSlice carries zone hints as the EndpointSlice
 // controller writes them. Real connections from a client pod reach only the
 // two pods meant for zone-a; when one endpoint loses its hints (kube-proxy's
-// fallback) or the hints go, they reach all three again.
+// fallback) or the hints go, they reach all three again. PreferSameNode:
+// with node hints (hints.forNodes) naming this node ("node") for one pod,
+// connections reach only that pod; when one endpoint lacks them, the zone
+// hints decide again.
 import { join } from 'node:path';
 import { writeFileSync } from 'node:fs';
 import { stringify } from 'yaml';
@@ -40,6 +43,18 @@ async function reached(count = 60): Promise<string[]> {
 
 t.test('with hints for every endpoint, connections stay in the node\'s zone', async (t) => {
   t.same(await reached(), [POD_NAMES[0], POD_NAMES[2]], '60 connections reach the two zone-a pods, and both');
+});
+
+t.test('PreferSameNode: node hints for this node narrow to its endpoint; without them on every endpoint, the zone hints decide', async (t) => {
+  const sameNode = (nodeHints: Array<string[] | undefined>) => echoService('near', VIP, {
+    extraSpec: { trafficDistribution: 'PreferSameNode' },
+    endpoints: POD_IPS.map((ip, i) => ({ ip, zone: ZONES[i]!, zoneHints: [ZONES[i]!], ...(nodeHints[i] ? { nodeHints: nodeHints[i] } : {}) })),
+  });
+  await c.writeService(sameNode([['node-2'], ['node'], ['node-3']]));
+  t.same(await reached(), [POD_NAMES[1]], 'only pod-b, the endpoint hinted for this node (though in zone-b)');
+  await c.writeService(sameNode([['node-2'], ['node'], undefined]));
+  t.same(await reached(), [POD_NAMES[0], POD_NAMES[2]], 'one endpoint lacks node hints: the zone hints (zone-a)');
+  await c.writeService(svc(HINTED));
 });
 
 t.test('kube-proxy\'s fallbacks: one ready endpoint without hints, or none with hints: every endpoint', async (t) => {

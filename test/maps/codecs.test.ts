@@ -45,6 +45,18 @@ t.test('the IPv6 codecs round-trip and put the 16 address bytes first, in networ
   t.same([...buf.subarray(20, 24)], [17, 0, 0, 0], 'proto, scope, zeroed padding');
 });
 
+t.test('a zone name is UTF-8, NUL-terminated, zero-filled; one that leaves no room for the NUL is refused', async (t) => {
+  t.same(roundTrip(c.zoneNameValue, { name: 'eu-west-1a' }), { name: 'eu-west-1a' });
+  t.same(roundTrip(c.zoneNameValue, { name: 'zöne' }), { name: 'zöne' }, 'UTF-8');
+  const max = 'z'.repeat(c.zoneNameValue.layout.size - 1);
+  t.same(roundTrip(c.zoneNameValue, { name: max }), { name: max }, '63 bytes fit');
+  const buf = Buffer.alloc(64, 0xff);
+  c.zoneNameValue.encode({ name: 'ab' }, buf, 0);
+  t.same([...buf.subarray(0, 4)], [0x61, 0x62, 0, 0], 'the name, then zeros');
+  t.ok(buf.subarray(2).every((b) => b === 0), 'the rest zero-filled');
+  t.throws(() => c.zoneNameValue.encode({ name: 'z'.repeat(64) }, buf, 0), /zone_name\.name: .* is 64 bytes; at most 63 fit/);
+});
+
 t.test('the affinity key puts the client address in network order and zeroes its padding', async (t) => {
   const buf = Buffer.alloc(24, 0xff);
   c.affinityKey.encode({ netns_cookie: 5n, client_addr: '203.0.113.7', rev_nat_id: 3, origin: 1 }, buf, 0);
