@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
 /*
- * The IPv6 service maps and per-socket reverse NAT (layouts in include/svcmap_maps.h), pinned by name
- * like every map (see maps.h). Only the socket hooks serve IPv6 today, so
- * only bpf/sock.c includes this; sized like their IPv4 twins.
+ * The IPv6 service maps (layouts in include/svcmap_maps.h), pinned by name
+ * like every map (see maps.h), in both objects as their IPv4 twins are;
+ * sized like them. The per-socket reverse NAT of IPv6 sockets lives with
+ * its IPv4 twin in maps_sock.h.
  */
 #ifndef SVCMAP_LIB_MAPS6_H
 #define SVCMAP_LIB_MAPS6_H
@@ -35,14 +36,5 @@ struct {
 	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } SVCMAP_MAP_REVNAT6 SEC(".maps");
-
-/* Per-socket reverse NAT of IPv6 sockets, as maps_sock.h's for IPv4. */
-struct {
-	__uint(type, BPF_MAP_TYPE_LRU_HASH);
-	__type(key, struct sk_rev_nat6_key);
-	__type(value, struct sk_rev_nat6_value);
-	__uint(max_entries, SVCMAP_SK_REVNAT_MAX);
-	__uint(pinning, LIBBPF_PIN_BY_NAME);
-} SVCMAP_MAP_SK_REVNAT6 SEC(".maps");
 
 #endif /* SVCMAP_LIB_MAPS6_H */

@@ -29,4 +29,13 @@ struct {
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } SVCMAP_MAP_SK_BACKEND SEC(".maps");
 
+/* Per-socket reverse NAT of IPv6 sockets, as SVCMAP_MAP_SK_REVNAT above for IPv4. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__type(key, struct sk_rev_nat6_key);
+	__type(value, struct sk_rev_nat6_value);
+	__uint(max_entries, SVCMAP_SK_REVNAT_MAX);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} SVCMAP_MAP_SK_REVNAT6 SEC(".maps");
+
 #endif /* SVCMAP_LIB_MAPS_SOCK_H */

@@ -129,6 +129,20 @@ static __always_inline void nat4_snat_range(const struct svcmap_config *cfg,
 	}
 }
 
+/* A packet to this port (network order) at a SNAT address may be a reply
+ * to a SNATed flow: it is in the configured SNAT range. The node's own
+ * traffic (ssh, kubelet, ...) uses other ports and skips the reply lookup. */
+static __always_inline int nat_snat_port(__be16 port)
+{
+	const struct svcmap_config *cfg = tc_config();
+	__u32 min, max, p = bpf_ntohs(port);
+
+	if (!cfg)
+		return 0;
+	nat4_snat_range(cfg, &min, &max);
+	return p >= min && p <= max;
+}
+
 /* A hash of the flow a SNAT port is chosen for: client address and port,
  * backend address and port, protocol (murmur3's finalizer steps). */
 static __always_inline __u32 nat4_flow_hash(const struct ct_key *reply, __be32 client_addr,
@@ -149,6 +163,18 @@ static __always_inline __u32 nat4_flow_hash(const struct ct_key *reply, __be32 c
 	h *= 0xc2b2ae35;
 	h ^= h >> 16;
 	return h;
+}
+
+/* The first SNAT port a flow tries: the client's own when it is in
+ * [min, max] (ports stay stable where they can, as with netfilter's
+ * masquerade), else one from the flow's hash. Host order. */
+static __always_inline __u32 nat_first_port(__u32 min, __u32 max, __be16 client_port, __u32 hash)
+{
+	__u32 port = bpf_ntohs(client_port);
+
+	if (port < min || port > max)
+		port = min + hash % (max - min + 1);
+	return port;
 }
 
 /*
@@ -236,9 +262,7 @@ static __always_inline __be16 nat4_snat_reserve(const struct svcmap_config *cfg,
 
 	nat4_snat_range(cfg, &min, &max);
 	span = max - min + 1;
-	port = bpf_ntohs(p->sport);
-	if (port < min || port > max)
-		port = min + nat4_flow_hash(reply, p->saddr, p->sport) % span;
+	port = nat_first_port(min, max, p->sport, nat4_flow_hash(reply, p->saddr, p->sport));
 	hold_last = SNAT_CLOSED_HOLD_NS;
 	if (p->proto == IPPROTO_TCP &&
 	    (p->tcp_flags & (TCP_FLAG_SYN | TCP_FLAG_ACK)) == TCP_FLAG_SYN)

@@ -97,7 +97,7 @@ export async function runAgent(cfg: AgentConfig, log: Logger): Promise<RunningAg
     pinDir: cfg.pinDir, ...(cfg.objectDir ? { objectDir: cfg.objectDir } : {}), ...(cfg.forceCompile ? { forceCompile: true } : {}),
   }, log) : undefined;
   const conns = dp.maps.conns ? new ConnCounts({ conns: dp.maps.conns, backends: dp.maps.backends }, dp.tc.programFd(CONNS_ADJUST_PROGRAM), sockets) : undefined;
-  const ctGc = dp.maps.ct ? new CtGc(dp.maps.ct, { ...cfg.ctGc, metrics, log, ...(conns ? { conns } : {}) }) : undefined;
+  const ctGc = dp.maps.ct ? new CtGc(dp.maps.ct, { ...cfg.ctGc, metrics, log, map6: dp.maps.ct6, ...(conns ? { conns } : {}) }) : undefined;
   ctGc?.start();
   // Kubernetes Events about what could not be programmed: only where there is an API server to hold them.
   const events = k8s ? k8s.startKubernetesEvents(kc!, cfg.nodeName!, log, metrics) : undefined;
@@ -105,7 +105,7 @@ export async function runAgent(cfg: AgentConfig, log: Logger): Promise<RunningAg
   const statusArgs = [metrics, log, { afterFullSync: () => heap.afterFullSync() }] as const;
   const status = events?.syncStatus(...statusArgs) ?? new SyncStatus(...statusArgs);
   const problems = countingProblemReporter(log, metrics, events?.problems);
-  const tcDatapath = new TcDatapath(dp.tc, { config: dp.maps.config!, devAddr: dp.maps.devAddr! }, cfg.pinDir, log, cfg.devices, cfg.tcAttach ?? 'auto');
+  const tcDatapath = new TcDatapath(dp.tc, { config: dp.maps.config!, devAddr: dp.maps.devAddr!, devAddr6: dp.maps.devAddr6 }, cfg.pinDir, log, cfg.devices, cfg.tcAttach ?? 'auto');
   const attachTc = (node: { name: string; addresses: string[] } | undefined) => {
     try {
       tcDatapath.update(node);

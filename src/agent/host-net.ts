@@ -1,5 +1,6 @@
 // The node's own network, as the tc datapath needs it: each device's index
-// and primary IPv4 address (the SNAT source for flows leaving through it),
+// and primary IPv4 address and first global IPv6 address (the SNAT sources
+// for flows leaving through it),
 // and which devices carry routes out of the node (the default --devices).
 // Read from this process's network namespace: os.networkInterfaces()
 // (getifaddrs: up devices only, a device's primary addresses before its
@@ -11,10 +12,14 @@ import { ifIndex } from '../bpf/tc.ts';
 export interface HostDevice {
   name: string;
   ifindex: number;
-  /** The first IPv4 address the kernel lists for it: a primary one, global scope before narrower. */
-  addr: string;
+  /** The first IPv4 address the kernel lists for it: a primary one, global scope before narrower (absent: none). */
+  addr?: string;
   /** Every IPv4 address it holds. */
   addrs: string[];
+  /** The first IPv6 address it holds that is not link-local (fe80::/10) (absent: none). */
+  addr6?: string;
+  /** Every such IPv6 address. */
+  addrs6: string[];
 }
 
 export interface HostRoute {
@@ -48,19 +53,26 @@ export function parseProcNetRoute(text: string): HostRoute[] {
   return out;
 }
 
-/** Devices with an IPv4 address (loopback's 127/8 left out: never a SNAT source). */
+/** fe80::/10: a link's own, never a SNAT source (a backend behind a router could not answer it). */
+const isLinkLocal6 = (a: string) => /^fe[89ab]/i.test(a);
+
+/**
+ * Devices with an IPv4 address or a global IPv6 address (loopback's 127/8
+ * and ::1 left out: never a SNAT source).
+ */
 export function hostDevices(ifaces = networkInterfaces(), index: (name: string) => number = ifIndex): HostDevice[] {
   const out: HostDevice[] = [];
   for (const [name, list] of Object.entries(ifaces)) {
     const addrs = (list ?? []).filter((a) => a.family === 'IPv4' && !a.internal).map((a) => a.address);
-    if (!addrs.length) continue;
+    const addrs6 = (list ?? []).filter((a) => a.family === 'IPv6' && !a.internal && !isLinkLocal6(a.address)).map((a) => a.address);
+    if (!addrs.length && !addrs6.length) continue;
     let ifindex: number;
     try {
       ifindex = index(name);
     } catch {
       continue; // gone (or renamed) since getifaddrs: the next read has it
     }
-    out.push({ name, ifindex, addr: addrs[0]!, addrs });
+    out.push({ name, ifindex, ...(addrs.length ? { addr: addrs[0]! } : {}), addrs, ...(addrs6.length ? { addr6: addrs6[0]! } : {}), addrs6 });
   }
   return out.sort((a, b) => a.ifindex - b.ifindex);
 }
@@ -82,13 +94,18 @@ export function readHostNet(): HostNet {
  */
 export function defaultDevices(net: HostNet, nodeAddresses: readonly string[]): string[] {
   const out = new Set<string>();
-  for (const d of net.devices) if (d.addrs.some((a) => nodeAddresses.includes(a))) out.add(d.name);
+  for (const d of net.devices) if ([...d.addrs, ...d.addrs6].some((a) => nodeAddresses.includes(a))) out.add(d.name);
   if (!out.size) return [];
   for (const r of net.routes) if (r.device !== 'lo' && (r.isDefault || r.viaGateway)) out.add(r.device);
   return [...out].sort();
 }
 
-/** The device map's desired content: ifindex -> primary IPv4 address. */
-export function deviceAddresses(net: HostNet): Map<number, string> {
-  return new Map(net.devices.map((d) => [d.ifindex, d.addr]));
+/** The device map's desired content: ifindex -> primary IPv4 address (family 6: first global IPv6 address). */
+export function deviceAddresses(net: HostNet, family: 4 | 6 = 4): Map<number, string> {
+  const out = new Map<number, string>();
+  for (const d of net.devices) {
+    const a = family === 4 ? d.addr : d.addr6;
+    if (a !== undefined) out.set(d.ifindex, a);
+  }
+  return out;
 }

@@ -34,34 +34,41 @@ const v4 = (address: string, internal = false): NetworkInterfaceInfo =>
   ({ address, netmask: '255.255.255.0', family: 'IPv4', mac: '00:00:00:00:00:00', internal, cidr: `${address}/24` });
 const v6: NetworkInterfaceInfo = { address: 'fe80::1', netmask: 'ffff:ffff:ffff:ffff::', family: 'IPv6', mac: '00:00:00:00:00:00', internal: false, cidr: 'fe80::1/64', scopeid: 2 };
 
-t.test('devices: the first IPv4 address the kernel lists is the SNAT address; loopback and IPv6-only devices left out', async (t) => {
-  const index: Record<string, number> = { lo: 1, eth0: 2, eth1: 3, v6only: 4 };
+const v6g = (address: string, internal = false): NetworkInterfaceInfo =>
+  ({ address, netmask: 'ffff:ffff:ffff:ffff::', family: 'IPv6', mac: '00:00:00:00:00:00', internal, cidr: `${address}/64`, scopeid: 0 });
+
+t.test('devices: the first IPv4 address the kernel lists is the SNAT address, and the first global IPv6 one; loopback and link-local-only devices left out', async (t) => {
+  const index: Record<string, number> = { lo: 1, eth0: 2, eth1: 3, v6only: 4, v6global: 5 };
   const devices = hostDevices({
-    lo: [v4('127.0.0.1', true)], eth1: [v4('192.168.50.1'), v4('192.168.60.1')], eth0: [v6, v4('192.168.100.11')], v6only: [v6], gone: [v4('10.0.0.9')],
+    lo: [v4('127.0.0.1', true), v6g('::1', true)], eth1: [v4('192.168.50.1'), v4('192.168.60.1')], eth0: [v6, v4('192.168.100.11'), v6g('fd00:10::11'), v6g('fd00:20::11')],
+    v6only: [v6], v6global: [v6, v6g('fd00:30::5')], gone: [v4('10.0.0.9')],
   }, (name) => {
     const i = index[name];
     if (i === undefined) throw new Error(`no network interface ${name}`);
     return i;
   });
   t.same(devices, [
-    { name: 'eth0', ifindex: 2, addr: '192.168.100.11', addrs: ['192.168.100.11'] },
-    { name: 'eth1', ifindex: 3, addr: '192.168.50.1', addrs: ['192.168.50.1', '192.168.60.1'] },
+    { name: 'eth0', ifindex: 2, addr: '192.168.100.11', addrs: ['192.168.100.11'], addr6: 'fd00:10::11', addrs6: ['fd00:10::11', 'fd00:20::11'] },
+    { name: 'eth1', ifindex: 3, addr: '192.168.50.1', addrs: ['192.168.50.1', '192.168.60.1'], addrs6: [] },
+    { name: 'v6global', ifindex: 5, addrs: [], addr6: 'fd00:30::5', addrs6: ['fd00:30::5'] },
   ], 'sorted by ifindex; a device gone since getifaddrs is skipped');
   t.same([...deviceAddresses({ devices, routes: [] })], [[2, '192.168.100.11'], [3, '192.168.50.1']]);
+  t.same([...deviceAddresses({ devices, routes: [] }, 6)], [[2, 'fd00:10::11'], [5, 'fd00:30::5']], 'IPv6: devices with a global address');
 });
 
 t.test('default devices: those holding a node address, and those with a default route or a route through a gateway', async (t) => {
   const net: HostNet = {
     devices: [
-      { name: 'eth0', ifindex: 2, addr: '192.168.100.11', addrs: ['192.168.100.11'] },
-      { name: 'eth1', ifindex: 3, addr: '192.168.50.1', addrs: ['192.168.50.1'] },
-      { name: 'br0', ifindex: 4, addr: '10.244.1.1', addrs: ['10.244.1.1'] },
-      { name: 'mgmt', ifindex: 5, addr: '172.16.0.5', addrs: ['172.16.0.5'] },
+      { name: 'eth0', ifindex: 2, addr: '192.168.100.11', addrs: ['192.168.100.11'], addrs6: ['fd00:10::11'] },
+      { name: 'eth1', ifindex: 3, addr: '192.168.50.1', addrs: ['192.168.50.1'], addrs6: [] },
+      { name: 'br0', ifindex: 4, addr: '10.244.1.1', addrs: ['10.244.1.1'], addrs6: [] },
+      { name: 'mgmt', ifindex: 5, addr: '172.16.0.5', addrs: ['172.16.0.5'], addrs6: [] },
     ],
     routes: parseProcNetRoute(PROC_NET_ROUTE),
   };
   t.same(defaultDevices(net, ['192.168.100.11']), ['eth0', 'eth1'], 'the pod bridge (connected routes only) is not one');
   t.same(defaultDevices(net, ['172.16.0.5']), ['eth0', 'eth1', 'mgmt'], 'the InternalIP\'s device, whatever its routes');
+  t.same(defaultDevices(net, ['fd00:10::11']), ['eth0', 'eth1'], 'an IPv6 node address picks its device too');
   t.same(defaultDevices({ devices: net.devices, routes: [{ device: 'lo', isDefault: false, viaGateway: true }] }, ['192.168.100.11']), ['eth0'], 'never lo');
   t.same(defaultDevices(net, []), [], 'the Node not known yet: none');
   t.same(defaultDevices(net, ['10.99.0.1']), [], 'no device here holds the node\'s addresses (not the node\'s namespace): none, whatever the routes');

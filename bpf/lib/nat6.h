@@ -1,0 +1,89 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+/*
+ * Address and port translation of IPv6 packets, and SNAT ports for IPv6
+ * flows: nat.h's rules (the same port range, the client's port first,
+ * SNAT_PORT_TRIES candidates, BPF_NOEXIST so that two live flows never
+ * share a port) over svcmap_ct6. One thing is not done for IPv6: a closed
+ * flow's port is not taken over by a new flow (nat4_snat_take_over()); it
+ * comes back when the agent's GC removes the flow (10 s after it closed)
+ * or the LRU evicts it.
+ */
+#ifndef SVCMAP_LIB_NAT6_H
+#define SVCMAP_LIB_NAT6_H
+
+#include "csum.h"
+#include "ct6.h"
+#include "nat.h"
+
+/* nat4_rewrite() for IPv6: the fields v sets, with the L4 checksum. */
+static __always_inline int nat6_rewrite(struct __sk_buff *skb, struct pkt6 *p, const struct ct6_value *v)
+{
+	int err;
+
+	if (!addr6_zero(v->new_saddr) && !addr6_eq(v->new_saddr, p->saddr)) {
+		err = csum6_store_addr(skb, p, IP6_SADDR_OFF, p->saddr, v->new_saddr);
+		if (err < 0)
+			return err;
+		__builtin_memcpy(p->saddr, v->new_saddr, sizeof(p->saddr));
+	}
+	if (!addr6_zero(v->new_daddr) && !addr6_eq(v->new_daddr, p->daddr)) {
+		err = csum6_store_addr(skb, p, IP6_DADDR_OFF, p->daddr, v->new_daddr);
+		if (err < 0)
+			return err;
+		__builtin_memcpy(p->daddr, v->new_daddr, sizeof(p->daddr));
+	}
+	if (v->new_sport && v->new_sport != p->sport) {
+		err = csum_store_port(skb, p->csum_off, p->proto, p->l4_off + L4_SPORT_OFF, p->sport, v->new_sport);
+		if (err < 0)
+			return err;
+		p->sport = v->new_sport;
+	}
+	if (v->new_dport && v->new_dport != p->dport) {
+		err = csum_store_port(skb, p->csum_off, p->proto, p->l4_off + L4_DPORT_OFF, p->dport, v->new_dport);
+		if (err < 0)
+			return err;
+		p->dport = v->new_dport;
+	}
+	return 0;
+}
+
+/* A 32-bit fold of an IPv6 address, for hashes. */
+static __always_inline __u32 addr6_fold(const __be32 a[4])
+{
+	return a[0] ^ a[1] ^ a[2] ^ a[3];
+}
+
+/*
+ * nat4_snat_reserve() for IPv6: reserves a SNAT port by inserting the
+ * flow's reply entry (reply: {backend, SNAT address, backend port, (port),
+ * proto, CT_DIR_REPLY_IN}); the port (network order) or 0, with
+ * *insert_failed set when an insert failed for another reason than the
+ * port being taken.
+ */
+static __always_inline __be16 nat6_snat_reserve(const struct svcmap_config *cfg, struct ct6_key *reply,
+						const struct ct6_value *reply_val, const struct pkt6 *p,
+						int *insert_failed)
+{
+	struct ct_key folded = {
+		.saddr = addr6_fold(reply->saddr),
+		.sport = reply->sport,
+		.proto = reply->proto,
+	};
+	__u32 min, max, port, i;
+	int err;
+
+	nat4_snat_range(cfg, &min, &max);
+	port = nat_first_port(min, max, p->sport, nat4_flow_hash(&folded, addr6_fold(p->saddr), p->sport));
+	for (i = 0; i < SNAT_PORT_TRIES; i++) {
+		reply->dport = bpf_htons((__u16)port);
+		err = ct6_insert(reply, reply_val, BPF_NOEXIST);
+		if (err == 0)
+			return reply->dport;
+		if (err != -EEXIST)
+			*insert_failed = 1;
+		port = min + bpf_get_prandom_u32() % (max - min + 1);
+	}
+	return 0;
+}
+
+#endif /* SVCMAP_LIB_NAT6_H */
