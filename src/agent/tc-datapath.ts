@@ -127,7 +127,7 @@ export class TcDatapath {
   /** Re-reads the node's network: the device map first, then the attachments (idempotent; cheap when nothing changed). */
   refresh(net: HostNet = readHostNet(), trigger: RefreshTrigger = 'node'): void {
     this.#syncAddresses(net, trigger);
-    const devices = this.#explicit ?? defaultDevices(net, this.#node?.addresses ?? []);
+    const devices = this.#explicit ?? defaultDevices(net, [...(this.#node?.addresses ?? []), ...(this.#node?.addresses6 ?? [])]);
     const nodeIp = this.#node?.addresses[0] ?? net.devices.find((d) => d.name === devices[0])?.addr;
     const key = JSON.stringify({ devices, nodeIp });
     if (key === this.#current) return;
