@@ -10,10 +10,10 @@
  * loadBalancerSourceRanges (svcmap_srcrng6) as for IPv4. At egress a local
  * backend's reply gets the frontend back as its source.
  *
- * Passed untouched: ICMPv6 (neighbour discovery, router advertisements,
- * echo: counted as DP_R_OTHER_PROTO; errors about translated flows are not
- * translated back yet), and packets with extension headers
- * (DP_R_IPV6_EXT_HDR, packet6.h).
+ * ICMPv6 errors about tracked flows are translated back at both hooks
+ * (icmp6.h). Passed untouched: the rest of ICMPv6 (neighbour discovery,
+ * router advertisements, echo: counted as DP_R_OTHER_PROTO), and packets
+ * with extension headers (DP_R_IPV6_EXT_HDR, packet6.h).
  */
 #ifndef SVCMAP_LIB_TC_LB6_H
 #define SVCMAP_LIB_TC_LB6_H
@@ -22,6 +22,7 @@
 #include "lb6.h"
 #include "ct6.h"
 #include "nat6.h"
+#include "icmp6.h"
 
 /*
  * A new IPv6 flow's two entries and their keys, 192 bytes: more than the
@@ -215,6 +216,49 @@ static __always_inline enum dp_reason lb6_tc_new_flow(struct __sk_buff *skb, con
 	return DP_R_TRANSLATED;
 }
 
+/* What tc6_ingress()/tc6_egress() return for an ICMPv6 packet, which the
+ * entry points then hand to tc6_icmp(): called from there, not from inside
+ * them, its stack frame and theirs are never on the call chain together (the
+ * verifier allows 512 bytes for the whole chain). No TC_ACT_* has this value. */
+#define TC6_ICMP 0x7fff
+
+/*
+ * An ICMPv6 packet at ingress (ingress 1) or egress: an error about a flow
+ * svcmap translated is translated back (at ingress: forwarded like the
+ * flow's packets); the rest passes untouched.
+ */
+static __noinline int tc6_icmp(struct __sk_buff *skb, int ingress)
+{
+	enum dp_hook hook = ingress ? DP_HOOK_TC_INGRESS : DP_HOOK_TC_EGRESS;
+	enum dp_reason reason = DP_R_ICMP_TRANSLATED;
+	struct icmp6_quote q;
+	struct ct6_value *ct;
+	struct pkt6 pk, *p = &pk;
+	int verdict;
+
+	reason = pkt6_parse(skb, p);
+	if (reason)
+		return tc_verdict(hook, reason, TC_ACT_OK);
+	reason = DP_R_ICMP_TRANSLATED;
+	if (icmp6_parse_quote(skb, p, &q) < 0)
+		return tc_verdict(hook, DP_R_OTHER_PROTO, TC_ACT_OK);
+	if (ingress) {
+		ct = icmp6_flow(&q, CT_DIR_FWD);
+		if (!ct)
+			ct = icmp6_flow(&q, CT_DIR_REPLY_IN);
+	} else {
+		ct = icmp6_flow(&q, CT_DIR_REPLY_OUT);
+	}
+	if (!ct)
+		return tc_verdict(hook, DP_R_PASSED, TC_ACT_OK);
+	if (icmp6_rewrite(skb, p, &q, ct) < 0)
+		return tc_verdict(hook, DP_R_REWRITE_FAILED, TC_ACT_SHOT);
+	if (!ingress)
+		return tc_verdict(hook, reason, TC_ACT_OK);
+	verdict = fib6_redirect(skb, p, &reason);
+	return tc_verdict(hook, reason, verdict);
+}
+
 static __noinline int tc6_ingress(struct __sk_buff *skb)
 {
 	struct tc6_scratch *sc;
@@ -228,7 +272,7 @@ static __noinline int tc6_ingress(struct __sk_buff *skb)
 	if (reason)
 		return tc_verdict(DP_HOOK_TC_INGRESS, reason, TC_ACT_OK);
 	if (p.proto == IPPROTO_ICMPV6)
-		return tc_verdict(DP_HOOK_TC_INGRESS, DP_R_OTHER_PROTO, TC_ACT_OK);
+		return TC6_ICMP;
 
 	reason = DP_R_TRANSLATED;
 	ct = ct6_lookup(&p, CT_DIR_FWD);
@@ -266,7 +310,7 @@ static __noinline int tc6_egress(struct __sk_buff *skb)
 	if (reason)
 		return tc_verdict(DP_HOOK_TC_EGRESS, reason, TC_ACT_OK);
 	if (p.proto == IPPROTO_ICMPV6)
-		return tc_verdict(DP_HOOK_TC_EGRESS, DP_R_OTHER_PROTO, TC_ACT_OK);
+		return TC6_ICMP;
 	ct = ct6_lookup(&p, CT_DIR_REPLY_OUT);
 	if (!ct)
 		return tc_verdict(DP_HOOK_TC_EGRESS, DP_R_PASSED, TC_ACT_OK);
@@ -279,16 +323,22 @@ static __noinline int tc6_egress(struct __sk_buff *skb)
  * own (not inlined), so that their stacks need not fit in one frame. */
 static __always_inline int tc_ingress(struct __sk_buff *skb)
 {
-	if (skb->protocol == bpf_htons(ETH_P_IPV6))
-		return tc6_ingress(skb);
-	return tc4_ingress(skb);
+	int verdict;
+
+	if (skb->protocol != bpf_htons(ETH_P_IPV6))
+		return tc4_ingress(skb);
+	verdict = tc6_ingress(skb);
+	return verdict == TC6_ICMP ? tc6_icmp(skb, 1) : verdict;
 }
 
 static __always_inline int tc_egress(struct __sk_buff *skb)
 {
-	if (skb->protocol == bpf_htons(ETH_P_IPV6))
-		return tc6_egress(skb);
-	return tc4_egress(skb);
+	int verdict;
+
+	if (skb->protocol != bpf_htons(ETH_P_IPV6))
+		return tc4_egress(skb);
+	verdict = tc6_egress(skb);
+	return verdict == TC6_ICMP ? tc6_icmp(skb, 0) : verdict;
 }
 
 #endif /* SVCMAP_LIB_TC_LB6_H */

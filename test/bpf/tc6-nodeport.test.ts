@@ -3,16 +3,18 @@
 // SNATed to the egress device's IPv6 address (svcmap_devaddr6), the reply is
 // turned back into frontend -> client, a local backend's reply is translated
 // at egress, neighbour discovery and router advertisements pass untouched,
-// extension headers are passed and counted, and every drop has its reason.
+// extension headers are passed and counted, ICMPv6 errors about translated
+// flows are translated back, and every drop has its reason.
 // Each output's TCP/UDP checksum is recomputed from scratch over the IPv6
 // pseudo-header (packets6.ts).
 import t, { type Test } from 'tap';
 import { CtGc } from '../../src/agent/ct-gc.ts';
 import { SNAT_PORT_MAX as SNAT_MAX, SNAT_PORT_MIN as SNAT_MIN } from '../../src/agent/tc-datapath.ts';
 import { SVC_F_ETP_LOCAL, SVC_F_LOADBALANCER, SVC_F_NODEPORT, SVC_F_SRC_RANGES } from '../../src/maps/constants.ts';
-import { TCP_ACK, TCP_FIN, TCP_SYN } from './fixtures/packets.ts';
+import { ETH_P_IPV6, TCP_ACK, TCP_FIN, TCP_SYN, ethHeader } from './fixtures/packets.ts';
 import {
-  ICMPV6_ECHO_REQUEST, buildIcmpv6, buildIpv6, buildIpv6WithHopByHop, buildNeighborSolicit, buildRouterAdvert, parseIpv6,
+  ICMPV6_DEST_UNREACH, ICMPV6_ECHO_REQUEST, ICMPV6_PKT_TOOBIG, buildIcmpv6, buildIcmpv6Error, buildIpv6, buildIpv6WithHopByHop, buildNeighborSolicit,
+  buildRouterAdvert, l4Checksum6Valid, parseIcmpv6Error, parseIpv6,
 } from './fixtures/packets6.ts';
 import { LO_IFINDEX } from './fixtures/private-net.ts';
 import { CT_DIR_FWD, CT_DIR_REPLY_IN, CT_DIR_REPLY_OUT, CT_F_LOCAL, CT_F_SNAT } from './fixtures/tc-codecs.ts';
@@ -194,4 +196,53 @@ t.test('the conntrack GC collects IPv6 flows with the IPv4 ones', async (t) => {
   t.match(run, { entries: 4, deleted: 2, flows: { tcp_syn: 1 } }, 'a minute later the unanswered SYN goes (both entries), the established flow stays');
   t.same(h.ct6Entries().map(([k]) => k.dir === CT_DIR_FWD ? k.sport : k.dport).sort(), [40031, answered.sport].sort(), 'what is left is the answered flow');
   t.not(syn.sport, 0);
+});
+
+t.test('ICMPv6 errors about translated flows are translated back, checksums included', async (t) => {
+  h.clearCt();
+  const ROUTER = 'fd00:10:244:9::1';
+  /** The quoted packet as a frame of its own, for the from-scratch parser and checksum. */
+  const quoted = (q: Buffer) => Buffer.concat([ethHeader(ETH_P_IPV6), q]);
+
+  // A SNATed flow; a router towards the backend says its segment was too big.
+  const syn = tcp(CLIENT, NODE6, 40040, 30080, TCP_SYN, Buffer.from('a segment too big'));
+  const fwd = parseIpv6(h.ingress(syn).packetOut);
+  const sent = tcp(NODE6, REMOTE.addr, fwd.sport, 8080, TCP_ACK, Buffer.alloc(64, 0x61));
+  const ptb = buildIcmpv6Error({ saddr: ROUTER, daddr: NODE6, type: ICMPV6_PKT_TOOBIG, code: 0, mtu: 1280, about: sent });
+  let res: ReturnType<typeof h.ingress> | undefined;
+  const moved = h.countsOf(() => { res = h.ingress(ptb); });
+  t.ok(moved['tc_ingress/icmp_translated'] === 1 || moved['tc_ingress/to_stack_no_route'] === 1, `counted once (${JSON.stringify(moved)})`);
+  t.ok([TC_ACT_OK, TC_ACT_REDIRECT].includes(res!.retval));
+  const e = parseIcmpv6Error(res!.packetOut);
+  t.ok(e.icmpValid, 'the ICMPv6 checksum verifies over the new outer pseudo-header');
+  t.same([e.type, e.word, e.saddr, e.daddr], [ICMPV6_PKT_TOOBIG, 1280, ROUTER, CLIENT], 'to the client, still from the router, the MTU kept');
+  const q = parseIpv6(quoted(e.quote));
+  t.same([q.saddr, q.sport, q.daddr, q.dport], [CLIENT, 40040, NODE6, 30080], 'about the packet as the client sent it');
+  t.ok(l4Checksum6Valid(quoted(e.quote)), 'the quoted TCP checksum verifies for the quoted addresses and ports');
+  t.equal(res!.packetOut.length, ptb.length);
+
+  // A local backend's host answers a client's UDP datagram with "port unreachable", sent out at egress.
+  h.clearCt();
+  const udp = buildIpv6({ saddr: CLIENT, daddr: NODE6, proto: 'udp', sport: 40041, dport: 30086, payload: Buffer.from('anyone?') });
+  h.addService6({ addr: NODE6, port: 30086, proto: 'udp', revNatId: 8, flags: SVC_F_NODEPORT, backends: [{ ...LOCAL, id: 22 }] });
+  const toPod = h.ingress(udp).packetOut;
+  t.equal(parseIpv6(toPod).daddr, LOCAL.addr);
+  const unreach = buildIcmpv6Error({ saddr: LOCAL.addr, daddr: CLIENT, type: ICMPV6_DEST_UNREACH, code: 4, about: toPod });
+  let out: ReturnType<typeof h.egress> | undefined;
+  t.same(h.countsOf(() => { out = h.egress(unreach); }), { 'tc_egress/icmp_translated': 1 });
+  const u = parseIcmpv6Error(out!.packetOut);
+  t.ok(u.icmpValid, 'the ICMPv6 checksum verifies');
+  t.same([u.saddr, u.daddr, u.code], [NODE6, CLIENT, 4], 'from the frontend the client sent to (the backend itself answered)');
+  const uq = parseIpv6(quoted(u.quote));
+  t.same([uq.saddr, uq.sport, uq.daddr, uq.dport], [CLIENT, 40041, NODE6, 30086], 'about client -> frontend');
+  t.ok(l4Checksum6Valid(quoted(u.quote)), 'the quoted UDP checksum verifies');
+
+  // Errors about no tracked flow, and short quotes, pass untouched.
+  const stranger = buildIcmpv6Error({ saddr: ROUTER, daddr: NODE6, type: ICMPV6_DEST_UNREACH, code: 0, about: tcp(NODE6, 'fd00:1::1', 50000, 22) });
+  let r2: ReturnType<typeof h.ingress> | undefined;
+  t.same(h.countsOf(() => { r2 = h.ingress(stranger); }), { 'tc_ingress/passed': 1 }, 'an error about the node\'s own traffic: passed');
+  untouched(t, r2!, stranger, 'an error about the node\'s own traffic');
+  const short = buildIcmpv6Error({ saddr: ROUTER, daddr: NODE6, type: ICMPV6_DEST_UNREACH, code: 0, about: sent, quoteL4Bytes: 2 });
+  t.same(h.countsOf(() => { r2 = h.ingress(short); }), { 'tc_ingress/other_protocol': 1 }, 'a quote without the ports: other_protocol');
+  untouched(t, r2!, short, 'a quote without the ports');
 });
