@@ -3,10 +3,8 @@
  * Address and port translation of IPv6 packets, and SNAT ports for IPv6
  * flows: nat.h's rules (the same port range, the client's port first,
  * SNAT_PORT_TRIES candidates, BPF_NOEXIST so that two live flows never
- * share a port) over svcmap_ct6. One thing is not done for IPv6: a closed
- * flow's port is not taken over by a new flow (nat4_snat_take_over()); it
- * comes back when the agent's GC removes the flow (10 s after it closed)
- * or the LRU evicts it.
+ * share a port, a closed flow's port taken over by a new flow after the
+ * same holds: nat_take_over_allowed()) over svcmap_ct6.
  */
 #ifndef SVCMAP_LIB_NAT6_H
 #define SVCMAP_LIB_NAT6_H
@@ -53,6 +51,35 @@ static __always_inline __u32 addr6_fold(const __be32 a[4])
 	return a[0] ^ a[1] ^ a[2] ^ a[3];
 }
 
+/* nat4_snat_take_over() for IPv6: 1 when the port in reply->dport, held by
+ * a closed flow quiet for `hold`, is now the new flow's. */
+static __always_inline int nat6_snat_take_over(const struct ct6_key *reply, const struct ct6_value *reply_val,
+					       __u64 now, __u64 hold)
+{
+	struct ct6_value *old, *fwd;
+	struct ct6_key fk;
+	__u64 seen;
+
+	if (reply->proto != IPPROTO_TCP)
+		return 0;
+	old = bpf_map_lookup_elem(&SVCMAP_MAP_CT6, reply);
+	if (!old || !(old->flags & CT_F_CLOSING))
+		return 0; /* a live flow's: no need to look further */
+	seen = old->last_seen;
+	ct6_peer_key(&fk, reply, old);
+	fwd = bpf_map_lookup_elem(&SVCMAP_MAP_CT6, &fk);
+	if (fwd && (fwd->new_sport != reply->dport || !addr6_eq(fwd->new_saddr, reply->daddr) ||
+		    !addr6_eq(fwd->new_daddr, reply->saddr) || fwd->new_dport != reply->sport))
+		fwd = NULL; /* the client's port is another flow's by now */
+	if (!nat_take_over_allowed(old->flags, seen, fwd != NULL, fwd ? fwd->last_seen : 0, now, hold))
+		return 0;
+	if (__sync_val_compare_and_swap(&old->last_seen, seen, now) != seen)
+		return 0;
+	if (fwd)
+		ct6_delete(&fk);
+	return ct6_insert(reply, reply_val, BPF_ANY) == 0;
+}
+
 /*
  * nat4_snat_reserve() for IPv6: reserves a SNAT port by inserting the
  * flow's reply entry (reply: {backend, SNAT address, backend port, (port),
@@ -69,6 +96,7 @@ static __always_inline __be16 nat6_snat_reserve(const struct svcmap_config *cfg,
 		.sport = reply->sport,
 		.proto = reply->proto,
 	};
+	__u64 hold_last = nat_hold_last(p->proto, p->tcp_flags);
 	__u32 min, max, port, i;
 	int err;
 
@@ -81,6 +109,8 @@ static __always_inline __be16 nat6_snat_reserve(const struct svcmap_config *cfg,
 			return reply->dport;
 		if (err != -EEXIST)
 			*insert_failed = 1;
+		else if (nat6_snat_take_over(reply, reply_val, reply_val->last_seen, nat_hold_of_try(i, hold_last)))
+			return reply->dport;
 		port = min + bpf_get_prandom_u32() % (max - min + 1);
 	}
 	return 0;

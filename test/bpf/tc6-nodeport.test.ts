@@ -246,3 +246,23 @@ t.test('ICMPv6 errors about translated flows are translated back, checksums incl
   t.same(h.countsOf(() => { r2 = h.ingress(short); }), { 'tc_ingress/other_protocol': 1 }, 'a quote without the ports: other_protocol');
   untouched(t, r2!, short, 'a quote without the ports');
 });
+
+t.test('a closed IPv6 flow\'s SNAT port goes to a new flow once quiet for the hold, not sooner', async (t) => {
+  h.clearCt();
+  h.configure(NODE_IP, 61000, 61000);
+  t.teardown(() => h.configure(NODE_IP));
+  const a = parseIpv6(h.ingress(tcp(CLIENT, NODE6, 40050, 30080)).packetOut);
+  t.equal(a.sport, 61000, 'the first flow has the only port');
+  h.ingress(tcp(REMOTE.addr, NODE6, 8080, 61000, TCP_SYN | TCP_ACK));
+  const other = 'fd00:203:0:113::8';
+  t.equal(h.ingress(tcp(other, NODE6, 40051, 30080)).retval, TC_ACT_SHOT, 'while it is open, a second flow finds no port');
+  h.ingress(tcp(CLIENT, NODE6, 40050, 30080, TCP_FIN | TCP_ACK));
+  h.ingress(tcp(REMOTE.addr, NODE6, 8080, 61000, TCP_FIN | TCP_ACK));
+  t.equal(h.ingress(tcp(other, NODE6, 40052, 30080)).retval, TC_ACT_SHOT, 'closed an instant ago: still held');
+  for (const [k, v] of h.ct6Entries()) h.ct6.put(k, { ...v, last_seen: v.last_seen - 2_000_000_000n });
+  const b = translated6(t, h.ingress(tcp(other, NODE6, 40053, 30080)), tcp(other, NODE6, 40053, 30080), 'a SYN after the hold');
+  t.equal(b.sport, 61000, 'the new flow took the port over');
+  const back = parseIpv6(h.ingress(tcp(REMOTE.addr, NODE6, 8080, 61000, TCP_SYN | TCP_ACK)).packetOut);
+  t.same([back.daddr, back.dport], [other, 40053], 'the port\'s replies go to the new client');
+  t.notOk(h.ct6Entries().some(([k]) => k.dir === CT_DIR_FWD && k.sport === 40050), 'the old flow\'s forward entry is gone');
+});
