@@ -4,7 +4,8 @@
 // and which devices carry routes out of the node (the default --devices).
 // Read from this process's network namespace: os.networkInterfaces()
 // (getifaddrs: up devices only, a device's primary addresses before its
-// secondaries), if_nametoindex and /proc/net/route (the main table).
+// secondaries), if_nametoindex, /proc/net/route and /proc/net/ipv6_route
+// (the main tables).
 import { readFileSync } from 'node:fs';
 import { networkInterfaces } from 'node:os';
 import { ifIndex } from '../bpf/tc.ts';
@@ -24,7 +25,7 @@ export interface HostDevice {
 
 export interface HostRoute {
   device: string;
-  /** 0.0.0.0/0. */
+  /** 0.0.0.0/0 (::/0 for IPv6). */
   isDefault: boolean;
   /** Through a gateway (RTF_GATEWAY): another host beyond the device. */
   viaGateway: boolean;
@@ -49,6 +50,27 @@ export function parseProcNetRoute(text: string): HostRoute[] {
     // "*": a route without a device (blackhole, unreachable, prohibit).
     if (device === '*' || !(flags & RTF_UP)) continue;
     out.push({ device, isDefault: Number.parseInt(dst, 16) === 0 && Number.parseInt(mask, 16) === 0, viaGateway: (flags & RTF_GATEWAY) !== 0 });
+  }
+  return out;
+}
+
+const RTF_REJECT = 0x200;
+
+/**
+ * /proc/net/ipv6_route's rows (ipv6_route_native_seq_show: destination and
+ * its prefix length, source and its length, next hop, metric, refcount,
+ * use, flags, device; hex); rejecting routes (blackhole, unreachable,
+ * prohibit: shown on lo), routes that are down and unusable rows skipped.
+ */
+export function parseProcNetIpv6Route(text: string): HostRoute[] {
+  const out: HostRoute[] = [];
+  for (const line of text.split('\n')) {
+    const f = line.trim().split(/\s+/);
+    if (f.length < 10) continue;
+    const [dst, len, , , , , , , flagsHex, device] = f as [string, string, string, string, string, string, string, string, string, string];
+    const flags = Number.parseInt(flagsHex, 16);
+    if (!(flags & RTF_UP) || (flags & RTF_REJECT)) continue;
+    out.push({ device, isDefault: /^0{32}$/.test(dst) && Number.parseInt(len, 16) === 0, viaGateway: (flags & RTF_GATEWAY) !== 0 });
   }
   return out;
 }
@@ -78,7 +100,13 @@ export function hostDevices(ifaces = networkInterfaces(), index: (name: string) 
 }
 
 export function readHostNet(): HostNet {
-  return { devices: hostDevices(), routes: parseProcNetRoute(readFileSync('/proc/net/route', 'utf8')) };
+  let routes6: HostRoute[] = [];
+  try {
+    routes6 = parseProcNetIpv6Route(readFileSync('/proc/net/ipv6_route', 'utf8'));
+  } catch {
+    // No IPv6 in this kernel (the file is absent): IPv4 routes only.
+  }
+  return { devices: hostDevices(), routes: [...parseProcNetRoute(readFileSync('/proc/net/route', 'utf8')), ...routes6] };
 }
 
 /**

@@ -5,7 +5,7 @@
 import type { NetworkInterfaceInfo } from 'node:os';
 import t from 'tap';
 import { syncDeviceAddresses } from '../../src/agent/device-addresses.ts';
-import { type HostNet, defaultDevices, deviceAddresses, hostDevices, parseProcNetRoute } from '../../src/agent/host-net.ts';
+import { type HostNet, defaultDevices, deviceAddresses, hostDevices, parseProcNetIpv6Route, parseProcNetRoute } from '../../src/agent/host-net.ts';
 import { BpfMap } from '../../src/bpf/map.ts';
 import { devAddrMap } from '../../src/maps/registry.ts';
 import { TypedMap } from '../../src/maps/typed-map.ts';
@@ -28,6 +28,36 @@ t.test('/proc/net/route: default and gateway routes by device; deviceless and do
     { device: 'br0', isDefault: false, viaGateway: false },
   ]);
   t.same(parseProcNetRoute(''), []);
+});
+
+// As the kernel prints it (ipv6_route_native_seq_show): a connected /64, a link-local one, the default via a router,
+// a local address on lo, a blackhole (RTF_REJECT, on lo), a route through a gateway on eth1, one that is down.
+const PROC_NET_IPV6_ROUTE = `fd000000000000000000000000000000 40 00000000000000000000000000000000 00 00000000000000000000000000000000 00000100 00000001 00000000 00000001     eth0
+fe800000000000000000000000000000 40 00000000000000000000000000000000 00 00000000000000000000000000000000 00000100 00000002 00000000 00000001     eth0
+00000000000000000000000000000000 00 00000000000000000000000000000000 00 fd000000000000000000000000000001 00000400 00000002 00000000 00000003     eth0
+fd000000000000000000000000000002 80 00000000000000000000000000000000 00 00000000000000000000000000000000 00000000 00000003 00000000 80200001       lo
+fd0000000000000a0000000000000000 40 00000000000000000000000000000000 00 00000000000000000000000000000000 00000400 00000001 00000000 00200200       lo
+fd001000024400020000000000000000 40 00000000000000000000000000000000 00 fd000000000000000000000000000009 00000400 00000001 00000000 00000003     eth1
+fd001000024400030000000000000000 40 00000000000000000000000000000000 00 fd000000000000000000000000000009 00000400 00000001 00000000 00000002     eth2
+`;
+
+t.test('/proc/net/ipv6_route: default and gateway routes by device; rejecting and down routes skipped', async (t) => {
+  t.same(parseProcNetIpv6Route(PROC_NET_IPV6_ROUTE), [
+    { device: 'eth0', isDefault: false, viaGateway: false },
+    { device: 'eth0', isDefault: false, viaGateway: false },
+    { device: 'eth0', isDefault: true, viaGateway: true },
+    { device: 'lo', isDefault: false, viaGateway: false },
+    { device: 'eth1', isDefault: false, viaGateway: true },
+  ]);
+  t.same(parseProcNetIpv6Route(''), []);
+  const net: HostNet = {
+    devices: [
+      { name: 'eth0', ifindex: 2, addrs: [], addr6: 'fd00::5', addrs6: ['fd00::5'] },
+      { name: 'eth1', ifindex: 3, addrs: [], addr6: 'fd00:50::5', addrs6: ['fd00:50::5'] },
+    ],
+    routes: parseProcNetIpv6Route(PROC_NET_IPV6_ROUTE),
+  };
+  t.same(defaultDevices(net, ['fd00::5']), ['eth0', 'eth1'], 'an IPv6-only node: its address\'s device and the one with an IPv6 gateway route');
 });
 
 const v4 = (address: string, internal = false): NetworkInterfaceInfo =>

@@ -415,6 +415,8 @@ t.test('svcmap status shows the attachments; cleanup removes them', async (t) =>
     t.match(await lab.exec(nodes.node1!, 'tc', ['filter', 'show', 'dev', 'eth0', 'ingress']), /svcmap_tc_in.*direct-action/);
   }
   t.match(status, /svcmap_ct\s+lru_hash\s+[1-9]\d*\//);
+  t.match(status, /svcmap_ct6\s+lru_hash\s+[1-9]\d*\//, 'the IPv6 flows are in svcmap_ct6');
+  t.match(status, /SNAT ADDRESSES[^\n]*\n(?:  .*\n)*  eth0 +fd00:192:168:100::11\n/, 'and eth0\'s IPv6 SNAT address is listed');
   const ct = JSON.parse(await lab.exec(nodes.node1!, SVCMAP, ['dump', '--map', 'svcmap_ct', '-o', 'json', '--pin-dir', pinDirs[0]!])) as { entries: Array<{ value: { flags: string[] } }> };
   t.ok(ct.entries.some((e) => e.value.flags.includes('snat')), 'dump shows conntrack flags by name (the flows SNATed to the remote backend)');
   const tcxLinks = await pinnedTcxLinkIds(nodes.node1!, pinDirs[0]!);
