@@ -2,21 +2,21 @@
 /*
  * Entry file for the tc programs (sched_cls, direct action) on the node's
  * external devices: NodePort, LoadBalancer and externalIPs for traffic from
- * outside the node. The logic lives in lib/tc_lb.h; this file only maps the
- * two hooks to it.
+ * outside the node, IPv4 and IPv6. The logic lives in lib/tc_lb.h and
+ * lib/tc_lb6.h; this file only maps the two hooks to it.
  */
-#include "lib/tc_lb.h"
+#include "lib/tc_lb6.h"
 
 SEC("tc")
 int svcmap_tc_in(struct __sk_buff *skb)
 {
-	return tc4_ingress(skb);
+	return tc_ingress(skb);
 }
 
 SEC("tc")
 int svcmap_tc_out(struct __sk_buff *skb)
 {
-	return tc4_egress(skb);
+	return tc_egress(skb);
 }
 
 /* Not attached: the agent runs it (BPF_PROG_RUN) to change a backend's

@@ -302,6 +302,13 @@ struct src_range_key {
  *  AFFINITY_ORIGIN_TC:   the packet's source address (netns_cookie is 0).
  *  AFFINITY_ORIGIN_SOCK6: as AFFINITY_ORIGIN_SOCK, for IPv6 frontends (their
  *                        rev_nat_id is of svcmap_revnat6, a space of its own).
+ *  AFFINITY_ORIGIN_TC6:  as AFFINITY_ORIGIN_TC, for IPv6 frontends: the
+ *                        client's /64 prefix in netns_cookie (its first 8
+ *                        bytes as they lie) and its interface id folded to
+ *                        32 bits (the XOR of its two words) in client_addr.
+ *                        Two clients of one /64 whose folds are equal share
+ *                        an entry: they get one backend, as affinity would
+ *                        give either.
  * An entry is used only while it is younger than the frontend's
  * affinity_timeout (counted from its last use) and its slot of the frontend
  * still holds its backend; otherwise a new choice overwrites it.
@@ -309,6 +316,7 @@ struct src_range_key {
 #define AFFINITY_ORIGIN_SOCK 1
 #define AFFINITY_ORIGIN_TC   2
 #define AFFINITY_ORIGIN_SOCK6 3
+#define AFFINITY_ORIGIN_TC6   4
 
 struct affinity_key {
 	__u64 netns_cookie; /* AFFINITY_ORIGIN_SOCK: the client's network namespace */
@@ -432,7 +440,7 @@ enum dp_hook {
 enum dp_reason {
 	/* Handed on untouched. */
 	DP_R_PASSED            = 0,  /* not for svcmap: no frontend, no tracked flow (also for an ICMP error's quote) */
-	DP_R_OTHER_PROTO       = 1,  /* tc: not IPv4 TCP, UDP or an ICMP error (ARP, IPv6, ICMP echo, ...) */
+	DP_R_OTHER_PROTO       = 1,  /* tc: not IP TCP, UDP or an ICMP error (ARP, ICMP echo, ICMPv6 neighbour discovery, ...) */
 	DP_R_MALFORMED         = 2,  /* tc: IPv4 or L4 header cut short or invalid: the stack judges it */
 	/* Translated. */
 	DP_R_TRANSLATED        = 3,  /* to a backend: tc forwarded it; socket: sent to the backend */
@@ -454,7 +462,8 @@ enum dp_reason {
 	DP_R_FRAGMENT          = 17, /* tc: an IP fragment of no datagram svcmap translates (or ahead of its first): untouched */
 	DP_R_REVNAT_STALE      = 18, /* socket: the reverse entry's frontend is gone: entry removed, the real peer shown */
 	DP_R_SNAT_NO_ROUTE     = 19, /* tc: SNAT needed and the FIB has no forwardable route to the backend */
-	DP_R_MAX               = 20,
+	DP_R_IPV6_EXT_HDR      = 20, /* tc: IPv6 whose next header is not TCP, UDP or ICMPv6 (extension headers, fragments): untouched */
+	DP_R_MAX               = 21,
 };
 
 #define DP_REASON_STRIDE   32
@@ -568,6 +577,57 @@ struct sock_term6_key {
 	__u8 proto;        /* IPPROTO_TCP or IPPROTO_UDP */
 	__u8 pad;
 	__u32 rev_nat_id;  /* the frontend (of svcmap_revnat6) the backend left */
+};
+
+/*
+ * The tc datapath for IPv6 (bpf/lib/tc_lb6.h): connection tracking and the
+ * SNAT address per device, the IPv6 twins of svcmap_ct and svcmap_devaddr.
+ * svcmap_ct6 entries follow every rule of svcmap_ct's (CT_DIR_*, CT_F_*,
+ * the agent's conntrack GC collects both maps); rev_nat_id and backend_id
+ * are of svcmap_revnat6 and svcmap_be6. svcmap_devaddr6: ifindex -> the
+ * device's first global IPv6 address (no link-local ones: a backend on
+ * another node could not answer them through a router).
+ */
+#define SVCMAP_MAP_CT6       svcmap_ct6
+#define SVCMAP_MAP_DEV_ADDR6 svcmap_devaddr6
+
+struct ct6_key {
+	__be32 saddr[4];
+	__be32 daddr[4];
+	__be16 sport;
+	__be16 dport;
+	__u8 proto;    /* IPPROTO_TCP or IPPROTO_UDP */
+	__u8 dir;      /* CT_DIR_* (no CT_DIR_FRAG: IPv6 fragments are passed) */
+	__u8 pad[2];
+};
+
+struct ct6_value {
+	__be32 new_saddr[4]; /* all zero: leave the source address */
+	__be32 new_daddr[4]; /* all zero: leave the destination address */
+	__be16 new_sport;
+	__be16 new_dport;
+	__u32 backend_id;
+	__u32 rev_nat_id;
+	__u8 flags;          /* CT_F_* */
+	__u8 pad[3];
+	__u64 last_seen;     /* as struct ct_value's */
+};
+
+struct dev_addr6_value {
+	__be32 addr[4];
+};
+
+/*
+ * loadBalancerSourceRanges of IPv6 frontends (LPM trie), as struct
+ * src_range_key: prefixlen counts the 32 bits of rev_nat_id (of
+ * svcmap_revnat6) plus the CIDR's mask length.
+ */
+#define SVCMAP_MAP_SRC_RANGE6 svcmap_srcrng6
+
+struct src_range6_key {
+	__u32 prefixlen;
+	__u32 rev_nat_id;
+	__be32 addr[4];
 };
 
 #endif /* SVCMAP_MAPS_H */

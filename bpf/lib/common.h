@@ -25,4 +25,30 @@ static __always_inline int is_loopback4(__be32 addr)
 	return (addr & bpf_htonl(0xff000000)) == bpf_htonl(0x7f000000);
 }
 
+/* IPv6 addresses as four __be32 words (struct svc6_key and the others). */
+static __always_inline int addr6_eq(const __be32 a[4], const __be32 b[4])
+{
+	return a[0] == b[0] && a[1] == b[1] && a[2] == b[2] && a[3] == b[3];
+}
+
+static __always_inline int addr6_zero(const __be32 a[4])
+{
+	return !(a[0] | a[1] | a[2] | a[3]);
+}
+
+/* An IPv6 address as the 32 bits the address hashes take. */
+static __always_inline __u32 addr6_fold(const __be32 a[4])
+{
+	return a[0] ^ a[1] ^ a[2] ^ a[3];
+}
+
+/* dst := a unless it is all zero (a conntrack entry's "leave it"), else b. */
+static __always_inline void addr6_or(__be32 dst[4], const __be32 a[4], const __be32 b[4])
+{
+	if (addr6_zero(a))
+		__builtin_memcpy(dst, b, 16);
+	else
+		__builtin_memcpy(dst, a, 16);
+}
+
 #endif /* SVCMAP_COMMON_H */

@@ -19,6 +19,7 @@
 #define SVCMAP_LIB_CSUM_H
 
 #include "packet.h"
+#include "packet6.h"
 
 static __always_inline __u64 csum_l4_flags(const struct pkt4 *p)
 {
@@ -45,16 +46,62 @@ static __always_inline int csum4_store_addr(struct __sk_buff *skb, const struct 
 	return bpf_skb_store_bytes(skb, off, &to, sizeof(to), 0);
 }
 
-/* Replace a TCP/UDP port (at p->l4_off + L4_SPORT_OFF or L4_DPORT_OFF). */
-static __always_inline int csum4_store_port(struct __sk_buff *skb, const struct pkt4 *p,
-					    __u32 off, __be16 from, __be16 to)
+/* Replace a TCP/UDP port (at l4_off + L4_SPORT_OFF or L4_DPORT_OFF), either family. */
+static __always_inline int csum_store_port(struct __sk_buff *skb, __u32 csum_off, __u8 proto,
+					   __u32 off, __be16 from, __be16 to)
 {
 	int err;
 
-	err = bpf_l4_csum_replace(skb, p->csum_off, from, to, csum_l4_flags(p) | sizeof(to));
+	err = bpf_l4_csum_replace(skb, csum_off, from, to,
+				  (proto == IPPROTO_UDP ? BPF_F_MARK_MANGLED_0 : 0) | sizeof(to));
 	if (err < 0)
 		return err;
 	return bpf_skb_store_bytes(skb, off, &to, sizeof(to), 0);
+}
+
+static __always_inline int csum4_store_port(struct __sk_buff *skb, const struct pkt4 *p,
+					    __u32 off, __be16 from, __be16 to)
+{
+	return csum_store_port(skb, p->csum_off, p->proto, off, from, to);
+}
+
+/*
+ * Replace an IPv6 address (at IP6_SADDR_OFF or IP6_DADDR_OFF): IPv6 has no
+ * header checksum, so only the L4 checksum's pseudo-header changes, by the
+ * difference of the two 16-byte addresses (bpf_csum_diff), which
+ * bpf_l4_csum_replace takes with a size of 0. For UDP a zero checksum is
+ * invalid in IPv6 (RFC 8200); BPF_F_MARK_MANGLED_0 still keeps a computed
+ * zero from being written as one.
+ */
+static __always_inline int csum6_store_addr(struct __sk_buff *skb, const struct pkt6 *p, __u32 off,
+					    const __be32 from[4], const __be32 to[4])
+{
+	__be32 f[4], t[4];
+	__s64 diff;
+	int err;
+
+	__builtin_memcpy(f, from, sizeof(f));
+	__builtin_memcpy(t, to, sizeof(t));
+	diff = bpf_csum_diff(f, sizeof(f), t, sizeof(t), 0);
+	if (diff < 0)
+		return (int)diff;
+	err = bpf_l4_csum_replace(skb, p->csum_off, 0, (__u32)diff,
+				  (p->proto == IPPROTO_UDP ? BPF_F_MARK_MANGLED_0 : 0) | BPF_F_PSEUDO_HDR);
+	if (err < 0)
+		return err;
+	return bpf_skb_store_bytes(skb, off, t, sizeof(t), 0);
+}
+
+/* Hop limit minus one: no checksum covers it. */
+static __always_inline int csum6_dec_hop_limit(struct __sk_buff *skb, struct pkt6 *p)
+{
+	__u8 hl = p->hop_limit - 1;
+	int err = bpf_skb_store_bytes(skb, IP6_HLIM_OFF, &hl, sizeof(hl), 0);
+
+	if (err < 0)
+		return err;
+	p->hop_limit = hl;
+	return 0;
 }
 
 /* TTL minus one. The header checksum covers TTL as the high byte of the

@@ -36,20 +36,35 @@ static __always_inline void ct4_key_of(struct ct_key *k, const struct pkt4 *p, _
 /* The CT_F_* bits that are the flow's state, not its translation. */
 #define CT_F_STATE (CT_F_SEEN_REPLY | CT_F_CLOSING | CT_F_FIN_FWD | CT_F_FIN_REPLY)
 
-/* What packet p, met in direction dir, says about its flow: state bits to add. */
-static __always_inline __u8 ct4_state_of(const struct pkt4 *p, __u8 dir)
+/* What a packet (its protocol and TCP flags), met in direction dir, says
+ * about its flow: state bits to add. Either family. */
+static __always_inline __u8 ct_state_of(__u8 proto, __u8 tcp_flags, __u8 dir)
 {
 	__u8 s = 0;
 
 	if (dir != CT_DIR_FWD)
 		s |= CT_F_SEEN_REPLY;
-	if (p->proto == IPPROTO_TCP) {
-		if (p->tcp_flags & TCP_FLAG_RST)
+	if (proto == IPPROTO_TCP) {
+		if (tcp_flags & TCP_FLAG_RST)
 			s |= CT_F_CLOSING;
-		if (p->tcp_flags & TCP_FLAG_FIN)
+		if (tcp_flags & TCP_FLAG_FIN)
 			s |= dir == CT_DIR_FWD ? CT_F_FIN_FWD : CT_F_FIN_REPLY;
 	}
 	return s;
+}
+
+static __always_inline __u8 ct4_state_of(const struct pkt4 *p, __u8 dir)
+{
+	return ct_state_of(p->proto, p->tcp_flags, dir);
+}
+
+/* An entry whose state did not change: its last_seen, refreshed at most
+ * once per CT_REFRESH_NS. A closed flow's last packets are few, and each
+ * restarts the time its SNAT port is held (SNAT_CLOSED_HOLD_NS in nat.h). */
+static __always_inline void ct_refresh(__u64 *last_seen, __u8 flags, __u64 now)
+{
+	if ((flags & CT_F_CLOSING) || now - *last_seen > CT_REFRESH_NS)
+		*last_seen = now;
 }
 
 /* flags with the state bits `add`; a FIN from each side makes it CT_F_CLOSING. */
@@ -138,10 +153,7 @@ static __always_inline struct ct_value *ct4_lookup(const struct pkt4 *p, __u8 di
 	now = bpf_ktime_get_ns();
 	flags = ct_state_merge(v->flags, ct4_state_of(p, dir));
 	if (flags == v->flags) {
-		/* A closed flow's last packets are few, and each restarts the
-		 * time its SNAT port is held (SNAT_CLOSED_HOLD_NS in nat.h). */
-		if ((flags & CT_F_CLOSING) || now - v->last_seen > CT_REFRESH_NS)
-			v->last_seen = now;
+		ct_refresh(&v->last_seen, flags, now);
 		return v;
 	}
 	if (dir == CT_DIR_FWD)

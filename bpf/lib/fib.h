@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
 /*
- * Forwarding a packet translated at ingress without the stack.
+ * Forwarding a packet translated at ingress without the stack (IPv4 and
+ * IPv6 alike; for IPv6 the hop limit stands for the TTL).
  *
  * After translation the source may be one of the node's own addresses (the
  * SNAT address, or a NodePort frontend on a reply), which the input path
@@ -38,6 +39,38 @@
 #define AF_INET 2
 #endif
 
+#ifndef AF_INET6
+#define AF_INET6 10
+#endif
+
+/*
+ * After the FIB lookup (its result rc, the answer in *fib) for a translated
+ * packet whose TTL (IPv4) or hop limit (IPv6) is ttl: 1 when the program
+ * forwards it out of fib->ifindex itself, 0 when it goes to the stack, with
+ * *reason (DP_R_TO_STACK_*) saying why. Either family.
+ */
+static __always_inline int fib_forwardable(struct __sk_buff *skb, long rc, const struct bpf_fib_lookup *fib,
+					   __u8 ttl, enum dp_reason *reason)
+{
+	__u32 mtu = 0; /* 0: check skb->len */
+
+	if (rc != BPF_FIB_LKUP_RET_SUCCESS && rc != BPF_FIB_LKUP_RET_NO_NEIGH) {
+		/* For an skb that is not GSO, a route found is also checked
+		 * against the egress MTU: too large is FRAG_NEEDED. */
+		*reason = rc == BPF_FIB_LKUP_RET_FRAG_NEEDED ? DP_R_TO_STACK_MTU : DP_R_TO_STACK_NO_ROUTE;
+		return 0;
+	}
+	if (bpf_check_mtu(skb, fib->ifindex, &mtu, 0, BPF_MTU_CHK_SEGS) != BPF_MTU_CHK_RET_SUCCESS) {
+		*reason = DP_R_TO_STACK_MTU;
+		return 0;
+	}
+	if (ttl <= 1) {
+		*reason = DP_R_TO_STACK_TTL;
+		return 0;
+	}
+	return 1;
+}
+
 /*
  * TC_ACT_REDIRECT, TC_ACT_OK, or TC_ACT_SHOT if the TTL could not be
  * written. *reason (what the packet counts as when it is redirected) becomes
@@ -58,25 +91,44 @@ static __always_inline int fib4_redirect(struct __sk_buff *skb, struct pkt4 *p,
 		.ipv4_src = p->saddr,
 		.ipv4_dst = p->daddr,
 	};
-	__u32 mtu = 0; /* 0: check skb->len */
 	long rc;
 
 	rc = bpf_fib_lookup(skb, &fib, sizeof(fib), 0);
-	if (rc != BPF_FIB_LKUP_RET_SUCCESS && rc != BPF_FIB_LKUP_RET_NO_NEIGH) {
-		/* For an skb that is not GSO, a route found is also checked
-		 * against the egress MTU: too large is FRAG_NEEDED. */
-		*reason = rc == BPF_FIB_LKUP_RET_FRAG_NEEDED ? DP_R_TO_STACK_MTU : DP_R_TO_STACK_NO_ROUTE;
+	if (!fib_forwardable(skb, rc, &fib, p->ttl, reason))
 		return TC_ACT_OK;
-	}
-	if (bpf_check_mtu(skb, fib.ifindex, &mtu, 0, BPF_MTU_CHK_SEGS) != BPF_MTU_CHK_RET_SUCCESS) {
-		*reason = DP_R_TO_STACK_MTU;
-		return TC_ACT_OK;
-	}
-	if (p->ttl <= 1) {
-		*reason = DP_R_TO_STACK_TTL;
-		return TC_ACT_OK;
-	}
 	if (csum4_dec_ttl(skb, p) < 0) {
+		*reason = DP_R_REWRITE_FAILED;
+		return TC_ACT_SHOT;
+	}
+	return bpf_redirect_neigh(fib.ifindex, NULL, 0, 0);
+}
+
+/* The IPv6 lookup for a packet of p's tuple from the ingress device to daddr (and dport). */
+static __always_inline void fib6_params(struct bpf_fib_lookup *fib, struct __sk_buff *skb, const struct pkt6 *p,
+					const __be32 daddr[4], __be16 dport)
+{
+	__builtin_memset(fib, 0, sizeof(*fib));
+	fib->family = AF_INET6;
+	fib->l4_protocol = p->proto;
+	fib->sport = p->sport;
+	fib->dport = dport;
+	fib->ifindex = skb->ifindex;
+	fib->flowinfo = p->flowinfo;
+	__builtin_memcpy(fib->ipv6_src, p->saddr, sizeof(fib->ipv6_src));
+	__builtin_memcpy(fib->ipv6_dst, daddr, sizeof(fib->ipv6_dst));
+}
+
+/* fib4_redirect() for IPv6: the hop limit goes down by one. */
+static __always_inline int fib6_redirect(struct __sk_buff *skb, struct pkt6 *p, enum dp_reason *reason)
+{
+	struct bpf_fib_lookup fib;
+	long rc;
+
+	fib6_params(&fib, skb, p, p->daddr, p->dport);
+	rc = bpf_fib_lookup(skb, &fib, sizeof(fib), 0);
+	if (!fib_forwardable(skb, rc, &fib, p->hop_limit, reason))
+		return TC_ACT_OK;
+	if (csum6_dec_hop_limit(skb, p) < 0) {
 		*reason = DP_R_REWRITE_FAILED;
 		return TC_ACT_SHOT;
 	}

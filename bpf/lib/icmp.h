@@ -89,6 +89,23 @@ struct icmp4_quote {
 };
 
 /*
+ * The quoted TCP/UDP header at l4_off (either family): its ports, and where
+ * its checksum lies (*csum_off 0: not there to update: cut off, or UDP's
+ * zero "none"), with the checksum's value. 0, or -1 when the ports are not
+ * in the quote.
+ */
+static __always_inline int icmp_quote_l4(struct __sk_buff *skb, __u8 proto, __u32 l4_off, __be16 ports[2],
+					 __u32 *csum_off, __u16 *csum)
+{
+	if (bpf_skb_load_bytes(skb, l4_off, ports, 2 * sizeof(__be16)) < 0)
+		return -1;
+	*csum_off = l4_off + (proto == IPPROTO_TCP ? offsetof(struct tcphdr, check) : offsetof(struct udphdr, check));
+	if (bpf_skb_load_bytes(skb, *csum_off, csum, sizeof(*csum)) < 0 || (proto == IPPROTO_UDP && *csum == 0))
+		*csum_off = 0;
+	return 0;
+}
+
+/*
  * p is the outer packet (IPv4, protocol ICMP, p->l4_off at the ICMP
  * header). 0 when it is an error the datapath translates, with *q filled;
  * -1 for everything else (other ICMP types, quotes too short or not of a
@@ -120,13 +137,8 @@ static __always_inline int icmp4_parse_quote(struct __sk_buff *skb, const struct
 		return -1;
 	ihl = ip.ihl * 4;
 	q->l4_off = q->ip_off + ihl;
-	if (bpf_skb_load_bytes(skb, q->l4_off, ports, sizeof(ports)) < 0)
+	if (icmp_quote_l4(skb, ip.protocol, q->l4_off, ports, &q->l4_csum_off, &q->l4_csum) < 0)
 		return -1;
-	q->l4_csum_off = q->l4_off + (ip.protocol == IPPROTO_TCP ? offsetof(struct tcphdr, check)
-								   : offsetof(struct udphdr, check));
-	if (bpf_skb_load_bytes(skb, q->l4_csum_off, &q->l4_csum, sizeof(q->l4_csum)) < 0 ||
-	    (ip.protocol == IPPROTO_UDP && q->l4_csum == 0))
-		q->l4_csum_off = 0;
 	q->ip_csum = ip.check;
 	q->saddr = ip.saddr;
 	q->daddr = ip.daddr;

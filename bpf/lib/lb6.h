@@ -12,22 +12,6 @@
 #include "lb.h"
 #include "maps6.h"
 
-static __always_inline int addr6_eq(const __be32 a[4], const __be32 b[4])
-{
-	return a[0] == b[0] && a[1] == b[1] && a[2] == b[2] && a[3] == b[3];
-}
-
-static __always_inline int addr6_zero(const __be32 a[4])
-{
-	return !(a[0] | a[1] | a[2] | a[3]);
-}
-
-/* An IPv6 address as the 32 bits the address hashes take. */
-static __always_inline __be32 addr6_fold(const __be32 a[4])
-{
-	return a[0] ^ a[1] ^ a[2] ^ a[3];
-}
-
 /* The ETP=Local internal twin, as lb4_internal_scope(). */
 static __always_inline struct svc_value *lb6_internal_scope(struct svc6_key *key, struct svc_value *svc)
 {

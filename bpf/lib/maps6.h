@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
 /*
- * The IPv6 service maps (layouts in include/svcmap_maps.h; the per-socket
- * ones are in maps_sock.h), pinned by name
- * like every map (see maps.h). Only the socket hooks serve IPv6 today, so
- * only bpf/sock.c includes this; sized like their IPv4 twins.
+ * The IPv6 service maps (layouts in include/svcmap_maps.h), pinned by name
+ * like every map (see maps.h), in both objects as their IPv4 twins are;
+ * sized like them. The per-socket reverse NAT of IPv6 sockets lives with
+ * its IPv4 twin in maps_sock.h.
  */
 #ifndef SVCMAP_LIB_MAPS6_H
 #define SVCMAP_LIB_MAPS6_H

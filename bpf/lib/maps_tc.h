@@ -48,6 +48,33 @@ struct {
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } SVCMAP_MAP_DEV_ADDR SEC(".maps");
 
+/* The IPv6 twins of the three above (tc_lb6.h). */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__type(key, struct ct6_key);
+	__type(value, struct ct6_value);
+	__uint(max_entries, SVCMAP_CT_MAX);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} SVCMAP_MAP_CT6 SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
+	__type(key, struct src_range6_key);
+	__type(value, __u8);
+	__uint(max_entries, SVCMAP_SRC_RANGE_MAX);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} SVCMAP_MAP_SRC_RANGE6 SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__type(key, __u32);
+	__type(value, struct dev_addr6_value);
+	__uint(max_entries, SVCMAP_DEV_ADDR_MAX);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} SVCMAP_MAP_DEV_ADDR6 SEC(".maps");
+
 static __always_inline const struct svcmap_config *tc_config(void)
 {
 	__u32 zero = 0;

@@ -129,6 +129,20 @@ static __always_inline void nat4_snat_range(const struct svcmap_config *cfg,
 	}
 }
 
+/* A packet to this port (network order) at a SNAT address may be a reply
+ * to a SNATed flow: it is in the configured SNAT range. The node's own
+ * traffic (ssh, kubelet, ...) uses other ports and skips the reply lookup. */
+static __always_inline int nat_snat_port(__be16 port)
+{
+	const struct svcmap_config *cfg = tc_config();
+	__u32 min, max, p = bpf_ntohs(port);
+
+	if (!cfg)
+		return 0;
+	nat4_snat_range(cfg, &min, &max);
+	return p >= min && p <= max;
+}
+
 /* A hash of the flow a SNAT port is chosen for: client address and port,
  * backend address and port, protocol (murmur3's finalizer steps). */
 static __always_inline __u32 nat4_flow_hash(const struct ct_key *reply, __be32 client_addr,
@@ -151,6 +165,18 @@ static __always_inline __u32 nat4_flow_hash(const struct ct_key *reply, __be32 c
 	return h;
 }
 
+/* The first SNAT port a flow tries: the client's own when it is in
+ * [min, max] (ports stay stable where they can, as with netfilter's
+ * masquerade), else one from the flow's hash. Host order. */
+static __always_inline __u32 nat_first_port(__u32 min, __u32 max, __be16 client_port, __u32 hash)
+{
+	__u32 port = bpf_ntohs(client_port);
+
+	if (port < min || port > max)
+		port = min + hash % (max - min + 1);
+	return port;
+}
+
 /*
  * The port in reply->dport is held by another flow's reply entry: take it
  * over if that flow is a TCP flow that closed (CT_F_CLOSING) and has been
@@ -166,6 +192,38 @@ static __always_inline __u32 nat4_flow_hash(const struct ct_key *reply, __be32 c
  * the new one), then writes the new reply entry over the old. 1 when the
  * port is now the new flow's.
  */
+/*
+ * The timing rule of a take-over, either family: the old flow's reply entry
+ * (its flags, last seen at `seen`) and its forward entry (fwd_seen, or none:
+ * has_fwd 0) must both have been quiet for `hold`, and a reply entry alone
+ * for less than SNAT_TAKE_OVER_MAX_NS (older ones are the GC's).
+ */
+static __always_inline int nat_take_over_allowed(__u8 flags, __u64 seen, int has_fwd, __u64 fwd_seen,
+						 __u64 now, __u64 hold)
+{
+	if (!(flags & CT_F_CLOSING) || (__s64)(now - seen) < (__s64)hold)
+		return 0;
+	/* The old flow's packets from the client refresh its forward entry
+	 * only: the flow is idle when both entries are. */
+	if (has_fwd)
+		return (__s64)(now - fwd_seen) >= (__s64)hold;
+	return (__s64)(now - seen) < (__s64)SNAT_TAKE_OVER_MAX_NS;
+}
+
+/* The hold for try i of SNAT_PORT_TRIES (hold_last in the last tries). */
+static __always_inline __u64 nat_hold_of_try(__u32 i, __u64 hold_last)
+{
+	return i < SNAT_PORT_TRIES - SNAT_PORT_TRIES_LAST ? SNAT_CLOSED_HOLD_NS : hold_last;
+}
+
+/* The hold of the last tries for a packet: the short one for a TCP SYN. */
+static __always_inline __u64 nat_hold_last(__u8 proto, __u8 tcp_flags)
+{
+	if (proto == IPPROTO_TCP && (tcp_flags & (TCP_FLAG_SYN | TCP_FLAG_ACK)) == TCP_FLAG_SYN)
+		return SNAT_CLOSED_HOLD_MIN_NS;
+	return SNAT_CLOSED_HOLD_NS;
+}
+
 static __always_inline int nat4_snat_take_over(const struct ct_key *reply,
 					       const struct ct_value *reply_val, __u64 now,
 					       __u64 hold)
@@ -178,21 +236,15 @@ static __always_inline int nat4_snat_take_over(const struct ct_key *reply,
 		return 0;
 	old = bpf_map_lookup_elem(&SVCMAP_MAP_CT, reply);
 	if (!old || !(old->flags & CT_F_CLOSING))
-		return 0;
+		return 0; /* a live flow's: no need to look further */
 	seen = old->last_seen;
-	if ((__s64)(now - seen) < (__s64)hold)
-		return 0;
-	/* The old flow's packets from the client refresh its forward entry
-	 * only: the flow is idle when both entries are. */
 	ct4_peer_key(&fk, reply, old);
 	fwd = bpf_map_lookup_elem(&SVCMAP_MAP_CT, &fk);
 	if (fwd && (fwd->new_sport != reply->dport || fwd->new_saddr != reply->daddr ||
 		    fwd->new_daddr != reply->saddr || fwd->new_dport != reply->sport))
 		fwd = NULL; /* the client's port is another flow's by now */
-	if (fwd && (__s64)(now - fwd->last_seen) < (__s64)hold)
+	if (!nat_take_over_allowed(old->flags, seen, fwd != NULL, fwd ? fwd->last_seen : 0, now, hold))
 		return 0;
-	if (!fwd && (__s64)(now - seen) >= (__s64)SNAT_TAKE_OVER_MAX_NS)
-		return 0; /* the GC's */
 	if (__sync_val_compare_and_swap(&old->last_seen, seen, now) != seen)
 		return 0;
 	if (fwd)
@@ -236,13 +288,8 @@ static __always_inline __be16 nat4_snat_reserve(const struct svcmap_config *cfg,
 
 	nat4_snat_range(cfg, &min, &max);
 	span = max - min + 1;
-	port = bpf_ntohs(p->sport);
-	if (port < min || port > max)
-		port = min + nat4_flow_hash(reply, p->saddr, p->sport) % span;
-	hold_last = SNAT_CLOSED_HOLD_NS;
-	if (p->proto == IPPROTO_TCP &&
-	    (p->tcp_flags & (TCP_FLAG_SYN | TCP_FLAG_ACK)) == TCP_FLAG_SYN)
-		hold_last = SNAT_CLOSED_HOLD_MIN_NS;
+	port = nat_first_port(min, max, p->sport, nat4_flow_hash(reply, p->saddr, p->sport));
+	hold_last = nat_hold_last(p->proto, p->tcp_flags);
 
 	for (i = 0; i < SNAT_PORT_TRIES; i++) {
 		reply->dport = bpf_htons((__u16)port);
@@ -252,7 +299,7 @@ static __always_inline __be16 nat4_snat_reserve(const struct svcmap_config *cfg,
 		if (err != -EEXIST)
 			*insert_failed = 1;
 		else {
-			hold = i < SNAT_PORT_TRIES - SNAT_PORT_TRIES_LAST ? SNAT_CLOSED_HOLD_NS : hold_last;
+			hold = nat_hold_of_try(i, hold_last);
 			if (nat4_snat_take_over(reply, reply_val, now, hold))
 				return reply->dport;
 		}

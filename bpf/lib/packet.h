@@ -60,6 +60,51 @@ struct pkt4 {
 	__be16 ip_id;   /* fragments: the datagram's IP id */
 };
 
+/* The L4 header's fields the tc programs need, either family. */
+struct pkt_l4 {
+	__be16 sport;   /* TCP/UDP; 0 for ICMP */
+	__be16 dport;
+	__u8 tcp_flags; /* TCP only */
+	__u32 csum_off; /* the L4 checksum field, from the start of the frame */
+};
+
+/*
+ * The L4 header at l4_off (TCP, UDP, or icmp_proto: IPPROTO_ICMP or
+ * IPPROTO_ICMPV6), of which the IP header says l4_len bytes follow: 0 with
+ * *l4 filled, DP_R_OTHER_PROTO for another protocol, DP_R_MALFORMED when
+ * the header is cut short (the checksum helpers write into all of it).
+ */
+static __always_inline enum dp_reason pkt_l4_parse(struct __sk_buff *skb, __u8 proto, __u8 icmp_proto,
+						   __u32 l4_off, __u32 l4_len, struct pkt_l4 *l4)
+{
+	__be16 ports[2] = {};
+	__u32 l4_min, csum_at;
+
+	if (proto == icmp_proto) {
+		l4_min = 8; /* type, code, checksum, and 4 bytes of the rest */
+		csum_at = 2;
+	} else if (proto == IPPROTO_TCP) {
+		l4_min = sizeof(struct tcphdr);
+		csum_at = offsetof(struct tcphdr, check);
+	} else if (proto == IPPROTO_UDP) {
+		l4_min = sizeof(struct udphdr);
+		csum_at = offsetof(struct udphdr, check);
+	} else {
+		return DP_R_OTHER_PROTO;
+	}
+	if (l4_len < l4_min || skb->len < l4_off + l4_min)
+		return DP_R_MALFORMED;
+	if (proto != icmp_proto && bpf_skb_load_bytes(skb, l4_off, ports, sizeof(ports)) < 0)
+		return DP_R_MALFORMED;
+	l4->tcp_flags = 0;
+	if (proto == IPPROTO_TCP && bpf_skb_load_bytes(skb, l4_off + TCP_FLAGS_OFF, &l4->tcp_flags, 1) < 0)
+		return DP_R_MALFORMED;
+	l4->sport = ports[0];
+	l4->dport = ports[1];
+	l4->csum_off = l4_off + csum_at;
+	return 0;
+}
+
 /*
  * 0 for an IPv4 TCP, UDP or ICMP packet that is not a fragment, and for a
  * fragment of a TCP or UDP datagram, with `p` filled (for ICMP the ports are
@@ -76,10 +121,11 @@ struct pkt4 {
  */
 static __always_inline enum dp_reason pkt4_parse(struct __sk_buff *skb, struct pkt4 *p)
 {
+	struct pkt_l4 l4;
+	enum dp_reason reason;
 	struct iphdr ip;
 	__be16 ethertype;
-	__be16 ports[2];
-	__u32 ip_len, l4_min, csum_at;
+	__u32 ip_len;
 
 	if (bpf_skb_load_bytes(skb, offsetof(struct ethhdr, h_proto), &ethertype, sizeof(ethertype)) < 0)
 		return DP_R_MALFORMED;
@@ -112,47 +158,22 @@ static __always_inline enum dp_reason pkt4_parse(struct __sk_buff *skb, struct p
 		return 0;
 	}
 
-	switch (ip.protocol) {
-	case IPPROTO_ICMP:
-		l4_min = 8; /* type, code, checksum, and 4 bytes of the rest */
-		csum_at = 2;
-		break;
-	case IPPROTO_TCP:
-		l4_min = sizeof(struct tcphdr);
-		csum_at = offsetof(struct tcphdr, check);
-		break;
-	case IPPROTO_UDP:
-		l4_min = sizeof(struct udphdr);
-		csum_at = offsetof(struct udphdr, check);
-		break;
-	default:
-		return DP_R_OTHER_PROTO;
-	}
-
 	ip_len = ip.ihl * 4;
 	p->l4_off = IP4_OFF + ip_len;
-	/* The whole L4 header must be there: the checksum helpers write into it. */
-	if (bpf_ntohs(ip.tot_len) < ip_len + l4_min || skb->len < p->l4_off + l4_min)
+	if (bpf_ntohs(ip.tot_len) < ip_len)
 		return DP_R_MALFORMED;
-	if (ip.protocol == IPPROTO_ICMP) {
-		ports[0] = 0;
-		ports[1] = 0;
-	} else if (bpf_skb_load_bytes(skb, p->l4_off, ports, sizeof(ports)) < 0) {
-		return DP_R_MALFORMED;
-	}
-	p->tcp_flags = 0;
-	if (ip.protocol == IPPROTO_TCP &&
-	    bpf_skb_load_bytes(skb, p->l4_off + TCP_FLAGS_OFF, &p->tcp_flags, 1) < 0)
-		return DP_R_MALFORMED;
-
+	reason = pkt_l4_parse(skb, ip.protocol, IPPROTO_ICMP, p->l4_off, bpf_ntohs(ip.tot_len) - ip_len, &l4);
+	if (reason)
+		return reason;
+	p->tcp_flags = l4.tcp_flags;
+	p->csum_off = l4.csum_off;
 	p->saddr = ip.saddr;
 	p->daddr = ip.daddr;
-	p->sport = ports[0];
-	p->dport = ports[1];
+	p->sport = l4.sport;
+	p->dport = l4.dport;
 	p->proto = ip.protocol;
 	p->ttl = ip.ttl;
 	p->tos = ip.tos;
-	p->csum_off = p->l4_off + csum_at;
 	return 0;
 }
 

@@ -17,6 +17,14 @@
 #include "fib.h"
 #include "maps_tc.h"
 
+/* A route was found in each of these (FRAG_NEEDED only judges the packet's
+ * size; fib4_redirect() deals with that). */
+static __always_inline int snat_route_found(long rc)
+{
+	return rc == BPF_FIB_LKUP_RET_SUCCESS || rc == BPF_FIB_LKUP_RET_NO_NEIGH ||
+	       rc == BPF_FIB_LKUP_RET_FRAG_NEEDED;
+}
+
 /*
  * The SNAT source for a new flow of p to the backend {daddr, dport}: 0 and
  * *addr set, or the reason to drop the packet: DP_R_SNAT_NO_ROUTE when the
@@ -43,16 +51,34 @@ static __always_inline enum dp_reason snat4_source(struct __sk_buff *skb, const 
 	long rc;
 
 	rc = bpf_fib_lookup(skb, &fib, sizeof(fib), 0);
-	/* A route was found in each of these (FRAG_NEEDED only judges the
-	 * packet's size; fib4_redirect() deals with that). */
-	if (rc != BPF_FIB_LKUP_RET_SUCCESS && rc != BPF_FIB_LKUP_RET_NO_NEIGH &&
-	    rc != BPF_FIB_LKUP_RET_FRAG_NEEDED)
+	if (!snat_route_found(rc))
 		return DP_R_SNAT_NO_ROUTE;
 	ifindex = fib.ifindex;
 	dev = bpf_map_lookup_elem(&SVCMAP_MAP_DEV_ADDR, &ifindex);
 	if (!dev || !dev->addr)
 		return DP_R_NO_SNAT_ADDR;
 	*addr = dev->addr;
+	return 0;
+}
+
+/* snat4_source() for IPv6: the egress device's address from svcmap_devaddr6. */
+static __always_inline enum dp_reason snat6_source(struct __sk_buff *skb, const struct pkt6 *p,
+						   const __be32 daddr[4], __be16 dport, __be32 addr[4])
+{
+	struct dev_addr6_value *dev;
+	struct bpf_fib_lookup fib;
+	__u32 ifindex;
+	long rc;
+
+	fib6_params(&fib, skb, p, daddr, dport);
+	rc = bpf_fib_lookup(skb, &fib, sizeof(fib), 0);
+	if (!snat_route_found(rc))
+		return DP_R_SNAT_NO_ROUTE;
+	ifindex = fib.ifindex;
+	dev = bpf_map_lookup_elem(&SVCMAP_MAP_DEV_ADDR6, &ifindex);
+	if (!dev || !(dev->addr[0] | dev->addr[1] | dev->addr[2] | dev->addr[3]))
+		return DP_R_NO_SNAT_ADDR;
+	__builtin_memcpy(addr, dev->addr, sizeof(dev->addr));
 	return 0;
 }
 

@@ -82,20 +82,35 @@ static __always_inline int lb4_source_allowed(const struct svc_value *svc, __be3
  *       keeps its port (DNS resolvers, statsd) moves on, as kube-proxy's
  *       clearing of UDP conntrack entries for removed endpoints does.
  */
+/* The part of the rules below that needs no lookup, either family: for TCP,
+ * LB_KEEP for anything but a SYN without ACK, LB_STALE for one on a flow that
+ * saw a FIN or RST; else LB_CHECK (look at the reply entry and the backend). */
+#define LB_KEEP  0
+#define LB_STALE 1
+#define LB_CHECK 2
+
+static __always_inline int lb_flow_stale_tcp(__u8 proto, __u8 tcp_flags, __u8 ct_flags)
+{
+	if (proto != IPPROTO_TCP)
+		return LB_CHECK;
+	if ((tcp_flags & (TCP_FLAG_SYN | TCP_FLAG_ACK)) != TCP_FLAG_SYN)
+		return LB_KEEP;
+	if (ct_flags & (CT_F_CLOSING | CT_F_FIN_FWD | CT_F_FIN_REPLY))
+		return LB_STALE;
+	return LB_CHECK;
+}
+
 static __always_inline int lb4_flow_stale(const struct pkt4 *p, const struct ct_value *v)
 {
 	struct backend_value *be;
 	__u32 id = v->backend_id;
 	struct ct_key rep;
+	int r = lb_flow_stale_tcp(p->proto, p->tcp_flags, v->flags);
 
-	if (p->proto == IPPROTO_TCP) {
-		if ((p->tcp_flags & (TCP_FLAG_SYN | TCP_FLAG_ACK)) != TCP_FLAG_SYN)
-			return 0;
-		if (v->flags & (CT_F_CLOSING | CT_F_FIN_FWD | CT_F_FIN_REPLY))
-			return 1;
-		if (!ct4_reply_of(p, v, &rep))
-			return 1;
-	}
+	if (r != LB_CHECK)
+		return r;
+	if (p->proto == IPPROTO_TCP && !ct4_reply_of(p, v, &rep))
+		return 1;
 	be = bpf_map_lookup_elem(&SVCMAP_MAP_BACKENDS, &id);
 	return !be || be->addr != v->new_daddr || be->port != v->new_dport;
 }
@@ -280,13 +295,11 @@ static __always_inline int tc4_icmp_ingress(struct __sk_buff *skb, struct pkt4 *
 	return tc_verdict(DP_HOOK_TC_INGRESS, reason, verdict);
 }
 
-static __always_inline int tc4_ingress(struct __sk_buff *skb)
+static __noinline int tc4_ingress(struct __sk_buff *skb)
 {
-	const struct svcmap_config *cfg;
 	enum dp_reason reason;
 	struct ct_value xlate;
 	struct ct_value *ct;
-	__u32 min, max, port;
 	struct pkt4 p;
 	int verdict;
 
@@ -310,21 +323,13 @@ static __always_inline int tc4_ingress(struct __sk_buff *skb)
 	if (ct && lb4_flow_stale(&p, ct)) {
 		ct4_forget_flow(&p, ct);
 		ct = NULL;
-	} else if (!ct) {
+	} else if (!ct && nat_snat_port(p.dport)) {
 		/* A reply to a SNATed flow comes to a SNAT address (any device's:
 		 * a reply may arrive on another device than its flow left by; the
 		 * entry's key names the address exactly) at a port of the SNAT
-		 * range; the node's own traffic (ssh, kubelet, ...) uses other
-		 * ports and skips this lookup. */
-		cfg = tc_config();
-		if (cfg) {
-			nat4_snat_range(cfg, &min, &max);
-			port = bpf_ntohs(p.dport);
-			if (port >= min && port <= max) {
-				ct = ct4_lookup(&p, CT_DIR_REPLY_IN);
-				reason = DP_R_REPLY_TRANSLATED;
-			}
-		}
+		 * range (nat_snat_port()). */
+		ct = ct4_lookup(&p, CT_DIR_REPLY_IN);
+		reason = DP_R_REPLY_TRANSLATED;
 	}
 	if (ct) {
 		xlate = *ct;
@@ -343,7 +348,7 @@ static __always_inline int tc4_ingress(struct __sk_buff *skb)
 	return tc_verdict(DP_HOOK_TC_INGRESS, reason, verdict);
 }
 
-static __always_inline int tc4_egress(struct __sk_buff *skb)
+static __noinline int tc4_egress(struct __sk_buff *skb)
 {
 	enum dp_reason reason;
 	struct ct_value *ct;

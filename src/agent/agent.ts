@@ -43,7 +43,7 @@ export interface AgentConfig extends DatapathOptions {
   devices?: string[];
   /** tcx links where the kernel has them (auto), or force one kind. */
   tcAttach?: 'auto' | 'tcx' | 'tc';
-  /** Where healthCheckNodePort servers listen (default 0.0.0.0). */
+  /** Where healthCheckNodePort servers listen (default [::], both families; 0.0.0.0 without IPv6). */
   healthCheckBindAddress?: string;
   /** Conntrack GC of the tc datapath: interval (default 10 s; 0 = off) and idle lifetimes (Cilium's defaults). */
   ctGc?: { intervalMs?: number; lifetimes?: Partial<CtLifetimes> };
@@ -100,7 +100,7 @@ export async function runAgent(cfg: AgentConfig, log: Logger): Promise<RunningAg
   const v6 = dp.maps.v6?.conns;
   const conns = dp.maps.conns ? new ConnCounts({ conns: dp.maps.conns, backends: dp.maps.backends }, dp.tc.programFd(CONNS_ADJUST_PROGRAM), sockets,
     v6 ? { maps: { conns: v6, backends: dp.maps.v6!.backends }, sockets: sockets ? counter(6) : undefined } : undefined) : undefined;
-  const ctGc = dp.maps.ct ? new CtGc(dp.maps.ct, { ...cfg.ctGc, metrics, log, ...(conns ? { conns } : {}) }) : undefined;
+  const ctGc = dp.maps.ct ? new CtGc(dp.maps.ct, { ...cfg.ctGc, metrics, log, map6: dp.maps.ct6, ...(conns ? { conns } : {}) }) : undefined;
   ctGc?.start();
   // Kubernetes Events about what could not be programmed: only where there is an API server to hold them.
   const events = k8s ? k8s.startKubernetesEvents(kc!, cfg.nodeName!, log, metrics) : undefined;
@@ -108,7 +108,7 @@ export async function runAgent(cfg: AgentConfig, log: Logger): Promise<RunningAg
   const statusArgs = [metrics, log, { afterFullSync: () => heap.afterFullSync() }] as const;
   const status = events?.syncStatus(...statusArgs) ?? new SyncStatus(...statusArgs);
   const problems = countingProblemReporter(log, metrics, events?.problems);
-  const tcDatapath = new TcDatapath(dp.tc, { config: dp.maps.config!, devAddr: dp.maps.devAddr! }, cfg.pinDir, log, cfg.devices, cfg.tcAttach ?? 'auto');
+  const tcDatapath = new TcDatapath(dp.tc, { config: dp.maps.config!, devAddr: dp.maps.devAddr!, devAddr6: dp.maps.devAddr6 }, cfg.pinDir, log, cfg.devices, cfg.tcAttach ?? 'auto');
   const attachTc = (node: { name: string; addresses: string[] } | undefined) => {
     try {
       tcDatapath.update(node);
@@ -121,7 +121,7 @@ export async function runAgent(cfg: AgentConfig, log: Logger): Promise<RunningAg
   else attachTc(undefined); // the SNAT addresses, and the devices with routes out of the node
   // From now on the node's address and route changes are followed without a restart.
   tcDatapath.follow();
-  const healthChecks = new HealthCheckPorts(cfg.healthCheckBindAddress ?? '0.0.0.0', log, () => !status.health.pendingSince || Date.now() - status.health.pendingSince < 60_000);
+  const healthChecks = new HealthCheckPorts(cfg.healthCheckBindAddress, log, () => !status.health.pendingSince || Date.now() - status.health.pendingSince < 60_000);
   const servers: Server[] = [];
   const running: Partial<RunningAgent> = {};
   if (cfg.metrics) {

@@ -32,12 +32,15 @@
 // idle for less than SNAT_TAKE_OVER_MAX_MS, shorter than the closing lifetime,
 // with the GC judging idleness at a time taken before the read: a lone reply
 // entry the GC deletes was past the take-over limit before the GC looked.
+//
+// IPv6 flows live in svcmap_ct6 under the same rules (16-byte addresses);
+// each pass collects both maps, the same code over either layout (CtFormat).
 import { BpfError, errnoNumber } from '../bpf/errors.ts';
 import { type BpfMap, libbpfText } from '../bpf/map.ts';
 import { native } from '../bpf/native.ts';
-import { type CtKey, type CtValue, ctKey, ctValue } from '../maps/codecs.ts';
+import { type Codec, type CtKey, type CtValue, ct6Key, ct6Value, ctKey, ctValue } from '../maps/codecs.ts';
 import {
-  CT_DIR_FWD, CT_DIR_REPLY_IN, CT_DIR_REPLY_OUT, CT_F_CLOSING, CT_F_SEEN_REPLY, CT_F_SNAT, IPPROTO_TCP, MAP_CT,
+  CT_DIR_FWD, CT_DIR_REPLY_IN, CT_DIR_REPLY_OUT, CT_F_CLOSING, CT_F_SEEN_REPLY, CT_F_SNAT, IPPROTO_TCP, MAP_CT, MAP_CT6,
 } from '../maps/constants.ts';
 import type { StructLayout } from '../maps/layout.ts';
 import type { TypedMap } from '../maps/typed-map.ts';
@@ -90,7 +93,8 @@ export function lifetimeMs(state: CtFlowState, l: CtLifetimes): number {
   }
 }
 
-const ZERO = '0.0.0.0';
+/** A conntrack entry's "leave the address" (either family). */
+const isZero = (addr: string) => addr === '0.0.0.0' || addr === '::';
 
 /**
  * The key of the other entry of the flow that entry {key, value} belongs
@@ -102,8 +106,8 @@ const ZERO = '0.0.0.0';
  */
 export function ctPeerKey(key: CtKey, value: CtValue): CtKey {
   return {
-    saddr: value.new_daddr !== ZERO ? value.new_daddr : key.daddr,
-    daddr: value.new_saddr !== ZERO ? value.new_saddr : key.saddr,
+    saddr: !isZero(value.new_daddr) ? value.new_daddr : key.daddr,
+    daddr: !isZero(value.new_saddr) ? value.new_saddr : key.saddr,
     sport: value.new_dport || key.dport,
     dport: value.new_sport || key.sport,
     proto: key.proto,
@@ -113,35 +117,55 @@ export function ctPeerKey(key: CtKey, value: CtValue): CtKey {
 
 export const ctKeyId = (k: CtKey): string => `${k.saddr}:${k.sport}>${k.daddr}:${k.dport}/${k.proto}/${k.dir}`;
 
-const KEY_SIZE = ctKey.layout.size;
-const VALUE_SIZE = ctValue.layout.size;
-
 /**
  * Where a field of a conntrack codec lies, in units of its own size: the
  * packed GC reads the entries through typed-array views, and takes every
  * position from the codecs, which are checked against the datapath's BTF
  * at load (a field that moves in C moves here, or the agent does not start).
+ * An address is `words` aligned 32-bit words (1 for IPv4, 4 for IPv6).
  */
-function slot(layout: StructLayout, name: string, size: 1 | 2 | 4 | 8): number {
+function slot(layout: StructLayout, name: string, size: 1 | 2 | 4 | 8, words = 1): number {
   const f = layout.fields.find((x) => x.name === name);
-  if (!f || f.size !== size || f.offset % size !== 0 || layout.size % size !== 0) {
-    throw new Error(`conntrack GC: ${layout.cName}.${name} is not an aligned ${size}-byte field`);
+  if (!f || f.size !== size * words || f.offset % size !== 0 || layout.size % size !== 0) {
+    throw new Error(`conntrack GC: ${layout.cName}.${name} is not an aligned ${size * words}-byte field`);
   }
   return f.offset / size;
 }
-const K = {
-  saddr: slot(ctKey.layout, 'saddr', 4), daddr: slot(ctKey.layout, 'daddr', 4),
-  sport: slot(ctKey.layout, 'sport', 2), dport: slot(ctKey.layout, 'dport', 2),
-  proto: slot(ctKey.layout, 'proto', 1), dir: slot(ctKey.layout, 'dir', 1),
-};
-const V = {
-  newSaddr: slot(ctValue.layout, 'new_saddr', 4), newDaddr: slot(ctValue.layout, 'new_daddr', 4),
-  newSport: slot(ctValue.layout, 'new_sport', 2), newDport: slot(ctValue.layout, 'new_dport', 2),
-  flags: slot(ctValue.layout, 'flags', 1), lastSeen: slot(ctValue.layout, 'last_seen', 8),
-};
-/** Keys are hashed and compared as whole 32-bit words (pads are zero in the kernel's keys and in ours). */
-const KEY_WORDS = KEY_SIZE / 4;
-if (!Number.isInteger(KEY_WORDS)) throw new Error(`conntrack GC: struct ct_key is ${KEY_SIZE} bytes, not whole words`);
+
+/** One conntrack layout (svcmap_ct or svcmap_ct6) as the packed GC reads it. */
+export interface CtFormat {
+  map: string;
+  key: Codec<CtKey>;
+  value: Codec<CtValue>;
+  keySize: number;
+  valueSize: number;
+  /** 32-bit words per address. */
+  addrWords: number;
+  K: { saddr: number; daddr: number; sport: number; dport: number; proto: number; dir: number };
+  V: { newSaddr: number; newDaddr: number; newSport: number; newDport: number; flags: number; lastSeen: number };
+}
+
+function ctFormat(map: string, key: Codec<CtKey>, value: Codec<CtValue>, addrWords: number): CtFormat {
+  const keySize = key.layout.size;
+  if (keySize % 4 !== 0) throw new Error(`conntrack GC: struct ${key.layout.cName} is ${keySize} bytes, not whole words`);
+  return {
+    map, key, value, keySize, valueSize: value.layout.size, addrWords,
+    K: {
+      saddr: slot(key.layout, 'saddr', 4, addrWords), daddr: slot(key.layout, 'daddr', 4, addrWords),
+      sport: slot(key.layout, 'sport', 2), dport: slot(key.layout, 'dport', 2),
+      proto: slot(key.layout, 'proto', 1), dir: slot(key.layout, 'dir', 1),
+    },
+    V: {
+      newSaddr: slot(value.layout, 'new_saddr', 4, addrWords), newDaddr: slot(value.layout, 'new_daddr', 4, addrWords),
+      newSport: slot(value.layout, 'new_sport', 2), newDport: slot(value.layout, 'new_dport', 2),
+      flags: slot(value.layout, 'flags', 1), lastSeen: slot(value.layout, 'last_seen', 8),
+    },
+  };
+}
+
+/** svcmap_ct (IPv4) and svcmap_ct6 (IPv6). */
+export const CT4_FORMAT = ctFormat(MAP_CT, ctKey, ctValue, 1);
+export const CT6_FORMAT = ctFormat(MAP_CT6, ct6Key, ct6Value, 4);
 
 /** A conntrack map's entries as the kernel hands them over: `count` packed keys and values. */
 export interface PackedSelection {
@@ -155,10 +179,10 @@ export interface PackedSelection {
   flows: Record<CtFlowState, number>;
 }
 
-/** A hash of the key words at k32[o..o+KEY_WORDS). */
-function hashKey(k32: Uint32Array, o: number): number {
+/** A hash of the key words at k32[o..o+words) (keys are hashed and compared as whole words: pads are zero in the kernel's keys and in ours). */
+function hashKey(k32: Uint32Array, o: number, words: number): number {
   let h = 0x9e3779b9;
-  for (let i = 0; i < KEY_WORDS; i++) {
+  for (let i = 0; i < words; i++) {
     h = Math.imul(h ^ (h >>> 13) ^ k32[o + i]!, i & 1 ? 0xc2b2ae35 : 0x85ebca6b);
   }
   return (h ^ (h >>> 16)) >>> 0;
@@ -184,8 +208,10 @@ function hashKey(k32: Uint32Array, o: number): number {
  * few MiB, where decoding every entry into objects took seconds and
  * hundreds of MiB.
  */
-export function selectExpiredPacked(ct: PackedCt, nowNs: bigint, lifetimes: CtLifetimes = DEFAULT_CT_LIFETIMES): PackedSelection {
+export function selectExpiredPacked(ct: PackedCt, nowNs: bigint, lifetimes: CtLifetimes = DEFAULT_CT_LIFETIMES, fmt: CtFormat = CT4_FORMAT): PackedSelection {
   const n = ct.count;
+  const { keySize: KEY_SIZE, valueSize: VALUE_SIZE, K, V, addrWords: AW } = fmt;
+  const KEY_WORDS = KEY_SIZE / 4;
   // Aligned copies, so that the views below may read words.
   const kbuf = new ArrayBuffer(n * KEY_SIZE);
   const vbuf = new ArrayBuffer(n * VALUE_SIZE);
@@ -210,7 +236,7 @@ export function selectExpiredPacked(ct: PackedCt, nowNs: bigint, lifetimes: CtLi
   const mask = cap - 1;
   const table = new Int32Array(cap).fill(-1);
   for (let i = 0; i < n; i++) {
-    let h = hashKey(k32, i * K32) & mask;
+    let h = hashKey(k32, i * K32, KEY_WORDS) & mask;
     while (table[h] !== -1) h = (h + 1) & mask;
     table[h] = i;
   }
@@ -224,7 +250,7 @@ export function selectExpiredPacked(ct: PackedCt, nowNs: bigint, lifetimes: CtLi
     return true;
   };
   const find = (): number => {
-    let h = hashKey(s32, 0) & mask;
+    let h = hashKey(s32, 0, KEY_WORDS) & mask;
     for (;;) {
       const j = table[h]!;
       if (j === -1 || sameKey(j)) return j;
@@ -234,8 +260,14 @@ export function selectExpiredPacked(ct: PackedCt, nowNs: bigint, lifetimes: CtLi
   const peerOf = (i: number): number => {
     const ko = i * K32, vo = i * V32, k2 = i * K16, v2 = i * V16;
     s32.fill(0);
-    s32[K.saddr] = v32[vo + V.newDaddr]! || k32[ko + K.daddr]!;
-    s32[K.daddr] = v32[vo + V.newSaddr]! || k32[ko + K.saddr]!;
+    // An address is "leave it" only when all of its words are zero.
+    const addr = (to: number, fromValue: number, fromKey: number) => {
+      let any = 0;
+      for (let w = 0; w < AW; w++) any |= v32[vo + fromValue + w]!;
+      for (let w = 0; w < AW; w++) s32[to + w] = any ? v32[vo + fromValue + w]! : k32[ko + fromKey + w]!;
+    };
+    addr(K.saddr, V.newDaddr, K.daddr);
+    addr(K.daddr, V.newSaddr, K.saddr);
     s16[K.sport] = v16[v2 + V.newDport]! || k16[k2 + K.dport]!;
     s16[K.dport] = v16[v2 + V.newSport]! || k16[k2 + K.sport]!;
     s8[K.proto] = protoOf(i);
@@ -323,14 +355,15 @@ export function selectExpiredCt(
   entries: ReadonlyArray<readonly [CtKey, CtValue]>,
   nowNs: bigint,
   lifetimes: CtLifetimes = DEFAULT_CT_LIFETIMES,
+  fmt: CtFormat = CT4_FORMAT,
 ): CtSelection {
-  const keys = Buffer.alloc(entries.length * KEY_SIZE);
-  const values = Buffer.alloc(entries.length * VALUE_SIZE);
+  const keys = Buffer.alloc(entries.length * fmt.keySize);
+  const values = Buffer.alloc(entries.length * fmt.valueSize);
   entries.forEach(([k, v], i) => {
-    ctKey.encode(k, keys, i * KEY_SIZE);
-    ctValue.encode(v, values, i * VALUE_SIZE);
+    fmt.key.encode(k, keys, i * fmt.keySize);
+    fmt.value.encode(v, values, i * fmt.valueSize);
   });
-  const sel = selectExpiredPacked({ keys, values, count: entries.length }, nowNs, lifetimes);
+  const sel = selectExpiredPacked({ keys, values, count: entries.length }, nowNs, lifetimes, fmt);
   return { keys: [...sel.indices].map((i) => entries[i]![0]), entries: entries.length, flows: sel.flows };
 }
 
@@ -344,9 +377,10 @@ const ENOTSUPP = 524;
  * with BPF_MAP_LOOKUP_BATCH in chunks (one entry at a time where the kernel
  * has no batch operations for the map).
  */
-export function readCtPacked(map: BpfMap): PackedCt {
+export function readCtPacked(map: BpfMap, fmt: CtFormat = CT4_FORMAT): PackedCt {
+  const { keySize: KEY_SIZE, valueSize: VALUE_SIZE } = fmt;
   if (map.keySize !== KEY_SIZE || map.valueSize !== VALUE_SIZE) {
-    throw new Error(`map ${map.label}: key/value sizes ${map.keySize}/${map.valueSize} are not a conntrack map's ${KEY_SIZE}/${VALUE_SIZE}`);
+    throw new Error(`map ${map.label}: key/value sizes ${map.keySize}/${map.valueSize} are not a conntrack map's ${KEY_SIZE}/${VALUE_SIZE} (${fmt.map})`);
   }
   const keyChunks: Buffer[] = [];
   const valueChunks: Buffer[] = [];
@@ -389,6 +423,8 @@ export interface CtGcOptions {
   log?: Logger;
   /** Live connection counts: each pass takes the open flows it collects off their backends and recounts tc's counts. */
   conns?: ConnCounts;
+  /** The IPv6 conntrack map (svcmap_ct6), collected in the same pass (its flows are not counted). */
+  map6?: TypedMap<CtKey, CtValue> | undefined;
 }
 
 export interface CtGcRun {
@@ -402,9 +438,20 @@ export interface CtGcRun {
   conns?: RecountResult;
 }
 
-/** The periodic collector over one conntrack map. */
+/** What one pass removed from one conntrack map: the entries deleted and the flows by state. */
+interface MapPass {
+  ct: PackedCt;
+  sel: PackedSelection;
+  /** Positions in sel.indices of the entries this pass removed. */
+  removed: number[];
+  /** Deletes issued (forward entries that were already gone included). */
+  deleted: number;
+}
+
+/** The periodic collector over the conntrack maps (IPv4, and IPv6 when given). */
 export class CtGc {
   readonly #map: TypedMap<CtKey, CtValue>;
+  readonly #map6: TypedMap<CtKey, CtValue> | undefined;
   readonly #intervalMs: number;
   readonly #now: () => bigint;
   readonly #metrics: AgentMetrics | undefined;
@@ -415,6 +462,7 @@ export class CtGc {
 
   constructor(map: TypedMap<CtKey, CtValue>, opts: CtGcOptions = {}) {
     this.#map = map;
+    this.#map6 = opts.map6;
     this.#intervalMs = opts.intervalMs ?? DEFAULT_CT_GC_INTERVAL_MS;
     this.#now = opts.now ?? (() => process.hrtime.bigint());
     this.#metrics = opts.metrics;
@@ -429,6 +477,30 @@ export class CtGc {
     }
     if (!(Number.isFinite(this.#intervalMs) && this.#intervalMs >= 0)) throw new Error(`conntrack GC: interval must be 0 or more (got ${this.#intervalMs})`);
     this.#metrics?.mapCapacity.set({ map: MAP_CT }, map.raw.maxEntries);
+    if (this.#map6) this.#metrics?.mapCapacity.set({ map: MAP_CT6 }, this.#map6.raw.maxEntries);
+  }
+
+  /** One map's part of a pass: read, select, delete (forward entries first). */
+  #pass(map: TypedMap<CtKey, CtValue>, fmt: CtFormat, now: bigint): MapPass {
+    const ct = readCtPacked(map.raw, fmt);
+    const sel = selectExpiredPacked(ct, now, this.lifetimes, fmt);
+    const size = fmt.keySize;
+    // Forward entries first; then the reply entries whose forward entry was still there.
+    const deleteAt = (positions: ArrayLike<number>): number[] => {
+      const keys = Buffer.alloc(positions.length * size);
+      for (let i = 0; i < positions.length; i++) {
+        const e = sel.indices[positions[i]!]!;
+        keys.set(ct.keys.subarray(e * size, (e + 1) * size), i * size);
+      }
+      return map.raw.deleteBatch(keys, positions.length);
+    };
+    const forwardGone = deleteAt(Array.from({ length: sel.forwardCount }, (_, i) => i));
+    const replies = repliesToDelete(sel, forwardGone);
+    deleteAt(replies);
+    // A forward entry already gone was forgotten by the datapath, not removed here.
+    const gone = new Set(forwardGone);
+    const removed = [...Array.from({ length: sel.forwardCount }, (_, i) => i).filter((i) => !gone.has(i)), ...replies];
+    return { ct, sel, removed, deleted: sel.forwardCount + replies.length };
   }
 
   /**
@@ -441,30 +513,16 @@ export class CtGc {
     const before = this.#conns?.snapshot();
     // Before the read, not after: see Races above.
     const now = this.#now();
-    const ct = readCtPacked(this.#map.raw);
-    const sel = selectExpiredPacked(ct, now, this.lifetimes);
-    // Forward entries first; then the reply entries whose forward entry was still there.
-    const deleteAt = (positions: ArrayLike<number>): number[] => {
-      const keys = Buffer.alloc(positions.length * KEY_SIZE);
-      for (let i = 0; i < positions.length; i++) {
-        const e = sel.indices[positions[i]!]!;
-        keys.set(ct.keys.subarray(e * KEY_SIZE, (e + 1) * KEY_SIZE), i * KEY_SIZE);
-      }
-      return this.#map.raw.deleteBatch(keys, positions.length);
-    };
-    const forwardGone = deleteAt(Array.from({ length: sel.forwardCount }, (_, i) => i));
-    const replies = repliesToDelete(sel, forwardGone);
-    deleteAt(replies);
-    const n = sel.forwardCount + replies.length;
-    // The counts lose only the flows this pass removed: a forward entry already
-    // gone was forgotten by the datapath, which took it off its count itself.
-    const gone = new Set(forwardGone);
-    const removed = [...Array.from({ length: sel.forwardCount }, (_, i) => i).filter((i) => !gone.has(i)), ...replies];
-    const conns = before && this.#conns?.afterGc(before, ct, Uint32Array.from(removed, (i) => sel.indices[i]!));
+    const v4 = this.#pass(this.#map, CT4_FORMAT, now);
+    const v6 = this.#map6 ? this.#pass(this.#map6, CT6_FORMAT, now) : undefined;
+    // The counts lose only the IPv4 flows this pass removed (IPv6 flows are not counted).
+    const conns = before && this.#conns?.afterGc(before, v4.ct, Uint32Array.from(v4.removed, (i) => v4.sel.indices[i]!));
+    const flows = { ...v4.sel.flows };
+    if (v6) for (const k of Object.keys(flows) as CtFlowState[]) flows[k] += v6.sel.flows[k];
     const run: CtGcRun = {
-      entries: ct.count,
-      deleted: n,
-      flows: sel.flows,
+      entries: v4.ct.count + (v6?.ct.count ?? 0),
+      deleted: v4.deleted + (v6?.deleted ?? 0),
+      flows,
       durationMs: Number(process.hrtime.bigint() - started) / 1e6,
       ...(conns ? { conns } : {}),
     };

@@ -1,6 +1,7 @@
 // Writes svcmap_devaddr (ifindex -> the device's primary IPv4 address, the
-// SNAT source of flows leaving through it; see bpf/lib/snat_addr.h) to match
-// the node's devices. Each entry is one atomic element update, so a reader
+// SNAT source of flows leaving through it; see bpf/lib/snat_addr.h), and
+// svcmap_devaddr6 (its first global IPv6 address) alike, to match the
+// node's devices. Each entry is one atomic element update, so a reader
 // sees a device's old address or its new one, never a mix; new and changed
 // entries go in before stale ones go, so a device that keeps an address is
 // never without one.
@@ -10,7 +11,7 @@ import type { TypedMap } from '../maps/typed-map.ts';
 export interface DeviceAddressChanges {
   /** ifindex -> the address written (new or changed). */
   set: Map<number, string>;
-  /** ifindexes removed (the device is gone or has no IPv4 address any more). */
+  /** ifindexes removed (the device is gone or has no address of the map's family any more). */
   removed: number[];
 }
 

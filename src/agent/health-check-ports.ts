@@ -3,6 +3,9 @@
 // for it, so an external load balancer sends traffic only to nodes that can
 // serve it locally. The answers are kube-proxy's: 200 with the local endpoint
 // count when there are some, 503 otherwise, with the same JSON body.
+// By default the servers listen on [::], which takes IPv4 too (a dual-stack
+// socket), so a load balancer checks the node over either family; on a host
+// without IPv6 they fall back to 0.0.0.0.
 import { type Server, createServer } from 'node:http';
 import type { Frontend } from '../model/types.ts';
 import type { Logger } from './log.ts';
@@ -14,15 +17,25 @@ export interface HealthCheckService {
   localEndpoints: number;
 }
 
-/** The health-check ports of one Service's frontends (at most one: spec.healthCheckNodePort). */
+/**
+ * The health-check ports of one Service's frontends (at most one:
+ * spec.healthCheckNodePort). The local endpoints are counted per family and
+ * the larger count is the answer: a dual-stack pod has an address of each
+ * family and is one endpoint.
+ */
 export function healthCheckOf(frontends: readonly Frontend[]): HealthCheckService | undefined {
   const ext = frontends.filter((f) => f.scope === 'external' && f.healthCheckNodePort !== undefined);
   if (!ext.length) return undefined;
-  const local = new Set<string>();
-  for (const f of ext) for (const b of f.backends) if (b.local) local.add(b.ip);
+  const local = { 4: new Set<string>(), 6: new Set<string>() };
+  for (const f of ext) for (const b of f.backends) if (b.local) local[b.ip.includes(':') ? 6 : 4].add(b.ip);
   const f = ext[0]!;
-  return { namespace: f.service.namespace, name: f.service.name, port: f.healthCheckNodePort!, localEndpoints: local.size };
+  return { namespace: f.service.namespace, name: f.service.name, port: f.healthCheckNodePort!, localEndpoints: Math.max(local[4].size, local[6].size) };
 }
+
+/** The default: both families on one socket. */
+const DUAL_STACK_ANY = '::';
+/** Errors of a host (or network namespace) without IPv6. */
+const NO_IPV6 = new Set(['EAFNOSUPPORT', 'EADDRNOTAVAIL']);
 
 export class HealthCheckPorts {
   readonly #bindAddress: string;
@@ -32,8 +45,9 @@ export class HealthCheckPorts {
   readonly #services = new Map<string, HealthCheckService>();
   readonly #servers = new Map<number, Server>();
 
-  constructor(bindAddress: string, log: Logger, proxyHealthy: () => boolean = () => true) {
-    this.#bindAddress = bindAddress;
+  /** bindAddress undefined: [::] (both families), or 0.0.0.0 where IPv6 is off. */
+  constructor(bindAddress: string | undefined, log: Logger, proxyHealthy: () => boolean = () => true) {
+    this.#bindAddress = bindAddress ?? DUAL_STACK_ANY;
     this.#log = log;
     this.#proxyHealthy = proxyHealthy;
   }
@@ -78,9 +92,13 @@ export class HealthCheckPorts {
         res.writeHead(n > 0 && healthy ? 200 : 503, { 'content-type': 'application/json', 'x-content-type-options': 'nosniff' });
         res.end(JSON.stringify({ service: { namespace: hc?.namespace ?? '', name: hc?.name ?? '' }, localEndpoints: n, serviceProxyHealthy: healthy }));
       });
-      server.on('error', (err) => {
+      server.on('error', (err: NodeJS.ErrnoException) => {
+        if (this.#bindAddress === DUAL_STACK_ANY && err.code && NO_IPV6.has(err.code) && this.#servers.get(port) === server) {
+          server.listen(port, '0.0.0.0'); // no IPv6 here: IPv4 only
+          return;
+        }
         this.#log.error({ port, err: err.message }, 'cannot serve healthCheckNodePort');
-        this.#servers.delete(port);
+        if (this.#servers.get(port) === server) this.#servers.delete(port);
       });
       server.listen(port, this.#bindAddress);
       this.#servers.set(port, server);

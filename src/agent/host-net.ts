@@ -1,9 +1,11 @@
 // The node's own network, as the tc datapath needs it: each device's index
-// and primary IPv4 address (the SNAT source for flows leaving through it),
+// and primary IPv4 address and first global IPv6 address (the SNAT sources
+// for flows leaving through it),
 // and which devices carry routes out of the node (the default --devices).
 // Read from this process's network namespace: os.networkInterfaces()
 // (getifaddrs: up devices only, a device's primary addresses before its
-// secondaries), if_nametoindex and /proc/net/route (the main table).
+// secondaries), if_nametoindex, /proc/net/route and /proc/net/ipv6_route
+// (the main tables).
 import { readFileSync } from 'node:fs';
 import { networkInterfaces } from 'node:os';
 import { ifIndex } from '../bpf/tc.ts';
@@ -11,15 +13,19 @@ import { ifIndex } from '../bpf/tc.ts';
 export interface HostDevice {
   name: string;
   ifindex: number;
-  /** The first IPv4 address the kernel lists for it: a primary one, global scope before narrower. */
-  addr: string;
+  /** The first IPv4 address the kernel lists for it: a primary one, global scope before narrower (absent: none). */
+  addr?: string;
   /** Every IPv4 address it holds. */
   addrs: string[];
+  /** The first IPv6 address it holds that is not link-local (fe80::/10) (absent: none). */
+  addr6?: string;
+  /** Every such IPv6 address. */
+  addrs6: string[];
 }
 
 export interface HostRoute {
   device: string;
-  /** 0.0.0.0/0. */
+  /** 0.0.0.0/0 (::/0 for IPv6). */
   isDefault: boolean;
   /** Through a gateway (RTF_GATEWAY): another host beyond the device. */
   viaGateway: boolean;
@@ -48,25 +54,59 @@ export function parseProcNetRoute(text: string): HostRoute[] {
   return out;
 }
 
-/** Devices with an IPv4 address (loopback's 127/8 left out: never a SNAT source). */
+const RTF_REJECT = 0x200;
+
+/**
+ * /proc/net/ipv6_route's rows (ipv6_route_native_seq_show: destination and
+ * its prefix length, source and its length, next hop, metric, refcount,
+ * use, flags, device; hex); rejecting routes (blackhole, unreachable,
+ * prohibit: shown on lo), routes that are down and unusable rows skipped.
+ */
+export function parseProcNetIpv6Route(text: string): HostRoute[] {
+  const out: HostRoute[] = [];
+  for (const line of text.split('\n')) {
+    const f = line.trim().split(/\s+/);
+    if (f.length < 10) continue;
+    const [dst, len, , , , , , , flagsHex, device] = f as [string, string, string, string, string, string, string, string, string, string];
+    const flags = Number.parseInt(flagsHex, 16);
+    if (!(flags & RTF_UP) || (flags & RTF_REJECT)) continue;
+    out.push({ device, isDefault: /^0{32}$/.test(dst) && Number.parseInt(len, 16) === 0, viaGateway: (flags & RTF_GATEWAY) !== 0 });
+  }
+  return out;
+}
+
+/** fe80::/10: a link's own, never a SNAT source (a backend behind a router could not answer it). */
+const isLinkLocal6 = (a: string) => /^fe[89ab]/i.test(a);
+
+/**
+ * Devices with an IPv4 address or a global IPv6 address (loopback's 127/8
+ * and ::1 left out: never a SNAT source).
+ */
 export function hostDevices(ifaces = networkInterfaces(), index: (name: string) => number = ifIndex): HostDevice[] {
   const out: HostDevice[] = [];
   for (const [name, list] of Object.entries(ifaces)) {
     const addrs = (list ?? []).filter((a) => a.family === 'IPv4' && !a.internal).map((a) => a.address);
-    if (!addrs.length) continue;
+    const addrs6 = (list ?? []).filter((a) => a.family === 'IPv6' && !a.internal && !isLinkLocal6(a.address)).map((a) => a.address);
+    if (!addrs.length && !addrs6.length) continue;
     let ifindex: number;
     try {
       ifindex = index(name);
     } catch {
       continue; // gone (or renamed) since getifaddrs: the next read has it
     }
-    out.push({ name, ifindex, addr: addrs[0]!, addrs });
+    out.push({ name, ifindex, ...(addrs.length ? { addr: addrs[0]! } : {}), addrs, ...(addrs6.length ? { addr6: addrs6[0]! } : {}), addrs6 });
   }
   return out.sort((a, b) => a.ifindex - b.ifindex);
 }
 
 export function readHostNet(): HostNet {
-  return { devices: hostDevices(), routes: parseProcNetRoute(readFileSync('/proc/net/route', 'utf8')) };
+  let routes6: HostRoute[] = [];
+  try {
+    routes6 = parseProcNetIpv6Route(readFileSync('/proc/net/ipv6_route', 'utf8'));
+  } catch {
+    // No IPv6 in this kernel (the file is absent): IPv4 routes only.
+  }
+  return { devices: hostDevices(), routes: [...parseProcNetRoute(readFileSync('/proc/net/route', 'utf8')), ...routes6] };
 }
 
 /**
@@ -82,13 +122,18 @@ export function readHostNet(): HostNet {
  */
 export function defaultDevices(net: HostNet, nodeAddresses: readonly string[]): string[] {
   const out = new Set<string>();
-  for (const d of net.devices) if (d.addrs.some((a) => nodeAddresses.includes(a))) out.add(d.name);
+  for (const d of net.devices) if ([...d.addrs, ...d.addrs6].some((a) => nodeAddresses.includes(a))) out.add(d.name);
   if (!out.size) return [];
   for (const r of net.routes) if (r.device !== 'lo' && (r.isDefault || r.viaGateway)) out.add(r.device);
   return [...out].sort();
 }
 
-/** The device map's desired content: ifindex -> primary IPv4 address. */
-export function deviceAddresses(net: HostNet): Map<number, string> {
-  return new Map(net.devices.map((d) => [d.ifindex, d.addr]));
+/** The device map's desired content: ifindex -> primary IPv4 address (family 6: first global IPv6 address). */
+export function deviceAddresses(net: HostNet, family: 4 | 6 = 4): Map<number, string> {
+  const out = new Map<number, string>();
+  for (const d of net.devices) {
+    const a = family === 4 ? d.addr : d.addr6;
+    if (a !== undefined) out.set(d.ifindex, a);
+  }
+  return out;
 }

@@ -9,7 +9,7 @@ import { existsSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { detachPinnedLink } from '../bpf/link.ts';
 import { linkPinDir } from '../bpf/loader.ts';
-import { type NetlinkWatch, RTMGRP_IPV4_IFADDR, RTMGRP_IPV4_ROUTE, RTMGRP_LINK, watchNetlink } from '../bpf/netlink.ts';
+import { type NetlinkWatch, RTMGRP_IPV4_IFADDR, RTMGRP_IPV4_ROUTE, RTMGRP_IPV6_IFADDR, RTMGRP_IPV6_ROUTE, RTMGRP_LINK, watchNetlink } from '../bpf/netlink.ts';
 import { type TcMode, attachTc } from '../bpf/tc.ts';
 import type { BpfObject } from '../bpf/object.ts';
 import type { DevAddrValue, SvcmapConfig } from '../maps/codecs.ts';
@@ -38,6 +38,8 @@ export interface TcAttachment {
 export interface TcDatapathMaps {
   config: TypedMap<number, SvcmapConfig>;
   devAddr: TypedMap<number, DevAddrValue>;
+  /** The IPv6 SNAT address per device (absent: a datapath without IPv6 tc). */
+  devAddr6?: TypedMap<number, DevAddrValue> | undefined;
 }
 
 export interface FollowOptions {
@@ -94,7 +96,7 @@ export class TcDatapath {
       this.#debounce.unref();
     };
     try {
-      this.#watch = watchNetlink(RTMGRP_LINK | RTMGRP_IPV4_IFADDR | RTMGRP_IPV4_ROUTE, later);
+      this.#watch = watchNetlink(RTMGRP_LINK | RTMGRP_IPV4_IFADDR | RTMGRP_IPV4_ROUTE | RTMGRP_IPV6_IFADDR | RTMGRP_IPV6_ROUTE, later);
     } catch (err) {
       this.#log.warn({ err }, 'cannot subscribe to rtnetlink: the node\'s addresses and routes are re-read periodically only');
     }
@@ -125,7 +127,7 @@ export class TcDatapath {
   /** Re-reads the node's network: the device map first, then the attachments (idempotent; cheap when nothing changed). */
   refresh(net: HostNet = readHostNet(), trigger: RefreshTrigger = 'node'): void {
     this.#syncAddresses(net, trigger);
-    const devices = this.#explicit ?? defaultDevices(net, this.#node?.addresses ?? []);
+    const devices = this.#explicit ?? defaultDevices(net, [...(this.#node?.addresses ?? []), ...(this.#node?.addresses6 ?? [])]);
     const nodeIp = this.#node?.addresses[0] ?? net.devices.find((d) => d.name === devices[0])?.addr;
     const key = JSON.stringify({ devices, nodeIp });
     if (key === this.#current) return;
@@ -150,13 +152,16 @@ export class TcDatapath {
   }
 
   #syncAddresses(net: HostNet, trigger: RefreshTrigger): void {
-    const { set, removed } = syncDeviceAddresses(this.#maps.devAddr, deviceAddresses(net));
-    if (!set.size && !removed.length) return;
     const name = (ifindex: number) => net.devices.find((d) => d.ifindex === ifindex)?.name ?? `ifindex ${ifindex}`;
-    this.#log.info({
-      set: Object.fromEntries([...set].map(([i, a]) => [name(i), a])), removed,
-      snatAddresses: Object.fromEntries(net.devices.map((d) => [d.name, d.addr])), trigger,
-    }, 'SNAT addresses updated');
+    for (const [family, map] of [[4, this.#maps.devAddr], [6, this.#maps.devAddr6]] as const) {
+      if (!map) continue;
+      const { set, removed } = syncDeviceAddresses(map, deviceAddresses(net, family));
+      if (!set.size && !removed.length) continue;
+      this.#log.info({
+        family, set: Object.fromEntries([...set].map(([i, a]) => [name(i), a])), removed,
+        snatAddresses: Object.fromEntries(net.devices.map((d) => [d.name, family === 4 ? d.addr : d.addr6])), trigger,
+      }, 'SNAT addresses updated');
+    }
   }
 
   /** Pinned tc links of devices that are no longer wanted. */

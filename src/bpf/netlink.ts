@@ -11,6 +11,8 @@ import { native } from './native.ts';
 export const RTMGRP_LINK = 0x1;
 export const RTMGRP_IPV4_IFADDR = 0x10;
 export const RTMGRP_IPV4_ROUTE = 0x40;
+export const RTMGRP_IPV6_IFADDR = 0x100;
+export const RTMGRP_IPV6_ROUTE = 0x400;
 
 export interface NetlinkWatch {
   close(): void;

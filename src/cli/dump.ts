@@ -2,7 +2,7 @@
 import { z } from 'zod';
 import { DatapathMaps } from '../maps/datapath-maps.ts';
 import type { AffinityKey, CtValue } from '../maps/codecs.ts';
-import { AFFINITY_ORIGIN_SOCK, AFFINITY_ORIGIN_SOCK6, AFFINITY_ORIGIN_TC, CT_FLAG_NAMES } from '../maps/constants.ts';
+import { AFFINITY_ORIGIN_SOCK, AFFINITY_ORIGIN_SOCK6, AFFINITY_ORIGIN_TC, AFFINITY_ORIGIN_TC6, CT_FLAG_NAMES } from '../maps/constants.ts';
 import { ALL_MAPS, affinityMap, ctMap } from '../maps/registry.ts';
 import { parseFlags, pinDirFlag, UsageError } from './args.ts';
 import { buildDumpView, renderTable, zoneNames } from './dump-view.ts';
@@ -61,9 +61,10 @@ function render(maps: DatapathMaps, f: z.infer<typeof schema>, out: (s: string) 
   out(f.output === 'table' ? renderTable(view) : formatData({ frontends: view }, f.output));
 }
 
-/** Which datapath made an affinity entry, by name: socket (client: netns cookie) or tc (client: address). */
+/** Which datapath made an affinity entry, by name: socket (client: netns cookie), tc (client: address), their IPv6 twins socket6 and tc6 (client: the /64 in netns_cookie, the folded interface id in client_addr). */
 function withAffinityOrigin(k: AffinityKey): Omit<AffinityKey, 'origin'> & { origin: string } {
-  const origin = k.origin === AFFINITY_ORIGIN_SOCK ? 'socket' : k.origin === AFFINITY_ORIGIN_SOCK6 ? 'socket6' : k.origin === AFFINITY_ORIGIN_TC ? 'tc' : String(k.origin);
+  const names: Record<number, string> = { [AFFINITY_ORIGIN_SOCK]: 'socket', [AFFINITY_ORIGIN_SOCK6]: 'socket6', [AFFINITY_ORIGIN_TC]: 'tc', [AFFINITY_ORIGIN_TC6]: 'tc6' };
+  const origin = names[k.origin] ?? String(k.origin);
   return { ...k, origin };
 }
 

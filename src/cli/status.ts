@@ -9,7 +9,7 @@ import { linkPinDir } from '../bpf/loader.ts';
 import { classicTcProgram, ifIndex, interfaceNames } from '../bpf/tc.ts';
 import { BpfMap, MAP_TYPE_NAMES } from '../bpf/map.ts';
 import { readDatapathCounters } from '../maps/datapath-counters.ts';
-import { ALL_MAPS, devAddrMap, metricsMap } from '../maps/registry.ts';
+import { ALL_MAPS, devAddr6Map, devAddrMap, metricsMap } from '../maps/registry.ts';
 import { TypedMap } from '../maps/typed-map.ts';
 import { parseFlags, pinDirFlag } from './args.ts';
 import { formatData, outputFlag } from './format.ts';
@@ -110,9 +110,11 @@ export function collectStatus(pinDir: string): StatusReport {
       m.close();
     }
   }
-  const devAddrPath = join(pinDir, devAddrMap.name);
-  if (existsSync(devAddrPath)) {
-    const m = new TypedMap(devAddrMap, BpfMap.openPinned(devAddrPath));
+  // Both families' maps (svcmap_devaddr, svcmap_devaddr6), IPv4 first.
+  for (const spec of [devAddrMap, devAddr6Map]) {
+    const devAddrPath = join(pinDir, spec.name);
+    if (!existsSync(devAddrPath)) continue;
+    const m = new TypedMap(spec, BpfMap.openPinned(devAddrPath));
     try {
       const names = new Map<number, string>();
       for (const name of interfaceNames()) {
@@ -147,7 +149,7 @@ export function renderStatus(r: StatusReport): string {
   lines.push('', 'MAPS');
   if (!r.maps.length) lines.push('  (none pinned)');
   for (const m of r.maps) lines.push(`  ${m.name.padEnd(16)} ${m.type.padEnd(9)} ${`${m.entries}/${m.maxEntries}`.padEnd(16)} ${m.fill.padStart(6)}  ${m.purpose}`);
-  lines.push('', 'SNAT ADDRESSES (svcmap_devaddr: a flow SNATed out of a device takes its address)');
+  lines.push('', 'SNAT ADDRESSES (svcmap_devaddr, svcmap_devaddr6: a flow SNATed out of a device takes its address of the flow\'s family)');
   if (!r.snatAddresses.length) lines.push('  (none)');
   for (const a of r.snatAddresses) lines.push(`  ${(a.device ?? `ifindex ${a.ifindex}`).padEnd(16)} ${a.addr}`);
   lines.push('', 'DATAPATH COUNTERS (not zero; svcmap_datapath_packets_total)');

@@ -236,6 +236,36 @@ export const srcRangeKey = codec<SrcRangeKey>(struct('src_range_key', 12, [
 
 export const srcRangeValue = scalarCodec(scalar('__u8', 'u8'));
 
+// IPv6 twins of the tc maps (svcmap_ct6, svcmap_srcrng6): the same typed
+// objects with 16-byte addresses, so the GC and dump read both families alike.
+export const ct6Key = codec<CtKey>(struct('ct6_key', 40, [
+  field('saddr', 0, 'ipv6'),
+  field('daddr', 16, 'ipv6'),
+  field('sport', 32, 'be16'),
+  field('dport', 34, 'be16'),
+  field('proto', 36, 'u8'),
+  field('dir', 37, 'u8'),
+  pad('pad', 38, 2),
+]));
+
+export const ct6Value = codec<CtValue>(struct('ct6_value', 56, [
+  field('new_saddr', 0, 'ipv6'),
+  field('new_daddr', 16, 'ipv6'),
+  field('new_sport', 32, 'be16'),
+  field('new_dport', 34, 'be16'),
+  field('backend_id', 36, 'u32'),
+  field('rev_nat_id', 40, 'u32'),
+  field('flags', 44, 'u8'),
+  pad('pad', 45, 3),
+  field('last_seen', 48, 'u64'),
+]));
+
+export const srcRange6Key = codec<SrcRangeKey>(struct('src_range6_key', 24, [
+  field('prefixlen', 0, 'u32'),
+  field('rev_nat_id', 4, 'u32'),
+  field('addr', 8, 'ipv6'),
+]));
+
 // ---- session affinity (both datapaths)
 
 export interface AffinityKey {
@@ -349,6 +379,11 @@ export const devAddrKey = scalarCodec(scalar('__u32', 'u32'));
 
 export const devAddrValue = codec<DevAddrValue>(struct('dev_addr_value', 4, [
   field('addr', 0, 'ipv4'),
+]));
+
+/** svcmap_devaddr6: ifindex -> the device's first global IPv6 address. */
+export const devAddr6Value = codec<DevAddrValue>(struct('dev_addr6_value', 16, [
+  field('addr', 0, 'ipv6'),
 ]));
 
 export interface DpCounter {

@@ -32,6 +32,10 @@ export const MAP_SK_REVNAT6 = 'svcmap_sk_rnat6';
 export const MAP_BE_CONNS6 = 'svcmap_conns6';
 export const MAP_SK_BACKEND6 = 'svcmap_sk_be6';
 export const MAP_MAGLEV6 = 'svcmap_maglev6';
+/** The tc datapath's IPv6 twins: conntrack, SNAT address per device, loadBalancerSourceRanges. */
+export const MAP_CT6 = 'svcmap_ct6';
+export const MAP_DEV_ADDR6 = 'svcmap_devaddr6';
+export const MAP_SRC_RANGE6 = 'svcmap_srcrng6';
 /** The socket recount's working set (bpf/sock_count.c; not pinned); svcmap_sk_cnt6 for svcmap_sk_be6. */
 export const MAP_SK_COUNT = 'svcmap_sk_count';
 export const MAP_SK_COUNT6 = 'svcmap_sk_cnt6';
@@ -125,6 +129,8 @@ export const AFFINITY_ORIGIN_SOCK = 1;
 export const AFFINITY_ORIGIN_TC = 2;
 /** Socket LB affinity of IPv6 frontends (rev_nat ids of svcmap_revnat6). */
 export const AFFINITY_ORIGIN_SOCK6 = 3;
+/** tc affinity of IPv6 frontends (the client's /64 and folded interface id). */
+export const AFFINITY_ORIGIN_TC6 = 4;
 
 /**
  * Datapath counters (enum dp_hook, enum dp_reason in the header): the map's
@@ -162,7 +168,8 @@ export const DP_R_REWRITE_FAILED = 16;
 export const DP_R_FRAGMENT = 17;
 export const DP_R_REVNAT_STALE = 18;
 export const DP_R_SNAT_NO_ROUTE = 19;
-export const DP_R_MAX = 20;
+export const DP_R_IPV6_EXT_HDR = 20;
+export const DP_R_MAX = 21;
 
 export const DP_REASON_STRIDE = 32;
 export const SVCMAP_METRICS_MAX = 512;
@@ -201,7 +208,7 @@ const SOCK_REV = ['recvmsg4', 'getpeername4', 'recvmsg6', 'getpeername6'];
 /** Every reason, which hooks count it, and what it means (`svcmap status`, docs). */
 export const DP_REASONS: readonly DpReason[] = [
   { id: DP_R_PASSED, name: 'passed', hooks: [...TC, ...SOCK_FWD, ...SOCK_REV], drop: false, help: 'not for svcmap (no frontend, no tracked flow): untouched' },
-  { id: DP_R_OTHER_PROTO, name: 'other_protocol', hooks: TC, drop: false, help: 'not IPv4 TCP/UDP or an ICMP error: untouched' },
+  { id: DP_R_OTHER_PROTO, name: 'other_protocol', hooks: TC, drop: false, help: 'not IP TCP/UDP or an ICMP error (ARP, ICMP echo, ICMPv6 neighbour discovery): untouched' },
   { id: DP_R_MALFORMED, name: 'malformed', hooks: TC, drop: false, help: 'headers cut short or invalid: untouched, for the stack to judge' },
   { id: DP_R_TRANSLATED, name: 'translated', hooks: [...TC_IN, ...SOCK_FWD], drop: false, help: 'sent to a backend' },
   { id: DP_R_REPLY_TRANSLATED, name: 'reply_translated', hooks: [...TC, ...SOCK_REV], drop: false, help: 'a reply shown as coming from the frontend' },
@@ -213,11 +220,12 @@ export const DP_REASONS: readonly DpReason[] = [
   { id: DP_R_NO_BACKEND, name: 'no_backend', hooks: [...TC_IN, ...SOCK_FWD], drop: true, help: 'the frontend has no backend' },
   { id: DP_R_NO_LOCAL_ENDPOINT, name: 'no_local_endpoint', hooks: TC_IN, drop: true, help: 'externalTrafficPolicy Local, no endpoint on this node' },
   { id: DP_R_SOURCE_DENIED, name: 'source_denied', hooks: TC_IN, drop: true, help: 'outside loadBalancerSourceRanges' },
-  { id: DP_R_NO_SNAT_ADDR, name: 'no_snat_address', hooks: TC_IN, drop: true, help: 'SNAT needed, the egress device has no IPv4 address' },
+  { id: DP_R_NO_SNAT_ADDR, name: 'no_snat_address', hooks: TC_IN, drop: true, help: 'SNAT needed, the egress device has no address of the flow\'s family' },
   { id: DP_R_SNAT_EXHAUSTED, name: 'snat_ports_exhausted', hooks: TC_IN, drop: true, help: 'no free SNAT port towards the backend' },
   { id: DP_R_CT_INSERT_FAILED, name: 'ct_insert_failed', hooks: TC_IN, drop: true, help: 'the conntrack entry could not be stored' },
   { id: DP_R_REWRITE_FAILED, name: 'rewrite_failed', hooks: TC, drop: true, help: 'a header or checksum write failed' },
   { id: DP_R_FRAGMENT, name: 'fragment', hooks: TC, drop: false, help: 'an IP fragment: untouched' },
+  { id: DP_R_IPV6_EXT_HDR, name: 'ipv6_ext_header', hooks: TC, drop: false, help: 'IPv6 with extension headers (or a fragment): untouched' },
   { id: DP_R_SNAT_NO_ROUTE, name: 'snat_no_route', hooks: TC_IN, drop: true, help: 'SNAT needed, no forwardable route to the backend' },
   { id: DP_R_REVNAT_STALE, name: 'revnat_stale', hooks: SOCK_REV, drop: false, help: "the reverse entry's frontend is gone: removed, the real peer shown" },
 ];

@@ -8,7 +8,7 @@ import type { BpfObject } from '../bpf/object.ts';
 import type * as c from './codecs.ts';
 import { LayoutDriftError, codecDrift, mapSizeDrift } from './btf-check.ts';
 import {
-  ALL_MAPS, zonesMap, affinityMap, backendConns6Map, backendConnsMap, backends6Map, maglev6Map, backendsMap, revNat6Map, services6Map, skRevNat6Map, configMap, ctMap, devAddrMap, maglevMap, metricsMap, revNatMap, servicesMap, skRevNatMap, srcRangeMap,
+  ALL_MAPS, zonesMap, affinityMap, backendConns6Map, backendConnsMap, backends6Map, maglev6Map, backendsMap, revNat6Map, services6Map, skRevNat6Map, configMap, ct6Map, ctMap, devAddr6Map, devAddrMap, maglevMap, metricsMap, revNatMap, servicesMap, skRevNatMap, srcRange6Map, srcRangeMap,
 } from './registry.ts';
 import { MaglevTables } from './maglev-tables.ts';
 import { TypedMap } from './typed-map.ts';
@@ -18,7 +18,7 @@ export interface FamilyMaps {
   services: TypedMap<c.SvcKey, c.SvcValue>;
   backends: TypedMap<number, c.BackendValue>;
   revNat: TypedMap<number, c.RevNatValue>;
-  /** loadBalancerSourceRanges (tc, IPv4 only). */
+  /** loadBalancerSourceRanges (tc). */
   srcRange?: TypedMap<c.SrcRangeKey, number> | undefined;
   /** Maglev tables, keyed by the family's reverse-NAT ids. */
   maglev?: MaglevTables | undefined;
@@ -49,6 +49,9 @@ export class DatapathMaps {
   /** The IPv6 service maps; absent in pins older than them. */
   readonly v6: FamilyMaps | undefined;
   readonly skRevNat6: TypedMap<c.SkRevNatKey, c.SkRevNatValue> | undefined;
+  /** The tc datapath's IPv6 conntrack and SNAT addresses; absent in pins older than them. */
+  readonly ct6: TypedMap<c.CtKey, c.CtValue> | undefined;
+  readonly devAddr6: TypedMap<number, c.DevAddrValue> | undefined;
   /** Maglev tables; absent only in the pins of a datapath older than them. */
   readonly maglev: MaglevTables | undefined;
   /** The same map as a list (rev_nat_id -> inner map id), for status and dump. */
@@ -85,17 +88,22 @@ export class DatapathMaps {
     this.maglev = maglev ? new MaglevTables(maglev) : undefined;
     this.maglevIndex = maglev ? new TypedMap(maglevMap, maglev) : undefined;
     const [svc6, be6, rn6] = [open(services6Map.name), open(backends6Map.name), open(revNat6Map.name)];
-    const [mgl6, conns6] = [open(maglev6Map.name), open(backendConns6Map.name)];
+    const [mgl6, conns6, srcRange6] = [open(maglev6Map.name), open(backendConns6Map.name), open(srcRange6Map.name)];
     this.v6 = svc6 && be6 && rn6
       ? {
         services: new TypedMap(services6Map, svc6), backends: new TypedMap(backends6Map, be6), revNat: new TypedMap(revNat6Map, rn6),
         maglev: mgl6 ? new MaglevTables(mgl6) : undefined,
         conns: conns6 ? new TypedMap(backendConns6Map, conns6) : undefined,
+        srcRange: srcRange6 ? new TypedMap(srcRange6Map, srcRange6) : undefined,
       }
       : undefined;
     this.maglev6Index = mgl6 ? new TypedMap(maglev6Map, mgl6) : undefined;
     const zones = open(zonesMap.name);
     this.zones = zones ? new TypedMap(zonesMap, zones) : undefined;
+    const ct6 = open(ct6Map.name);
+    this.ct6 = ct6 ? new TypedMap(ct6Map, ct6) : undefined;
+    const devAddr6 = open(devAddr6Map.name);
+    this.devAddr6 = devAddr6 ? new TypedMap(devAddr6Map, devAddr6) : undefined;
     const sk6 = open(skRevNat6Map.name);
     this.skRevNat6 = sk6 ? new TypedMap(skRevNat6Map, sk6) : undefined;
   }
@@ -142,7 +150,7 @@ export class DatapathMaps {
   }
 
   all(): Array<TypedMap<unknown, unknown>> {
-    const v6 = this.v6 ? [this.v6.services, this.v6.backends, this.v6.revNat, this.skRevNat6, this.v6.conns, this.maglev6Index] : [];
+    const v6 = this.v6 ? [this.v6.services, this.v6.backends, this.v6.revNat, this.skRevNat6, this.v6.conns, this.maglev6Index, this.ct6, this.v6.srcRange, this.devAddr6] : [];
     return [this.services, this.backends, this.revNat, this.skRevNat, this.affinity, this.ct, this.srcRange, this.config, this.devAddr, this.conns, this.maglevIndex, this.zones, ...v6]
       .filter((m) => m !== undefined) as Array<TypedMap<unknown, unknown>>;
   }

@@ -6,7 +6,7 @@
 // order `svcmap status` and `dump` list them.
 import * as c from './codecs.ts';
 import type { Codec } from './codecs.ts';
-import { MAP_BACKENDS6, MAP_BE_CONNS6, MAP_MAGLEV6, MAP_REVNAT6, MAP_SERVICES6, MAP_SK_BACKEND6, MAP_SK_REVNAT6 } from './constants.ts';
+import { MAP_BACKENDS6, MAP_BE_CONNS6, MAP_CT6, MAP_DEV_ADDR6, MAP_MAGLEV6, MAP_REVNAT6, MAP_SERVICES6, MAP_SK_BACKEND6, MAP_SK_REVNAT6, MAP_SRC_RANGE6 } from './constants.ts';
 import { MAP_AFFINITY, MAP_BACKENDS, MAP_BE_CONNS, MAP_SK_BACKEND, MAP_CONFIG, MAP_CT, MAP_DEV_ADDR, MAP_MAGLEV, MAP_METRICS, MAP_REVNAT, MAP_SERVICES, MAP_SK_REVNAT, MAP_SRC_RANGE, MAP_ZONES } from './constants.ts';
 
 export interface MapSpec<K = unknown, V = unknown> {
@@ -121,10 +121,25 @@ export const backendConns6Map: MapSpec<number, c.BackendConns> = {
   purpose: 'IPv6 backend id -> live connections (socket LB, tc)', size: 'maxBackends',
 };
 
+export const ct6Map: MapSpec<c.CtKey, c.CtValue> = {
+  name: MAP_CT6, key: c.ct6Key, value: c.ct6Value,
+  purpose: 'tc connection tracking of IPv6 flows (LRU)', size: 'maxConntrack',
+};
+export const srcRange6Map: MapSpec<c.SrcRangeKey, number> = {
+  name: MAP_SRC_RANGE6, key: c.srcRange6Key, value: c.srcRangeValue,
+  purpose: 'loadBalancerSourceRanges of IPv6 frontends (LPM trie)',
+};
+export const devAddr6Map: MapSpec<number, c.DevAddrValue> = {
+  name: MAP_DEV_ADDR6, key: c.devAddrKey, value: c.devAddr6Value,
+  purpose: 'SNAT address per egress device: ifindex -> IPv6',
+};
+/** The tc datapath's IPv6 maps. */
+export const TC6_MAPS: readonly MapSpec[] = [ct6Map, srcRange6Map, devAddr6Map] as MapSpec[];
+
 export const ALL_MAPS: readonly MapSpec[] = [
   servicesMap, backendsMap, revNatMap, skRevNatMap, affinityMap, ctMap, srcRangeMap, configMap, metricsMap, devAddrMap,
   backendConnsMap, skBackendMap, maglevMap, zonesMap,
-  ...IPV6_MAPS, backendConns6Map,
+  ...IPV6_MAPS, backendConns6Map, ...TC6_MAPS,
 ] as MapSpec[];
 
 /** The capacity `sizes` asks for map `name` (undefined: its C default). */

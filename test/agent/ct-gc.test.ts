@@ -7,7 +7,7 @@ import { readFileSync } from 'node:fs';
 import t from 'tap';
 import { AgentMetrics } from '../../src/agent/metrics.ts';
 import {
-  CtGc, DEFAULT_CT_LIFETIMES, SNAT_TAKE_OVER_MAX_MS, ctFlowState, repliesToDelete, ctKeyId, ctPeerKey, readCtPacked, selectExpiredCt, selectExpiredPacked,
+  CT6_FORMAT, CtGc, DEFAULT_CT_LIFETIMES, SNAT_TAKE_OVER_MAX_MS, ctFlowState, repliesToDelete, ctKeyId, ctPeerKey, readCtPacked, selectExpiredCt, selectExpiredPacked,
 } from '../../src/agent/ct-gc.ts';
 import type { CtKey, CtValue } from '../../src/maps/codecs.ts';
 import {
@@ -305,4 +305,21 @@ t.test("the closing lifetime outlasts the datapath's SNAT take-over limit (bpf/l
   t.ok(ns, 'SNAT_TAKE_OVER_MAX_NS is defined in nat.h');
   t.equal(Number(ns) / 1e6, SNAT_TAKE_OVER_MAX_MS, 'SNAT_TAKE_OVER_MAX_MS mirrors it');
   t.ok(DEFAULT_CT_LIFETIMES.tcpClosingMs > SNAT_TAKE_OVER_MAX_MS, 'the default closing lifetime is longer');
+});
+
+t.test('IPv6 entries (svcmap_ct6\'s layout): pairs found over 16-byte addresses, an all-zero address meaning "leave it"', async (t) => {
+  const v6 = (e: Entry): Entry => {
+    const map = (a: string) => (a === '0.0.0.0' ? '::' : a === NODE ? 'fd00::1' : `fd00::${a.split('.').map(Number).reduce((x, y) => x * 256 + y, 0).toString(16).slice(-4)}`);
+    return [
+      { ...e[0], saddr: map(e[0].saddr), daddr: map(e[0].daddr) },
+      { ...e[1], new_saddr: map(e[1].new_saddr), new_daddr: map(e[1].new_daddr) },
+    ];
+  };
+  const snat = snatFlow({ fwdSeen: ago(120), repSeen: ago(61) }).map(v6) as [Entry, Entry];
+  const dnat = dnatFlow({ fwdSeen: ago(61), repSeen: ago(5), flags: CT_F_SEEN_REPLY, proto: IPPROTO_UDP }).map(v6) as [Entry, Entry];
+  t.same(ctPeerKey(snat[0][0], snat[0][1]), snat[1][0], 'the SNATed forward entry names its reply entry');
+  t.same(ctPeerKey(dnat[1][0], dnat[1][1]), dnat[0][0], 'a DNAT-only reply entry names its forward entry ("::" kept its address)');
+  const sel = selectExpiredCt([...snat, ...dnat], T0, DEFAULT_CT_LIFETIMES, CT6_FORMAT);
+  t.same(ids(sel.keys), keysOf(...snat), 'the SYN-only flow goes as a pair; the UDP flow answered 5 s ago stays whole');
+  t.same(sel.flows, { tcp_established: 0, tcp_syn: 1, tcp_closing: 0, other: 0 });
 });

@@ -5,7 +5,7 @@
 import type { NetworkInterfaceInfo } from 'node:os';
 import t from 'tap';
 import { syncDeviceAddresses } from '../../src/agent/device-addresses.ts';
-import { type HostNet, defaultDevices, deviceAddresses, hostDevices, parseProcNetRoute } from '../../src/agent/host-net.ts';
+import { type HostNet, defaultDevices, deviceAddresses, hostDevices, parseProcNetIpv6Route, parseProcNetRoute } from '../../src/agent/host-net.ts';
 import { BpfMap } from '../../src/bpf/map.ts';
 import { devAddrMap } from '../../src/maps/registry.ts';
 import { TypedMap } from '../../src/maps/typed-map.ts';
@@ -30,38 +30,75 @@ t.test('/proc/net/route: default and gateway routes by device; deviceless and do
   t.same(parseProcNetRoute(''), []);
 });
 
+// As the kernel prints it (ipv6_route_native_seq_show): a connected /64, a link-local one, the default via a router,
+// a local address on lo, a blackhole (RTF_REJECT, on lo), a route through a gateway on eth1, one that is down.
+const PROC_NET_IPV6_ROUTE = `fd000000000000000000000000000000 40 00000000000000000000000000000000 00 00000000000000000000000000000000 00000100 00000001 00000000 00000001     eth0
+fe800000000000000000000000000000 40 00000000000000000000000000000000 00 00000000000000000000000000000000 00000100 00000002 00000000 00000001     eth0
+00000000000000000000000000000000 00 00000000000000000000000000000000 00 fd000000000000000000000000000001 00000400 00000002 00000000 00000003     eth0
+fd000000000000000000000000000002 80 00000000000000000000000000000000 00 00000000000000000000000000000000 00000000 00000003 00000000 80200001       lo
+fd0000000000000a0000000000000000 40 00000000000000000000000000000000 00 00000000000000000000000000000000 00000400 00000001 00000000 00200200       lo
+fd001000024400020000000000000000 40 00000000000000000000000000000000 00 fd000000000000000000000000000009 00000400 00000001 00000000 00000003     eth1
+fd001000024400030000000000000000 40 00000000000000000000000000000000 00 fd000000000000000000000000000009 00000400 00000001 00000000 00000002     eth2
+`;
+
+t.test('/proc/net/ipv6_route: default and gateway routes by device; rejecting and down routes skipped', async (t) => {
+  t.same(parseProcNetIpv6Route(PROC_NET_IPV6_ROUTE), [
+    { device: 'eth0', isDefault: false, viaGateway: false },
+    { device: 'eth0', isDefault: false, viaGateway: false },
+    { device: 'eth0', isDefault: true, viaGateway: true },
+    { device: 'lo', isDefault: false, viaGateway: false },
+    { device: 'eth1', isDefault: false, viaGateway: true },
+  ]);
+  t.same(parseProcNetIpv6Route(''), []);
+  const net: HostNet = {
+    devices: [
+      { name: 'eth0', ifindex: 2, addrs: [], addr6: 'fd00::5', addrs6: ['fd00::5'] },
+      { name: 'eth1', ifindex: 3, addrs: [], addr6: 'fd00:50::5', addrs6: ['fd00:50::5'] },
+    ],
+    routes: parseProcNetIpv6Route(PROC_NET_IPV6_ROUTE),
+  };
+  t.same(defaultDevices(net, ['fd00::5']), ['eth0', 'eth1'], 'an IPv6-only node: its address\'s device and the one with an IPv6 gateway route');
+});
+
 const v4 = (address: string, internal = false): NetworkInterfaceInfo =>
   ({ address, netmask: '255.255.255.0', family: 'IPv4', mac: '00:00:00:00:00:00', internal, cidr: `${address}/24` });
 const v6: NetworkInterfaceInfo = { address: 'fe80::1', netmask: 'ffff:ffff:ffff:ffff::', family: 'IPv6', mac: '00:00:00:00:00:00', internal: false, cidr: 'fe80::1/64', scopeid: 2 };
 
-t.test('devices: the first IPv4 address the kernel lists is the SNAT address; loopback and IPv6-only devices left out', async (t) => {
-  const index: Record<string, number> = { lo: 1, eth0: 2, eth1: 3, v6only: 4 };
+const v6g = (address: string, internal = false): NetworkInterfaceInfo =>
+  ({ address, netmask: 'ffff:ffff:ffff:ffff::', family: 'IPv6', mac: '00:00:00:00:00:00', internal, cidr: `${address}/64`, scopeid: 0 });
+
+t.test('devices: the first IPv4 address the kernel lists is the SNAT address, and the first global IPv6 one; loopback and link-local-only devices left out', async (t) => {
+  const index: Record<string, number> = { lo: 1, eth0: 2, eth1: 3, v6only: 4, v6global: 5 };
   const devices = hostDevices({
-    lo: [v4('127.0.0.1', true)], eth1: [v4('192.168.50.1'), v4('192.168.60.1')], eth0: [v6, v4('192.168.100.11')], v6only: [v6], gone: [v4('10.0.0.9')],
+    lo: [v4('127.0.0.1', true), v6g('::1', true)], eth1: [v4('192.168.50.1'), v4('192.168.60.1')], eth0: [v6, v4('192.168.100.11'), v6g('fd00:10::11'), v6g('fd00:20::11')],
+    v6only: [v6], v6global: [v6, v6g('fd00:30::5')], gone: [v4('10.0.0.9')],
   }, (name) => {
     const i = index[name];
     if (i === undefined) throw new Error(`no network interface ${name}`);
     return i;
   });
   t.same(devices, [
-    { name: 'eth0', ifindex: 2, addr: '192.168.100.11', addrs: ['192.168.100.11'] },
-    { name: 'eth1', ifindex: 3, addr: '192.168.50.1', addrs: ['192.168.50.1', '192.168.60.1'] },
+    { name: 'eth0', ifindex: 2, addr: '192.168.100.11', addrs: ['192.168.100.11'], addr6: 'fd00:10::11', addrs6: ['fd00:10::11', 'fd00:20::11'] },
+    { name: 'eth1', ifindex: 3, addr: '192.168.50.1', addrs: ['192.168.50.1', '192.168.60.1'], addrs6: [] },
+    { name: 'v6global', ifindex: 5, addrs: [], addr6: 'fd00:30::5', addrs6: ['fd00:30::5'] },
   ], 'sorted by ifindex; a device gone since getifaddrs is skipped');
   t.same([...deviceAddresses({ devices, routes: [] })], [[2, '192.168.100.11'], [3, '192.168.50.1']]);
+  t.same([...deviceAddresses({ devices, routes: [] }, 6)], [[2, 'fd00:10::11'], [5, 'fd00:30::5']], 'IPv6: devices with a global address');
 });
 
 t.test('default devices: those holding a node address, and those with a default route or a route through a gateway', async (t) => {
   const net: HostNet = {
     devices: [
-      { name: 'eth0', ifindex: 2, addr: '192.168.100.11', addrs: ['192.168.100.11'] },
-      { name: 'eth1', ifindex: 3, addr: '192.168.50.1', addrs: ['192.168.50.1'] },
-      { name: 'br0', ifindex: 4, addr: '10.244.1.1', addrs: ['10.244.1.1'] },
-      { name: 'mgmt', ifindex: 5, addr: '172.16.0.5', addrs: ['172.16.0.5'] },
+      { name: 'eth0', ifindex: 2, addr: '192.168.100.11', addrs: ['192.168.100.11'], addrs6: ['fd00:10::11'] },
+      { name: 'eth1', ifindex: 3, addr: '192.168.50.1', addrs: ['192.168.50.1'], addrs6: [] },
+      { name: 'br0', ifindex: 4, addr: '10.244.1.1', addrs: ['10.244.1.1'], addrs6: [] },
+      { name: 'mgmt', ifindex: 5, addr: '172.16.0.5', addrs: ['172.16.0.5'], addrs6: [] },
     ],
     routes: parseProcNetRoute(PROC_NET_ROUTE),
   };
   t.same(defaultDevices(net, ['192.168.100.11']), ['eth0', 'eth1'], 'the pod bridge (connected routes only) is not one');
   t.same(defaultDevices(net, ['172.16.0.5']), ['eth0', 'eth1', 'mgmt'], 'the InternalIP\'s device, whatever its routes');
+  t.same(defaultDevices(net, ['fd00:10::11']), ['eth0', 'eth1'], 'an IPv6 node address picks its device too');
   t.same(defaultDevices({ devices: net.devices, routes: [{ device: 'lo', isDefault: false, viaGateway: true }] }, ['192.168.100.11']), ['eth0'], 'never lo');
   t.same(defaultDevices(net, []), [], 'the Node not known yet: none');
   t.same(defaultDevices(net, ['10.99.0.1']), [], 'no device here holds the node\'s addresses (not the node\'s namespace): none, whatever the routes');

@@ -7,6 +7,12 @@
 // twoNics): SNAT takes the address of the device towards the backend, and
 // follows a change of it without a restart. Every address lives in
 // namespaces this test made.
+//
+// The two-node cluster is dual-stack (unique local IPv6 addresses beside the
+// IPv4 ones, inside the lab's namespaces only, without DAD), every Service
+// has a cluster IP and endpoints of each family, and the traffic tests run
+// for both families: IPv6 through the tc datapath's IPv6 path
+// (bpf/lib/tc_lb6.h).
 import { existsSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -18,6 +24,7 @@ import { LINK_TYPE_TCX } from '../../src/bpf/link.ts';
 import { linkPinDir } from '../../src/bpf/loader.ts';
 import { cleanupPins } from '../../src/cli/cleanup.ts';
 import { ensureBpffs, labPinDir, sweepStalePins } from '../../lab/pins.ts';
+import { hostPort } from '../../lab/protocol.ts';
 import { type ServiceSpec, serviceObject, sliceObject } from './fixtures/manifests.ts';
 import { CLIENT_IP, LINK_IPS, NODE_IPS, REMOTE_NODEPORT, makeTcNode, startRemoteNodePort } from './fixtures/tc-nodes.ts';
 
@@ -27,43 +34,72 @@ const POD_A = '10.244.1.10'; // on node1
 const POD_B = '10.244.2.10'; // on node2
 const HC_PORT = 32000;
 
+/** The same roles in IPv6: unique local addresses, /64s, inside the lab only. */
+const V6 = {
+  client: 'fd00:192:168:100::100', client2: 'fd00:192:168:100::101',
+  node1: 'fd00:192:168:100::11', node2: 'fd00:192:168:100::12',
+  external: 'fd00:192:168:200::10',
+  podA: 'fd00:10:244:1::10', podB: 'fd00:10:244:2::10',
+  bridge1: 'fd00:10:244:1::1', bridge2: 'fd00:10:244:2::1',
+  net1: 'fd00:10:244:1::/64', net2: 'fd00:10:244:2::/64',
+} as const;
+
+/** What the traffic tests need of one family. */
+interface Family {
+  family: 4 | 6;
+  client: string;
+  client2: string;
+  node1: string;
+  node2: string;
+  external: string;
+}
+const FAMILIES: readonly Family[] = [
+  { family: 4, client: CLIENT_IP, client2: CLIENT2_IP, node1: NODE_IPS.node1, node2: NODE_IPS.node2, external: EXTERNAL_IP },
+  { family: 6, client: V6.client, client2: V6.client2, node1: V6.node1, node2: V6.node2, external: V6.external },
+];
+
 const services: ServiceSpec[] = [
   // Only a backend on node2: through node1 it is SNATed (Cluster policy).
   {
-    name: 'remote', clusterIP: '10.96.0.10', type: 'NodePort', externalTrafficPolicy: 'Cluster',
+    name: 'remote', clusterIP: '10.96.0.10', clusterIP6: 'fd00:10:96::10', type: 'NodePort', externalTrafficPolicy: 'Cluster',
     ports: [
       { name: 'tcp', protocol: 'TCP', port: 80, targetPort: 8080, nodePort: 30080 },
       { name: 'udp', protocol: 'UDP', port: 53, targetPort: 5353, nodePort: 30053 },
     ],
     endpoints: [{ ip: POD_B, nodeName: 'node2' }],
+    endpoints6: [{ ip: V6.podB, nodeName: 'node2' }],
   },
   // Local policy with its only endpoint on node1: node2 drops, node1 keeps the client's address.
   {
-    name: 'local', clusterIP: '10.96.0.11', type: 'LoadBalancer', externalTrafficPolicy: 'Local',
+    name: 'local', clusterIP: '10.96.0.11', clusterIP6: 'fd00:10:96::11', type: 'LoadBalancer', externalTrafficPolicy: 'Local',
     ports: [{ name: 'tcp', protocol: 'TCP', port: 80, targetPort: 8080, nodePort: 30081 }],
     endpoints: [{ ip: POD_A, nodeName: 'node1' }],
+    endpoints6: [{ ip: V6.podA, nodeName: 'node1' }],
     extraSpec: { healthCheckNodePort: HC_PORT },
   },
   // Both pods, Cluster policy, also on an externalIP.
   {
-    name: 'mixed', clusterIP: '10.96.0.12', type: 'NodePort', externalTrafficPolicy: 'Cluster', externalIPs: [EXTERNAL_IP],
+    name: 'mixed', clusterIP: '10.96.0.12', clusterIP6: 'fd00:10:96::12', type: 'NodePort', externalTrafficPolicy: 'Cluster', externalIPs: [EXTERNAL_IP, V6.external],
     ports: [{ name: 'tcp', protocol: 'TCP', port: 80, targetPort: 8080, nodePort: 30082 }],
     endpoints: [{ ip: POD_A, nodeName: 'node1' }, { ip: POD_B, nodeName: 'node2' }],
+    endpoints6: [{ ip: V6.podA, nodeName: 'node1' }, { ip: V6.podB, nodeName: 'node2' }],
   },
   // Both pods, sessionAffinity: ClientIP (the default timeout).
   {
-    name: 'sticky', clusterIP: '10.96.0.13', type: 'NodePort', externalTrafficPolicy: 'Cluster',
+    name: 'sticky', clusterIP: '10.96.0.13', clusterIP6: 'fd00:10:96::13', type: 'NodePort', externalTrafficPolicy: 'Cluster',
     ports: [{ name: 'tcp', protocol: 'TCP', port: 80, targetPort: 8080, nodePort: 30083 }],
     endpoints: [{ ip: POD_A, nodeName: 'node1' }, { ip: POD_B, nodeName: 'node2' }],
+    endpoints6: [{ ip: V6.podA, nodeName: 'node1' }, { ip: V6.podB, nodeName: 'node2' }],
     extraSpec: { sessionAffinity: 'ClientIP' },
   },
 ];
 
 function manifestsFor(dir: string): void {
   const docs: unknown[] = [];
-  for (const s of services) docs.push(serviceObject(s), sliceObject(s));
-  for (const [name, ip] of Object.entries(NODE_IPS)) {
-    docs.push({ apiVersion: 'v1', kind: 'Node', metadata: { name }, status: { addresses: [{ type: 'InternalIP', address: ip }] } });
+  for (const s of services) docs.push(serviceObject(s), sliceObject(s), sliceObject(s, 'v6abc', s.endpoints6 ?? [], 'IPv6'));
+  for (const name of ['node1', 'node2'] as const) {
+    const addresses = [{ type: 'InternalIP', address: NODE_IPS[name] }, { type: 'InternalIP', address: V6[name] }];
+    docs.push({ apiVersion: 'v1', kind: 'Node', metadata: { name }, status: { addresses } });
   }
   writeFileSync(join(dir, 'all.yaml'), docs.map((d) => stringify(d)).join('---\n'));
 }
@@ -99,10 +135,25 @@ async function setUp(mode: 'tcx' | 'tc'): Promise<void> {
   nodes.node2 = await makeTcNode(lab, net, 'node2', '10.244.2.0/24', 'n2');
   await lab.route(nodes.node1, '10.244.2.0/24', NODE_IPS.node2);
   await lab.route(nodes.node2, '10.244.1.0/24', NODE_IPS.node1);
-  await lab.echoServer(await lab.pod(nodes.node1, 'pod-a', POD_A), { tcpPorts: [8080], udpPorts: [5353] });
-  await lab.echoServer(await lab.pod(nodes.node2, 'pod-b', POD_B), { tcpPorts: [8080], udpPorts: [5353] });
+  // IPv6 beside IPv4: node eth0s and the clients on one /64, a /64 per node's pods, routed node to node.
+  await lab.ipv6(clientPod, V6.client, { dev: clientPod.ifname });
+  await lab.ip(clientPod, '-6', 'route', 'replace', `${V6.external}/128`, 'via', V6.node1);
+  for (const [name, bridge, other, otherNet] of [['node1', V6.bridge1, V6.node2, V6.net2], ['node2', V6.bridge2, V6.node1, V6.net1]] as const) {
+    await lab.ipv6(nodes[name]!, V6[name], { dev: 'eth0' });
+    await lab.ipv6(nodes[name]!, bridge, { dev: 'br0' });
+    await lab.sysctl(nodes[name]!, 'net.ipv6.conf.all.forwarding', 1);
+    await lab.ip(nodes[name]!, '-6', 'route', 'replace', otherNet, 'via', other);
+  }
+  for (const [node, name, ip, ip6, bridge] of [['node1', 'pod-a', POD_A, V6.podA, V6.bridge1], ['node2', 'pod-b', POD_B, V6.podB, V6.bridge2]] as const) {
+    const pod = await lab.pod(nodes[node]!, name, ip);
+    await lab.echoServer(pod, { tcpPorts: [8080], udpPorts: [5353] });
+    await lab.ipv6(pod, ip6, { dev: pod.ifname, gateway: bridge });
+    await lab.echoServer(pod, { tcpPorts: [8080], udpPorts: [5353], host: ip6 });
+  }
   client = await lab.client(clientPod);
-  client2 = await lab.client(await lab.pod(net, 'client2', `${CLIENT2_IP}/24`));
+  const client2Pod = await lab.pod(net, 'client2', `${CLIENT2_IP}/24`);
+  await lab.ipv6(client2Pod, V6.client2, { dev: client2Pod.ifname });
+  client2 = await lab.client(client2Pod);
 
   manifests = mkdtempSync(join(tmpdir(), `svcmap-tc-${lab.id}-`));
   manifestsFor(manifests);
@@ -263,82 +314,94 @@ t.test('two NICs on node1, no --devices: the InternalIP\'s device and the one wi
 
 function suite(t: Test, mode: 'tcx' | 'tc'): void {
 
-t.test('Cluster policy, remote backend: SNAT to node1, replies come back translated', async (t) => {
-  const r = await client.tcpConnect({ ip: NODE_IPS.node1, port: 30080, count: 50, timeoutMs: 2000, concurrency: 4 });
+for (const f of FAMILIES) {
+const v = `IPv${f.family}`;
+
+t.test(`${v}: Cluster policy, remote backend: SNAT to node1, replies come back translated`, async (t) => {
+  const r = await client.tcpConnect({ ip: f.node1, port: 30080, count: 50, timeoutMs: 2000, concurrency: 4 });
   t.equal(r.ok, 50, JSON.stringify(r.errors));
   t.same(r.byPod, { 'pod-b': 50 });
-  t.same(r.seenFrom, [NODE_IPS.node1], 'the backend on node2 saw node1\'s address');
-  t.same(r.peerNames, [`${NODE_IPS.node1}:30080`], 'the client talked to the NodePort throughout');
+  t.same(r.seenFrom, [f.node1], 'the backend on node2 saw node1\'s address');
+  t.same(r.peerNames, [hostPort(f.node1, 30080)], 'the client talked to the NodePort throughout');
 });
 
-t.test('Cluster policy, backend on the same node: DNAT only, the client address is kept', async (t) => {
-  const r = await client.tcpConnect({ ip: NODE_IPS.node2, port: 30080, count: 20, timeoutMs: 2000 });
+t.test(`${v}: Cluster policy, backend on the same node: DNAT only, the client address is kept`, async (t) => {
+  const r = await client.tcpConnect({ ip: f.node2, port: 30080, count: 20, timeoutMs: 2000 });
   t.equal(r.ok, 20, JSON.stringify(r.errors));
-  t.same(r.seenFrom, [CLIENT_IP]);
-  t.same(r.peerNames, [`${NODE_IPS.node2}:30080`]);
+  t.same(r.seenFrom, [f.client]);
+  t.same(r.peerNames, [hostPort(f.node2, 30080)]);
 });
 
-t.test('UDP through a NodePort to a remote backend', async (t) => {
-  const r = await client.udpSend({ ip: NODE_IPS.node1, port: 30053, count: 30, connected: false, timeoutMs: 2000 });
+t.test(`${v}: UDP through a NodePort to a remote backend`, async (t) => {
+  const r = await client.udpSend({ ip: f.node1, port: 30053, count: 30, connected: false, timeoutMs: 2000 });
   t.equal(r.ok, 30, JSON.stringify(r.errors));
-  t.same(r.replySources, [`${NODE_IPS.node1}:30053`], 'replies come from the NodePort');
-  t.same(r.seenFrom, [NODE_IPS.node1]);
+  t.same(r.replySources, [hostPort(f.node1, 30053)], 'replies come from the NodePort');
+  t.same(r.seenFrom, [f.node1]);
 });
 
-t.test('Local policy: the node with the endpoint serves it with the client address kept; the other drops', async (t) => {
-  const r = await client.tcpConnect({ ip: NODE_IPS.node1, port: 30081, count: 20, timeoutMs: 2000 });
+t.test(`${v}: Local policy: the node with the endpoint serves it with the client address kept; the other drops`, async (t) => {
+  const r = await client.tcpConnect({ ip: f.node1, port: 30081, count: 20, timeoutMs: 2000 });
   t.equal(r.ok, 20, JSON.stringify(r.errors));
   t.same(r.byPod, { 'pod-a': 20 });
-  t.same(r.seenFrom, [CLIENT_IP], 'client source preserved');
-  const dropped = await client.tcpConnect({ ip: NODE_IPS.node2, port: 30081, count: 2, timeoutMs: 700 });
+  t.same(r.seenFrom, [f.client], 'client source preserved');
+  const dropped = await client.tcpConnect({ ip: f.node2, port: 30081, count: 2, timeoutMs: 700 });
   t.equal(dropped.ok, 0, 'node2 has no local endpoint: dropped');
   t.same(Object.keys(dropped.errors), ['ETIMEDOUT']);
 });
 
-t.test('healthCheckNodePort: 200 with the local endpoint count on node1, 503 on node2', async (t) => {
-  const get = async (ip: string) => JSON.parse(await lab.exec(clientPod, process.execPath, ['-e',
-    `fetch('http://${ip}:${HC_PORT}/').then(async (r) => console.log(JSON.stringify({ status: r.status, body: await r.json() })))`])) as
-    { status: number; body: { service: { namespace: string; name: string }; localEndpoints: number } };
-  const one = await get(NODE_IPS.node1);
-  t.equal(one.status, 200);
-  t.same(one.body.service, { namespace: 'default', name: 'local' });
-  t.equal(one.body.localEndpoints, 1);
-  const two = await get(NODE_IPS.node2);
-  t.equal(two.status, 503);
-  t.equal(two.body.localEndpoints, 0);
-});
-
-t.test('an externalIP reaches the service', async (t) => {
-  const r = await client.tcpConnect({ ip: EXTERNAL_IP, port: 80, count: 40, timeoutMs: 2000, concurrency: 4 });
+t.test(`${v}: an externalIP reaches the service`, async (t) => {
+  const r = await client.tcpConnect({ ip: f.external, port: 80, count: 40, timeoutMs: 2000, concurrency: 4 });
   t.equal(r.ok, 40, JSON.stringify(r.errors));
   t.same(Object.keys(r.byPod).sort(), ['pod-a', 'pod-b']);
-  t.same(r.peerNames, [`${EXTERNAL_IP}:80`]);
+  t.same(r.peerNames, [hostPort(f.external, 80)]);
 });
 
-t.test('1,000 connections through a NodePort with both backends: 0 failures', async (t) => {
-  const r = await client.tcpConnect({ ip: NODE_IPS.node1, port: 30082, count: 1000, timeoutMs: 3000, concurrency: 8 });
+t.test(`${v}: 1,000 connections through a NodePort with both backends: 0 failures`, async (t) => {
+  const r = await client.tcpConnect({ ip: f.node1, port: 30082, count: 1000, timeoutMs: 3000, concurrency: 8 });
   t.equal(r.failed, 0, JSON.stringify(r.errors));
   t.equal(r.ok, 1000);
   t.ok((r.byPod['pod-a'] ?? 0) > 300 && (r.byPod['pod-b'] ?? 0) > 300, `both backends used: ${JSON.stringify(r.byPod)}`);
-  t.same([...r.seenFrom].sort(), [CLIENT_IP, NODE_IPS.node1].sort(), 'the local backend saw the client, the remote one saw node1');
+  t.same([...r.seenFrom].sort(), [f.client, f.node1].sort(), 'the local backend saw the client, the remote one saw node1');
 });
 
-t.test('sessionAffinity ClientIP: new connections from one client address reach one backend', async (t) => {
+t.test(`${v}: sessionAffinity ClientIP: new connections from one client address reach one backend`, async (t) => {
   const byClient: Record<string, string[]> = {};
-  for (const [ip, c] of [[CLIENT_IP, client], [CLIENT2_IP, client2]] as const) {
-    const r = await c.tcpConnect({ ip: NODE_IPS.node1, port: 30083, count: 40, timeoutMs: 2000, concurrency: 4 });
+  for (const [ip, c] of [[f.client, client], [f.client2, client2]] as const) {
+    const r = await c.tcpConnect({ ip: f.node1, port: 30083, count: 40, timeoutMs: 2000, concurrency: 4 });
     t.equal(r.ok, 40, JSON.stringify(r.errors));
     byClient[ip] = Object.keys(r.byPod);
     t.equal(byClient[ip].length, 1, `${ip}: 40 connections (40 flows), one backend: ${JSON.stringify(r.byPod)}`);
   }
-  const again = await client.tcpConnect({ ip: NODE_IPS.node1, port: 30083, count: 15, timeoutMs: 2000 });
-  t.same(Object.keys(again.byPod), byClient[CLIENT_IP], `${CLIENT_IP}: 15 more, the same backend`);
+  const again = await client.tcpConnect({ ip: f.node1, port: 30083, count: 15, timeoutMs: 2000 });
+  t.same(Object.keys(again.byPod), byClient[f.client], `${f.client}: 15 more, the same backend`);
   const aff = JSON.parse(await lab.exec(nodes.node1!, SVCMAP, ['dump', '--map', 'svcmap_affin', '-o', 'json', '--pin-dir', pinDirs[0]!])) as
     { entries: Array<{ key: { client_addr: string; origin: string; netns_cookie: string } }> };
-  t.same(aff.entries.map((e) => e.key.client_addr).sort(), [CLIENT_IP, CLIENT2_IP], 'node1 remembers each client address once');
-  t.ok(aff.entries.every((e) => e.key.origin === 'tc' && e.key.netns_cookie === '0'), 'as tc entries');
-  const mixed = await client.tcpConnect({ ip: NODE_IPS.node1, port: 30082, count: 40, timeoutMs: 2000, concurrency: 4 });
+  const origin = f.family === 4 ? 'tc' : 'tc6';
+  const ours = aff.entries.filter((e) => e.key.origin === origin);
+  if (f.family === 4) {
+    t.same(ours.map((e) => e.key.client_addr).sort(), [CLIENT_IP, CLIENT2_IP], 'node1 remembers each client address once');
+    t.ok(ours.every((e) => e.key.netns_cookie === '0'), 'as tc entries');
+  } else {
+    t.equal(ours.length, 2, 'node1 remembers each IPv6 client once (its /64 and folded interface id, origin tc6)');
+  }
+  const mixed = await client.tcpConnect({ ip: f.node1, port: 30082, count: 40, timeoutMs: 2000, concurrency: 4 });
   t.same(Object.keys(mixed.byPod).sort(), ['pod-a', 'pod-b'], 'the service without affinity still spreads the same client');
+});
+}
+
+t.test('healthCheckNodePort: 200 with the local endpoint count on node1, 503 on node2, over either family', async (t) => {
+  const get = async (ip: string) => JSON.parse(await lab.exec(clientPod, process.execPath, ['-e',
+    `fetch('http://${hostPort(ip, HC_PORT)}/').then(async (r) => console.log(JSON.stringify({ status: r.status, body: await r.json() })))`])) as
+    { status: number; body: { service: { namespace: string; name: string }; localEndpoints: number } };
+  for (const f of FAMILIES) {
+    const one = await get(f.node1);
+    t.equal(one.status, 200, `IPv${f.family}: node1`);
+    t.same(one.body.service, { namespace: 'default', name: 'local' });
+    t.equal(one.body.localEndpoints, 1, `IPv${f.family}: one local endpoint (the dual-stack pod counts once)`);
+    const two = await get(f.node2);
+    t.equal(two.status, 503, `IPv${f.family}: node2`);
+    t.equal(two.body.localEndpoints, 0);
+  }
 });
 
 t.test('svcmap status shows the attachments; cleanup removes them', async (t) => {
@@ -352,6 +415,8 @@ t.test('svcmap status shows the attachments; cleanup removes them', async (t) =>
     t.match(await lab.exec(nodes.node1!, 'tc', ['filter', 'show', 'dev', 'eth0', 'ingress']), /svcmap_tc_in.*direct-action/);
   }
   t.match(status, /svcmap_ct\s+lru_hash\s+[1-9]\d*\//);
+  t.match(status, /svcmap_ct6\s+lru_hash\s+[1-9]\d*\//, 'the IPv6 flows are in svcmap_ct6');
+  t.match(status, /SNAT ADDRESSES[^\n]*\n(?:  .*\n)*  eth0 +fd00:192:168:100::11\n/, 'and eth0\'s IPv6 SNAT address is listed');
   const ct = JSON.parse(await lab.exec(nodes.node1!, SVCMAP, ['dump', '--map', 'svcmap_ct', '-o', 'json', '--pin-dir', pinDirs[0]!])) as { entries: Array<{ value: { flags: string[] } }> };
   t.ok(ct.entries.some((e) => e.value.flags.includes('snat')), 'dump shows conntrack flags by name (the flows SNATed to the remote backend)');
   const tcxLinks = await pinnedTcxLinkIds(nodes.node1!, pinDirs[0]!);

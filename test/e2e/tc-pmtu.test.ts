@@ -12,27 +12,31 @@
 // client would resend the same large segments until its timeout (TCP MTU
 // probing is off by default). An external client, node1 running the agent,
 // every address in namespaces this test made.
+//
+// For both families on one dual-stack topology: over IPv6 the router sends
+// an ICMPv6 "packet too big" (bpf/lib/icmp6.h translates it). The router's
+// MTU is IPv6's minimum, 1280, which IPv4 takes too.
 import t from 'tap';
-import { NODE_IPS, REMOTE_NODEPORT, type RemoteNodePort, startRemoteNodePort, tcCounters } from './fixtures/tc-nodes.ts';
+import { NODE_IPS, REMOTE_NODEPORT, type RemoteNodePort, V6_IPS, startRemoteNodePort, tcCounters } from './fixtures/tc-nodes.ts';
 
-const MTU = 1200;
+const MTU = 1280;
 const BYTES = 256 * 1024;
 
 let c: RemoteNodePort;
 t.before(async () => {
-  c = await startRemoteNodePort([], { routerMtu: MTU });
+  c = await startRemoteNodePort([], { routerMtu: MTU, ipv6: true });
 });
 t.teardown(async () => {
   await c?.destroy();
 });
 
 /** The client's cached route to node1, as `ip route get` shows it (with "mtu N" once PMTU lowered it). */
-const clientRoute = async () => (await c.lab.ip(c.clientPod, 'route', 'get', NODE_IPS.node1)).replace(/\s+/g, ' ').trim();
+const clientRoute = async (node1: string) => (await c.lab.ip(c.clientPod, 'route', 'get', node1)).replace(/\s+/g, ' ').trim();
 
 /** In the client's namespace: connect to the NodePort, write `bytes` and close; resolves once the pod closed its side after reading it all. */
-async function bigWrite(bytes: number, timeoutMs: number): Promise<{ ok: boolean; code?: string; read?: number }> {
+async function bigWrite(node1: string, bytes: number, timeoutMs: number): Promise<{ ok: boolean; code?: string; read?: number }> {
   const script = `
-    const s = require('node:net').connect({ host: ${JSON.stringify(NODE_IPS.node1)}, port: ${REMOTE_NODEPORT} });
+    const s = require('node:net').connect({ host: ${JSON.stringify(node1)}, port: ${REMOTE_NODEPORT} });
     let read = 0;
     const done = (o) => { console.log(JSON.stringify(o)); process.exit(0); };
     setTimeout(() => done({ ok: false, code: 'ETIMEDOUT' }), ${timeoutMs});
@@ -43,16 +47,18 @@ async function bigWrite(bytes: number, timeoutMs: number): Promise<{ ok: boolean
   return JSON.parse(await c.lab.exec(c.clientPod, process.execPath, ['-e', script], { timeoutMs: timeoutMs + 10_000 })) as { ok: boolean; code?: string };
 }
 
-t.test('a "fragmentation needed" from a router behind node2 reaches the client translated: PMTU discovery works', async (t) => {
-  const before = await clientRoute();
-  t.notMatch(before, / mtu /, `no path MTU cached for node1 yet (${before})`);
-  const c0 = await tcCounters(c, 'tc_ingress');
-  // Not a timed assertion: the bound only turns a black hole into a failure.
-  const r = await bigWrite(BYTES, 30_000);
-  t.ok(r.ok, `the ${BYTES}-byte write went through and the pod closed after reading it: ${JSON.stringify(r)}`);
-  const c1 = await tcCounters(c, 'tc_ingress');
-  const icmp = (c1.icmp_translated ?? 0) - (c0.icmp_translated ?? 0);
-  t.ok(icmp >= 1, `node1 translated the router's ICMP error back (${icmp} icmp_translated)`);
-  const after = await clientRoute();
-  t.match(after, new RegExp(` mtu ${MTU}( |$)`), `the client's route to node1 carries the router's MTU (${after})`);
-});
+for (const [family, node1, error] of [[4, NODE_IPS.node1, '"fragmentation needed"'], [6, V6_IPS.node1, '"packet too big"']] as const) {
+  t.test(`IPv${family}: a ${error} from a router behind node2 reaches the client translated: PMTU discovery works`, async (t) => {
+    const before = await clientRoute(node1);
+    t.notMatch(before, / mtu /, `no path MTU cached for node1 yet (${before})`);
+    const c0 = await tcCounters(c, 'tc_ingress');
+    // Not a timed assertion: the bound only turns a black hole into a failure.
+    const r = await bigWrite(node1, BYTES, 30_000);
+    t.ok(r.ok, `the ${BYTES}-byte write went through and the pod closed after reading it: ${JSON.stringify(r)}`);
+    const c1 = await tcCounters(c, 'tc_ingress');
+    const icmp = (c1.icmp_translated ?? 0) - (c0.icmp_translated ?? 0);
+    t.ok(icmp >= 1, `node1 translated the router's ICMP error back (${icmp} icmp_translated)`);
+    const after = await clientRoute(node1);
+    t.match(after, new RegExp(` mtu ${MTU}( |$)`), `the client's route to node1 carries the router's MTU (${after})`);
+  });
+}

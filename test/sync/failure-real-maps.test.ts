@@ -45,19 +45,19 @@ for (const family of [4, 6] as const) {
     revNat: fm.revNat.entries().length, srcRanges: fm.srcRange?.entries().length ?? 0,
   });
 
-  // Only tc applies source ranges, and only to IPv4 (the IPv6 targets carry none).
+  // Source ranges (tc's): each family's frontends get the ranges of their family (svcmap_srcrng, svcmap_srcrng6).
   const svc = (owner: string, n: number, backends: number[], sourceRanges: string[] = []): FrontendTarget =>
-    ({ ...target(vip(n), 80, backends.map(pod)), owner, sourceRanges: family === 4 ? sourceRanges : [] });
+    ({ ...target(vip(n), 80, backends.map(pod)), owner, sourceRanges: sourceRanges.filter((r) => r.includes(':') === (family === 6)) });
   const BASE = new Map([
     ['web', [svc('web', 10, [1, 2, 3])]],
     ['api', [svc('api', 11, [4, 5])]],
-    ['lb', [svc('lb', 12, [2], ['10.0.0.0/8'])]],
+    ['lb', [svc('lb', 12, [2], ['10.0.0.0/8', 'fd00::/8'])]],
   ]);
   const CHANGE = new Map([
     ['web', [svc('web', 10, [1, 6, 7, 8])]],
     ['api', []],
     ['db', [svc('db', 13, [9])]],
-    ['lb', [svc('lb', 12, [2], ['192.168.0.0/16'])]],
+    ['lb', [svc('lb', 12, [2], ['192.168.0.0/16', 'fd00:192:168::/48'])]],
   ]);
   const all = (m: ReadonlyMap<string, FrontendTarget[]>) => [...m.values()].flat();
   const desiredAfter = new Map([...BASE, ...CHANGE]);
@@ -116,8 +116,7 @@ for (const family of [4, 6] as const) {
       s.sync(all(desiredAfter));
       t.equal(f.batches, batches, 'a full sync afterwards writes nothing');
     }
-    // IPv6 has no source-range phases (upserts and deletes).
-    const phases = family === 4 ? 10 : 8;
-    t.equal(boundaries, phases + 1, `a failure after each of the ${phases} phases' batches, and one inside a batch`);
+    // Both families have every phase, the source ranges' upserts and deletes among them.
+    t.equal(boundaries, 11, 'a failure after each of the 10 phases\' batches, and one inside a batch');
   });
 }
