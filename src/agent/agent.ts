@@ -6,7 +6,7 @@ import type { ImplementedLbAlgorithm } from '../maps/constants.ts';
 import type { Server } from 'node:http';
 import { readDatapathCounters } from '../maps/datapath-counters.ts';
 import type { Frontend } from '../model/types.ts';
-import { FileSource } from '../sources/file/file-source.ts';
+import { FileSource, MANIFEST_READ } from '../sources/file/file-source.ts';
 import type { KubeConnection } from '../sources/kubernetes/config.ts';
 import { MapsAdapter } from '../sync/maps-adapter.ts';
 import { Syncer } from '../sync/syncer.ts';
@@ -147,6 +147,8 @@ export async function runAgent(cfg: AgentConfig, log: Logger): Promise<RunningAg
       ...(cfg.nodeName ? { nodeName: cfg.nodeName } : {}),
       changed,
       onNode: (node) => attachTc(node),
+      // Debug: a test that writes a file waits for this, then for the sync after it.
+      onRead: (file) => log.debug({ file }, MANIFEST_READ),
       onError: (err) => {
         metrics.syncErrors.inc({ kind: 'source' });
         log.error({ err }, 'reading manifests failed; keeping the last state');

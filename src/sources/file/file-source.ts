@@ -16,6 +16,9 @@ import type { NodeInfo } from '../../model/types.ts';
 import { duplicateProblem, isManifestName, type LoadedFile, loadManifestFile, objectKeyOf } from './load.ts';
 import { type ChangeHint, type DirWatch, watchManifestDir } from './watch.ts';
 
+/** What the agent logs (debug) for onRead: tests that write a file wait for it. */
+export const MANIFEST_READ = 'manifest read';
+
 export interface FileSourceOptions {
   dir: string;
   /** The agent's node. Takes precedence over `nodeName`. */
@@ -29,6 +32,8 @@ export interface FileSourceOptions {
   onError?: (err: unknown) => void;
   /** The node as the manifests describe it (name and addresses): after the first read, and whenever it changes. */
   onNode?: (node: NodeInfo | undefined) => void;
+  /** A file was read again (or found gone) and its objects given to the model: its path. */
+  onRead?: (file: string) => void;
 }
 
 interface FileEntry {
@@ -134,7 +139,7 @@ export class FileSource {
   async #rescan(): Promise<void> {
     const names = (await readdir(this.#opts.dir)).filter(isManifestName).sort();
     const present = new Set(names);
-    for (const name of [...this.#files.keys()]) if (!present.has(name)) this.#apply(name, undefined);
+    for (const name of [...this.#files.keys()]) if (!present.has(name)) this.#gone(name);
     for (const name of names) await this.#refresh(name);
   }
 
@@ -151,13 +156,19 @@ export class FileSource {
     }
     const known = this.#files.get(name);
     if (sig === undefined) {
-      if (known) this.#apply(name, undefined);
+      if (known) this.#gone(name);
       return;
     }
     if (known?.sig === sig) return;
     const loaded = await loadManifestFile(file, known?.byPrint);
     if (this.#stopped) return;
     this.#apply(name, loaded && { sig, loaded });
+    this.#opts.onRead?.(file);
+  }
+
+  #gone(name: string): void {
+    this.#apply(name, undefined);
+    this.#opts.onRead?.(join(this.#opts.dir, name));
   }
 
   /** The file now holds this (undefined: it is gone): its objects in the model are replaced, nobody else's. */
