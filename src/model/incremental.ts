@@ -5,7 +5,7 @@
 // including who wins when two Services claim one frontend: the one whose
 // namespace/name sorts first (claims.ts, shared with buildDesiredState).
 import { isProxied, objectId, sliceService } from './desired.ts';
-import type { IpSlice } from './endpoints.ts';
+import { type IpSlice, type ModelSlice, modelSlice } from './endpoints.ts';
 import { serviceFrontends, type SourcedFrontend } from './frontends.ts';
 import { keepClaimedFrontends } from './claims.ts';
 import { sameFrontends } from './same.ts';
@@ -25,7 +25,8 @@ function objectKey(kind: string, id: string): string {
 
 export class IncrementalModel {
   readonly #services = new Map<string, Service>();
-  readonly #slices = new Map<string, EndpointSlice>();
+  /** What the model keeps of the slices that feed a Service (endpoints.ts ModelSlice), by slice id. */
+  readonly #slices = new Map<string, ModelSlice>();
   /** Slice id -> the Service it feeds (only slices kube-proxy would use). */
   readonly #sliceOwner = new Map<string, string>();
   readonly #slicesBySvc = new Map<string, Set<string>>();
@@ -64,11 +65,15 @@ export class IncrementalModel {
   upsertSlice(slice: EndpointSlice): string | undefined {
     const id = objectId(slice);
     this.#unlinkSlice(id);
-    this.#slices.set(id, slice);
     const problems: Problem[] = [];
     const owner = sliceService(slice, problems);
     this.#problemDirty.set(objectKey('EndpointSlice', id), problems);
-    if (owner === undefined) return undefined;
+    if (owner === undefined) {
+      this.#slices.delete(id);
+      return undefined;
+    }
+    // An IP slice (sliceService leaves FQDN ones out), kept compact.
+    this.#slices.set(id, modelSlice(slice as IpSlice));
     this.#sliceOwner.set(id, owner);
     let set = this.#slicesBySvc.get(owner);
     if (!set) this.#slicesBySvc.set(owner, (set = new Set()));
@@ -193,7 +198,7 @@ export class IncrementalModel {
   #compute(id: string, problems: Problem[]): SourcedFrontend[] {
     const svc = this.#services.get(id);
     if (!svc || !isProxied(svc, problems)) return [];
-    const slices = [...(this.#slicesBySvc.get(id) ?? [])].sort().map((s) => this.#slices.get(s) as IpSlice);
+    const slices = [...(this.#slicesBySvc.get(id) ?? [])].sort().map((s) => this.#slices.get(s)!);
     return serviceFrontends(svc, slices, this.#node, problems);
   }
 

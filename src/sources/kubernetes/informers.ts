@@ -7,7 +7,8 @@
 // One copy of each object: as client-go's SetTransform, every object is
 // transformed as it arrives (each list page, each watch event) before the
 // informer caches it. The transform validates it (once) and keeps only its
-// identity and the validated result, which is what the model holds too; the
+// identity and the validated result, which the source hands to the model and
+// then drops (the model keeps a compact record of what it reads); the
 // raw JSON (managedFields, annotations, selectors, status the model does not
 // read) is dropped at once.
 import { type KubeConfig, type KubernetesObject, ListWatch, Watch } from './client-node.ts';
