@@ -71,8 +71,9 @@ export function makeInformers(kc: KubeConfig, nodeName: string | undefined, h: I
       if (m.name !== undefined) metadata.name = m.name;
       if (m.namespace !== undefined) metadata.namespace = m.namespace;
       if (m.resourceVersion !== undefined) metadata.resourceVersion = m.resourceVersion;
-      const out: CachedObject = { kind: s.kind, apiVersion: s.apiVersion, metadata };
-      if (validate) out.validated = validateObject(raw, 'api');
+      // validated in the literal (undefined when not validated): a property
+      // added later lives outside the object (~80 bytes more each at 10k x 2).
+      const out: CachedObject = { kind: s.kind, apiVersion: s.apiVersion, metadata, validated: validate ? validateObject(raw, 'api') : undefined };
       return out as CachedObject & KubernetesObject;
     };
     const list = async () => {
