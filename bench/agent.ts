@@ -47,15 +47,27 @@ export async function stopAgent(agent: AgentProcess | undefined): Promise<void> 
 
 export const HEAP_RECLAIMED = 'heap reclaimed after a full sync';
 
+/** How long settledRss keeps watching after the collection: past one conntrack GC pass (--ct-gc-interval, 10 s by default). */
+export const SETTLE_HOLD_MS = 12_000;
+
 /**
- * The agent's RSS once it has settled after its first full sync: after the
- * collection that follows a sync that grew the heap (src/agent/heap.ts), or
- * `timeoutMs` after the sync when none comes (a small heap, or no --expose-gc).
+ * The agent's RSS once it has settled after its first full sync: the highest
+ * reading, every 500 ms, over `holdMs` from the collection that follows a
+ * sync that grew the heap (src/agent/heap.ts), or from `timeoutMs` after the
+ * sync when none comes (a small heap, or no --expose-gc). The hold covers
+ * what an idle agent does next (a conntrack GC pass): read right at the
+ * collection, an agent whose periodic work grew it again (it did, by ~200
+ * MiB at 10k) would look smaller than it runs.
  */
-export async function settledRss(started: StartedAgent, timeoutMs = 10_000): Promise<number> {
+export async function settledRss(started: StartedAgent, timeoutMs = 10_000, holdMs = SETTLE_HOLD_MS): Promise<number> {
   const from = started.agent.lines.indexOf(started.firstSync);
   await started.agent.waitFor((l) => l.msg === HEAP_RECLAIMED, { from, timeoutMs, what: HEAP_RECLAIMED }).catch(() => undefined);
-  return memoryOf(started.pid).rss;
+  let rss = memoryOf(started.pid).rss;
+  for (let waited = 0; waited < holdMs; waited += 500) {
+    await new Promise((r) => setTimeout(r, 500));
+    rss = Math.max(rss, memoryOf(started.pid).rss);
+  }
+  return rss;
 }
 
 /** Resident set size (VmRSS) and its peak (VmHWM) of a process, in bytes. */

@@ -81,6 +81,35 @@ const V = {
 };
 const KDIR = fieldAt(ctKey.layout, 'dir');
 
+/** Distinct backend ids a pass looks up one by one before it reads the whole backends map instead. */
+export const BACKENDS_FULL_READ = 4096;
+
+/**
+ * The backends map as one pass reads it: each id looked up once, when the
+ * pass needs it (the backends its flows, sockets and counts name: an idle
+ * node's, none), and past BACKENDS_FULL_READ ids the whole map read at once.
+ * Decoding the whole map on every pass (100k backends at 10k Services x 10,
+ * every 10 s) grew an idle agent's heap by ~200 MiB between collections. The
+ * pass runs on the agent's thread, as the syncs that write the map do, so
+ * reading by id sees what one read of the whole map would.
+ */
+export function backendLookup(map: Pick<TypedMap<number, BackendValue>, 'get' | 'entries'>): (id: number) => BackendValue | undefined {
+  const seen = new Map<number, BackendValue | undefined>();
+  let all: Map<number, BackendValue> | undefined;
+  return (id) => {
+    if (all) return all.get(id);
+    if (seen.has(id)) return seen.get(id);
+    if (seen.size >= BACKENDS_FULL_READ) {
+      all = new Map(map.entries());
+      seen.clear();
+      return all.get(id);
+    }
+    const be = map.get(id);
+    seen.set(id, be);
+    return be;
+  };
+}
+
 export class ConnCounts {
   readonly #maps: ConnCountMaps;
   readonly #adjustFd: number;
@@ -112,7 +141,7 @@ export class ConnCounts {
    * `deleted` the indices into it that the pass removed.
    */
   afterGc(before: ConnsSnapshot, ct: PackedCt, deleted: Uint32Array): RecountResult {
-    const backends = new Map(this.#maps.backends.entries());
+    const backend = backendLookup(this.#maps.backends);
     const keys = Buffer.from(ct.keys.buffer, ct.keys.byteOffset, ct.keys.byteLength);
     const values = Buffer.from(ct.values.buffer, ct.values.byteOffset, ct.values.byteLength);
     const ks = ctKey.layout.size, vs = ctValue.layout.size;
@@ -122,7 +151,7 @@ export class ConnCounts {
       const v = i * vs;
       if ((values[v + V.flags]! & (CT_F_CLOSING | CT_F_COUNTED)) !== CT_F_COUNTED) return 0;
       const id = values.readUInt32LE(v + V.backendId);
-      const be = backends.get(id);
+      const be = backend(id);
       if (!be || ipv4ToU32(be.addr) !== values.readUInt32BE(v + V.newDaddr) || be.port !== values.readUInt16BE(v + V.newDport)) return 0;
       return id;
     };
@@ -143,12 +172,11 @@ export class ConnCounts {
       const id = countedFor(i);
       if (id) expectedTc.set(id, (expectedTc.get(id) ?? 0) + 1);
     }
-    const v4 = this.#recount(4, this.#maps, backends, before.v4, this.#sockets, { expected: expectedTc, applied, r: res.tc });
+    const v4 = this.#recount(4, this.#maps, backend, before.v4, this.#sockets, { expected: expectedTc, applied, r: res.tc });
     res.removed = v4.removed;
     if (v4.sock) res.sock = v4.sock;
     if (this.#v6) {
-      const b6 = new Map(this.#v6.maps.backends.entries());
-      res.v6 = this.#recount(6, this.#v6.maps, b6, before.v6 ?? new Map(), this.#v6.sockets);
+      res.v6 = this.#recount(6, this.#v6.maps, backendLookup(this.#v6.maps.backends), before.v6 ?? new Map(), this.#v6.sockets);
     }
     return res;
   }
@@ -158,21 +186,21 @@ export class ConnCounts {
    * socket counts (with a counter) and, given `tc`, the tc counts set to what
    * was found, each unless it moved during the pass.
    */
-  #recount(family: 4 | 6, maps: ConnCountMaps, backends: ReadonlyMap<number, BackendValue>, before: ReadonlyMap<number, BackendConns>,
+  #recount(family: 4 | 6, maps: ConnCountMaps, backend: (id: number) => BackendValue | undefined, before: ReadonlyMap<number, BackendConns>,
     sockets: SocketCounter | undefined, tc?: { expected: Map<number, number>; applied: Map<number, number>; r: FieldRecount }): { sock?: FieldRecount; removed: number } {
     const out: { sock?: FieldRecount; removed: number } = { removed: 0 };
     let expectedSock: Map<number, number> | undefined;
     if (sockets) {
       expectedSock = new Map();
       for (const s of sockets.count()) {
-        const be = backends.get(s.backend_id);
+        const be = backend(s.backend_id);
         if (be && be.addr === s.addr && be.port === s.port) expectedSock.set(s.backend_id, (expectedSock.get(s.backend_id) ?? 0) + s.sockets);
       }
       out.sock = { corrected: 0, drift: 0, busy: 0 };
     }
     const after = new Map(maps.conns.entries());
     for (const [id, c] of after) {
-      if (!backends.has(id)) {
+      if (backend(id) === undefined) {
         if (maps.conns.delete(id)) out.removed++;
         continue;
       }

@@ -5,7 +5,7 @@
 
 import type { DesiredState, Frontend, NodeInfo, Problem } from './types.ts';
 import type { EndpointSlice, Service } from './schemas.ts';
-import { ipOrder, type IpSlice } from './endpoints.ts';
+import { ipOrder, type IpSlice, type ModelSlice, modelSlice } from './endpoints.ts';
 import { serviceFrontends } from './frontends.ts';
 import { flat } from '../maps/flat-string.ts';
 import { keepClaimedFrontends } from './claims.ts';
@@ -98,8 +98,8 @@ function indexSlices(
   slices: readonly EndpointSlice[],
   services: ReadonlyMap<string, { proxied: boolean }>,
   problems: Problem[],
-): Map<string, IpSlice[]> {
-  const bySvc = new Map<string, IpSlice[]>();
+): Map<string, ModelSlice[]> {
+  const bySvc = new Map<string, ModelSlice[]>();
   for (const slice of slices) {
     const own: Problem[] = [];
     const key = sliceService(slice, own);
@@ -115,8 +115,9 @@ function indexSlices(
     if (!svc.proxied) continue;
     problems.push(...own);
     const list = bySvc.get(key);
-    if (list === undefined) bySvc.set(key, [slice as IpSlice]);
-    else list.push(slice as IpSlice);
+    const kept = modelSlice(slice as IpSlice);
+    if (list === undefined) bySvc.set(key, [kept]);
+    else list.push(kept);
   }
   return bySvc;
 }

@@ -3,13 +3,64 @@
 // used, and serving+terminating ones only while nothing is ready.
 
 import type { Backend, NodeInfo, Protocol } from './types.ts';
-import type { EndpointSlice } from './schemas.ts';
+import type { Endpoint, EndpointPort, EndpointSlice } from './schemas.ts';
 import { ipv4ToU32 } from '../maps/ipv4.ts';
 import { ipv6SortKey } from '../maps/ipv6.ts';
 import { ipFamily } from './ip.ts';
 
 /** A slice of addressType IPv4 or IPv6 (FQDN slices are not proxied); one family per slice, as the controller writes them. */
 export type IpSlice = Extract<EndpointSlice, { addressType: 'IPv4' | 'IPv6' }>;
+
+/** Condition bits of ModelSlice.conditions. */
+const READY = 1;
+const SERVING = 2;
+const TERMINATING = 4;
+
+/**
+ * What the model keeps of one IP EndpointSlice: its ports and, per endpoint,
+ * the fields kube-proxy's rules read, as parallel arrays (the first address,
+ * the conditions as bits, and node name, zone, zone and node hints only when some
+ * endpoint has them). The validated slice holds three objects and an array
+ * per endpoint (~1.5 KiB per slice of 10); this is a few hundred bytes.
+ */
+export interface ModelSlice {
+  addressType: 'IPv4' | 'IPv6';
+  ports: readonly EndpointPort[];
+  /** Each endpoint's first address: the API says addresses are fungible and consumers may use only the first; kube-proxy does. */
+  ips: readonly string[];
+  /** READY | SERVING | TERMINATING per endpoint. */
+  conditions: readonly number[];
+  nodeNames?: ReadonlyArray<string | undefined>;
+  zones?: ReadonlyArray<string | undefined>;
+  /** hints.forZones per endpoint; undefined: no hints. */
+  zoneHints?: ReadonlyArray<readonly string[] | undefined>;
+  /** hints.forNodes per endpoint; undefined: no hints. */
+  nodeHints?: ReadonlyArray<readonly string[] | undefined>;
+}
+
+/** A column of one optional endpoint field, or undefined when no endpoint has it. */
+function column<T>(endpoints: readonly Endpoint[], get: (ep: Endpoint) => T | undefined): Array<T | undefined> | undefined {
+  return endpoints.some((ep) => get(ep) !== undefined) ? endpoints.map(get) : undefined;
+}
+
+export function modelSlice(slice: IpSlice): ModelSlice {
+  const eps = slice.endpoints;
+  const out: ModelSlice = {
+    addressType: slice.addressType,
+    ports: slice.ports,
+    ips: eps.map((ep) => ep.addresses[0]!),
+    conditions: eps.map((ep) => (ep.conditions.ready ? READY : 0) | (ep.conditions.serving ? SERVING : 0) | (ep.conditions.terminating ? TERMINATING : 0)),
+  };
+  const nodeNames = column(eps, (ep) => ep.nodeName);
+  if (nodeNames) out.nodeNames = nodeNames;
+  const zones = column(eps, (ep) => ep.zone);
+  if (zones) out.zones = zones;
+  const zoneHints = column(eps, (ep) => ep.hints.zones);
+  if (zoneHints) out.zoneHints = zoneHints;
+  const nodeHints = column(eps, (ep) => ep.hints.nodes);
+  if (nodeHints) out.nodeHints = nodeHints;
+  return out;
+}
 
 /** One endpoint address on one port, before selection. */
 export interface Candidate {
@@ -22,9 +73,9 @@ export interface Candidate {
   nodeName?: string;
   zone?: string;
   /** hints.forZones: the zones the endpoint is meant for; undefined: no hints. */
-  zoneHints?: string[];
+  zoneHints?: readonly string[];
   /** hints.forNodes: the nodes the endpoint is meant for (trafficDistribution: PreferSameNode); undefined: none. */
-  nodeHints?: string[];
+  nodeHints?: readonly string[];
 }
 
 /** How usable an endpoint is; duplicates keep the most usable copy. */
@@ -41,20 +92,23 @@ function rank(c: Candidate): number {
  * `slices` must be in a stable order (the caller sorts them by name) so that
  * ties between duplicates resolve the same way every time.
  */
-export function mergeEndpoints(slices: readonly IpSlice[], portName: string, protocol: Protocol): Candidate[] {
+export function mergeEndpoints(slices: readonly ModelSlice[], portName: string, protocol: Protocol): Candidate[] {
   const byAddress = new Map<string, Candidate>();
   for (const slice of slices) {
     for (const sp of slice.ports) {
       if (sp.name !== portName || sp.protocol !== protocol || sp.port === undefined) continue;
-      for (const ep of slice.endpoints) {
-        // The API says addresses are fungible and consumers may use only the first; kube-proxy does.
-        const ip = ep.addresses[0];
-        if (ip === undefined) continue;
-        const c: Candidate = { ip, port: sp.port, protocol, ...ep.conditions };
-        if (ep.nodeName !== undefined) c.nodeName = ep.nodeName;
-        if (ep.zone !== undefined) c.zone = ep.zone;
-        if (ep.hints.zones !== undefined) c.zoneHints = ep.hints.zones;
-        if (ep.hints.nodes !== undefined) c.nodeHints = ep.hints.nodes;
+      for (let i = 0; i < slice.ips.length; i++) {
+        const ip = slice.ips[i]!;
+        const f = slice.conditions[i]!;
+        const c: Candidate = { ip, port: sp.port, protocol, ready: (f & READY) !== 0, serving: (f & SERVING) !== 0, terminating: (f & TERMINATING) !== 0 };
+        const nodeName = slice.nodeNames?.[i];
+        if (nodeName !== undefined) c.nodeName = nodeName;
+        const zone = slice.zones?.[i];
+        if (zone !== undefined) c.zone = zone;
+        const hints = slice.zoneHints?.[i];
+        if (hints !== undefined) c.zoneHints = hints;
+        const nodes = slice.nodeHints?.[i];
+        if (nodes !== undefined) c.nodeHints = nodes;
         const key = `${ip}/${sp.port}`;
         const seen = byAddress.get(key);
         if (seen === undefined || rank(c) > rank(seen)) byAddress.set(key, c);
@@ -83,7 +137,7 @@ export function topologyFilter(candidates: readonly Candidate[], node: NodeInfo 
 }
 
 /** The candidates meant for `target` by hints(), when every ready one has hints and one is meant for it; else undefined. */
-function hintFilter(candidates: readonly Candidate[], target: string | undefined, hints: (c: Candidate) => string[] | undefined): readonly Candidate[] | undefined {
+function hintFilter(candidates: readonly Candidate[], target: string | undefined, hints: (c: Candidate) => readonly string[] | undefined): readonly Candidate[] | undefined {
   if (!target) return undefined;
   let meant = false;
   for (const c of candidates) {

@@ -6,7 +6,7 @@
 
 import type { Backend, Frontend, FrontendType, NodeInfo, Problem, Protocol } from './types.ts';
 import { DEFAULT_AFFINITY_TIMEOUT_SECONDS, type Service } from './schemas.ts';
-import { isLocal, mergeEndpoints, selectBackends, topologyFilter, type IpSlice } from './endpoints.ts';
+import { isLocal, mergeEndpoints, type ModelSlice, selectBackends, topologyFilter } from './endpoints.ts';
 import { ipFamily } from './ip.ts';
 import { problemAbout } from './problems.ts';
 import { flat } from '../maps/flat-string.ts';
@@ -91,7 +91,7 @@ function externalAddresses(svc: Service, node: NodeInfo | undefined, family: Fam
  */
 export function serviceFrontends(
   svc: Service,
-  slices: readonly IpSlice[],
+  slices: readonly ModelSlice[],
   node: NodeInfo | undefined,
   problems: Problem[],
 ): SourcedFrontend[] {
@@ -119,7 +119,7 @@ function familyFrontends(
   family: Family,
   served: ReadonlySet<Family>,
   clusterIPs: readonly string[],
-  slices: readonly IpSlice[],
+  slices: readonly ModelSlice[],
   node: NodeInfo | undefined,
   { algorithm, sourceHashPort, maglevTableSize }: ReturnType<typeof serviceOptions>,
   problems: Problem[],

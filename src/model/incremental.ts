@@ -5,10 +5,11 @@
 // including who wins when two Services claim one frontend: the one whose
 // namespace/name sorts first (claims.ts, shared with buildDesiredState).
 import { isProxied, objectId, sliceService } from './desired.ts';
-import type { IpSlice } from './endpoints.ts';
+import { type IpSlice, type ModelSlice, modelSlice } from './endpoints.ts';
 import { serviceFrontends, type SourcedFrontend } from './frontends.ts';
 import { keepClaimedFrontends } from './claims.ts';
 import { sameFrontends } from './same.ts';
+import { OneToMany } from '../sync/one-to-many.ts';
 import type { EndpointSlice, Service } from './schemas.ts';
 import type { Frontend, NodeInfo, Problem } from './types.ts';
 
@@ -25,16 +26,17 @@ function objectKey(kind: string, id: string): string {
 
 export class IncrementalModel {
   readonly #services = new Map<string, Service>();
-  readonly #slices = new Map<string, EndpointSlice>();
+  /** What the model keeps of the slices that feed a Service (endpoints.ts ModelSlice), by slice id. */
+  readonly #slices = new Map<string, ModelSlice>();
   /** Slice id -> the Service it feeds (only slices kube-proxy would use). */
   readonly #sliceOwner = new Map<string, string>();
-  readonly #slicesBySvc = new Map<string, Set<string>>();
+  readonly #slicesBySvc = new OneToMany();
   #node: NodeInfo | undefined;
 
   /** Every frontend each Service would have if it won every conflict. */
   readonly #candidates = new Map<string, SourcedFrontend[]>();
   /** External frontend key -> the Services that claim it. */
-  readonly #claims = new Map<string, Set<string>>();
+  readonly #claims = new OneToMany();
   /** What the maps were last told, per Service. */
   readonly #emitted = new Map<string, Frontend[]>();
 
@@ -64,15 +66,17 @@ export class IncrementalModel {
   upsertSlice(slice: EndpointSlice): string | undefined {
     const id = objectId(slice);
     this.#unlinkSlice(id);
-    this.#slices.set(id, slice);
     const problems: Problem[] = [];
     const owner = sliceService(slice, problems);
     this.#problemDirty.set(objectKey('EndpointSlice', id), problems);
-    if (owner === undefined) return undefined;
+    if (owner === undefined) {
+      this.#slices.delete(id);
+      return undefined;
+    }
+    // An IP slice (sliceService leaves FQDN ones out), kept compact.
+    this.#slices.set(id, modelSlice(slice as IpSlice));
     this.#sliceOwner.set(id, owner);
-    let set = this.#slicesBySvc.get(owner);
-    if (!set) this.#slicesBySvc.set(owner, (set = new Set()));
-    set.add(id);
+    this.#slicesBySvc.add(owner, id);
     this.#dirty.add(owner);
     return owner;
   }
@@ -88,9 +92,7 @@ export class IncrementalModel {
     const owner = this.#sliceOwner.get(id);
     if (owner === undefined) return;
     this.#sliceOwner.delete(id);
-    const set = this.#slicesBySvc.get(owner);
-    set?.delete(id);
-    if (set && set.size === 0) this.#slicesBySvc.delete(owner);
+    this.#slicesBySvc.remove(owner, id);
     this.#dirty.add(owner);
   }
 
@@ -156,17 +158,13 @@ export class IncrementalModel {
       const after = new Set(next.filter((c) => c.frontend.scope === 'external').map((c) => c.frontend.key));
       for (const key of before) {
         if (after.has(key)) continue;
-        const set = this.#claims.get(key);
-        set?.delete(id);
-        if (set?.size === 0) this.#claims.delete(key);
-        for (const other of set ?? []) affected.add(other);
+        this.#claims.remove(key, id);
+        for (const other of this.#claims.values(key)) affected.add(other);
       }
       for (const key of after) {
         if (before.has(key)) continue;
-        let set = this.#claims.get(key);
-        if (!set) this.#claims.set(key, (set = new Set()));
-        for (const other of set) affected.add(other);
-        set.add(id);
+        for (const other of this.#claims.values(key)) affected.add(other);
+        this.#claims.add(key, id);
       }
       if (next.length) this.#candidates.set(id, next);
       else this.#candidates.delete(id);
@@ -193,7 +191,7 @@ export class IncrementalModel {
   #compute(id: string, problems: Problem[]): SourcedFrontend[] {
     const svc = this.#services.get(id);
     if (!svc || !isProxied(svc, problems)) return [];
-    const slices = [...(this.#slicesBySvc.get(id) ?? [])].sort().map((s) => this.#slices.get(s) as IpSlice);
+    const slices = [...this.#slicesBySvc.values(id)].sort().map((s) => this.#slices.get(s)!);
     return serviceFrontends(svc, slices, this.#node, problems);
   }
 
@@ -202,7 +200,7 @@ export class IncrementalModel {
     const svc = this.#services.get(id);
     if (!svc) return []; // a deleted Service has no candidates left (takeChanges dropped them)
     return keepClaimedFrontends(svc, this.#candidates.get(id) ?? [], (key) => {
-      const owner = [...(this.#claims.get(key) ?? [])].sort()[0];
+      const owner = [...this.#claims.values(key)].sort()[0];
       if (owner === undefined || owner === id) return undefined;
       const type = this.#candidates.get(owner)?.find((c) => c.frontend.key === key)?.frontend.type;
       return type ? { id: owner, type } : { id: owner };

@@ -13,6 +13,8 @@ import { canonicalCidrv4, canonicalIpv4 } from '../maps/ipv4.ts';
 import { canonicalCidrv6, canonicalIpv6 } from '../maps/ipv6.ts';
 import type { Problem } from './types.ts';
 import { renderIssue } from './issues.ts';
+import { DNS_LABEL, DNS_SUBDOMAIN, PORT_NAME, triggerTime } from './names.ts';
+import { leanIpv4Slice } from './lean-slice.ts';
 
 export const DEFAULT_AFFINITY_TIMEOUT_SECONDS = 10800;
 
@@ -23,8 +25,6 @@ function orDefault<S extends z.ZodType, D extends z.output<S>>(schema: S, fallba
   return schema.nullish().transform((v): z.output<S> => v ?? fallback);
 }
 
-const DNS_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
-const DNS_SUBDOMAIN = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
 
 const objectName = z
   .string()
@@ -42,7 +42,7 @@ const namespaceName = z
 const portName = z
   .string()
   .max(63, { error: 'must be at most 63 characters' })
-  .regex(/^$|^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/, { error: 'must be a lowercase DNS label (a-z, 0-9, "-")' });
+  .regex(PORT_NAME, { error: 'must be a lowercase DNS label (a-z, 0-9, "-")' });
 
 const labels = orDefault(z.record(z.string(), z.string({ error: 'label values must be strings' })), {});
 
@@ -99,17 +99,15 @@ const namespacedMeta = z.object({
 
 const clusterMeta = z.object({ name: objectName, labels });
 
-/** Set by the EndpointSlice controller: when the change that led to this version happened. */
-export const LAST_CHANGE_TRIGGER_TIME = 'endpoints.kubernetes.io/last-change-trigger-time';
+export { LAST_CHANGE_TRIGGER_TIME } from './names.ts';
 
 // Only the trigger time is read from annotations (for the network programming
 // latency metric); an unreadable value is ignored, never an error.
 const sliceMeta = namespacedMeta.extend({
   annotations: z.record(z.string(), z.unknown()).nullish(),
 }).transform(({ annotations, ...meta }) => {
-  const raw = annotations?.[LAST_CHANGE_TRIGGER_TIME];
-  const at = typeof raw === 'string' ? Date.parse(raw) : Number.NaN;
-  return Number.isFinite(at) ? { ...meta, lastChangeTriggerTime: at } : meta;
+  const at = triggerTime(annotations);
+  return at === undefined ? meta : { ...meta, lastChangeTriggerTime: at };
 });
 
 // ---------------------------------------------------------------- Service (v1)
@@ -443,6 +441,13 @@ export function validateObject(raw: unknown, source?: string): ValidationResult 
         problem('kind', `kind: ${raw.kind} (apiVersion ${String(raw.apiVersion)}) is not consumed by svcmap (Service, EndpointSlice, Node)`),
       ],
     };
+  }
+  if (kind === 'EndpointSlice') {
+    // Most slices (the API server's, already validated by it) are plain: a
+    // lean check of what the model reads, with zod's output; anything else,
+    // and every error, goes through zod (lean-slice.ts).
+    const lean = leanIpv4Slice(raw);
+    if (lean) return { ok: true, obj: lean };
   }
   const result = z.safeParse(SCHEMAS[kind], raw, { reportInput: true });
   if (result.success) return { ok: true, obj: result.data };

@@ -6,6 +6,7 @@
 import { flat } from '../maps/flat-string.ts';
 import { ipv4ToU32 } from '../maps/ipv4.ts';
 import type { BackendValue, RevNatValue, SrcRangeKey, SvcKey, SvcValue } from '../maps/codecs.ts';
+import { BackendTable } from './backend-table.ts';
 
 export interface FrontendKey {
   addr: string;
@@ -30,7 +31,8 @@ export interface EntryCounts {
 
 export interface MapState {
   frontends: Map<string, FrontendState>;
-  backends: Map<number, BackendValue>;
+  /** By id (a Map's interface, stored as columns: backend-table.ts). */
+  backends: BackendTable;
   revNat: Map<number, RevNatValue>;
   /** loadBalancerSourceRanges by reverse NAT id (the frontend's), as CIDR strings. */
   srcRanges: Map<number, Set<string>>;
@@ -69,7 +71,7 @@ export function backendAddrKey(b: { addr: string; port: number; proto: number })
 
 export function emptyState(): MapState {
   return {
-    frontends: new Map(), backends: new Map(), revNat: new Map(), srcRanges: new Map(), straySlots: [],
+    frontends: new Map(), backends: new BackendTable(), revNat: new Map(), srcRanges: new Map(), straySlots: [],
     idByAddr: new Map(), refs: new Map(), counts: { services: 0, backends: 0, revNat: 0, srcRanges: 0 },
     nextBackendId: 1, nextRevNatId: 1,
   };

@@ -9,6 +9,7 @@ import { type EntryReader, readBack, readBackCost } from './read-back.ts';
 import type { EntryCounts, MapState } from './state.ts';
 import type { FrontendTarget } from './targets.ts';
 import { type RemovedBackend, removedBackends } from './removed.ts';
+import { OneToMany } from './one-to-many.ts';
 
 export interface MapSource extends EntryReader {
   /** Reads what the maps hold now. */
@@ -41,7 +42,7 @@ export class Syncer {
   readonly #maps: MapSource & MapWriter;
   #state: MapState;
   /** Frontend ids of each owner (a Service), as of the last sync that covered it, and those a failed one may have written. */
-  #owned = new Map<string, Set<string>>();
+  #owned = new OneToMany();
   /** Ids failed plans wrote or meant to delete, which the maps may still hold unused (see Suspects). */
   #suspects = { backends: new Set<number>(), revNat: new Set<number>() };
   /** Reading the maps back after a failure failed too: the next sync starts with a re-read. */
@@ -66,9 +67,7 @@ export class Syncer {
 
   /** The zone ids (svcmap_zones) the backends map holds. */
   zonesInUse(): Set<number> {
-    const out = new Set<number>();
-    for (const b of this.#state.backends.values()) if (b.zone) out.add(b.zone);
-    return out;
+    return this.#state.backends.zoneIds();
   }
 
   /** Re-reads the maps (a full resync: periodic, or after repeated failures). */
@@ -86,7 +85,7 @@ export class Syncer {
       for (const t of targets) this.#own(t);
       throw err;
     }
-    this.#owned = new Map();
+    this.#owned = new OneToMany();
     for (const t of targets) this.#own(t);
     return report;
   }
@@ -100,7 +99,7 @@ export class Syncer {
     const targets: FrontendTarget[] = [];
     const removable = new Set<string>();
     for (const [owner, list] of changes) {
-      for (const id of this.#owned.get(owner) ?? []) removable.add(id);
+      for (const id of this.#owned.values(owner)) removable.add(id);
       targets.push(...list);
     }
     // A frontend moving from one owner to another is written by its new owner, not removed.
@@ -114,16 +113,14 @@ export class Syncer {
       throw err;
     }
     for (const [owner, list] of changes) {
-      this.#owned.delete(owner);
+      this.#owned.clear(owner);
       for (const t of list) this.#own(t);
     }
     return report;
   }
 
   #own(t: FrontendTarget): void {
-    let set = this.#owned.get(t.owner);
-    if (!set) this.#owned.set(t.owner, (set = new Set()));
-    set.add(t.id);
+    this.#owned.add(t.owner, t.id);
   }
 
   #run(targets: readonly FrontendTarget[], scope: PlanScope): SyncReport {

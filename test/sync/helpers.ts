@@ -138,7 +138,7 @@ export function target(vip: string, port: number, backends: string[], opts: Part
 
 /** The tracked state in a comparable form (ids and all; not the id search cursors). */
 export function normState(s: MapState) {
-  const byKey = <K, V>(m: Map<K, V>) => [...m].sort((x, y) => (String(x[0]) < String(y[0]) ? -1 : 1));
+  const byKey = <K, V>(m: Iterable<[K, V]>) => [...m].sort((x, y) => (String(x[0]) < String(y[0]) ? -1 : 1));
   return {
     frontends: byKey(s.frontends).map(([id, fe]) => [id, fe.master, fe.slots]),
     backends: byKey(s.backends),

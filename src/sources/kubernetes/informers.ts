@@ -7,7 +7,8 @@
 // One copy of each object: as client-go's SetTransform, every object is
 // transformed as it arrives (each list page, each watch event) before the
 // informer caches it. The transform validates it (once) and keeps only its
-// identity and the validated result, which is what the model holds too; the
+// identity and the validated result, which the source hands to the model and
+// then drops (the model keeps a compact record of what it reads); the
 // raw JSON (managedFields, annotations, selectors, status the model does not
 // read) is dropped at once.
 import { type KubeConfig, type KubernetesObject, ListWatch, Watch } from './client-node.ts';
@@ -70,8 +71,9 @@ export function makeInformers(kc: KubeConfig, nodeName: string | undefined, h: I
       if (m.name !== undefined) metadata.name = m.name;
       if (m.namespace !== undefined) metadata.namespace = m.namespace;
       if (m.resourceVersion !== undefined) metadata.resourceVersion = m.resourceVersion;
-      const out: CachedObject = { kind: s.kind, apiVersion: s.apiVersion, metadata };
-      if (validate) out.validated = validateObject(raw, 'api');
+      // validated in the literal (undefined when not validated): a property
+      // added later lives outside the object (~80 bytes more each at 10k x 2).
+      const out: CachedObject = { kind: s.kind, apiVersion: s.apiVersion, metadata, validated: validate ? validateObject(raw, 'api') : undefined };
       return out as CachedObject & KubernetesObject;
     };
     const list = async () => {

@@ -104,6 +104,11 @@ export class KubernetesSource {
     this.#failures.delete(kind); // events flow again: the next failure starts the back-off afresh
     // Validated once, by the informer's transform, as the object arrived (see informers.ts).
     const r = cached.validated ?? validateObject(cached, 'api');
+    // Not kept in the informer's cache too: the model holds what it reads of
+    // the object (a compact record for a slice, endpoints.ts ModelSlice).
+    // Cleared, not deleted: a delete turns each cached object into a
+    // dictionary (~400 bytes more each, 5 MiB at 10k).
+    cached.validated = undefined;
     const who = this.#who(kind, cached);
     if (!r.ok) {
       this.#removeById(kind, who);

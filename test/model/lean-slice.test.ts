@@ -1,0 +1,114 @@
+// The lean EndpointSlice path (src/model/lean-slice.ts) against the zod
+// schema it stands in for: over random slices built from valid, odd and
+// invalid values of every field, whenever the lean path answers, zod accepts
+// the slice too and gives the same output (the same JSON, keys in the same
+// order); plain API-server slices take the lean path; and whatever it turns
+// down is still validated by zod, with zod's problems.
+import t from 'tap';
+import * as z from 'zod';
+import { serviceObject, sliceObject } from '../../bench/manifests.ts';
+import { makeServices } from '../../bench/workload.ts';
+import { leanIpv4Slice } from '../../src/model/lean-slice.ts';
+import { EndpointSliceSchema, validateObject } from '../../src/model/schemas.ts';
+
+function rng(seed: number): () => number {
+  let x = seed >>> 0 || 1;
+  return () => {
+    x ^= x << 13; x >>>= 0; x ^= x >>> 17; x ^= x << 5; x >>>= 0;
+    return x / 2 ** 32;
+  };
+}
+
+const ABSENT = Symbol('absent');
+type Choice = unknown;
+
+function pick(r: () => number, values: readonly Choice[], plainShare = 0.8): Choice {
+  // The first value is the plain one: most slices are plain, as the API server sends them.
+  return r() < plainShare ? values[0] : values[Math.floor(r() * values.length)];
+}
+
+function obj(entries: Array<[string, Choice]>): Record<string, unknown> {
+  const o: Record<string, unknown> = {};
+  for (const [k, v] of entries) if (v !== ABSENT) o[k] = v;
+  return o;
+}
+
+const TRIGGER = 'endpoints.kubernetes.io/last-change-trigger-time';
+
+function randomEndpoint(r: () => number): unknown {
+  return pick(r, [
+    obj([
+      ['addresses', pick(r, [['10.244.1.5'], ['010.244.1.5'], ['10.0.0.1', '10.0.0.2'], [], ['fd00::1'], ['10.0.0.256'], [5], '10.0.0.1', ABSENT])],
+      ['conditions', pick(r, [{ ready: true, serving: true, terminating: false }, ABSENT, null, {}, { ready: false }, { ready: null }, { ready: false, serving: true, terminating: true }, { serving: false }, { ready: 'yes' }, []])],
+      ['nodeName', pick(r, [ABSENT, 'node-a', null, 5, ''])],
+      ['zone', pick(r, [ABSENT, 'zone-a', null, 7])],
+      ['hints', pick(r, [ABSENT, { forZones: [{ name: 'zone-a' }] }, { forZones: [{ name: 'a' }, { name: 'b', extra: 1 }] }, null, {}, { forZones: [] }, { forZones: null }, { forZones: [{}] }, { forZones: [{ name: 3 }] }, { forNodes: [{ name: 'node-a' }] }, { forZones: [{ name: 'zone-a' }], forNodes: [{ name: 'node-a' }, { name: 'node-b' }] }, { forNodes: [] }, { forNodes: null }, { forNodes: [{ name: 1 }] }])],
+      ['targetRef', pick(r, [ABSENT, { kind: 'Pod', name: 'p' }])],
+    ]),
+    null, 'x', [],
+  ], 0.9);
+}
+
+function randomSlice(r: () => number): unknown {
+  const n = Math.floor(r() * 4);
+  return obj([
+    ['apiVersion', pick(r, ['discovery.k8s.io/v1', 'discovery.k8s.io/v1beta1', ABSENT])],
+    ['kind', pick(r, ['EndpointSlice', 'Service', ABSENT])],
+    ['addressType', pick(r, ['IPv4', 'IPv6', 'FQDN', ABSENT, 'ipv4'])],
+    ['metadata', pick(r, [
+      obj([
+        ['name', pick(r, ['web-abc12', 'a', 'a.b-c', 'A', '', '-a', 'a'.repeat(253), 'a'.repeat(254), 5, ABSENT])],
+        ['namespace', pick(r, ['shop', 'default', ABSENT, null, 'Bad', '', 'a'.repeat(64)])],
+        ['labels', pick(r, [{ 'kubernetes.io/service-name': 'web' }, {}, ABSENT, null, { a: 1 }, []])],
+        ['annotations', pick(r, [ABSENT, { [TRIGGER]: '2026-01-01T00:00:01Z' }, { [TRIGGER]: 'not a date' }, { [TRIGGER]: 5 }, { other: 'x' }, null, []])],
+        ['managedFields', pick(r, [ABSENT, [{ manager: 'm' }]])],
+      ]),
+      ABSENT, null, 'meta',
+    ], 0.9)],
+    ['ports', pick(r, [
+      [obj([['name', pick(r, ['http', '', ABSENT, 'Bad', null, 'a'.repeat(64)])], ['port', pick(r, [8080, ABSENT, null, 0, 65535, 65536, 8.5, '80'])], ['protocol', pick(r, ['TCP', 'UDP', 'SCTP', ABSENT, null, 'tcp'])], ['appProtocol', pick(r, [ABSENT, 'http'])]])],
+      ABSENT, null, [], [{ name: 'a', port: 80 }, { name: 'b', port: 81, protocol: 'UDP' }], ['x'],
+    ])],
+    ['endpoints', pick(r, [Array.from({ length: n }, () => randomEndpoint(r)), ABSENT, null, [], 'e'])],
+  ]);
+}
+
+t.test('whenever the lean path answers, zod agrees, with the same output', async (t) => {
+  const r = rng(2026);
+  let lean = 0;
+  let zodOnly = 0;
+  const disagreements: string[] = [];
+  for (let i = 0; i < 20_000; i++) {
+    const raw = randomSlice(r);
+    const l = leanIpv4Slice(raw);
+    const zr = z.safeParse(EndpointSliceSchema, raw);
+    if (l === undefined) {
+      if (zr.success) zodOnly++;
+      continue;
+    }
+    lean++;
+    if (!zr.success) disagreements.push(`lean accepted what zod refuses: ${JSON.stringify(raw)}`);
+    else if (JSON.stringify(zr.data) !== JSON.stringify(l)) disagreements.push(`different output for ${JSON.stringify(raw)}:\n zod  ${JSON.stringify(zr.data)}\n lean ${JSON.stringify(l)}`);
+  }
+  t.same(disagreements.slice(0, 5), [], 'no disagreement');
+  t.ok(lean > 1000, `the lean path answered ${lean} of 20000 (zod alone accepted ${zodOnly} more)`);
+});
+
+t.test('API-server slices take the lean path; what it turns down is validated by zod', async (t) => {
+  const [s] = makeServices(1, 10);
+  const plain = JSON.parse(JSON.stringify(sliceObject(s!, new Date('2026-01-01T00:00:00Z'))));
+  const l = leanIpv4Slice(plain);
+  t.ok(l, 'the bench\'s slice (the API server\'s shape) is lean');
+  t.same(l, z.parse(EndpointSliceSchema, plain), 'with zod\'s output');
+  t.equal((l?.metadata as { lastChangeTriggerTime?: number } | undefined)?.lastChangeTriggerTime, Date.parse('2026-01-01T00:00:00Z'), 'the trigger time read');
+  t.equal(leanIpv4Slice(JSON.parse(JSON.stringify(serviceObject(s!)))), undefined, 'a Service: not a slice');
+
+  const bad = structuredClone(plain);
+  bad.endpoints[3].addresses = ['10.0.0.300'];
+  t.equal(leanIpv4Slice(bad), undefined, 'a bad address: not lean');
+  const r = validateObject(bad, 'api');
+  t.notOk(r.ok, 'refused');
+  t.match(!r.ok && r.problems, [{ kind: 'EndpointSlice', name: plain.metadata.name, path: 'endpoints[3].addresses[0]', message: /IPv4/ }], 'zod\'s problem, naming the field');
+  const v = validateObject(plain, 'api');
+  t.ok(v.ok && v.obj.kind === 'EndpointSlice', 'validateObject accepts the plain slice');
+});
