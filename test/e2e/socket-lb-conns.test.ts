@@ -40,13 +40,6 @@ const services = (zones: readonly string[]) => {
   const alg = (name: string, n: number) => dualStackEchoService(name, n, { annotations: { 'svcmap.io/lb-algorithm': name }, endpoints, endpoints6 });
   return [alg('lc', LC), alg('sed', SED), alg('nq', NQ), alg('dh', DH), dualStackEchoService('plain', RANDOM, { endpoints, endpoints6 })];
 };
-/** The pods' zones as every EndpointSlice gives them (one backend entry per pod and port, shared by the Services; the node has no zone, so no hints apply). */
-const ZONES = ['zone-a', 'zone-b', 'zone-a'];
-const services = (zones: readonly string[]) => {
-  const endpoints = POD_IPS.map((ip, i) => ({ ip, zone: zones[i]! }));
-  const alg = (name: string, vip: string) => echoService(name, vip, { annotations: { 'svcmap.io/lb-algorithm': name }, endpoints });
-  return [alg('lc', LC), alg('sed', SED), alg('nq', NQ), alg('dh', DH), echoService('plain', RANDOM, { endpoints })];
-};
 
 let c: Cluster;
 let client2: LabClient;
