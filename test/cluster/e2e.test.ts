@@ -79,24 +79,6 @@ t.test('workloads', async (t) => {
 
 const vip = async (svc: string) => (await k.run(['-n', NS, 'get', 'service', svc, '-o', 'jsonpath={.spec.clusterIP}'])).trim();
 
-t.test('ClusterIP from a pod', async (t) => {
-  const ip = await vip('echo');
-  const tcp = await inClient(['tcp', ip, String(PORTS.tcp.port), '20']);
-  t.equal(distinct(tcp), 2, `TCP: 20 connections reached both backends (${[...new Set(lines(tcp))].join(', ')})`);
-  const udp = await inClient(['udp', ip, String(PORTS.udp.port), '20']);
-  t.equal(lines(udp).length, 20, 'UDP: 20 replies, every one from the ClusterIP (reverse NAT; labtool fails otherwise)');
-});
-
-t.test('DNS through the kube-dns Service', async (t) => {
-  const ip = await vip('echo');
-  const got = lines(await inClient(['dns', `echo.${NS}.svc.cluster.local`]));
-  t.same(got, [ip], `echo.${NS}.svc.cluster.local -> ${got.join(' ')}`);
-  const short = lines(await inClient(['dns', 'echo']));
-  t.same(short, [ip], 'the short name through the pod\'s search path');
-  t.ok(lines(await inClient(['tcp', 'echo', String(PORTS.tcp.port), '3'])).length === 3, 'TCP by Service name');
-  t.same(lines(await inClient(['dns', 'kubernetes.default'])), ['10.96.0.1'], 'kubernetes.default -> 10.96.0.1');
-});
-
 interface ServiceSpec { spec: { clusterIPs: string[]; ipFamilies: string[]; ipFamilyPolicy: string } }
 interface SliceList { items: Array<{ addressType: string; endpoints?: Array<{ addresses: string[]; conditions?: { ready?: boolean } }> }> }
 interface PodList { items: Array<{ metadata: { name: string }; status: { podIPs?: Array<{ ip: string }> } }> }
@@ -124,6 +106,27 @@ const waitSlices = async (svc: string, want: Record<string, string[]>) => {
 };
 /** 20 TCP connections to ip: the set of pod names that answered. */
 const tcpNames = async (ip: string) => [...new Set(lines(await inClient(['tcp', ip, String(PORTS.tcp.port), '20'])))].sort();
+
+t.test('ClusterIP from a pod', async (t) => {
+  const ip = await vip('echo');
+  // Ready pods are not yet endpoints: the endpointslice controller writes them a moment later.
+  const echo = await echoPods();
+  t.same(await waitSlices('echo', { IPv4: echo.v4 }), { IPv4: echo.v4 }, `the echo EndpointSlice holds both pods (${echo.v4.join(', ')})`);
+  const tcp = await inClient(['tcp', ip, String(PORTS.tcp.port), '20']);
+  t.equal(distinct(tcp), 2, `TCP: 20 connections reached both backends (${[...new Set(lines(tcp))].join(', ')})`);
+  const udp = await inClient(['udp', ip, String(PORTS.udp.port), '20']);
+  t.equal(lines(udp).length, 20, 'UDP: 20 replies, every one from the ClusterIP (reverse NAT; labtool fails otherwise)');
+});
+
+t.test('DNS through the kube-dns Service', async (t) => {
+  const ip = await vip('echo');
+  const got = lines(await inClient(['dns', `echo.${NS}.svc.cluster.local`]));
+  t.same(got, [ip], `echo.${NS}.svc.cluster.local -> ${got.join(' ')}`);
+  const short = lines(await inClient(['dns', 'echo']));
+  t.same(short, [ip], 'the short name through the pod\'s search path');
+  t.ok(lines(await inClient(['tcp', 'echo', String(PORTS.tcp.port), '3'])).length === 3, 'TCP by Service name');
+  t.same(lines(await inClient(['dns', 'kubernetes.default'])), ['10.96.0.1'], 'kubernetes.default -> 10.96.0.1');
+});
 
 t.test('dual-stack cluster: every node and pod has an address of each family', async (t) => {
   const nodes = await k.json<{ items: Array<{ metadata: { name: string }; spec: { podCIDRs?: string[] }; status: { addresses: Array<{ type: string; address: string }> } }> }>(['get', 'nodes']);
@@ -236,8 +239,8 @@ t.test('helm upgrade to a new image tag while a client loops: 0 failed connectio
   t.equal(summary.failed, 0, '0 failed connections');
 });
 
-/** The families whose stale sockets are checked. IPv6 joins when stale-socket termination of IPv6 backends is in (the Service is dual-stack already). */
-const STALE_FAMILIES = ['IPv4'] as const;
+/** The families whose stale sockets are checked: a holder of each protocol per family, through the dual-stack Service's ClusterIP of that family. */
+const STALE_FAMILIES = ['IPv4', 'IPv6'] as const;
 /** The chart's default metricsPort; the agent binds it on the node's addresses (hostNetwork). */
 const METRICS_PORT = 10249;
 interface HoldEvent { socket?: number; event: string; server?: string; error?: string; sockets?: number; replies?: Record<string, number>; errors?: Record<string, number>; timeouts?: number }
