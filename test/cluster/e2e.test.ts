@@ -7,12 +7,14 @@
 // cluster is dual-stack), the kubernetes Service, DNS through the kube-dns Service (CoreDNS reaches
 // the API server only through svcmap), NodePort and externalIPs with both
 // traffic policies, `helm test`, `helm upgrade` to a new image tag while a
-// client loops (0 failed connections), and `helm uninstall` leaving no
+// client loops (0 failed connections), stale-socket termination of pods'
+// connected sockets (UDP by default, TCP with staleSockets.tcp) when their
+// backend leaves the Service, and `helm uninstall` leaving no
 // programs, links or pins on either node. On failure: the agents' logs and
 // `svcmap status` of each node.
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import t from 'tap';
+import t, { type Test } from 'tap';
 import { deployCoreDns } from '../../lab/cluster/addons.ts';
 import { Cluster } from '../../lab/cluster/cluster.ts';
 import { Helm } from '../../lab/cluster/helm.ts';
@@ -22,7 +24,7 @@ import { CHART } from '../../lab/cluster/helm.ts';
 import { waitUntil } from '../../lab/cluster/component.ts';
 import { REPO_ROOT, stateDir } from '../../lab/cluster/paths.ts';
 import { listNetns } from '../../lab/netns.ts';
-import { clientPod, EXTERNAL_IP_CLUSTER, EXTERNAL_IP_LOCAL, NS, PORTS, workloads } from './fixtures/workloads.ts';
+import { clientPod, EXTERNAL_IP_CLUSTER, EXTERNAL_IP_LOCAL, NS, PORTS, STALE, staleWorkloads, workloads } from './fixtures/workloads.ts';
 
 const log = (l: string) => t.comment(l);
 const savedPanicOnOops = readFileSync('/proc/sys/kernel/panic_on_oops', 'utf8').trim();
@@ -77,24 +79,6 @@ t.test('workloads', async (t) => {
 
 const vip = async (svc: string) => (await k.run(['-n', NS, 'get', 'service', svc, '-o', 'jsonpath={.spec.clusterIP}'])).trim();
 
-t.test('ClusterIP from a pod', async (t) => {
-  const ip = await vip('echo');
-  const tcp = await inClient(['tcp', ip, String(PORTS.tcp.port), '20']);
-  t.equal(distinct(tcp), 2, `TCP: 20 connections reached both backends (${[...new Set(lines(tcp))].join(', ')})`);
-  const udp = await inClient(['udp', ip, String(PORTS.udp.port), '20']);
-  t.equal(lines(udp).length, 20, 'UDP: 20 replies, every one from the ClusterIP (reverse NAT; labtool fails otherwise)');
-});
-
-t.test('DNS through the kube-dns Service', async (t) => {
-  const ip = await vip('echo');
-  const got = lines(await inClient(['dns', `echo.${NS}.svc.cluster.local`]));
-  t.same(got, [ip], `echo.${NS}.svc.cluster.local -> ${got.join(' ')}`);
-  const short = lines(await inClient(['dns', 'echo']));
-  t.same(short, [ip], 'the short name through the pod\'s search path');
-  t.ok(lines(await inClient(['tcp', 'echo', String(PORTS.tcp.port), '3'])).length === 3, 'TCP by Service name');
-  t.same(lines(await inClient(['dns', 'kubernetes.default'])), ['10.96.0.1'], 'kubernetes.default -> 10.96.0.1');
-});
-
 interface ServiceSpec { spec: { clusterIPs: string[]; ipFamilies: string[]; ipFamilyPolicy: string } }
 interface SliceList { items: Array<{ addressType: string; endpoints?: Array<{ addresses: string[]; conditions?: { ready?: boolean } }> }> }
 interface PodList { items: Array<{ metadata: { name: string }; status: { podIPs?: Array<{ ip: string }> } }> }
@@ -122,6 +106,27 @@ const waitSlices = async (svc: string, want: Record<string, string[]>) => {
 };
 /** 20 TCP connections to ip: the set of pod names that answered. */
 const tcpNames = async (ip: string) => [...new Set(lines(await inClient(['tcp', ip, String(PORTS.tcp.port), '20'])))].sort();
+
+t.test('ClusterIP from a pod', async (t) => {
+  const ip = await vip('echo');
+  // Ready pods are not yet endpoints: the endpointslice controller writes them a moment later.
+  const echo = await echoPods();
+  t.same(await waitSlices('echo', { IPv4: echo.v4 }), { IPv4: echo.v4 }, `the echo EndpointSlice holds both pods (${echo.v4.join(', ')})`);
+  const tcp = await inClient(['tcp', ip, String(PORTS.tcp.port), '20']);
+  t.equal(distinct(tcp), 2, `TCP: 20 connections reached both backends (${[...new Set(lines(tcp))].join(', ')})`);
+  const udp = await inClient(['udp', ip, String(PORTS.udp.port), '20']);
+  t.equal(lines(udp).length, 20, 'UDP: 20 replies, every one from the ClusterIP (reverse NAT; labtool fails otherwise)');
+});
+
+t.test('DNS through the kube-dns Service', async (t) => {
+  const ip = await vip('echo');
+  const got = lines(await inClient(['dns', `echo.${NS}.svc.cluster.local`]));
+  t.same(got, [ip], `echo.${NS}.svc.cluster.local -> ${got.join(' ')}`);
+  const short = lines(await inClient(['dns', 'echo']));
+  t.same(short, [ip], 'the short name through the pod\'s search path');
+  t.ok(lines(await inClient(['tcp', 'echo', String(PORTS.tcp.port), '3'])).length === 3, 'TCP by Service name');
+  t.same(lines(await inClient(['dns', 'kubernetes.default'])), ['10.96.0.1'], 'kubernetes.default -> 10.96.0.1');
+});
 
 t.test('dual-stack cluster: every node and pod has an address of each family', async (t) => {
   const nodes = await k.json<{ items: Array<{ metadata: { name: string }; spec: { podCIDRs?: string[] }; status: { addresses: Array<{ type: string; address: string }> } }> }>(['get', 'nodes']);
@@ -232,6 +237,128 @@ t.test('helm upgrade to a new image tag while a client loops: 0 failed connectio
   t.comment(`looper: ${JSON.stringify(summary)}`);
   t.ok(summary.ok > 100, `${summary.ok} connections during the upgrade`);
   t.equal(summary.failed, 0, '0 failed connections');
+});
+
+/** The families whose stale sockets are checked: a holder of each protocol per family, through the dual-stack Service's ClusterIP of that family. */
+const STALE_FAMILIES = ['IPv4', 'IPv6'] as const;
+/** The chart's default metricsPort; the agent binds it on the node's addresses (hostNetwork). */
+const METRICS_PORT = 10249;
+interface HoldEvent { socket?: number; event: string; server?: string; error?: string; sockets?: number; replies?: Record<string, number>; errors?: Record<string, number>; timeouts?: number }
+const holdEvents = async (pod: string) => lines(await k.run(['-n', NS, 'logs', pod])).map((l) => JSON.parse(l) as HoldEvent);
+/** svcmap_sockets_destroyed_total of a node's agent, by proto. */
+const destroyedTotal = async (node: typeof node1) => {
+  const text = await node.exec('curl', ['-s', '--max-time', '5', `http://127.0.0.1:${METRICS_PORT}/metrics`], { timeoutMs: 10_000 });
+  const value = (proto: string) => {
+    const m = new RegExp(`^svcmap_sockets_destroyed_total\\{proto="${proto}"\\} (\\d+)$`, 'm').exec(text);
+    if (!m) throw new Error(`${node.name}: no svcmap_sockets_destroyed_total{proto="${proto}"} in /metrics`);
+    return Number(m[1]);
+  };
+  return { udp: value('udp'), tcp: value('tcp') };
+};
+/** The log lines of node1's agent (the node of the holding clients) that report a termination run. */
+const terminationRuns = async () => {
+  const pod = (await k.run(['-n', NAMESPACE, 'get', 'pods', '-l', AGENT_SELECTOR, '--field-selector', 'spec.nodeName=node1', '-o', 'jsonpath={.items[0].metadata.name}'])).trim();
+  return lines(await k.run(['-n', NAMESPACE, 'logs', pod]))
+    .filter((l) => l.startsWith('{'))
+    .map((l) => JSON.parse(l) as { msg?: string; namespaces?: number; destroyed?: { udp: number; tcp: number } })
+    .filter((l) => l.msg === 'destroyed sockets connected to removed backends');
+};
+const podIPs = async (pod: string) => {
+  const ips = (await k.json<{ status: { podIPs?: Array<{ ip: string }> } }>(['-n', NS, 'get', 'pod', pod])).status.podIPs?.map((a) => a.ip) ?? [];
+  return { IPv4: ips.filter((ip) => !isV6(ip)), IPv6: ips.filter(isV6) };
+};
+const relabel = (pod: string, app: string) => k.run(['-n', NS, 'label', 'pod', pod, `app=${app}`, '--overwrite']);
+
+/**
+ * One round: clients on node1 hold a connected socket of each protocol and
+ * family to the Service's only backend `from`; `to` joins the Service, then
+ * `from` leaves it (relabeled: it keeps running and answering, so only
+ * svcmap can end the sockets). Returns each holder's events once its UDP
+ * socket was replaced (and, if `tcpDestroyed`, its TCP one too) and the
+ * node1 agent's counter deltas.
+ */
+async function staleRound(t: Test, round: string, from: string, to: string, tcpDestroyed: boolean) {
+  const svc = await k.json<ServiceSpec>(['-n', NS, 'get', 'service', STALE.service]);
+  const vipOf = (family: string) => svc.spec.clusterIPs[svc.spec.ipFamilies.indexOf(family)]!;
+  const holders = STALE_FAMILIES.flatMap((family) => (['udp', 'tcp'] as const).map((proto) => ({
+    family, proto, name: `hold-${proto}${family === 'IPv4' ? '4' : '6'}-${round}`,
+    port: String(proto === 'udp' ? PORTS.udp.port : PORTS.tcp.port),
+  })));
+  for (const h of holders) {
+    await k.apply(JSON.stringify(clientPod(h.name, ref('labtool'), ['/labtool', 'hold', h.proto, vipOf(h.family), h.port, '--until-file', '/tmp/stop', '--interval', '200ms'], 'Never', 'node1')));
+  }
+  for (const h of holders) await k.run(['-n', NS, 'wait', '--for=condition=Ready', `pod/${h.name}`, '--timeout=60s'], { timeoutMs: 70_000 });
+  for (const h of holders) {
+    await waitUntil(`${h.name}'s first reply`, async () => (await holdEvents(h.name)).some((e) => e.event === 'reply'), { timeoutMs: 30_000, intervalMs: 500 });
+    const first = (await holdEvents(h.name)).find((e) => e.event === 'reply')!;
+    t.same([first.socket, first.server], [1, from], `${h.name}: socket 1 to ${vipOf(h.family)}:${h.port}/${h.proto} answered by ${from}, the only backend`);
+  }
+  const before = await destroyedTotal(node1);
+  const runsBefore = (await terminationRuns()).length;
+  const ips = { from: await podIPs(from), to: await podIPs(to) };
+  t.same(await waitSlices(STALE.service, ips.from), ips.from, `the EndpointSlices hold ${from} only`);
+  await relabel(to, STALE.app);
+  await waitSlices(STALE.service, { IPv4: [...ips.from.IPv4, ...ips.to.IPv4].sort(), IPv6: [...ips.from.IPv6, ...ips.to.IPv6].sort() });
+  await relabel(from, STALE.out);
+  t.same(await waitSlices(STALE.service, ips.to), ips.to, `${from} relabeled: the EndpointSlices hold ${to} only`);
+  const replaced = (h: typeof holders[0]) => h.proto === 'udp' || tcpDestroyed;
+  for (const h of holders.filter(replaced)) {
+    await waitUntil(`${h.name}'s socket to be replaced`, async () => (await holdEvents(h.name)).some((e) => e.event === 'reply' && e.socket! >= 2), { timeoutMs: 30_000, intervalMs: 500 }).catch(() => {});
+  }
+  // The counter goes up within the run that destroyed the sockets (the clients saw it end first).
+  const want = { udp: STALE_FAMILIES.length, tcp: tcpDestroyed ? STALE_FAMILIES.length : 0 };
+  let after = before;
+  await waitUntil('node1\'s agent to count the destroyed sockets', async () => {
+    after = await destroyedTotal(node1);
+    return after.udp - before.udp >= want.udp && after.tcp - before.tcp >= want.tcp && (await terminationRuns()).length > runsBefore;
+  }, { timeoutMs: 30_000, intervalMs: 500 }).catch(() => {});
+  // The TCP holders that must not be touched: stopped now, after the run.
+  for (const h of holders) await k.run(['-n', NS, 'exec', h.name, '--', 'touch', '/tmp/stop']);
+  const events = new Map<string, HoldEvent[]>();
+  for (const h of holders) {
+    await waitUntil(`${h.name} to finish`, async () => (await k.run(['-n', NS, 'get', 'pod', h.name, '-o', 'jsonpath={.status.phase}'])).trim() === 'Succeeded', { timeoutMs: 30_000 });
+    events.set(h.name, await holdEvents(h.name));
+    await k.run(['-n', NS, 'delete', 'pod', h.name, '--wait=false']);
+  }
+  return { holders, replaced, events, destroyed: { udp: after.udp - before.udp, tcp: after.tcp - before.tcp }, want, runs: (await terminationRuns()).slice(runsBefore) };
+}
+
+/** The holder's socket 1 got ECONNABORTED and nothing else; every reply after it came from `to`. */
+function checkReplaced(t: Test, name: string, events: HoldEvent[], to: string) {
+  const errors = events.filter((e) => e.event === 'error').map((e) => `${e.socket}:${e.error}`);
+  t.same(errors, ['1:ECONNABORTED'], `${name}: socket 1 destroyed by svcmap, ECONNABORTED (errors: ${errors.join(', ') || 'none'})`);
+  const later = events.filter((e) => e.event === 'reply' && e.socket! >= 2).map((e) => `${e.socket}:${e.server}`);
+  t.same(later, [`2:${to}`], `${name}: socket 2 reached ${to}, the remaining backend, and only it`);
+}
+
+t.test('stale sockets (staleSockets.podSockets, hostPID + SYS_PTRACE): a pod\'s connected sockets to a backend that left the Service are destroyed', async (t) => {
+  await k.apply(staleWorkloads(ref('labtool')));
+  for (const p of Object.values(STALE.pods)) await k.run(['-n', NS, 'wait', '--for=condition=Ready', `pod/${p}`, '--timeout=120s'], { timeoutMs: 130_000 });
+  const { a, b } = STALE.pods;
+
+  // The chart's defaults: UDP destroyed, TCP left to run on (as kube-proxy leaves established connections).
+  const one = await staleRound(t, '1', a, b, false);
+  for (const h of one.holders) {
+    const ev = one.events.get(h.name)!;
+    if (one.replaced(h)) {
+      checkReplaced(t, h.name, ev, b);
+    } else {
+      const sum = ev.at(-1)!;
+      t.same([sum.event, sum.sockets, sum.errors ?? {}, sum.timeouts ?? 0], ['summary', 1, {}, 0], `${h.name}: by default its TCP connection runs on, every request answered (${JSON.stringify(sum)})`);
+      t.same(Object.keys(sum.replies ?? {}), [a], `${h.name}: all ${sum.replies?.[a]} replies from ${a}, outside the Service now`);
+    }
+  }
+  t.same(one.destroyed, one.want, `svcmap_sockets_destroyed_total on node1: +${one.destroyed.udp} udp, +${one.destroyed.tcp} tcp`);
+  t.ok(one.runs.length > 0 && one.runs.every((r) => (r.namespaces ?? 0) >= 2), `node1's agent logged the run, searching pods' namespaces too (namespaces: ${one.runs.map((r) => r.namespaces).join(', ')})`);
+
+  // staleSockets.tcp: the agents restart with --destroy-tcp-sockets.
+  await helmFor(cluster).run(['upgrade', RELEASE, CHART, '-n', NAMESPACE, '--reuse-values', ...Helm.sets({ 'staleSockets.tcp': 'true' })]);
+  await waitAgentsReady(cluster);
+  const two = await staleRound(t, '2', b, a, true);
+  for (const h of two.holders) checkReplaced(t, h.name, two.events.get(h.name)!, a);
+  t.same(two.destroyed, two.want, `with staleSockets.tcp, svcmap_sockets_destroyed_total on node1: +${two.destroyed.udp} udp, +${two.destroyed.tcp} tcp`);
+  await k.run(['-n', NS, 'delete', 'pod', a, b, '--wait=false']);
+  await k.run(['-n', NS, 'delete', 'service', STALE.service]);
 });
 
 t.test('helm uninstall: no svcmap programs, links or pins left on either node', async (t) => {

@@ -4,6 +4,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -114,5 +115,120 @@ func TestServersAndClients(t *testing.T) {
 	sum = runLoop(ctx, loopOptions{addr: closed, timeout: time.Second, interval: 5 * time.Millisecond})
 	if sum.OK != 0 || sum.Failed == 0 || sum.Errors["ECONNREFUSED"] != sum.Failed {
 		t.Fatalf("loop on a closed port %+v", sum)
+	}
+}
+
+// holdEvents runs `labtool hold` until the test ends; its events arrive on the channel.
+func holdEvents(t *testing.T, o holdOptions) <-chan holdEvent {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	events := make(chan holdEvent, 1000)
+	done := make(chan struct{})
+	go func() { defer close(done); events <- runHold(ctx, o, func(e holdEvent) { events <- e }) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return events
+}
+
+// nextEvent: the first event that matches, failing the test after 10 s.
+func nextEvent(t *testing.T, events <-chan holdEvent, what string, match func(holdEvent) bool) holdEvent {
+	t.Helper()
+	deadline := time.After(10 * time.Second)
+	for {
+		select {
+		case e := <-events:
+			if match(e) {
+				return e
+			}
+		case <-deadline:
+			t.Fatalf("no %s event", what)
+		}
+	}
+}
+
+func TestHoldUDP(t *testing.T) {
+	a, err := startServers("pod-a", "", "0", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, port, _ := net.SplitHostPort(a.udp.String())
+	events := holdEvents(t, holdOptions{proto: "udp", addr: net.JoinHostPort("127.0.0.1", port), interval: 10 * time.Millisecond, timeout: time.Second})
+	if e := nextEvent(t, events, "connected", func(e holdEvent) bool { return e.Event == "connected" }); e.Socket != 1 || e.Remote != "127.0.0.1:"+port {
+		t.Fatalf("first event %+v", e)
+	}
+	if e := nextEvent(t, events, "reply", func(e holdEvent) bool { return e.Event != "connected" }); e.Event != "reply" || e.Server != "pod-a" || e.Socket != 1 {
+		t.Fatalf("want socket 1's reply from pod-a, got %+v", e)
+	}
+	// The server goes: the connected socket gets the ICMP port unreachable as
+	// ECONNREFUSED from the blocked read, and is replaced.
+	a.Close()
+	if e := nextEvent(t, events, "error", func(e holdEvent) bool { return e.Event != "reply" }); e.Event != "error" || e.Socket != 1 || e.Error != "ECONNREFUSED" {
+		t.Fatalf("want socket 1's ECONNREFUSED, got %+v", e)
+	}
+	b, err := startServers("pod-b", "", port, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if e := nextEvent(t, events, "reply from pod-b", func(e holdEvent) bool { return e.Event == "reply" }); e.Server != "pod-b" || e.Socket < 2 {
+		t.Fatalf("want a new socket's reply from pod-b, got %+v", e)
+	}
+}
+
+func TestHoldTCP(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	// labtool serve's protocol (a name, then echo), each connection named by
+	// its number; the test closes connection 1 from the server side.
+	conns := make(chan net.Conn, 10)
+	go func() {
+		for i := 1; ; i++ {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			conns <- c
+			go func() { io.WriteString(c, fmt.Sprintf("srv-%d\n", i)); io.Copy(c, c) }()
+		}
+	}()
+	events := holdEvents(t, holdOptions{proto: "tcp", addr: ln.Addr().String(), interval: 10 * time.Millisecond, timeout: time.Second})
+	if e := nextEvent(t, events, "reply", func(e holdEvent) bool { return e.Event != "connected" }); e.Event != "reply" || e.Server != "srv-1" || e.Socket != 1 {
+		t.Fatalf("want socket 1's reply from srv-1, got %+v", e)
+	}
+	c1 := <-conns
+	defer c1.Close()
+	c1.(*net.TCPConn).CloseWrite() // the server's FIN: the reader's EOF
+
+	if e := nextEvent(t, events, "error", func(e holdEvent) bool { return e.Event != "reply" }); e.Event != "error" || e.Socket != 1 || e.Error != "EOF" {
+		t.Fatalf("want socket 1's EOF, got %+v", e)
+	}
+	if e := nextEvent(t, events, "reply", func(e holdEvent) bool { return e.Event == "reply" }); e.Server != "srv-2" || e.Socket != 2 {
+		t.Fatalf("want socket 2's reply from srv-2, got %+v", e)
+	}
+}
+
+func TestHoldTimeoutKeepsTheSocket(t *testing.T) {
+	// A UDP socket that reads and never answers: timeouts, one socket.
+	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pc.Close()
+	go func() {
+		buf := make([]byte, 1500)
+		for {
+			if _, _, err := pc.ReadFrom(buf); err != nil {
+				return
+			}
+		}
+	}()
+	ctx, cancel := context.WithCancel(context.Background())
+	var events []holdEvent
+	go func() { time.Sleep(300 * time.Millisecond); cancel() }()
+	sum := runHold(ctx, holdOptions{proto: "udp", addr: pc.LocalAddr().String(), interval: 10 * time.Millisecond, timeout: 50 * time.Millisecond}, func(e holdEvent) { events = append(events, e) })
+	if sum.Sockets != 1 || sum.Timeouts == 0 || len(sum.Errors) != 0 || len(sum.Replies) != 0 {
+		t.Fatalf("summary %+v, events %+v", sum, events)
 	}
 }

@@ -32,6 +32,7 @@ var errnoNames = map[syscall.Errno]string{
 	syscall.ENETUNREACH:   "ENETUNREACH",
 	syscall.EPIPE:         "EPIPE",
 	syscall.EADDRNOTAVAIL: "EADDRNOTAVAIL",
+	syscall.EDESTADDRREQ:  "EDESTADDRREQ",
 	syscall.EPERM:         "EPERM",
 	syscall.EACCES:        "EACCES",
 }

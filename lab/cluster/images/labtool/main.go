@@ -7,6 +7,7 @@
 //	labtool dns NAME [--timeout 5s]
 //	labtool loop HOST PORT (--duration 60s | --until-file PATH) [--interval 10ms] [--timeout 2s]
 //	labtool http URL [--timeout 5s]
+//	labtool hold udp|tcp HOST PORT [--interval 200ms] [--timeout 2s] [--until-file PATH]
 //
 // Exit status: 0 done, 1 a check failed (the reason on stderr), 2 usage.
 package main
@@ -39,6 +40,15 @@ const usage = `usage:
       or on SIGTERM, prints {"ok":N,"failed":N,"errors":{...},"byServer":{...}}.
   labtool http URL [--timeout 5s]
       GET URL; prints the body.
+  labtool hold udp|tcp HOST PORT [--interval 200ms] [--timeout 2s] [--until-file PATH]
+      Keeps one connected socket (TCP: to labtool serve's echo), a request
+      every --interval; on a socket error connects a new one. One JSON line
+      per event: {"socket":N,"event":"connected","local":..,"remote":..},
+      "reply" with "server" (a socket's first reply and each change of
+      server), "error" with "error" (ECONNABORTED, EOF, ...), "timeout" (no
+      reply within --timeout; the socket is kept); at the end (the file
+      exists, or SIGTERM) {"event":"summary","sockets":N,"replies":{..},
+      "errors":{..},"timeouts":N}.
 `
 
 // usageError: wrong arguments (exit 2, with the usage).
@@ -118,6 +128,8 @@ func run(argv []string) error {
 		return cmdLoop(rest)
 	case "http":
 		return cmdHTTP(rest)
+	case "hold":
+		return cmdHold(rest)
 	case "help", "-h", "--help":
 		fmt.Print(usage)
 		return nil
