@@ -11,11 +11,14 @@
 //    twin; the affinity client is the pod's network namespace, which no
 //    address names, so every remembered client of the frontend is listed.
 //  - tc (--from CLIENT): a packet from outside the node opening a flow
-//    (lb4_tc_new_flow): the external entry, loadBalancerSourceRanges, and
-//    the affinity entry of that client address.
+//    (lb4_tc_new_flow, lb6_tc_new_flow for an IPv6 frontend and client, read
+//    through that family's readers): the external entry,
+//    loadBalancerSourceRanges, and the affinity entry of that client (an
+//    IPv6 client's is keyed by its /64 and folded interface id).
 import type { AffinityKey, AffinityValue, BackendConns, BackendValue, SvcKey, SvcValue } from '../maps/codecs.ts';
+import { tc6ClientText, tcAffinityKey } from '../maps/affinity-client.ts';
 import {
-  AFFINITY_ORIGIN_SOCK, AFFINITY_ORIGIN_SOCK6, AFFINITY_ORIGIN_TC, type LbAlgorithmName, lbAlgorithmName, SVC_F_AFFINITY, SVC_F_SRC_RANGES, SVC_F_TWO_SCOPES, SVC_F_WILDCARD,
+  AFFINITY_ORIGIN_SOCK, AFFINITY_ORIGIN_SOCK6, AFFINITY_ORIGIN_TC, AFFINITY_ORIGIN_TC6, type LbAlgorithmName, lbAlgorithmName, SVC_F_AFFINITY, SVC_F_SRC_RANGES, SVC_F_TWO_SCOPES, SVC_F_WILDCARD,
   SVC_SCOPE_EXT, SVC_SCOPE_INT, flagNames, protoName,
 } from '../maps/constants.ts';
 import { type BackendView, backendView, hostPort } from './dump-view.ts';
@@ -47,7 +50,7 @@ export interface ExplainQuery {
 }
 
 export interface AffinityEntryView {
-  /** "netns 4097" (socket: the pod's network namespace cookie) or the client address (tc). */
+  /** "netns 4097" (socket: the pod's network namespace cookie), the client address (tc), or "fd00:1::/64 fold 00020002" (tc, IPv6: its /64 and folded interface id). */
   client: string;
   origin: 'socket' | 'tc';
   backendId: number;
@@ -112,7 +115,7 @@ const NSEC_PER_SEC = 1_000_000_000n;
 const isLoopback = (addr: string) => addr.startsWith('127.') || addr === '::1';
 const wildcardOf = (addr: string) => (addr.includes(':') ? '::' : '0.0.0.0');
 /** The affinity origins of the socket hooks and of tc for a frontend of the address's family (ids are per family). */
-const originsOf = (addr: string): readonly number[] => (addr.includes(':') ? [AFFINITY_ORIGIN_SOCK6] : [AFFINITY_ORIGIN_SOCK, AFFINITY_ORIGIN_TC]);
+const originsOf = (addr: string): readonly number[] => (addr.includes(':') ? [AFFINITY_ORIGIN_SOCK6, AFFINITY_ORIGIN_TC6] : [AFFINITY_ORIGIN_SOCK, AFFINITY_ORIGIN_TC]);
 const isSocketOrigin = (origin: number) => origin === AFFINITY_ORIGIN_SOCK || origin === AFFINITY_ORIGIN_SOCK6;
 
 const ALGORITHM_TEXT: Record<LbAlgorithmName, string> = {
@@ -151,7 +154,7 @@ function entryView(k: AffinityKey, v: AffinityValue, key: SvcKey, svc: SvcValue,
   }
   const b = r.backend(v.backend_id);
   return {
-    client: isSocketOrigin(k.origin) ? `netns ${k.netns_cookie}` : k.client_addr,
+    client: isSocketOrigin(k.origin) ? `netns ${k.netns_cookie}` : k.origin === AFFINITY_ORIGIN_TC6 ? tc6ClientText(k) : k.client_addr,
     origin: isSocketOrigin(k.origin) ? 'socket' : 'tc',
     backendId: v.backend_id,
     backend: b ? hostPort(b.addr, b.port) : `backend ${v.backend_id} (gone)`,
@@ -163,11 +166,15 @@ function entryView(k: AffinityKey, v: AffinityValue, key: SvcKey, svc: SvcValue,
   };
 }
 
+/** VIP:PORT/PROTO as asked ([::ffff:a.b.c.d]:PORT for an IPv4-mapped one). */
+export function queryText(q: ExplainQuery): string {
+  return `${hostPort(q.mapped ? `::ffff:${q.addr}` : q.addr, q.port)}/${protoName(q.proto)}`;
+}
+
 export function explain(q: ExplainQuery, r: ExplainReaders): Explanation {
   const path = q.from === undefined ? 'socket' : 'tc';
   const proto = protoName(q.proto);
-  const asked = q.mapped ? `::ffff:${q.addr}` : q.addr;
-  const base = { query: `${hostPort(asked, q.port)}/${proto}`, path, client: q.from ?? null, remembered: [] } as const;
+  const base = { query: queryText(q), path, client: q.from ?? null, remembered: [] } as const;
   const key: SvcKey = { addr: q.addr, port: q.port, proto: q.proto, scope: SVC_SCOPE_EXT, slot: 0 };
 
   let master = r.service(key);
@@ -251,7 +258,7 @@ export function explain(q: ExplainQuery, r: ExplainReaders): Explanation {
     const current = remembered.filter((e) => e.origin === 'socket' && e.current).length;
     return { ...out, verdict: random(`, unless the connecting pod has a current affinity entry (${current} ha${current === 1 ? 's' : 've'} one, see Remembered)${remember}`) };
   }
-  const akey: AffinityKey = { netns_cookie: 0n, client_addr: q.from!, rev_nat_id: svc.rev_nat_id, origin: AFFINITY_ORIGIN_TC };
+  const akey = tcAffinityKey(q.from!, svc.rev_nat_id);
   const v = r.affinity?.get(akey);
   const mine = v ? entryView(akey, v, key, svc, r) : null;
   const kept = mine?.current ? backends.find((b) => b.slot === mine.slot && b.id === mine.backendId) : undefined;

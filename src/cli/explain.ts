@@ -5,9 +5,9 @@ import { readFileSync } from 'node:fs';
 import { z } from 'zod';
 import { DatapathMaps } from '../maps/datapath-maps.ts';
 import { IPPROTO_TCP, IPPROTO_UDP } from '../maps/constants.ts';
-import { formatIpv6, isV4Mapped, parseIpv6 } from '../maps/ipv6.ts';
+import { canonicalIpv6, formatIpv6, isV4Mapped, parseIpv6 } from '../maps/ipv6.ts';
 import { UsageError, parseFlagsAndArg, pinDirFlag } from './args.ts';
-import { type ExplainReaders, explain as explainView, renderExplanation } from './explain-view.ts';
+import { type ExplainQuery, type ExplainReaders, explain as explainView, queryText, renderExplanation } from './explain-view.ts';
 import { formatData } from './format.ts';
 import { pinDirExists, withPinAccess } from './pin-access.ts';
 
@@ -19,7 +19,9 @@ export const explainHelp = `svcmap explain VIP:PORT[/TCP|UDP] [--from IP] [-o ta
   affinity, and which backend the connection would get (or why it would be
   refused). Without --from: a connection made on this node (the socket
   hooks). --from IP: a packet from that client outside the node (tc), with
-  its affinity entry and loadBalancerSourceRanges.`;
+  its affinity entry and loadBalancerSourceRanges; an IPv6 client for an
+  IPv6 VIP, an IPv4 one for an IPv4 VIP (tc translates a packet within its
+  family).`;
 
 /** An IPv4 address, an IPv6 one in brackets (canonical text), or an IPv4-mapped one (its IPv4 address, as the socket hooks translate it). */
 function targetAddress(host: string | undefined, bracketed: string | undefined): { addr: string; mapped?: true } | undefined {
@@ -45,8 +47,25 @@ const target = z.string().transform((s, ctx) => {
 const schema = z.object({
   'pin-dir': pinDirFlag,
   output: z.enum(['table', 'json'], { message: 'must be table or json' }).default('table'),
-  from: z.ipv4({ message: 'must be an IPv4 address' }).optional(),
+  from: z.string().transform((s, ctx) => {
+    const addr = z.ipv4().safeParse(s).success ? s : canonicalIpv6(s);
+    if (addr === undefined) {
+      ctx.addIssue({ code: 'custom', message: 'must be an IPv4 or IPv6 address (for an IPv4-mapped one, its IPv4 address)' });
+      return z.NEVER;
+    }
+    return addr;
+  }).optional(),
 });
+
+/** tc translates a packet within its family, through the frontends of the address asked for. */
+function checkClientFamily(t: ExplainQuery, from: string): void {
+  const asked = queryText(t);
+  if (t.mapped) throw new UsageError(`svcmap explain: --from: ${asked} is IPv4-mapped, which only the socket hooks translate; for tc ask for the IPv4 VIP`);
+  const [vip, client] = [t.addr.includes(':') ? 6 : 4, from.includes(':') ? 6 : 4];
+  if (vip !== client) {
+    throw new UsageError(`svcmap explain: --from: ${from} is an IPv${client} address and ${asked} an IPv${vip} frontend; tc translates a packet within its family, so the client must be IPv${vip}`);
+  }
+}
 
 /**
  * Now on CLOCK_BOOTTIME, which the datapath stamps affinity entries with
@@ -59,19 +78,20 @@ export function bootTimeNs(uptime = readFileSync('/proc/uptime', 'utf8')): bigin
   return BigInt(m[1]!) * 1_000_000_000n + BigInt(m[2]!) * 10_000_000n;
 }
 
-/** Readers of one family's maps (the affinity map is shared; source ranges are IPv4's). */
+/** Readers of one family's maps (the affinity map is shared). */
 function readersOf(maps: DatapathMaps, family: 4 | 6, pinDir: string): ExplainReaders {
   const { affinity } = maps;
   const fm = maps.family(family);
   if (!fm) throw new Error(`the datapath pinned at ${pinDir} has no IPv6 maps (svcmap_svc6): it predates IPv6 frontends`);
-  const srcRange = family === 4 ? maps.srcRange : undefined;
+  const { srcRange } = fm;
+  const addrBits = family === 4 ? 32 : 128;
   return {
     service: (k) => fm.services.get(k),
     backend: (id) => fm.backends.get(id),
     connections: fm.conns ? (id) => fm.conns!.get(id) : undefined,
     affinity: affinity ? { get: (k) => affinity.get(k), entries: () => affinity.entries() } : undefined,
-    // An LPM lookup, as lb4_source_allowed does: all 32 bits of the id, then all of the address.
-    sourceAllowed: srcRange ? (id, addr) => srcRange.get({ prefixlen: 64, rev_nat_id: id, addr }) !== undefined : undefined,
+    // An LPM lookup, as lb4_source_allowed/lb6_source_allowed do: all 32 bits of the id, then all of the address.
+    sourceAllowed: srcRange ? (id, addr) => srcRange.get({ prefixlen: 32 + addrBits, rev_nat_id: id, addr }) !== undefined : undefined,
     nowNs: bootTimeNs(),
   };
 }
@@ -82,12 +102,12 @@ export function explain(argv: string[], out: (s: string) => void): void {
     output: { type: 'string', short: 'o' },
     from: { type: 'string' },
   }, schema, 'explain', { name: 'VIP:PORT/PROTO', schema: target });
+  if (f.from) checkClientFamily(arg, f.from);
   pinDirExists(f['pin-dir']);
   withPinAccess(f['pin-dir'], () => {
     const maps = DatapathMaps.openPinned(f['pin-dir']);
     try {
       const family = arg.addr.includes(':') ? 6 : 4;
-      if (family === 6 && f.from) throw new UsageError('svcmap explain: --from: the tc path is explained for IPv4 frontends only; without --from, the socket hooks\' path of an IPv6 frontend');
       const e = explainView({ ...arg, ...(f.from ? { from: f.from } : {}) }, readersOf(maps, family, f['pin-dir']));
       out(f.output === 'json' ? formatData(e, 'json') : renderExplanation(e));
     } finally {

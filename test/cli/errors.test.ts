@@ -49,6 +49,9 @@ t.test('usage errors: one line naming the command, exit 2, for every command', a
     ['explain', '10.96.0.1'],
     ['explain', '10.96.0.1:80/SCTP'],
     ['explain', '10.96.0.1:80', '--from', 'somewhere'],
+    ['explain', '10.96.0.1:80', '--from', 'fd00::1'],
+    ['explain', '[fd00::a]:80', '--from', '192.0.2.1'],
+    ['explain', '[::ffff:10.96.0.1]:80', '--from', '192.0.2.1'],
     ['explain', '10.96.0.1:80', '10.96.0.2:80'],
     ['version', '-o', 'yaml'],
     ['agent', '--no-such-flag'],
@@ -58,7 +61,14 @@ t.test('usage errors: one line naming the command, exit 2, for every command', a
     t.equal(r.status, 2, `svcmap ${args.join(' ')}: exit 2`);
     t.match(r.stderr, ONE_LINE, `svcmap ${args.join(' ')}: ${r.stderr.trim()}`);
   }
-  t.match(run(['explain', '10.96.0.1:80', '--from', 'somewhere']).stderr, /^svcmap explain: --from: must be an IPv4 address\n$/);
+  t.match(run(['explain', '10.96.0.1:80', '--from', 'somewhere']).stderr, /^svcmap explain: --from: must be an IPv4 or IPv6 address \(for an IPv4-mapped one, its IPv4 address\)\n$/);
+  t.match(run(['explain', '10.96.0.1:80', '--from', '::ffff:192.0.2.1']).stderr, /--from: must be an IPv4 or IPv6 address/, 'an IPv4-mapped client is refused');
+  t.equal(run(['explain', '10.96.0.1:80/UDP', '--from', 'FD00:0::1']).stderr,
+    'svcmap explain: --from: fd00::1 is an IPv6 address and 10.96.0.1:80/UDP an IPv4 frontend; tc translates a packet within its family, so the client must be IPv4\n');
+  t.equal(run(['explain', '[fd00::a]:80', '--from', '192.0.2.1']).stderr,
+    'svcmap explain: --from: 192.0.2.1 is an IPv4 address and [fd00::a]:80/TCP an IPv6 frontend; tc translates a packet within its family, so the client must be IPv6\n');
+  t.match(run(['explain', '[::ffff:10.96.0.1]:80', '--from', '192.0.2.1']).stderr,
+    /^svcmap explain: --from: \[::ffff:10\.96\.0\.1\]:80\/TCP is IPv4-mapped, which only the socket hooks translate; for tc ask for the IPv4 VIP\n$/);
   t.match(run(['explain', '10.96.0.1:80/SCTP']).stderr, /^svcmap explain: VIP:PORT\/PROTO: "10\.96\.0\.1:80\/SCTP" is not a VIP:PORT\/PROTO \(e\.g\. 10\.96\.0\.10:53\/UDP or \[fd00:10:96::a\]:53\/UDP/);
   t.match(run(['explain', 'fd00::1:80']).stderr, /^svcmap explain: VIP:PORT\/PROTO: "fd00::1:80" is not a VIP:PORT\/PROTO/, 'an IPv6 VIP needs its brackets');
   t.match(run(['explain']).stderr, /^svcmap explain: missing VIP:PORT\/PROTO\n$/);

@@ -1,10 +1,11 @@
 // svcmap explain's logic against fake map readers: every branch the
 // datapath takes for a new connection (bpf/lib/lb.h, sock_lb.h, tc_lb.h),
 // and the text the command prints for it.
+import { endianness } from 'node:os';
 import t from 'tap';
 import type { AffinityKey, AffinityValue, BackendValue, SvcKey, SvcValue } from '../../src/maps/codecs.ts';
 import {
-  AFFINITY_ORIGIN_SOCK, AFFINITY_ORIGIN_SOCK6, AFFINITY_ORIGIN_TC, BACKEND_F_LOCAL, BACKEND_STATE_ACTIVE, BACKEND_STATE_TERMINATING, IPPROTO_TCP, IPPROTO_UDP,
+  AFFINITY_ORIGIN_SOCK, AFFINITY_ORIGIN_SOCK6, AFFINITY_ORIGIN_TC, AFFINITY_ORIGIN_TC6, BACKEND_F_LOCAL, BACKEND_STATE_ACTIVE, BACKEND_STATE_TERMINATING, IPPROTO_TCP, IPPROTO_UDP,
   LB_ALG_LC, LB_ALG_RANDOM, SVC_F_AFFINITY, SVC_F_CLUSTERIP, SVC_F_ETP_LOCAL, SVC_F_NODEPORT, SVC_F_SRC_RANGES, SVC_F_TWO_SCOPES, SVC_F_WILDCARD,
   SVC_SCOPE_EXT, SVC_SCOPE_INT,
 } from '../../src/maps/constants.ts';
@@ -294,4 +295,47 @@ t.test('an IPv6 frontend: bracketed names, [::1]:NodePort finds [::], only its f
   const mapped = explain({ ...tcp('10.96.0.10', 80), mapped: true }, three().frontend({ addr: '10.96.0.10', port: 80, flags: SVC_F_CLUSTERIP, revNat: 1, slots: [1] }).readers());
   t.equal(mapped.query, '[::ffff:10.96.0.10]:80/TCP');
   t.match(mapped.frontend, { frontend: '10.96.0.10:80/TCP', matched: /IPv4-mapped/ });
+});
+
+t.test('tc for an IPv6 frontend and client: ETP Local\'s external entry, the IPv6 source ranges, the client\'s tc6 entry by /64 and folded interface id', async (t) => {
+  // The readers are the IPv6 maps' (explain.ts picks them by the VIP's family); the affinity map is shared.
+  const flags = SVC_F_NODEPORT | SVC_F_ETP_LOCAL | SVC_F_TWO_SCOPES | SVC_F_AFFINITY | SVC_F_SRC_RANGES;
+  const m = new FakeMaps().backend(1, 'fd00:10:244::11').backend(2, 'fd00:10:244::12', { flags: BACKEND_F_LOCAL }).backend(3, 'fd00:10:244::13', { flags: BACKEND_F_LOCAL })
+    .frontend({ addr: 'fd00:10::5', port: 30080, flags, revNat: 7, slots: [2, 3], timeout: 60 })
+    .frontend({ addr: 'fd00:10::5', port: 30080, scope: SVC_SCOPE_INT, flags, revNat: 8, slots: [1, 2, 3], timeout: 60 });
+  m.allowed = new Set(['7/fd00:1:2:3:4:5:6:7', '7/fd00:1:2:3:6:7:4:5', '7/fd00:1:2:3::9']);
+  // What lb6_tc_select() writes for fd00:1:2:3:4:5:6:7: its first 8 bytes as they lie in netns_cookie
+  // (read in host order), words 2 and 3 XORed in client_addr (0004:0005 ^ 0006:0007).
+  const prefix = Buffer.from([0xfd, 0x00, 0x00, 0x01, 0x00, 0x02, 0x00, 0x03]);
+  const cookie = endianness() === 'LE' ? prefix.readBigUInt64LE(0) : prefix.readBigUInt64BE(0);
+  const tc6 = (revNat: number): AffinityKey => ({ netns_cookie: cookie, client_addr: '0.2.0.2', rev_nat_id: revNat, origin: AFFINITY_ORIGIN_TC6 });
+  m.affinity!.push(
+    [tc6(7), { last_used: NOW - 3n * SEC, backend_id: 3, slot: 2 }],
+    [tc6(8), { last_used: NOW - SEC, backend_id: 1, slot: 1 }], // the internal twin's id: not the entry tc reads
+    [{ netns_cookie: 0n, client_addr: '0.2.0.2', rev_nat_id: 7, origin: AFFINITY_ORIGIN_TC }, { last_used: NOW, backend_id: 2, slot: 1 }], // an IPv4 frontend's, id 7 too
+  );
+
+  const e = explain(tcp('fd00:10::5', 30080, 'fd00:1:2:3:4:5:6:7'), m.readers());
+  t.equal(e.path, 'tc');
+  t.equal(e.query, '[fd00:10::5]:30080/TCP');
+  t.match(e.frontend, { scope: 'external', scopeReason: /only this node's endpoints/, revNatId: 7 });
+  t.same(e.frontend?.backends.map((b) => b.address), ['[fd00:10:244::12]:8080', '[fd00:10:244::13]:8080'], 'the external entry: the local endpoints');
+  t.match(e.clientAffinity, { client: 'fd00:1:2:3::/64 fold 00020002', origin: 'tc', backendId: 3, slot: 2, current: true });
+  t.same(e.verdict, {
+    kind: 'affinity', backend: { slot: 2, id: 3, address: '[fd00:10:244::13]:8080', state: 'active', local: true },
+    text: '[fd00:10:244::13]:8080 (slot 2): the affinity entry of fd00:1:2:3:4:5:6:7, last used 3s ago',
+  });
+  t.same(e.remembered.map((r) => [r.origin, r.client, r.backend]), [['tc', 'fd00:1:2:3::/64 fold 00020002', '[fd00:10:244::13]:8080']],
+    'the frontend\'s IPv6 tc entry only (not the twin\'s, not the IPv4 frontend\'s of the same id)');
+  t.match(renderExplanation(e), /^Path: {7}tc \(a packet from fd00:1:2:3:4:5:6:7, outside the node\)$/m);
+  t.match(renderExplanation(e), /^ {2}tc fd00:1:2:3::\/64 fold 00020002 {2}\[fd00:10:244::13\]:8080 {2}2 +3s ago +yes$/m);
+
+  t.equal(explain(tcp('fd00:10::5', 30080, 'fd00:1:2:3:6:7:4:5'), m.readers()).verdict.kind, 'affinity', 'a client of the same /64 whose fold is equal shares the entry');
+  t.equal(explain(tcp('fd00:10::5', 30080, 'fd00:1:2:3::9'), m.readers()).verdict.text,
+    'random among 2: fd00:1:2:3::9 has no affinity entry; the choice is remembered for 60s');
+  t.same(explain(tcp('fd00:10::5', 30080, 'fd00:9::1'), m.readers()).verdict,
+    { kind: 'dropped', text: 'dropped at tc: fd00:9::1 is not in the frontend\'s loadBalancerSourceRanges' });
+  const inNode = explain(tcp('fd00:10::5', 30080), m.readers());
+  t.match(inNode.frontend, { scope: 'internal', revNatId: 8 });
+  t.same(inNode.remembered.map((r) => r.client), ['fd00:1:2:3::/64 fold 00020002'], 'the socket path lists the twin\'s entries');
 });

@@ -3,11 +3,13 @@
 // cross-checked with what real connections through the datapath do: a
 // plain service, an affinity service after a connection, a service without
 // endpoints, and an address that is no service; the same Services' IPv6
-// frontends (they are dual-stack) and an IPv4-mapped address.
+// frontends (they are dual-stack), --from an IPv6 client, and an
+// IPv4-mapped address.
 import t from 'tap';
 import type { Explanation } from '../../src/cli/explain-view.ts';
 import { NO_ENDPOINTS, UNTOUCHED } from '../../src/cli/explain-view.ts';
 import { bootTimeNs } from '../../src/cli/explain.ts';
+import { tcAffinityKey } from '../../src/maps/affinity-client.ts';
 import { AFFINITY_ORIGIN_TC, IPPROTO_TCP, SVC_SCOPE_EXT } from '../../src/maps/constants.ts';
 import { DatapathMaps } from '../../src/maps/datapath-maps.ts';
 import { execFileSync } from 'node:child_process';
@@ -142,12 +144,51 @@ t.test('IPv6 frontends: [VIP]:PORT through the IPv6 maps, their own affinity ent
 
   t.same(explainJson(`[${EMPTY6}]:80/TCP`).verdict, { kind: 'refused', text: NO_ENDPOINTS });
   t.equal(explainJson('[fd00:10:96::99]:80/TCP').verdict.kind, 'untouched');
+  t.equal(explainJson('[fd00:10:96::99]:80/TCP', '--from', '2001:db8::10').verdict.kind, 'untouched');
   try {
     execFileSync(SVCMAP, ['explain', `[${WEB6}]:80/TCP`, '--from', '192.0.2.10', '--pin-dir', c.pinDir], { encoding: 'utf8', stdio: 'pipe' });
-    t.fail('--from with an IPv6 frontend should be refused');
+    t.fail('an IPv4 client of an IPv6 frontend should be refused');
   } catch (err) {
     const e2 = err as { status: number; stderr: string };
     t.equal(e2.status, 2, 'a usage error');
-    t.match(e2.stderr, /--from: the tc path is explained for IPv4 frontends only/);
+    t.match(e2.stderr, /--from: 192\.0\.2\.10 is an IPv4 address and \[fd00:10:96::46\]:80\/TCP an IPv6 frontend/);
   }
+});
+
+t.test('IPv6 --from: the tc path through the IPv6 maps, the client\'s tc6 entry (its /64 and folded interface id)', async (t) => {
+  const e = explainJson(`[${WEB6}]:80/TCP`, '--from', '2001:db8::10');
+  t.equal(e.path, 'tc');
+  t.equal(e.client, '2001:db8::10');
+  t.same(e.frontend!.backends.map((b) => b.address).sort(), POD_IPS6.map((ip) => `[${ip}]:8080`), 'the IPv6 backends');
+  t.same(e.verdict, { kind: 'random', among: 3, text: 'random among 3' });
+  t.same(explainJson(`[${EMPTY6}]:80/TCP`, '--from', '2001:db8::10').verdict, { kind: 'refused', text: NO_ENDPOINTS });
+
+  // As for IPv4, no packet from outside reaches this node: the entries are
+  // written as lb6_tc_select() keys them, one current, one whose slot now
+  // holds another backend.
+  const maps = DatapathMaps.openPinned(c.pinDir);
+  t.teardown(() => maps.close());
+  const key = { addr: STICKY6, port: 80, proto: IPPROTO_TCP, scope: SVC_SCOPE_EXT };
+  const revNatId = maps.v6!.services.get({ ...key, slot: 0 })!.rev_nat_id;
+  const [slot1, slot2] = [1, 2].map((slot) => maps.v6!.services.get({ ...key, slot })!.backend_id);
+  const [kept, stale] = [tcAffinityKey('2001:db8:0:1::10', revNatId), tcAffinityKey('2001:db8:0:2::11', revNatId)];
+  maps.affinity!.put(kept, { last_used: bootTimeNs(), backend_id: slot2!, slot: 2 });
+  maps.affinity!.put(stale, { last_used: bootTimeNs(), backend_id: slot1!, slot: 2 });
+  t.teardown(() => { maps.affinity!.delete(kept); maps.affinity!.delete(stale); });
+
+  const k = explainJson(`[${STICKY6}]:80/TCP`, '--from', '2001:DB8:0:1:0::10');
+  t.equal(k.client, '2001:db8:0:1::10', 'the client in canonical text');
+  t.equal(k.verdict.kind, 'affinity');
+  t.match(k.verdict.backend, { slot: 2, id: slot2 });
+  t.match(k.clientAffinity, { origin: 'tc', client: '2001:db8:0:1::/64 fold 00000010', current: true });
+  t.match(c.svcmap('explain', `[${STICKY6}]:80/TCP`, '--from', '2001:db8:0:1::10'),
+    /^Verdict: {4}\[fd00:10:244::[\da-f]+\]:8080 \(slot 2\): the affinity entry of 2001:db8:0:1::10, last used [\d.]+s ago$/m);
+  const s = explainJson(`[${STICKY6}]:80/TCP`, '--from', '2001:db8:0:2::11');
+  t.match(s.verdict.text, new RegExp(`^random among 3: the affinity entry of 2001:db8:0:2::11 is stale \\(slot 2 no longer holds backend ${slot1}\\)`));
+  t.equal(explainJson(`[${STICKY6}]:80/TCP`, '--from', '2001:db8:0:3::10').verdict.text,
+    'random among 3: 2001:db8:0:3::10 has no affinity entry; the choice is remembered for 10800s');
+  t.same(explainJson(`[${STICKY6}]:80/TCP`).remembered.map((r) => r.client).filter((x) => x.includes('fold')).sort(),
+    ['2001:db8:0:1::/64 fold 00000010', '2001:db8:0:2::/64 fold 00000011'], 'every tc6 entry of the frontend is listed');
+  t.equal(explainJson(`${STICKY}:80/TCP`, '--from', '192.0.2.20').remembered.filter((r) => r.client.includes('fold')).length, 0,
+    'not under the IPv4 frontend (whose id may be the same number)');
 });

@@ -347,6 +347,15 @@ t.test(`${v}: Local policy: the node with the endpoint serves it with the client
   const dropped = await client.tcpConnect({ ip: f.node2, port: 30081, count: 2, timeoutMs: 700 });
   t.equal(dropped.ok, 0, 'node2 has no local endpoint: dropped');
   t.same(Object.keys(dropped.errors), ['ETIMEDOUT']);
+  // svcmap explain --from says the same on each node.
+  const explain = async (node: 'node1' | 'node2', pinDir: string) => JSON.parse(await lab.exec(nodes[node]!, SVCMAP,
+    ['explain', `${hostPort(f[node], 30081)}/TCP`, '--from', f.client, '-o', 'json', '--pin-dir', pinDir])) as
+    { frontend: { scope: string; backends: Array<{ address: string }> }; verdict: { kind: string } };
+  const one = await explain('node1', pinDirs[0]!);
+  t.equal(one.frontend.scope, 'external', 'explain on node1: the external entry');
+  t.same(one.frontend.backends.map((b) => b.address), [hostPort(f.family === 4 ? POD_A : V6.podA, 8080)], 'with the local endpoint only');
+  t.equal(one.verdict.kind, 'random');
+  t.equal((await explain('node2', pinDirs[1]!)).verdict.kind, 'refused', 'explain on node2: no local endpoint');
 });
 
 t.test(`${v}: an externalIP reaches the service`, async (t) => {
@@ -383,6 +392,13 @@ t.test(`${v}: sessionAffinity ClientIP: new connections from one client address 
     t.ok(ours.every((e) => e.key.netns_cookie === '0'), 'as tc entries');
   } else {
     t.equal(ours.length, 2, 'node1 remembers each IPv6 client once (its /64 and folded interface id, origin tc6)');
+  }
+  // svcmap explain --from finds the entry the datapath wrote for each client, and its backend.
+  const podAddress: Record<string, string> = f.family === 4 ? { 'pod-a': POD_A, 'pod-b': POD_B } : { 'pod-a': V6.podA, 'pod-b': V6.podB };
+  for (const ip of [f.client, f.client2]) {
+    const e = JSON.parse(await lab.exec(nodes.node1!, SVCMAP, ['explain', `${hostPort(f.node1, 30083)}/TCP`, '--from', ip, '-o', 'json', '--pin-dir', pinDirs[0]!])) as
+      { path: string; verdict: { kind: string; backend?: { address: string } } };
+    t.match(e, { path: 'tc', verdict: { kind: 'affinity', backend: { address: hostPort(podAddress[byClient[ip]![0]!]!, 8080) } } }, `explain --from ${ip}: the backend it reached`);
   }
   const mixed = await client.tcpConnect({ ip: f.node1, port: 30082, count: 40, timeoutMs: 2000, concurrency: 4 });
   t.same(Object.keys(mixed.byPod).sort(), ['pod-a', 'pod-b'], 'the service without affinity still spreads the same client');
