@@ -99,7 +99,8 @@ static __always_inline void ct4_peer_key(struct ct_key *k, const struct ct_key *
 }
 
 /*
- * Live connection counts at tc (struct backend_conns, field tc): a flow
+ * Live connection counts at tc (struct backend_conns, field tc; IPv6 flows
+ * the same in svcmap_conns6, ct6_uncount()): a flow
  * through a frontend whose algorithm reads the counts (CT_F_COUNTED) counts
  * for its backend from the creation of its forward entry (when it is not
  * created closing) until the forward entry gains CT_F_CLOSING, or is
@@ -120,10 +121,25 @@ static __always_inline void ct4_uncount(const struct ct_value *fwd)
 		conns_add(id, CONNS_FIELD_TC, -1);
 }
 
-/* A forward entry whose flags went from `was` to `now` stops counting when it starts closing. */
+/* A forward entry whose flags went from `was` to `now` stops counting when it
+ * starts closing. Either family. */
+static __always_inline int ct_stops_counting(__u8 was, __u8 now)
+{
+	return !(was & CT_F_CLOSING) && (now & CT_F_CLOSING);
+}
+
+/* A new forward entry's flags, CT_F_COUNTED added when its frontend's
+ * algorithm reads the counts and it is not created closing. Either family. */
+static __always_inline __u8 ct_count_new(__u8 flags, __u8 alg)
+{
+	if (!(flags & CT_F_CLOSING) && lb_alg_counts(alg))
+		flags |= CT_F_COUNTED;
+	return flags;
+}
+
 static __always_inline void ct4_count_state(const struct ct_value *fwd, __u8 was, __u8 now)
 {
-	if (!(was & CT_F_CLOSING) && (now & CT_F_CLOSING))
+	if (ct_stops_counting(was, now))
 		ct4_uncount(fwd);
 }
 

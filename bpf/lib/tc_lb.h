@@ -238,8 +238,7 @@ static __always_inline enum dp_reason lb4_tc_new_flow(struct __sk_buff *skb, con
 	}
 
 	ct4_key_of(&fkey, p, CT_DIR_FWD);
-	if (!(fwd.flags & CT_F_CLOSING) && lb_alg_counts(svc->algorithm))
-		fwd.flags |= CT_F_COUNTED;
+	fwd.flags = ct_count_new(fwd.flags, svc->algorithm);
 	if (ct4_insert(&fkey, &fwd, BPF_NOEXIST) == 0) {
 		/* The one CPU whose entry is the flow's counts it (see ct4_uncount()). */
 		if (fwd.flags & CT_F_COUNTED)

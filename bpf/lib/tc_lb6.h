@@ -193,8 +193,13 @@ static __always_inline enum dp_reason lb6_tc_new_flow(struct __sk_buff *skb, con
 	}
 
 	ct6_key_of(&sc->fkey, p, CT_DIR_FWD);
-	if (ct6_insert(&sc->fkey, fwd, BPF_NOEXIST) == 0)
+	fwd->flags = ct_count_new(fwd->flags, svc->algorithm);
+	if (ct6_insert(&sc->fkey, fwd, BPF_NOEXIST) == 0) {
+		/* The one CPU whose entry is the flow's counts it (see ct4_uncount()). */
+		if (fwd->flags & CT_F_COUNTED)
+			conns_add_in(&SVCMAP_MAP_BE_CONNS6, backend_id, CONNS_FIELD_TC, 1);
 		return DP_R_TRANSLATED;
+	}
 	/* Another CPU created the flow first: follow it (see lb4_tc_new_flow()). */
 	winner = bpf_map_lookup_elem(&SVCMAP_MAP_CT6, &sc->fkey);
 	if (snat || !winner || !addr6_eq(winner->new_daddr, fwd->new_daddr) ||
