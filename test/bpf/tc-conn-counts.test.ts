@@ -1,13 +1,15 @@
 // Live connection counts at tc (svcmap_be_conns, field tc, and for IPv6
 // flows svcmap_conns6's), through BPF_PROG_TEST_RUN on a loaded tc object
-// (nothing attached), each test for both families: a new flow to
-// an lc frontend counts for its backend once its forward conntrack entry
-// exists (a flow to a random frontend does not count at all); an RST or
-// a FIN from each side stops it counting, once, whichever side is seen; a
-// half-closed flow reused by a new SYN counts once; the GC takes an open
-// flow it collects off the count; the recount in the same pass corrects a
-// drifted count and removes the entry of a backend that is gone; the agent
-// changes a count only through svcmap_conns_adjust (an atomic add).
+// (nothing attached), each test for both families: a new flow to an lc
+// frontend counts for its backend once its forward conntrack entry exists
+// (a flow to a random frontend does not count at all); an RST or a FIN from
+// each side stops it counting, once, whichever side is seen; a half-closed
+// flow reused by a new SYN counts once; a flow whose backend id was reused
+// for another endpoint is neither taken off nor recounted for it; the GC
+// takes an open flow it collects off the count; the recount in the same
+// pass corrects a drifted count and removes the entry of a backend that is
+// gone; the agent changes a count only through svcmap_conns_adjust (an
+// atomic add).
 import t from 'tap';
 import { CONNS_ADJUST_PROGRAM, ConnCounts, type RecountResult } from '../../src/agent/conn-counts.ts';
 import { CtGc } from '../../src/agent/ct-gc.ts';
@@ -35,6 +37,8 @@ interface Family {
   family: 4 | 6;
   node: string;
   remote: { id: number; addr: string; port: number };
+  /** Another endpoint's address, for an id reused. */
+  other: string;
   local: { id: number; addr: string; port: number; local: true };
   /** The n-th client address. */
   client: (n: number) => string;
@@ -45,14 +49,14 @@ interface Family {
 const FAMILIES: Family[] = [
   {
     family: 4, node: NODE_IP,
-    remote: { id: 71, addr: '10.244.2.71', port: 8080 }, local: { id: 72, addr: '10.244.1.72', port: 8080, local: true },
+    remote: { id: 71, addr: '10.244.2.71', port: 8080 }, other: '10.244.2.99', local: { id: 72, addr: '10.244.1.72', port: 8080, local: true },
     client: (n) => `203.0.113.${n}`,
     build: (spec) => buildIpv4({ ...spec, proto: 'tcp' }),
     translated,
   },
   {
     family: 6, node: NODE6,
-    remote: { id: 71, addr: 'fd00:10:244:2::47', port: 8080 }, local: { id: 72, addr: 'fd00:10:244:1::48', port: 8080, local: true },
+    remote: { id: 71, addr: 'fd00:10:244:2::47', port: 8080 }, other: 'fd00:10:244:2::99', local: { id: 72, addr: 'fd00:10:244:1::48', port: 8080, local: true },
     client: (n) => `fd00:203:0:113::${n.toString(16)}`,
     build: (spec) => buildIpv6({ ...spec, proto: 'tcp' }),
     translated: translated6,
@@ -159,6 +163,23 @@ for (const f of FAMILIES) {
       const syn = fromClient(cl, 40050, 30700, TCP_SYN);
       f.translated(t, h.ingress(syn), syn, 'the new SYN on the same port');
       t.equal(connsOf(REMOTE.id).tc, 1, 'old one forgotten (-1), new one made (+1): 1');
+    });
+
+    t.test('a flow whose backend id now names another endpoint: its close takes nothing off, and the recount counts it out', async (t) => {
+      reset();
+      const backends = family === 6 ? h.backends6 : h.backends;
+      const was = backends.get(REMOTE.id)!;
+      t.teardown(() => backends.put(REMOTE.id, was));
+      h.ingress(fromClient(c(50), 40400, 30700, TCP_SYN));
+      t.equal(connsOf(REMOTE.id).tc, 1, 'a flow to the endpoint: 1');
+      backends.put(REMOTE.id, { ...was, addr: f.other }); // the id freed and reused for another endpoint
+      h.ingress(fromClient(c(50), 40400, 30700, TCP_RST));
+      t.equal(connsOf(REMOTE.id).tc, 1, 'its RST: not taken off the reused id');
+      h.ingress(fromClient(c(51), 40401, 30700, TCP_SYN));
+      t.equal(connsOf(REMOTE.id).tc, 2, 'a flow to the new endpoint: +1');
+      const run = gcOf({ intervalMs: 0 }).runOnce();
+      t.match(mine(run.conns), { tc: { corrected: 1, drift: 1 } }, 'the recount: only the new endpoint\'s flow matches the id');
+      t.equal(connsOf(REMOTE.id).tc, 1, '1');
     });
 
     t.test('the GC takes the open flows it collects off the count, and not the closed ones again', async (t) => {
