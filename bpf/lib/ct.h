@@ -109,16 +109,20 @@ static __always_inline void ct4_peer_key(struct ct_key *k, const struct ct_key *
  * when the entry's backend id no longer names the endpoint the flow went
  * to (gone, or reused), as for the socket LB.
  */
-static __always_inline void ct4_uncount(const struct ct_value *fwd)
+/* Whether the entry's backend id still names the endpoint the flow went to. */
+static __always_inline int ct4_backend_current(const struct ct_value *v)
 {
 	struct backend_value *be;
-	__u32 id = fwd->backend_id;
+	__u32 id = v->backend_id;
 
-	if (!(fwd->flags & CT_F_COUNTED))
-		return;
 	be = bpf_map_lookup_elem(&SVCMAP_MAP_BACKENDS, &id);
-	if (be && be->addr == fwd->new_daddr && be->port == fwd->new_dport)
-		conns_add(id, CONNS_FIELD_TC, -1);
+	return be && be->addr == v->new_daddr && be->port == v->new_dport;
+}
+
+static __always_inline void ct4_uncount(const struct ct_value *fwd)
+{
+	if ((fwd->flags & CT_F_COUNTED) && ct4_backend_current(fwd))
+		conns_add(fwd->backend_id, CONNS_FIELD_TC, -1);
 }
 
 /* A forward entry whose flags went from `was` to `now` stops counting when it

@@ -42,18 +42,22 @@ static __always_inline void ct6_peer_key(struct ct6_key *k, const struct ct6_key
 		k->dir = (v->flags & CT_F_SNAT) ? CT_DIR_REPLY_IN : CT_DIR_REPLY_OUT;
 }
 
+/* ct4_backend_current() for IPv6. */
+static __always_inline int ct6_backend_current(const struct ct6_value *v)
+{
+	struct backend6_value *be;
+	__u32 id = v->backend_id;
+
+	be = bpf_map_lookup_elem(&SVCMAP_MAP_BACKENDS6, &id);
+	return be && addr6_eq(be->addr, v->new_daddr) && be->port == v->new_dport;
+}
+
 /* ct4_uncount() for IPv6: a counted open flow's forward entry takes its
  * flow off its IPv6 backend's tc count, unless the id was reused. */
 static __always_inline void ct6_uncount(const struct ct6_value *fwd)
 {
-	struct backend6_value *be;
-	__u32 id = fwd->backend_id;
-
-	if (!(fwd->flags & CT_F_COUNTED))
-		return;
-	be = bpf_map_lookup_elem(&SVCMAP_MAP_BACKENDS6, &id);
-	if (be && addr6_eq(be->addr, fwd->new_daddr) && be->port == fwd->new_dport)
-		conns_add_in(&SVCMAP_MAP_BE_CONNS6, id, CONNS_FIELD_TC, -1);
+	if ((fwd->flags & CT_F_COUNTED) && ct6_backend_current(fwd))
+		conns_add_in(&SVCMAP_MAP_BE_CONNS6, fwd->backend_id, CONNS_FIELD_TC, -1);
 }
 
 static __always_inline void ct6_count_state(const struct ct6_value *fwd, __u8 was, __u8 now)

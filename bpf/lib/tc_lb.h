@@ -102,8 +102,6 @@ static __always_inline int lb_flow_stale_tcp(__u8 proto, __u8 tcp_flags, __u8 ct
 
 static __always_inline int lb4_flow_stale(const struct pkt4 *p, const struct ct_value *v)
 {
-	struct backend_value *be;
-	__u32 id = v->backend_id;
 	struct ct_key rep;
 	int r = lb_flow_stale_tcp(p->proto, p->tcp_flags, v->flags);
 
@@ -111,8 +109,7 @@ static __always_inline int lb4_flow_stale(const struct pkt4 *p, const struct ct_
 		return r;
 	if (p->proto == IPPROTO_TCP && !ct4_reply_of(p, v, &rep))
 		return 1;
-	be = bpf_map_lookup_elem(&SVCMAP_MAP_BACKENDS, &id);
-	return !be || be->addr != v->new_daddr || be->port != v->new_dport;
+	return !ct4_backend_current(v);
 }
 
 /* LB_ALG_SH at tc: the client is its source address, and its source port

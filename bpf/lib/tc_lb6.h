@@ -62,8 +62,6 @@ static __always_inline int lb6_source_allowed(const struct svc_value *svc, const
 /* lb4_flow_stale() for IPv6: when a known flow starts afresh. */
 static __always_inline int lb6_flow_stale(const struct pkt6 *p, const struct ct6_value *v)
 {
-	struct backend6_value *be;
-	__u32 id = v->backend_id;
 	struct ct6_key rep;
 	int r = lb_flow_stale_tcp(p->proto, p->tcp_flags, v->flags);
 
@@ -71,8 +69,7 @@ static __always_inline int lb6_flow_stale(const struct pkt6 *p, const struct ct6
 		return r;
 	if (p->proto == IPPROTO_TCP && !ct6_reply_of(p, v, &rep))
 		return 1;
-	be = bpf_map_lookup_elem(&SVCMAP_MAP_BACKENDS6, &id);
-	return !be || !addr6_eq(be->addr, v->new_daddr) || be->port != v->new_dport;
+	return !ct6_backend_current(v);
 }
 
 /* lb4_tc_client_hash() for IPv6: the source address folded to 32 bits. */
