@@ -141,10 +141,18 @@ static __always_inline __u8 ct_count_new(__u8 flags, __u8 alg)
 	return flags;
 }
 
-static __always_inline void ct4_count_state(const struct ct_value *fwd, __u8 was, __u8 now)
+/* The flow's other entry, met from direction dir, gets the state `flags`
+ * merged into its own: 1 when it is the forward entry and that made it
+ * start closing (the caller takes it off its count). Either family. */
+static __always_inline int ct_peer_merge(__u8 *peer_flags, __u8 flags, __u8 dir)
 {
-	if (ct_stops_counting(was, now))
-		ct4_uncount(fwd);
+	__u8 was = *peer_flags;
+	__u8 now = ct_state_merge(was, flags);
+
+	if (now == was)
+		return 0;
+	*peer_flags = now;
+	return dir != CT_DIR_FWD && ct_stops_counting(was, now);
 }
 
 /*
@@ -176,22 +184,14 @@ static __always_inline struct ct_value *ct4_lookup(const struct pkt4 *p, __u8 di
 		ct_refresh(&v->last_seen, flags, now);
 		return v;
 	}
-	if (dir == CT_DIR_FWD)
-		ct4_count_state(v, v->flags, flags);
+	if (dir == CT_DIR_FWD && ct_stops_counting(v->flags, flags))
+		ct4_uncount(v);
 	v->flags = flags;
 	v->last_seen = now;
 	ct4_peer_key(&pk, &k, v);
 	peer = bpf_map_lookup_elem(&SVCMAP_MAP_CT, &pk);
-	if (peer) {
-		__u8 was = peer->flags;
-
-		flags = ct_state_merge(was, flags);
-		if (flags != was) {
-			if (dir != CT_DIR_FWD)
-				ct4_count_state(peer, was, flags);
-			peer->flags = flags;
-		}
-	}
+	if (peer && ct_peer_merge(&peer->flags, flags, dir))
+		ct4_uncount(peer);
 	return v;
 }
 

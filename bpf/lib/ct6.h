@@ -60,12 +60,6 @@ static __always_inline void ct6_uncount(const struct ct6_value *fwd)
 		conns_add_in(&SVCMAP_MAP_BE_CONNS6, fwd->backend_id, CONNS_FIELD_TC, -1);
 }
 
-static __always_inline void ct6_count_state(const struct ct6_value *fwd, __u8 was, __u8 now)
-{
-	if (ct_stops_counting(was, now))
-		ct6_uncount(fwd);
-}
-
 /* ct4_lookup() for IPv6: the entry, its last_seen refreshed and the
  * packet's state news written to it and to the flow's other entry. */
 static __always_inline struct ct6_value *ct6_lookup(const struct pkt6 *p, __u8 dir)
@@ -85,22 +79,14 @@ static __always_inline struct ct6_value *ct6_lookup(const struct pkt6 *p, __u8 d
 		ct_refresh(&v->last_seen, flags, now);
 		return v;
 	}
-	if (dir == CT_DIR_FWD)
-		ct6_count_state(v, v->flags, flags);
+	if (dir == CT_DIR_FWD && ct_stops_counting(v->flags, flags))
+		ct6_uncount(v);
 	v->flags = flags;
 	v->last_seen = now;
 	ct6_peer_key(&pk, &k, v);
 	peer = bpf_map_lookup_elem(&SVCMAP_MAP_CT6, &pk);
-	if (peer) {
-		__u8 was = peer->flags;
-
-		flags = ct_state_merge(was, flags);
-		if (flags != was) {
-			if (dir != CT_DIR_FWD)
-				ct6_count_state(peer, was, flags);
-			peer->flags = flags;
-		}
-	}
+	if (peer && ct_peer_merge(&peer->flags, flags, dir))
+		ct6_uncount(peer);
 	return v;
 }
 
