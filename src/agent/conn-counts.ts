@@ -91,8 +91,8 @@ interface CountedLayout {
   newDport: number;
   backendId: number;
   flags: number;
-  /** Whether a backend's address (the codec's text) is the entry's new_daddr. */
-  sameAddr: (addr: string, values: Buffer, at: number) => boolean;
+  /** Whether a backend's address is the entry's new_daddr. */
+  sameAddr: (be: BackendValue, values: Buffer, at: number) => boolean;
 }
 
 function countedLayout(key: Codec<CtKey>, value: Codec<CtValue>, sameAddr: CountedLayout['sameAddr']): CountedLayout {
@@ -103,8 +103,16 @@ function countedLayout(key: Codec<CtKey>, value: Codec<CtValue>, sameAddr: Count
   };
 }
 
-const COUNTED4 = countedLayout(ctKey, ctValue, (addr, values, at) => ipv4ToU32(addr) === values.readUInt32BE(at));
-const COUNTED6 = countedLayout(ct6Key, ct6Value, (addr, values, at) => Buffer.from(ipv6ToBytes(addr)).equals(values.subarray(at, at + 16)));
+/** An IPv6 backend's address in bytes, parsed once per backend object (backendLookup() hands out one per id per pass). */
+const addr6Bytes = new WeakMap<BackendValue, Buffer>();
+function bytesOf6(be: BackendValue): Buffer {
+  let b = addr6Bytes.get(be);
+  if (!b) addr6Bytes.set(be, b = Buffer.from(ipv6ToBytes(be.addr)));
+  return b;
+}
+
+const COUNTED4 = countedLayout(ctKey, ctValue, (be, values, at) => ipv4ToU32(be.addr) === values.readUInt32BE(at));
+const COUNTED6 = countedLayout(ct6Key, ct6Value, (be, values, at) => bytesOf6(be).equals(values.subarray(at, at + 16)));
 
 /** One family's tc part of a pass: the flows the GC collected taken off, and the counts the surviving entries say. */
 interface TcPass {
@@ -202,7 +210,7 @@ export class ConnCounts {
       if ((values[v + L.flags]! & (CT_F_CLOSING | CT_F_COUNTED)) !== CT_F_COUNTED) return 0;
       const id = values.readUInt32LE(v + L.backendId);
       const be = backend(id);
-      if (!be || !L.sameAddr(be.addr, values, v + L.newDaddr) || be.port !== values.readUInt16BE(v + L.newDport)) return 0;
+      if (!be || !L.sameAddr(be, values, v + L.newDaddr) || be.port !== values.readUInt16BE(v + L.newDport)) return 0;
       return id;
     };
     const out: TcPass = { expected: new Map(), applied: new Map(), r: { corrected: 0, drift: 0, busy: 0 }, collected: 0 };
