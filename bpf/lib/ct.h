@@ -99,7 +99,8 @@ static __always_inline void ct4_peer_key(struct ct_key *k, const struct ct_key *
 }
 
 /*
- * Live connection counts at tc (struct backend_conns, field tc): a flow
+ * Live connection counts at tc (struct backend_conns, field tc; IPv6 flows
+ * the same in svcmap_conns6, ct6_uncount()): a flow
  * through a frontend whose algorithm reads the counts (CT_F_COUNTED) counts
  * for its backend from the creation of its forward entry (when it is not
  * created closing) until the forward entry gains CT_F_CLOSING, or is
@@ -108,23 +109,50 @@ static __always_inline void ct4_peer_key(struct ct_key *k, const struct ct_key *
  * when the entry's backend id no longer names the endpoint the flow went
  * to (gone, or reused), as for the socket LB.
  */
-static __always_inline void ct4_uncount(const struct ct_value *fwd)
+/* Whether the entry's backend id still names the endpoint the flow went to. */
+static __always_inline int ct4_backend_current(const struct ct_value *v)
 {
 	struct backend_value *be;
-	__u32 id = fwd->backend_id;
+	__u32 id = v->backend_id;
 
-	if (!(fwd->flags & CT_F_COUNTED))
-		return;
 	be = bpf_map_lookup_elem(&SVCMAP_MAP_BACKENDS, &id);
-	if (be && be->addr == fwd->new_daddr && be->port == fwd->new_dport)
-		conns_add(id, CONNS_FIELD_TC, -1);
+	return be && be->addr == v->new_daddr && be->port == v->new_dport;
 }
 
-/* A forward entry whose flags went from `was` to `now` stops counting when it starts closing. */
-static __always_inline void ct4_count_state(const struct ct_value *fwd, __u8 was, __u8 now)
+static __always_inline void ct4_uncount(const struct ct_value *fwd)
 {
-	if (!(was & CT_F_CLOSING) && (now & CT_F_CLOSING))
-		ct4_uncount(fwd);
+	if ((fwd->flags & CT_F_COUNTED) && ct4_backend_current(fwd))
+		conns_add(fwd->backend_id, CONNS_FIELD_TC, -1);
+}
+
+/* A forward entry whose flags went from `was` to `now` stops counting when it
+ * starts closing. Either family. */
+static __always_inline int ct_stops_counting(__u8 was, __u8 now)
+{
+	return !(was & CT_F_CLOSING) && (now & CT_F_CLOSING);
+}
+
+/* A new forward entry's flags, CT_F_COUNTED added when its frontend's
+ * algorithm reads the counts and it is not created closing. Either family. */
+static __always_inline __u8 ct_count_new(__u8 flags, __u8 alg)
+{
+	if (!(flags & CT_F_CLOSING) && lb_alg_counts(alg))
+		flags |= CT_F_COUNTED;
+	return flags;
+}
+
+/* The flow's other entry, met from direction dir, gets the state `flags`
+ * merged into its own: 1 when it is the forward entry and that made it
+ * start closing (the caller takes it off its count). Either family. */
+static __always_inline int ct_peer_merge(__u8 *peer_flags, __u8 flags, __u8 dir)
+{
+	__u8 was = *peer_flags;
+	__u8 now = ct_state_merge(was, flags);
+
+	if (now == was)
+		return 0;
+	*peer_flags = now;
+	return dir != CT_DIR_FWD && ct_stops_counting(was, now);
 }
 
 /*
@@ -156,22 +184,14 @@ static __always_inline struct ct_value *ct4_lookup(const struct pkt4 *p, __u8 di
 		ct_refresh(&v->last_seen, flags, now);
 		return v;
 	}
-	if (dir == CT_DIR_FWD)
-		ct4_count_state(v, v->flags, flags);
+	if (dir == CT_DIR_FWD && ct_stops_counting(v->flags, flags))
+		ct4_uncount(v);
 	v->flags = flags;
 	v->last_seen = now;
 	ct4_peer_key(&pk, &k, v);
 	peer = bpf_map_lookup_elem(&SVCMAP_MAP_CT, &pk);
-	if (peer) {
-		__u8 was = peer->flags;
-
-		flags = ct_state_merge(was, flags);
-		if (flags != was) {
-			if (dir != CT_DIR_FWD)
-				ct4_count_state(peer, was, flags);
-			peer->flags = flags;
-		}
-	}
+	if (peer && ct_peer_merge(&peer->flags, flags, dir))
+		ct4_uncount(peer);
 	return v;
 }
 

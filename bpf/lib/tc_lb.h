@@ -102,8 +102,6 @@ static __always_inline int lb_flow_stale_tcp(__u8 proto, __u8 tcp_flags, __u8 ct
 
 static __always_inline int lb4_flow_stale(const struct pkt4 *p, const struct ct_value *v)
 {
-	struct backend_value *be;
-	__u32 id = v->backend_id;
 	struct ct_key rep;
 	int r = lb_flow_stale_tcp(p->proto, p->tcp_flags, v->flags);
 
@@ -111,8 +109,7 @@ static __always_inline int lb4_flow_stale(const struct pkt4 *p, const struct ct_
 		return r;
 	if (p->proto == IPPROTO_TCP && !ct4_reply_of(p, v, &rep))
 		return 1;
-	be = bpf_map_lookup_elem(&SVCMAP_MAP_BACKENDS, &id);
-	return !be || be->addr != v->new_daddr || be->port != v->new_dport;
+	return !ct4_backend_current(v);
 }
 
 /* LB_ALG_SH at tc: the client is its source address, and its source port
@@ -238,8 +235,7 @@ static __always_inline enum dp_reason lb4_tc_new_flow(struct __sk_buff *skb, con
 	}
 
 	ct4_key_of(&fkey, p, CT_DIR_FWD);
-	if (!(fwd.flags & CT_F_CLOSING) && lb_alg_counts(svc->algorithm))
-		fwd.flags |= CT_F_COUNTED;
+	fwd.flags = ct_count_new(fwd.flags, svc->algorithm);
 	if (ct4_insert(&fkey, &fwd, BPF_NOEXIST) == 0) {
 		/* The one CPU whose entry is the flow's counts it (see ct4_uncount()). */
 		if (fwd.flags & CT_F_COUNTED)

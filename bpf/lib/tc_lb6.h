@@ -62,8 +62,6 @@ static __always_inline int lb6_source_allowed(const struct svc_value *svc, const
 /* lb4_flow_stale() for IPv6: when a known flow starts afresh. */
 static __always_inline int lb6_flow_stale(const struct pkt6 *p, const struct ct6_value *v)
 {
-	struct backend6_value *be;
-	__u32 id = v->backend_id;
 	struct ct6_key rep;
 	int r = lb_flow_stale_tcp(p->proto, p->tcp_flags, v->flags);
 
@@ -71,8 +69,7 @@ static __always_inline int lb6_flow_stale(const struct pkt6 *p, const struct ct6
 		return r;
 	if (p->proto == IPPROTO_TCP && !ct6_reply_of(p, v, &rep))
 		return 1;
-	be = bpf_map_lookup_elem(&SVCMAP_MAP_BACKENDS6, &id);
-	return !be || !addr6_eq(be->addr, v->new_daddr) || be->port != v->new_dport;
+	return !ct6_backend_current(v);
 }
 
 /* lb4_tc_client_hash() for IPv6: the source address folded to 32 bits. */
@@ -193,8 +190,13 @@ static __always_inline enum dp_reason lb6_tc_new_flow(struct __sk_buff *skb, con
 	}
 
 	ct6_key_of(&sc->fkey, p, CT_DIR_FWD);
-	if (ct6_insert(&sc->fkey, fwd, BPF_NOEXIST) == 0)
+	fwd->flags = ct_count_new(fwd->flags, svc->algorithm);
+	if (ct6_insert(&sc->fkey, fwd, BPF_NOEXIST) == 0) {
+		/* The one CPU whose entry is the flow's counts it (see ct4_uncount()). */
+		if (fwd->flags & CT_F_COUNTED)
+			conns_add_in(&SVCMAP_MAP_BE_CONNS6, backend_id, CONNS_FIELD_TC, 1);
 		return DP_R_TRANSLATED;
+	}
 	/* Another CPU created the flow first: follow it (see lb4_tc_new_flow()). */
 	winner = bpf_map_lookup_elem(&SVCMAP_MAP_CT6, &sc->fkey);
 	if (snat || !winner || !addr6_eq(winner->new_daddr, fwd->new_daddr) ||

@@ -19,18 +19,18 @@
 //    storage that a reused backend id no longer matches.
 //
 //  - IPv6 backends (svcmap_conns6, ids of svcmap_be6), with their own
-//    SocketCounter: the socket counts are recounted and the entries of gone
-//    backends removed the same way; their tc field is not recounted (no
-//    IPv6 conntrack is read here).
+//    SocketCounter and conntrack map (svcmap_ct6): the same decrements and
+//    recounts of both fields, and the entries of gone backends removed.
 //
 // Every change is an atomic add in the kernel (the tc object's
 // svcmap_conns_adjust, a BPF_PROG_TYPE_SYSCALL program run with
 // BPF_PROG_RUN), never a map write, which would overwrite the datapath's
 // concurrent adds.
 import { progRunSyscall } from '../bpf/test-run.ts';
-import { type BackendConns, type BackendValue, connsAdjust, ctKey, ctValue } from '../maps/codecs.ts';
+import { type BackendConns, type BackendValue, type Codec, type CtKey, type CtValue, connsAdjust, ct6Key, ct6Value, ctKey, ctValue } from '../maps/codecs.ts';
 import { CONNS_FIELD_SOCK, CONNS_FIELD_TC, CT_DIR_FWD, CT_F_CLOSING, CT_F_COUNTED } from '../maps/constants.ts';
 import { ipv4ToU32 } from '../maps/ipv4.ts';
+import { ipv6ToBytes } from '../maps/ipv6.ts';
 import type { TypedMap } from '../maps/typed-map.ts';
 import type { PackedCt } from './ct-packed.ts';
 import type { SocketCounter } from './socket-recount.ts';
@@ -64,8 +64,14 @@ export interface RecountResult {
   sock?: FieldRecount;
   /** Entries of backends that are gone, removed. */
   removed: number;
-  /** IPv6 backends: their socket recount and removed entries. */
-  v6?: { sock?: FieldRecount; removed: number };
+  /** IPv6 backends: the same, tc's part when the pass read svcmap_ct6. */
+  v6?: { collected?: number; tc?: FieldRecount; sock?: FieldRecount; removed: number };
+}
+
+/** One conntrack map as a GC pass read it (`ct`) and the indices into it that the pass removed. */
+export interface CtPassRead {
+  ct: PackedCt;
+  deleted: Uint32Array;
 }
 
 /** What a pass saw before it read the conntrack map (each family's counts). */
@@ -75,11 +81,47 @@ export interface ConnsSnapshot {
 }
 
 const fieldAt = (layout: typeof ctValue.layout, name: string) => layout.fields.find((f) => f.name === name)!.offset;
-const V = {
-  newDaddr: fieldAt(ctValue.layout, 'new_daddr'), newDport: fieldAt(ctValue.layout, 'new_dport'),
-  backendId: fieldAt(ctValue.layout, 'backend_id'), flags: fieldAt(ctValue.layout, 'flags'),
-};
-const KDIR = fieldAt(ctKey.layout, 'dir');
+
+/** Where a conntrack layout (svcmap_ct or svcmap_ct6) keeps what a counted flow is known by, in bytes. */
+interface CountedLayout {
+  ks: number;
+  vs: number;
+  dir: number;
+  newDaddr: number;
+  newDport: number;
+  backendId: number;
+  flags: number;
+  /** Whether a backend's address is the entry's new_daddr. */
+  sameAddr: (be: BackendValue, values: Buffer, at: number) => boolean;
+}
+
+function countedLayout(key: Codec<CtKey>, value: Codec<CtValue>, sameAddr: CountedLayout['sameAddr']): CountedLayout {
+  return {
+    ks: key.layout.size, vs: value.layout.size, dir: fieldAt(key.layout, 'dir'),
+    newDaddr: fieldAt(value.layout, 'new_daddr'), newDport: fieldAt(value.layout, 'new_dport'),
+    backendId: fieldAt(value.layout, 'backend_id'), flags: fieldAt(value.layout, 'flags'), sameAddr,
+  };
+}
+
+/** An IPv6 backend's address in bytes, parsed once per backend object (backendLookup() hands out one per id per pass). */
+const addr6Bytes = new WeakMap<BackendValue, Buffer>();
+function bytesOf6(be: BackendValue): Buffer {
+  let b = addr6Bytes.get(be);
+  if (!b) addr6Bytes.set(be, b = Buffer.from(ipv6ToBytes(be.addr)));
+  return b;
+}
+
+const COUNTED4 = countedLayout(ctKey, ctValue, (be, values, at) => ipv4ToU32(be.addr) === values.readUInt32BE(at));
+const COUNTED6 = countedLayout(ct6Key, ct6Value, (be, values, at) => bytesOf6(be).equals(values.subarray(at, at + 16)));
+
+/** One family's tc part of a pass: the flows the GC collected taken off, and the counts the surviving entries say. */
+interface TcPass {
+  expected: Map<number, number>;
+  /** The decrements this pass made, by backend. */
+  applied: Map<number, number>;
+  r: FieldRecount;
+  collected: number;
+}
 
 /** Distinct backend ids a pass looks up one by one before it reads the whole backends map instead. */
 export const BACKENDS_FULL_READ = 4096;
@@ -137,48 +179,56 @@ export class ConnCounts {
   }
 
   /**
-   * After a GC pass: `ct` is what the pass read (after `before` was taken),
-   * `deleted` the indices into it that the pass removed.
+   * After a GC pass: `v4` (and `v6`, svcmap_ct6) what the pass read of each
+   * conntrack map (after `before` was taken) and the indices it removed.
    */
-  afterGc(before: ConnsSnapshot, ct: PackedCt, deleted: Uint32Array): RecountResult {
+  afterGc(before: ConnsSnapshot, v4: CtPassRead, v6?: CtPassRead): RecountResult {
     const backend = backendLookup(this.#maps.backends);
+    const tc4 = this.#tcPass(4, COUNTED4, v4, backend);
+    const res: RecountResult = { collected: tc4.collected, tc: tc4.r, removed: 0 };
+    const r4 = this.#recount(4, this.#maps, backend, before.v4, this.#sockets, tc4);
+    res.removed = r4.removed;
+    if (r4.sock) res.sock = r4.sock;
+    if (this.#v6) {
+      const backend6 = backendLookup(this.#v6.maps.backends);
+      const tc6 = v6 ? this.#tcPass(6, COUNTED6, v6, backend6) : undefined;
+      res.v6 = this.#recount(6, this.#v6.maps, backend6, before.v6 ?? new Map(), this.#v6.sockets, tc6);
+      if (tc6) res.v6 = { collected: tc6.collected, tc: tc6.r, ...res.v6 };
+    }
+    return res;
+  }
+
+  /** Takes the open counted flows the pass removed off their backends, and counts those left. */
+  #tcPass(family: 4 | 6, L: CountedLayout, read: CtPassRead, backend: (id: number) => BackendValue | undefined): TcPass {
+    const { ct, deleted } = read;
     const keys = Buffer.from(ct.keys.buffer, ct.keys.byteOffset, ct.keys.byteLength);
     const values = Buffer.from(ct.values.buffer, ct.values.byteOffset, ct.values.byteLength);
-    const ks = ctKey.layout.size, vs = ctValue.layout.size;
     /** The backend id an open forward entry counts for, or 0 (not forward, not counted, closing, or its backend is not the one it went to). */
     const countedFor = (i: number): number => {
-      if (keys[i * ks + KDIR] !== CT_DIR_FWD) return 0;
-      const v = i * vs;
-      if ((values[v + V.flags]! & (CT_F_CLOSING | CT_F_COUNTED)) !== CT_F_COUNTED) return 0;
-      const id = values.readUInt32LE(v + V.backendId);
+      if (keys[i * L.ks + L.dir] !== CT_DIR_FWD) return 0;
+      const v = i * L.vs;
+      if ((values[v + L.flags]! & (CT_F_CLOSING | CT_F_COUNTED)) !== CT_F_COUNTED) return 0;
+      const id = values.readUInt32LE(v + L.backendId);
       const be = backend(id);
-      if (!be || ipv4ToU32(be.addr) !== values.readUInt32BE(v + V.newDaddr) || be.port !== values.readUInt16BE(v + V.newDport)) return 0;
+      if (!be || !L.sameAddr(be, values, v + L.newDaddr) || be.port !== values.readUInt16BE(v + L.newDport)) return 0;
       return id;
     };
-    const res: RecountResult = { collected: 0, tc: { corrected: 0, drift: 0, busy: 0 }, removed: 0 };
-    const applied = new Map<number, number>();
+    const out: TcPass = { expected: new Map(), applied: new Map(), r: { corrected: 0, drift: 0, busy: 0 }, collected: 0 };
     const gone = new Uint8Array(ct.count);
     for (const i of deleted) {
       gone[i] = 1;
       const id = countedFor(i);
       if (!id) continue;
-      this.adjust(id, 'tc', -1);
-      applied.set(id, (applied.get(id) ?? 0) - 1);
-      res.collected++;
+      this.adjust(id, 'tc', -1, family);
+      out.applied.set(id, (out.applied.get(id) ?? 0) - 1);
+      out.collected++;
     }
-    const expectedTc = new Map<number, number>();
     for (let i = 0; i < ct.count; i++) {
       if (gone[i]) continue;
       const id = countedFor(i);
-      if (id) expectedTc.set(id, (expectedTc.get(id) ?? 0) + 1);
+      if (id) out.expected.set(id, (out.expected.get(id) ?? 0) + 1);
     }
-    const v4 = this.#recount(4, this.#maps, backend, before.v4, this.#sockets, { expected: expectedTc, applied, r: res.tc });
-    res.removed = v4.removed;
-    if (v4.sock) res.sock = v4.sock;
-    if (this.#v6) {
-      res.v6 = this.#recount(6, this.#v6.maps, backendLookup(this.#v6.maps.backends), before.v6 ?? new Map(), this.#v6.sockets);
-    }
-    return res;
+    return out;
   }
 
   /**
@@ -187,7 +237,7 @@ export class ConnCounts {
    * was found, each unless it moved during the pass.
    */
   #recount(family: 4 | 6, maps: ConnCountMaps, backend: (id: number) => BackendValue | undefined, before: ReadonlyMap<number, BackendConns>,
-    sockets: SocketCounter | undefined, tc?: { expected: Map<number, number>; applied: Map<number, number>; r: FieldRecount }): { sock?: FieldRecount; removed: number } {
+    sockets: SocketCounter | undefined, tc?: TcPass): { sock?: FieldRecount; removed: number } {
     const out: { sock?: FieldRecount; removed: number } = { removed: 0 };
     let expectedSock: Map<number, number> | undefined;
     if (sockets) {

@@ -423,7 +423,7 @@ export interface CtGcOptions {
   log?: Logger;
   /** Live connection counts: each pass takes the open flows it collects off their backends and recounts tc's counts. */
   conns?: ConnCounts;
-  /** The IPv6 conntrack map (svcmap_ct6), collected in the same pass (its flows are not counted). */
+  /** The IPv6 conntrack map (svcmap_ct6), collected in the same pass (its counted flows too). */
   map6?: TypedMap<CtKey, CtValue> | undefined;
 }
 
@@ -515,8 +515,9 @@ export class CtGc {
     const now = this.#now();
     const v4 = this.#pass(this.#map, CT4_FORMAT, now);
     const v6 = this.#map6 ? this.#pass(this.#map6, CT6_FORMAT, now) : undefined;
-    // The counts lose only the IPv4 flows this pass removed (IPv6 flows are not counted).
-    const conns = before && this.#conns?.afterGc(before, v4.ct, Uint32Array.from(v4.removed, (i) => v4.sel.indices[i]!));
+    // The counts lose the open counted flows this pass removed, of either family.
+    const removedOf = (p: MapPass) => ({ ct: p.ct, deleted: Uint32Array.from(p.removed, (i) => p.sel.indices[i]!) });
+    const conns = before && this.#conns?.afterGc(before, removedOf(v4), v6 && removedOf(v6));
     const flows = { ...v4.sel.flows };
     if (v6) for (const k of Object.keys(flows) as CtFlowState[]) flows[k] += v6.sel.flows[k];
     const run: CtGcRun = {
@@ -526,7 +527,7 @@ export class CtGc {
       durationMs: Number(process.hrtime.bigint() - started) / 1e6,
       ...(conns ? { conns } : {}),
     };
-    if (conns && (conns.tc.corrected || conns.sock?.corrected || conns.removed || conns.v6?.sock?.corrected || conns.v6?.removed)) this.#log?.info({ ...conns }, 'connection counts recounted');
+    if (conns && (conns.tc.corrected || conns.sock?.corrected || conns.removed || conns.v6?.tc?.corrected || conns.v6?.sock?.corrected || conns.v6?.removed)) this.#log?.info({ ...conns }, 'connection counts recounted');
     this.#metrics?.conntrackEntries.set(run.entries - run.deleted);
     this.#metrics?.conntrackGcDeleted.inc(run.deleted);
     if (run.deleted) this.#log?.debug({ ...run }, 'conntrack GC removed idle flows');

@@ -3,8 +3,9 @@
 // client address on one backend (and, with SVC_F_SH_PORT, a client
 // address + source port); session affinity on top of rr uses rr on a miss;
 // random is unchanged. lc, sed, nq choose by the live counts that
-// conntrack keeps (a flow counts while open): a new flow goes to the least
-// loaded backend, an idle one first, and ties spread; dh gives every client
+// conntrack keeps (a flow counts while open; IPv6 flows too, in their own
+// counts): a new flow goes to the least loaded backend, an idle one first,
+// and ties spread; dh gives every client
 // of one frontend one backend.
 import t, { type Test } from 'tap';
 import {
@@ -12,10 +13,12 @@ import {
 } from '../../src/maps/constants.ts';
 import { CONNS_ADJUST_PROGRAM, ConnCounts } from '../../src/agent/conn-counts.ts';
 import { TCP_RST, TCP_SYN, buildIpv4 } from './fixtures/packets.ts';
-import { translated } from './fixtures/tc-expect.ts';
+import { buildIpv6 } from './fixtures/packets6.ts';
+import { translated, translated6 } from './fixtures/tc-expect.ts';
 import { type BackendSpec, type ServiceSpec, TcHarness } from './fixtures/tc-harness.ts';
 
 const NODE_IP = '198.51.100.1';
+const NODE6 = 'fd00:198:51:100::1';
 const BACKENDS: BackendSpec[] = [
   { id: 31, addr: '10.244.2.31', port: 8080 },
   { id: 32, addr: '10.244.2.32', port: 8080 },
@@ -25,6 +28,7 @@ const BACKENDS: BackendSpec[] = [
 const h = TcHarness.open();
 t.teardown(() => h.close());
 h.configure(NODE_IP);
+h.configure6(NODE6);
 
 let nextPort = 21000;
 const freshPort = () => nextPort++;
@@ -113,32 +117,54 @@ t.test('maglev before its table is published (none written here) is random, and 
 const counts = new ConnCounts({ conns: h.conns, backends: h.backends }, h.object.programFd(CONNS_ADJUST_PROGRAM));
 const tcCount = (b: BackendSpec) => h.connsOf(b.id).tc;
 
-t.test('lc: each new flow goes to the backend with the fewest open flows; closing frees a backend', async (t) => {
-  h.clearCt();
-  h.clearConns();
-  h.addService(service(30610, 70, LB_ALG_LC));
-  const sports: Array<[string, number]> = [];
-  for (let round = 1; round <= 3; round++) {
-    const got = new Set<string>();
-    for (let i = 0; i < 3; i++) {
-      const sport = freshPort();
-      const be = newFlow(t, '203.0.113.60', 30610, sport);
-      got.add(be);
-      sports.push([be, sport]);
+/** The lc test's frontend and backends in each family: IPv6 flows count in svcmap_conns6, by the same rules. */
+const LC_FAMILIES = [
+  { family: 4 as const, node: NODE_IP, client: (n: number) => `203.0.113.${n}`, backends: BACKENDS },
+  {
+    family: 6 as const, node: NODE6, client: (n: number) => `fd00:203:0:113::${n}`,
+    backends: BACKENDS.map((b, i) => ({ ...b, addr: `fd00:10:244:2::${31 + i}` })),
+  },
+];
+
+for (const f of LC_FAMILIES) {
+  t.test(`lc (IPv${f.family}): each new flow goes to the backend with the fewest open flows; closing frees a backend`, async (t) => {
+    h.clearCt();
+    h.clearConns();
+    const port = 30610;
+    const spec = { ...service(port, 70, LB_ALG_LC, 0, f.backends), addr: f.node };
+    if (f.family === 6) h.addService6(spec);
+    else h.addService(spec);
+    const build = (client: string, sport: number, tcpFlags: number) => {
+      const l4 = { saddr: client, daddr: f.node, proto: 'tcp' as const, sport, dport: port, tcpFlags };
+      return f.family === 6 ? buildIpv6(l4) : buildIpv4(l4);
+    };
+    const flow = (client: string, sport = freshPort()) => {
+      const input = build(client, sport, TCP_SYN);
+      const res = h.ingress(input);
+      return (f.family === 6 ? translated6 : translated)(t, res, input, `new flow from ${client}:${sport} to :${port}`).daddr;
+    };
+    const counted = () => f.backends.map((b) => h.connsOf(b.id, f.family).tc);
+    const sports: Array<[string, number]> = [];
+    for (let round = 1; round <= 3; round++) {
+      const got = new Set<string>();
+      for (let i = 0; i < 3; i++) {
+        const sport = freshPort();
+        const be = flow(f.client(60), sport);
+        got.add(be);
+        sports.push([be, sport]);
+      }
+      t.equal(got.size, 3, `round ${round}: 3 new flows, one to each backend`);
+      t.same(counted(), [round, round, round], `round ${round}: every backend holds ${round}`);
     }
-    t.equal(got.size, 3, `round ${round}: 3 new flows, one to each backend`);
-    t.same(BACKENDS.map(tcCount), [round, round, round], `round ${round}: every backend holds ${round}`);
-  }
-  // Two flows of one backend end (RST): the next two new flows go there.
-  const target = BACKENDS[1]!;
-  for (const [, sport] of sports.filter(([be]) => be === target.addr).slice(0, 2)) {
-    h.ingress(buildIpv4({ saddr: '203.0.113.60', daddr: NODE_IP, proto: 'tcp', sport, dport: 30610, tcpFlags: TCP_RST }));
-  }
-  t.same(BACKENDS.map(tcCount), [3, 1, 3], 'two of its flows closed');
-  t.equal(newFlow(t, '203.0.113.61', 30610), target.addr, 'the next flow: the least loaded');
-  t.equal(newFlow(t, '203.0.113.62', 30610), target.addr, 'and the next (2 < 3)');
-  t.same(BACKENDS.map(tcCount), [3, 3, 3]);
-});
+    // Two flows of one backend end (RST): the next two new flows go there.
+    const target = f.backends[1]!;
+    for (const [, sport] of sports.filter(([be]) => be === target.addr).slice(0, 2)) h.ingress(build(f.client(60), sport, TCP_RST));
+    t.same(counted(), [3, 1, 3], 'two of its flows closed');
+    t.equal(flow(f.client(61)), target.addr, 'the next flow: the least loaded');
+    t.equal(flow(f.client(62)), target.addr, 'and the next (2 < 3)');
+    t.same(counted(), [3, 3, 3]);
+  });
+}
 
 t.test('lc: ties spread (sequential flows that close at once do not all go to slot 1)', async (t) => {
   h.clearCt();
