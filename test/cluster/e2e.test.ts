@@ -185,6 +185,16 @@ t.test('NodePort from outside the cluster, externalTrafficPolicy Cluster', async
   }
 });
 
+t.test('a RequireDualStack NodePort Service from outside the cluster over IPv6 (tc: DNAT, SNAT to the node\'s IPv6 address)', async (t) => {
+  const { names } = await echoPods();
+  const port = String(PORTS.dualTcp.nodePort);
+  for (const n of cluster.nodes) {
+    const ip6 = n.opts.net.ip6;
+    const tcp = await outsideTool(['tcp', ip6, port, '20']);
+    t.same([...new Set(lines(tcp))].sort(), names, `${n.name} [${ip6}]:${port} TCP from outside: both pods, local and remote`);
+  }
+});
+
 t.test('externalIP, externalTrafficPolicy Cluster', async (t) => {
   await cluster.lab.route(cluster.net.outside.ns, `${EXTERNAL_IP_CLUSTER}/32`, node1.opts.net.ip);
   const tcp = await outsideTool(['tcp', EXTERNAL_IP_CLUSTER, String(PORTS.tcp.port), '20']);
