@@ -12,9 +12,7 @@ import * as z from 'zod';
 import { canonicalCidrv4, canonicalIpv4 } from '../maps/ipv4.ts';
 import { canonicalCidrv6, canonicalIpv6 } from '../maps/ipv6.ts';
 import type { Problem } from './types.ts';
-import { renderIssue } from './issues.ts';
 import { DNS_LABEL, DNS_SUBDOMAIN, PORT_NAME, triggerTime } from './names.ts';
-import { leanIpv4Slice } from './lean-slice.ts';
 
 export const DEFAULT_AFFINITY_TIMEOUT_SECONDS = 10800;
 
@@ -384,13 +382,13 @@ export type ValidationResult = { ok: true; obj: KubeObject } | { ok: false; prob
 /** API group each kind must come from; a `serving.knative.dev` Service is not ours. */
 const GROUPS: Record<SupportedKind, string> = { Service: '', Node: '', EndpointSlice: 'discovery.k8s.io' };
 
-const SCHEMAS: Record<SupportedKind, z.ZodType<KubeObject>> = {
+export const SCHEMAS: Record<SupportedKind, z.ZodType<KubeObject>> = {
   Service: ServiceSchema,
   EndpointSlice: EndpointSliceSchema,
   Node: NodeSchema,
 };
 
-function isRecord(v: unknown): v is Record<string, unknown> {
+export function isRecord(v: unknown): v is Record<string, unknown> {
   return typeof v === 'object' && v !== null && !Array.isArray(v);
 }
 
@@ -416,46 +414,4 @@ export function identify(raw: unknown): { kind: string; namespace: string; name:
   let namespace = typeof meta.namespace === 'string' ? meta.namespace : '';
   if (namespace === '' && (kind === 'Service' || kind === 'EndpointSlice')) namespace = 'default';
   return { kind, namespace, name };
-}
-
-/**
- * Validate one raw object (parsed YAML/JSON or an API response) as a Service,
- * EndpointSlice or Node. Every problem names the object and the field.
- */
-export function validateObject(raw: unknown, source?: string): ValidationResult {
-  const id = identify(raw);
-  const problem = (path: string, message: string): Problem => ({
-    ...id,
-    path,
-    message,
-    severity: 'error',
-    ...(source === undefined ? {} : { source }),
-  });
-  if (!isRecord(raw)) return { ok: false, problems: [problem('', 'must be a mapping (a Kubernetes object)')] };
-  if (typeof raw.kind !== 'string') return { ok: false, problems: [problem('kind', 'kind: is required')] };
-  const kind = supportedKind(raw);
-  if (kind === undefined) {
-    return {
-      ok: false,
-      problems: [
-        problem('kind', `kind: ${raw.kind} (apiVersion ${String(raw.apiVersion)}) is not consumed by svcmap (Service, EndpointSlice, Node)`),
-      ],
-    };
-  }
-  if (kind === 'EndpointSlice') {
-    // Most slices (the API server's, already validated by it) are plain: a
-    // lean check of what the model reads, with zod's output; anything else,
-    // and every error, goes through zod (lean-slice.ts).
-    const lean = leanIpv4Slice(raw);
-    if (lean) return { ok: true, obj: lean };
-  }
-  const result = z.safeParse(SCHEMAS[kind], raw, { reportInput: true });
-  if (result.success) return { ok: true, obj: result.data };
-  return {
-    ok: false,
-    problems: result.error.issues.map((issue) => {
-      const { path, message } = renderIssue(issue);
-      return problem(path, message);
-    }),
-  };
 }

@@ -1,6 +1,7 @@
 import t from 'tap';
 import { buildDesiredState, nodeInfoFromNode } from '../../src/model/desired.ts';
-import { validateObject, type EndpointSlice, type Node, type Service } from '../../src/model/schemas.ts';
+import { type EndpointSlice, type Node, type Service } from '../../src/model/schemas.ts';
+import { validateObject } from '../../src/model/validate.ts';
 import type { DesiredState, Frontend, NodeInfo } from '../../src/model/types.ts';
 
 // Objects go through validateObject, as they do in the sources, so the tests

@@ -6,7 +6,8 @@
 import t from 'tap';
 import { buildDesiredState } from '../../src/model/desired.ts';
 import { IncrementalModel } from '../../src/model/incremental.ts';
-import { type EndpointSlice, type Service, validateObject } from '../../src/model/schemas.ts';
+import { type EndpointSlice, type Service } from '../../src/model/schemas.ts';
+import { validateObject } from '../../src/model/validate.ts';
 import type { Frontend, NodeInfo } from '../../src/model/types.ts';
 
 function rng(seed: number) {

@@ -8,7 +8,8 @@ import { eventForProblem } from '../../src/agent/events/agent-events.ts';
 import { toTarget } from '../../src/agent/targets.ts';
 import { LB_ALGORITHMS, LB_ALG_DH, LB_ALG_LC, LB_ALG_MAGLEV, LB_ALG_NQ, LB_ALG_RANDOM, LB_ALG_RR, LB_ALG_SED, LB_ALG_SH, SVC_F_SH_PORT } from '../../src/maps/constants.ts';
 import { buildDesiredState } from '../../src/model/desired.ts';
-import { type Service, validateObject } from '../../src/model/schemas.ts';
+import { type Service } from '../../src/model/schemas.ts';
+import { validateObject } from '../../src/model/validate.ts';
 
 function svc(name: string, clusterIP: string, annotations: Record<string, unknown>, type = 'ClusterIP'): Service {
   const r = validateObject({

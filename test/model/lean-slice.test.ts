@@ -9,7 +9,8 @@ import * as z from 'zod';
 import { serviceObject, sliceObject } from '../../bench/manifests.ts';
 import { makeServices } from '../../bench/workload.ts';
 import { leanIpv4Slice } from '../../src/model/lean-slice.ts';
-import { EndpointSliceSchema, validateObject } from '../../src/model/schemas.ts';
+import { EndpointSliceSchema } from '../../src/model/schemas.ts';
+import { validateObject } from '../../src/model/validate.ts';
 
 function rng(seed: number): () => number {
   let x = seed >>> 0 || 1;

@@ -11,7 +11,8 @@ import { toTargets } from '../../src/agent/targets.ts';
 import { buildDesiredState } from '../../src/model/desired.ts';
 import { type IpSlice, modelSlice } from '../../src/model/endpoints.ts';
 import { IncrementalModel } from '../../src/model/incremental.ts';
-import { type EndpointSlice, type Service, validateObject } from '../../src/model/schemas.ts';
+import { type EndpointSlice, type Service } from '../../src/model/schemas.ts';
+import { validateObject } from '../../src/model/validate.ts';
 import type { NodeInfo } from '../../src/model/types.ts';
 
 function valid<T>(raw: unknown): T {

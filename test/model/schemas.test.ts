@@ -1,5 +1,6 @@
 import t from 'tap';
-import { supportedKind, validateObject, type EndpointSlice, type Service } from '../../src/model/schemas.ts';
+import { supportedKind, type EndpointSlice, type Service } from '../../src/model/schemas.ts';
+import { validateObject } from '../../src/model/validate.ts';
 import { renderPath } from '../../src/model/issues.ts';
 import type { Problem } from '../../src/model/types.ts';
 

@@ -10,7 +10,8 @@
 import t from 'tap';
 import { buildDesiredState } from '../../src/model/desired.ts';
 import { nodeInfoFromNode } from '../../src/model/node.ts';
-import { type EndpointSlice, type Service, validateObject } from '../../src/model/schemas.ts';
+import { type EndpointSlice, type Service } from '../../src/model/schemas.ts';
+import { validateObject } from '../../src/model/validate.ts';
 import type { NodeInfo } from '../../src/model/types.ts';
 
 function obj<T>(raw: unknown): T {

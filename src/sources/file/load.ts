@@ -5,7 +5,8 @@ import { createHash } from 'node:crypto';
 import { readdir, readFile, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Problem } from '../../model/types.ts';
-import { identify, supportedKind, validateObject, type KubeObject } from '../../model/schemas.ts';
+import { identify, supportedKind, type KubeObject } from '../../model/schemas.ts';
+import { validateObject } from '../../model/validate.ts';
 import { parseManifest } from './parse.ts';
 
 export interface LoadedObject {

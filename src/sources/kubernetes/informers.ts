@@ -12,7 +12,8 @@
 // raw JSON (managedFields, annotations, selectors, status the model does not
 // read) is dropped at once.
 import { type KubeConfig, type KubernetesObject, ListWatch, Watch } from './client-node.ts';
-import { type ValidationResult, validateObject } from '../../model/schemas.ts';
+import { type ValidationResult } from '../../model/schemas.ts';
+import { validateObject } from '../../model/validate.ts';
 import { listAll } from './list.ts';
 
 export type InformerKind = 'Service' | 'EndpointSlice' | 'Node';

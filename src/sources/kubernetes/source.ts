@@ -8,7 +8,8 @@
 import type { KubeConfig } from './client-node.ts';
 import { IncrementalModel } from '../../model/incremental.ts';
 import { nodeInfoFromNode } from '../../model/node.ts';
-import { type EndpointSlice, type Node, type Service, identify, validateObject } from '../../model/schemas.ts';
+import { type EndpointSlice, type Node, type Service, identify } from '../../model/schemas.ts';
+import { validateObject } from '../../model/validate.ts';
 import type { NodeInfo } from '../../model/types.ts';
 import { type CachedObject, type InformerKind, type RunningInformer, makeInformers } from './informers.ts';
 

@@ -1,0 +1,52 @@
+// The validation entry: one raw object (parsed YAML/JSON or an API response)
+// to a validated Service, EndpointSlice or Node, or problems that name the
+// object and the field. Plain IPv4 EndpointSlices take the lean path
+// (lean-slice.ts); everything else, and every error, goes through the zod
+// schemas (schemas.ts).
+import * as z from 'zod';
+import { renderIssue } from './issues.ts';
+import { leanIpv4Slice } from './lean-slice.ts';
+import { SCHEMAS, type ValidationResult, identify, isRecord, supportedKind } from './schemas.ts';
+import type { Problem } from './types.ts';
+
+/**
+ * Validate one raw object (parsed YAML/JSON or an API response) as a Service,
+ * EndpointSlice or Node. Every problem names the object and the field.
+ */
+export function validateObject(raw: unknown, source?: string): ValidationResult {
+  const id = identify(raw);
+  const problem = (path: string, message: string): Problem => ({
+    ...id,
+    path,
+    message,
+    severity: 'error',
+    ...(source === undefined ? {} : { source }),
+  });
+  if (!isRecord(raw)) return { ok: false, problems: [problem('', 'must be a mapping (a Kubernetes object)')] };
+  if (typeof raw.kind !== 'string') return { ok: false, problems: [problem('kind', 'kind: is required')] };
+  const kind = supportedKind(raw);
+  if (kind === undefined) {
+    return {
+      ok: false,
+      problems: [
+        problem('kind', `kind: ${raw.kind} (apiVersion ${String(raw.apiVersion)}) is not consumed by svcmap (Service, EndpointSlice, Node)`),
+      ],
+    };
+  }
+  if (kind === 'EndpointSlice') {
+    // Most slices (the API server's, already validated by it) are plain: a
+    // lean check of what the model reads, with zod's output; anything else,
+    // and every error, goes through zod (lean-slice.ts).
+    const lean = leanIpv4Slice(raw);
+    if (lean) return { ok: true, obj: lean };
+  }
+  const result = z.safeParse(SCHEMAS[kind], raw, { reportInput: true });
+  if (result.success) return { ok: true, obj: result.data };
+  return {
+    ok: false,
+    problems: result.error.issues.map((issue) => {
+      const { path, message } = renderIssue(issue);
+      return problem(path, message);
+    }),
+  };
+}
