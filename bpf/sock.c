@@ -92,7 +92,10 @@ SEC("cgroup/sock_release")
 int svcmap_sock_release(struct bpf_sock *ctx)
 {
 	sock4_uncount(ctx);
-	sock6_uncount(ctx);
+	/* Only an AF_INET6 socket can have counted for an IPv6 backend (an
+	 * IPv4-mapped one counts in the IPv4 storage): one lookup fewer for the rest. */
+	if (ctx->family == AF_INET6)
+		sock6_uncount(ctx);
 	return 1;
 }
 

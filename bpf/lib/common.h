@@ -11,6 +11,14 @@
 
 #include "svcmap_maps.h"
 
+/* Address families (linux/socket.h is not for BPF programs). */
+#ifndef AF_INET
+#define AF_INET 2
+#endif
+#ifndef AF_INET6
+#define AF_INET6 10
+#endif
+
 /* cgroup sock_addr verdicts */
 #define SYS_REJECT  0
 #define SYS_PROCEED 1

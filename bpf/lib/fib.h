@@ -35,13 +35,6 @@
 
 #include "csum.h"
 
-#ifndef AF_INET
-#define AF_INET 2
-#endif
-
-#ifndef AF_INET6
-#define AF_INET6 10
-#endif
 
 /*
  * After the FIB lookup (its result rc, the answer in *fib) for a translated

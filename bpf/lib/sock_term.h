@@ -28,12 +28,6 @@
 
 #include <linux/in6.h>
 
-#ifndef AF_INET
-#define AF_INET 2
-#endif
-#ifndef AF_INET6
-#define AF_INET6 10
-#endif
 
 /* TCP states (include/net/tcp_states.h) a socket is not destroyed in: it is
  * no connection (listening, closed) or not a full socket (the iterator also

@@ -116,17 +116,22 @@ static __always_inline int lb4_flow_stale(const struct pkt4 *p, const struct ct_
  * too when the frontend asks (SVC_F_SH_PORT). LB_ALG_MAGLEV: the flow (the
  * source address, port and protocol; lb4_maglev_slot() adds the frontend),
  * as Cilium's Maglev hashes the 5-tuple. 0 for other algorithms. */
-static __always_inline __u32 lb4_tc_client_hash(const struct pkt4 *p, const struct svc_value *svc)
+static __always_inline __u32 lb_tc_client_hash(__u32 saddr, __be16 sport, __u8 proto, const struct svc_value *svc)
 {
-	__u64 v = p->saddr;
+	__u64 v = saddr;
 
 	if (svc->algorithm == LB_ALG_MAGLEV)
-		return lb_hash64(v | (__u64)p->sport << 32 | (__u64)p->proto << 48);
+		return lb_hash64(v | (__u64)sport << 32 | (__u64)proto << 48);
 	if (svc->algorithm != LB_ALG_SH)
 		return 0;
 	if (svc->flags & SVC_F_SH_PORT)
-		v |= (__u64)p->sport << 32;
+		v |= (__u64)sport << 32;
 	return lb_hash64(v);
+}
+
+static __always_inline __u32 lb4_tc_client_hash(const struct pkt4 *p, const struct svc_value *svc)
+{
+	return lb_tc_client_hash(p->saddr, p->sport, p->proto, svc);
 }
 
 /*

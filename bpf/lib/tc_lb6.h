@@ -75,15 +75,7 @@ static __always_inline int lb6_flow_stale(const struct pkt6 *p, const struct ct6
 /* lb4_tc_client_hash() for IPv6: the source address folded to 32 bits. */
 static __always_inline __u32 lb6_tc_client_hash(const struct pkt6 *p, const struct svc_value *svc)
 {
-	__u64 v = addr6_fold(p->saddr);
-
-	if (svc->algorithm == LB_ALG_MAGLEV)
-		return lb_hash64(v | (__u64)p->sport << 32 | (__u64)p->proto << 48);
-	if (svc->algorithm != LB_ALG_SH)
-		return 0;
-	if (svc->flags & SVC_F_SH_PORT)
-		v |= (__u64)p->sport << 32;
-	return lb_hash64(v);
+	return lb_tc_client_hash(addr6_fold(p->saddr), p->sport, p->proto, svc);
 }
 
 /* The backend a new flow of p to frontend key gets (its id in *backend_id), NULL for none. */

@@ -103,8 +103,9 @@ export function readHostNet(): HostNet {
   let routes6: HostRoute[] = [];
   try {
     routes6 = parseProcNetIpv6Route(readFileSync('/proc/net/ipv6_route', 'utf8'));
-  } catch {
+  } catch (err) {
     // No IPv6 in this kernel (the file is absent): IPv4 routes only.
+    if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
   }
   return { devices: hostDevices(), routes: [...parseProcNetRoute(readFileSync('/proc/net/route', 'utf8')), ...routes6] };
 }
