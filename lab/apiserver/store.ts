@@ -76,6 +76,10 @@ export class Store {
   readonly #listeners = new Set<(c: Change) => void>();
   readonly #historyLimit: number;
   #history: Change[] = [];
+  /** The last listAt result per resource: the pages of one paginated list read the same
+   * snapshot, and rebuilding and sorting it per page made a 100k list quadratic. The state
+   * at an rv never changes, so the snapshot stays right while that rv is listable. */
+  readonly #snapshots = new Map<string, { rv: number; entries: ReadonlyArray<readonly [string, StoredObject]> }>();
   #rv: number;
   /** History holds every change with rv > #oldest; state at #oldest and later can be rebuilt. */
   #oldest: number;
@@ -120,8 +124,16 @@ export class Store {
   }
 
   /** The objects as they were at resourceVersion rv, in key order; 410 if history no longer reaches back that far. */
-  listAt(r: Resource, rv: number): Array<[string, StoredObject]> {
+  listAt(r: Resource, rv: number): ReadonlyArray<readonly [string, StoredObject]> {
     if (rv < this.#oldest) throw tooOldResourceVersion(rv, this.#oldest);
+    const cached = this.#snapshots.get(r.plural);
+    if (cached?.rv === rv && rv <= this.#rv) return cached.entries;
+    const entries = this.#stateAt(r, rv);
+    this.#snapshots.set(r.plural, { rv, entries });
+    return entries;
+  }
+
+  #stateAt(r: Resource, rv: number): Array<[string, StoredObject]> {
     const state = new Map(this.#map(r));
     for (let i = this.#history.length - 1; i >= 0; i--) {
       const c = this.#history[i]!;
@@ -259,6 +271,7 @@ export class Store {
   /** Replace every object (a restored or different backing store); history is dropped. */
   replaceAll(objects: readonly KubeObject[]): void {
     this.#objects.clear();
+    this.#snapshots.clear();
     this.#history = [];
     for (const o of objects) {
       const r = resourceFor(String(o.kind ?? ''));

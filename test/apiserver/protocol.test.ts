@@ -172,6 +172,31 @@ t.test('pagination: limit + continue over one consistent snapshot', async (t) =>
   t.equal((await http(server, 'GET', `/api/v1/services?continue=${q1.body.metadata.continue}&resourceVersion=3`)).status, 400);
 });
 
+t.test('pagination within a namespace and through a selector: every match once, in key order', async (t) => {
+  const server = await startServer(t, { initialResourceVersion: 0 });
+  // Namespaces whose keys sort next to "a/": "a-b/" before it, "a0/" and "ab/" after it.
+  for (const ns of ['a', 'a-b', 'a0', 'ab']) for (const n of ['s1', 's2', 's3']) server.create(service(n, { namespace: ns, labels: { pick: n === 's2' ? 'yes' : 'no' } }));
+  const names = async (path: string, limit: number) => {
+    const seen: string[] = [];
+    const counts: Array<number | undefined> = [];
+    let cont: string | undefined;
+    do {
+      const r = await http(server, 'GET', `${path}${path.includes('?') ? '&' : '?'}limit=${limit}${cont ? `&continue=${cont}` : ''}`);
+      t.equal(r.status, 200);
+      seen.push(...r.body.items.map((i: any) => `${i.metadata.namespace}/${i.metadata.name}`));
+      counts.push(r.body.metadata.remainingItemCount);
+      cont = r.body.metadata.continue;
+    } while (cont);
+    return { seen, counts };
+  };
+  t.same(await names('/api/v1/namespaces/a/services', 2), { seen: ['a/s1', 'a/s2', 'a/s3'], counts: [1, undefined] }, "one namespace's range only, counted");
+  t.same((await names('/api/v1/namespaces/a0/services', 1)).seen, ['a0/s1', 'a0/s2', 'a0/s3']);
+  t.same((await names('/api/v1/services?labelSelector=pick%3Dyes', 1)).seen, ['a/s2', 'a-b/s2', 'a0/s2', 'ab/s2'].sort(), 'a selector across pages: every match once');
+  const all = await names('/api/v1/services', 5);
+  t.equal(all.seen.length, 12);
+  t.same(all.counts, [7, 2, undefined], 'remaining counts of the whole list');
+});
+
 t.test('list resourceVersion semantics', async (t) => {
   const server = await startServer(t, { initialResourceVersion: 0, tooLargeWaitMs: 20 });
   server.create(service('a'));
