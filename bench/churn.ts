@@ -38,6 +38,10 @@ export interface ChurnResult {
   samples: ChurnSample[];
   /** RSS growth from the end of the warm-up to the end, % of the RSS then; and V8's used heap likewise. */
   rssGrowthPct: number;
+  /** The highest RSS in the last quarter of the measured time against the highest in its first
+   * quarter, in %: the trend of the envelope, which the phase of V8's collections at the two
+   * single samples does not decide (RSS rises and falls by tens of MiB with them). */
+  rssPeakGrowthPct: number;
   heapGrowthPct: number;
   flatPct: number;
   flat: boolean;
@@ -117,11 +121,12 @@ export async function runChurn(o: ChurnOptions): Promise<ChurnResult> {
     const warm = samples.find((s) => s.atS * 1000 >= o.warmupMs) ?? samples.at(-1)!;
     const last = samples.at(-1)!;
     const rssGrowthPct = ((last.rss - warm.rss) / warm.rss) * 100;
+    const rssPeakGrowthPct = peakGrowthPct(samples, warm.atS);
     const heapGrowthPct = ((last.heapUsed - warm.heapUsed) / warm.heapUsed) * 100;
     return {
       n, endpointsPerService: o.endpointsPerService, ratePerSec: o.ratePerSec,
       warmupS: o.warmupMs / 1000, measuredS: last.atS - warm.atS, changes,
-      achievedPerSec: changes / last.atS, samples, rssGrowthPct, heapGrowthPct,
+      achievedPerSec: changes / last.atS, samples, rssGrowthPct, rssPeakGrowthPct, heapGrowthPct,
       flatPct: o.flatPct, flat: rssGrowthPct < o.flatPct, loadavg: [load0, o.loadavg()],
     };
   } finally {
@@ -132,17 +137,32 @@ export async function runChurn(o: ChurnOptions): Promise<ChurnResult> {
   }
 }
 
+/** The highest RSS in the first and in the last quarter of the samples from fromS on. */
+export function quarterPeaks(samples: readonly ChurnSample[], fromS: number): { first: number; last: number } {
+  const measured = samples.filter((s) => s.atS >= fromS);
+  const q = Math.max(1, Math.floor(measured.length / 4));
+  const peak = (xs: readonly ChurnSample[]) => Math.max(...xs.map((s) => s.rss));
+  return { first: peak(measured.slice(0, q)), last: peak(measured.slice(-q)) };
+}
+
+export function peakGrowthPct(samples: readonly ChurnSample[], fromS: number): number {
+  const { first, last } = quarterPeaks(samples, fromS);
+  return ((last - first) / first) * 100;
+}
+
 const mib = (b: number) => `${(b / 2 ** 20).toFixed(1)} MiB`;
 
 export function churnTable(r: ChurnResult): string {
   const warm = r.samples.find((s) => s.atS >= r.warmupS) ?? r.samples.at(-1)!;
   const last = r.samples.at(-1)!;
+  const peaks = quarterPeaks(r.samples, warm.atS);
   return [
     `${r.n} services x ${r.endpointsPerService} endpoints, EndpointSlice changes at ${r.achievedPerSec.toFixed(0)}/s (${r.changes} in all), ${r.warmupS} s warm-up then ${r.measuredS.toFixed(0)} s measured; load average ${r.loadavg[0].toFixed(2)} -> ${r.loadavg[1].toFixed(2)}.`,
     '',
     '| | after the warm-up | at the end | growth | flat (< ' + r.flatPct + '%) |',
     '| --- | --- | --- | --- | --- |',
     `| RSS | ${mib(warm.rss)} | ${mib(last.rss)} | ${r.rssGrowthPct.toFixed(2)}% | ${r.flat ? 'yes' : '**no**'} |`,
+    `| RSS, highest in the first / last quarter | ${mib(peaks.first)} | ${mib(peaks.last)} | ${r.rssPeakGrowthPct.toFixed(2)}% | ${r.rssPeakGrowthPct < r.flatPct ? 'yes' : '**no**'} |`,
     `| V8 heap used | ${mib(warm.heapUsed)} | ${mib(last.heapUsed)} | ${r.heapGrowthPct.toFixed(2)}% | |`,
     '',
     `RSS every ${((r.samples[1]?.atS ?? 0) - (r.samples[0]?.atS ?? 0)).toFixed(0)} s (MiB): ${r.samples.map((s) => (s.rss / 2 ** 20).toFixed(0)).join(' ')}`,

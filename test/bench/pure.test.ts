@@ -3,6 +3,7 @@
 import t from 'tap';
 import { diffHistogram, histogramQuantile, parseHistogram } from '../../bench/agent.ts';
 import { Budget } from '../../bench/budget.ts';
+import { peakGrowthPct, quarterPeaks } from '../../bench/churn.ts';
 import { iptablesFull, iptablesPartial, probability, staleSepChains } from '../../bench/iptables.ts';
 import { base32, iptSepChain, iptSvcChain, nftEpChain, nftSvcChain } from '../../bench/kubehash.ts';
 import { nftDelta, nftFull } from '../../bench/nftables.ts';
@@ -112,4 +113,15 @@ t.test('makeServices6: IPv6-only services in canonical text, distinct VIPs and f
   const all = svcs.flatMap((s) => [s.vip, ...s.endpoints.filter((e) => !pods.includes(e))]);
   t.equal(new Set(all).size, all.length, 'no address twice');
   t.ok(all.every((a) => canonicalIpv6(a) === a), 'every address canonical');
+});
+
+t.test('churn soak: the envelope growth compares the highest RSS of the first and last quarter', async (t) => {
+  const at = (atS: number, mib: number) => ({ atS, rss: mib * 2 ** 20, heapUsed: 0, changes: 0 });
+  // Warm-up samples before 120 s do not count; a collection's dip (180) and a peak (300) in the middle do not decide it.
+  const sawtooth = [at(0, 100), at(60, 400), at(120, 300), at(150, 310), at(180, 180), at(210, 300), at(240, 305), at(270, 200), at(300, 309), at(330, 250)];
+  t.same(quarterPeaks(sawtooth, 120), { first: 310 * 2 ** 20, last: 309 * 2 ** 20 }, 'quarters of 2 of the 8 measured samples');
+  t.ok(peakGrowthPct(sawtooth, 120) < 0, 'a sawtooth that does not rise: no growth');
+  const rising = [at(120, 200), at(150, 202), at(180, 210), at(210, 220)];
+  t.equal(peakGrowthPct(rising, 120), 10, 'a rise of the envelope: its growth in %');
+  t.equal(peakGrowthPct([at(120, 200)], 120), 0, 'one sample: no growth');
 });
