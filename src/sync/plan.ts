@@ -25,7 +25,8 @@
 // it); deleting a stray after a master had grown over it would take a live
 // slot away.
 import type { BackendValue, RevNatValue, SrcRangeKey, SvcKey, SvcValue } from '../maps/codecs.ts';
-import { type BackendAddrKey, type FrontendState, type MapState, backendAddrKey, frontendId, srcRangeKey } from './state.ts';
+import { type FrontendState, type MapState, frontendId, srcRangeKey } from './state.ts';
+import { BackendTable } from './backend-table.ts';
 import type { FrontendTarget } from './targets.ts';
 import { maglevName, maglevSlotTable } from './maglev.ts';
 
@@ -127,10 +128,6 @@ function freeId(from: number, used: (id: number) => boolean): number {
   throw new Error('no free id left');
 }
 
-function sameBackend(a: BackendValue | undefined, b: BackendValue): boolean {
-  return !!a && a.addr === b.addr && a.port === b.port && a.proto === b.proto && a.state === b.state && a.flags === b.flags && a.zone === b.zone;
-}
-
 function sameMaster(a: SvcValue, b: SvcValue): boolean {
   return a.rev_nat_id === b.rev_nat_id && a.count === b.count && a.flags === b.flags && a.algorithm === b.algorithm && a.affinity_timeout === b.affinity_timeout;
 }
@@ -172,15 +169,13 @@ const NO_RANGES: ReadonlySet<string> = new Set();
 
 /** The ids in order, each once (a new frontend's slots). */
 function unique(ids: readonly number[]): number[] {
-  const out: number[] = [];
-  const seen = new Set<number>();
-  for (const id of ids) {
-    if (!seen.has(id)) {
-      seen.add(id);
-      out.push(id);
-    }
+  // Nearly always distinct already (fresh ids, one per endpoint): a Set only for long lists.
+  if (ids.length <= 32) {
+    const out: number[] = [];
+    for (const id of ids) if (!out.includes(id)) out.push(id);
+    return out;
   }
-  return out;
+  return [...new Set(ids)];
 }
 
 export function planSync(current: MapState, targets: readonly FrontendTarget[], capacity: Capacity, scope: PlanScope = { full: true }): Plan {
@@ -193,10 +188,15 @@ export function planSync(current: MapState, targets: readonly FrontendTarget[], 
     masterDeletes: [], slotDeletes: [], revNatDeletes: [], srcRangeDeletes: [], backendDeletes: [],
     maglevUpserts: [], maglevDeletes: [], delta, changed: [], deferred: [],
   };
-  const newIdByAddr = new Map<BackendAddrKey, number>();
-  const plannedBackend = new Map<number, BackendValue>(); // upserts of this plan, by id
+  // This plan's backend upserts by id, and their ids by address (a backend
+  // new to the maps that two frontends share gets one id).
+  const planned = new BackendTable();
   const plannedRevNat = new Set<number>();
-  const ref = (id: number, d: number) => delta.refDelta.set(id, (delta.refDelta.get(id) ?? 0) + d);
+  const refDelta = delta.refDelta;
+  const ref = (id: number, d: number) => refDelta.set(id, (refDelta.get(id) ?? 0) + d);
+  const usedBackendId = (x: number) => current.backends.has(x) || planned.has(x) || fresh.includes(x);
+  /** Ids allocated for the frontend being planned, until it fits. */
+  let fresh: number[] = [];
   const budget = {
     services: capacity.services - current.counts.services,
     backends: capacity.backends - current.counts.backends,
@@ -224,22 +224,20 @@ export function planSync(current: MapState, targets: readonly FrontendTarget[], 
     const cur = current.frontends.get(t.id);
     const oldSlots = cur?.slots ?? [];
 
-    // Backend ids, allocated tentatively until the frontend fits.
-    const fresh: Array<[BackendAddrKey, number]> = [];
-    const freshIds = new Set<number>();
-    const pending: Array<[number, BackendValue]> = [];
-    const ids: number[] = [];
-    for (const be of t.backends) {
-      const ak = backendAddrKey(be);
-      let id = newIdByAddr.get(ak) ?? current.idByAddr.get(ak);
+    // Backend ids, allocated tentatively until the frontend fits; pending: indexes into t.backends to write.
+    fresh = [];
+    const pending: number[] = [];
+    const ids: number[] = new Array(t.backends.length);
+    for (let i = 0; i < t.backends.length; i++) {
+      const be = t.backends[i]!;
+      let id = planned.idOf(be) ?? current.backends.idOf(be);
       if (id === undefined) {
-        id = freeId(delta.nextBackendId, (x) => current.backends.has(x) || plannedBackend.has(x) || freshIds.has(x));
-        freshIds.add(id);
+        id = freeId(delta.nextBackendId, usedBackendId);
         delta.nextBackendId = id + 1;
-        fresh.push([ak, id]);
+        fresh.push(id);
       }
-      ids.push(id);
-      if (!sameBackend(plannedBackend.get(id) ?? current.backends.get(id), be)) pending.push([id, be]);
+      ids[i] = id;
+      if (!(planned.has(id) ? planned.same(id, be) : current.backends.same(id, be))) pending.push(i);
     }
     const newSlots = cur ? reconcileSlots(oldSlots, ids) : unique(ids);
     // New entries: the master of a new frontend, and every slot position the
@@ -266,11 +264,12 @@ export function planSync(current: MapState, targets: readonly FrontendTarget[], 
     budget.revNat -= needRevNat;
     budget.srcRanges -= needRanges;
     delta.addedServiceEntries += needServices;
-    for (const [ak, id] of fresh) newIdByAddr.set(ak, id);
-    for (const [id, be] of pending) {
-      if (!plannedBackend.has(id)) plan.backendUpserts.push([id, be]);
+    for (const i of pending) {
+      const id = ids[i]!;
+      const be = t.backends[i]!;
+      if (!planned.has(id)) plan.backendUpserts.push([id, be]);
       else plan.backendUpserts[plan.backendUpserts.findIndex(([x]) => x === id)] = [id, be];
-      plannedBackend.set(id, be);
+      planned.set(id, be);
     }
 
     let changed = false;
@@ -362,7 +361,7 @@ export function planSync(current: MapState, targets: readonly FrontendTarget[], 
   }
 
   // Backends no slot refers to any more.
-  const unreferenced = (id: number) => (current.refs.get(id) ?? 0) + (delta.refDelta.get(id) ?? 0) <= 0;
+  const unreferenced = (id: number) => current.backends.refs(id) + (refDelta.get(id) ?? 0) <= 0;
   const suspects = scope.full ? undefined : scope.suspects;
   const candidates = scope.full ? current.backends.keys() : new Set([...delta.refDelta.keys(), ...(suspects?.backends ?? [])]);
   for (const id of candidates) {
@@ -417,15 +416,11 @@ export function commitPlan(state: MapState, plan: Plan): void {
   let newBackends = 0;
   for (const [id, be] of plan.backendUpserts) {
     if (!state.backends.has(id)) newBackends++;
-    state.backends.set(id, be);
-    const k = backendAddrKey(be);
-    if (!state.idByAddr.has(k)) state.idByAddr.set(k, id);
+    state.backends.set(id, be); // indexes its address too, unless another id holds it
   }
   for (const id of plan.backendDeletes) {
-    const be = state.backends.get(id);
     state.backends.delete(id);
-    state.refs.delete(id);
-    if (be && state.idByAddr.get(backendAddrKey(be)) === id) state.idByAddr.delete(backendAddrKey(be));
+    state.backends.clearRefs(id);
   }
   let newRevNat = 0;
   for (const [id, rn] of plan.revNatUpserts) {
@@ -437,12 +432,7 @@ export function commitPlan(state: MapState, plan: Plan): void {
     if (set.size) state.srcRanges.set(id, set);
     else state.srcRanges.delete(id);
   }
-  for (const [id, dv] of d.refDelta) {
-    if (!state.backends.has(id)) continue;
-    const n = (state.refs.get(id) ?? 0) + dv;
-    if (n > 0) state.refs.set(id, n);
-    else state.refs.delete(id);
-  }
+  for (const [id, dv] of d.refDelta) if (state.backends.has(id)) state.backends.addRefs(id, dv);
   state.counts = {
     services: state.counts.services + d.addedServiceEntries - plan.masterDeletes.length - plan.slotDeletes.length,
     backends: state.counts.backends + newBackends - plan.backendDeletes.length,
