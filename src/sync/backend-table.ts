@@ -23,7 +23,7 @@ function grown<T extends Uint8Array | Uint16Array | Uint32Array | Float64Array>(
 }
 
 /** A slot of an index for this hash, in a table of 2^bits slots (Fibonacci hashing). */
-function home(hash: number, bits: number): number {
+export function home(hash: number, bits: number): number {
   return Math.imul(hash, 0x9e3779b1) >>> (32 - bits);
 }
 
@@ -92,11 +92,18 @@ export class BackendTable {
   }
 
   set(id: number, v: BackendValue): this {
+    this.upsert(id, v);
+    return this;
+  }
+
+  /** set(), saying whether id is new to the table. */
+  upsert(id: number, v: BackendValue): boolean {
     // The map's own field widths (bpf/include/svcmap_maps.h); a value that does not fit would not have been written.
     if (v.port >>> 16 || v.proto >>> 8 || v.state >>> 8 || v.flags >>> 8 || v.zone >>> 16) {
       throw new Error(`backend ${id}: a field does not fit the backends map (${JSON.stringify(v)})`);
     }
     let r = this.#rowOf(id);
+    const added = r < 0;
     if (r >= 0 && (this.#addr[r] !== v.addr || this.#port[r] !== v.port || this.#proto[r] !== v.proto)) {
       this.#unindexAddr(r); // its address changes: the index must not name it by the old one
     }
@@ -118,7 +125,7 @@ export class BackendTable {
     this.#flags[r] = v.flags;
     this.#zone[r] = v.zone;
     if (this.#findAddr(this.#ip[r]!, v.addr, v.port, v.proto) < 0) this.#insertAddr(r);
-    return this;
+    return added;
   }
 
   /** Removes the backend; references to its id stay counted (refs()), as they are the slots'. */
@@ -198,7 +205,7 @@ export class BackendTable {
       const x = this.#byAddr[s]!;
       if (x === 0) return -1;
       const r = x - 1;
-      if (this.#port[r] === port && this.#proto[r] === proto && (ip >= 0 ? this.#ip[r] === ip : this.#addr[r] === addr)) return r;
+      if (this.#ip[r] === ip && this.#port[r] === port && this.#proto[r] === proto && (ip >= 0 || this.#addr[r] === addr)) return r;
     }
   }
 

@@ -27,6 +27,7 @@
 import type { BackendValue, RevNatValue, SrcRangeKey, SvcKey, SvcValue } from '../maps/codecs.ts';
 import { type FrontendState, type MapState, frontendId, srcRangeKey } from './state.ts';
 import { BackendTable } from './backend-table.ts';
+import { IdDeltas } from './id-deltas.ts';
 import type { FrontendTarget } from './targets.ts';
 import { maglevName, maglevSlotTable } from './maglev.ts';
 
@@ -49,7 +50,8 @@ export interface Plan {
   delta: {
     frontendSets: Map<string, FrontendState>;
     frontendDeletes: string[];
-    refDelta: Map<number, number>;
+    /** Slot references gained (+) and lost (-) by backend id. */
+    refDelta: IdDeltas;
     /** New source range sets by reverse NAT id (empty: none left). */
     srcRangeSets: Map<number, Set<string>>;
     /** Stray slots (svcSlotId) this plan writes over or deletes: no longer strays once it is committed. */
@@ -180,7 +182,7 @@ function unique(ids: readonly number[]): number[] {
 
 export function planSync(current: MapState, targets: readonly FrontendTarget[], capacity: Capacity, scope: PlanScope = { full: true }): Plan {
   const delta: Plan['delta'] = {
-    frontendSets: new Map(), frontendDeletes: [], refDelta: new Map(), srcRangeSets: new Map(), resolvedStrays: new Set(), addedServiceEntries: 0,
+    frontendSets: new Map(), frontendDeletes: [], refDelta: new IdDeltas(), srcRangeSets: new Map(), resolvedStrays: new Set(), addedServiceEntries: 0,
     nextBackendId: current.nextBackendId, nextRevNatId: current.nextRevNatId, maglevSets: new Map(),
   };
   const plan: Plan = {
@@ -193,7 +195,7 @@ export function planSync(current: MapState, targets: readonly FrontendTarget[], 
   const planned = new BackendTable();
   const plannedRevNat = new Set<number>();
   const refDelta = delta.refDelta;
-  const ref = (id: number, d: number) => refDelta.set(id, (refDelta.get(id) ?? 0) + d);
+  const ref = (id: number, d: number) => refDelta.add(id, d);
   const usedBackendId = (x: number) => current.backends.has(x) || planned.has(x) || fresh.includes(x);
   /** Ids allocated for the frontend being planned, until it fits. */
   let fresh: number[] = [];
@@ -227,17 +229,22 @@ export function planSync(current: MapState, targets: readonly FrontendTarget[], 
     // Backend ids, allocated tentatively until the frontend fits; pending: indexes into t.backends to write.
     fresh = [];
     const pending: number[] = [];
-    const ids: number[] = new Array(t.backends.length);
+    const ids: number[] = [];
     for (let i = 0; i < t.backends.length; i++) {
       const be = t.backends[i]!;
-      let id = planned.idOf(be) ?? current.backends.idOf(be);
-      if (id === undefined) {
+      // Written unless the id holds it already (this plan's value first); a fresh id always is.
+      let id = planned.idOf(be);
+      if (id !== undefined) {
+        if (!planned.same(id, be)) pending.push(i);
+      } else if ((id = current.backends.idOf(be)) !== undefined) {
+        if (!(planned.has(id) ? planned.same(id, be) : current.backends.same(id, be))) pending.push(i);
+      } else {
         id = freeId(delta.nextBackendId, usedBackendId);
         delta.nextBackendId = id + 1;
         fresh.push(id);
+        pending.push(i);
       }
-      ids[i] = id;
-      if (!(planned.has(id) ? planned.same(id, be) : current.backends.same(id, be))) pending.push(i);
+      ids.push(id);
     }
     const newSlots = cur ? reconcileSlots(oldSlots, ids) : unique(ids);
     // New entries: the master of a new frontend, and every slot position the
@@ -267,9 +274,8 @@ export function planSync(current: MapState, targets: readonly FrontendTarget[], 
     for (const i of pending) {
       const id = ids[i]!;
       const be = t.backends[i]!;
-      if (!planned.has(id)) plan.backendUpserts.push([id, be]);
+      if (planned.upsert(id, be)) plan.backendUpserts.push([id, be]);
       else plan.backendUpserts[plan.backendUpserts.findIndex(([x]) => x === id)] = [id, be];
-      planned.set(id, be);
     }
 
     let changed = false;
@@ -414,10 +420,7 @@ export function commitPlan(state: MapState, plan: Plan): void {
   for (const [id, fe] of d.frontendSets) state.frontends.set(id, fe);
   if (d.resolvedStrays.size) state.straySlots = state.straySlots.filter((k) => !d.resolvedStrays.has(svcSlotId(k)));
   let newBackends = 0;
-  for (const [id, be] of plan.backendUpserts) {
-    if (!state.backends.has(id)) newBackends++;
-    state.backends.set(id, be); // indexes its address too, unless another id holds it
-  }
+  for (const [id, be] of plan.backendUpserts) if (state.backends.upsert(id, be)) newBackends++; // indexes its address too, unless another id holds it
   for (const id of plan.backendDeletes) {
     state.backends.delete(id);
     state.backends.clearRefs(id);
