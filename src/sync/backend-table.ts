@@ -7,12 +7,13 @@
 // - how many slots refer to each id (refs).
 // Both used to be Maps of 100k entries at 10k Services x 10 (the address key
 // a double, a heap number each: 5.0 and 3.5 MiB), and the id -> row index a
-// third (~3 MiB). Here each index is an open-addressing table of row numbers
-// (linear probing, deletion by backward shift), compared against the columns:
-// 4 bytes a slot, at most half full. get() builds the value it returns;
-// same() compares without building one.
+// third (~3 MiB). Here the address index is an open-addressing table of row
+// numbers (linear probing, deletion by backward shift) compared against the
+// columns, 4 bytes a slot, at most half full, and rows by id an IdIndex.
+// get() builds the value it returns; same() compares without building one.
 import type { BackendValue } from '../maps/codecs.ts';
 import { parseIpv4 } from '../maps/ipv4.ts';
+import { IdIndex } from './id-index.ts';
 
 const INITIAL_ROWS = 64;
 
@@ -23,7 +24,7 @@ function grown<T extends Uint8Array | Uint16Array | Uint32Array | Float64Array>(
 }
 
 /** A slot of an index for this hash, in a table of 2^bits slots (Fibonacci hashing). */
-export function home(hash: number, bits: number): number {
+function home(hash: number, bits: number): number {
   return Math.imul(hash, 0x9e3779b1) >>> (32 - bits);
 }
 
@@ -38,7 +39,6 @@ function addrHash(ip: number, addr: string, port: number, proto: number): number
 }
 
 export class BackendTable {
-  #size = 0;
   /** Rows in use or freed; the columns hold at least this many. */
   #rows = 0;
   readonly #free: number[] = [];
@@ -54,9 +54,7 @@ export class BackendTable {
   #flags = new Uint8Array(INITIAL_ROWS);
   #zone = new Uint16Array(INITIAL_ROWS);
   #refs = new Uint32Array(INITIAL_ROWS);
-  /** Row + 1 by id hash (0: empty). */
-  #byId = new Int32Array(2 * INITIAL_ROWS);
-  #idBits = Math.log2(2 * INITIAL_ROWS);
+  readonly #rowById = new IdIndex();
   /** Row + 1 by address hash (0: empty): the rows idOf() names. */
   #byAddr = new Int32Array(2 * INITIAL_ROWS);
   #addrBits = Math.log2(2 * INITIAL_ROWS);
@@ -65,7 +63,7 @@ export class BackendTable {
   readonly #orphanRefs = new Map<number, number>();
 
   get size(): number {
-    return this.#size;
+    return this.#rowById.size;
   }
 
   has(id: number): boolean {
@@ -111,8 +109,7 @@ export class BackendTable {
       r = this.#free.pop() ?? this.#newRow();
       this.#id[r] = id;
       this.#live[r] = 1;
-      this.#size++;
-      this.#insertId(r);
+      this.#rowById.add(id, r);
       const orphan = this.#orphanRefs.get(id);
       this.#refs[r] = orphan ?? 0;
       if (orphan !== undefined) this.#orphanRefs.delete(id);
@@ -133,12 +130,11 @@ export class BackendTable {
     const r = this.#rowOf(id);
     if (r < 0) return false;
     this.#unindexAddr(r);
-    this.#removeSlot(this.#byId, r, (x) => home(this.#id[x]!, this.#idBits));
+    this.#rowById.delete(id);
     if (this.#refs[r]) this.#orphanRefs.set(id, this.#refs[r]!);
     this.#addr[r] = '';
     this.#live[r] = 0;
     this.#refs[r] = 0;
-    this.#size--;
     this.#free.push(r);
     return true;
   }
@@ -191,12 +187,7 @@ export class BackendTable {
   }
 
   #rowOf(id: number): number {
-    const mask = this.#byId.length - 1;
-    for (let s = home(id, this.#idBits); ; s = (s + 1) & mask) {
-      const x = this.#byId[s]!;
-      if (x === 0) return -1;
-      if (this.#id[x - 1] === id) return x - 1;
-    }
+    return this.#rowById.get(id);
   }
 
   #findAddr(ip: number, addr: string, port: number, proto: number): number {
@@ -211,15 +202,6 @@ export class BackendTable {
 
   #addrHome(r: number): number {
     return home(addrHash(this.#ip[r]!, this.#addr[r]!, this.#port[r]!, this.#proto[r]!), this.#addrBits);
-  }
-
-  #insertId(r: number): void {
-    if (2 * this.#size > this.#byId.length) {
-      this.#idBits++;
-      this.#byId = new Int32Array(1 << this.#idBits);
-      for (let x = 0; x < this.#rows; x++) if (x !== r && this.#live[x]) this.#put(this.#byId, home(this.#id[x]!, this.#idBits), x);
-    }
-    this.#put(this.#byId, home(this.#id[r]!, this.#idBits), r);
   }
 
   #insertAddr(r: number): void {
