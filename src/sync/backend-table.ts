@@ -145,6 +145,15 @@ export class BackendTable {
     return r >= 0 ? this.#refs[r]! : this.#orphanRefs.get(id) ?? 0;
   }
 
+  /** Adds d to the references of id if it holds a backend; says whether it does. */
+  addRefsIfHeld(id: number, d: number): boolean {
+    const r = this.#rowOf(id);
+    if (r < 0) return false;
+    const n = this.#refs[r]! + d;
+    this.#refs[r] = n > 0 ? n : 0;
+    return true;
+  }
+
   /** Adds d (negative: takes away) to id's references; none left (<= 0): forgotten. */
   addRefs(id: number, d: number): void {
     const r = this.#rowOf(id);

@@ -34,6 +34,11 @@ export class IdDeltas {
     this.#entryById.add(id, n);
   }
 
+  /** Every id and its sum, in order, without building an entry each (a full sync's commit reads 100k). */
+  forEach(fn: (id: number, sum: number) => void): void {
+    for (let e = 0; e < this.#n; e++) fn(this.#ids[e]!, this.#vals[e]!);
+  }
+
   *keys(): IterableIterator<number> {
     for (let e = 0; e < this.#n; e++) yield this.#ids[e]!;
   }

@@ -435,7 +435,8 @@ export function commitPlan(state: MapState, plan: Plan): void {
     if (set.size) state.srcRanges.set(id, set);
     else state.srcRanges.delete(id);
   }
-  for (const [id, dv] of d.refDelta) if (state.backends.has(id)) state.backends.addRefs(id, dv);
+  // Only ids that hold a backend once the plan's writes are in (a slot naming a missing one counts for nothing).
+  d.refDelta.forEach((id, dv) => state.backends.addRefsIfHeld(id, dv));
   state.counts = {
     services: state.counts.services + d.addedServiceEntries - plan.masterDeletes.length - plan.slotDeletes.length,
     backends: state.counts.backends + newBackends - plan.backendDeletes.length,

@@ -3,10 +3,10 @@
 // (ids that climbed far past the count held: a long-running agent's), across
 // the dense array's growth (hashed ids move into it) and deletions by
 // backward shift in the hash table.
-import t from 'tap';
+import t, { type Test } from 'tap';
 import { IdIndex } from '../../src/sync/id-index.ts';
 
-function check(t: Tap.Test, seed: number, pick: (r: number, step: number) => number): void {
+function check(t: Test, seed: number, pick: (r: number, step: number) => number): void {
   let x = seed;
   const next = () => (x = (Math.imul(x, 1103515245) + 12345) >>> 0);
   const index = new IdIndex();
