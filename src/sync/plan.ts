@@ -140,6 +140,8 @@ function sameMaster(a: SvcValue, b: SvcValue): boolean {
  * appended. One backend out of ten costs one slot write, not ten.
  */
 export function reconcileSlots(old: ReadonlyArray<number | undefined>, wanted: readonly number[]): number[] {
+  // Nothing changed (what a periodic full plan finds for nearly every frontend): the same slots, without two Sets each.
+  if (sameDistinct(old, wanted)) return wanted.slice();
   const want = new Set(wanted);
   const arr = old.slice();
   const seen = new Set<number>();
@@ -161,6 +163,17 @@ export function reconcileSlots(old: ReadonlyArray<number | undefined>, wanted: r
     }
   }
   return arr as number[];
+}
+
+/** old and wanted hold the same ids in the same order, each once (checked pairwise for short lists only). */
+function sameDistinct(old: ReadonlyArray<number | undefined>, wanted: readonly number[]): boolean {
+  const n = wanted.length;
+  if (old.length !== n || n > 32) return false;
+  for (let i = 0; i < n; i++) {
+    if (old[i] !== wanted[i]) return false;
+    for (let j = 0; j < i; j++) if (wanted[j] === wanted[i]) return false;
+  }
+  return true;
 }
 
 function svcKey(fe: { key: FrontendState['key'] }, slot: number): SvcKey {
