@@ -219,44 +219,39 @@ export class BackendTable {
       const old = this.#byAddr;
       this.#addrBits++;
       this.#byAddr = new Int32Array(1 << this.#addrBits);
-      for (const x of old) if (x) this.#put(this.#byAddr, this.#addrHome(x - 1), x - 1);
+      for (const x of old) if (x) this.#putAddr(x - 1);
     }
-    this.#put(this.#byAddr, this.#addrHome(r), r);
+    this.#putAddr(r);
   }
 
-  /** Takes row r out of the address index, if it is the row the index names for its address. */
+  #putAddr(r: number): void {
+    const mask = this.#byAddr.length - 1;
+    let s = this.#addrHome(r);
+    while (this.#byAddr[s]) s = (s + 1) & mask;
+    this.#byAddr[s] = r + 1;
+  }
+
+  /**
+   * Takes row r out of the address index if it is the row the index names
+   * for its address, moving back the entries after it that linear probing
+   * would otherwise cut off from their home slot.
+   */
   #unindexAddr(r: number): void {
-    if (this.#removeSlot(this.#byAddr, r, (x) => this.#addrHome(x))) this.#indexed--;
-  }
-
-  #put(slots: Int32Array, from: number, r: number): void {
+    const slots = this.#byAddr;
     const mask = slots.length - 1;
-    let s = from;
-    while (slots[s]) s = (s + 1) & mask;
-    slots[s] = r + 1;
-  }
-
-  /** Removes row r from a linear-probing table, moving back the entries after it that would be cut off from their home. */
-  #removeSlot(slots: Int32Array, r: number, homeOf: (row: number) => number): boolean {
-    const mask = slots.length - 1;
-    let s = this.#slotOf(slots, r, homeOf);
-    if (s < 0) return false;
+    let s = this.#addrHome(r);
+    while (slots[s] && slots[s] !== r + 1) s = (s + 1) & mask;
+    if (!slots[s]) return;
+    this.#indexed--;
     for (let j = (s + 1) & mask; slots[j]; j = (j + 1) & mask) {
-      const h = homeOf(slots[j]! - 1);
-      // Entry j may move to s if its home is not in (s, j] (cyclically).
+      const h = this.#addrHome(slots[j]! - 1);
+      // Entry j may move back to s if its home is not in (s, j] (cyclically).
       if (s <= j ? h <= s || h > j : h <= s && h > j) {
         slots[s] = slots[j]!;
         s = j;
       }
     }
     slots[s] = 0;
-    return true;
-  }
-
-  #slotOf(slots: Int32Array, r: number, homeOf: (row: number) => number): number {
-    const mask = slots.length - 1;
-    for (let s = homeOf(r); slots[s]; s = (s + 1) & mask) if (slots[s] === r + 1) return s;
-    return -1;
   }
 
   #newRow(): number {
