@@ -94,6 +94,16 @@ function runOnce(v: Variant, targets: readonly FrontendTarget[], writer: object 
   if (writer) out.writes = timed(() => v.apply.applyPlan(plan, writer));
   out.commit = timed(() => v.plan.commitPlan(st, plan));
   out.unchanged = timed(() => { plan = v.plan.planSync(st, targets, CAPACITY); });
+  // 200 partial syncs of one Service each (one endpoint's port changed), plan + commit: what one change costs the engine.
+  out.partial200 = timed(() => {
+    for (let k = 0; k < 200; k++) {
+      const t = targets[(k * 7919) % targets.length]!;
+      const changed = { ...t, backends: t.backends.map((b, i) => (i === 0 ? { ...b, port: b.port + 1 } : b)) };
+      const p = v.plan.planSync(st, [changed], CAPACITY, { full: false, removable: [t.id] });
+      if (writer) v.apply.applyPlan(p, writer);
+      v.plan.commitPlan(st, p);
+    }
+  });
   plan = v.plan.planSync(st, [], CAPACITY);
   if (writer) out.removeAll = timed(() => v.apply.applyPlan(plan, writer));
   v.plan.commitPlan(st, plan);

@@ -16,6 +16,10 @@ import { parseIpv4 } from '../maps/ipv4.ts';
 import { IdIndex } from './id-index.ts';
 
 const INITIAL_ROWS = 64;
+// Columns and index start empty, shared (never written: the first row grows
+// them): a partial plan's table of its own upserts is made per plan, and most
+// hold a backend or two.
+const EMPTY = { u8: new Uint8Array(0), u16: new Uint16Array(0), u32: new Uint32Array(0), i32: new Int32Array(0), f64: new Float64Array(0) };
 
 function grown<T extends Uint8Array | Uint16Array | Uint32Array | Float64Array>(a: T, rows: number): T {
   const next = new (a.constructor as new (n: number) => T)(rows);
@@ -42,22 +46,22 @@ export class BackendTable {
   /** Rows in use or freed; the columns hold at least this many. */
   #rows = 0;
   readonly #free: number[] = [];
-  #id = new Uint32Array(INITIAL_ROWS);
+  #id = EMPTY.u32;
   /** 1: the row holds a backend; 0: free. */
-  #live = new Uint8Array(INITIAL_ROWS);
+  #live = EMPTY.u8;
   #addr: string[] = [];
   /** The address as a number when it is IPv4; -1 otherwise (compared by text). */
-  #ip = new Float64Array(INITIAL_ROWS);
-  #port = new Uint16Array(INITIAL_ROWS);
-  #proto = new Uint8Array(INITIAL_ROWS);
-  #state = new Uint8Array(INITIAL_ROWS);
-  #flags = new Uint8Array(INITIAL_ROWS);
-  #zone = new Uint16Array(INITIAL_ROWS);
-  #refs = new Uint32Array(INITIAL_ROWS);
+  #ip = EMPTY.f64;
+  #port = EMPTY.u16;
+  #proto = EMPTY.u8;
+  #state = EMPTY.u8;
+  #flags = EMPTY.u8;
+  #zone = EMPTY.u16;
+  #refs = EMPTY.u32;
   readonly #rowById = new IdIndex();
   /** Row + 1 by address hash (0: empty): the rows idOf() names. */
-  #byAddr = new Int32Array(2 * INITIAL_ROWS);
-  #addrBits = Math.log2(2 * INITIAL_ROWS);
+  #byAddr = EMPTY.i32;
+  #addrBits = 0;
   #indexed = 0;
   /** References to ids that have no backend (a slot naming a missing entry, read from the maps). */
   readonly #orphanRefs = new Map<number, number>();
@@ -200,6 +204,7 @@ export class BackendTable {
   }
 
   #findAddr(ip: number, addr: string, port: number, proto: number): number {
+    if (this.#indexed === 0) return -1;
     const mask = this.#byAddr.length - 1;
     for (let s = home(addrHash(ip, addr, port, proto), this.#addrBits); ; s = (s + 1) & mask) {
       const x = this.#byAddr[s]!;
@@ -217,7 +222,7 @@ export class BackendTable {
     this.#indexed++;
     if (2 * this.#indexed > this.#byAddr.length) {
       const old = this.#byAddr;
-      this.#addrBits++;
+      this.#addrBits = Math.max(this.#addrBits + 1, Math.log2(2 * INITIAL_ROWS));
       this.#byAddr = new Int32Array(1 << this.#addrBits);
       for (const x of old) if (x) this.#putAddr(x - 1);
     }
@@ -237,6 +242,7 @@ export class BackendTable {
    * would otherwise cut off from their home slot.
    */
   #unindexAddr(r: number): void {
+    if (this.#indexed === 0) return;
     const slots = this.#byAddr;
     const mask = slots.length - 1;
     let s = this.#addrHome(r);
@@ -257,7 +263,7 @@ export class BackendTable {
   #newRow(): number {
     const r = this.#rows++;
     if (r === this.#port.length) {
-      const n = this.#port.length * 2;
+      const n = Math.max(INITIAL_ROWS, this.#port.length * 2);
       this.#id = grown(this.#id, n);
       this.#live = grown(this.#live, n);
       this.#ip = grown(this.#ip, n);

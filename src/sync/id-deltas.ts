@@ -5,10 +5,13 @@
 // two typed arrays of entries and an IdIndex to them.
 import { IdIndex } from './id-index.ts';
 
+/** Shared while empty (the first add grows both): a plan makes one of these. */
+const NONE = new Float64Array(0);
+
 export class IdDeltas {
   #n = 0;
-  #ids = new Float64Array(16);
-  #vals = new Float64Array(16);
+  #ids = NONE;
+  #vals = NONE;
   readonly #entryById = new IdIndex();
 
   get size(): number {
@@ -52,9 +55,10 @@ export class IdDeltas {
   }
 
   #grow(): void {
-    const ids = new Float64Array(this.#ids.length * 2);
+    const n = Math.max(16, this.#ids.length * 2);
+    const ids = new Float64Array(n);
     ids.set(this.#ids);
-    const vals = new Float64Array(this.#vals.length * 2);
+    const vals = new Float64Array(n);
     vals.set(this.#vals);
     this.#ids = ids;
     this.#vals = vals;

@@ -6,15 +6,20 @@
 // the ids climb. Higher ids go to an open-addressing hash table (linear
 // probing, Fibonacci hashing, deletion by backward shift).
 const DENSE_SLACK = 1024;
+const DENSE_MIN = 64;
+// Both parts start empty, shared (never written: the first add grows them):
+// a partial plan makes a few of these per plan and adds a handful of ids.
+const NONE_I32 = new Int32Array(0);
+const NONE_F64 = new Float64Array(0);
 
 export class IdIndex {
   /** Value + 1 by id (0: none), for ids below its length. */
-  #dense = new Int32Array(64);
+  #dense = NONE_I32;
   #n = 0;
   /** Ids at or past the dense array: keys and value + 1 (0: empty slot), at most half full. */
-  #keys = new Float64Array(16);
-  #vals = new Int32Array(16);
-  #bits = 4;
+  #keys = NONE_F64;
+  #vals = NONE_I32;
+  #bits = 3;
   #hashed = 0;
 
   get size(): number {
@@ -54,6 +59,7 @@ export class IdIndex {
       this.#dense[id] = 0;
       return;
     }
+    if (this.#hashed === 0) return;
     let s = this.#slot(id);
     if (s < 0) return;
     this.#n--;
@@ -107,7 +113,7 @@ export class IdIndex {
   }
 
   #growDense(id: number): void {
-    let n = this.#dense.length;
+    let n = Math.max(DENSE_MIN, this.#dense.length);
     while (n <= id) n *= 2;
     const dense = new Int32Array(n);
     dense.set(this.#dense);
