@@ -89,7 +89,9 @@ export class BackendTable {
 
   /** The first id that held this address (as long as it holds it), if any. */
   idOf(b: { addr: string; port: number; proto: number }): number | undefined {
-    const r = this.#findAddr(parseIpv4(b.addr), b.addr, b.port, b.proto);
+    if (this.#indexed === 0) return undefined;
+    const ip = parseIpv4(b.addr);
+    const r = this.#findAddr(addrHash(ip, b.addr, b.port, b.proto), ip, b.addr, b.port, b.proto);
     return r < 0 ? undefined : this.#id[r];
   }
 
@@ -114,18 +116,20 @@ export class BackendTable {
       this.#id[r] = id;
       this.#live[r] = 1;
       this.#rowById.add(id, r);
-      const orphan = this.#orphanRefs.get(id);
+      const orphan = this.#orphanRefs.size ? this.#orphanRefs.get(id) : undefined;
       this.#refs[r] = orphan ?? 0;
       if (orphan !== undefined) this.#orphanRefs.delete(id);
     }
+    const ip = parseIpv4(v.addr);
     this.#addr[r] = v.addr;
-    this.#ip[r] = parseIpv4(v.addr);
+    this.#ip[r] = ip;
     this.#port[r] = v.port;
     this.#proto[r] = v.proto;
     this.#state[r] = v.state;
     this.#flags[r] = v.flags;
     this.#zone[r] = v.zone;
-    if (this.#findAddr(this.#ip[r]!, v.addr, v.port, v.proto) < 0) this.#insertAddr(r);
+    const h = addrHash(ip, v.addr, v.port, v.proto);
+    if (this.#findAddr(h, ip, v.addr, v.port, v.proto) < 0) this.#insertAddr(r, h);
     return added;
   }
 
@@ -203,10 +207,11 @@ export class BackendTable {
     return this.#rowById.get(id);
   }
 
-  #findAddr(ip: number, addr: string, port: number, proto: number): number {
+  /** The row the index names for this address (h: its addrHash), -1 if none. */
+  #findAddr(h: number, ip: number, addr: string, port: number, proto: number): number {
     if (this.#indexed === 0) return -1;
     const mask = this.#byAddr.length - 1;
-    for (let s = home(addrHash(ip, addr, port, proto), this.#addrBits); ; s = (s + 1) & mask) {
+    for (let s = home(h, this.#addrBits); ; s = (s + 1) & mask) {
       const x = this.#byAddr[s]!;
       if (x === 0) return -1;
       const r = x - 1;
@@ -215,23 +220,27 @@ export class BackendTable {
   }
 
   #addrHome(r: number): number {
-    return home(addrHash(this.#ip[r]!, this.#addr[r]!, this.#port[r]!, this.#proto[r]!), this.#addrBits);
+    return home(this.#addrHashOf(r), this.#addrBits);
   }
 
-  #insertAddr(r: number): void {
+  #addrHashOf(r: number): number {
+    return addrHash(this.#ip[r]!, this.#addr[r]!, this.#port[r]!, this.#proto[r]!);
+  }
+
+  #insertAddr(r: number, h: number): void {
     this.#indexed++;
     if (2 * this.#indexed > this.#byAddr.length) {
       const old = this.#byAddr;
       this.#addrBits = Math.max(this.#addrBits + 1, Math.log2(2 * INITIAL_ROWS));
       this.#byAddr = new Int32Array(1 << this.#addrBits);
-      for (const x of old) if (x) this.#putAddr(x - 1);
+      for (const x of old) if (x) this.#putAddr(x - 1, this.#addrHashOf(x - 1));
     }
-    this.#putAddr(r);
+    this.#putAddr(r, h);
   }
 
-  #putAddr(r: number): void {
+  #putAddr(r: number, h: number): void {
     const mask = this.#byAddr.length - 1;
-    let s = this.#addrHome(r);
+    let s = home(h, this.#addrBits);
     while (this.#byAddr[s]) s = (s + 1) & mask;
     this.#byAddr[s] = r + 1;
   }
