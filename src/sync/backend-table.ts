@@ -15,7 +15,9 @@ import type { BackendValue } from '../maps/codecs.ts';
 import { parseIpv4 } from '../maps/ipv4.ts';
 import { IdIndex } from './id-index.ts';
 
-const INITIAL_ROWS = 64;
+// Small enough for on-heap typed arrays (V8 keeps those of up to 64 bytes in its heap; larger ones cost a
+// separate allocation each): most tables a partial plan makes hold one or two backends.
+const INITIAL_ROWS = 8;
 // Columns and index start empty, shared (never written: the first row grows
 // them): a partial plan's table of its own upserts is made per plan, and most
 // hold a backend or two.

@@ -55,7 +55,7 @@ export class IdDeltas {
   }
 
   #grow(): void {
-    const n = Math.max(16, this.#ids.length * 2);
+    const n = Math.max(8, this.#ids.length * 2);
     const ids = new Float64Array(n);
     ids.set(this.#ids);
     const vals = new Float64Array(n);

@@ -6,7 +6,7 @@
 // the ids climb. Higher ids go to an open-addressing hash table (linear
 // probing, Fibonacci hashing, deletion by backward shift).
 const DENSE_SLACK = 1024;
-const DENSE_MIN = 64;
+const DENSE_MIN = 16;
 // Both parts start empty, shared (never written: the first add grows them):
 // a partial plan makes a few of these per plan and adds a handful of ids.
 const NONE_I32 = new Int32Array(0);
@@ -19,7 +19,7 @@ export class IdIndex {
   /** Ids at or past the dense array: keys and value + 1 (0: empty slot), at most half full. */
   #keys = NONE_F64;
   #vals = NONE_I32;
-  #bits = 3;
+  #bits = 2;
   #hashed = 0;
 
   get size(): number {
