@@ -2,7 +2,7 @@
 // the bytes the datapath reads. The layouts mirror bpf/include/svcmap_maps.h
 // and are checked against its BTF at load (see btf-check.ts).
 import { ZONE_NAME_LEN } from './constants.ts';
-import { type Decoded, type StructLayout, decodeFrom, encodeInto, field, pad, scalar, struct, text } from './layout.ts';
+import { type StructLayout, decoderOf, encoderOf, field, pad, scalar, scalarCodecOf, struct, text } from './layout.ts';
 
 export interface Codec<T> {
   layout: StructLayout;
@@ -13,17 +13,13 @@ export interface Codec<T> {
 function codec<T>(layout: StructLayout): Codec<T> {
   return {
     layout,
-    encode: (obj, buf, off) => encodeInto(layout, obj as unknown as Decoded, buf, off),
-    decode: (buf, off) => decodeFrom(layout, buf, off) as unknown as T,
+    encode: encoderOf(layout) as unknown as Codec<T>['encode'],
+    decode: decoderOf(layout) as unknown as Codec<T>['decode'],
   };
 }
 
-function scalarCodec(layout: StructLayout): Codec<number> {
-  return {
-    layout,
-    encode: (v, buf, off) => encodeInto(layout, { value: v }, buf, off),
-    decode: (buf, off) => decodeFrom(layout, buf, off).value as number,
-  };
+function scalarCodec<T extends number | bigint = number>(layout: StructLayout): Codec<T> {
+  return { layout, ...(scalarCodecOf(layout) as unknown as Pick<Codec<T>, 'encode' | 'decode'>) };
 }
 
 export interface SvcKey {
@@ -323,12 +319,7 @@ export interface SkBackend {
 export const skBackendKey = scalarCodec(scalar('int', 'u32'));
 
 /** The socket recount's count per {backend_id, addr, port} (key: skBackendValue). */
-const skCountLayout = scalar('__u64', 'u64');
-export const skCountValue: Codec<bigint> = {
-  layout: skCountLayout,
-  encode: (v, buf, off) => encodeInto(skCountLayout, { value: v }, buf, off),
-  decode: (buf, off) => decodeFrom(skCountLayout, buf, off).value as bigint,
-};
+export const skCountValue = scalarCodec<bigint>(scalar('__u64', 'u64'));
 
 export const skBackendValue = codec<SkBackend>(struct('sk_backend', 12, [
   field('backend_id', 0, 'u32'),

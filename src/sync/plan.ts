@@ -25,7 +25,9 @@
 // it); deleting a stray after a master had grown over it would take a live
 // slot away.
 import type { BackendValue, RevNatValue, SrcRangeKey, SvcKey, SvcValue } from '../maps/codecs.ts';
-import { type BackendAddrKey, type FrontendState, type MapState, backendAddrKey, frontendId, srcRangeKey } from './state.ts';
+import { type FrontendState, type MapState, frontendId, srcRangeKey } from './state.ts';
+import { BackendTable } from './backend-table.ts';
+import { IdDeltas } from './id-deltas.ts';
 import type { FrontendTarget } from './targets.ts';
 import { maglevName, maglevSlotTable } from './maglev.ts';
 
@@ -48,7 +50,8 @@ export interface Plan {
   delta: {
     frontendSets: Map<string, FrontendState>;
     frontendDeletes: string[];
-    refDelta: Map<number, number>;
+    /** Slot references gained (+) and lost (-) by backend id. */
+    refDelta: IdDeltas;
     /** New source range sets by reverse NAT id (empty: none left). */
     srcRangeSets: Map<number, Set<string>>;
     /** Stray slots (svcSlotId) this plan writes over or deletes: no longer strays once it is committed. */
@@ -127,10 +130,6 @@ function freeId(from: number, used: (id: number) => boolean): number {
   throw new Error('no free id left');
 }
 
-function sameBackend(a: BackendValue | undefined, b: BackendValue): boolean {
-  return !!a && a.addr === b.addr && a.port === b.port && a.proto === b.proto && a.state === b.state && a.flags === b.flags && a.zone === b.zone;
-}
-
 function sameMaster(a: SvcValue, b: SvcValue): boolean {
   return a.rev_nat_id === b.rev_nat_id && a.count === b.count && a.flags === b.flags && a.algorithm === b.algorithm && a.affinity_timeout === b.affinity_timeout;
 }
@@ -141,6 +140,8 @@ function sameMaster(a: SvcValue, b: SvcValue): boolean {
  * appended. One backend out of ten costs one slot write, not ten.
  */
 export function reconcileSlots(old: ReadonlyArray<number | undefined>, wanted: readonly number[]): number[] {
+  // Nothing changed (what a periodic full plan finds for nearly every frontend): the same slots, without two Sets each.
+  if (sameDistinct(old, wanted)) return wanted.slice();
   const want = new Set(wanted);
   const arr = old.slice();
   const seen = new Set<number>();
@@ -164,6 +165,17 @@ export function reconcileSlots(old: ReadonlyArray<number | undefined>, wanted: r
   return arr as number[];
 }
 
+/** old and wanted hold the same ids in the same order, each once (checked pairwise for short lists only). */
+function sameDistinct(old: ReadonlyArray<number | undefined>, wanted: readonly number[]): boolean {
+  const n = wanted.length;
+  if (old.length !== n || n > 32) return false;
+  for (let i = 0; i < n; i++) {
+    if (old[i] !== wanted[i]) return false;
+    for (let j = 0; j < i; j++) if (wanted[j] === wanted[i]) return false;
+  }
+  return true;
+}
+
 function svcKey(fe: { key: FrontendState['key'] }, slot: number): SvcKey {
   return { addr: fe.key.addr, port: fe.key.port, proto: fe.key.proto, scope: fe.key.scope, slot };
 }
@@ -172,20 +184,18 @@ const NO_RANGES: ReadonlySet<string> = new Set();
 
 /** The ids in order, each once (a new frontend's slots). */
 function unique(ids: readonly number[]): number[] {
-  const out: number[] = [];
-  const seen = new Set<number>();
-  for (const id of ids) {
-    if (!seen.has(id)) {
-      seen.add(id);
-      out.push(id);
-    }
+  // Nearly always distinct already (fresh ids, one per endpoint): a Set only for long lists.
+  if (ids.length <= 32) {
+    const out: number[] = [];
+    for (const id of ids) if (!out.includes(id)) out.push(id);
+    return out;
   }
-  return out;
+  return [...new Set(ids)];
 }
 
 export function planSync(current: MapState, targets: readonly FrontendTarget[], capacity: Capacity, scope: PlanScope = { full: true }): Plan {
   const delta: Plan['delta'] = {
-    frontendSets: new Map(), frontendDeletes: [], refDelta: new Map(), srcRangeSets: new Map(), resolvedStrays: new Set(), addedServiceEntries: 0,
+    frontendSets: new Map(), frontendDeletes: [], refDelta: new IdDeltas(), srcRangeSets: new Map(), resolvedStrays: new Set(), addedServiceEntries: 0,
     nextBackendId: current.nextBackendId, nextRevNatId: current.nextRevNatId, maglevSets: new Map(),
   };
   const plan: Plan = {
@@ -193,10 +203,15 @@ export function planSync(current: MapState, targets: readonly FrontendTarget[], 
     masterDeletes: [], slotDeletes: [], revNatDeletes: [], srcRangeDeletes: [], backendDeletes: [],
     maglevUpserts: [], maglevDeletes: [], delta, changed: [], deferred: [],
   };
-  const newIdByAddr = new Map<BackendAddrKey, number>();
-  const plannedBackend = new Map<number, BackendValue>(); // upserts of this plan, by id
+  // This plan's backend upserts by id, and their ids by address (a backend
+  // new to the maps that two frontends share gets one id).
+  const planned = new BackendTable();
   const plannedRevNat = new Set<number>();
-  const ref = (id: number, d: number) => delta.refDelta.set(id, (delta.refDelta.get(id) ?? 0) + d);
+  const refDelta = delta.refDelta;
+  const ref = (id: number, d: number) => refDelta.add(id, d);
+  const usedBackendId = (x: number) => current.backends.has(x) || planned.has(x) || fresh.includes(x);
+  /** Ids allocated for the frontend being planned, until it fits. */
+  let fresh: number[] = [];
   const budget = {
     services: capacity.services - current.counts.services,
     backends: capacity.backends - current.counts.backends,
@@ -224,22 +239,25 @@ export function planSync(current: MapState, targets: readonly FrontendTarget[], 
     const cur = current.frontends.get(t.id);
     const oldSlots = cur?.slots ?? [];
 
-    // Backend ids, allocated tentatively until the frontend fits.
-    const fresh: Array<[BackendAddrKey, number]> = [];
-    const freshIds = new Set<number>();
-    const pending: Array<[number, BackendValue]> = [];
+    // Backend ids, allocated tentatively until the frontend fits; pending: indexes into t.backends to write.
+    fresh = [];
+    const pending: number[] = [];
     const ids: number[] = [];
-    for (const be of t.backends) {
-      const ak = backendAddrKey(be);
-      let id = newIdByAddr.get(ak) ?? current.idByAddr.get(ak);
-      if (id === undefined) {
-        id = freeId(delta.nextBackendId, (x) => current.backends.has(x) || plannedBackend.has(x) || freshIds.has(x));
-        freshIds.add(id);
+    for (let i = 0; i < t.backends.length; i++) {
+      const be = t.backends[i]!;
+      // Written unless the id holds it already (this plan's value first); a fresh id always is.
+      let id = planned.idOf(be);
+      if (id !== undefined) {
+        if (!planned.same(id, be)) pending.push(i);
+      } else if ((id = current.backends.idOf(be)) !== undefined) {
+        if (!(planned.has(id) ? planned.same(id, be) : current.backends.same(id, be))) pending.push(i);
+      } else {
+        id = freeId(delta.nextBackendId, usedBackendId);
         delta.nextBackendId = id + 1;
-        fresh.push([ak, id]);
+        fresh.push(id);
+        pending.push(i);
       }
       ids.push(id);
-      if (!sameBackend(plannedBackend.get(id) ?? current.backends.get(id), be)) pending.push([id, be]);
     }
     const newSlots = cur ? reconcileSlots(oldSlots, ids) : unique(ids);
     // New entries: the master of a new frontend, and every slot position the
@@ -266,11 +284,11 @@ export function planSync(current: MapState, targets: readonly FrontendTarget[], 
     budget.revNat -= needRevNat;
     budget.srcRanges -= needRanges;
     delta.addedServiceEntries += needServices;
-    for (const [ak, id] of fresh) newIdByAddr.set(ak, id);
-    for (const [id, be] of pending) {
-      if (!plannedBackend.has(id)) plan.backendUpserts.push([id, be]);
+    for (const i of pending) {
+      const id = ids[i]!;
+      const be = t.backends[i]!;
+      if (planned.upsert(id, be)) plan.backendUpserts.push([id, be]);
       else plan.backendUpserts[plan.backendUpserts.findIndex(([x]) => x === id)] = [id, be];
-      plannedBackend.set(id, be);
     }
 
     let changed = false;
@@ -362,7 +380,7 @@ export function planSync(current: MapState, targets: readonly FrontendTarget[], 
   }
 
   // Backends no slot refers to any more.
-  const unreferenced = (id: number) => (current.refs.get(id) ?? 0) + (delta.refDelta.get(id) ?? 0) <= 0;
+  const unreferenced = (id: number) => current.backends.refs(id) + (refDelta.get(id) ?? 0) <= 0;
   const suspects = scope.full ? undefined : scope.suspects;
   const candidates = scope.full ? current.backends.keys() : new Set([...delta.refDelta.keys(), ...(suspects?.backends ?? [])]);
   for (const id of candidates) {
@@ -415,17 +433,10 @@ export function commitPlan(state: MapState, plan: Plan): void {
   for (const [id, fe] of d.frontendSets) state.frontends.set(id, fe);
   if (d.resolvedStrays.size) state.straySlots = state.straySlots.filter((k) => !d.resolvedStrays.has(svcSlotId(k)));
   let newBackends = 0;
-  for (const [id, be] of plan.backendUpserts) {
-    if (!state.backends.has(id)) newBackends++;
-    state.backends.set(id, be);
-    const k = backendAddrKey(be);
-    if (!state.idByAddr.has(k)) state.idByAddr.set(k, id);
-  }
+  for (const [id, be] of plan.backendUpserts) if (state.backends.upsert(id, be)) newBackends++; // indexes its address too, unless another id holds it
   for (const id of plan.backendDeletes) {
-    const be = state.backends.get(id);
     state.backends.delete(id);
-    state.refs.delete(id);
-    if (be && state.idByAddr.get(backendAddrKey(be)) === id) state.idByAddr.delete(backendAddrKey(be));
+    state.backends.clearRefs(id);
   }
   let newRevNat = 0;
   for (const [id, rn] of plan.revNatUpserts) {
@@ -437,12 +448,8 @@ export function commitPlan(state: MapState, plan: Plan): void {
     if (set.size) state.srcRanges.set(id, set);
     else state.srcRanges.delete(id);
   }
-  for (const [id, dv] of d.refDelta) {
-    if (!state.backends.has(id)) continue;
-    const n = (state.refs.get(id) ?? 0) + dv;
-    if (n > 0) state.refs.set(id, n);
-    else state.refs.delete(id);
-  }
+  // Only ids that hold a backend once the plan's writes are in (a slot naming a missing one counts for nothing).
+  d.refDelta.forEach((id, dv) => state.backends.addRefsIfHeld(id, dv));
   state.counts = {
     services: state.counts.services + d.addedServiceEntries - plan.masterDeletes.length - plan.slotDeletes.length,
     backends: state.counts.backends + newBackends - plan.backendDeletes.length,

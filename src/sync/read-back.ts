@@ -8,7 +8,7 @@
 // few lookups, and its retry can be planned for that Service only.
 import type { BackendValue, RevNatValue, SrcRangeKey, SvcKey, SvcValue } from '../maps/codecs.ts';
 import type { Plan } from './plan.ts';
-import { type FrontendKey, type MapState, backendAddrKey, frontendId } from './state.ts';
+import { type FrontendKey, type MapState, frontendId } from './state.ts';
 
 /** Single-entry reads of the maps (a missing entry is undefined). */
 export interface EntryReader {
@@ -95,7 +95,7 @@ function readFrontends(state: MapState, frontends: Touched['frontends'], r: Entr
       state.counts.services--;
       for (const s of old.slots) {
         if (s === undefined) continue;
-        addRef(state, s, -1);
+        state.backends.addRefs(s, -1);
         state.counts.services--;
       }
       state.frontends.delete(id);
@@ -114,7 +114,7 @@ function readFrontends(state: MapState, frontends: Touched['frontends'], r: Entr
       state.counts.services++;
       for (const s of slots) {
         if (s === undefined) continue;
-        addRef(state, s, +1);
+        state.backends.addRefs(s, +1);
         state.counts.services++;
       }
     }
@@ -127,27 +127,16 @@ function readFrontends(state: MapState, frontends: Touched['frontends'], r: Entr
   state.straySlots = strays;
 }
 
-function addRef(state: MapState, id: number, d: number): void {
-  const n = (state.refs.get(id) ?? 0) + d;
-  if (n > 0) state.refs.set(id, n);
-  else state.refs.delete(id);
-}
-
 function readBackends(state: MapState, ids: number[], r: EntryReader): void {
   if (ids.length === 0) return;
   const values = r.lookupBackends(ids);
   ids.forEach((id, i) => {
-    const had = state.backends.get(id);
-    if (had) {
-      if (state.idByAddr.get(backendAddrKey(had)) === id) state.idByAddr.delete(backendAddrKey(had));
-      state.backends.delete(id);
-      state.counts.backends--;
-    }
+    // delete() takes it out of the address index if it was the id named there; set() names it if none is.
+    if (state.backends.delete(id)) state.counts.backends--;
     const v = values[i];
     if (v) {
-      state.backends.set(id, { ...v });
+      state.backends.set(id, v);
       state.counts.backends++;
-      if (!state.idByAddr.has(backendAddrKey(v))) state.idByAddr.set(backendAddrKey(v), id);
     }
   });
 }

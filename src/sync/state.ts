@@ -1,10 +1,9 @@
 // What the maps hold, as the sync engine tracks it: frontends with their
 // master entry and backend slots, the backends, the reverse NAT entries, and
-// the indexes an incremental update needs (backend id by address, slot
-// references per backend, entry counts). Read back from the pinned maps at
-// start, so a restarted agent keeps every id.
+// the indexes an incremental update needs (backend id by address and slot
+// references per backend, both in the backend table; entry counts). Read
+// back from the pinned maps at start, so a restarted agent keeps every id.
 import { flat } from '../maps/flat-string.ts';
-import { ipv4ToU32 } from '../maps/ipv4.ts';
 import type { BackendValue, RevNatValue, SrcRangeKey, SvcKey, SvcValue } from '../maps/codecs.ts';
 import { BackendTable } from './backend-table.ts';
 
@@ -31,17 +30,13 @@ export interface EntryCounts {
 
 export interface MapState {
   frontends: Map<string, FrontendState>;
-  /** By id (a Map's interface, stored as columns: backend-table.ts). */
+  /** By id (a Map's interface, stored as columns: backend-table.ts), with the backend id by address and the slot references per id. */
   backends: BackendTable;
   revNat: Map<number, RevNatValue>;
   /** loadBalancerSourceRanges by reverse NAT id (the frontend's), as CIDR strings. */
   srcRanges: Map<number, Set<string>>;
   /** Services-map entries no frontend accounts for: slots past a master's count, slots without a master. */
   straySlots: SvcKey[];
-  /** First backend id per address (backendAddrKey). */
-  idByAddr: Map<BackendAddrKey, number>;
-  /** How many slots refer to each backend id. */
-  refs: Map<number, number>;
   /** Entries in each map, kept up to date as plans are committed. */
   counts: EntryCounts;
   /** Where the next id search starts (ids are not reused soon after they are freed). */
@@ -55,24 +50,10 @@ export function frontendId(k: FrontendKey): string {
   return flat(k.addr, ':', k.port, '/', k.proto, '/', k.scope);
 }
 
-/** A backend address (ip, port, protocol) as a Map key: a number for TCP and UDP, a string otherwise. */
-export type BackendAddrKey = number | string;
-
-/**
- * proto * 2^48 + ip * 2^16 + port: exact below 2^53 for protocol numbers
- * under 32 (TCP 6, UDP 17), and no string built or hashed per backend (a
- * full sync at 10k x 10 looks up and stores 100k of them).
- */
-export function backendAddrKey(b: { addr: string; port: number; proto: number }): BackendAddrKey {
-  // IPv6 addresses (their own maps and states) take the string form.
-  if (b.proto < 32 && !b.addr.includes(':')) return (b.proto * 2 ** 32 + ipv4ToU32(b.addr)) * 65536 + b.port;
-  return flat(b.addr, ':', b.port, '/', b.proto);
-}
-
 export function emptyState(): MapState {
   return {
     frontends: new Map(), backends: new BackendTable(), revNat: new Map(), srcRanges: new Map(), straySlots: [],
-    idByAddr: new Map(), refs: new Map(), counts: { services: 0, backends: 0, revNat: 0, srcRanges: 0 },
+    counts: { services: 0, backends: 0, revNat: 0, srcRanges: 0 },
     nextBackendId: 1, nextRevNatId: 1,
   };
 }
@@ -109,13 +90,9 @@ export function stateFromEntries(
   for (const fe of state.frontends.values()) {
     // A master whose slots are all missing still needs `count` (undefined) slots, rewritten next sync.
     if (fe.slots.length !== fe.master.count) fe.slots = Array.from({ length: fe.master.count }, (_, i) => fe.slots[i]);
-    for (const s of fe.slots) if (s !== undefined) state.refs.set(s, (state.refs.get(s) ?? 0) + 1);
   }
-  for (const [id, v] of backends) {
-    state.backends.set(id, { ...v });
-    const k = backendAddrKey(v);
-    if (!state.idByAddr.has(k)) state.idByAddr.set(k, id);
-  }
+  for (const [id, v] of backends) state.backends.set(id, v); // the table copies the fields
+  for (const fe of state.frontends.values()) for (const s of fe.slots) if (s !== undefined) state.backends.addRefs(s, 1);
   for (const [id, v] of revNat) state.revNat.set(id, { ...v });
   for (const [k] of srcRanges) {
     let set = state.srcRanges.get(k.rev_nat_id);

@@ -10,7 +10,7 @@
 import t from 'tap';
 import { ApplyError } from '../../src/sync/apply.ts';
 import { svcSlotId } from '../../src/sync/plan.ts';
-import { type MapState, backendAddrKey, countEntries } from '../../src/sync/state.ts';
+import { type MapState, countEntries } from '../../src/sync/state.ts';
 import { Syncer } from '../../src/sync/syncer.ts';
 import type { FrontendTarget } from '../../src/sync/targets.ts';
 import { FailingMaps, InjectedFailure } from './failing-maps.ts';
@@ -62,11 +62,11 @@ function watchReaders(m: MemoryMaps, floor: ReadonlyMap<string, number>, label: 
   return problems;
 }
 
-/** idByAddr only has to name, for every backend address, one id holding it. */
+/** The address index (BackendTable.idOf) only has to name, for every backend address, one id holding it. */
 function idIndexProblems(s: MapState): string[] {
   const out: string[] = [];
   for (const [id, be] of s.backends) {
-    const named = s.idByAddr.get(backendAddrKey(be));
+    const named = s.backends.idOf(be);
     if (named === undefined || s.backends.get(named)?.addr !== be.addr) out.push(`backend ${id} (${be.addr}:${be.port}/${be.proto}) is not indexed`);
   }
   return out;

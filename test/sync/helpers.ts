@@ -145,7 +145,7 @@ export function normState(s: MapState) {
     revNat: byKey(s.revNat),
     srcRanges: byKey(s.srcRanges).map(([id, set]) => [id, [...set].sort()]),
     strays: s.straySlots.map(svcSlotId).sort(),
-    refs: byKey(s.refs),
+    refs: byKey(s.backends.refEntries()),
     counts: s.counts,
   };
 }

@@ -57,6 +57,6 @@ t.test('random partial syncs equal a full sync, and tracked state equals the map
     s.sync(all);
     t.same(m.writes, [], `seed ${seed}: a full sync afterwards finds nothing to change`);
     const reread = m.readState();
-    t.same([...reread.refs].sort(), [...s.state.refs].sort(), `seed ${seed}: reference counts equal a fresh read`);
+    t.same([...reread.backends.refEntries()].sort(), [...s.state.backends.refEntries()].sort(), `seed ${seed}: reference counts equal a fresh read`);
   }
 });

@@ -13,6 +13,9 @@ t.test('reconcileSlots keeps slots, swap-removes, appends', async (t) => {
   t.same(reconcileSlots([1, 2, 3], []), []);
   t.same(reconcileSlots([1, undefined, 3], [1, 3, 5]), [1, 3, 5], 'a hole is filled');
   t.same(reconcileSlots([1, 1, 2], [1, 2]), [1, 2], 'a duplicate is removed');
+  t.same(reconcileSlots([1, 1], [1, 1]), [1], 'a duplicate is removed when nothing else changed too');
+  const same = [5, 6, 7];
+  t.not(reconcileSlots(same, same), same, 'a new array even when nothing changed (the plan keeps it as the new state)');
 });
 
 t.test('a new service: backends, then reverse NAT and slots, then the master', async (t) => {
