@@ -41,7 +41,7 @@ interface FileEntry {
   sig: string;
   /** Its objects by kind/namespace/name (a later duplicate in the file wins). */
   objects: Map<string, KubeObject>;
-  /** Its objects by fingerprint: the next read reuses those whose documents did not change. */
+  /** Its zod-validated objects by fingerprint: the next read reuses those whose documents did not change (load.ts). */
   byPrint: Map<string, KubeObject>;
 }
 
@@ -160,7 +160,7 @@ export class FileSource {
       return;
     }
     if (known?.sig === sig) return;
-    const loaded = await loadManifestFile(file, known?.byPrint);
+    const loaded = await loadManifestFile(file, known && { byKey: known.objects, byPrint: known.byPrint });
     if (this.#stopped) return;
     this.#apply(name, loaded && { sig, loaded });
     this.#opts.onRead?.(file);
@@ -182,7 +182,8 @@ export class FileSource {
       const key = objectKeyOf(obj);
       if (objects.delete(key)) problems.push(duplicateProblem(obj, file, undefined));
       objects.set(key, obj);
-      byPrint.set(next.loaded.prints[i]!, obj);
+      const print = next.loaded.prints[i];
+      if (print !== undefined) byPrint.set(print, obj);
     });
     if (next) this.#files.set(name, { sig: next.sig, objects, byPrint });
     else this.#files.delete(name);
