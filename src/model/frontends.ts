@@ -28,6 +28,9 @@ export function frontendKey(ip: string, port: number, protocol: Protocol, scope:
 
 type Family = 4 | 6;
 
+/** The per-frontend fields make() sets from its caller (the rest are the Service port's). */
+type FrontendFlags = Partial<Pick<Frontend, 'externalLocal' | 'internalLocal' | 'wildcard' | 'twoScopes' | 'sourceRanges' | 'healthCheckNodePort'>>;
+
 /** The addresses of `family`; the others are reported once, on `path`, when the Service has no cluster IP of their family. */
 function ofFamily(svc: Service, ips: readonly string[], family: Family, served: ReadonlySet<Family>, path: string, problems: Problem[]): string[] {
   // Reported once: while the first family the Service serves is built.
@@ -149,37 +152,40 @@ function familyFrontends(
     // Only traffic policies Local need the node-local subset.
     const local = externalLocal || internalLocal ? selectBackends(candidates.filter((c) => isLocal(c, node)), node) : [];
 
+    // One reference to the Service per port, shared by its frontends (read-only, as the Backend objects).
+    const service = { namespace: svc.metadata.namespace, name: svc.metadata.name, portName: port.name };
+    // Built in one fixed shape (optional fields added last): this runs for every frontend of every recomputed Service.
     const make = (
       ip: string,
       portNumber: number,
       type: FrontendType,
       scope: Frontend['scope'],
       backends: Backend[],
-      extra: Partial<Frontend> = {},
-    ): SourcedFrontend => ({
-      path,
-      frontend: {
+      extra: FrontendFlags = {},
+    ): SourcedFrontend => {
+      const frontend: Frontend = {
         key: frontendKey(ip, portNumber, protocol, scope),
         ip,
         port: portNumber,
         protocol,
         scope,
         type,
-        service: { namespace: svc.metadata.namespace, name: svc.metadata.name, portName: port.name },
-        externalLocal: false,
-        internalLocal: false,
-        wildcard: false,
-        twoScopes: false,
-        ...(algorithm ? { algorithm } : {}),
+        service,
+        externalLocal: extra.externalLocal ?? false,
+        internalLocal: extra.internalLocal ?? false,
+        wildcard: extra.wildcard ?? false,
+        twoScopes: extra.twoScopes ?? false,
         sourceHashPort,
-        ...(maglevTableSize ? { maglevTableSize } : {}),
         affinityTimeoutSeconds,
-        sourceRanges: [],
+        sourceRanges: extra.sourceRanges ?? [],
         // Each frontend owns its array; Backend objects are shared and must be treated as read-only.
         backends: [...backends],
-        ...extra,
-      },
-    });
+      };
+      if (algorithm) frontend.algorithm = algorithm;
+      if (maglevTableSize) frontend.maglevTableSize = maglevTableSize;
+      if (extra.healthCheckNodePort !== undefined) frontend.healthCheckNodePort = extra.healthCheckNodePort;
+      return { path, frontend };
+    };
 
     for (const ip of clusterIPs) {
       out.push(make(ip, port.port, 'ClusterIP', 'external', internalLocal ? local : all, { internalLocal }));
