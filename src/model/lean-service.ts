@@ -9,7 +9,7 @@
 // holds the two equal.
 import { canonicalIpv4 } from '../maps/ipv4.ts';
 import { canonicalIpv6 } from '../maps/ipv6.ts';
-import { isPortNumber, isRecord, leanLabels, leanList as list, leanName, leanNamespace, leanPortName, PROTOCOLS } from './lean.ts';
+import { isPortNumber, isRecord, leanLabels, leanList as list, leanName, leanNamespace, leanPortName, NO_ITEMS, NO_LABELS, PROTOCOLS } from './lean.ts';
 import { DEFAULT_AFFINITY_TIMEOUT_SECONDS, SERVICE_ANNOTATIONS, type Service, type ServiceAnnotation, type ServicePort } from './schemas.ts';
 
 type Rec = Record<string, unknown>;
@@ -110,7 +110,7 @@ function leanSpec(raw: unknown): Spec | undefined {
     if (c === null) return undefined;
     spec.sessionAffinityConfig = c;
   }
-  spec.loadBalancerSourceRanges = [];
+  spec.loadBalancerSourceRanges = NO_ITEMS;
   const { healthCheckNodePort: hc, externalName } = raw;
   if (hc !== undefined) {
     if (!isPortNumber(hc)) return undefined;
@@ -133,7 +133,7 @@ function leanStatus(raw: Rec): { status?: Service['status'] } | undefined {
   if (!isRecord(lb)) return undefined;
   const ingress = lb.ingress;
   if (!(ingress === undefined || ingress === null || (Array.isArray(ingress) && ingress.length === 0))) return undefined;
-  return { status: { loadBalancer: { ingress: [] } } };
+  return { status: { loadBalancer: { ingress: NO_ITEMS } } };
 }
 
 /** The validated Service, as the zod schema would give it, or undefined: validate it with zod. */
@@ -143,7 +143,7 @@ export function leanService(raw: unknown): Service | undefined {
   if (!isRecord(m)) return undefined;
   const name = leanName(m.name);
   const namespace = m.namespace === undefined || m.namespace === null ? 'default' : leanNamespace(m.namespace);
-  const labels = m.labels === undefined || m.labels === null ? {} : leanLabels(m.labels);
+  const labels = m.labels === undefined || m.labels === null ? NO_LABELS : leanLabels(m.labels);
   const annotations = m.annotations;
   if (name === undefined || namespace === undefined || labels === undefined) return undefined;
   if (!(annotations === undefined || annotations === null || isRecord(annotations))) return undefined;
@@ -159,5 +159,7 @@ export function leanService(raw: unknown): Service | undefined {
     }
   }
   if (kept) metadata.annotations = kept;
-  return { apiVersion: 'v1', kind: 'Service', metadata, spec, ...status };
+  const out: Service = { apiVersion: 'v1', kind: 'Service', metadata, spec };
+  if (status.status !== undefined) out.status = status.status;
+  return out;
 }

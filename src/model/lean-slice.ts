@@ -7,7 +7,7 @@
 // FQDN slice) gets undefined, and goes through zod, which also reports every
 // error. test/model/lean-slice.test.ts holds the two equal.
 import { canonicalIpv4 } from '../maps/ipv4.ts';
-import { isPortNumber, isRecord, leanLabels, leanList as list, leanName, leanNamespace, leanPortName, PROTOCOLS } from './lean.ts';
+import { isPortNumber, isRecord, leanLabels, leanList as list, leanName, leanNamespace, leanPortName, NO_LABELS, PROTOCOLS } from './lean.ts';
 import { triggerTime } from './names.ts';
 import type { Endpoint, EndpointPort, EndpointSlice } from './schemas.ts';
 
@@ -45,12 +45,8 @@ function endpoint(raw: unknown): Endpoint | undefined {
   if (!isRecord(raw)) return undefined;
   const { addresses, conditions: c, nodeName, zone, hints } = raw;
   if (!Array.isArray(addresses) || addresses.length === 0) return undefined;
-  const ips: string[] = [];
-  for (const a of addresses) {
-    const ip = typeof a === 'string' ? canonicalIpv4(a) : undefined;
-    if (ip === undefined) return undefined;
-    ips.push(ip);
-  }
+  const ips = list(addresses, (a) => (typeof a === 'string' ? canonicalIpv4(a) : undefined));
+  if (ips === undefined) return undefined;
   let ready = true;
   let serving = true;
   let terminating = false;
@@ -87,7 +83,7 @@ export function leanIpv4Slice(raw: unknown): EndpointSlice | undefined {
   const name = leanName(m.name);
   // Absent or null: 'default' and {} (manifests often leave them out).
   const namespace = m.namespace === undefined || m.namespace === null ? 'default' : leanNamespace(m.namespace);
-  const ownLabels = m.labels === undefined || m.labels === null ? {} : leanLabels(m.labels);
+  const ownLabels = m.labels === undefined || m.labels === null ? NO_LABELS : leanLabels(m.labels);
   if (name === undefined || namespace === undefined || ownLabels === undefined) return undefined;
   if (annotations !== undefined && !isRecord(annotations)) return undefined;
   const ports = list(raw.ports, port);

@@ -7,6 +7,12 @@ export function isRecord(v: unknown): v is Record<string, unknown> {
   return typeof v === 'object' && v !== null && !Array.isArray(v);
 }
 
+// What an absent or null list or label map becomes, one instance for every
+// object, as zod's orDefault gives its fallback (validated objects are
+// read-only): 10k Services held ~3 fresh empty lists and an empty map each.
+export const NO_ITEMS: never[] = [];
+export const NO_LABELS: Record<string, string> = {};
+
 export const PROTOCOLS: ReadonlySet<string> = new Set(['TCP', 'UDP', 'SCTP']);
 
 /** metadata.name: a DNS subdomain of 1-253 characters. */
@@ -40,15 +46,18 @@ export function leanLabels(v: unknown): Record<string, string> | undefined {
   return out;
 }
 
-/** A list of `each`; absent or null is [] (Go's nil, as zod's orDefault reads it). undefined when not plainly a list of valid values. */
+/**
+ * A list of `each`; absent or null is [] (Go's nil, as zod's orDefault reads it). undefined when not plainly a list of valid values.
+ * Built by map, at its exact size: a list grown by push keeps room for 16 more (~130 bytes per list of one, held by the model).
+ */
 export function leanList<T>(raw: unknown, each: (v: unknown) => T | undefined): T[] | undefined {
-  if (raw === undefined || raw === null) return [];
+  if (raw === undefined || raw === null || (Array.isArray(raw) && raw.length === 0)) return NO_ITEMS;
   if (!Array.isArray(raw)) return undefined;
-  const out: T[] = [];
-  for (const v of raw) {
-    const x = each(v);
-    if (x === undefined) return undefined;
-    out.push(x);
-  }
-  return out;
+  let ok = true;
+  const out = raw.map((v: unknown) => {
+    const x = ok ? each(v) : undefined;
+    if (x === undefined) ok = false;
+    return x as T;
+  });
+  return ok ? out : undefined;
 }
