@@ -28,6 +28,9 @@ export function frontendKey(ip: string, port: number, protocol: Protocol, scope:
 
 type Family = 4 | 6;
 
+/** The sourceRanges of a frontend without any, one instance for all (frontends are read-only). */
+const NO_RANGES: string[] = [];
+
 /** The per-frontend fields make() sets from its caller (the rest are the Service port's). */
 type FrontendFlags = Partial<Pick<Frontend, 'externalLocal' | 'internalLocal' | 'wildcard' | 'twoScopes' | 'sourceRanges' | 'healthCheckNodePort'>>;
 
@@ -177,7 +180,7 @@ function familyFrontends(
         twoScopes: extra.twoScopes ?? false,
         sourceHashPort,
         affinityTimeoutSeconds,
-        sourceRanges: extra.sourceRanges ?? [],
+        sourceRanges: extra.sourceRanges ?? NO_RANGES,
         // Each frontend owns its array; Backend objects are shared and must be treated as read-only.
         backends: [...backends],
       };

@@ -191,7 +191,8 @@ export class IncrementalModel {
         for (const other of this.#claims.values(key)) affected.add(other);
         this.#claims.add(key, id);
       }
-      if (next.length) this.#candidates.set(id, next);
+      // Kept at their exact size: lists grown by push keep room for 16 more (~130 bytes a Service at 10k).
+      if (next.length) this.#candidates.set(id, next.slice());
       else this.#candidates.delete(id);
     }
 
@@ -205,8 +206,9 @@ export class IncrementalModel {
         problems.set(key, [...(problems.get(key) ?? []), ...conflicts]);
       }
       if (!sameFrontends(this.#emitted.get(id), won)) {
-        services.set(id, won);
-        if (won.length) this.#emitted.set(id, won);
+        const kept = won.slice();
+        services.set(id, kept);
+        if (kept.length) this.#emitted.set(id, kept);
         else this.#emitted.delete(id);
       }
     }
