@@ -195,10 +195,11 @@ export class FileSource {
       const was = this.#owners.get(key) ?? [];
       let owners = was;
       if (had && !has) owners = was.filter((n) => n !== name);
-      else if (!had && has) owners = [...was, name].sort();
+      else if (!had && has) owners = was.length === 0 ? [name] : [...was, name].sort();
       if (owners.length) this.#owners.set(key, owners);
       else this.#owners.delete(key);
-      if (owners !== was || owners.length > 1) this.#reportDuplicates(key, owners);
+      // Only an object defined twice (now or before) has duplicate problems to report or to clear.
+      if (owners.length > 1 || (owners !== was && was.length > 1)) this.#reportDuplicates(key, owners);
       const winner = owners.at(-1);
       if (winner === undefined) this.#remove(before.get(key)!);
       else if (winner === name) {
