@@ -51,9 +51,9 @@ export interface LoadedFile {
   /** Valid Services, EndpointSlices and Nodes, in file order (a later duplicate included). */
   objects: KubeObject[];
   /**
-   * Each object's fingerprint (a hash of its document), same order, for the
-   * documents the lean validation does not take (undefined for those it
-   * does): what the next read of the file may reuse.
+   * Each object's fingerprint (a hash of its document), same order: what
+   * the next read of the file may reuse. A first read leaves it undefined
+   * for the documents the lean validation takes.
    */
   prints: Array<string | undefined>;
   problems: Problem[];
@@ -63,7 +63,7 @@ export interface LoadedFile {
 export interface KnownObjects {
   /** By objectKeyOf. */
   byKey: ReadonlyMap<string, KubeObject>;
-  /** By fingerprint (documents validated by zod). */
+  /** By fingerprint. */
   byPrint: ReadonlyMap<string, KubeObject>;
 }
 
@@ -78,10 +78,12 @@ function fingerprint(raw: unknown): string {
  * invalid objects and unreadable documents are reported and skipped.
  * `known`: the objects of an earlier read; a document that has not changed
  * takes its object from there, so the model sees the same object (and does
- * not recompute its Service). A plain document (the lean validation takes
- * it, a few µs) is validated and compared with the earlier object of its
- * name; any other is known by its fingerprint and not validated again (zod
- * costs 50-100 µs a document). A first read fingerprints only those.
+ * not recompute its Service). A read again fingerprints every document and
+ * takes the unchanged ones by fingerprint. A first read fingerprints only
+ * the documents zod validates (50-100 µs each, worth not repeating): the
+ * plain ones (the lean validation takes them in a few µs, about what a
+ * fingerprint costs) are not, and the first read again of their file
+ * validates them and keeps the earlier object of their name when equal.
  */
 export async function loadManifestFile(file: string, known?: KnownObjects): Promise<LoadedFile | undefined> {
   let text: string | undefined;
@@ -99,24 +101,24 @@ export async function loadManifestFile(file: string, known?: KnownObjects): Prom
     const r = raw as { kind?: unknown } | null;
     // Other kinds (ConfigMaps, Deployments, Knative Services, ...) are not ours.
     if (typeof r === 'object' && r !== null && typeof r.kind === 'string' && supportedKind(raw) === undefined) continue;
+    const print = known === undefined ? undefined : fingerprint(raw);
+    const same = print === undefined ? undefined : known?.byPrint.get(print);
+    if (same !== undefined) {
+      objects.push(same);
+      prints.push(print);
+      continue;
+    }
     const lean = leanObject(raw);
     if (lean !== undefined) {
       const before = known?.byKey.get(objectKeyOf(lean));
       objects.push(before !== undefined && sameValue(before, lean) ? before : lean);
-      prints.push(undefined);
-      continue;
-    }
-    const print = fingerprint(raw);
-    const same = known?.byPrint.get(print);
-    if (same !== undefined) {
-      objects.push(same);
       prints.push(print);
       continue;
     }
     const result = validateObject(raw, file);
     if (result.ok) {
       objects.push(result.obj);
-      prints.push(print);
+      prints.push(print ?? fingerprint(raw));
     } else problems.push(...result.problems);
   }
   return { objects, prints, problems };
