@@ -1,10 +1,13 @@
-// In-process probe of what the model and the sources cost at N services x E
-// endpoints, without BPF or an API server: validation of the Services and
-// slices (as the API server sends them), the file source's first read of a
-// manifest directory (bench/manifests.ts, as bench/cp-files.ts writes it),
-// and the model's first takeChanges. Phases interleaved `--reps` times; run
-// with `node --expose-gc bench/probe-model.ts [--n 10000] [--reps 5]`
-// (add --cpu-prof for a profile). Prints CPU-ish wall times per phase.
+// In-process probe of what the model and the sources cost at N services x 10
+// endpoints, without BPF or an API server: validation of the Services (and,
+// for comparison, of the Services by zod alone) and slices as the API server
+// sends them, the file source's first read of a manifest directory
+// (bench/manifests.ts, as bench/cp-files.ts writes it), one changed file, and
+// the model's first takeChanges. Each phase `--reps` times, wall and CPU time
+// ("[cpu]": user + system, steadier on a loaded machine).
+//   node --expose-gc bench/probe-model.ts [--n 10000] [--reps 5] [--only PREFIX,...]
+// Before/after: run it from a copy of an older tree (git archive) and from
+// this one, alternately; add --cpu-prof for a profile.
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
