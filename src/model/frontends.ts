@@ -28,6 +28,12 @@ export function frontendKey(ip: string, port: number, protocol: Protocol, scope:
 
 type Family = 4 | 6;
 
+/** "spec.ports[i]", one flat string per index for every Service (each frontend keeps its path; a template held a cons string per Service). */
+const PORT_PATHS: string[] = [];
+function portPath(i: number): string {
+  return (PORT_PATHS[i] ??= flat('spec.ports[', i, ']'));
+}
+
 /** The sourceRanges of a frontend without any, one instance for all (frontends are read-only). */
 const NO_RANGES: string[] = [];
 
@@ -142,7 +148,7 @@ function familyFrontends(
 
   const out: SourcedFrontend[] = [];
   spec.ports.forEach((port, i) => {
-    const path = `spec.ports[${i}]`;
+    const path = portPath(i);
     if (port.protocol === 'SCTP') {
       if (!portsReported.has(i)) problems.push(problemAbout(svc, 'warning', `${path}.protocol`, 'SCTP is not supported; port skipped'));
       portsReported.add(i);
