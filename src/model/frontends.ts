@@ -28,6 +28,18 @@ export function frontendKey(ip: string, port: number, protocol: Protocol, scope:
 
 type Family = 4 | 6;
 
+/** "spec.ports[i]", one flat string per index for every Service (each frontend keeps its path; a template held a cons string per Service). */
+const PORT_PATHS: string[] = [];
+function portPath(i: number): string {
+  return (PORT_PATHS[i] ??= flat('spec.ports[', i, ']'));
+}
+
+/** The sourceRanges of a frontend without any, one instance for all (frontends are read-only). */
+const NO_RANGES: string[] = [];
+
+/** The per-frontend fields make() sets from its caller (the rest are the Service port's). */
+type FrontendFlags = Partial<Pick<Frontend, 'externalLocal' | 'internalLocal' | 'wildcard' | 'twoScopes' | 'sourceRanges' | 'healthCheckNodePort'>>;
+
 /** The addresses of `family`; the others are reported once, on `path`, when the Service has no cluster IP of their family. */
 function ofFamily(svc: Service, ips: readonly string[], family: Family, served: ReadonlySet<Family>, path: string, problems: Problem[]): string[] {
   // Reported once: while the first family the Service serves is built.
@@ -136,7 +148,7 @@ function familyFrontends(
 
   const out: SourcedFrontend[] = [];
   spec.ports.forEach((port, i) => {
-    const path = `spec.ports[${i}]`;
+    const path = portPath(i);
     if (port.protocol === 'SCTP') {
       if (!portsReported.has(i)) problems.push(problemAbout(svc, 'warning', `${path}.protocol`, 'SCTP is not supported; port skipped'));
       portsReported.add(i);
@@ -149,37 +161,40 @@ function familyFrontends(
     // Only traffic policies Local need the node-local subset.
     const local = externalLocal || internalLocal ? selectBackends(candidates.filter((c) => isLocal(c, node)), node) : [];
 
+    // One reference to the Service per port, shared by its frontends (read-only, as the Backend objects).
+    const service = { namespace: svc.metadata.namespace, name: svc.metadata.name, portName: port.name };
+    // Built in one fixed shape (optional fields added last): this runs for every frontend of every recomputed Service.
     const make = (
       ip: string,
       portNumber: number,
       type: FrontendType,
       scope: Frontend['scope'],
       backends: Backend[],
-      extra: Partial<Frontend> = {},
-    ): SourcedFrontend => ({
-      path,
-      frontend: {
+      extra: FrontendFlags = {},
+    ): SourcedFrontend => {
+      const frontend: Frontend = {
         key: frontendKey(ip, portNumber, protocol, scope),
         ip,
         port: portNumber,
         protocol,
         scope,
         type,
-        service: { namespace: svc.metadata.namespace, name: svc.metadata.name, portName: port.name },
-        externalLocal: false,
-        internalLocal: false,
-        wildcard: false,
-        twoScopes: false,
-        ...(algorithm ? { algorithm } : {}),
+        service,
+        externalLocal: extra.externalLocal ?? false,
+        internalLocal: extra.internalLocal ?? false,
+        wildcard: extra.wildcard ?? false,
+        twoScopes: extra.twoScopes ?? false,
         sourceHashPort,
-        ...(maglevTableSize ? { maglevTableSize } : {}),
         affinityTimeoutSeconds,
-        sourceRanges: [],
+        sourceRanges: extra.sourceRanges ?? NO_RANGES,
         // Each frontend owns its array; Backend objects are shared and must be treated as read-only.
         backends: [...backends],
-        ...extra,
-      },
-    });
+      };
+      if (algorithm) frontend.algorithm = algorithm;
+      if (maglevTableSize) frontend.maglevTableSize = maglevTableSize;
+      if (extra.healthCheckNodePort !== undefined) frontend.healthCheckNodePort = extra.healthCheckNodePort;
+      return { path, frontend };
+    };
 
     for (const ip of clusterIPs) {
       out.push(make(ip, port.port, 'ClusterIP', 'external', internalLocal ? local : all, { internalLocal }));

@@ -24,6 +24,27 @@ function objectKey(kind: string, id: string): string {
   return `${kind} ${id}`;
 }
 
+/** The keys of the external frontends (a key twice when the Service lists one twice: claims are per key). */
+function externalKeys(candidates: readonly SourcedFrontend[] | undefined): string[] {
+  const keys: string[] = [];
+  for (const c of candidates ?? []) if (c.frontend.scope === 'external') keys.push(c.frontend.key);
+  return keys;
+}
+
+/** Membership in `keys`: a scan for a few, a Set for many. */
+function membership(keys: readonly string[]): (key: string) => boolean {
+  if (keys.length <= 16) return (key) => keys.includes(key);
+  const set = new Set(keys);
+  return (key) => set.has(key);
+}
+
+/** The value that sorts first (code-unit order, as Array.prototype.sort), or undefined when none. */
+function firstSorted(values: Iterable<string>): string | undefined {
+  let first: string | undefined;
+  for (const v of values) if (first === undefined || v < first) first = v;
+  return first;
+}
+
 export class IncrementalModel {
   readonly #services = new Map<string, Service>();
   /** What the model keeps of the slices that feed a Service (endpoints.ts ModelSlice), by slice id. */
@@ -153,20 +174,25 @@ export class IncrementalModel {
       const own: Problem[] = [];
       const next = this.#compute(id, own);
       const key = objectKey('Service', id);
-      problems.set(key, [...(this.#rejected.get(key) ?? []), ...own]);
-      const before = new Set((this.#candidates.get(id) ?? []).filter((c) => c.frontend.scope === 'external').map((c) => c.frontend.key));
-      const after = new Set(next.filter((c) => c.frontend.scope === 'external').map((c) => c.frontend.key));
+      const rejected = this.#rejected.get(key);
+      problems.set(key, rejected ? [...rejected, ...own] : own);
+      // A Service has a handful of external frontends: lists, not Sets (unless it has many).
+      const before = externalKeys(this.#candidates.get(id));
+      const after = externalKeys(next);
+      const wasClaimed = membership(before);
+      const isClaimed = membership(after);
       for (const key of before) {
-        if (after.has(key)) continue;
+        if (isClaimed(key)) continue;
         this.#claims.remove(key, id);
         for (const other of this.#claims.values(key)) affected.add(other);
       }
       for (const key of after) {
-        if (before.has(key)) continue;
+        if (wasClaimed(key)) continue;
         for (const other of this.#claims.values(key)) affected.add(other);
         this.#claims.add(key, id);
       }
-      if (next.length) this.#candidates.set(id, next);
+      // Kept at their exact size: lists grown by push keep room for 16 more (~130 bytes a Service at 10k).
+      if (next.length) this.#candidates.set(id, next.slice());
       else this.#candidates.delete(id);
     }
 
@@ -180,8 +206,9 @@ export class IncrementalModel {
         problems.set(key, [...(problems.get(key) ?? []), ...conflicts]);
       }
       if (!sameFrontends(this.#emitted.get(id), won)) {
-        services.set(id, won);
-        if (won.length) this.#emitted.set(id, won);
+        const kept = won.slice();
+        services.set(id, kept);
+        if (kept.length) this.#emitted.set(id, kept);
         else this.#emitted.delete(id);
       }
     }
@@ -200,7 +227,7 @@ export class IncrementalModel {
     const svc = this.#services.get(id);
     if (!svc) return []; // a deleted Service has no candidates left (takeChanges dropped them)
     return keepClaimedFrontends(svc, this.#candidates.get(id) ?? [], (key) => {
-      const owner = [...this.#claims.values(key)].sort()[0];
+      const owner = firstSorted(this.#claims.values(key));
       if (owner === undefined || owner === id) return undefined;
       const type = this.#candidates.get(owner)?.find((c) => c.frontend.key === key)?.frontend.type;
       return type ? { id: owner, type } : { id: owner };

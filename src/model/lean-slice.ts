@@ -2,27 +2,22 @@
 // the model reads present and plainly of its type (what the API server, which
 // validated the object already, sends). It checks those fields by the same
 // rules as the zod schema (schemas.ts) and builds the same output, without
-// zod's per-field allocations; a slice it is not sure of in any way (an
-// absent namespace or labels, a null, an unknown protocol, a bad address, an
-// IPv6 or FQDN slice) gets undefined, and goes through zod, which also
-// reports every error. test/model/lean-slice.test.ts holds the two equal.
+// zod's per-field allocations; a slice it is not sure of in any way (a null
+// where zod would keep one, an unknown protocol, a bad address, an IPv6 or
+// FQDN slice) gets undefined, and goes through zod, which also reports every
+// error. test/model/lean-slice.test.ts holds the two equal.
 import { canonicalIpv4 } from '../maps/ipv4.ts';
-import { DNS_LABEL, DNS_SUBDOMAIN, PORT_NAME, triggerTime } from './names.ts';
+import { isPortNumber, isRecord, leanLabels, leanList as list, leanName, leanNamespace, leanPortName, NO_LABELS, PROTOCOLS } from './lean.ts';
+import { triggerTime } from './names.ts';
 import type { Endpoint, EndpointPort, EndpointSlice } from './schemas.ts';
 
 type Rec = Record<string, unknown>;
 
-function isRecord(v: unknown): v is Rec {
-  return typeof v === 'object' && v !== null && !Array.isArray(v);
-}
-
-const PROTOCOLS = new Set(['TCP', 'UDP', 'SCTP']);
-
 function port(raw: unknown): EndpointPort | undefined {
   if (!isRecord(raw)) return undefined;
   const { name, port, protocol } = raw;
-  if (name !== undefined && (typeof name !== 'string' || name.length > 63 || !PORT_NAME.test(name))) return undefined;
-  if (port !== undefined && (typeof port !== 'number' || !Number.isInteger(port) || port < 1 || port > 65535)) return undefined;
+  if (name !== undefined && leanPortName(name) === undefined) return undefined;
+  if (port !== undefined && !isPortNumber(port)) return undefined;
   if (protocol !== undefined && (typeof protocol !== 'string' || !PROTOCOLS.has(protocol))) return undefined;
   // As zod gives it: no port key when the port is not set (the type says the key is there, undefined).
   const p = (protocol ?? 'TCP') as EndpointPort['protocol'];
@@ -50,12 +45,8 @@ function endpoint(raw: unknown): Endpoint | undefined {
   if (!isRecord(raw)) return undefined;
   const { addresses, conditions: c, nodeName, zone, hints } = raw;
   if (!Array.isArray(addresses) || addresses.length === 0) return undefined;
-  const ips: string[] = [];
-  for (const a of addresses) {
-    const ip = typeof a === 'string' ? canonicalIpv4(a) : undefined;
-    if (ip === undefined) return undefined;
-    ips.push(ip);
-  }
+  const ips = list(addresses, (a) => (typeof a === 'string' ? canonicalIpv4(a) : undefined));
+  if (ips === undefined) return undefined;
   let ready = true;
   let serving = true;
   let terminating = false;
@@ -83,33 +74,17 @@ function endpoint(raw: unknown): Endpoint | undefined {
   return out;
 }
 
-function list<T>(raw: unknown, each: (v: unknown) => T | undefined): T[] | undefined {
-  if (raw === undefined) return [];
-  if (!Array.isArray(raw)) return undefined;
-  const out: T[] = [];
-  for (const v of raw) {
-    const x = each(v);
-    if (x === undefined) return undefined;
-    out.push(x);
-  }
-  return out;
-}
-
 /** The validated slice, as the zod schema would give it, or undefined: validate it with zod. */
 export function leanIpv4Slice(raw: unknown): EndpointSlice | undefined {
   if (!isRecord(raw) || raw.apiVersion !== 'discovery.k8s.io/v1' || raw.kind !== 'EndpointSlice' || raw.addressType !== 'IPv4') return undefined;
   const m = raw.metadata;
   if (!isRecord(m)) return undefined;
-  const { name, namespace, labels, annotations } = m;
-  if (typeof name !== 'string' || name.length < 1 || name.length > 253 || !DNS_SUBDOMAIN.test(name)) return undefined;
-  if (typeof namespace !== 'string' || namespace.length < 1 || namespace.length > 63 || !DNS_LABEL.test(namespace)) return undefined;
-  if (!isRecord(labels)) return undefined;
-  const ownLabels: Record<string, string> = {};
-  for (const k of Object.keys(labels)) {
-    const v = labels[k];
-    if (typeof v !== 'string') return undefined;
-    ownLabels[k] = v;
-  }
+  const { annotations } = m;
+  const name = leanName(m.name);
+  // Absent or null: 'default' and {} (manifests often leave them out).
+  const namespace = m.namespace === undefined || m.namespace === null ? 'default' : leanNamespace(m.namespace);
+  const ownLabels = m.labels === undefined || m.labels === null ? NO_LABELS : leanLabels(m.labels);
+  if (name === undefined || namespace === undefined || ownLabels === undefined) return undefined;
   if (annotations !== undefined && !isRecord(annotations)) return undefined;
   const ports = list(raw.ports, port);
   const endpoints = list(raw.endpoints, endpoint);

@@ -1,13 +1,23 @@
 // The validation entry: one raw object (parsed YAML/JSON or an API response)
 // to a validated Service, EndpointSlice or Node, or problems that name the
-// object and the field. Plain IPv4 EndpointSlices take the lean path
-// (lean-slice.ts); everything else, and every error, goes through the zod
-// schemas (schemas.ts).
+// object and the field. Plain Services and IPv4 EndpointSlices take the lean
+// paths (lean-service.ts, lean-slice.ts); everything else, and every error,
+// goes through the zod schemas (schemas.ts).
 import * as z from 'zod';
 import { renderIssue } from './issues.ts';
+import { leanService } from './lean-service.ts';
 import { leanIpv4Slice } from './lean-slice.ts';
-import { SCHEMAS, type ValidationResult, identify, isRecord, supportedKind } from './schemas.ts';
+import { type KubeObject, SCHEMAS, type ValidationResult, identify, isRecord, supportedKind } from './schemas.ts';
 import type { Problem } from './types.ts';
+
+/**
+ * A plain Service or IPv4 EndpointSlice validated by the lean paths (zod's
+ * output), or undefined: validate it with validateObject, which tells why.
+ */
+export function leanObject(raw: unknown): KubeObject | undefined {
+  if (!isRecord(raw)) return undefined;
+  return raw.kind === 'Service' ? leanService(raw) : raw.kind === 'EndpointSlice' ? leanIpv4Slice(raw) : undefined;
+}
 
 /**
  * Validate one raw object (parsed YAML/JSON or an API response) as a Service,
@@ -33,13 +43,12 @@ export function validateObject(raw: unknown, source?: string): ValidationResult 
       ],
     };
   }
-  if (kind === 'EndpointSlice') {
-    // Most slices (the API server's, already validated by it) are plain: a
-    // lean check of what the model reads, with zod's output; anything else,
-    // and every error, goes through zod (lean-slice.ts).
-    const lean = leanIpv4Slice(raw);
-    if (lean) return { ok: true, obj: lean };
-  }
+  // Most Services and slices (the API server's, already validated by it, and
+  // plain manifests) are plain: a lean check of what the model reads, with
+  // zod's output; anything else, and every error, goes through zod
+  // (lean-service.ts, lean-slice.ts).
+  const lean = leanObject(raw);
+  if (lean) return { ok: true, obj: lean };
   const result = z.safeParse(SCHEMAS[kind], raw, { reportInput: true });
   if (result.success) return { ok: true, obj: result.data };
   return {

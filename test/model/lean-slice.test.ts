@@ -11,28 +11,7 @@ import { makeServices } from '../../bench/workload.ts';
 import { leanIpv4Slice } from '../../src/model/lean-slice.ts';
 import { EndpointSliceSchema } from '../../src/model/schemas.ts';
 import { validateObject } from '../../src/model/validate.ts';
-
-function rng(seed: number): () => number {
-  let x = seed >>> 0 || 1;
-  return () => {
-    x ^= x << 13; x >>>= 0; x ^= x >>> 17; x ^= x << 5; x >>>= 0;
-    return x / 2 ** 32;
-  };
-}
-
-const ABSENT = Symbol('absent');
-type Choice = unknown;
-
-function pick(r: () => number, values: readonly Choice[], plainShare = 0.8): Choice {
-  // The first value is the plain one: most slices are plain, as the API server sends them.
-  return r() < plainShare ? values[0] : values[Math.floor(r() * values.length)];
-}
-
-function obj(entries: Array<[string, Choice]>): Record<string, unknown> {
-  const o: Record<string, unknown> = {};
-  for (const [k, v] of entries) if (v !== ABSENT) o[k] = v;
-  return o;
-}
+import { ABSENT, leanAgainstZod, obj, pick, rng } from './random-objects.ts';
 
 const TRIGGER = 'endpoints.kubernetes.io/last-change-trigger-time';
 
@@ -76,23 +55,7 @@ function randomSlice(r: () => number): unknown {
 
 t.test('whenever the lean path answers, zod agrees, with the same output', async (t) => {
   const r = rng(2026);
-  let lean = 0;
-  let zodOnly = 0;
-  const disagreements: string[] = [];
-  for (let i = 0; i < 20_000; i++) {
-    const raw = randomSlice(r);
-    const l = leanIpv4Slice(raw);
-    const zr = z.safeParse(EndpointSliceSchema, raw);
-    if (l === undefined) {
-      if (zr.success) zodOnly++;
-      continue;
-    }
-    lean++;
-    if (!zr.success) disagreements.push(`lean accepted what zod refuses: ${JSON.stringify(raw)}`);
-    else if (JSON.stringify(zr.data) !== JSON.stringify(l)) disagreements.push(`different output for ${JSON.stringify(raw)}:\n zod  ${JSON.stringify(zr.data)}\n lean ${JSON.stringify(l)}`);
-  }
-  t.same(disagreements.slice(0, 5), [], 'no disagreement');
-  t.ok(lean > 1000, `the lean path answered ${lean} of 20000 (zod alone accepted ${zodOnly} more)`);
+  leanAgainstZod(t, 20_000, () => randomSlice(r), leanIpv4Slice, EndpointSliceSchema);
 });
 
 t.test('API-server slices take the lean path; what it turns down is validated by zod', async (t) => {

@@ -3,7 +3,8 @@ import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { isManifestName, loadManifestDir, type LoadResult } from '../../src/sources/file/load.ts';
+import { isManifestName, loadManifestDir, loadManifestFile, type LoadResult, objectKeyOf } from '../../src/sources/file/load.ts';
+import { sameValue } from '../../src/sources/file/same-value.ts';
 import { flattenLists, parseManifest } from '../../src/sources/file/parse.ts';
 import { buildDesiredState, nodeInfoFromNode } from '../../src/model/desired.ts';
 import type { EndpointSlice, Service } from '../../src/model/schemas.ts';
@@ -203,4 +204,66 @@ t.test('List flattening', async (t) => {
   const { objects, problems } = parseManifest('a: 1\n---\nb: [1\nc: 2\n---\nd: 3\n', 'x.yaml');
   t.same(objects, [{ a: 1 }, { d: 3 }], 'a broken document does not take its neighbours down');
   t.match(problems, [{ source: 'x.yaml', message: /^YAML syntax error at line 4, column 1 \(document 2\)/ }]);
+});
+
+t.test('a file read again: unchanged documents keep their objects, changed ones are validated anew', async (t) => {
+  const dir = tempDir(t);
+  const file = join(dir, 'all.yaml');
+  const docs = (port: number, v6: string) => [
+    svcYaml('plain', '10.96.0.1').replace('port: 80', `port: ${port}`), // the lean path
+    svcYaml('other', '10.96.0.2'),
+    `apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata: {name: plain-1, labels: {kubernetes.io/service-name: plain}}
+addressType: IPv4
+endpoints: [{addresses: [10.244.0.1]}]
+`,
+    // zod's path (an IPv6 slice, a Service with load-balancer ingress): known by fingerprint.
+    `apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata: {name: plain-2, labels: {kubernetes.io/service-name: plain}}
+addressType: IPv6
+endpoints: [{addresses: ["${v6}"]}]
+`,
+    `apiVersion: v1
+kind: Service
+metadata: {name: lb}
+spec: {type: LoadBalancer, clusterIP: 10.96.0.3, ports: [{port: 80, nodePort: 30001}]}
+status: {loadBalancer: {ingress: [{ip: 192.0.2.1}]}}
+`,
+    'apiVersion: v1\nkind: Service\nmetadata: {name: bad}\nspec: {ports: [{port: 0}]}\n',
+  ].join('---\n');
+  writeFileSync(file, docs(80, 'fd00::1'));
+  const first = await loadManifestFile(file);
+  t.ok(first);
+  t.same(first!.objects.map((o) => o.metadata.name), ['plain', 'other', 'plain-1', 'plain-2', 'lb']);
+  t.same(first!.prints.map((p) => p !== undefined), [false, false, false, true, true], 'only the documents zod validates are fingerprinted');
+  t.match(first!.problems, [{ name: 'bad', path: 'spec.ports[0].port' }]);
+
+  const knownOf = (read: typeof first) => ({
+    byKey: new Map(read!.objects.map((o) => [objectKeyOf(o), o])),
+    byPrint: new Map(read!.objects.flatMap((o, i) => (read!.prints[i] === undefined ? [] : [[read!.prints[i]!, o] as const]))),
+  });
+  writeFileSync(file, docs(80, 'fd00::1'));
+  const again = (await loadManifestFile(file, knownOf(first)))!;
+  again.objects.forEach((o, i) => t.equal(o, first!.objects[i], `${o.metadata.name}: the same object (plain ones compared, the others by fingerprint)`));
+  t.match(again.problems, [{ name: 'bad', path: 'spec.ports[0].port' }], 'an invalid document is reported again');
+  t.ok(again.prints.every((p) => p !== undefined), 'a read again fingerprints every document');
+
+  writeFileSync(file, docs(81, 'fd00::2'));
+  const changed = (await loadManifestFile(file, knownOf(again)))!;
+  t.same(changed.objects.map((o) => o === first!.objects[changed.objects.indexOf(o)]), [false, true, true, false, true], 'the changed Service and slice are new objects, the rest the same');
+  t.equal((changed.objects[0] as Service).spec.ports[0]!.port, 81);
+  t.same((changed.objects[3] as EndpointSlice).endpoints[0]!.addresses, ['fd00::2']);
+});
+
+t.test('sameValue: deep equality of validated objects', async (t) => {
+  t.ok(sameValue({ a: [1, { b: 'x' }], c: undefined }, { a: [1, { b: 'x' }] }), 'undefined and absent are alike');
+  t.notOk(sameValue({ a: [1, 2] }, { a: [1, 2, 3] }));
+  t.notOk(sameValue({ a: [1] }, { a: { 0: 1 } }), 'an array is not an object');
+  t.notOk(sameValue({ a: 1 }, { a: 1, b: 2 }));
+  t.notOk(sameValue({ a: 1, b: 2 }, { a: 1 }));
+  t.notOk(sameValue({ a: null }, { a: {} }));
+  t.notOk(sameValue({ a: 'x' }, { a: 'y' }));
+  t.ok(sameValue({ a: true, b: null }, { b: null, a: true }), 'key order does not matter');
 });

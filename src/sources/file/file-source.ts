@@ -41,7 +41,7 @@ interface FileEntry {
   sig: string;
   /** Its objects by kind/namespace/name (a later duplicate in the file wins). */
   objects: Map<string, KubeObject>;
-  /** Its objects by fingerprint: the next read reuses those whose documents did not change. */
+  /** Its zod-validated objects by fingerprint: the next read reuses those whose documents did not change (load.ts). */
   byPrint: Map<string, KubeObject>;
 }
 
@@ -160,7 +160,7 @@ export class FileSource {
       return;
     }
     if (known?.sig === sig) return;
-    const loaded = await loadManifestFile(file, known?.byPrint);
+    const loaded = await loadManifestFile(file, known && { byKey: known.objects, byPrint: known.byPrint });
     if (this.#stopped) return;
     this.#apply(name, loaded && { sig, loaded });
     this.#opts.onRead?.(file);
@@ -182,7 +182,8 @@ export class FileSource {
       const key = objectKeyOf(obj);
       if (objects.delete(key)) problems.push(duplicateProblem(obj, file, undefined));
       objects.set(key, obj);
-      byPrint.set(next.loaded.prints[i]!, obj);
+      const print = next.loaded.prints[i];
+      if (print !== undefined) byPrint.set(print, obj);
     });
     if (next) this.#files.set(name, { sig: next.sig, objects, byPrint });
     else this.#files.delete(name);
@@ -194,10 +195,11 @@ export class FileSource {
       const was = this.#owners.get(key) ?? [];
       let owners = was;
       if (had && !has) owners = was.filter((n) => n !== name);
-      else if (!had && has) owners = [...was, name].sort();
+      else if (!had && has) owners = was.length === 0 ? [name] : [...was, name].sort();
       if (owners.length) this.#owners.set(key, owners);
       else this.#owners.delete(key);
-      if (owners !== was || owners.length > 1) this.#reportDuplicates(key, owners);
+      // Only an object defined twice (now or before) has duplicate problems to report or to clear.
+      if (owners.length > 1 || (owners !== was && was.length > 1)) this.#reportDuplicates(key, owners);
       const winner = owners.at(-1);
       if (winner === undefined) this.#remove(before.get(key)!);
       else if (winner === name) {

@@ -1,13 +1,14 @@
 // Reads a directory of manifests into validated objects. Reading is separate
 // from watching (watch.ts); the file source re-reads only the files that changed.
 
-import { createHash } from 'node:crypto';
+import { hash } from 'node:crypto';
 import { readdir, readFile, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Problem } from '../../model/types.ts';
 import { identify, supportedKind, type KubeObject } from '../../model/schemas.ts';
-import { validateObject } from '../../model/validate.ts';
+import { leanObject, validateObject } from '../../model/validate.ts';
 import { parseManifest } from './parse.ts';
+import { sameValue } from './same-value.ts';
 
 export interface LoadedObject {
   obj: KubeObject;
@@ -49,25 +50,42 @@ async function readManifest(file: string): Promise<string | undefined> {
 export interface LoadedFile {
   /** Valid Services, EndpointSlices and Nodes, in file order (a later duplicate included). */
   objects: KubeObject[];
-  /** Each object's fingerprint (a hash of its document), same order: what the next read of the file may reuse. */
-  prints: string[];
+  /**
+   * Each object's fingerprint (a hash of its document), same order: what
+   * the next read of the file may reuse. A first read leaves it undefined
+   * for the documents the lean validation takes.
+   */
+  prints: Array<string | undefined>;
   problems: Problem[];
+}
+
+/** The objects of an earlier read of the file, which a document that has not changed takes its object from. */
+export interface KnownObjects {
+  /** By objectKeyOf. */
+  byKey: ReadonlyMap<string, KubeObject>;
+  /** By fingerprint. */
+  byPrint: ReadonlyMap<string, KubeObject>;
 }
 
 /** A document's fingerprint: equal documents, equal prints. */
 function fingerprint(raw: unknown): string {
-  return createHash('sha1').update(JSON.stringify(raw)).digest('base64');
+  return hash('sha1', JSON.stringify(raw), 'base64');
 }
 
 /**
  * Every Service, EndpointSlice and Node in one manifest file; undefined when
  * the file vanished or is not a regular file. Other kinds are ignored;
  * invalid objects and unreadable documents are reported and skipped.
- * `known`: objects of an earlier read by fingerprint; a document that has
- * not changed takes its object from there instead of being validated again
- * (validation is most of what reading costs).
+ * `known`: the objects of an earlier read; a document that has not changed
+ * takes its object from there, so the model sees the same object (and does
+ * not recompute its Service). A read again fingerprints every document and
+ * takes the unchanged ones by fingerprint. A first read fingerprints only
+ * the documents zod validates (50-100 µs each, worth not repeating): the
+ * plain ones (the lean validation takes them in a few µs, about what a
+ * fingerprint costs) are not, and the first read again of their file
+ * validates them and keeps the earlier object of their name when equal.
  */
-export async function loadManifestFile(file: string, known?: ReadonlyMap<string, KubeObject>): Promise<LoadedFile | undefined> {
+export async function loadManifestFile(file: string, known?: KnownObjects): Promise<LoadedFile | undefined> {
   let text: string | undefined;
   try {
     text = await readManifest(file);
@@ -78,22 +96,29 @@ export async function loadManifestFile(file: string, known?: ReadonlyMap<string,
   const parsed = parseManifest(text, file);
   const problems = parsed.problems;
   const objects: KubeObject[] = [];
-  const prints: string[] = [];
+  const prints: Array<string | undefined> = [];
   for (const raw of parsed.objects) {
     const r = raw as { kind?: unknown } | null;
     // Other kinds (ConfigMaps, Deployments, Knative Services, ...) are not ours.
     if (typeof r === 'object' && r !== null && typeof r.kind === 'string' && supportedKind(raw) === undefined) continue;
-    const print = fingerprint(raw);
-    const same = known?.get(print);
+    const print = known === undefined ? undefined : fingerprint(raw);
+    const same = print === undefined ? undefined : known?.byPrint.get(print);
     if (same !== undefined) {
       objects.push(same);
+      prints.push(print);
+      continue;
+    }
+    const lean = leanObject(raw);
+    if (lean !== undefined) {
+      const before = known?.byKey.get(objectKeyOf(lean));
+      objects.push(before !== undefined && sameValue(before, lean) ? before : lean);
       prints.push(print);
       continue;
     }
     const result = validateObject(raw, file);
     if (result.ok) {
       objects.push(result.obj);
-      prints.push(print);
+      prints.push(print ?? fingerprint(raw));
     } else problems.push(...result.problems);
   }
   return { objects, prints, problems };
