@@ -1,5 +1,6 @@
 // The shape of a bench run's results (bench/results/<timestamp>.json) and
 // the performance targets of DESIGN.md evaluated against them.
+import { type AgentTargetInputs, agentTargets } from './agent-targets.ts';
 import type { ControlPlaneResult } from './control-plane.ts';
 import type { AgentCpResult } from './cp-agent.ts';
 import { type DatapathPoint, isSkipped, type ModeResult } from './datapath.ts';
@@ -46,9 +47,7 @@ export function modeResult(p: DatapathPoint, mode: string): ModeResult | undefin
   return r && !isSkipped(r) ? r : undefined;
 }
 
-const MiB = 2 ** 20;
-
-export function evaluateTargets(r: Pick<BenchResults, 'datapath' | 'controlPlane' | 'snat'>): Target[] {
+export function evaluateTargets(r: Pick<BenchResults, 'datapath' | 'controlPlane' | 'snat'> & AgentTargetInputs): Target[] {
   const t: Target[] = [];
   const ratios = r.datapath.flatMap((p) => {
     const s = modeResult(p, 'svcmap');
@@ -83,12 +82,6 @@ export function evaluateTargets(r: Pick<BenchResults, 'datapath' | 'controlPlane
       : 'not measured',
     met: stream?.p99 ? stream.p99.bucketLe <= 0.01 : undefined,
   });
-  t.push({
-    what: `Agent RSS at 100k endpoints (10k services x ${cp?.endpointsPerService ?? 10})`,
-    target: '< 150 MiB',
-    measured: agent10k ? `${(agent10k.rssAfterSync / MiB).toFixed(0)} MiB after the sync, ${(agent10k.rssAfterChanges / MiB).toFixed(0)} MiB after the changes` : 'not measured (N=10k not in this run)',
-    met: agent10k ? Math.max(agent10k.rssAfterSync, agent10k.rssAfterChanges) < 150 * MiB : undefined,
-  });
   const sm = r.snat?.modes.find((m) => m.mode === 'svcmap');
   const kp = r.snat?.modes.find((m) => m.mode === 'iptables');
   if (r.snat && sm && kp) {
@@ -100,5 +93,6 @@ export function evaluateTargets(r: Pick<BenchResults, 'datapath' | 'controlPlane
       met: sustained ? sm.connPerSec >= 50_000 && sm.failed === 0 : undefined,
     });
   }
+  t.push(...agentTargets(r));
   return t;
 }

@@ -41,6 +41,7 @@ import { type FileSourceResult, fileSourceTable, runFileSource } from './cp-file
 import { makeServices } from './workload.ts';
 import { LB_ALGORITHMS_IMPLEMENTED } from '../src/maps/constants.ts';
 import { algorithmCostTable, controlPlaneTables, datapath6Table, datapathTables, lbTable, realKubeProxyTables, snatTable, summaryMarkdown, targetsTable, behind } from './report.ts';
+import type { AgentTargetInputs } from './agent-targets.ts';
 import { type BenchResults, evaluateTargets } from './results.ts';
 
 interface Config {
@@ -162,7 +163,7 @@ async function main(): Promise<void> {
   });
   const outDir = values.out ?? (values.smoke ? join(ROOT, 'build', 'bench', 'smoke') : join(ROOT, 'bench', 'results'));
   if (values.render) {
-    const results = JSON.parse(readFileSync(join(outDir, 'latest.json'), 'utf8')) as BenchResults;
+    const results = JSON.parse(readFileSync(join(outDir, 'latest.json'), 'utf8')) as BenchResults & AgentTargetInputs;
     writeReport({ ...results, targets: evaluateTargets(results) }, outDir);
     say(`rendered ${join(outDir, 'summary.md')} and chart.svg from ${join(outDir, 'latest.json')}`);
     return;
@@ -316,7 +317,7 @@ async function main(): Promise<void> {
   }
 
   const finishedAt = new Date();
-  const partial = { datapath, controlPlane, ...(snat ? { snat } : {}) };
+  const partial = { datapath, controlPlane, ...(snat ? { snat } : {}), ...(fileSource.length ? { fileSource } : {}), ...(churn ? { churn } : {}), ...(realKubeProxy ? { realKubeProxy } : {}) };
   const results: BenchResults & { realKubeProxy?: RealKpResult; fileSource?: FileSourceResult[]; churn?: ChurnResult } = {
     schema: 'svcmap-bench/1',
     mode: cfg.mode,

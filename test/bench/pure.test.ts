@@ -2,6 +2,7 @@
 // histogram quantiles, the time budget's predictions.
 import t from 'tap';
 import { diffHistogram, histogramQuantile, parseHistogram } from '../../bench/agent.ts';
+import { agentTargets } from '../../bench/agent-targets.ts';
 import { Budget } from '../../bench/budget.ts';
 import { peakGrowthPct, quarterPeaks } from '../../bench/churn.ts';
 import { iptablesFull, iptablesPartial, probability, staleSepChains } from '../../bench/iptables.ts';
@@ -124,4 +125,40 @@ t.test('churn soak: the envelope growth compares the highest RSS of the first an
   const rising = [at(120, 200), at(150, 202), at(180, 210), at(210, 220)];
   t.equal(peakGrowthPct(rising, 120), 10, 'a rise of the envelope: its growth in %');
   t.equal(peakGrowthPct([at(120, 200)], 120), 0, 'one sample: no growth');
+});
+
+t.test("issue 11's agent targets: met, missed, and not measured when a part did not run", async (t) => {
+  const M = 2 ** 20;
+  const agent = (n: number, rssMiB: number, o: { fullSyncMs?: number; startToSyncMs?: number; p99?: number } = {}) => ({
+    n, endpointsPerService: 10, source: 'kubernetes (lab/apiserver)' as const, startToSyncMs: o.startToSyncMs ?? 1500, fullSyncMs: o.fullSyncMs ?? 150,
+    rssAtSync: rssMiB * M, rssAfterSync: rssMiB * M, rssAfterChanges: rssMiB * M,
+    change: { wallP50: 1, wallP99: o.p99 ?? 4, syncP50: 0.1, syncP99: 0.2, reps: 30 },
+  });
+  const cp = (agents: ReturnType<typeof agent>[]) => ({ endpointsPerService: 10, engine: [], agent: agents, netfilter: [] });
+  const byWhat = (rows: ReturnType<typeof agentTargets>) => Object.fromEntries(rows.map((r) => [r.what.split(' (')[0]!.split(',')[0]!, r.met]));
+
+  const none = agentTargets({ controlPlane: undefined });
+  t.equal(none.length, 8, 'every row of the issue, always');
+  t.ok(none.every((r) => r.met === undefined && r.measured.startsWith('not measured')), 'nothing run: nothing judged');
+
+  const kp = { kubernetesVersion: 'v1.34.4', endpointsPerService: 10, ipvs: undefined, safety: { rootRulesetUnchanged: true, sysctlsUnchanged: true, restored: [] }, notes: [],
+    points: [{ n: 10_000, endpointsPerService: 10, load: { skipped: 'x' }, proxies: [
+      { proxy: 'nftables' as const, startToSyncedMs: 1, firstSyncMs: 1, rssAfterSync: 140 * M, rssAfterChanges: 140 * M },
+      { proxy: 'iptables' as const, skipped: 'over budget' },
+    ] }] };
+  const good = agentTargets({ controlPlane: cp([agent(1, 70), agent(10_000, 130), agent(100_000, 700, { p99: 9 })]), realKubeProxy: kp as never });
+  t.same(byWhat(good), {
+    'Agent RSS idle': true, 'Agent RSS at 10k services x 10': true, 'Agent RSS at 100k services x 10': true, 'Full sync of 10k x 10': true,
+    'Start -> synced at 10k x 10': true, 'One change end to end': true, 'File source: 10k services from a manifest directory to synced': undefined, 'RSS growth under churn': undefined,
+  });
+  t.match(good[1]!.measured, /kube-proxy nftables 140 MiB/, 'the real kube-proxy beside it; the skipped mode left out');
+
+  const worse = agentTargets({ controlPlane: cp([agent(1, 114), agent(10_000, 145, { fullSyncMs: 450, startToSyncMs: 3000, p99: 6 })]), realKubeProxy: { ...kp, points: [{ ...kp.points[0]!, proxies: [{ ...kp.points[0]!.proxies[0]!, rssAfterSync: 120 * M, rssAfterChanges: 120 * M }] }] } as never });
+  const w = byWhat(worse);
+  t.equal(w['Agent RSS idle'], false);
+  t.equal(w['Agent RSS at 10k services x 10'], false, 'under 150 MiB but above the real kube-proxy: missed');
+  t.equal(w['Full sync of 10k x 10'], false);
+  t.equal(w['Start -> synced at 10k x 10'], false);
+  t.equal(w['One change end to end'], undefined, 'the p99 target needs both sizes');
+  t.equal(w['Agent RSS at 100k services x 10'], undefined);
 });
