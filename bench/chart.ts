@@ -1,7 +1,8 @@
 // The bench's chart, drawn as plain SVG text (no dependency): datapath
-// connection rate against N, and the two control-plane timings against N on
-// log scales. A missing point is a skipped measurement (over the time budget).
+// connection rate against N, the two control-plane timings against N on log
+// scales, and the agent's memory beside the real kube-proxy's. A missing point is a skipped measurement (over the time budget).
 import { isOp, type Op } from './cp-netfilter.ts';
+import { isRealSkipped, type RealKpResult, type RealProxy } from './kube-proxy-real.ts';
 import { fmtN } from './report.ts';
 import { type BenchResults, isAgentResult, modeResult } from './results.ts';
 
@@ -22,7 +23,6 @@ interface Panel {
   fmt: (v: number) => string;
 }
 
-const W = 1400;
 const H = 470;
 const PW = 380;
 const PH = 290;
@@ -111,7 +111,7 @@ function fmtPow10(ms: number): string {
 
 const opMs = (o: Op | undefined) => (o && isOp(o) ? o.ms : undefined);
 
-export function chartSvg(r: BenchResults): string {
+export function chartSvg(r: BenchResults & { realKubeProxy?: RealKpResult }): string {
   const dxs = r.datapath.map((p) => p.n);
   const dp: Panel = {
     title: 'Datapath: connections per second',
@@ -161,13 +161,32 @@ export function chartSvg(r: BenchResults): string {
       { name: 'nft delta', color: COLORS.nftables, values: cp?.netfilter.map((p) => opMs(p.nftables.changeDelta)) ?? [] },
     ],
   };
+  const real = (n: number, proxy: RealProxy) => {
+    const x = r.realKubeProxy?.points.find((p) => p.n === n)?.proxies.find((y) => y.proxy === proxy);
+    return x && !isRealSkipped(x) ? x.rssAfterSync / 2 ** 20 : undefined;
+  };
+  const mxs = [...new Set([...(cp?.agent.map((a) => a.n) ?? []), ...(r.realKubeProxy?.points.map((p) => p.n) ?? [])])].sort((a, b) => a - b);
+  const memory: Panel = {
+    title: `Agent memory, N services x ${e} endpoints`,
+    yLabel: 'RSS after the first sync, MiB (lower is better)',
+    log: false,
+    xs: mxs,
+    fmt: (v) => v.toFixed(0),
+    series: [
+      { name: 'svcmap agent (bench API server)', color: COLORS.svcmap, values: mxs.map((n) => { const a = agent(n); return a ? a.rssAfterSync / 2 ** 20 : undefined; }) },
+      { name: 'svcmap agent (real kube-apiserver)', color: COLORS.svcmap2, dashed: true, values: mxs.map((n) => real(n, 'svcmap')) },
+      { name: 'kube-proxy iptables (real)', color: COLORS.iptables, values: mxs.map((n) => real(n, 'iptables')) },
+      { name: 'kube-proxy nftables (real)', color: COLORS.nftables, values: mxs.map((n) => real(n, 'nftables')) },
+    ],
+  };
+  const panels = [...(r.datapath.length ? [dp] : []), ...(cp?.netfilter.length ? [full, change] : []), ...(mxs.length ? [memory] : [])];
+  const W = Math.max(780, LEFT0 + panels.length * (PW + GAP + 40) - 50); // the header line needs ~780 px
   const m = r.machine;
   const parts = [
     `<svg xmlns="http://www.w3.org/2000/svg" width="${W}" height="${H}" viewBox="0 0 ${W} ${H}" font-family="Helvetica, Arial, sans-serif">`,
     `<rect width="${W}" height="${H}" fill="#ffffff"/>`,
     `<text x="${W / 2}" y="22" text-anchor="middle" font-size="13" fill="#4b5563">${esc(`svcmap vs kube-proxy shapes - ${m.cpuModel}, ${m.vcpus} vCPUs, Linux ${m.kernel}, ${r.startedAt.slice(0, 10)}${r.mode === 'smoke' ? ' (smoke sizes)' : ''}; a missing point = skipped (over the time budget)`)}</text>`,
-    panel(dp, LEFT0),
-    ...(cp ? [panel(full, LEFT0 + PW + GAP + 40), panel(change, LEFT0 + 2 * (PW + GAP + 40))] : []),
+    ...panels.map((p, i) => panel(p, LEFT0 + i * (PW + GAP + 40))),
     '</svg>',
     '',
   ];
