@@ -2,6 +2,7 @@
 // one bench run: what the control part, the file source, the churn soak and
 // the real kube-proxy part measured. A row whose part did not run (or ran at
 // other sizes) says so and is neither met nor missed.
+import { fmtDuration as ms } from './budget.ts';
 import type { ChurnResult } from './churn.ts';
 import type { ControlPlaneResult } from './control-plane.ts';
 import type { AgentCpResult } from './cp-agent.ts';
@@ -24,7 +25,6 @@ export interface AgentTargetInputs {
 
 const MiB = 2 ** 20;
 const mib = (b: number) => `${(b / MiB).toFixed(0)} MiB`;
-const ms = (x: number) => (x >= 1000 ? `${(x / 1000).toFixed(2)} s` : `${x.toFixed(0)} ms`);
 const notMeasured = (why: string) => ({ measured: `not measured (${why})`, met: undefined });
 
 export function agentTargets(r: AgentTargetInputs): AgentTarget[] {

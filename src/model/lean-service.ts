@@ -9,8 +9,8 @@
 // holds the two equal.
 import { canonicalIpv4 } from '../maps/ipv4.ts';
 import { canonicalIpv6 } from '../maps/ipv6.ts';
-import { isPortNumber, isRecord, leanLabels, leanList as list, leanName, leanNamespace, leanPortName, NO_ITEMS, NO_LABELS, PROTOCOLS } from './lean.ts';
-import { DEFAULT_AFFINITY_TIMEOUT_SECONDS, SERVICE_ANNOTATIONS, type Service, type ServiceAnnotation, type ServicePort } from './schemas.ts';
+import { isPortNumber, isRecord, leanList as list, leanMeta, leanPortName, NO_ITEMS, PROTOCOLS } from './lean.ts';
+import { DEFAULT_AFFINITY_TIMEOUT_SECONDS, SERVICE_ANNOTATIONS, SERVICE_ENUMS, type Service, type ServiceAnnotation, type ServicePort } from './schemas.ts';
 
 type Rec = Record<string, unknown>;
 type Spec = Service['spec'];
@@ -24,10 +24,14 @@ function clusterIP(v: unknown): string | undefined {
   return v === 'None' || v === '' ? v : ipAddress(v);
 }
 
+function isOneOf<T extends string>(v: unknown, values: readonly T[]): v is T {
+  return typeof v === 'string' && (values as readonly string[]).includes(v);
+}
+
 /** An enum with a default for absent or null; undefined when not one of `values`. */
 function oneOf<T extends string>(v: unknown, values: readonly T[], fallback: T): T | undefined {
   if (v === undefined || v === null) return fallback;
-  return typeof v === 'string' && (values as readonly string[]).includes(v) ? (v as T) : undefined;
+  return isOneOf(v, values) ? v : undefined;
 }
 
 function servicePort(raw: unknown): ServicePort | undefined {
@@ -81,17 +85,17 @@ function specRulesHold(spec: Spec): boolean {
 
 function leanSpec(raw: unknown): Spec | undefined {
   if (!isRecord(raw)) return undefined;
-  const type = oneOf(raw.type, ['ClusterIP', 'NodePort', 'LoadBalancer', 'ExternalName'], 'ClusterIP');
+  const type = oneOf(raw.type, SERVICE_ENUMS.type, 'ClusterIP');
   const cip = raw.clusterIP === undefined || raw.clusterIP === null ? '' : clusterIP(raw.clusterIP);
   const clusterIPs = list(raw.clusterIPs, clusterIP);
-  const ipFamilies = list(raw.ipFamilies, (v) => (v === 'IPv4' || v === 'IPv6' ? v : undefined));
+  const ipFamilies = list(raw.ipFamilies, (v) => (isOneOf(v, SERVICE_ENUMS.ipFamily) ? v : undefined));
   const policy = raw.ipFamilyPolicy;
-  if (policy !== undefined && !(policy === 'SingleStack' || policy === 'PreferDualStack' || policy === 'RequireDualStack')) return undefined;
+  if (policy !== undefined && !isOneOf(policy, SERVICE_ENUMS.ipFamilyPolicy)) return undefined;
   const ports = list(raw.ports, servicePort);
   const externalIPs = list(raw.externalIPs, ipAddress);
-  const etp = oneOf(raw.externalTrafficPolicy, ['Cluster', 'Local', 'Global'], 'Cluster');
-  const itp = oneOf(raw.internalTrafficPolicy, ['Cluster', 'Local'], 'Cluster');
-  const affinity = oneOf(raw.sessionAffinity, ['None', 'ClientIP'], 'None');
+  const etp = oneOf(raw.externalTrafficPolicy, SERVICE_ENUMS.externalTrafficPolicy, 'Cluster');
+  const itp = oneOf(raw.internalTrafficPolicy, SERVICE_ENUMS.internalTrafficPolicy, 'Cluster');
+  const affinity = oneOf(raw.sessionAffinity, SERVICE_ENUMS.sessionAffinity, 'None');
   const ranges = raw.loadBalancerSourceRanges;
   if (type === undefined || cip === undefined || !clusterIPs || !ipFamilies || !ports || !externalIPs || !etp || !itp || !affinity) return undefined;
   // Source ranges take zod's trimming and CIDR rules: only an empty list is lean.
@@ -141,16 +145,14 @@ export function leanService(raw: unknown): Service | undefined {
   if (!isRecord(raw) || raw.apiVersion !== 'v1' || raw.kind !== 'Service') return undefined;
   const m = raw.metadata;
   if (!isRecord(m)) return undefined;
-  const name = leanName(m.name);
-  const namespace = m.namespace === undefined || m.namespace === null ? 'default' : leanNamespace(m.namespace);
-  const labels = m.labels === undefined || m.labels === null ? NO_LABELS : leanLabels(m.labels);
+  const meta = leanMeta(m);
   const annotations = m.annotations;
-  if (name === undefined || namespace === undefined || labels === undefined) return undefined;
+  if (meta === undefined) return undefined;
   if (!(annotations === undefined || annotations === null || isRecord(annotations))) return undefined;
   const spec = leanSpec(raw.spec);
   const status = leanStatus(raw);
   if (spec === undefined || status === undefined) return undefined;
-  const metadata: Service['metadata'] = { name, namespace, labels };
+  const metadata: Service['metadata'] = { name: meta.name, namespace: meta.namespace, labels: meta.labels };
   let kept: Partial<Record<ServiceAnnotation, string>> | undefined;
   if (annotations) {
     for (const a of SERVICE_ANNOTATIONS) {

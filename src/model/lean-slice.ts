@@ -7,7 +7,7 @@
 // FQDN slice) gets undefined, and goes through zod, which also reports every
 // error. test/model/lean-slice.test.ts holds the two equal.
 import { canonicalIpv4 } from '../maps/ipv4.ts';
-import { isPortNumber, isRecord, leanLabels, leanList as list, leanName, leanNamespace, leanPortName, NO_LABELS, PROTOCOLS } from './lean.ts';
+import { isPortNumber, isRecord, leanList as list, leanMeta, leanPortName, PROTOCOLS } from './lean.ts';
 import { triggerTime } from './names.ts';
 import type { Endpoint, EndpointPort, EndpointSlice } from './schemas.ts';
 
@@ -80,11 +80,10 @@ export function leanIpv4Slice(raw: unknown): EndpointSlice | undefined {
   const m = raw.metadata;
   if (!isRecord(m)) return undefined;
   const { annotations } = m;
-  const name = leanName(m.name);
-  // Absent or null: 'default' and {} (manifests often leave them out).
-  const namespace = m.namespace === undefined || m.namespace === null ? 'default' : leanNamespace(m.namespace);
-  const ownLabels = m.labels === undefined || m.labels === null ? NO_LABELS : leanLabels(m.labels);
-  if (name === undefined || namespace === undefined || ownLabels === undefined) return undefined;
+  // An absent or null namespace or labels: 'default' and {} (manifests often leave them out).
+  const meta = leanMeta(m);
+  if (meta === undefined) return undefined;
+  const { name, namespace, labels: ownLabels } = meta;
   if (annotations !== undefined && !isRecord(annotations)) return undefined;
   const ports = list(raw.ports, port);
   const endpoints = list(raw.endpoints, endpoint);

@@ -2,10 +2,9 @@
 // zod schemas' rules for names, labels and ports, as plain checks. Each gives
 // the value as zod would output it, or undefined when zod should decide.
 import { DNS_LABEL, DNS_SUBDOMAIN, PORT_NAME } from './names.ts';
+import { isRecord, PROTOCOL_NAMES } from './schemas.ts';
 
-export function isRecord(v: unknown): v is Record<string, unknown> {
-  return typeof v === 'object' && v !== null && !Array.isArray(v);
-}
+export { isRecord };
 
 // What an absent or null list or label map becomes, one instance for every
 // object, as zod's orDefault gives its fallback (validated objects are
@@ -13,7 +12,7 @@ export function isRecord(v: unknown): v is Record<string, unknown> {
 export const NO_ITEMS: never[] = [];
 export const NO_LABELS: Record<string, string> = {};
 
-export const PROTOCOLS: ReadonlySet<string> = new Set(['TCP', 'UDP', 'SCTP']);
+export const PROTOCOLS: ReadonlySet<string> = new Set(PROTOCOL_NAMES);
 
 /** metadata.name: a DNS subdomain of 1-253 characters. */
 export function leanName(v: unknown): string | undefined {
@@ -32,6 +31,17 @@ export function leanPortName(v: unknown): string | undefined {
 
 export function isPortNumber(v: unknown): v is number {
   return typeof v === 'number' && Number.isInteger(v) && v >= 1 && v <= 65535;
+}
+
+/**
+ * metadata's name, namespace (absent or null: 'default') and labels (absent
+ * or null: {}), as zod gives them; undefined when any is not plainly valid.
+ */
+export function leanMeta(m: Record<string, unknown>): { name: string; namespace: string; labels: Record<string, string> } | undefined {
+  const name = leanName(m.name);
+  const namespace = m.namespace === undefined || m.namespace === null ? 'default' : leanNamespace(m.namespace);
+  const labels = m.labels === undefined || m.labels === null ? NO_LABELS : leanLabels(m.labels);
+  return name === undefined || namespace === undefined || labels === undefined ? undefined : { name, namespace, labels };
 }
 
 /** Labels, a fresh object of string values in the input's order; undefined for anything else (or a __proto__ key, which zod's record treats apart). */

@@ -49,8 +49,20 @@ const portNumber = z
   .min(1, { error: 'must be between 1 and 65535' })
   .max(65535, { error: 'must be between 1 and 65535' });
 
+/** The enum fields' values, one list each for the zod schemas and the lean paths (lean.ts, lean-service.ts). */
+export const PROTOCOL_NAMES = ['TCP', 'UDP', 'SCTP'] as const;
+export const SERVICE_ENUMS = {
+  type: ['ClusterIP', 'NodePort', 'LoadBalancer', 'ExternalName'],
+  ipFamily: ['IPv4', 'IPv6'],
+  ipFamilyPolicy: ['SingleStack', 'PreferDualStack', 'RequireDualStack'],
+  // "Global" is the pre-1.14 spelling of Cluster; the API server still accepts it.
+  externalTrafficPolicy: ['Cluster', 'Local', 'Global'],
+  internalTrafficPolicy: ['Cluster', 'Local'],
+  sessionAffinity: ['None', 'ClientIP'],
+} as const;
+
 const protocol = orDefault(
-  z.enum(['TCP', 'UDP', 'SCTP'], { error: 'must be one of TCP, UDP, SCTP' }),
+  z.enum(PROTOCOL_NAMES, { error: 'must be one of TCP, UDP, SCTP' }),
   'TCP',
 );
 
@@ -121,28 +133,27 @@ const servicePort = z.object({
 const serviceSpec = z
   .object({
     type: orDefault(
-      z.enum(['ClusterIP', 'NodePort', 'LoadBalancer', 'ExternalName'], {
+      z.enum(SERVICE_ENUMS.type, {
         error: 'must be one of ClusterIP, NodePort, LoadBalancer, ExternalName',
       }),
       'ClusterIP',
     ),
     clusterIP: orDefault(clusterIP, ''),
     clusterIPs: orDefault(z.array(clusterIP), []),
-    ipFamilies: orDefault(z.array(z.enum(['IPv4', 'IPv6'], { error: 'must be one of IPv4, IPv6' })), []),
+    ipFamilies: orDefault(z.array(z.enum(SERVICE_ENUMS.ipFamily, { error: 'must be one of IPv4, IPv6' })), []),
     ipFamilyPolicy: z
-      .enum(['SingleStack', 'PreferDualStack', 'RequireDualStack'], {
+      .enum(SERVICE_ENUMS.ipFamilyPolicy, {
         error: 'must be one of SingleStack, PreferDualStack, RequireDualStack',
       })
       .nullish(),
     ports: orDefault(z.array(servicePort), []),
     externalIPs: orDefault(z.array(ipAddress), []),
-    // "Global" is the pre-1.14 spelling of Cluster; the API server still accepts it.
     externalTrafficPolicy: orDefault(
-      z.enum(['Cluster', 'Local', 'Global'], { error: 'must be one of Cluster, Local' }),
+      z.enum(SERVICE_ENUMS.externalTrafficPolicy, { error: 'must be one of Cluster, Local' }),
       'Cluster',
     ).transform((v) => (v === 'Global' ? 'Cluster' : v)),
-    internalTrafficPolicy: orDefault(z.enum(['Cluster', 'Local'], { error: 'must be one of Cluster, Local' }), 'Cluster'),
-    sessionAffinity: orDefault(z.enum(['None', 'ClientIP'], { error: 'must be one of None, ClientIP' }), 'None'),
+    internalTrafficPolicy: orDefault(z.enum(SERVICE_ENUMS.internalTrafficPolicy, { error: 'must be one of Cluster, Local' }), 'Cluster'),
+    sessionAffinity: orDefault(z.enum(SERVICE_ENUMS.sessionAffinity, { error: 'must be one of None, ClientIP' }), 'None'),
     sessionAffinityConfig: z
       .object({
         clientIP: z

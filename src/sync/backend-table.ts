@@ -14,6 +14,7 @@
 import type { BackendValue } from '../maps/codecs.ts';
 import { parseIpv4 } from '../maps/ipv4.ts';
 import { IdIndex } from './id-index.ts';
+import { grown, homeSlot, movesBack } from './open-addressing.ts';
 
 // Small enough for on-heap typed arrays (V8 keeps those of up to 64 bytes in its heap; larger ones cost a
 // separate allocation each): most tables a partial plan makes hold one or two backends.
@@ -22,17 +23,6 @@ const INITIAL_ROWS = 8;
 // them): a partial plan's table of its own upserts is made per plan, and most
 // hold a backend or two.
 const EMPTY = { u8: new Uint8Array(0), u16: new Uint16Array(0), u32: new Uint32Array(0), i32: new Int32Array(0), f64: new Float64Array(0) };
-
-function grown<T extends Uint8Array | Uint16Array | Uint32Array | Float64Array>(a: T, rows: number): T {
-  const next = new (a.constructor as new (n: number) => T)(rows);
-  next.set(a);
-  return next;
-}
-
-/** A slot of an index for this hash, in a table of 2^bits slots (Fibonacci hashing). */
-function home(hash: number, bits: number): number {
-  return Math.imul(hash, 0x9e3779b1) >>> (32 - bits);
-}
 
 /** An (address, port, protocol) hash: IPv4 by value (ip >= 0), any other address by its text. */
 function addrHash(ip: number, addr: string, port: number, proto: number): number {
@@ -213,7 +203,7 @@ export class BackendTable {
   #findAddr(h: number, ip: number, addr: string, port: number, proto: number): number {
     if (this.#indexed === 0) return -1;
     const mask = this.#byAddr.length - 1;
-    for (let s = home(h, this.#addrBits); ; s = (s + 1) & mask) {
+    for (let s = homeSlot(h, this.#addrBits); ; s = (s + 1) & mask) {
       const x = this.#byAddr[s]!;
       if (x === 0) return -1;
       const r = x - 1;
@@ -222,7 +212,7 @@ export class BackendTable {
   }
 
   #addrHome(r: number): number {
-    return home(this.#addrHashOf(r), this.#addrBits);
+    return homeSlot(this.#addrHashOf(r), this.#addrBits);
   }
 
   #addrHashOf(r: number): number {
@@ -242,7 +232,7 @@ export class BackendTable {
 
   #putAddr(r: number, h: number): void {
     const mask = this.#byAddr.length - 1;
-    let s = home(h, this.#addrBits);
+    let s = homeSlot(h, this.#addrBits);
     while (this.#byAddr[s]) s = (s + 1) & mask;
     this.#byAddr[s] = r + 1;
   }
@@ -262,8 +252,7 @@ export class BackendTable {
     this.#indexed--;
     for (let j = (s + 1) & mask; slots[j]; j = (j + 1) & mask) {
       const h = this.#addrHome(slots[j]! - 1);
-      // Entry j may move back to s if its home is not in (s, j] (cyclically).
-      if (s <= j ? h <= s || h > j : h <= s && h > j) {
+      if (movesBack(s, j, h)) {
         slots[s] = slots[j]!;
         s = j;
       }

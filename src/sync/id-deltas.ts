@@ -4,6 +4,7 @@
 // a Map that was a third of the plan's time (its growth and hashing), here
 // two typed arrays of entries and an IdIndex to them.
 import { IdIndex } from './id-index.ts';
+import { grown } from './open-addressing.ts';
 
 /** Shared while empty (the first add grows both): a plan makes one of these. */
 const NONE = new Float64Array(0);
@@ -56,11 +57,7 @@ export class IdDeltas {
 
   #grow(): void {
     const n = Math.max(8, this.#ids.length * 2);
-    const ids = new Float64Array(n);
-    ids.set(this.#ids);
-    const vals = new Float64Array(n);
-    vals.set(this.#vals);
-    this.#ids = ids;
-    this.#vals = vals;
+    this.#ids = grown(this.#ids, n);
+    this.#vals = grown(this.#vals, n);
   }
 }

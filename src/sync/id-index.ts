@@ -5,6 +5,8 @@
 // grown up to twice the entries held (+ 1024), never past that however high
 // the ids climb. Higher ids go to an open-addressing hash table (linear
 // probing, Fibonacci hashing, deletion by backward shift).
+import { grown, homeSlot, movesBack } from './open-addressing.ts';
+
 const DENSE_SLACK = 1024;
 const DENSE_MIN = 16;
 // Both parts start empty, shared (never written: the first add grows them):
@@ -67,8 +69,7 @@ export class IdIndex {
     const mask = this.#keys.length - 1;
     for (let j = (s + 1) & mask; this.#vals[j]; j = (j + 1) & mask) {
       const h = this.#home(this.#keys[j]!);
-      // Entry j may move back to s if its home is not in (s, j] (cyclically).
-      if (s <= j ? h <= s || h > j : h <= s && h > j) {
+      if (movesBack(s, j, h)) {
         this.#keys[s] = this.#keys[j]!;
         this.#vals[s] = this.#vals[j]!;
         s = j;
@@ -78,7 +79,7 @@ export class IdIndex {
   }
 
   #home(id: number): number {
-    return Math.imul(id, 0x9e3779b1) >>> (32 - this.#bits);
+    return homeSlot(id, this.#bits);
   }
 
   #slot(id: number): number {
@@ -115,9 +116,7 @@ export class IdIndex {
   #growDense(id: number): void {
     let n = Math.max(DENSE_MIN, this.#dense.length);
     while (n <= id) n *= 2;
-    const dense = new Int32Array(n);
-    dense.set(this.#dense);
-    this.#dense = dense;
+    this.#dense = grown(this.#dense, n);
     if (this.#hashed) this.#rehash(this.#bits);
   }
 }
