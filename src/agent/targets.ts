@@ -2,7 +2,8 @@
 // keys, master flags and backend values. Pure. It lives here, above both the
 // model and the sync engine, so that neither has to know the other.
 import { flat } from '../maps/flat-string.ts';
-import { ipv4ToU32, u32ToIpv4 } from '../maps/ipv4.ts';
+import { cidrv4Network } from '../maps/ipv4.ts';
+import { cidrv6Network } from '../maps/ipv6.ts';
 import {
   BACKEND_F_LOCAL, BACKEND_STATE_ACTIVE, BACKEND_STATE_TERMINATING, type ImplementedLbAlgorithm, LB_ALGORITHMS, MAGLEV_DEFAULT_M,
   SVC_F_AFFINITY, SVC_F_CLUSTERIP, SVC_F_ETP_LOCAL, SVC_F_EXTERNALIP, SVC_F_ITP_LOCAL,
@@ -66,20 +67,16 @@ export function toTarget(fe: Frontend, nodeDefault: ImplementedLbAlgorithm = DEF
       flags: b.local ? BACKEND_F_LOCAL : 0,
       zone: zoneId ? zoneId(b.zone) : 0,
     })),
-    // Only tc applies source ranges, and tc serves IPv4 only: IPv6 frontends write none.
-    sourceRanges: ipFamily(fe.ip) === 6 ? [] : [...new Set(fe.sourceRanges.map(normalizeCidr))].sort(),
+    // The model gives only ranges of the frontend's family (src/model/frontends.ts).
+    sourceRanges: fe.sourceRanges.length === 0 ? [] : [...new Set(fe.sourceRanges.map(normalizeCidr))].sort(),
     owner: flat(fe.service.namespace, '/', fe.service.name),
     label: `${fe.service.namespace}/${fe.service.name}${fe.service.portName ? `:${fe.service.portName}` : ''}`,
   };
 }
 
-/** "10.1.2.3/8" -> "10.0.0.0/8": the LPM trie matches on the network part only. */
+/** "10.1.2.3/8" -> "10.0.0.0/8", "fd00::1/64" -> "fd00::/64": the LPM trie matches on the network part only. */
 export function normalizeCidr(cidr: string): string {
-  const [addr, lenText] = cidr.trim().split('/');
-  const len = lenText === undefined ? 32 : Number(lenText);
-  const n = ipv4ToU32(addr!);
-  const mask = len === 0 ? 0 : (0xffffffff << (32 - len)) >>> 0;
-  return `${u32ToIpv4((n & mask) >>> 0)}/${len}`;
+  return ipFamily(cidr) === 6 ? cidrv6Network(cidr) : cidrv4Network(cidr);
 }
 
 export function toTargets(state: DesiredState, nodeDefault: ImplementedLbAlgorithm = DEFAULT_LB_ALGORITHM): FrontendTarget[] {

@@ -85,3 +85,11 @@ export function canonicalCidrv4(text: string): string | undefined {
   if (addr === undefined || !/^[0-9]+$/.test(len) || Number(len) > 32) return undefined;
   return `${addr}/${Number(len)}`;
 }
+
+/** The network of a CIDR the schemas accepted ("10.1.2.3/8" -> "10.0.0.0/8"): an LPM trie key holds no host bits. */
+export function cidrv4Network(cidr: string): string {
+  const slash = cidr.indexOf('/');
+  const len = Number(cidr.slice(slash + 1));
+  const mask = len === 0 ? 0 : (0xffffffff << (32 - len)) >>> 0;
+  return `${u32ToIpv4((ipv4ToU32(cidr.slice(0, slash)) & mask) >>> 0)}/${len}`;
+}

@@ -85,6 +85,17 @@ export function canonicalCidrv6(text: string): string | undefined {
   return `${addr}/${Number(len)}`;
 }
 
+/** The network of a CIDR the schemas accepted ("fd00::1:2/112" -> "fd00::1:0/112"), in canonical form: an LPM trie key holds no host bits. */
+export function cidrv6Network(cidr: string): string {
+  const slash = cidr.indexOf('/');
+  const len = Number(cidr.slice(slash + 1));
+  const g = parseIpv6(cidr.slice(0, slash));
+  if (g === undefined || !(len >= 0 && len <= 128)) throw new Error(`not an IPv6 CIDR: ${JSON.stringify(cidr)}`);
+  // Each 16-bit group keeps its first len - 16 * i bits (all of them, none, or a prefix).
+  const net = g.map((v, i) => v & (0xffff << (16 - Math.max(0, Math.min(16, len - 16 * i)))) & 0xffff);
+  return `${formatIpv6(net)}/${len}`;
+}
+
 /** Network byte order, for the map codecs; throws on text that is not IPv6. */
 export function ipv6ToBytes(ip: string): Uint8Array {
   const g = parseIpv6(ip);

@@ -52,6 +52,25 @@ function ofFamily(svc: Service, ips: readonly string[], family: Family, served: 
   return ips.filter((ip) => ipFamily(ip) === family);
 }
 
+/**
+ * The loadBalancerSourceRanges that restrict the Service's `family` frontends,
+ * by kube-proxy's rules (pkg/proxy/serviceport.go): ranges of the other family
+ * are ignored, so a family without ranges of its own is not restricted, and a
+ * /0 of the family ("0.0.0.0/0", "::/0") means any client, as no ranges do.
+ * The first rule is reported (once per family with frontends), as it opens
+ * frontends the user may have meant to restrict.
+ */
+function familyRanges(svc: Service, family: Family, hasFrontends: boolean, problems: Problem[]): string[] {
+  const all = svc.spec.loadBalancerSourceRanges;
+  if (all.length === 0) return NO_RANGES;
+  const ranges = all.filter((r) => ipFamily(r) === family);
+  if (ranges.length === 0 && hasFrontends) {
+    problems.push(problemAbout(svc, 'warning', 'spec.loadBalancerSourceRanges',
+      `holds no IPv${family} range: its IPv${family} LoadBalancer frontends accept every client (kube-proxy ignores ranges of the other family)`));
+  }
+  return ranges.length === 0 || ranges.some((r) => r.endsWith('/0')) ? NO_RANGES : ranges;
+}
+
 interface ExternalAddress {
   type: Exclude<FrontendType, 'ClusterIP'>;
   ip: string;
@@ -76,16 +95,8 @@ function externalAddresses(svc: Service, node: NodeInfo | undefined, family: Fam
       i.ip && i.ipMode !== 'Proxy' ? [i.ip] : [],
     );
     const ips = ofFamily(svc, ingress, family, served, 'status.loadBalancer.ingress', problems);
-    const ranges = spec.loadBalancerSourceRanges.filter((r) => ipFamily(r) === family);
-    if (ips.length > 0 && spec.loadBalancerSourceRanges.length > 0 && ranges.length === 0) {
-      // An empty list would mean "no restriction": fail closed instead of open.
-      const other = family === 4 ? 6 : 4;
-      problems.push(
-        problemAbout(svc, 'warning', 'spec.loadBalancerSourceRanges', `holds only IPv${other} ranges; IPv${family} LoadBalancer frontends skipped`),
-      );
-    } else {
-      for (const ip of ips) lb.push({ type: 'LoadBalancer', ip, wildcard: false, sourceRanges: ranges });
-    }
+    const ranges = familyRanges(svc, family, ips.length > 0, problems);
+    for (const ip of ips) lb.push({ type: 'LoadBalancer', ip, wildcard: false, sourceRanges: ranges });
   }
 
   const external = ofFamily(svc, spec.externalIPs, family, served, 'spec.externalIPs', problems).map(

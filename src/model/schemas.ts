@@ -93,7 +93,7 @@ const ipAddress = z.union([ipv4, ipv6], { error: 'must be an IP address' });
 const cidr = z
   .string()
   .trim()
-  .pipe(z.union([canonicalized(canonicalCidrv4, 'must be an IPv4 CIDR'), canonicalized(canonicalCidrv6, 'must be an IPv6 CIDR')], { error: 'must be a CIDR such as 10.0.0.0/8' }));
+  .pipe(z.union([canonicalized(canonicalCidrv4, 'must be an IPv4 CIDR'), canonicalized(canonicalCidrv6, 'must be an IPv6 CIDR')], { error: 'must be a CIDR such as 10.0.0.0/8 or fd00::/64' }));
 
 /** "None" marks a headless service; "" a service whose address is not allocated. */
 const clusterIP = z.union([z.literal('None'), z.literal(''), ipv4, ipv6], {

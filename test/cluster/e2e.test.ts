@@ -6,7 +6,8 @@
 // a RequireDualStack and an IPv6 SingleStack Service over both families (the
 // cluster is dual-stack), the kubernetes Service, DNS through the kube-dns Service (CoreDNS reaches
 // the API server only through svcmap), NodePort and externalIPs with both
-// traffic policies, `helm test`, `helm upgrade` to a new image tag while a
+// traffic policies, a dual-stack LoadBalancer with loadBalancerSourceRanges
+// from outside over both families, `helm test`, `helm upgrade` to a new image tag while a
 // client loops (0 failed connections), stale-socket termination of pods'
 // connected sockets (UDP by default, TCP with staleSockets.tcp) when their
 // backend leaves the Service, and `helm uninstall` leaving no
@@ -24,7 +25,7 @@ import { CHART } from '../../lab/cluster/helm.ts';
 import { waitUntil } from '../../lab/cluster/component.ts';
 import { REPO_ROOT, stateDir } from '../../lab/cluster/paths.ts';
 import { listNetns } from '../../lab/netns.ts';
-import { clientPod, EXTERNAL_IP_CLUSTER, EXTERNAL_IP_LOCAL, NS, PORTS, STALE, staleWorkloads, workloads } from './fixtures/workloads.ts';
+import { clientPod, EXTERNAL_IP_CLUSTER, EXTERNAL_IP_LOCAL, LB_IPS, lbService, NS, PORTS, STALE, staleWorkloads, workloads } from './fixtures/workloads.ts';
 
 const log = (l: string) => t.comment(l);
 const savedPanicOnOops = readFileSync('/proc/sys/kernel/panic_on_oops', 'utf8').trim();
@@ -209,6 +210,52 @@ t.test('externalTrafficPolicy Local: the client address is kept, a node without 
   await cluster.lab.route(cluster.net.outside.ns, `${EXTERNAL_IP_LOCAL}/32`, node2.opts.net.ip);
   const ext = await outsideTool(['http', `http://${EXTERNAL_IP_LOCAL}:${PORTS.http.port}/clientip`]);
   t.match(ext.trim(), new RegExp(`^${outsideIp.replaceAll('.', '\\.')}:\\d+$`), `externalIP ${EXTERNAL_IP_LOCAL} via node2: client address kept`);
+});
+
+/** What node1's datapath holds of loadBalancerSourceRanges (svcmap dump), per family, as sorted CIDRs. */
+const node1Ranges = async () => {
+  const read = async (map: string) => (JSON.parse(await node1.exec(join(REPO_ROOT, 'bin', 'svcmap'), ['dump', '--map', map, '-o', 'json', '--pin-dir', PIN_DIR])) as
+    { entries: Array<{ key: { prefixlen: number; addr: string } }> }).entries.map((e) => `${e.key.addr}/${e.key.prefixlen - 32}`).sort();
+  return { IPv4: await read('svcmap_srcrng'), IPv6: await read('svcmap_srcrng6') };
+};
+/** Waits until node1's agent has written `want` (the API server's change reached the maps); returns what it holds. */
+const waitNode1Ranges = async (want: Record<'IPv4' | 'IPv6', string[]>) => {
+  let got = await node1Ranges();
+  await waitUntil('node1\'s agent to write the source ranges', async () => JSON.stringify(got = await node1Ranges()) === JSON.stringify(want), { timeoutMs: 30_000, intervalMs: 500 }).catch(() => {});
+  return got;
+};
+/** node1's tc drops of clients outside a frontend's ranges (svcmap status: summed over the CPUs). */
+const node1SourceDenied = async () => {
+  const s = JSON.parse(await node1.exec(join(REPO_ROOT, 'bin', 'svcmap'), ['status', '--pin-dir', PIN_DIR, '-o', 'json'])) as { counters: Array<{ hook: string; reason: string; packets: number }> };
+  return s.counters.find((c) => c.hook === 'tc_ingress' && c.reason === 'source_denied')?.packets ?? 0;
+};
+
+t.test('a dual-stack LoadBalancer with loadBalancerSourceRanges, its IPs set in its status: the outside client in the ranges is answered over IPv6 and IPv4, refused once they exclude it', async (t) => {
+  const outside = cluster.net.outside;
+  // Written as a user may (host bits set); the maps hold the networks.
+  await k.apply(lbService([`${outside.ip6}/64`, `${outside.ip}/24`]));
+  await k.run(['-n', NS, 'patch', 'service', 'echo-lb', '--subresource=status', '--type=merge', '-p',
+    JSON.stringify({ status: { loadBalancer: { ingress: [{ ip: LB_IPS.IPv4 }, { ip: LB_IPS.IPv6 }] } } })]);
+  await cluster.lab.route(outside.ns, `${LB_IPS.IPv4}/32`, node1.opts.net.ip);
+  await cluster.lab.ip(outside.ns, '-6', 'route', 'replace', `${LB_IPS.IPv6}/128`, 'via', node1.opts.net.ip6);
+  const inside = { IPv4: ['172.30.0.0/24'], IPv6: ['fd00:172:30::/64'] };
+  t.same(await waitNode1Ranges(inside), inside, 'node1 holds the ranges of each family, host bits cleared');
+  const { names } = await echoPods();
+  for (const family of ['IPv6', 'IPv4'] as const) {
+    const tcp = await outsideTool(['tcp', LB_IPS[family], String(PORTS.tcp.port), '20']);
+    t.same([...new Set(lines(tcp))].sort(), names, `${family}: ${LB_IPS[family]} from ${family === 'IPv6' ? outside.ip6 : outside.ip} (inside the ranges): 20 connections answered by the echo pods`);
+  }
+
+  await k.run(['-n', NS, 'patch', 'service', 'echo-lb', '--type=merge', '-p', JSON.stringify({ spec: { loadBalancerSourceRanges: ['fd00:172:31::/64', '198.51.100.0/24'] } })]);
+  const excluding = { IPv4: ['198.51.100.0/24'], IPv6: ['fd00:172:31::/64'] };
+  t.same(await waitNode1Ranges(excluding), excluding, 'the changed ranges reached node1\'s maps');
+  for (const family of ['IPv6', 'IPv4'] as const) {
+    const before = await node1SourceDenied();
+    await t.rejects(outsideTool(['tcp', LB_IPS[family], String(PORTS.tcp.port), '1', '--timeout', '2s'], 20_000), `${family}: ${LB_IPS[family]} from outside the ranges: no answer`);
+    const denied = await node1SourceDenied() - before;
+    t.ok(denied >= 1, `${family}: node1's tc dropped it as source_denied (${denied} packets)`);
+  }
+  await k.run(['-n', NS, 'delete', 'service', 'echo-lb']);
 });
 
 t.test('helm test', async (t) => {

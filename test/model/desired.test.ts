@@ -362,7 +362,7 @@ t.test('a ClusterIP Service with a nodePort field gets no NodePort frontends', a
   t.same([...state.frontends.keys()], ['10.96.0.83:80/TCP']);
 });
 
-t.test('LoadBalancer IPs in Proxy ipMode are not captured; IPv6-only source ranges fail closed', async (t) => {
+t.test('LoadBalancer IPs in Proxy ipMode are not captured; IPv6-only source ranges leave IPv4 unrestricted, as kube-proxy', async (t) => {
   const proxied = svc(
     'lb',
     { type: 'LoadBalancer', clusterIP: '10.96.0.84', ports: [{ port: 80, nodePort: 30084 }] },
@@ -376,11 +376,12 @@ t.test('LoadBalancer IPs in Proxy ipMode are not captured; IPv6-only source rang
   const { state, problems } = buildDesiredState({ services: [proxied, v6ranges], slices: [] });
   t.notOk(state.frontends.has('203.0.113.6:80/TCP'));
   t.ok(state.frontends.has('203.0.113.7:80/TCP'));
-  t.notOk(state.frontends.has('203.0.113.8:80/TCP'));
+  t.same(state.frontends.get('203.0.113.8:80/TCP')?.sourceRanges, [], 'the IPv6 range is ignored: no restriction for the IPv4 frontend');
   t.same(
     problems.map((p) => [p.severity, p.name, p.path]),
     [['warning', 'lb6', 'spec.loadBalancerSourceRanges']],
   );
+  t.match(problems[0]?.message, /holds no IPv4 range: its IPv4 LoadBalancer frontends accept every client/);
 });
 
 t.test('a LoadBalancer without node ports; its IP also listed in externalIPs', async (t) => {
