@@ -3,6 +3,7 @@
 // test API server serves. Shaped like the API's own output.
 import { mkdirSync, readdirSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { dump } from 'js-yaml';
 import { NAMESPACE, PORT, PORT_NAME, TARGET_PORT, type BenchService } from './workload.ts';
 
 export const TRIGGER_ANNOTATION = 'endpoints.kubernetes.io/last-change-trigger-time';
@@ -44,6 +45,27 @@ export function sliceObject(s: BenchService, triggerTime?: Date): Record<string,
     ports: [{ name: PORT_NAME, protocol: 'TCP', port: TARGET_PORT }],
     endpoints: s.endpoints.map((ip) => ({ addresses: [ip], conditions: { ready: true, serving: true, terminating: false } })),
   };
+}
+
+/** Dumped as kubectl prints YAML: block style, a sequence not indented under its key. */
+function yamlOf(v: unknown): string {
+  return dump(v, { seqNoIndent: true, lineWidth: -1 });
+}
+
+/** The services and their slices as one `kind: List`, the shape of `kubectl get svc,endpointslices -o yaml`. */
+export function yamlList(services: readonly BenchService[]): string {
+  const items: unknown[] = [];
+  for (const s of services) items.push(serviceObject(s), sliceObject(s));
+  return yamlOf({ apiVersion: 'v1', kind: 'List', items, metadata: { resourceVersion: '' } });
+}
+
+/** The services and their slices as a multi-document stream, each document after a `---` and a comment, as a rendered chart writes them. */
+export function yamlDocuments(services: readonly BenchService[]): string {
+  const docs: string[] = [];
+  for (const s of services) {
+    docs.push(`---\n# Source: bench/templates/${s.name}.yaml\n${yamlOf(serviceObject(s))}`, `---\n# Source: bench/templates/${s.name}.yaml\n${yamlOf(sliceObject(s))}`);
+  }
+  return docs.join('');
 }
 
 function fileName(chunk: number): string {
