@@ -1,12 +1,13 @@
 // Kubernetes objects for the bench's services: what the file source reads
-// from a manifest directory (JSON Lists, 1000 services per file) and what the
+// from a manifest directory (JSON Lists of 1000 services per file, or YAML:
+// one file for all, or a file per service) and what the
 // test API server serves. Shaped like the API's own output.
 import { mkdirSync, readdirSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { dump } from 'js-yaml';
 import { NAMESPACE, PORT, PORT_NAME, TARGET_PORT, type BenchService } from './workload.ts';
 
 export const TRIGGER_ANNOTATION = 'endpoints.kubernetes.io/last-change-trigger-time';
-const PER_FILE = 1000;
 
 export function serviceObject(s: BenchService): Record<string, unknown> {
   return {
@@ -46,32 +47,65 @@ export function sliceObject(s: BenchService, triggerTime?: Date): Record<string,
   };
 }
 
-function fileName(chunk: number): string {
-  return `services-${String(chunk).padStart(4, '0')}.json`;
+/** Dumped as kubectl prints YAML: block style, a sequence not indented under its key. */
+function yamlOf(v: unknown): string {
+  return dump(v, { seqNoIndent: true, lineWidth: -1 });
 }
 
-/** Replaces the manifests in dir with these services (each file a List of 1000 services and their slices). */
-export function writeManifestDir(dir: string, services: readonly BenchService[]): number {
+/** The services and their slices as one `kind: List`, the shape of `kubectl get svc,endpointslices -o yaml`. */
+export function yamlList(services: readonly BenchService[]): string {
+  const items: unknown[] = [];
+  for (const s of services) items.push(serviceObject(s), sliceObject(s));
+  return yamlOf({ apiVersion: 'v1', kind: 'List', items, metadata: { resourceVersion: '' } });
+}
+
+/** The services and their slices as a multi-document stream, each document after a `---` and a comment, as a rendered chart writes them. */
+export function yamlDocuments(services: readonly BenchService[]): string {
+  const docs: string[] = [];
+  for (const s of services) {
+    docs.push(`---\n# Source: bench/templates/${s.name}.yaml\n${yamlOf(serviceObject(s))}`, `---\n# Source: bench/templates/${s.name}.yaml\n${yamlOf(sliceObject(s))}`);
+  }
+  return docs.join('');
+}
+
+/**
+ * How the services lie in the manifest directory: JSON Lists of 1000
+ * services each; one YAML file holding them all as a `kind: List`; or one
+ * YAML file per service, its Service and slice as two documents.
+ */
+export const MANIFEST_LAYOUTS = ['json', 'yaml-one-file', 'yaml-file-each'] as const;
+export type ManifestLayout = (typeof MANIFEST_LAYOUTS)[number];
+
+const PER_FILE: Record<ManifestLayout, number> = { json: 1000, 'yaml-one-file': Number.MAX_SAFE_INTEGER, 'yaml-file-each': 1 };
+
+function fileName(layout: ManifestLayout, chunk: number): string {
+  return layout === 'json' ? `services-${String(chunk).padStart(4, '0')}.json` : `services-${String(chunk).padStart(5, '0')}.yaml`;
+}
+
+function fileText(layout: ManifestLayout, services: readonly BenchService[]): string {
+  if (layout === 'yaml-one-file') return yamlList(services);
+  if (layout === 'yaml-file-each') return yamlDocuments(services);
+  const items: unknown[] = [];
+  for (const s of services) items.push(serviceObject(s), sliceObject(s));
+  return JSON.stringify({ apiVersion: 'v1', kind: 'List', items });
+}
+
+/** Replaces the manifests in dir with these services, laid out as `layout` says; the number of files. */
+export function writeManifestDir(dir: string, services: readonly BenchService[], layout: ManifestLayout = 'json'): number {
   mkdirSync(dir, { recursive: true });
   for (const f of readdirSync(dir)) rmSync(join(dir, f), { force: true, recursive: true });
+  const per = PER_FILE[layout];
   let files = 0;
-  for (let i = 0; i < services.length; i += PER_FILE) {
-    const items: unknown[] = [];
-    for (const s of services.slice(i, i + PER_FILE)) items.push(serviceObject(s), sliceObject(s));
-    writeFileSync(join(dir, fileName(files++)), JSON.stringify({ apiVersion: 'v1', kind: 'List', items }));
-  }
+  for (let i = 0; i < services.length; i += per) writeFileSync(join(dir, fileName(layout, files++)), fileText(layout, services.slice(i, i + per)));
   return files;
 }
 
 /** Rewrites (atomically: temp file + rename) the file holding service s, with s as given. */
-export function rewriteServiceFile(dir: string, all: readonly BenchService[], s: BenchService): void {
-  const chunk = Math.floor(s.index / PER_FILE);
-  const items: unknown[] = [];
-  for (const o of all.slice(chunk * PER_FILE, (chunk + 1) * PER_FILE)) {
-    const cur = o.index === s.index ? s : o;
-    items.push(serviceObject(cur), sliceObject(cur));
-  }
-  const tmp = join(dir, `.${fileName(chunk)}.tmp`);
-  writeFileSync(tmp, JSON.stringify({ apiVersion: 'v1', kind: 'List', items }));
-  renameSync(tmp, join(dir, fileName(chunk)));
+export function rewriteServiceFile(dir: string, all: readonly BenchService[], s: BenchService, layout: ManifestLayout = 'json'): void {
+  const per = PER_FILE[layout];
+  const chunk = Math.floor(s.index / per);
+  const services = all.slice(chunk * per, (chunk + 1) * per).map((o) => (o.index === s.index ? s : o));
+  const tmp = join(dir, `.${fileName(layout, chunk)}.tmp`);
+  writeFileSync(tmp, fileText(layout, services));
+  renameSync(tmp, join(dir, fileName(layout, chunk)));
 }

@@ -8,7 +8,7 @@
 //                     [--datapath-sizes 1,1000,...] [--control-sizes 1,1000,...] [--real-sizes 1000,10000,...]
 //                     [--lb-algorithm NAME]   the datapath part's svcmap agent with this node default (e.g. lc)
 //                     [--algorithm-sizes 1,10000]   the N at which the datapath part measures every algorithm beside random
-//                     [--file-sizes 1000,10000] [--churn-minutes M]
+//                     [--file-sizes 1000,10000] [--file-layouts json,yaml-one-file,yaml-file-each] [--churn-minutes M]
 //   node bench/run.ts --only churn --churn-minutes 6   the churn soak alone: 2 min warm-up, then 6 min measured
 //   node bench/run.ts --only real-kube-proxy   the real kube-proxy beside svcmap alone (bench/kube-proxy-real.ts)
 //   node bench/run.ts --render [--out DIR]   chart and summary again from <out>/latest.json, no measuring
@@ -38,6 +38,7 @@ import { buildNative, ROOT } from './native.ts';
 import { type SnatResult, runSnat } from './snat.ts';
 import { type ChurnResult, churnTable, runChurn } from './churn.ts';
 import { type FileSourceResult, fileSourceTable, runFileSource } from './cp-files.ts';
+import { MANIFEST_LAYOUTS, type ManifestLayout } from './manifests.ts';
 import { makeServices } from './workload.ts';
 import { LB_ALGORITHMS_IMPLEMENTED } from '../src/maps/constants.ts';
 import { algorithmCostTable, controlPlaneTables, datapath6Table, datapathTables, lbTable, realKubeProxyTables, snatTable, summaryMarkdown, targetsTable, behind } from './report.ts';
@@ -68,8 +69,8 @@ interface Config {
   real: { sizes: number[]; proxies: RealProxy[]; reps: number; stream: { changes: number; ratePerSec: number }; loadBudgetMs: number; concurrency: number };
   /** New SNATed TCP flows/s through a NodePort, svcmap beside MASQUERADE (bench/snat.ts). */
   snat: { reps: number; durationMs: number; warmupMs: number; processes: number };
-  /** The file source through the agent: N services from a manifest directory, and one changed file (bench/cp-files.ts). */
-  files: { sizes: number[]; changeReps: number };
+  /** The file source through the agent: N services from a manifest directory laid out each way, and one changed file (bench/cp-files.ts). */
+  files: { sizes: number[]; layouts: readonly ManifestLayout[]; changeReps: number };
   /** The churn soak (bench/churn.ts): RSS under steady EndpointSlice changes. */
   churn: { n: number; ratePerSec: number; warmupMs: number; durationMs: number; sampleMs: number; flatPct: number };
 }
@@ -93,7 +94,7 @@ const FULL: Config = {
   agentTimeoutMs: 600_000,
   real: { sizes: [1000, 10_000, 100_000], proxies: ['nftables', 'iptables', 'ipvs', 'svcmap'], reps: 10, stream: { changes: 1000, ratePerSec: 100 }, loadBudgetMs: 180_000, concurrency: 32 },
   snat: { reps: 3, durationMs: 30_000, warmupMs: 1000, processes: 4 },
-  files: { sizes: [1000, 10_000], changeReps: 10 },
+  files: { sizes: [1000, 10_000], layouts: MANIFEST_LAYOUTS, changeReps: 10 },
   // The issue's soak: 1k services, ~100 changes/s, 2 min warm-up, then to minute 30.
   churn: { n: 1000, ratePerSec: 100, warmupMs: 120_000, durationMs: 28 * 60_000, sampleMs: 30_000, flatPct: 2 },
 };
@@ -117,7 +118,7 @@ const SMOKE: Config = {
   agentTimeoutMs: 60_000,
   real: { sizes: [100], proxies: ['nftables', 'iptables', 'svcmap'], reps: 1, stream: { changes: 20, ratePerSec: 100 }, loadBudgetMs: 30_000, concurrency: 16 },
   snat: { reps: 1, durationMs: 300, warmupMs: 50, processes: 2 },
-  files: { sizes: [100], changeReps: 2 },
+  files: { sizes: [100], layouts: MANIFEST_LAYOUTS, changeReps: 2 },
   churn: { n: 100, ratePerSec: 50, warmupMs: 5000, durationMs: 10_000, sampleMs: 5000, flatPct: 2 },
 };
 
@@ -158,6 +159,7 @@ async function main(): Promise<void> {
       'lb-algorithm': { type: 'string' },
       'algorithm-sizes': { type: 'string' },
       'file-sizes': { type: 'string' },
+      'file-layouts': { type: 'string' },
       'churn-minutes': { type: 'string' },
     },
   });
@@ -184,6 +186,11 @@ async function main(): Promise<void> {
   }
   if (values['real-sizes']) cfg.real = { ...cfg.real, sizes: sizes(values['real-sizes']) };
   if (values['file-sizes']) cfg.files = { ...cfg.files, sizes: sizes(values['file-sizes']) };
+  if (values['file-layouts']) {
+    const layouts = values['file-layouts'].split(',').map((x) => x.trim());
+    for (const l of layouts) if (!(MANIFEST_LAYOUTS as readonly string[]).includes(l)) throw new Error(`--file-layouts: unknown layout ${l} (${MANIFEST_LAYOUTS.join(', ')})`);
+    cfg.files = { ...cfg.files, layouts: layouts as ManifestLayout[] };
+  }
   if (values['churn-minutes']) {
     const m = Number(values['churn-minutes']);
     if (!(m > 0)) throw new Error(`--churn-minutes: must be more than 0 (the minutes measured after the warm-up), not ${values['churn-minutes']}`);
@@ -278,10 +285,12 @@ async function main(): Promise<void> {
     if (only.has('files')) {
       const cgroup = await lab.cgroup('cp-files');
       for (const n of cfg.files.sizes) {
-        fileSource.push(await runFileSource({
-          services: makeServices(n, cfg.controlEndpoints), endpointsPerService: cfg.controlEndpoints, dir: join(workDir, `manifests-${n}`),
-          cgroup, pinDir: join(pinRoot, `files-${n}`), changeReps: cfg.files.changeReps, timeoutMs: cfg.agentTimeoutMs, log,
-        }));
+        for (const layout of cfg.files.layouts) {
+          fileSource.push(await runFileSource({
+            services: makeServices(n, cfg.controlEndpoints), endpointsPerService: cfg.controlEndpoints, layout, dir: join(workDir, `manifests-${n}-${layout}`),
+            cgroup, pinDir: join(pinRoot, `files-${n}-${layout}`), changeReps: cfg.files.changeReps, timeoutMs: cfg.agentTimeoutMs, log,
+          }));
+        }
       }
     }
     if (only.has('churn')) {

@@ -138,7 +138,7 @@ t.test("issue 11's agent targets: met, missed, and not measured when a part did 
   const byWhat = (rows: ReturnType<typeof agentTargets>) => Object.fromEntries(rows.map((r) => [r.what.split(' (')[0]!.split(',')[0]!, r.met]));
 
   const none = agentTargets({ controlPlane: undefined });
-  t.equal(none.length, 8, 'every row of the issue, always');
+  t.equal(none.length, 10, 'every row of the issues, always');
   t.ok(none.every((r) => r.met === undefined && r.measured.startsWith('not measured')), 'nothing run: nothing judged');
 
   const kp = { kubernetesVersion: 'v1.34.4', endpointsPerService: 10, ipvs: undefined, safety: { rootRulesetUnchanged: true, sysctlsUnchanged: true, restored: [] }, notes: [],
@@ -149,8 +149,19 @@ t.test("issue 11's agent targets: met, missed, and not measured when a part did 
   const good = agentTargets({ controlPlane: cp([agent(1, 70), agent(10_000, 130), agent(100_000, 700, { p99: 9 })]), realKubeProxy: kp as never });
   t.same(byWhat(good), {
     'Agent RSS idle': true, 'Agent RSS at 10k services x 10': true, 'Agent RSS at 100k services x 10': true, 'Full sync of 10k x 10': true,
-    'Start -> synced at 10k x 10': true, 'One change end to end': true, 'File source: 10k services from a manifest directory to synced': undefined, 'RSS growth under churn': undefined,
+    'Start -> synced at 10k x 10': true, 'One change end to end': true, 'File source: 10k services from a manifest directory': undefined,
+    'One 10k-Service YAML file': undefined, 'RSS after reading that file': undefined, 'RSS growth under churn': undefined,
   });
+
+  const file = (layout: 'json' | 'yaml-one-file' | undefined, manifestsToSyncMs: number, rssMiB: number) => ({
+    n: 10_000, ...(layout ? { layout } : {}), endpointsPerService: 10, files: 1, startToSyncMs: 0, manifestsToSyncMs, fullSyncMs: 0, rssAfterSync: rssMiB * M,
+    change: { wallP50: 0, wallP99: 0, syncP50: 0, syncP99: 0, partial: 0, reps: 0 },
+  });
+  const files = byWhat(agentTargets({ controlPlane: undefined, fileSource: [file(undefined, 900, 300), file('yaml-one-file', 1200, 190)] }));
+  t.equal(files['File source: 10k services from a manifest directory'], true, 'a run before the layouts: its row is JSON');
+  t.equal(files['One 10k-Service YAML file'], false, 'the YAML file judged on its own row: 1.2 s missed');
+  t.equal(files['RSS after reading that file'], true, '190 MiB met');
+  t.equal(byWhat(agentTargets({ controlPlane: undefined, fileSource: [file('yaml-one-file', 800, 150)] }))['File source: 10k services from a manifest directory'], undefined, 'the YAML file is not the JSON row');
   t.match(good[1]!.measured, /kube-proxy nftables 140 MiB/, 'the real kube-proxy beside it; the skipped mode left out');
 
   const worse = agentTargets({ controlPlane: cp([agent(1, 114), agent(10_000, 145, { fullSyncMs: 450, startToSyncMs: 3000, p99: 6 })]), realKubeProxy: { ...kp, points: [{ ...kp.points[0]!, proxies: [{ ...kp.points[0]!.proxies[0]!, rssAfterSync: 120 * M, rssAfterChanges: 120 * M }] }] } as never });

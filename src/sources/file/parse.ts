@@ -2,9 +2,14 @@
 // several documents; `kind: List` and typed lists (ServiceList, ...) as
 // `kubectl get -o yaml` prints them are flattened. A broken document is
 // reported with its line and skipped; the other documents still count.
+// YAML is read by the fast loader (fast-yaml.ts: plain objects, nothing of
+// the text kept); a file it leaves alone (a syntax error, a feature the two
+// loaders read differently) is read again by the positional path, yaml's
+// document model with a line counter, for today's objects and messages.
 
 import { LineCounter, parseAllDocuments } from 'yaml';
 import type { Problem } from '../../model/types.ts';
+import { fastYamlDocuments, ownStrings } from './fast-yaml.ts';
 
 function isRecord(v: unknown): v is Record<string, unknown> {
   return typeof v === 'object' && v !== null && !Array.isArray(v);
@@ -41,6 +46,19 @@ export function parseManifest(text: string, file: string): { objects: unknown[];
       // reported below, with its line
     }
   }
+  const docs = fastYamlDocuments(text);
+  if (docs === undefined) return parsePositional(text, file);
+  const objects: unknown[] = [];
+  for (const value of docs) if (value !== null && value !== undefined) objects.push(...flattenLists(value));
+  return { objects, problems: [] };
+}
+
+/**
+ * The YAML stream read with yaml's document model and a line counter: every
+ * error with its line, column and document. Slower, and it holds the whole
+ * stream's node tree while it reads: for the files the fast loader leaves.
+ */
+export function parsePositional(text: string, file: string): { objects: unknown[]; problems: Problem[] } {
   const objects: unknown[] = [];
   const problems: Problem[] = [];
   const lines = new LineCounter();
@@ -64,7 +82,7 @@ export function parseManifest(text: string, file: string): { objects: unknown[];
       return;
     }
     if (value === null || value === undefined) return; // empty document, e.g. a trailing `---`
-    objects.push(...flattenLists(value));
+    objects.push(...flattenLists(ownStrings(value)));
   });
   return { objects, problems };
 }
