@@ -10,29 +10,14 @@
 // again (ADDED: served by the same pods). The slices carry no label, as a
 // hand-made slice would not: the Service's own label must be enough. Every
 // step waits for the agent's sync.
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import t, { type Test } from 'tap';
-import { type ApiServer, endpointSlice, node, service, startApiServer, writeKubeconfig } from '../../lab/apiserver/index.ts';
+import { endpointSlice, service } from '../../lab/apiserver/index.ts';
 import { HEADLESS_LABEL, SERVICE_PROXY_NAME_LABEL } from '../../src/model/desired.ts';
-import { type Cluster, POD_IPS, POD_NAMES, TCP_PORT, startCluster } from './fixtures/cluster.ts';
+import { POD_IPS, POD_NAMES, TCP_PORT } from './fixtures/cluster.ts';
+import { startK8sCluster } from './fixtures/k8s-cluster.ts';
 
-let c: Cluster;
-let server: ApiServer;
-let dir: string;
-t.before(async () => {
-  c = await startCluster([]);
-  server = await startApiServer({ objects: [node('node', { internalIP: '10.244.0.100' })] });
-  dir = mkdtempSync(join(tmpdir(), 'svcmap-kubeconfig-'));
-  const kubeconfig = await writeKubeconfig(join(dir, 'kubeconfig'), server);
-  await c.startAgent(['--kubeconfig', kubeconfig]);
-});
-t.teardown(async () => {
-  await c?.destroy();
-  await server?.close();
-  if (dir) rmSync(dir, { recursive: true, force: true });
-});
+const { c, server, destroy } = await startK8sCluster();
+t.teardown(destroy);
 
 const svc = (name: string, vip: string, labels?: Record<string, string>) =>
   service(name, { clusterIP: vip, ports: [{ name: 'tcp', port: 80, targetPort: TCP_PORT }], ...(labels ? { labels } : {}) });
