@@ -43,8 +43,6 @@ export interface AgentConfig extends DatapathOptions {
   devices?: string[];
   /** tcx links where the kernel has them (auto), or force one kind. */
   tcAttach?: 'auto' | 'tcx' | 'tc';
-  /** Where healthCheckNodePort servers listen (default [::], both families; 0.0.0.0 without IPv6). */
-  healthCheckBindAddress?: string;
   /** Conntrack GC of the tc datapath: interval (default 10 s; 0 = off) and idle lifetimes (Cilium's defaults). */
   ctGc?: { intervalMs?: number; lifetimes?: Partial<CtLifetimes> };
   /** The load-balancing algorithm of a Service without svcmap.io/lb-algorithm (default random). */
@@ -121,7 +119,7 @@ export async function runAgent(cfg: AgentConfig, log: Logger): Promise<RunningAg
   else attachTc(undefined); // the SNAT addresses, and the devices with routes out of the node
   // From now on the node's address and route changes are followed without a restart.
   tcDatapath.follow();
-  const healthChecks = new HealthCheckPorts(cfg.healthCheckBindAddress, log, () => !status.health.pendingSince || Date.now() - status.health.pendingSince < 60_000);
+  const healthChecks = new HealthCheckPorts(log, () => !status.health.pendingSince || Date.now() - status.health.pendingSince < 60_000);
   const servers: Server[] = [];
   const running: Partial<RunningAgent> = {};
   if (cfg.metrics) {

@@ -1,12 +1,19 @@
 // healthCheckNodePort: for each externalTrafficPolicy Local Service that has
 // one, an HTTP server on that port answers whether this node has endpoints
 // for it, so an external load balancer sends traffic only to nodes that can
-// serve it locally. The answers are kube-proxy's: 200 with the local endpoint
-// count when there are some, 503 otherwise, with the same JSON body.
-// By default the servers listen on [::], which takes IPv4 too (a dual-stack
-// socket), so a load balancer checks the node over either family; on a host
-// without IPv6 they fall back to 0.0.0.0.
+// serve it locally. The answers are kube-proxy's (pkg/proxy/healthcheck,
+// Kubernetes 1.34): 200 when the node has ready local endpoints and the proxy
+// is healthy, 503 otherwise; the count also in X-Load-Balancing-Endpoint-Weight;
+// the same tab-indented JSON body. Only ready endpoints count: a node whose
+// endpoints are all terminating still serves them (the fallback) but fails
+// the check, so the load balancer drains it.
+// The servers listen on [::], which takes IPv4 too (a dual-stack socket), so
+// a load balancer checks the node over either family, as kube-proxy listens
+// on every address; --bind-address (the agent's own metrics and health
+// servers) does not apply to them. On a host without IPv6 they fall back to
+// 0.0.0.0.
 import { type Server, createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import type { Frontend } from '../model/types.ts';
 import type { Logger } from './log.ts';
 
@@ -19,35 +26,41 @@ export interface HealthCheckService {
 
 /**
  * The health-check ports of one Service's frontends (at most one:
- * spec.healthCheckNodePort). The local endpoints are counted per family and
- * the larger count is the answer: a dual-stack pod has an address of each
- * family and is one endpoint.
+ * spec.healthCheckNodePort). The local ready endpoints are counted by
+ * address (one pod behind two ports is one endpoint), per family, and the
+ * larger count is the answer: a dual-stack pod has an address of each family
+ * and is one endpoint. Terminating endpoints, serving or not, do not count
+ * (kube-proxy's LocalReadyEndpoints).
  */
 export function healthCheckOf(frontends: readonly Frontend[]): HealthCheckService | undefined {
   const ext = frontends.filter((f) => f.scope === 'external' && f.healthCheckNodePort !== undefined);
   if (!ext.length) return undefined;
   const local = { 4: new Set<string>(), 6: new Set<string>() };
-  for (const f of ext) for (const b of f.backends) if (b.local) local[b.ip.includes(':') ? 6 : 4].add(b.ip);
+  for (const f of ext) for (const b of f.backends) if (b.local && b.state === 'active') local[b.ip.includes(':') ? 6 : 4].add(b.ip);
   const f = ext[0]!;
   return { namespace: f.service.namespace, name: f.service.name, port: f.healthCheckNodePort!, localEndpoints: Math.max(local[4].size, local[6].size) };
 }
 
-/** The default: both families on one socket. */
+/** Both families on one socket. */
 const DUAL_STACK_ANY = '::';
+/** The log line of a healthCheckNodePort server that listens. */
+export const HC_LISTENING = 'serving healthCheckNodePort';
 /** Errors of a host (or network namespace) without IPv6. */
 const NO_IPV6 = new Set(['EAFNOSUPPORT', 'EADDRNOTAVAIL']);
 
+/** kube-proxy's body: the JSON tab-indented, without a final newline. */
+export function healthCheckBody(hc: { namespace: string; name: string }, localEndpoints: number, serviceProxyHealthy: boolean): string {
+  return JSON.stringify({ service: { namespace: hc.namespace, name: hc.name }, localEndpoints, serviceProxyHealthy }, null, '\t');
+}
+
 export class HealthCheckPorts {
-  readonly #bindAddress: string;
   readonly #log: Logger;
   readonly #proxyHealthy: () => boolean;
   /** By Service id (namespace/name). */
   readonly #services = new Map<string, HealthCheckService>();
   readonly #servers = new Map<number, Server>();
 
-  /** bindAddress undefined: [::] (both families), or 0.0.0.0 where IPv6 is off. */
-  constructor(bindAddress: string | undefined, log: Logger, proxyHealthy: () => boolean = () => true) {
-    this.#bindAddress = bindAddress ?? DUAL_STACK_ANY;
+  constructor(log: Logger, proxyHealthy: () => boolean = () => true) {
     this.#log = log;
     this.#proxyHealthy = proxyHealthy;
   }
@@ -89,18 +102,22 @@ export class HealthCheckPorts {
         const hc = this.#byPort(port);
         const n = hc?.localEndpoints ?? 0;
         const healthy = this.#proxyHealthy();
-        res.writeHead(n > 0 && healthy ? 200 : 503, { 'content-type': 'application/json', 'x-content-type-options': 'nosniff' });
-        res.end(JSON.stringify({ service: { namespace: hc?.namespace ?? '', name: hc?.name ?? '' }, localEndpoints: n, serviceProxyHealthy: healthy }));
+        res.writeHead(n > 0 && healthy ? 200 : 503, {
+          'content-type': 'application/json', 'x-content-type-options': 'nosniff', 'x-load-balancing-endpoint-weight': String(n),
+        });
+        res.end(healthCheckBody(hc ?? { namespace: '', name: '' }, n, healthy));
       });
       server.on('error', (err: NodeJS.ErrnoException) => {
-        if (this.#bindAddress === DUAL_STACK_ANY && err.code && NO_IPV6.has(err.code) && this.#servers.get(port) === server) {
+        if (err.code && NO_IPV6.has(err.code) && this.#servers.get(port) === server) {
           server.listen(port, '0.0.0.0'); // no IPv6 here: IPv4 only
           return;
         }
         this.#log.error({ port, err: err.message }, 'cannot serve healthCheckNodePort');
         if (this.#servers.get(port) === server) this.#servers.delete(port);
       });
-      server.listen(port, this.#bindAddress);
+      // The moment a load balancer's check can be answered (tests wait for it).
+      server.on('listening', () => this.#log.info({ port, address: (server.address() as AddressInfo).address }, HC_LISTENING));
+      server.listen(port, DUAL_STACK_ANY); // ipv6Only is off by default: IPv4 clients too
       this.#servers.set(port, server);
     }
   }

@@ -47,7 +47,9 @@ export const agentHelp = `svcmap agent [--manifests DIR | --kubeconfig PATH] [fl
   --sync-period D        periodic full resync (default 1h)
   --metrics-port N       Prometheus /metrics (default 10249; 0 = any free port; off)
   --health-port N        /healthz, /livez, /readyz (default 10256; 0 = any; off)
-  --bind-address ADDR    address for both (default: metrics 127.0.0.1, health 0.0.0.0)
+  --bind-address ADDR    address for both (default: metrics 127.0.0.1, health 0.0.0.0);
+                         healthCheckNodePort servers listen on every address
+                         of both families, as kube-proxy's
   --log-level LEVEL      debug, info, warn or error (default info)`;
 
 const port = z.string().regex(/^(\d+|off)$/, 'must be a port number, 0 for any free port, or off').transform((v) => (v === 'off' ? -1 : Number(v)))
@@ -133,7 +135,6 @@ export async function agent(argv: string[]): Promise<void> {
     ...(f['max-affinity'] ? { maxAffinity: f['max-affinity'] } : {}),
     ...(f.devices ? { devices: f.devices.split(',') } : {}),
     tcAttach: f['tc-attach'],
-    ...(f['bind-address'] ? { healthCheckBindAddress: f['bind-address'] } : {}),
     metrics: endpoint(f['metrics-port'], '127.0.0.1'),
     health: endpoint(f['health-port'], '0.0.0.0'),
     minSyncIntervalMs: f['min-sync-interval'],

@@ -16,8 +16,24 @@ export { nodeInfoFromNode } from './node.ts';
 export const SERVICE_NAME_LABEL = 'kubernetes.io/service-name';
 /** Services (and their slices) carrying this label belong to another proxy. */
 export const SERVICE_PROXY_NAME_LABEL = 'service.kubernetes.io/service-proxy-name';
-/** Set by the EndpointSlice controller on slices of headless Services. */
+/**
+ * Set by the EndpointSlice controller on slices of headless Services; a
+ * Service carrying it (whatever its clusterIP) is left to DNS as well.
+ */
 export const HEADLESS_LABEL = 'service.kubernetes.io/headless';
+/**
+ * kube-proxy's Service and EndpointSlice informers both select
+ * `!service-proxy-name,!headless` (cmd/kube-proxy/app/server.go): an object
+ * with either label, whatever its value, is not seen at all. The Kubernetes
+ * source asks the API server for the same selection; the model applies it to
+ * what the file source reads.
+ */
+export const NOT_PROXIED_LABELS = [SERVICE_PROXY_NAME_LABEL, HEADLESS_LABEL] as const;
+
+/** The object carries a label that keeps kube-proxy (and svcmap) away from it. */
+export function hasNotProxiedLabel(labels: Readonly<Record<string, string>>): boolean {
+  return NOT_PROXIED_LABELS.some((l) => Object.hasOwn(labels, l));
+}
 
 export interface DesiredInput {
   services: readonly Service[];
@@ -51,12 +67,13 @@ function sortedUnique<T extends Named & { kind: string }>(objs: readonly T[], pr
 }
 
 /**
- * Whether kube-proxy would program this Service. Headless, ExternalName and
- * other proxies' Services are skipped silently: that is their normal state.
+ * Whether kube-proxy would program this Service. Headless (clusterIP None or
+ * the headless label), ExternalName and other proxies' Services are skipped
+ * silently: that is their normal state.
  */
 export function isProxied(svc: Service, problems: Problem[]): boolean {
   const spec = svc.spec;
-  if (Object.hasOwn(svc.metadata.labels, SERVICE_PROXY_NAME_LABEL)) return false;
+  if (hasNotProxiedLabel(svc.metadata.labels)) return false;
   if (spec.type === 'ExternalName') return false;
   const primary = spec.clusterIPs[0] ?? spec.clusterIP;
   if (primary === 'None') return false;
@@ -76,7 +93,7 @@ export function isProxied(svc: Service, problems: Problem[]): boolean {
 export function sliceService(slice: EndpointSlice, problems: Problem[]): string | undefined {
   const labels = slice.metadata.labels;
   // kube-proxy's informer does not even see these.
-  if (Object.hasOwn(labels, SERVICE_PROXY_NAME_LABEL) || Object.hasOwn(labels, HEADLESS_LABEL)) return undefined;
+  if (hasNotProxiedLabel(labels)) return undefined;
   const svcName = labels[SERVICE_NAME_LABEL];
   if (svcName === undefined || svcName === '') {
     problems.push(

@@ -13,9 +13,11 @@
 //   - start against existing objects; kube-apiserver kill -9 + restart
 //   - a real 410 Gone: watches cut, changes made, etcd compacted, watches resumed
 //   - network programming latency from the controller's trigger-time annotation
+//   - kube-proxy's two labels put on a served Service and taken off again
 // The faults a real server cannot make (objects it would refuse, a stream cut
 // mid-event, a stall, 503 answers) stay on lab/apiserver: sync.test.ts.
 import t, { type Test } from 'tap';
+import { HEADLESS_LABEL, SERVICE_PROXY_NAME_LABEL } from '../../src/model/desired.ts';
 import { type SyncHarness, eventually, startSync } from './fixtures.ts';
 import { NODE, type RealApiServer, Workload, recordRequests, recordWatchErrors, startRealApiServer } from './fixtures-cluster.ts';
 
@@ -255,6 +257,23 @@ t.test('a real 410 Gone: watches cut, changes made, etcd compacted, watches resu
     t.ok(relist, `${path}: relisted after the 410`);
   }
   t.same(h.syncer.violations, [], 'no reader ever saw fewer backends than before and after a sync, through the relist');
+});
+
+t.test('kube-proxy\'s labels: a served Service that gains one leaves the maps (the watch\'s DELETED), and comes back when it loses it', async (t) => {
+  const ns = await api.namespace('labels');
+  const web = new Workload(api, ns, 'web', '10.96.100.10');
+  const h = harness(t);
+  await h.source.synced;
+  await web.createService();
+  await web.addPods(ips(2));
+  await reach(t, h, web.clusterIP, backends(ips(2)), '2 ready');
+  for (const [label, value] of [[HEADLESS_LABEL, ''], [SERVICE_PROXY_NAME_LABEL, 'foo-bar']] as const) {
+    await web.kubectl.run(['label', 'service', web.app, '-n', ns, `${label}=${value}`]);
+    await reach(t, h, web.clusterIP, undefined, `labelled ${label}: not programmed`);
+    await web.kubectl.run(['label', 'service', web.app, '-n', ns, `${label}-`]);
+    await reach(t, h, web.clusterIP, backends(ips(2)), `${label} removed: programmed again, both Pods`);
+  }
+  t.same(h.syncer.violations, [], 'no reader ever saw fewer backends than before and after a sync');
 });
 
 t.test('network programming latency, from the controller\'s last-change-trigger-time', async (t) => {

@@ -195,7 +195,7 @@ t.test('endpoints are deduplicated across slices, preferring the ready copy', as
   }
 });
 
-t.test('headless, ExternalName and other proxies’ Services are skipped silently', async (t) => {
+t.test('headless, ExternalName and other proxies’ Services are skipped silently (kube-proxy’s labels, whatever their value)', async (t) => {
   const { state, problems } = buildDesiredState({
     services: [
       svc('headless', { clusterIP: 'None', ports: [{ port: 80 }] }),
@@ -203,6 +203,9 @@ t.test('headless, ExternalName and other proxies’ Services are skipped silentl
       svc('ext', { type: 'ExternalName', externalName: 'db.example.com', ports: [{ port: 5432 }] }),
       svc('other', { clusterIP: '10.96.0.60', ports: [{ port: 80 }] }, { labels: { 'service.kubernetes.io/service-proxy-name': 'cilium' } }),
       svc('ours', { clusterIP: '10.96.0.61', ports: [{ port: 80 }] }),
+      // A cluster IP, but the headless label: kube-proxy's informer never sees it (its slice has no label).
+      svc('labelled', { clusterIP: '10.96.0.62', ports: [{ port: 80 }] }, { labels: { 'service.kubernetes.io/headless': '' } }),
+      svc('labelled2', { clusterIP: '10.96.0.63', ports: [{ port: 80 }] }, { labels: { 'service.kubernetes.io/headless': 'anything' } }),
     ],
     slices: [
       slice('headless-1', 'headless', [{ port: 80 }], [{ ip: '10.0.0.1' }]),
@@ -210,6 +213,8 @@ t.test('headless, ExternalName and other proxies’ Services are skipped silentl
         labels: { 'kubernetes.io/service-name': 'headless2', 'service.kubernetes.io/headless': '' },
       }),
       slice('other-1', 'other', [{ port: 80 }], [{ ip: '10.0.0.2' }]),
+      slice('labelled-1', 'labelled', [{ port: 80 }], [{ ip: '10.0.0.3' }]),
+      slice('labelled2-1', 'labelled2', [{ port: 80 }], [{ ip: '10.0.0.3' }]),
     ],
   });
   t.same(problems, []);

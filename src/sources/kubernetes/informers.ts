@@ -1,7 +1,9 @@
 // List+watch of the three kinds the agent needs, with the real client-node
 // ListWatch (the informer). Services and EndpointSlices that belong to
-// another proxy, and headless Services' slices, are filtered at the API
-// server, as kube-proxy does. Each informer reports when its first list has
+// another proxy or carry the headless label are filtered at the API server,
+// with kube-proxy's label selector. An object that gains such a label leaves
+// the selection: the watch delivers it as DELETED (and as ADDED when the
+// label goes), so the agent drops it and takes it back like any removal. Each informer reports when its first list has
 // been delivered, so the agent prunes nothing before it has seen everything.
 //
 // One copy of each object: as client-go's SetTransform, every object is
@@ -14,6 +16,7 @@
 import { type KubeConfig, type KubernetesObject, ListWatch, Watch } from './client-node.ts';
 import { type ValidationResult } from '../../model/schemas.ts';
 import { validateObject } from '../../model/validate.ts';
+import { NOT_PROXIED_LABELS } from '../../model/desired.ts';
 import { listAll } from './list.ts';
 
 export type InformerKind = 'Service' | 'EndpointSlice' | 'Node';
@@ -39,8 +42,8 @@ export interface RunningInformer {
   informer: ListWatch<CachedObject & KubernetesObject>;
 }
 
-const NOT_OTHER_PROXY = '!service.kubernetes.io/service-proxy-name';
-const NOT_HEADLESS = '!service.kubernetes.io/headless';
+/** kube-proxy's selection for both informers: neither label present. */
+const PROXIED_SELECTOR = NOT_PROXIED_LABELS.map((l) => `!${l}`).join(',');
 
 interface Spec {
   kind: InformerKind;
@@ -53,11 +56,8 @@ interface Spec {
 export function makeInformers(kc: KubeConfig, nodeName: string | undefined, h: InformerHandlers): RunningInformer[] {
   const watch = new Watch(kc);
   const specs: Spec[] = [
-    { kind: 'Service', apiVersion: 'v1', path: '/api/v1/services', labelSelector: NOT_OTHER_PROXY },
-    {
-      kind: 'EndpointSlice', apiVersion: 'discovery.k8s.io/v1', path: '/apis/discovery.k8s.io/v1/endpointslices',
-      labelSelector: `${NOT_OTHER_PROXY},${NOT_HEADLESS}`,
-    },
+    { kind: 'Service', apiVersion: 'v1', path: '/api/v1/services', labelSelector: PROXIED_SELECTOR },
+    { kind: 'EndpointSlice', apiVersion: 'discovery.k8s.io/v1', path: '/apis/discovery.k8s.io/v1/endpointslices', labelSelector: PROXIED_SELECTOR },
   ];
   if (nodeName) specs.push({ kind: 'Node', apiVersion: 'v1', path: '/api/v1/nodes', fieldSelector: `metadata.name=${nodeName}` });
   return specs.map((s) => {
