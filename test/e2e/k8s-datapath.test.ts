@@ -3,12 +3,10 @@
 // objects created through the API drive real connections from a client
 // namespace to pods in namespaces. Also the agent's metrics and health
 // endpoints as an operator would scrape them.
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import t from 'tap';
-import { type ApiServer, endpointSlice, node, service, startApiServer, writeKubeconfig } from '../../lab/apiserver/index.ts';
-import { type Cluster, POD_IPS, POD_NAMES, TCP_PORT, startCluster } from './fixtures/cluster.ts';
+import { type ApiServer, endpointSlice, node, service } from '../../lab/apiserver/index.ts';
+import { type Cluster, POD_IPS, POD_NAMES, TCP_PORT } from './fixtures/cluster.ts';
+import { type K8sCluster, startK8sCluster } from './fixtures/k8s-cluster.ts';
 
 const VIP = '10.96.0.10';
 const slice = (addrs: readonly string[]) => endpointSlice('web-abc', {
@@ -17,18 +15,13 @@ const slice = (addrs: readonly string[]) => endpointSlice('web-abc', {
 
 let c: Cluster;
 let server: ApiServer;
-let dir: string;
+let k8s: K8sCluster | undefined;
 t.before(async () => {
-  c = await startCluster([]);
-  server = await startApiServer({ objects: [node('node', { internalIP: '10.244.0.100' })] });
-  dir = mkdtempSync(join(tmpdir(), 'svcmap-kubeconfig-'));
-  const kubeconfig = await writeKubeconfig(join(dir, 'kubeconfig'), server);
-  await c.startAgent(['--kubeconfig', kubeconfig]);
+  k8s = await startK8sCluster([node('node', { internalIP: '10.244.0.100' })]);
+  ({ c, server } = k8s);
 });
 t.teardown(async () => {
-  await c?.destroy();
-  await server?.close();
-  if (dir) rmSync(dir, { recursive: true, force: true });
+  await k8s?.destroy();
 });
 
 async function metricsText(): Promise<string> {

@@ -13,12 +13,10 @@
 //  - a 410 on running watches (history compacted, watches cut): the relist
 //    brings the change made meanwhile, connections follow it.
 // Each step waits for the agent's sync of it; no step is timed.
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import t from 'tap';
-import { type ApiServer, endpointSlice, node, service, startApiServer, writeKubeconfig } from '../../lab/apiserver/index.ts';
-import { type Cluster, POD_IPS, POD_NAMES, TCP_PORT, startCluster } from './fixtures/cluster.ts';
+import { type ApiServer, endpointSlice, node, service } from '../../lab/apiserver/index.ts';
+import { type Cluster, POD_IPS, POD_NAMES, TCP_PORT } from './fixtures/cluster.ts';
+import { type K8sCluster, startK8sCluster } from './fixtures/k8s-cluster.ts';
 
 const WEB = '10.96.0.10';
 const THEIRS = '10.96.0.11';
@@ -35,18 +33,13 @@ const slice = (name: string, addrs: readonly string[] = POD_IPS) => endpointSlic
 
 let c: Cluster;
 let server: ApiServer;
-let dir: string;
+let k8s: K8sCluster | undefined;
 t.before(async () => {
-  c = await startCluster([]);
-  server = await startApiServer({ objects: [node('node', { internalIP: '10.244.0.100' }), svc('web', WEB), slice('web')] });
-  dir = mkdtempSync(join(tmpdir(), 'svcmap-kubeconfig-'));
-  const kubeconfig = await writeKubeconfig(join(dir, 'kubeconfig'), server);
-  await c.startAgent(['--kubeconfig', kubeconfig]);
+  k8s = await startK8sCluster([node('node', { internalIP: '10.244.0.100' }), svc('web', WEB), slice('web')]);
+  ({ c, server } = k8s);
 });
 t.teardown(async () => {
-  await c?.destroy();
-  await server?.close();
-  if (dir) rmSync(dir, { recursive: true, force: true });
+  await k8s?.destroy();
 });
 
 /** The agent's next sync after `from` that leaves `frontends` frontends with `backends` backends. */
