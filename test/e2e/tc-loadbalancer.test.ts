@@ -21,12 +21,11 @@ import { stringify } from 'yaml';
 import type { LabClient } from '../../lab/index.ts';
 import { hostPort } from '../../lab/protocol.ts';
 import { type ServiceSpec, serviceObject, sliceObject } from './fixtures/manifests.ts';
-import { CLIENT_IP, NODE_IPS, REMOTE_POD, type RemoteNodePort, V6_IPS, startRemoteNodePort, tcCounters } from './fixtures/tc-nodes.ts';
+import { CLIENT_IP, NODE_IPS, REMOTE_POD, type RemoteNodePort, V6_IPS, addNode1Pod, NODE1_POD, startRemoteNodePort, tcCounters } from './fixtures/tc-nodes.ts';
 
 const CLIENT2_IP = '192.168.100.101';
 const CLIENT2_IP6 = 'fd00:192:168:100::101';
-const POD_A = '10.244.1.10'; // on node1; pod-b is the fixture's REMOTE_POD on node2
-const POD_A6 = 'fd00:10:244:1::10';
+const { ip: POD_A, ip6: POD_A6 } = NODE1_POD; // on node1; pod-b is the fixture's REMOTE_POD on node2
 const LB_IP = '192.168.200.20';
 const LB_IP6 = 'fd00:192:168:200::20';
 const RANGED_IP = '192.168.200.21';
@@ -57,10 +56,7 @@ let c: RemoteNodePort;
 let client2: LabClient;
 t.before(async () => {
   c = await startRemoteNodePort([], { ipv6: true });
-  const podA = await c.lab.pod(c.node1, 'pod-a', POD_A);
-  await c.lab.echoServer(podA, { tcpPorts: [8080] });
-  await c.lab.ipv6(podA, POD_A6, { dev: podA.ifname, gateway: V6_IPS.bridge1 });
-  await c.lab.echoServer(podA, { tcpPorts: [8080], host: POD_A6 });
+  await addNode1Pod(c);
   const pod2 = await c.lab.pod(c.clientPod.node, 'client2', `${CLIENT2_IP}/24`);
   await c.lab.ipv6(pod2, CLIENT2_IP6, { dev: pod2.ifname });
   // The LoadBalancer IPs are announced by node1 (a route on each client, as a router would learn it).
