@@ -5,10 +5,12 @@
 // connections from a client pod in the hooks' cgroup. What a user sees:
 //  - internalTrafficPolicy: Local: connections reach only this node's pod;
 //    with no endpoint on this node, connect() is refused at once;
-//  - externalTrafficPolicy: Local on a NodePort, reached from the node itself
-//    (the node's InternalIP is the client pod's address): in-node traffic
-//    uses every endpoint, as kube-proxy does for traffic that does not come
-//    from outside;
+//  - externalTrafficPolicy: Local on a LoadBalancer Service, from inside
+//    the node: its NodePort on the node's InternalIP (the client pod's
+//    address), its LoadBalancer ingress IPs and its externalIPs (which need
+//    no route: the socket LB translates them) reach every endpoint, as
+//    kube-proxy does for traffic that does not come from outside, the
+//    client seeing the address it asked for as the peer;
 //  - endpoints that are terminating but still serving (a rollout draining)
 //    are used while no endpoint is ready, only the ready one once one is,
 //    and endpoints neither ready nor serving are never used (refused).
@@ -20,6 +22,7 @@ import {
   CLIENT_IP, CLIENT_IP6, type Cluster, FAMILIES, POD_IPS, POD_IPS6, POD_NAMES, TCP_PORT, dualStackEchoService, startCluster,
 } from './fixtures/cluster.ts';
 import type { EndpointSpec, ServiceSpec } from './fixtures/manifests.ts';
+import { hostPort } from '../../lab/protocol.ts';
 
 const ON = ['node', 'other', 'other']; // pod-a runs on this node
 const NODEPORT = 30085;
@@ -34,9 +37,13 @@ const ITP = { extraSpec: { internalTrafficPolicy: 'Local' } };
 const NOWHERE = ['other', 'other', 'other'];
 const DRAINING: Conditions = { ready: false, serving: true, terminating: true };
 const GONE: Conditions = { ready: false, serving: false, terminating: true };
+/** The ETP=Local Service's outside addresses: in the lab nothing routes them, only the socket LB reaches them. */
+const LB_IPS = { 4: '192.168.200.30', 6: 'fd00:192:168:200::30' } as const;
+const EXTERNAL_IPS = { 4: '192.168.201.30', 6: 'fd00:192:168:201::30' } as const;
 const etpNodePort: Partial<ServiceSpec> = {
-  type: 'NodePort', externalTrafficPolicy: 'Local',
+  type: 'LoadBalancer', externalTrafficPolicy: 'Local',
   ports: [{ name: 'tcp', protocol: 'TCP', port: 80, targetPort: TCP_PORT, nodePort: NODEPORT }],
+  loadBalancerIngress: [LB_IPS[4], LB_IPS[6]], externalIPs: [EXTERNAL_IPS[4], EXTERNAL_IPS[6]],
 };
 
 let c: Cluster;
@@ -58,10 +65,11 @@ t.teardown(async () => {
   await c?.destroy();
 });
 
-/** `count` connections to ip:port: the pods reached (all must succeed). */
+/** `count` connections to ip:port: the pods reached (all must succeed, each with ip:port as its peer). */
 async function reached(ip: string, port = 80, count = 60): Promise<string[]> {
   const r = await c.client.tcpConnect({ ip, port, count, timeoutMs: 2000, concurrency: 4 });
   if (r.ok !== count) throw new Error(`connections to ${ip}:${port} failed: ${JSON.stringify(r)}`);
+  if (r.peerNames.length !== 1 || r.peerNames[0] !== hostPort(ip, port)) throw new Error(`connections to ${ip}:${port} saw peers ${r.peerNames.join(', ')}`);
   return Object.keys(r.byPod).sort();
 }
 
@@ -85,9 +93,11 @@ for (const f of FAMILIES) {
     t.same(await reached(f.vip(0x61)), [POD_NAMES[0]], 'Local again: pod-a only');
   });
 
-  t.test(`IPv${f.family}: externalTrafficPolicy Local, NodePort from the node itself: every endpoint`, async (t) => {
+  t.test(`IPv${f.family}: externalTrafficPolicy Local from inside the node (NodePort, LoadBalancer IP, externalIP): every endpoint`, async (t) => {
     t.same(await reached(node, NODEPORT), POD_NAMES, `${node}:${NODEPORT} from the node reaches the pods of both nodes`);
     t.same(await reached(f.vip(0x63)), POD_NAMES, 'and so does its ClusterIP');
+    t.same(await reached(LB_IPS[f.family]), POD_NAMES, `its LoadBalancer IP ${LB_IPS[f.family]} from a pod: every endpoint`);
+    t.same(await reached(EXTERNAL_IPS[f.family]), POD_NAMES, `its externalIP ${EXTERNAL_IPS[f.family]} from a pod: every endpoint`);
   });
 
   t.test(`IPv${f.family}: terminating endpoints: used while none is ready, dropped once one is; not serving: refused`, async (t) => {

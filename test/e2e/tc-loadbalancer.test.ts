@@ -17,10 +17,9 @@
 //    client of the frontend to one pod.
 // Every address lives in namespaces this test made.
 import t from 'tap';
-import { stringify } from 'yaml';
 import type { LabClient } from '../../lab/index.ts';
 import { hostPort } from '../../lab/protocol.ts';
-import { type ServiceSpec, serviceObject, sliceObject } from './fixtures/manifests.ts';
+import { type ServiceSpec, serviceYaml } from './fixtures/manifests.ts';
 import { CLIENT_IP, NODE_IPS, REMOTE_POD, type RemoteNodePort, V6_IPS, addNode1Pod, NODE1_POD, startRemoteNodePort, tcCounters } from './fixtures/tc-nodes.ts';
 
 const CLIENT2_IP = '192.168.100.101';
@@ -35,13 +34,6 @@ const BOTH = ['pod-a', 'pod-b'];
 const tcp = (nodePort: number) => [{ name: 'tcp', protocol: 'TCP' as const, port: 80, targetPort: 8080, nodePort }];
 const pods = [{ ip: POD_A, nodeName: 'node1' }, { ip: REMOTE_POD, nodeName: 'node2' }];
 const pods6 = [{ ip: POD_A6, nodeName: 'node1' }, { ip: V6_IPS.pod, nodeName: 'node2' }];
-
-/** A Service, its EndpointSlices, and status.loadBalancer.ingress as a cloud controller writes it. */
-function manifest(s: ServiceSpec, ingress: string[] = []): string {
-  const svc = { ...serviceObject(s), status: { loadBalancer: ingress.length ? { ingress: ingress.map((ip) => ({ ip })) } : {} } };
-  const v6 = s.clusterIP6 ? [sliceObject(s, 'v6abc', s.endpoints6 ?? [], 'IPv6')] : [];
-  return [svc, sliceObject(s), ...v6].map((o) => stringify(o)).join('---\n');
-}
 
 const algorithm = (name: string, n: number, alg: string, more: Record<string, string> = {}): ServiceSpec => ({
   name, clusterIP: `10.96.0.${n}`, type: 'NodePort', externalTrafficPolicy: 'Cluster', ports: tcp(30100 + n), endpoints: pods,
@@ -65,15 +57,15 @@ t.before(async () => {
     await c.lab.ip(p, '-6', 'route', 'replace', `${LB_IP6}/128`, 'via', V6_IPS.node1);
   }
   client2 = await c.lab.client(pod2);
-  await c.writeManifest('lb.yaml', manifest({
+  await c.writeManifest('lb.yaml', serviceYaml({
     name: 'lb', clusterIP: '10.96.0.30', clusterIP6: 'fd00:10:96::30', type: 'LoadBalancer', externalTrafficPolicy: 'Cluster',
-    ports: tcp(30190), endpoints: pods, endpoints6: pods6,
-  }, [LB_IP, LB_IP6]));
-  await c.writeManifest('ranged.yaml', manifest({
+    ports: tcp(30190), endpoints: pods, endpoints6: pods6, loadBalancerIngress: [LB_IP, LB_IP6],
+  }));
+  await c.writeManifest('ranged.yaml', serviceYaml({
     name: 'ranged', clusterIP: '10.96.0.31', type: 'LoadBalancer', externalTrafficPolicy: 'Cluster',
-    ports: tcp(RANGED_NODEPORT), endpoints: pods, extraSpec: { loadBalancerSourceRanges: [`${CLIENT_IP}/32`] },
-  }, [RANGED_IP]));
-  for (const s of [RR, SH, SH_PORT, DH]) await c.writeManifest(`${s.name}.yaml`, manifest(s));
+    ports: tcp(RANGED_NODEPORT), endpoints: pods, loadBalancerIngress: [RANGED_IP], extraSpec: { loadBalancerSourceRanges: [`${CLIENT_IP}/32`] },
+  }));
+  for (const s of [RR, SH, SH_PORT, DH]) await c.writeManifest(`${s.name}.yaml`, serviceYaml(s));
 });
 t.teardown(async () => {
   await c?.destroy();
