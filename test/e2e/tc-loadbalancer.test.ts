@@ -14,7 +14,8 @@
 //  - svcmap.io/lb-algorithm at tc: rr rotates sequential connections over
 //    the two pods; sh keeps one client address on one pod, and with
 //    svcmap.io/lb-source-hash-port its connections spread; dh sends every
-//    client of the frontend to one pod.
+//    client of the frontend to one pod; lc keeps connections held open
+//    even over the pods (tc's live flow counts).
 // Every address lives in namespaces this test made.
 import t from 'tap';
 import type { LabClient } from '../../lab/index.ts';
@@ -43,6 +44,7 @@ const RR = algorithm('tc-rr', 81, 'rr');
 const SH = algorithm('tc-sh', 82, 'sh');
 const SH_PORT = algorithm('tc-sh-port', 83, 'sh', { 'svcmap.io/lb-source-hash-port': 'true' });
 const DH = algorithm('tc-dh', 84, 'dh');
+const LC = algorithm('tc-lc', 85, 'lc');
 
 let c: RemoteNodePort;
 let client2: LabClient;
@@ -65,7 +67,7 @@ t.before(async () => {
     name: 'ranged', clusterIP: '10.96.0.31', type: 'LoadBalancer', externalTrafficPolicy: 'Cluster',
     ports: tcp(RANGED_NODEPORT), endpoints: pods, loadBalancerIngress: [RANGED_IP], extraSpec: { loadBalancerSourceRanges: [`${CLIENT_IP}/32`] },
   }));
-  for (const s of [RR, SH, SH_PORT, DH]) await c.writeManifest(`${s.name}.yaml`, serviceYaml(s));
+  for (const s of [RR, SH, SH_PORT, DH, LC]) await c.writeManifest(`${s.name}.yaml`, serviceYaml(s));
 });
 t.teardown(async () => {
   await c?.destroy();
@@ -125,4 +127,25 @@ t.test('dh at tc: every client of the frontend reaches one and the same pod', as
   const one = await reached(c.client, NODE_IPS.node1, 30184);
   t.equal(one.pods.length, 1, `${CLIENT_IP}: one pod (${one.pods.join(', ')})`);
   t.same((await reached(client2, NODE_IPS.node1, 30184)).pods, one.pods, `${CLIENT2_IP}: the same pod`);
+});
+
+t.test('lc at tc: connections held open spread evenly, each new one to the pod with fewer', async (t) => {
+  // Held connections never close during the test, so the counts lc reads are exactly the connections held
+  // (short ones would race their own closing FINs). At random, staying even after every second of 16 holds
+  // would happen 1 time in 256.
+  const held: Array<{ pod: string; stream: number }> = [];
+  const counts: Record<string, number> = { 'pod-a': 0, 'pod-b': 0 };
+  let uneven = 0;
+  for (let i = 0; i < 16; i++) {
+    const h = await c.client.udpStreamStart({ ip: NODE_IPS.node1, port: 30185, intervalMs: 1000, timeoutMs: 3000, tcp: true });
+    held.push({ pod: h.pod, stream: h.stream! });
+    counts[h.pod] = (counts[h.pod] ?? 0) + 1;
+    if (Math.abs(counts['pod-a']! - counts['pod-b']!) > 1) uneven++;
+  }
+  t.equal(uneven, 0, `after every new connection the pods' counts differ by at most 1: ${held.map((h) => h.pod).join(', ')}`);
+  t.same(counts, { 'pod-a': 8, 'pod-b': 8 }, '8 and 8');
+  for (const h of held) {
+    const r = await c.client.udpStreamStop(h.stream);
+    t.same([r.errors, r.reconnects], [{}, 0], `the connection held on ${h.pod} ran throughout`);
+  }
 });
