@@ -11,11 +11,11 @@
 //    served, the one outside gets no answer (dropped at tc, counted as
 //    reason="source_denied"), and the Service's NodePort is not restricted
 //    by them (as in kube-proxy);
-//  - svcmap.io/lb-algorithm at tc: rr rotates sequential connections over
-//    the two pods; sh keeps one client address on one pod, and with
-//    svcmap.io/lb-source-hash-port its connections spread; dh sends every
-//    client of the frontend to one pod; lc keeps connections held open
-//    even over the pods (tc's live flow counts).
+//  - svcmap.io/lb-algorithm at tc, both families: rr rotates sequential
+//    connections over the two pods; sh keeps one client address on one
+//    pod, and with svcmap.io/lb-source-hash-port its connections spread; dh
+//    sends every client of the frontend to one pod; lc keeps connections
+//    held open even over the pods (tc's live flow counts).
 // Every address lives in namespaces this test made.
 import t from 'tap';
 import type { LabClient } from '../../lab/index.ts';
@@ -37,7 +37,8 @@ const pods = [{ ip: POD_A, nodeName: 'node1' }, { ip: REMOTE_POD, nodeName: 'nod
 const pods6 = [{ ip: POD_A6, nodeName: 'node1' }, { ip: V6_IPS.pod, nodeName: 'node2' }];
 
 const algorithm = (name: string, n: number, alg: string, more: Record<string, string> = {}): ServiceSpec => ({
-  name, clusterIP: `10.96.0.${n}`, type: 'NodePort', externalTrafficPolicy: 'Cluster', ports: tcp(30100 + n), endpoints: pods,
+  name, clusterIP: `10.96.0.${n}`, clusterIP6: `fd00:10:96::${n}`, type: 'NodePort', externalTrafficPolicy: 'Cluster',
+  ports: tcp(30100 + n), endpoints: pods, endpoints6: pods6,
   annotations: { 'svcmap.io/lb-algorithm': alg, ...more },
 });
 const RR = algorithm('tc-rr', 81, 'rr');
@@ -108,44 +109,54 @@ t.test('loadBalancerSourceRanges: the client inside the range is served, the one
   t.same(nodePort.pods, BOTH, 'the same client through the Service\'s NodePort: served (the ranges are the LoadBalancer IP\'s)');
 });
 
-t.test('rr at tc: sequential connections from outside alternate over the two pods', async (t) => {
-  const got = await sequence(NODE_IPS.node1, 30181, 10);
-  t.same(got, got.map((_, i) => got[i % 2]), `a fixed alternation: ${got.join(', ')}`);
-  t.not(got[0], got[1], 'consecutive connections reach different pods');
-});
+/** The algorithm tests' roles in each family: node1's NodePort address and the two clients' addresses. */
+const ALGORITHM_FAMILIES = [
+  { family: 4, node1: NODE_IPS.node1, client: CLIENT_IP, client2: CLIENT2_IP },
+  { family: 6, node1: V6_IPS.node1, client: V6_IPS.client, client2: CLIENT2_IP6 },
+] as const;
 
-t.test('sh at tc: one client address keeps one pod; with lb-source-hash-port its connections spread', async (t) => {
-  const one = await reached(c.client, NODE_IPS.node1, 30182);
-  t.equal(one.pods.length, 1, `${CLIENT_IP}: 40 connections (40 source ports), one pod: ${one.pods.join(', ')}`);
-  const two = await reached(client2, NODE_IPS.node1, 30182);
-  t.equal(two.pods.length, 1, `${CLIENT2_IP}: one pod too (${two.pods.join(', ')}; it may or may not be the first client's)`);
-  t.same((await reached(c.client, NODE_IPS.node1, 30182, 10)).pods, one.pods, `${CLIENT_IP} again: its pod`);
-  t.same((await reached(c.client, NODE_IPS.node1, 30183)).pods, BOTH, 'the source port hashed too: one client reaches both pods');
-});
+for (const f of ALGORITHM_FAMILIES) {
+  const v = `IPv${f.family}`;
 
-t.test('dh at tc: every client of the frontend reaches one and the same pod', async (t) => {
-  const one = await reached(c.client, NODE_IPS.node1, 30184);
-  t.equal(one.pods.length, 1, `${CLIENT_IP}: one pod (${one.pods.join(', ')})`);
-  t.same((await reached(client2, NODE_IPS.node1, 30184)).pods, one.pods, `${CLIENT2_IP}: the same pod`);
-});
+  t.test(`${v}: rr at tc: sequential connections from outside alternate over the two pods`, async (t) => {
+    const got = await sequence(f.node1, 30181, 10);
+    t.same(got, got.map((_, i) => got[i % 2]), `a fixed alternation: ${got.join(', ')}`);
+    t.not(got[0], got[1], 'consecutive connections reach different pods');
+  });
 
-t.test('lc at tc: connections held open spread evenly, each new one to the pod with fewer', async (t) => {
-  // Held connections never close during the test, so the counts lc reads are exactly the connections held
-  // (short ones would race their own closing FINs). At random, staying even after every second of 16 holds
-  // would happen 1 time in 256.
-  const held: Array<{ pod: string; stream: number }> = [];
-  const counts: Record<string, number> = { 'pod-a': 0, 'pod-b': 0 };
-  let uneven = 0;
-  for (let i = 0; i < 16; i++) {
-    const h = await c.client.udpStreamStart({ ip: NODE_IPS.node1, port: 30185, intervalMs: 1000, timeoutMs: 3000, tcp: true });
-    held.push({ pod: h.pod, stream: h.stream! });
-    counts[h.pod] = (counts[h.pod] ?? 0) + 1;
-    if (Math.abs(counts['pod-a']! - counts['pod-b']!) > 1) uneven++;
-  }
-  t.equal(uneven, 0, `after every new connection the pods' counts differ by at most 1: ${held.map((h) => h.pod).join(', ')}`);
-  t.same(counts, { 'pod-a': 8, 'pod-b': 8 }, '8 and 8');
-  for (const h of held) {
-    const r = await c.client.udpStreamStop(h.stream);
-    t.same([r.errors, r.reconnects], [{}, 0], `the connection held on ${h.pod} ran throughout`);
-  }
-});
+  t.test(`${v}: sh at tc: one client address keeps one pod; with lb-source-hash-port its connections spread`, async (t) => {
+    const one = await reached(c.client, f.node1, 30182);
+    t.equal(one.pods.length, 1, `${f.client}: 40 connections (40 source ports), one pod: ${one.pods.join(', ')}`);
+    const two = await reached(client2, f.node1, 30182);
+    t.equal(two.pods.length, 1, `${f.client2}: one pod too (${two.pods.join(', ')}; it may or may not be the first client's)`);
+    t.same((await reached(c.client, f.node1, 30182, 10)).pods, one.pods, `${f.client} again: its pod`);
+    t.same((await reached(c.client, f.node1, 30183)).pods, BOTH, 'the source port hashed too: one client reaches both pods');
+  });
+
+  t.test(`${v}: dh at tc: every client of the frontend reaches one and the same pod`, async (t) => {
+    const one = await reached(c.client, f.node1, 30184);
+    t.equal(one.pods.length, 1, `${f.client}: one pod (${one.pods.join(', ')})`);
+    t.same((await reached(client2, f.node1, 30184)).pods, one.pods, `${f.client2}: the same pod`);
+  });
+
+  t.test(`${v}: lc at tc: connections held open spread evenly, each new one to the pod with fewer`, async (t) => {
+    // Held connections never close during the test, so the counts lc reads are exactly the connections held
+    // (short ones would race their own closing FINs). At random, staying even after every second of 16 holds
+    // would happen 1 time in 256.
+    const held: Array<{ pod: string; stream: number }> = [];
+    const counts: Record<string, number> = { 'pod-a': 0, 'pod-b': 0 };
+    let uneven = 0;
+    for (let i = 0; i < 16; i++) {
+      const h = await c.client.udpStreamStart({ ip: f.node1, port: 30185, intervalMs: 1000, timeoutMs: 3000, tcp: true });
+      held.push({ pod: h.pod, stream: h.stream! });
+      counts[h.pod] = (counts[h.pod] ?? 0) + 1;
+      if (Math.abs(counts['pod-a']! - counts['pod-b']!) > 1) uneven++;
+    }
+    t.equal(uneven, 0, `after every new connection the pods' counts differ by at most 1: ${held.map((h) => h.pod).join(', ')}`);
+    t.same(counts, { 'pod-a': 8, 'pod-b': 8 }, '8 and 8');
+    for (const h of held) {
+      const r = await c.client.udpStreamStop(h.stream);
+      t.same([r.errors, r.reconnects], [{}, 0], `the connection held on ${h.pod} ran throughout`);
+    }
+  });
+}
