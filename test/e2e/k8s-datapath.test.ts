@@ -4,17 +4,25 @@
 // namespace to pods in namespaces. Also the agent's metrics and health
 // endpoints as an operator would scrape them.
 import t from 'tap';
-import { endpointSlice, service } from '../../lab/apiserver/index.ts';
-import { POD_IPS, POD_NAMES, TCP_PORT } from './fixtures/cluster.ts';
-import { startK8sCluster } from './fixtures/k8s-cluster.ts';
+import { type ApiServer, endpointSlice, node, service } from '../../lab/apiserver/index.ts';
+import { type Cluster, POD_IPS, POD_NAMES, TCP_PORT } from './fixtures/cluster.ts';
+import { type K8sCluster, startK8sCluster } from './fixtures/k8s-cluster.ts';
 
 const VIP = '10.96.0.10';
 const slice = (addrs: readonly string[]) => endpointSlice('web-abc', {
   service: 'web', ports: [{ name: 'tcp', port: TCP_PORT }], endpoints: addrs.map((a) => ({ addresses: [a], nodeName: 'node' })),
 });
 
-const { c, server, destroy } = await startK8sCluster();
-t.teardown(destroy);
+let c: Cluster;
+let server: ApiServer;
+let k8s: K8sCluster | undefined;
+t.before(async () => {
+  k8s = await startK8sCluster([node('node', { internalIP: '10.244.0.100' })]);
+  ({ c, server } = k8s);
+});
+t.teardown(async () => {
+  await k8s?.destroy();
+});
 
 async function metricsText(): Promise<string> {
   const l = c.agent.lines.find((x) => x.msg === 'serving metrics and health')!;

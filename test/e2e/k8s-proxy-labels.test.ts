@@ -11,12 +11,12 @@
 // hand-made slice would not: the Service's own label must be enough. Every
 // step waits for the agent's sync.
 import t, { type Test } from 'tap';
-import { endpointSlice, service } from '../../lab/apiserver/index.ts';
+import { endpointSlice, node, service } from '../../lab/apiserver/index.ts';
 import { HEADLESS_LABEL, SERVICE_PROXY_NAME_LABEL } from '../../src/model/desired.ts';
 import { POD_IPS, POD_NAMES, TCP_PORT } from './fixtures/cluster.ts';
 import { startK8sCluster } from './fixtures/k8s-cluster.ts';
 
-const { c, server, destroy } = await startK8sCluster();
+const { c, server, destroy } = await startK8sCluster([node('node', { internalIP: '10.244.0.100' })]);
 t.teardown(destroy);
 
 const svc = (name: string, vip: string, labels?: Record<string, string>) =>

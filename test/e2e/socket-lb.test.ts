@@ -6,6 +6,7 @@ import t from 'tap';
 import {
   CLIENT_IP, CLIENT_IP6, type Cluster, POD_IPS, POD_IPS6, POD_NAMES, TCP_PORT, UDP_PORT, echoService, startCluster,
 } from './fixtures/cluster.ts';
+import { invalidSliceYaml } from './fixtures/manifests.ts';
 import { hostPort } from '../../lab/protocol.ts';
 
 const WEB = '10.96.0.10';
@@ -144,17 +145,7 @@ t.test('svcmap status lists the hooks on the test cgroup and the map fill levels
 
 t.test('an invalid manifest is reported and leaves the other services working', async (t) => {
   const from = c.agent.mark();
-  await c.writeManifest('broken.yaml', `apiVersion: discovery.k8s.io/v1
-kind: EndpointSlice
-metadata:
-  name: other-broken
-  namespace: default
-  labels: {kubernetes.io/service-name: other}
-addressType: IPv4
-ports: [{name: tcp, protocol: TCP, port: 70000}]
-endpoints:
-  - addresses: [10.244.0.300]
-`);
+  await c.writeManifest('broken.yaml', invalidSliceYaml('other-broken', 'other'));
   const err = await c.agent.waitFor((l) => typeof l.msg === 'string' && l.msg.includes('other-broken'), { from, what: 'the error about other-broken' });
   t.match(err.msg, /broken\.yaml/, 'names the file');
   t.match(err.msg, /endpoints\[0\]\.addresses\[0\]|ports\[0\]\.port/, 'names the field');
