@@ -80,7 +80,7 @@ t.test('metrics and health endpoints', async (t) => {
   t.equal(await health('/livez'), 200);
   const m = await metricsText();
   for (const name of ['svcmap_sync_duration_seconds_bucket', 'svcmap_network_programming_duration_seconds_bucket', 'svcmap_map_entries{map="svcmap_svc"}',
-    'svcmap_map_capacity{map="svcmap_be"} 65536', 'svcmap_map_capacity{map="svcmap_be6"} 65536', 'svcmap_sync_errors_total{kind="invalid_object"}', 'svcmap_process_resident_memory_bytes']) {
+    'svcmap_map_capacity{map="svcmap_be"} 65536', 'svcmap_map_capacity{map="svcmap_be6"} 65536', 'svcmap_sync_errors_total{kind="invalid_object"}', 'process_resident_memory_bytes']) {
     t.ok(m.includes(name), `exposes ${name}`);
   }
 });
