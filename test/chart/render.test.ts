@@ -331,6 +331,10 @@ t.test('default values (k8sServiceHost set)', async (t) => {
       .annotations;
     t.match(ann['checksum/scripts'], /^[0-9a-f]{64}$/, 'pods roll when the scripts change');
     t.notOk('prometheus.io/port' in ann, 'no scrape annotations while metrics are on loopback (the default)');
+    const open = render({ set: [`k8sServiceHost=${HOST}`, 'metricsBindAddress=0.0.0.0'] });
+    const openAnn = (agentDaemonSet(open).spec as { template: { metadata: { annotations: Record<string, string> } } }).template.metadata.annotations;
+    t.equal(openAnn['prometheus.io/port'], '10249', 'scrape annotations once metrics listen beyond loopback');
+    t.equal(container(agentSpec(open), 'agent').args?.[10], '0.0.0.0:10249');
   });
 });
 
@@ -367,8 +371,6 @@ t.test('edge values (custom ports, devices, resources, IPv6 API server, no init 
       agent.ports?.map((p) => p.containerPort),
       [19249, 19256],
     );
-    const ann = (agentDaemonSet(ms).spec as { template: { metadata: { annotations: Record<string, string> } } }).template.metadata.annotations;
-    t.equal(ann['prometheus.io/port'], '19249', 'scrape annotations once metrics listen beyond loopback');
   });
 
   t.test('resources, image, names, placement', async (t) => {
