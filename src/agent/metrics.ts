@@ -32,6 +32,7 @@ export class AgentMetrics {
   readonly syncErrors: Counter<'kind'>;
   readonly syncFailures: Counter<'kind'>;
   readonly lastSync: Gauge;
+  readonly ready: Gauge;
   readonly frontends: Gauge;
   readonly conntrackEntries: Gauge;
   readonly conntrackGcDeleted: Counter;
@@ -81,6 +82,8 @@ export class AgentMetrics {
     });
     for (const k of ['partial', 'full']) this.syncFailures.inc({ kind: k }, 0);
     this.lastSync = new Gauge({ name: 'svcmap_sync_last_success_timestamp_seconds', help: 'When the maps were last synced successfully (unix time).', registers: [this.registry] });
+    this.ready = new Gauge({ name: 'svcmap_ready', help: '1 once the first full sync is done (/readyz answers 200), else 0.', registers: [this.registry] });
+    this.ready.set(0);
     this.frontends = new Gauge({ name: 'svcmap_frontends', help: 'Frontends (VIP:port/proto and scope) programmed.', registers: [this.registry] });
     this.conntrackEntries = new Gauge({
       name: 'svcmap_conntrack_entries',

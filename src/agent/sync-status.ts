@@ -71,7 +71,10 @@ export class SyncStatus {
     this.health.lastSyncAt = Date.now();
     this.health.consecutiveFailures = 0;
     this.upToDate();
-    if (r.full) this.health.ready = true;
+    if (r.full && !this.health.ready) {
+      this.health.ready = true;
+      m.ready.set(1);
+    }
     const level = r.changed > 0 || r.full ? 'info' : 'debug';
     this.#log[level]({
       full: r.full, changed: r.changed, ops: r.ops, entries: r.entries, durationMs: Number(r.durationMs.toFixed(3)), frontends, ...extra,

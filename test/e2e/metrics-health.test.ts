@@ -9,7 +9,7 @@
 // kube-proxy's JSON once the change has waited --healthz-timeout, and 200
 // again once the agent's full resync has repaired the map. Then an IPv6
 // bind: metrics on [::1], health on [::] (both families).
-import { renameSync, writeFileSync } from 'node:fs';
+import { readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import t from 'tap';
 import { type Sample, parseSamples, sampleValue } from '../../bench/prom.ts';
@@ -117,6 +117,13 @@ t.test('every metric has HELP text; kube-proxy\'s series, svcmap_build_info and 
   t.match(build, { value: 1, labels: { version: /^\d+\.\d+\.\d+/, commit: /^([0-9a-f]{7}(-dirty)?|unknown)$/, node_version: /^v\d+\.\d+\.\d+$/ } }, 'svcmap_build_info');
   t.ok(types.has('process_resident_memory_bytes') && types.has('nodejs_heap_size_used_bytes'), 'process_* and nodejs_* under their standard names');
   t.same([...types.keys()].filter((n) => /^svcmap_(process|nodejs)_/.test(n)), [], 'no prefixed process metrics');
+  t.equal(sampleValue(samples, 'svcmap_ready'), 1, 'svcmap_ready after the first full sync');
+
+  // The chart's alerting rules read only what the agent exports (up is Prometheus' own).
+  const rules = readFileSync(new URL('../../charts/svcmap/files/prometheus-rules.yaml', import.meta.url), 'utf8');
+  const named = new Set([...rules.matchAll(/\b((?:svcmap|kubeproxy)_[a-z0-9_]+)\{/g)].map((m) => m[1]!.replace(/_bucket$/, '')));
+  t.ok(named.size >= 8, `the rules name ${named.size} series`);
+  for (const n of named) t.ok(types.has(n), `${n}, named by the rules, is exported`);
 });
 
 /** The two timestamps of the IPv4 family, in seconds. */
