@@ -18,7 +18,7 @@ TS_SOURCES := $(shell find src -name '*.ts' 2>/dev/null)
 
 all: build
 
-deps: apt-deps npm-deps chart-deps cluster-deps
+deps: apt-deps npm-deps chart-deps cluster-deps promtool
 
 # Installs only the packages that are missing (apt-get update first, once).
 apt-deps:
@@ -90,3 +90,4 @@ include mk/chart.mk
 include mk/cluster.mk
 include mk/cluster-images.mk
 include mk/conformance.mk
+include mk/prometheus.mk

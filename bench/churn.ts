@@ -68,7 +68,7 @@ export interface ChurnOptions {
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 function heapUsedOf(metrics: string): number {
-  return Number(/^svcmap_nodejs_heap_size_used_bytes (\S+)/m.exec(metrics)?.[1] ?? NaN);
+  return Number(/^nodejs_heap_size_used_bytes (\S+)/m.exec(metrics)?.[1] ?? NaN);
 }
 
 export async function runChurn(o: ChurnOptions): Promise<ChurnResult> {

@@ -125,7 +125,7 @@ export class BenchCluster {
     const started = await startAgent([
       '--manifests', this.manifests, '--cgroup', this.cgSvcmap, '--pin-dir', this.pinDir,
       '--max-services', String(this.#maxServices), '--max-backends', String(this.#maxBackends),
-      '--metrics-port', '0', '--health-port', '0', '--bind-address', '127.0.0.1',
+      '--metrics-bind-address', '127.0.0.1:0', '--healthz-bind-address', '127.0.0.1:0',
       ...(this.#lbAlgorithm ? ['--lb-algorithm', this.#lbAlgorithm] : []),
     ], services.length, timeoutMs, (a) => {
       this.agent = a;

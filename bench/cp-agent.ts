@@ -68,7 +68,7 @@ export function agentArgs(cgroup: string, pinDir: string, n: number, endpointsPe
   const beEntries = Math.ceil(n * endpointsPerService * 1.05) + 1024;
   return [
     '--cgroup', cgroup, '--pin-dir', pinDir, '--max-services', String(svcEntries), '--max-backends', String(beEntries),
-    '--metrics-port', '0', '--health-port', '0', '--bind-address', '127.0.0.1',
+    '--metrics-bind-address', '127.0.0.1:0', '--healthz-bind-address', '127.0.0.1:0',
   ];
 }
 

@@ -685,7 +685,7 @@ async function runSvcmap(env: Env, services: readonly BenchService[], change: (i
     agent = new AgentProcess([
       '--kubeconfig', env.kubeconfig, '--node-name', NODE_NAME, '--cgroup', env.cgSvcmap, '--pin-dir', pinDir,
       '--max-services', String(svcEntries), '--max-backends', String(beEntries),
-      '--metrics-port', '0', '--health-port', '0', '--bind-address', '127.0.0.1',
+      '--metrics-bind-address', '127.0.0.1:0', '--healthz-bind-address', '127.0.0.1:0',
     ], (cmd, args) => lab.spawn(node, o.svcmapBin ?? cmd, args, { cpu: env.proxyCpu, stdio: ['ignore', 'pipe', 'pipe'] }));
     const running = agent;
     const first = await running.waitFor((l) => isSyncDone(l) && l.full === true && Number(l.frontends) >= n, { timeoutMs: o.budget.hardLimitMs, what: `"sync done" with ${n} frontends` });

@@ -138,7 +138,7 @@ export async function runSnat(o: SnatOptions): Promise<SnatResult> {
     const cgroup = await lab.cgroup('snat-agent'); // the socket hooks need a cgroup; nothing runs in it
     agent = new AgentProcess([
       '--manifests', manifests, '--cgroup', cgroup, '--pin-dir', pinDir, '--node-name', NODE_NAME, '--devices', 'eth0,eth1',
-      '--metrics-port', '0', '--health-port', '0', '--bind-address', '127.0.0.1',
+      '--metrics-bind-address', '127.0.0.1:0', '--healthz-bind-address', '127.0.0.1:0',
     ], (cmd, args) => lab.spawn(nodes.svcmap, cmd, args, { stdio: ['ignore', 'pipe', 'pipe'] }));
     if (agent.child.pid !== undefined) pinToCpu(agent.child.pid, o.agentCpu);
     await agent.waitFor((l) => l.msg === 'tc datapath attached', { timeoutMs: o.agentTimeoutMs, what: 'tc datapath attached' });

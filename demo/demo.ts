@@ -69,7 +69,7 @@ async function main(): Promise<void> {
     say('   (the VIPs 10.96.0.x and fd00:10:96::x exist nowhere: no route, no address; only svcmap makes them work)');
 
     say(`\n== 2. svcmap agent --manifests ${MANIFESTS} --cgroup ${cgroup}`);
-    agent = new AgentProcess(['--manifests', manifests, '--cgroup', cgroup, '--pin-dir', pinDir, '--node-name', 'demo-node', '--metrics-port', '0', '--health-port', '0', '--bind-address', '127.0.0.1']);
+    agent = new AgentProcess(['--manifests', manifests, '--cgroup', cgroup, '--pin-dir', pinDir, '--node-name', 'demo-node', '--metrics-bind-address', '127.0.0.1:0', '--healthz-bind-address', '127.0.0.1:0']);
     const synced = await agent.waitForSync(0, 60000);
     const up = agent.lines.find((l) => String(l.msg).startsWith('datapath up'));
     say(`   BPF objects: ${(up?.objects as string[] | undefined)?.join(', ') ?? '?'}`);

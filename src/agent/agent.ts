@@ -17,10 +17,11 @@ import { CONNS_ADJUST_PROGRAM, ConnCounts } from './conn-counts.ts';
 import { CtGc, type CtLifetimes } from './ct-gc.ts';
 import { type DatapathOptions, bringUpDatapath } from './datapath.ts';
 import { type HealthCheckService, HealthCheckPorts, healthCheckOf } from './health-check-ports.ts';
-import { serveHealth, serveMetrics } from './http-servers.ts';
+import { proxyHealthy, serveHealth, serveMetrics } from './http-servers.ts';
 import { type ModelSource, SyncLoop } from './sync-loop.ts';
 import type { Logger } from './log.ts';
-import { AgentMetrics } from './metrics.ts';
+import { AgentMetrics, type BuildLabels } from './metrics.ts';
+import type { IpFamily } from './kube-proxy-metrics.ts';
 import { countingProblemReporter } from './problems-log.ts';
 import { SyncStatus } from './sync-status.ts';
 import { HeapReclaimer } from './heap.ts';
@@ -35,6 +36,10 @@ export interface AgentConfig extends DatapathOptions {
   nodeName?: string;
   metrics: { bindAddress: string; port: number } | null;
   health: { bindAddress: string; port: number } | null;
+  /** How long a change may wait for the maps before /healthz and /livez answer 503 (default: 60 s, or twice minSyncIntervalMs if longer). */
+  healthTimeoutMs?: number;
+  /** What svcmap_build_info says. */
+  build?: BuildLabels;
   /** Minimum time between syncs (0: as soon as a change arrives). */
   minSyncIntervalMs: number;
   /** Maximum time between syncs: the periodic full resync. */
@@ -77,13 +82,15 @@ export async function runAgent(cfg: AgentConfig, log: Logger): Promise<RunningAg
 
   // Backends that leave a frontend: the sockets the socket LB sent to them are destroyed (each family's by its own map).
   const v6Maps = dp.maps.family(6);
+  const families: IpFamily[] = v6Maps ? ['IPv4', 'IPv6'] : ['IPv4'];
+  const metrics = new AgentMetrics({ families, ...(cfg.build ? { build: cfg.build } : {}) });
   const syncer = new FamilySyncers(
     new Syncer(new MapsAdapter(dp.maps), { onBackendsRemoved: (removed) => terminator.enqueue(removed, 4) }),
     v6Maps ? new Syncer(new MapsAdapter(v6Maps), { onBackendsRemoved: (removed) => terminator.enqueue(removed, 6) }) : undefined,
+    (family, full, ms) => metrics.kubeProxy.synced(family === 6 ? 'IPv6' : 'IPv4', full, ms),
   );
   log.info({ frontends: syncer.state.frontends.size, backends: syncer.state.backends.size }, 'read current map state');
 
-  const metrics = new AgentMetrics();
   const terminator = SocketTerminator.start({
     pinDir: cfg.pinDir, cgroup: cfg.cgroup, tcp: cfg.destroyTcpSockets ?? false,
     ...(cfg.objectDir ? { objectDir: cfg.objectDir } : {}), ...(cfg.forceCompile ? { forceCompile: true } : {}),
@@ -119,7 +126,8 @@ export async function runAgent(cfg: AgentConfig, log: Logger): Promise<RunningAg
   else attachTc(undefined); // the SNAT addresses, and the devices with routes out of the node
   // From now on the node's address and route changes are followed without a restart.
   tcDatapath.follow();
-  const healthChecks = new HealthCheckPorts(log, () => !status.health.pendingSince || Date.now() - status.health.pendingSince < 60_000);
+  const healthTimeoutMs = cfg.healthTimeoutMs ?? Math.max(60_000, 2 * cfg.minSyncIntervalMs);
+  const healthChecks = new HealthCheckPorts(log, () => proxyHealthy(status.health, healthTimeoutMs));
   const servers: Server[] = [];
   const running: Partial<RunningAgent> = {};
   if (cfg.metrics) {
@@ -128,15 +136,18 @@ export async function runAgent(cfg: AgentConfig, log: Logger): Promise<RunningAg
     running.metricsPort = m.port;
   }
   if (cfg.health) {
-    const h = await serveHealth(() => status.health, Math.max(60_000, 2 * cfg.minSyncIntervalMs), cfg.health);
+    const h = await serveHealth(() => status.health, healthTimeoutMs, { ...cfg.health, families });
     servers.push(h.server);
     running.healthPort = h.port;
   }
-  log.info({ metricsPort: running.metricsPort, healthPort: running.healthPort }, 'serving metrics and health');
+  log.info({
+    metricsPort: running.metricsPort, healthPort: running.healthPort, metricsAddress: cfg.metrics?.bindAddress, healthAddress: cfg.health?.bindAddress,
+  }, 'serving metrics and health');
 
   // One sync loop for both sources; the source only feeds its model.
   let loop: SyncLoop | undefined;
   const changed = () => loop?.poke();
+  const countEvent = (kind: 'Service' | 'EndpointSlice') => (kind === 'Service' ? metrics.kubeProxy.serviceEvent() : metrics.kubeProxy.endpointSliceEvent());
   let source: ModelSource & { stop(): void };
   let started: () => Promise<void>;
   if (cfg.source.kind === 'files') {
@@ -144,6 +155,7 @@ export async function runAgent(cfg: AgentConfig, log: Logger): Promise<RunningAg
       dir: cfg.source.dir,
       ...(cfg.nodeName ? { nodeName: cfg.nodeName } : {}),
       changed,
+      event: countEvent,
       onNode: (node) => attachTc(node),
       // Debug: a test that writes a file waits for this, then for the sync after it.
       onRead: (file) => log.debug({ file }, MANIFEST_READ),
@@ -164,8 +176,13 @@ export async function runAgent(cfg: AgentConfig, log: Logger): Promise<RunningAg
         metrics.syncErrors.inc({ kind: 'source' });
         log.warn({ informer: kind, err: String((err as Error)?.message ?? err), retryMs }, 'watch failed; the maps keep their state, retrying');
       },
-      sliceTrigger: (svc, at) => loop?.trigger(svc, at),
+      sliceTrigger: (svc, at, family) => loop?.trigger(svc, at, family),
       node: (node) => attachTc(node),
+      nodeEligible: (eligible) => {
+        if (eligible !== status.health.nodeEligible) log.warn({ node: cfg.nodeName, eligible }, eligible ? 'node eligible again' : 'node is being deleted: /healthz answers 503');
+        status.health.nodeEligible = eligible;
+      },
+      event: countEvent,
     });
     kube.model.setNode({ name: cfg.nodeName!, addresses: [] });
     source = kube;

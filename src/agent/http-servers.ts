@@ -1,5 +1,7 @@
-// The agent's two HTTP endpoints, on kube-proxy's ports by default:
-// metrics (10249: /metrics) and health (10256: /healthz, /livez, /readyz).
+// The agent's two HTTP endpoints, on kube-proxy's addresses by default:
+// metrics on 127.0.0.1:10249 (/metrics), health on 0.0.0.0:10256 (/healthz,
+// /livez, /readyz); either on any address of either family ("::" listens
+// on both).
 import { type Server, createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { AgentMetrics } from './metrics.ts';
@@ -9,10 +11,19 @@ export interface HealthState {
   ready: boolean;
   /** When the last sync finished successfully (ms since epoch), 0 if never. */
   lastSyncAt: number;
+  /** When the maps were last up to date (ms since epoch): a sync, a change that needed none, or the start (kube-proxy's lastUpdated). */
+  lastUpdatedAt: number;
   /** Syncs failed in a row since the last success (each is being retried). */
   consecutiveFailures: number;
   /** When the oldest change not yet in the maps arrived (ms since epoch), 0 if none waits. */
   pendingSince: number;
+  /** False once this node's Node object is being deleted or carries the ToBeDeletedByClusterAutoscaler taint (/healthz then answers 503, as kube-proxy's). */
+  nodeEligible: boolean;
+}
+
+/** kube-proxy's rule: healthy unless a change has waited `timeoutMs` or longer without reaching the maps. */
+export function proxyHealthy(s: Pick<HealthState, 'pendingSince'>, timeoutMs: number, now = Date.now()): boolean {
+  return !s.pendingSince || now - s.pendingSince < timeoutMs;
 }
 
 export interface ServerOptions {
@@ -21,8 +32,9 @@ export interface ServerOptions {
 }
 
 function listen(server: Server, opts: ServerOptions, what: string): Promise<number> {
+  const host = opts.bindAddress.includes(':') ? `[${opts.bindAddress}]` : opts.bindAddress;
   return new Promise((resolve, reject) => {
-    server.once('error', (err) => reject(new Error(`cannot serve ${what} on ${opts.bindAddress}:${opts.port}: ${err.message}`)));
+    server.once('error', (err) => reject(new Error(`cannot serve ${what} on ${host}:${opts.port}: ${err.message}`)));
     server.listen(opts.port, opts.bindAddress, () => resolve((server.address() as AddressInfo).port));
   });
 }
@@ -42,35 +54,43 @@ export async function serveMetrics(metrics: AgentMetrics, opts: ServerOptions): 
 }
 
 /**
- * /healthz and /livez: 200 unless a change has waited longer than
- * `staleAfterMs` without reaching the maps (the agent is stuck), with the JSON
- * kube-proxy's healthz gives. /readyz: 200 once the first full sync is done.
- * Both bodies also say when the last sync succeeded (lastSuccessfulSync; the
- * same instant as kube-proxy's lastUpdated, named for what it is) and, while
- * syncs fail and are retried, how many failed in a row.
+ * /healthz and /livez answer as kube-proxy's (1.34) do: 200 unless a change
+ * has waited `timeoutMs` without reaching the maps (the agent is stuck:
+ * syncs fail, or none runs), then 503; JSON with lastUpdated (now while
+ * healthy, else when the maps were last up to date), currentTime, healthy
+ * and the same per address family under status; /healthz also 503 while the
+ * node is not eligible (being deleted, or tainted for deletion by the
+ * cluster autoscaler), saying so in nodeEligible. svcmap adds ready,
+ * lastSuccessfulSync and, while syncs fail and are retried, how many failed
+ * in a row and since when a change waits. /readyz: 200 once the first full
+ * sync is done.
  */
-export async function serveHealth(state: () => HealthState, staleAfterMs: number, opts: ServerOptions): Promise<{ server: Server; port: number }> {
+export async function serveHealth(state: () => HealthState, timeoutMs: number, opts: ServerOptions & { families?: readonly string[] }): Promise<{ server: Server; port: number }> {
+  const families = opts.families ?? ['IPv4'];
+  const iso = (ms: number) => new Date(ms).toISOString();
   const server = createServer((req, res) => {
     const s = state();
     const now = Date.now();
-    const lastSync = s.lastSyncAt ? new Date(s.lastSyncAt).toISOString() : '';
-    const body = (ok: boolean) => `${JSON.stringify({
-      lastUpdated: lastSync,
-      currentTime: new Date(now).toISOString(),
-      ready: s.ready,
-      lastSuccessfulSync: lastSync,
-      ...(s.consecutiveFailures ? { consecutiveSyncFailures: s.consecutiveFailures } : {}),
-      ...(s.pendingSince ? { pendingSince: new Date(s.pendingSince).toISOString() } : {}),
-      healthy: ok,
-    })}\n`;
-    if (req.url === '/healthz' || req.url === '/livez') {
-      const ok = !s.pendingSince || now - s.pendingSince < staleAfterMs;
-      res.writeHead(ok ? 200 : 503, { 'content-type': 'application/json' }).end(body(ok));
-    } else if (req.url === '/readyz') {
-      res.writeHead(s.ready ? 200 : 503, { 'content-type': 'application/json' }).end(body(s.ready));
-    } else {
+    const proxy = proxyHealthy(s, timeoutMs, now);
+    const path = req.url?.split('?')[0];
+    if (path !== '/healthz' && path !== '/livez' && path !== '/readyz') {
       res.writeHead(404).end('not found\n');
+      return;
     }
+    const lastUpdated = iso(proxy ? now : s.lastUpdatedAt);
+    const body = {
+      lastUpdated,
+      currentTime: iso(now),
+      ...(path === '/healthz' ? { nodeEligible: s.nodeEligible } : {}),
+      healthy: proxy,
+      status: Object.fromEntries(families.map((f) => [f, { lastUpdated, healthy: proxy }])),
+      ready: s.ready,
+      lastSuccessfulSync: s.lastSyncAt ? iso(s.lastSyncAt) : '',
+      ...(s.consecutiveFailures ? { consecutiveSyncFailures: s.consecutiveFailures } : {}),
+      ...(s.pendingSince ? { pendingSince: iso(s.pendingSince) } : {}),
+    };
+    const ok = path === '/readyz' ? s.ready : path === '/healthz' ? proxy && s.nodeEligible : proxy;
+    res.writeHead(ok ? 200 : 503, { 'content-type': 'application/json', 'x-content-type-options': 'nosniff' }).end(`${JSON.stringify(body)}\n`);
   });
   return { server, port: await listen(server, opts, 'health checks') };
 }

@@ -1,8 +1,24 @@
-// Prometheus metrics, in a registry of the agent's own. Names follow
-// kube-proxy's where the meaning is the same, so existing dashboards and
-// alerts carry over (network_programming_duration_seconds in particular).
+// Prometheus metrics, in a registry of the agent's own: svcmap's series
+// (svcmap_*), kube-proxy's beside them where the meaning is the same
+// (kubeproxy_*, kube-proxy-metrics.ts: its dashboards and alerts read svcmap
+// unchanged), and the process's under Prometheus' standard names (process_*,
+// nodejs_*), as every Node exporter names them.
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import type { DpCounterRow } from '../maps/datapath-counters.ts';
+import { type IpFamily, KubeProxyMetrics } from './kube-proxy-metrics.ts';
+
+/** What svcmap_build_info says: the release and commit running, and the Node it runs on. */
+export interface BuildLabels {
+  version: string;
+  /** Short commit hash; "unknown" when built without git. */
+  commit: string;
+}
+
+export interface MetricsOptions {
+  /** The address families whose maps the agent syncs (default IPv4). */
+  families?: readonly IpFamily[];
+  build?: BuildLabels;
+}
 
 export const SYNC_ERROR_KINDS = ['invalid_object', 'map_full', 'write_failed', 'frontend_conflict', 'source', 'annotation_value'] as const;
 export type SyncErrorKind = (typeof SYNC_ERROR_KINDS)[number];
@@ -16,16 +32,26 @@ export class AgentMetrics {
   readonly syncErrors: Counter<'kind'>;
   readonly syncFailures: Counter<'kind'>;
   readonly lastSync: Gauge;
+  readonly ready: Gauge;
   readonly frontends: Gauge;
   readonly conntrackEntries: Gauge;
   readonly conntrackGcDeleted: Counter;
   readonly datapathPackets: Counter<'hook' | 'reason'>;
+  readonly kubeProxy: KubeProxyMetrics;
   #readDatapath: (() => DpCounterRow[]) | undefined;
 
-  constructor() {
+  constructor(opts: MetricsOptions = {}) {
     // Read from the kernel at scrape time: the datapath keeps the counts.
     const read = () => this.#readDatapath?.() ?? [];
-    collectDefaultMetrics({ register: this.registry, prefix: 'svcmap_' });
+    collectDefaultMetrics({ register: this.registry });
+    this.kubeProxy = new KubeProxyMetrics(this.registry, opts.families ?? ['IPv4']);
+    const build = new Gauge({
+      name: 'svcmap_build_info',
+      help: 'Always 1; the labels say what runs: svcmap version, commit (unknown without git) and node_version (the Node.js runtime).',
+      labelNames: ['version', 'commit', 'node_version'],
+      registers: [this.registry],
+    });
+    build.set({ version: opts.build?.version ?? 'unknown', commit: opts.build?.commit ?? 'unknown', node_version: process.version }, 1);
     this.syncDuration = new Histogram({
       name: 'svcmap_sync_duration_seconds',
       help: 'Time to bring the BPF maps in line with the desired state (kind: full or partial).',
@@ -56,6 +82,8 @@ export class AgentMetrics {
     });
     for (const k of ['partial', 'full']) this.syncFailures.inc({ kind: k }, 0);
     this.lastSync = new Gauge({ name: 'svcmap_sync_last_success_timestamp_seconds', help: 'When the maps were last synced successfully (unix time).', registers: [this.registry] });
+    this.ready = new Gauge({ name: 'svcmap_ready', help: '1 once the first full sync is done (/readyz answers 200), else 0.', registers: [this.registry] });
+    this.ready.set(0);
     this.frontends = new Gauge({ name: 'svcmap_frontends', help: 'Frontends (VIP:port/proto and scope) programmed.', registers: [this.registry] });
     this.conntrackEntries = new Gauge({
       name: 'svcmap_conntrack_entries',

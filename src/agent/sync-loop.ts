@@ -94,6 +94,9 @@ export class SyncLoop {
   }
 
   start(): void {
+    // kube-proxy's too: a queued change while the source lists, so that
+    // last_queued - last_timestamp reads "waiting" until the first sync.
+    this.#metrics.kubeProxy.queued();
     this.#runner.start();
   }
 
@@ -101,15 +104,22 @@ export class SyncLoop {
     this.#runner.stop();
   }
 
-  /** The source changed. */
+  /**
+   * The source changed. As with kube-proxy, only once it has read everything
+   * does a change count as waiting (for /healthz and last_queued): until then
+   * nothing is synced on purpose.
+   */
   poke(): void {
-    this.#status.pending();
+    if (this.#source.isSynced) {
+      this.#status.pending();
+      this.#metrics.kubeProxy.queued();
+    }
     this.#runner.run();
   }
 
-  /** An EndpointSlice of this Service arrived carrying this last-change-trigger-time (ms since the epoch). */
-  trigger(serviceId: string, at: number): void {
-    this.#triggers.arrived(serviceId, at);
+  /** An EndpointSlice of this Service (of this address family) arrived carrying this last-change-trigger-time (ms since the epoch). */
+  trigger(serviceId: string, at: number, family: 4 | 6 = 4): void {
+    this.#triggers.arrived(serviceId, at, family);
   }
 
   #run(why: RunReason): void {
@@ -127,7 +137,7 @@ export class SyncLoop {
     for (const [key, list] of changes.problems) this.#problems.reportObject(key, list);
     this.#triggers.taken((svc) => changes.services.has(svc));
     if (!full && changes.services.size === 0 && this.#retry.owners.size === 0) {
-      this.#status.health.pendingSince = 0;
+      this.#status.upToDate();
       // Debug: under Kubernetes churn most such changes are status-only.
       if (why === 'change') this.#log.debug(NOTHING_TO_SYNC);
       return;
@@ -163,7 +173,10 @@ export class SyncLoop {
     this.#status.succeeded(report, this.#syncer.capacity(), this.#syncer.state.frontends.size,
       { services: report.full ? model.serviceCount : work.size, reason: why });
     const deferred = new Set(report.deferred.map((d) => d.owner));
-    for (const s of this.#triggers.written(Date.now(), deferred)) this.#metrics.programmingLatency.observe(s);
+    for (const s of this.#triggers.written(Date.now(), deferred)) {
+      this.#metrics.programmingLatency.observe(s.seconds);
+      this.#metrics.kubeProxy.programmed(s.family === 6 ? 'IPv6' : 'IPv4', s.seconds);
+    }
     this.#onServices?.(report.full ? model.allFrontends() : work, report.full);
   }
 

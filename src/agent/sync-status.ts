@@ -21,7 +21,7 @@ export interface SyncFailure {
 }
 
 export class SyncStatus {
-  readonly health: HealthState = { ready: false, lastSyncAt: 0, consecutiveFailures: 0, pendingSince: 0 };
+  readonly health: HealthState = { ready: false, lastSyncAt: 0, lastUpdatedAt: Date.now(), consecutiveFailures: 0, pendingSince: 0, nodeEligible: true };
   readonly #metrics: AgentMetrics;
   readonly #log: Logger;
   readonly #afterFullSync: (() => void) | undefined;
@@ -36,6 +36,13 @@ export class SyncStatus {
   /** A change arrived that is not in the maps yet. */
   pending(): void {
     if (!this.health.pendingSince) this.health.pendingSince = Date.now();
+  }
+
+  /** The maps hold every change taken in: after a sync, or when the changes needed no write. */
+  upToDate(): void {
+    this.health.pendingSince = 0;
+    this.health.lastUpdatedAt = Date.now();
+    this.#metrics.kubeProxy.upToDate(this.health.lastUpdatedAt);
   }
 
   succeeded(r: SyncReport, capacity: Capacity, frontends: number, extra: Record<string, unknown> = {}): void {
@@ -63,8 +70,11 @@ export class SyncStatus {
     }
     this.health.lastSyncAt = Date.now();
     this.health.consecutiveFailures = 0;
-    this.health.pendingSince = 0;
-    if (r.full) this.health.ready = true;
+    this.upToDate();
+    if (r.full && !this.health.ready) {
+      this.health.ready = true;
+      m.ready.set(1);
+    }
     const level = r.changed > 0 || r.full ? 'info' : 'debug';
     this.#log[level]({
       full: r.full, changed: r.changed, ops: r.ops, entries: r.entries, durationMs: Number(r.durationMs.toFixed(3)), frontends, ...extra,

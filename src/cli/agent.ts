@@ -5,6 +5,8 @@ import { type AgentSource, runAgent } from '../agent/agent.ts';
 import { LOG_LEVELS, createLogger } from '../agent/log.ts';
 import { LB_ALGORITHMS_IMPLEMENTED } from '../maps/constants.ts';
 import { UsageError, duration, intString, parseFlags, pinDirFlag } from './args.ts';
+import { bindAddressFlag } from './bind-address.ts';
+import { buildIdentity } from './version.ts';
 
 export const agentHelp = `svcmap agent [--manifests DIR | --kubeconfig PATH] [flags]
   Loads the datapath, attaches it to a cgroup, and keeps the maps in sync.
@@ -45,15 +47,24 @@ export const agentHelp = `svcmap agent [--manifests DIR | --kubeconfig PATH] [fl
                          (connected UDP ones always are; needs Linux 6.5+)
   --min-sync-interval D  minimum time between syncs (default 0s: immediate)
   --sync-period D        periodic full resync (default 1h)
-  --metrics-port N       Prometheus /metrics (default 10249; 0 = any free port; off)
-  --health-port N        /healthz, /livez, /readyz (default 10256; 0 = any; off)
-  --bind-address ADDR    address for both (default: metrics 127.0.0.1, health 0.0.0.0);
-                         healthCheckNodePort servers listen on every address
-                         of both families, as kube-proxy's
+  --metrics-bind-address ADDR:PORT
+                         Prometheus /metrics (default 127.0.0.1:10249; IPv6 as
+                         [::1]:10249; [::] both families; port 0 any; off)
+  --healthz-bind-address ADDR:PORT
+                         /healthz, /livez, /readyz (default 0.0.0.0:10256; as
+                         above). healthCheckNodePort servers always listen on
+                         both families, whatever these say
+  --healthz-timeout D    how long a change may wait for the maps before /healthz
+                         and /livez answer 503 (default 60s, kube-proxy's; or
+                         twice --min-sync-interval if longer)
   --log-level LEVEL      debug, info, warn or error (default info)`;
 
-const port = z.string().regex(/^(\d+|off)$/, 'must be a port number, 0 for any free port, or off').transform((v) => (v === 'off' ? -1 : Number(v)))
-  .refine((n) => n <= 65535, { message: 'must be between 0 and 65535' });
+/** Flags of earlier releases, with what replaced them: named in the error rather than "unknown option". */
+const REPLACED: Record<string, string> = {
+  'metrics-port': '--metrics-bind-address ADDR:PORT',
+  'health-port': '--healthz-bind-address ADDR:PORT',
+  'bind-address': '--metrics-bind-address and --healthz-bind-address',
+};
 
 const schema = z.object({
   manifests: z.string().min(1).optional(),
@@ -77,13 +88,16 @@ const schema = z.object({
   'destroy-tcp-sockets': z.boolean().default(false),
   'min-sync-interval': duration.default(0),
   'sync-period': duration.default(3_600_000),
-  'metrics-port': port.default(10249),
-  'health-port': port.default(10256),
-  'bind-address': z.ipv4({ message: 'must be an IPv4 address' }).optional(),
+  'metrics-bind-address': bindAddressFlag(10249).default(() => ({ bindAddress: '127.0.0.1', port: 10249 })),
+  'healthz-bind-address': bindAddressFlag(10256).default(() => ({ bindAddress: '0.0.0.0', port: 10256 })),
+  'healthz-timeout': duration.refine((ms) => ms > 0, { message: 'must be more than 0' }).optional(),
   'log-level': z.enum(LOG_LEVELS, { message: `must be one of ${LOG_LEVELS.join(', ')}` }).default('info'),
 });
 
 export async function agent(argv: string[]): Promise<void> {
+  for (const [old, now] of Object.entries(REPLACED)) {
+    if (argv.some((a) => a === `--${old}` || a.startsWith(`--${old}=`))) throw new UsageError(`svcmap agent: --${old} was replaced by ${now}`);
+  }
   const f = parseFlags(argv, {
     manifests: { type: 'string' },
     kubeconfig: { type: 'string' },
@@ -106,9 +120,9 @@ export async function agent(argv: string[]): Promise<void> {
     'destroy-tcp-sockets': { type: 'boolean' },
     'min-sync-interval': { type: 'string' },
     'sync-period': { type: 'string' },
-    'metrics-port': { type: 'string' },
-    'health-port': { type: 'string' },
-    'bind-address': { type: 'string' },
+    'metrics-bind-address': { type: 'string' },
+    'healthz-bind-address': { type: 'string' },
+    'healthz-timeout': { type: 'string' },
     'log-level': { type: 'string' },
   }, schema, 'agent');
   if (f.manifests && (f.kubeconfig || f['k8s-api-server'])) {
@@ -121,7 +135,6 @@ export async function agent(argv: string[]): Promise<void> {
   const source: AgentSource = f.manifests
     ? { kind: 'files', dir: f.manifests }
     : { kind: 'kubernetes', ...(f.kubeconfig ? { kubeconfig: f.kubeconfig } : {}), ...(apiServer ? { apiServer } : {}) };
-  const endpoint = (p: number, defaultAddress: string) => (p < 0 ? null : { bindAddress: f['bind-address'] ?? defaultAddress, port: p });
   const running = await runAgent({
     source,
     cgroup: f.cgroup ?? defaultCgroup(),
@@ -135,8 +148,10 @@ export async function agent(argv: string[]): Promise<void> {
     ...(f['max-affinity'] ? { maxAffinity: f['max-affinity'] } : {}),
     ...(f.devices ? { devices: f.devices.split(',') } : {}),
     tcAttach: f['tc-attach'],
-    metrics: endpoint(f['metrics-port'], '127.0.0.1'),
-    health: endpoint(f['health-port'], '0.0.0.0'),
+    metrics: f['metrics-bind-address'],
+    health: f['healthz-bind-address'],
+    ...(f['healthz-timeout'] ? { healthTimeoutMs: f['healthz-timeout'] } : {}),
+    build: buildIdentity(),
     minSyncIntervalMs: f['min-sync-interval'],
     ctGc: {
       intervalMs: f['ct-gc-interval'],

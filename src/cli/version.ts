@@ -53,13 +53,23 @@ function libbpfVersion(): string | null {
   }
 }
 
-export function collectVersion(): VersionReport {
+/** The release and commit this is (the agent's svcmap_build_info says the same); commit "unknown" without build info. */
+export function buildIdentity(): { version: string; commit: string } {
+  const { version, commit } = releaseAndBuild();
+  return { version, commit: commit ?? 'unknown' };
+}
+
+function releaseAndBuild(): { version: string; commit: string | null; built: string | null } {
   // Both files sit at fixed places relative to this module, in the repository
   // (src/cli, dist/cli) and in the image (/app/dist/cli) alike.
   const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string };
   const info = readBuildInfo(new URL('../build-info.json', import.meta.url));
+  return { version: pkg.version, commit: info?.commit ?? null, built: info?.built ?? null };
+}
+
+export function collectVersion(): VersionReport {
   return {
-    version: pkg.version, commit: info?.commit ?? null, built: info?.built ?? null, node: process.version, libbpf: libbpfVersion(),
+    ...releaseAndBuild(), node: process.version, libbpf: libbpfVersion(),
     kernel: release(), kernelBtf: existsSync(KERNEL_BTF),
   };
 }

@@ -6,6 +6,13 @@ import type { Node } from './schemas.ts';
 import { ipFamily } from './ip.ts';
 
 export const ZONE_LABEL = 'topology.kubernetes.io/zone';
+/** The cluster autoscaler's taint on a node it is about to delete. */
+export const TO_BE_DELETED_TAINT = 'ToBeDeletedByClusterAutoscaler';
+
+/** kube-proxy's node eligibility: neither being deleted nor tainted for deletion. */
+export function nodeEligible(node: Node): boolean {
+  return !node.metadata.deletionTimestamp && !node.spec.taints.some((t) => t.key === TO_BE_DELETED_TAINT);
+}
 
 /** InternalIP then ExternalIP addresses of one family, in that order, without duplicates. */
 function addressesOf(node: Node, family: 4 | 6): string[] {

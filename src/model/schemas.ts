@@ -370,10 +370,13 @@ const nodeAddress = z
     return z.NEVER;
   });
 
+// deletionTimestamp and the taints' keys: whether the node is on its way out
+// (kube-proxy's /healthz then fails, so load balancers drain it first).
 export const NodeSchema = z.object({
   apiVersion: z.literal('v1', { error: 'must be v1' }),
   kind: z.literal('Node'),
-  metadata: clusterMeta,
+  metadata: clusterMeta.extend({ deletionTimestamp: z.string().nullish() }),
+  spec: orDefault(z.object({ taints: orDefault(z.array(z.object({ key: z.string() })), []) }), { taints: [] }),
   status: orDefault(z.object({ addresses: orDefault(z.array(nodeAddress), []) }), { addresses: [] }),
 });
 

@@ -24,14 +24,29 @@ export function targetFamily(t: FrontendTarget): Family {
   return t.key.addr.includes(':') ? 6 : 4;
 }
 
+/** Told how long each family's part of a sync attempt took, failed attempts too (an attempt stops at the first family that fails). */
+export type FamilyTimer = (family: Family, full: boolean, ms: number) => void;
+
 export class FamilySyncers implements SyncEngine {
   readonly v4: Syncer;
   /** Undefined when the datapath has no IPv6 maps (pins older than them): IPv6 targets are then left out. */
   readonly v6: Syncer | undefined;
+  readonly #timed: FamilyTimer | undefined;
 
-  constructor(v4: Syncer, v6: Syncer | undefined) {
+  constructor(v4: Syncer, v6: Syncer | undefined, timed?: FamilyTimer) {
     this.v4 = v4;
     this.v6 = v6;
+    this.#timed = timed;
+  }
+
+  /** fn, its time told to the timer whether it returns or throws. */
+  #time<T>(family: Family, full: boolean, fn: () => T): T {
+    const started = performance.now();
+    try {
+      return fn();
+    } finally {
+      this.#timed?.(family, full, performance.now() - started);
+    }
   }
 
   get state(): SyncEngine['state'] {
@@ -60,8 +75,9 @@ export class FamilySyncers implements SyncEngine {
 
   sync(targets: readonly FrontendTarget[]): SyncReport {
     const [t4, t6] = this.#split(targets);
-    const r4 = this.v4.sync(t4);
-    return this.v6 ? merge(r4, this.v6.sync(t6), this.v6.capacity()) : r4;
+    const r4 = this.#time(4, true, () => this.v4.sync(t4));
+    const v6 = this.v6;
+    return v6 ? merge(r4, this.#time(6, true, () => v6.sync(t6)), v6.capacity()) : r4;
   }
 
   syncOwners(changes: ReadonlyMap<string, readonly FrontendTarget[]>): SyncReport {
@@ -73,8 +89,9 @@ export class FamilySyncers implements SyncEngine {
       c4.set(owner, t4);
       c6.set(owner, t6);
     }
-    const r4 = this.v4.syncOwners(c4);
-    return this.v6 ? merge(r4, this.v6.syncOwners(c6), this.v6.capacity()) : r4;
+    const r4 = this.#time(4, false, () => this.v4.syncOwners(c4));
+    const v6 = this.v6;
+    return v6 ? merge(r4, this.#time(6, false, () => v6.syncOwners(c6)), v6.capacity()) : r4;
   }
 
   #split(targets: readonly FrontendTarget[]): [FrontendTarget[], FrontendTarget[]] {

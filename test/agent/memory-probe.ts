@@ -41,7 +41,7 @@ try {
   const started = await startAgent([
     '--kubeconfig', kubeconfig, '--node-name', 'mem-node', '--cgroup', cgroup, '--pin-dir', join(pinDir, 'agent'),
     '--max-services', String(entries), '--max-backends', String(entries),
-    '--metrics-port', '0', '--health-port', '0', '--bind-address', '127.0.0.1',
+    '--metrics-bind-address', '127.0.0.1:0', '--healthz-bind-address', '127.0.0.1:0',
   ], services, 150_000, (a) => { agent = a; });
   const rssAtSyncMiB = memoryOf(started.pid).rss / 2 ** 20;
   const rssMiB = (await settledRss(started)) / 2 ** 20;

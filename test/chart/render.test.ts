@@ -94,9 +94,8 @@ function mount(c: Container, path: string) {
 function expectedArgs(v: {
   url: string;
   pinDir: string;
-  metricsPort: number;
-  healthPort: number;
-  bindAddress: string;
+  metricsAddress: string;
+  healthzAddress: string;
   logLevel: string;
   lbAlgorithm?: string;
   devices?: string[];
@@ -113,12 +112,10 @@ function expectedArgs(v: {
     '/run/svcmap/cgroupv2',
     '--pin-dir',
     v.pinDir,
-    '--metrics-port',
-    String(v.metricsPort),
-    '--health-port',
-    String(v.healthPort),
-    '--bind-address',
-    v.bindAddress,
+    '--metrics-bind-address',
+    v.metricsAddress,
+    '--healthz-bind-address',
+    v.healthzAddress,
     '--log-level',
     v.logLevel,
     '--lb-algorithm',
@@ -309,9 +306,8 @@ t.test('default values (k8sServiceHost set)', async (t) => {
       expectedArgs({
         url: `https://${HOST}:6443`,
         pinDir: '/sys/fs/bpf/svcmap',
-        metricsPort: 10249,
-        healthPort: 10256,
-        bindAddress: '0.0.0.0',
+        metricsAddress: '127.0.0.1:10249',
+        healthzAddress: '0.0.0.0:10256',
         logLevel: 'info',
       }),
     );
@@ -334,7 +330,11 @@ t.test('default values (k8sServiceHost set)', async (t) => {
     const ann = (ds.spec as { template: { metadata: { annotations: Record<string, string> } } }).template.metadata
       .annotations;
     t.match(ann['checksum/scripts'], /^[0-9a-f]{64}$/, 'pods roll when the scripts change');
-    t.equal(ann['prometheus.io/port'], '10249');
+    t.notOk('prometheus.io/port' in ann, 'no scrape annotations while metrics are on loopback (the default)');
+    const open = render({ set: [`k8sServiceHost=${HOST}`, 'metricsBindAddress=0.0.0.0'] });
+    const openAnn = (agentDaemonSet(open).spec as { template: { metadata: { annotations: Record<string, string> } } }).template.metadata.annotations;
+    t.equal(openAnn['prometheus.io/port'], '10249', 'scrape annotations once metrics listen beyond loopback');
+    t.equal(container(agentSpec(open), 'agent').args?.[10], '0.0.0.0:10249');
   });
 });
 
@@ -350,9 +350,8 @@ t.test('edge values (custom ports, devices, resources, IPv6 API server, no init 
       expectedArgs({
         url: 'https://[fd00:10::1]:16443',
         pinDir: '/sys/fs/bpf/tenant-a/svcmap',
-        metricsPort: 19249,
-        healthPort: 19256,
-        bindAddress: '127.0.0.1',
+        metricsAddress: '[::]:19249',
+        healthzAddress: '[::1]:19256',
         logLevel: 'debug',
         lbAlgorithm: 'rr',
         devices: ['eth0', 'eth1', 'bond0.100'],
@@ -365,9 +364,9 @@ t.test('edge values (custom ports, devices, resources, IPv6 API server, no init 
   });
 
   t.test('probes and ports on the custom ports; probes target the bind address', async (t) => {
-    t.same(agent.livenessProbe?.httpGet, { host: '127.0.0.1', path: '/healthz', port: 19256 });
-    t.same(agent.readinessProbe?.httpGet, { host: '127.0.0.1', path: '/readyz', port: 19256 });
-    t.same(agent.startupProbe?.httpGet, { host: '127.0.0.1', path: '/healthz', port: 19256 });
+    t.same(agent.livenessProbe?.httpGet, { host: '::1', path: '/healthz', port: 19256 });
+    t.same(agent.readinessProbe?.httpGet, { host: '::1', path: '/readyz', port: 19256 });
+    t.same(agent.startupProbe?.httpGet, { host: '::1', path: '/healthz', port: 19256 });
     t.same(
       agent.ports?.map((p) => p.containerPort),
       [19249, 19256],

@@ -69,6 +69,9 @@ t.test('values.schema.json rejects wrong types with a message naming the value',
     /\/metricsPort.*got string, want integer/,
   ]);
   renderFails(t, 'healthPort out of range', { set: [...base, 'healthPort=70000'] }, [schemaError, /\/healthPort/]);
+  renderFails(t, 'metricsBindAddress with a port', { set: [...base, 'metricsBindAddress=127.0.0.1:9000'] }, [schemaError, /\/metricsBindAddress/]);
+  renderFails(t, 'healthzBindAddress in brackets', { set: [...base, 'healthzBindAddress=[::]'] }, [schemaError, /\/healthzBindAddress/]);
+  renderFails(t, 'bindAddress (replaced by metricsBindAddress and healthzBindAddress)', { set: [...base, 'bindAddress=0.0.0.0'] }, [schemaError, /bindAddress/]);
   renderFails(t, 'k8sServicePort as a string', { setString: ['k8sServicePort=6443'], set: base }, [
     schemaError,
     /\/k8sServicePort.*got string, want integer/,

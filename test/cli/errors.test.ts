@@ -26,9 +26,17 @@ t.teardown(() => rmSync(tmp, { recursive: true, force: true }));
 writeFileSync(join(tmp, 'empty.yaml'), '');
 
 t.test('bad flags are named', async (t) => {
-  let r = run(['agent', '--manifests', tmp, '--metrics-port', 'abc']);
+  let r = run(['agent', '--manifests', tmp, '--metrics-bind-address', 'abc']);
   t.equal(r.status, 2);
-  t.match(r.stderr, /svcmap agent: --metrics-port: must be a port number/);
+  t.match(r.stderr, /svcmap agent: --metrics-bind-address: "abc": must be ADDRESS:PORT \(\[ADDRESS\]:PORT for IPv6\)/);
+  r = run(['agent', '--manifests', tmp, '--healthz-bind-address', '[::]:70000']);
+  t.match(r.stderr, /--healthz-bind-address: "\[::\]:70000": the port must be between 0 and 65535/);
+  r = run(['agent', '--manifests', tmp, '--healthz-bind-address', '::1:10256']);
+  t.match(r.stderr, /--healthz-bind-address: "::1:10256": must be ADDRESS:PORT/, 'an IPv6 address with a port needs brackets');
+  r = run(['agent', '--manifests', tmp, '--bind-address', '127.0.0.1']);
+  t.match(r.stderr, /svcmap agent: --bind-address was replaced by --metrics-bind-address and --healthz-bind-address/);
+  r = run(['agent', '--manifests', tmp, '--metrics-port=0']);
+  t.match(r.stderr, /svcmap agent: --metrics-port was replaced by --metrics-bind-address ADDR:PORT/);
   r = run(['agent', '--manifests', tmp, '--log-level', 'loud']);
   t.match(r.stderr, /--log-level: must be one of debug, info, warn, error/);
   r = run(['agent', '--manifests', tmp, '--no-such-flag']);
@@ -97,7 +105,7 @@ t.test('runtime errors: "svcmap: <message>", one line, exit 1; the stack only wh
 });
 
 t.test('without privileges: needs root or CAP_BPF and CAP_NET_ADMIN', async (t) => {
-  const r = run(['agent', '--manifests', tmp, '--pin-dir', '/sys/fs/bpf/svcmap-cli-nobody', '--metrics-port', 'off', '--health-port', 'off'], { asNobody: true });
+  const r = run(['agent', '--manifests', tmp, '--pin-dir', '/sys/fs/bpf/svcmap-cli-nobody', '--metrics-bind-address', 'off', '--healthz-bind-address', 'off'], { asNobody: true });
   t.equal(r.status, 1);
   t.match(r.stderr, /needs root or CAP_BPF and CAP_NET_ADMIN/);
   t.match(r.stderr, ONE_LINE);
@@ -105,13 +113,13 @@ t.test('without privileges: needs root or CAP_BPF and CAP_NET_ADMIN', async (t) 
 });
 
 t.test('a pin directory that is not on bpffs', async (t) => {
-  const r = run(['agent', '--manifests', tmp, '--pin-dir', join(tmp, 'pins'), '--metrics-port', 'off', '--health-port', 'off']);
+  const r = run(['agent', '--manifests', tmp, '--pin-dir', join(tmp, 'pins'), '--metrics-bind-address', 'off', '--healthz-bind-address', 'off']);
   t.equal(r.status, 1);
   t.match(r.stderr, /is not on a bpffs, which pins need: use a directory under \/sys\/fs\/bpf, or mount -t bpf bpf/);
 });
 
 t.test('a cgroup that is not cgroup v2', async (t) => {
-  const r = run(['agent', '--manifests', tmp, '--cgroup', tmp, '--pin-dir', '/sys/fs/bpf/svcmap-cli-cg', '--metrics-port', 'off', '--health-port', 'off']);
+  const r = run(['agent', '--manifests', tmp, '--cgroup', tmp, '--pin-dir', '/sys/fs/bpf/svcmap-cli-cg', '--metrics-bind-address', 'off', '--healthz-bind-address', 'off']);
   t.equal(r.status, 1);
   t.match(r.stderr, /is not a cgroup v2 directory; cgroup v2 is mounted at /);
   if (existsSync('/sys/fs/bpf/svcmap-cli-cg')) cleanupPins('/sys/fs/bpf/svcmap-cli-cg');
@@ -151,7 +159,7 @@ t.test('a BPF object whose layout drifted from the codecs: the agent refuses to 
     }
   });
   const cg = await lab.cgroup('drift');
-  const r = run(['agent', '--manifests', tmp, '--cgroup', cg, '--pin-dir', pinDir, '--bpf-dir', objDir, '--metrics-port', 'off', '--health-port', 'off']);
+  const r = run(['agent', '--manifests', tmp, '--cgroup', cg, '--pin-dir', pinDir, '--bpf-dir', objDir, '--metrics-bind-address', 'off', '--healthz-bind-address', 'off']);
   t.equal(r.status, 1);
   t.match(r.stderr, /the map codecs do not match the BPF object/);
   t.match(r.stderr, /struct svc_key: field port is at offset 6 in BTF, the codec says 4/);

@@ -298,7 +298,7 @@ t.test('helm upgrade to a new image tag while a client loops: 0 failed connectio
 
 /** The families whose stale sockets are checked: a holder of each protocol per family, through the dual-stack Service's ClusterIP of that family. */
 const STALE_FAMILIES = ['IPv4', 'IPv6'] as const;
-/** The chart's default metricsPort; the agent binds it on the node's addresses (hostNetwork). */
+/** The chart's default metricsPort; the agent binds it on the node's loopback (metricsBindAddress 127.0.0.1, hostNetwork). */
 const METRICS_PORT = 10249;
 interface HoldEvent { socket?: number; event: string; server?: string; error?: string; sockets?: number; replies?: Record<string, number>; errors?: Record<string, number>; timeouts?: number }
 const holdEvents = async (pod: string) => lines(await k.run(['-n', NS, 'logs', pod])).map((l) => JSON.parse(l) as HoldEvent);

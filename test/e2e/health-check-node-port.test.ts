@@ -2,7 +2,7 @@
 // "Services should fail health check node port if there are only
 // terminating endpoints" checks it: a LoadBalancer Service with
 // externalTrafficPolicy Local and its one endpoint on node1 (through the file
-// source), the agent inside node1's namespace (started with --bind-address
+// source), the agent inside node1's namespace (started with --healthz-bind-address
 // 127.0.0.1, which must not narrow the health-check servers), and an outside
 // client that asks node1's health-check port over IPv4 and IPv6. Ready: 200
 // and one local endpoint. The endpoint turns terminating (still serving):
@@ -63,7 +63,7 @@ t.before(async () => {
   await lab.ipv6(pod, V6.podA, { dev: pod.ifname, gateway: V6.bridge1 });
   await lab.echoServer(pod, { tcpPorts: [8080], host: V6.podA });
   client = await lab.client(clientPod);
-  node1 = await startNodeAgent(lab, node, 'node1', { 'lb.yaml': manifest({ ready: true }) }, ['--bind-address', '127.0.0.1']);
+  node1 = await startNodeAgent(lab, node, 'node1', { 'lb.yaml': manifest({ ready: true }) }, ['--healthz-bind-address', '127.0.0.1:0']);
   await node1.agent.waitFor((l) => l.msg === HC_LISTENING && l.port === HC_PORT, { timeoutMs: 30000, what: 'the healthCheckNodePort server' });
 });
 
@@ -94,7 +94,7 @@ async function check(ip: string): Promise<Answer> {
 /** kube-proxy's body (pkg/proxy/healthcheck): tab-indented, no final newline; written out here, not built by svcmap's code. */
 const body = (n: number) => `{\n\t"service": {\n\t\t"namespace": "default",\n\t\t"name": "lb-local"\n\t},\n\t"localEndpoints": ${n},\n\t"serviceProxyHealthy": true\n}`;
 
-t.test('a ready local endpoint: 200 over both families, though the agent was given --bind-address 127.0.0.1', async (t) => {
+t.test('a ready local endpoint: 200 over both families, though the agent was given --healthz-bind-address 127.0.0.1:0', async (t) => {
   for (const f of FAMILIES) {
     const a = await check(f.node);
     t.same(a, { status: 200, contentType: 'application/json', nosniff: 'nosniff', weight: '1', body: body(1) }, `IPv${f.family}`);

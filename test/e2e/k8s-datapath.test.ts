@@ -73,7 +73,31 @@ t.test('metrics and health endpoints', async (t) => {
   t.equal(await health('/livez'), 200);
   const m = await metricsText();
   for (const name of ['svcmap_sync_duration_seconds_bucket', 'svcmap_network_programming_duration_seconds_bucket', 'svcmap_map_entries{map="svcmap_svc"}',
-    'svcmap_map_capacity{map="svcmap_be"} 65536', 'svcmap_map_capacity{map="svcmap_be6"} 65536', 'svcmap_sync_errors_total{kind="invalid_object"}', 'svcmap_process_resident_memory_bytes']) {
+    'svcmap_map_capacity{map="svcmap_be"} 65536', 'svcmap_map_capacity{map="svcmap_be6"} 65536', 'svcmap_sync_errors_total{kind="invalid_object"}', 'process_resident_memory_bytes']) {
     t.ok(m.includes(name), `exposes ${name}`);
   }
+});
+
+t.test('/healthz: 503 while the Node is tainted for deletion by the cluster autoscaler (nodeEligible false), /livez unaffected', async (t) => {
+  const healthz = async (path = '/healthz') => {
+    const l = c.agent.lines.find((x) => x.msg === 'serving metrics and health')!;
+    const r = await fetch(`http://127.0.0.1:${String(l.healthPort)}${path}`);
+    return { status: r.status, body: (await r.json()) as Record<string, unknown> };
+  };
+  const tainted = node('node', { internalIP: '10.244.0.100' });
+  tainted.spec = { taints: [{ key: 'ToBeDeletedByClusterAutoscaler', value: '1700000000', effect: 'NoSchedule' }] };
+  let from = c.agent.mark();
+  server.update(tainted);
+  await c.agent.waitFor((l) => l.msg === 'node is being deleted: /healthz answers 503', { from, what: 'the taint seen' });
+  let r = await healthz();
+  t.equal(r.status, 503);
+  t.match(r.body, { nodeEligible: false, healthy: true }, 'the proxy itself is healthy; the node is not eligible');
+  t.equal((await healthz('/livez')).status, 200, '/livez ignores the node, as kube-proxy\'s');
+
+  from = c.agent.mark();
+  server.update(node('node', { internalIP: '10.244.0.100' }));
+  await c.agent.waitFor((l) => l.msg === 'node eligible again', { from, what: 'the taint removed' });
+  r = await healthz();
+  t.equal(r.status, 200);
+  t.match(r.body, { nodeEligible: true });
 });

@@ -163,7 +163,7 @@ async function setUp(mode: 'tcx' | 'tc'): Promise<void> {
     const cgroup = await lab.cgroup(name); // the socket hooks need a cgroup; nothing runs in it
     agents[name] = new AgentProcess([
       '--manifests', manifests, '--cgroup', cgroup, '--pin-dir', pinDir, '--node-name', name, '--devices', 'eth0',
-      '--tc-attach', mode, '--metrics-port', '0', '--health-port', '0',
+      '--tc-attach', mode, '--metrics-bind-address', '127.0.0.1:0', '--healthz-bind-address', '127.0.0.1:0',
     ], (cmd, args) => lab.spawn(nodes[name]!, cmd, args, { stdio: ['ignore', 'pipe', 'pipe'] }));
   }
   for (const a of Object.values(agents)) {

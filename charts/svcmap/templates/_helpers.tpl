@@ -61,6 +61,20 @@ Checks that the schema cannot express, with messages that say what to do.
 Included by every template that needs the API server address, so a bad
 value fails `helm template`, `helm lint` and `helm install` alike.
 */}}
+{{/*
+ADDRESS:PORT as the agent's --*-bind-address flags take it, IPv6 in brackets.
+Called with (list address port).
+*/}}
+{{- define "svcmap.hostPort" -}}
+{{- $a := index . 0 -}}{{- $p := int (index . 1) -}}
+{{- if contains ":" $a -}}[{{ $a }}]:{{ $p }}{{- else -}}{{ $a }}:{{ $p }}{{- end -}}
+{{- end -}}
+
+{{/* "true" when the address is a loopback one (127.0.0.0/8, ::1), else empty. */}}
+{{- define "svcmap.loopback" -}}
+{{- if or (hasPrefix "127." .) (eq . "::1") -}}true{{- end -}}
+{{- end -}}
+
 {{- define "svcmap.validate" -}}
 {{- if not .Values.k8sServiceHost -}}
 {{- fail "k8sServiceHost is required: svcmap replaces kube-proxy, so the agent cannot reach the API server through the kubernetes Service ClusterIP (nothing translates it before svcmap runs). Set it to the API server's host name or IP as the nodes reach it, e.g. --set k8sServiceHost=10.0.0.10 (see `kubectl config view --minify -o jsonpath='{.clusters[0].cluster.server}'`, or controlPlaneEndpoint in the kubeadm-config ConfigMap), and k8sServicePort if it is not 6443." -}}

@@ -28,6 +28,8 @@ export interface FileSourceOptions {
   debounceMs?: number;
   /** The model changed: run a sync soon. */
   changed?: () => void;
+  /** A Service / EndpointSlice was added, changed or removed (a file's new version of it; an unchanged document is no event). */
+  event?: (kind: 'Service' | 'EndpointSlice') => void;
   /** A reload failed (e.g. the directory is briefly missing); the model keeps what it had. */
   onError?: (err: unknown) => void;
   /** The node as the manifests describe it (name and addresses): after the first read, and whenever it changes. */
@@ -221,12 +223,14 @@ export class FileSource {
   }
 
   #upsert(obj: KubeObject): void {
+    if (obj.kind !== 'Node') this.#opts.event?.(obj.kind);
     if (obj.kind === 'Service') this.model.upsertService(obj);
     else if (obj.kind === 'EndpointSlice') this.model.upsertSlice(obj);
     // Nodes: #settled() looks ours up
   }
 
   #remove(obj: KubeObject): void {
+    if (obj.kind !== 'Node') this.#opts.event?.(obj.kind);
     if (obj.kind === 'Service') this.model.deleteService(obj.metadata.namespace, obj.metadata.name);
     else if (obj.kind === 'EndpointSlice') this.model.deleteSlice(obj.metadata.namespace, obj.metadata.name);
   }

@@ -7,7 +7,7 @@
 // watch or an API server outage never shrinks a map.
 import type { KubeConfig } from './client-node.ts';
 import { IncrementalModel } from '../../model/incremental.ts';
-import { nodeInfoFromNode } from '../../model/node.ts';
+import { nodeEligible, nodeInfoFromNode } from '../../model/node.ts';
 import { type EndpointSlice, type Node, type Service, identify } from '../../model/schemas.ts';
 import { validateObject } from '../../model/validate.ts';
 import type { NodeInfo } from '../../model/types.ts';
@@ -20,8 +20,12 @@ export interface SourceEvents {
   informerError(kind: InformerKind, err: unknown, retryMs: number): void;
   /** This node's Node object changed (its addresses decide NodePorts and the tc devices). */
   node?(node: NodeInfo): void;
+  /** Whether this node is eligible (model/node.ts nodeEligible), told on each Node event; a deleted Node is not. */
+  nodeEligible?(eligible: boolean): void;
+  /** An EndpointSlice / Service event arrived (added, updated or deleted), before anything else is made of it. */
+  event?(kind: 'Service' | 'EndpointSlice'): void;
   /** An EndpointSlice arrived with a last-change-trigger-time it did not have before, for the latency metric. */
-  sliceTrigger?(serviceId: string, at: number): void;
+  sliceTrigger?(serviceId: string, at: number, family: 4 | 6): void;
 }
 
 // client-node 2.x stops an informer for good on any error but a 410 (a cut
@@ -103,6 +107,7 @@ export class KubernetesSource {
 
   #upsert(kind: InformerKind, cached: CachedObject): void {
     this.#failures.delete(kind); // events flow again: the next failure starts the back-off afresh
+    if (kind !== 'Node') this.#events.event?.(kind);
     // Validated once, by the informer's transform, as the object arrived (see informers.ts).
     const r = cached.validated ?? validateObject(cached, 'api');
     // Not kept in the informer's cache too: the model holds what it reads of
@@ -128,20 +133,24 @@ export class KubernetesSource {
       if (at === undefined) this.#sliceTriggers.delete(id);
       else if (this.#sliceTriggers.get(id) !== at) {
         this.#sliceTriggers.set(id, at);
-        if (owner !== undefined) this.#events.sliceTrigger?.(owner, at);
+        if (owner !== undefined) this.#events.sliceTrigger?.(owner, at, slice.addressType === 'IPv6' ? 6 : 4);
       }
     } else {
       const node = nodeInfoFromNode(obj as Node);
       this.model.setNode(node);
       this.#events.node?.(node);
+      this.#events.nodeEligible?.(nodeEligible(obj as Node));
     }
     this.#events.changed();
   }
 
   #remove(kind: InformerKind, raw: CachedObject): void {
+    if (kind !== 'Node') this.#events.event?.(kind);
     const who = this.#who(kind, raw);
     this.#removeById(kind, who);
     this.model.accept(kind, who.namespace, who.name);
+    // The Node is gone: as for kube-proxy, a node without its Node object is not eligible.
+    if (kind === 'Node') this.#events.nodeEligible?.(false);
     this.#events.changed();
   }
 
