@@ -6,6 +6,7 @@ import { agent, agentCommand } from './agent.ts';
 import type { CommandSpec } from './args.ts';
 import { cleanup, cleanupCommand } from './cleanup.ts';
 import { compile, compileCommand } from './compile.ts';
+import { completion, completionCommand } from './completion.ts';
 import { dump, dumpCommand } from './dump.ts';
 import { explain, explainCommand } from './explain.ts';
 import { status, statusCommand } from './status.ts';
@@ -24,6 +25,7 @@ export const COMMANDS: readonly Command[] = [
   { spec: cleanupCommand, run: cleanup },
   { spec: compileCommand, run: compile },
   { spec: versionCommand, run: version },
+  { spec: completionCommand, run: (argv, out) => completion(argv, out, COMMANDS.map((c) => c.spec)) },
 ];
 
 export const findCommand = (name: string): Command | undefined => COMMANDS.find((c) => c.spec.name === name);
