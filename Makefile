@@ -14,7 +14,7 @@ APT_PACKAGES := clang llvm libbpf-dev libbpf1 bpftool iproute2 gcc make linux-li
 SHIM := native/build/libsvcmap_shim.so
 TS_SOURCES := $(shell find src -name '*.ts' 2>/dev/null)
 
-.PHONY: all deps apt-deps npm-deps build native dist bpf typecheck test demo bench bench-smoke bench-ffi clean sweep
+.PHONY: all deps apt-deps npm-deps build native dist bpf typecheck test demo bench bench-smoke bench-ffi clean sweep flake-hunt
 
 all: build
 
@@ -91,3 +91,13 @@ include mk/cluster.mk
 include mk/cluster-images.mk
 include mk/conformance.mk
 include mk/prometheus.mk
+
+# make flake-hunt FILES='test/a.test.ts ...' N=3: each file N times, one at a
+# time, under stress-ng on every core (lab/flake-hunt.ts); installs stress-ng
+# when missing.
+N ?= 3
+FILES ?=
+flake-hunt: npm-deps build
+	@dpkg-query -W -f='$${Status}' stress-ng 2>/dev/null | grep -q 'install ok installed' || { \
+	  echo "installing: stress-ng"; apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq stress-ng >/dev/null; }
+	$(NODE) lab/flake-hunt.ts --n $(N) $(FILES)

@@ -2,16 +2,16 @@
 // leaving the node as it was before the agent ran.
 import { existsSync, readdirSync, rmSync, rmdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { z } from 'zod';
 import { detachPinnedLinks, linkPinDir } from '../bpf/loader.ts';
 import { detachClassicTc, ifIndex, interfaceNames } from '../bpf/tc.ts';
-import { parseFlags, pinDirFlag } from './args.ts';
+import { command, parseFlags, pinDirFlag } from './args.ts';
 
-const schema = z.object({ 'pin-dir': pinDirFlag });
-
-export const cleanupHelp = `svcmap cleanup [--pin-dir DIR]
-  Detaches every program svcmap attached (cgroup links, tcx links, tc filters)
-  and removes the pinned maps. Services stop being translated at once.`;
+export const cleanupCommand = command({
+  name: 'cleanup',
+  summary: 'detaches every program svcmap attached and removes its pins',
+  description: 'Detaches every program svcmap attached (cgroup links, tcx links, tc filters) and removes the pinned maps. Services stop being translated at once.',
+  flags: { 'pin-dir': pinDirFlag },
+});
 
 /**
  * Detaches the pinned links under pinDir and removes the pins. Classic tc
@@ -33,7 +33,7 @@ export function cleanupPins(pinDir: string): string[] {
 }
 
 export function cleanup(argv: string[], out: (s: string) => void): void {
-  const f = parseFlags(argv, { 'pin-dir': { type: 'string' } }, schema, 'cleanup');
+  const f = parseFlags(cleanupCommand, argv);
   const removed = [...cleanupPins(f['pin-dir']), ...detachAllClassicTc()];
   out(removed.length ? `removed:\n${removed.map((r) => `  ${r}`).join('\n')}\n` : `nothing to remove at ${f['pin-dir']}\n`);
 }

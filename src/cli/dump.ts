@@ -4,27 +4,24 @@ import { DatapathMaps } from '../maps/datapath-maps.ts';
 import type { AffinityKey, CtValue } from '../maps/codecs.ts';
 import { AFFINITY_ORIGIN_SOCK, AFFINITY_ORIGIN_SOCK6, AFFINITY_ORIGIN_TC, AFFINITY_ORIGIN_TC6, CT_FLAG_NAMES } from '../maps/constants.ts';
 import { ALL_MAPS, affinityMap, ctMap } from '../maps/registry.ts';
-import { parseFlags, pinDirFlag, UsageError } from './args.ts';
+import { type Parsed, command, parseFlags, pinDirFlag, UsageError } from './args.ts';
 import { buildDumpView, renderTable, zoneNames } from './dump-view.ts';
 import { bigintReplacer, formatData, outputFlag } from './format.ts';
 import { pinDirExists, withPinAccess } from './pin-access.ts';
 
-const schema = z.object({
-  'pin-dir': pinDirFlag,
-  output: outputFlag,
-  map: z.string().optional(),
+export const dumpCommand = command({
+  name: 'dump',
+  summary: 'the pinned maps, decoded: each frontend with its backends',
+  description: 'Decodes the pinned maps: each frontend (VIP:port/proto) with its backends and their state. Works without a running agent.',
+  flags: {
+    output: outputFlag(),
+    map: { value: 'NAME', schema: z.string(), help: `prints one map's entries, decoded (${ALL_MAPS.map((m) => m.name).join(', ')})` },
+    'pin-dir': pinDirFlag,
+  },
 });
 
-export const dumpHelp = `svcmap dump [-o table|json|yaml] [--map NAME] [--pin-dir DIR]
-  Decodes the pinned maps: each frontend (VIP:port/proto) with its backends and
-  their state. --map NAME prints one map's entries, decoded (${ALL_MAPS.map((m) => m.name).join(', ')}).`;
-
 export function dump(argv: string[], out: (s: string) => void): void {
-  const f = parseFlags(argv, {
-    'pin-dir': { type: 'string' },
-    output: { type: 'string', short: 'o' },
-    map: { type: 'string' },
-  }, schema, 'dump');
+  const f = parseFlags(dumpCommand, argv);
   // Missing pins are openPinned's to report; pins this user may not read are not missing.
   pinDirExists(f['pin-dir']);
   withPinAccess(f['pin-dir'], () => {
@@ -37,7 +34,7 @@ export function dump(argv: string[], out: (s: string) => void): void {
   });
 }
 
-function render(maps: DatapathMaps, f: z.infer<typeof schema>, out: (s: string) => void): void {
+function render(maps: DatapathMaps, f: Parsed<typeof dumpCommand.flags>, out: (s: string) => void): void {
   if (f.map !== undefined) {
     const m = maps.all().find((x) => x.spec.name === f.map);
     if (!m) throw new UsageError(`svcmap dump: --map: no map ${JSON.stringify(f.map)}; the maps are ${ALL_MAPS.map((s) => s.name).join(', ')}`);

@@ -6,22 +6,10 @@ import { z } from 'zod';
 import { DatapathMaps } from '../maps/datapath-maps.ts';
 import { IPPROTO_TCP, IPPROTO_UDP } from '../maps/constants.ts';
 import { canonicalIpv6, formatIpv6, isV4Mapped, parseIpv6 } from '../maps/ipv6.ts';
-import { UsageError, parseFlagsAndArg, pinDirFlag } from './args.ts';
+import { UsageError, command, parseFlagsAndArg, pinDirFlag } from './args.ts';
 import { type ExplainQuery, type ExplainReaders, explain as explainView, queryText, renderExplanation } from './explain-view.ts';
-import { formatData } from './format.ts';
+import { formatData, outputFlag } from './format.ts';
 import { pinDirExists, withPinAccess } from './pin-access.ts';
-
-export const explainHelp = `svcmap explain VIP:PORT[/TCP|UDP] [--from IP] [-o table|json] [--pin-dir DIR]
-  (an IPv6 VIP in brackets: [fd00:10:96::a]:53/UDP; [::ffff:10.96.0.10]:80 is the IPv4 VIP,
-  as the socket hooks translate an IPv4-mapped address)
-  Walks the pinned maps as the datapath does for a new connection: the
-  frontend, its flags and scope, its backends, the algorithm and session
-  affinity, and which backend the connection would get (or why it would be
-  refused). Without --from: a connection made on this node (the socket
-  hooks). --from IP: a packet from that client outside the node (tc), with
-  its affinity entry and loadBalancerSourceRanges; an IPv6 client for an
-  IPv6 VIP, an IPv4 one for an IPv4 VIP (tc translates a packet within its
-  family).`;
 
 /** An IPv4 address, an IPv6 one in brackets (canonical text), or an IPv4-mapped one (its IPv4 address, as the socket hooks translate it). */
 function targetAddress(host: string | undefined, bracketed: string | undefined): { addr: string; mapped?: true } | undefined {
@@ -44,17 +32,27 @@ const target = z.string().transform((s, ctx) => {
   return { ...addr, port, proto: proto === 'TCP' ? IPPROTO_TCP : IPPROTO_UDP };
 });
 
-const schema = z.object({
-  'pin-dir': pinDirFlag,
-  output: z.enum(['table', 'json'], { message: 'must be table or json' }).default('table'),
-  from: z.string().transform((s, ctx) => {
-    const addr = z.ipv4().safeParse(s).success ? s : canonicalIpv6(s);
-    if (addr === undefined) {
-      ctx.addIssue({ code: 'custom', message: 'must be an IPv4 or IPv6 address (for an IPv4-mapped one, its IPv4 address)' });
-      return z.NEVER;
-    }
-    return addr;
-  }).optional(),
+export const explainCommand = command({
+  name: 'explain',
+  summary: 'what the datapath would do with a new connection to VIP:PORT/PROTO',
+  description: 'Walks the pinned maps as the datapath does for a new connection: the frontend, its flags and scope, its backends, the algorithm and session affinity, and which backend the connection would get (or why it would be refused). An IPv6 VIP goes in brackets: [fd00:10:96::a]:53/UDP; [::ffff:10.96.0.10]:80 is the IPv4 VIP, as the socket hooks translate an IPv4-mapped address. Without --from: a connection made on this node (the socket hooks). Reads only; works without a running agent.',
+  operand: { name: 'VIP:PORT/PROTO', synopsis: 'VIP:PORT[/TCP|UDP]', schema: target },
+  flags: {
+    from: {
+      value: 'IP',
+      schema: z.string().transform((s, ctx) => {
+        const addr = z.ipv4().safeParse(s).success ? s : canonicalIpv6(s);
+        if (addr === undefined) {
+          ctx.addIssue({ code: 'custom', message: 'must be an IPv4 or IPv6 address (for an IPv4-mapped one, its IPv4 address)' });
+          return z.NEVER;
+        }
+        return addr;
+      }),
+      help: 'a packet from this client outside the node (tc), with its affinity entry and loadBalancerSourceRanges; an IPv6 client for an IPv6 VIP, an IPv4 one for an IPv4 VIP (tc translates a packet within its family)',
+    },
+    output: outputFlag(['table', 'json']),
+    'pin-dir': pinDirFlag,
+  },
 });
 
 /** tc translates a packet within its family, through the frontends of the address asked for. */
@@ -97,11 +95,7 @@ function readersOf(maps: DatapathMaps, family: 4 | 6, pinDir: string): ExplainRe
 }
 
 export function explain(argv: string[], out: (s: string) => void): void {
-  const { flags: f, arg } = parseFlagsAndArg(argv, {
-    'pin-dir': { type: 'string' },
-    output: { type: 'string', short: 'o' },
-    from: { type: 'string' },
-  }, schema, 'explain', { name: 'VIP:PORT/PROTO', schema: target });
+  const { flags: f, arg } = parseFlagsAndArg(explainCommand, argv);
   if (f.from) checkClientFamily(arg, f.from);
   pinDirExists(f['pin-dir']);
   withPinAccess(f['pin-dir'], () => {

@@ -1,9 +1,22 @@
 // -o json | yaml | table, shared by the commands that print data.
 import { stringify } from 'yaml';
 import { z } from 'zod';
+import type { ValueSpec } from './args.ts';
 
-export const outputFlag = z.enum(['table', 'json', 'yaml'], { message: 'must be table, json or yaml' }).default('table');
-export type OutputFormat = z.infer<typeof outputFlag>;
+const FORMATS = ['table', 'json', 'yaml'] as const;
+export type OutputFormat = typeof FORMATS[number];
+
+/** -o FORMAT, for a command that prints some of the formats (table first: the default). */
+export function outputFlag<const F extends readonly [OutputFormat, ...OutputFormat[]]>(formats: F = FORMATS as unknown as F) {
+  const names = formats.length === 2 ? `${formats[0]} or ${formats[1]}` : `${formats.slice(0, -1).join(', ')} or ${formats.at(-1)}`;
+  return {
+    value: 'FORMAT',
+    short: 'o',
+    schema: z.enum(formats, { message: `must be ${names}` }),
+    default: 'table',
+    help: 'how to print it',
+  } as const satisfies ValueSpec;
+}
 
 /** JSON.stringify replacer: bigints (u64 map fields) as decimal strings. */
 export function bigintReplacer(_k: string, v: unknown): unknown {

@@ -2,7 +2,6 @@
 // Reads the pins only, so it answers whether or not the agent runs.
 import { closeSync, existsSync, readdirSync, statSync } from 'node:fs';
 import { join } from 'node:path';
-import { z } from 'zod';
 import { cgroup2Mounts } from '../bpf/environment.ts';
 import { ATTACH_TYPE_NAMES, LINK_TYPE_CGROUP, LINK_TYPE_TCX, linkInfo, openPinned, progInfoById } from '../bpf/link.ts';
 import { linkPinDir } from '../bpf/loader.ts';
@@ -11,17 +10,16 @@ import { BpfMap, MAP_TYPE_NAMES } from '../bpf/map.ts';
 import { readDatapathCounters } from '../maps/datapath-counters.ts';
 import { ALL_MAPS, devAddr6Map, devAddrMap, metricsMap } from '../maps/registry.ts';
 import { TypedMap } from '../maps/typed-map.ts';
-import { parseFlags, pinDirFlag } from './args.ts';
+import { command, parseFlags, pinDirFlag } from './args.ts';
 import { formatData, outputFlag } from './format.ts';
 import { pinDirExists, withPinAccess } from './pin-access.ts';
 
-const schema = z.object({ 'pin-dir': pinDirFlag, output: outputFlag });
-
-export const statusHelp = `svcmap status [-o table|json|yaml] [--pin-dir DIR]
-  Lists the attached programs and where they are attached (cgroup, tcx or tc),
-  each map's fill level, the SNAT address of each device (svcmap_devaddr),
-  and the datapath's counters that are not zero
-  (svcmap_datapath_packets_total: per hook, what became of the packets).`;
+export const statusCommand = command({
+  name: 'status',
+  summary: 'attached programs, map fill levels, SNAT addresses, datapath counters',
+  description: 'Lists the attached programs and where they are attached (cgroup, tcx or tc), each map\'s fill level, the SNAT address of each device (svcmap_devaddr), and the datapath\'s counters that are not zero (svcmap_datapath_packets_total: per hook, what became of the packets).',
+  flags: { output: outputFlag(), 'pin-dir': pinDirFlag },
+});
 
 export interface StatusReport {
   pinDir: string;
@@ -159,7 +157,7 @@ export function renderStatus(r: StatusReport): string {
 }
 
 export function status(argv: string[], out: (s: string) => void): void {
-  const f = parseFlags(argv, { 'pin-dir': { type: 'string' }, output: { type: 'string', short: 'o' } }, schema, 'status');
+  const f = parseFlags(statusCommand, argv);
   if (!pinDirExists(f['pin-dir'])) throw new Error(`nothing is pinned at ${f['pin-dir']}: the agent has not run with this --pin-dir, or svcmap cleanup removed it`);
   const r = withPinAccess(f['pin-dir'], () => collectStatus(f['pin-dir']));
   out(f.output === 'table' ? renderStatus(r) : formatData(r, f.output));

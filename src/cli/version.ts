@@ -4,9 +4,9 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { release } from 'node:os';
 import koffi from 'koffi';
-import { z } from 'zod';
 import { native } from '../bpf/native.ts';
-import { parseFlags } from './args.ts';
+import { command, parseFlags } from './args.ts';
+import { outputFlag } from './format.ts';
 import { readBuildInfo } from './build-info.ts';
 
 /**
@@ -16,12 +16,12 @@ import { readBuildInfo } from './build-info.ts';
  */
 export const KERNEL_BTF = '/sys/kernel/btf/vmlinux';
 
-const schema = z.object({ output: z.enum(['table', 'json'], { message: 'must be table or json' }).default('table') });
-
-export const versionHelp = `svcmap version [-o table|json]
-  Prints the svcmap version, the commit and time it was built from, the
-  versions of Node and libbpf it runs on, the kernel release, and whether the
-  kernel has BTF (${KERNEL_BTF}).`;
+export const versionCommand = command({
+  name: 'version',
+  summary: 'svcmap\'s version and build, and what it runs on',
+  description: `Prints the svcmap version, the commit and time it was built from, the versions of Node and libbpf it runs on, the kernel release, and whether the kernel has BTF (${KERNEL_BTF}).`,
+  flags: { output: outputFlag(['table', 'json']) },
+});
 
 export interface VersionReport {
   version: string;
@@ -86,7 +86,7 @@ export function renderVersion(v: VersionReport): string {
 }
 
 export function version(argv: string[], out: (s: string) => void): void {
-  const f = parseFlags(argv, { output: { type: 'string', short: 'o' } }, schema, 'version');
+  const f = parseFlags(versionCommand, argv);
   const v = collectVersion();
   out(f.output === 'json' ? `${JSON.stringify(v, null, 2)}\n` : renderVersion(v));
 }

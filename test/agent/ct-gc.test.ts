@@ -69,6 +69,10 @@ function dnatFlow(o: { client?: string; cport?: number; frontPort?: number; prot
 
 const ids = (keys: CtKey[]) => keys.map(ctKeyId).sort();
 const keysOf = (...entries: Entry[]) => ids(entries.map(([k]) => k));
+/** Resolves once count() reaches n, checked every 5 ms (tap's timeout ends a wait that never does). */
+async function runsReach(count: () => number, n: number): Promise<void> {
+  while (count() < n) await new Promise((r) => setTimeout(r, 5));
+}
 const ago = (seconds: number) => T0 - BigInt(Math.round(seconds * 1000)) * 1_000_000n;
 
 t.test('the peer key: SNAT -> REPLY_IN, DNAT-only -> REPLY_OUT, and back', async (t) => {
@@ -266,11 +270,14 @@ t.test('the collector runs on its interval until stopped', async (t) => {
   const gc = new CtGc(map, { now: () => { runs++; return T0 + 60n * S; }, intervalMs: 20 });
   gc.start();
   gc.start(); // idempotent
-  await new Promise((r) => setTimeout(r, 120));
+  // Waits for the runs themselves, not for a time that should hold them: a
+  // busy machine fires a 20 ms timer late, not never.
+  await runsReach(() => runs, 2);
   gc.stop();
-  t.ok(runs >= 2, `ran ${runs} times in 120 ms at a 20 ms interval`);
+  t.ok(runs >= 2, `ran ${runs} times, at a 20 ms interval`);
   t.same(map.entries(), []);
   const after = runs;
+  // Three intervals with the timer stopped: a run that came would be seen.
   await new Promise((r) => setTimeout(r, 60));
   t.equal(runs, after, 'no run after stop()');
 });
@@ -283,7 +290,7 @@ t.test('a failing run is logged and the next one goes on', async (t) => {
   const gc = new CtGc(map, { intervalMs: 10, log, now: () => { runs++; return T0; } });
   map.raw.close(); // every read fails now (EBADF)
   gc.start();
-  await new Promise((r) => setTimeout(r, 60));
+  await runsReach(() => warnings.length, 2);
   gc.stop();
   t.ok(warnings.length >= 2, `${warnings.length} failed runs logged, and the timer kept going`);
   t.equal(runs, warnings.length, 'each run read the clock (first), then failed at the map');

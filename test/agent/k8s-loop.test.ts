@@ -16,6 +16,10 @@ import { Syncer, type SyncReport } from '../../src/sync/syncer.ts';
 import { MemoryMaps } from '../sync/helpers.ts';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+/** Resolves once done() holds, checked every 5 ms: waits for the loop's run itself (tap's timeout ends one that never comes). */
+async function until(done: () => boolean): Promise<void> {
+  while (!done()) await sleep(5);
+}
 
 function valid<T>(raw: unknown): T {
   const r = validateObject(raw, 'api');
@@ -69,9 +73,9 @@ t.test('the first run is a full sync, later changes are partial', async (t) => {
   h.loop.start();
   t.teardown(() => h.loop.stop());
   h.setEndpoints(1);
-  await sleep(20);
+  await until(() => h.syncer.reports.length === 1);
   h.setEndpoints(2);
-  await sleep(20);
+  await until(() => h.syncer.reports.length === 2);
   t.same(h.syncer.reports.map((r) => r.full), [true, false]);
   t.same(h.told, [true, false], 'the health check hook hears which kind of sync it was');
   t.equal(h.syncer.reloads, 0, 'no map re-read before the period is over');

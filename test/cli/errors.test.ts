@@ -40,7 +40,7 @@ t.test('bad flags are named', async (t) => {
   r = run(['agent', '--manifests', tmp, '--log-level', 'loud']);
   t.match(r.stderr, /--log-level: must be one of debug, info, warn, error/);
   r = run(['agent', '--manifests', tmp, '--no-such-flag']);
-  t.match(r.stderr, /svcmap agent: Unknown option '--no-such-flag'/);
+  t.match(r.stderr, /svcmap agent: unknown flag --no-such-flag \(see svcmap agent --help\)\n$/);
   r = run(['dump', '-o', 'xml']);
   t.match(r.stderr, /svcmap dump: --output: must be table, json or yaml/);
   r = run(['frobnicate']);
@@ -79,7 +79,7 @@ t.test('usage errors: one line naming the command, exit 2, for every command', a
     /^svcmap explain: --from: \[::ffff:10\.96\.0\.1\]:80\/TCP is IPv4-mapped, which only the socket hooks translate; for tc ask for the IPv4 VIP\n$/);
   t.match(run(['explain', '10.96.0.1:80/SCTP']).stderr, /^svcmap explain: VIP:PORT\/PROTO: "10\.96\.0\.1:80\/SCTP" is not a VIP:PORT\/PROTO \(e\.g\. 10\.96\.0\.10:53\/UDP or \[fd00:10:96::a\]:53\/UDP/);
   t.match(run(['explain', 'fd00::1:80']).stderr, /^svcmap explain: VIP:PORT\/PROTO: "fd00::1:80" is not a VIP:PORT\/PROTO/, 'an IPv6 VIP needs its brackets');
-  t.match(run(['explain']).stderr, /^svcmap explain: missing VIP:PORT\/PROTO\n$/);
+  t.match(run(['explain']).stderr, /^svcmap explain: missing VIP:PORT\/PROTO \(see svcmap explain --help\)\n$/);
   t.match(run(['dump', '--log-level', 'loud']).stderr, /^svcmap dump: --log-level: must be one of debug, info, warn, error\n$/);
 });
 

@@ -3,7 +3,7 @@
 // compiled CLI).
 import t from 'tap';
 import { z } from 'zod';
-import { UsageError, parseFlagsAndArg } from '../../src/cli/args.ts';
+import { UsageError, command, parseFlagsAndArg } from '../../src/cli/args.ts';
 import { debugRequested, reportError } from '../../src/cli/errors.ts';
 
 t.test('one line, "svcmap: " once; exit 2 for usage, 1 for the rest', async (t) => {
@@ -39,13 +39,19 @@ t.test('debug is asked for by --log-level debug anywhere, or SVCMAP_DEBUG=1', as
 });
 
 t.test('parseFlagsAndArg: exactly one argument, validated, named in the error', async (t) => {
-  const flags = z.object({ n: z.string().optional() });
-  const arg = { name: 'THING', schema: z.string().regex(/^[a-z]+$/, 'must be lower-case letters').transform((s) => s.length) };
-  const parse = (argv: string[]) => parseFlagsAndArg(argv, { n: { type: 'string' } }, flags, 'cmd', arg);
-  t.same(parse(['abc', '--n', 'x']), { flags: { n: 'x' }, arg: 3 });
-  t.same(parse(['--n', 'x', 'ab']), { flags: { n: 'x' }, arg: 2 }, 'flags before or after');
-  t.throws(() => parse([]), new UsageError('svcmap cmd: missing THING'));
-  t.throws(() => parse(['a', 'b']), new UsageError('svcmap cmd: unexpected argument "b"'));
+  const spec = command({
+    name: 'cmd', summary: '', description: '',
+    operand: { name: 'THING', schema: z.string().regex(/^[a-z]+$/, 'must be lower-case letters').transform((s) => s.length) },
+    flags: { n: { value: 'N', schema: z.string(), help: '' }, yes: { help: '' } },
+  });
+  const parse = (argv: string[]) => parseFlagsAndArg(spec, argv);
+  const common = { 'log-level': 'info', help: false };
+  t.same(parse(['abc', '--n', 'x']), { flags: { n: 'x', yes: false, ...common }, arg: 3 });
+  t.same(parse(['--n', 'x', 'ab', '--yes']), { flags: { n: 'x', yes: true, ...common }, arg: 2 }, 'flags before or after');
+  t.throws(() => parse([]), new UsageError('svcmap cmd: missing THING (see svcmap cmd --help)'));
+  t.throws(() => parse(['a', 'b']), new UsageError('svcmap cmd: unexpected argument "b" (see svcmap cmd --help)'));
   t.throws(() => parse(['A1']), new UsageError('svcmap cmd: THING: must be lower-case letters'));
-  t.throws(() => parse(['a', '--m']), /svcmap cmd: Unknown option '--m'/);
+  t.throws(() => parse(['a', '--m']), new UsageError('svcmap cmd: unknown flag --m (see svcmap cmd --help)'));
+  t.throws(() => parse(['a', '--n']), new UsageError('svcmap cmd: --n needs a value: --n N (see svcmap cmd --help)'));
+  t.throws(() => parse(['a', '--yes=1']), new UsageError('svcmap cmd: --yes takes no value (see svcmap cmd --help)'));
 });

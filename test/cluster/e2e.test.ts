@@ -325,6 +325,15 @@ const podIPs = async (pod: string) => {
   return { IPv4: ips.filter((ip) => !isV6(ip)), IPv6: ips.filter(isV6) };
 };
 const relabel = (pod: string, app: string) => k.run(['-n', NS, 'label', 'pod', pod, `app=${app}`, '--overwrite']);
+/** An address as the kernel prints it (IPv6 compressed, lower case), so that kubectl's and svcmap dump's spellings compare. */
+const canonical = (ip: string) => (isV6(ip) ? new URL(`http://[${ip}]`).hostname.slice(1, -1) : ip);
+/** The active backends (address, port) node1's agent has in its maps behind VIP:port/proto: what a socket opened on node1 is sent to. */
+const node1Backends = async (vip: string, port: number, proto: string) => {
+  const dump = JSON.parse(await node1.exec(join(REPO_ROOT, 'bin', 'svcmap'), ['dump', '--pin-dir', PIN_DIR, '-o', 'json'])) as
+    { frontends: Array<{ address: string; port: number; protocol: string; backends: Array<{ address: string; state: string }> }> };
+  return dump.frontends.filter((f) => canonical(f.address) === canonical(vip) && f.port === port && f.protocol === proto.toUpperCase())
+    .flatMap((f) => f.backends.filter((b) => b.state === 'active').map((b) => b.address));
+};
 
 /**
  * One round: clients on node1 hold a connected socket of each protocol and
@@ -341,6 +350,22 @@ async function staleRound(t: Test, round: string, from: string, to: string, tcpD
     family, proto, name: `hold-${proto}${family === 'IPv4' ? '4' : '6'}-${round}`,
     port: String(proto === 'udp' ? PORTS.udp.port : PORTS.tcp.port),
   })));
+  // The holders' first sockets must find `from` behind the VIP: the slices
+  // hold it once it is Ready, and node1's agent has it in its maps a sync
+  // later. A socket opened before that gets ECONNREFUSED from the connect
+  // hook (a frontend without backends), which is not what this round tests.
+  const ips = { from: await podIPs(from), to: await podIPs(to) };
+  t.same(await waitSlices(STALE.service, ips.from), ips.from, `the EndpointSlices hold ${from} only`);
+  for (const h of holders) {
+    const target = String(h.proto === 'udp' ? PORTS.udp.target : PORTS.tcp.target);
+    const want = ips.from[h.family].map((ip) => (isV6(ip) ? `[${canonical(ip)}]:${target}` : `${ip}:${target}`));
+    let got: string[] = [];
+    await waitUntil(`node1's agent to map ${vipOf(h.family)}:${h.port}/${h.proto} to ${from}`, async () => {
+      got = (await node1Backends(vipOf(h.family), Number(h.port), h.proto)).map((a) => a.replace(/^\[(.*)\]/, (_m, ip: string) => `[${canonical(ip)}]`));
+      return JSON.stringify(got) === JSON.stringify(want);
+    }, { timeoutMs: 30_000, intervalMs: 500 }).catch(() => {});
+    t.same(got, want, `node1's agent maps ${vipOf(h.family)}:${h.port}/${h.proto} to ${from} only`);
+  }
   for (const h of holders) {
     await k.apply(JSON.stringify(clientPod(h.name, ref('labtool'), ['/labtool', 'hold', h.proto, vipOf(h.family), h.port, '--until-file', '/tmp/stop', '--interval', '200ms'], 'Never', 'node1')));
   }
@@ -352,8 +377,6 @@ async function staleRound(t: Test, round: string, from: string, to: string, tcpD
   }
   const before = await destroyedTotal(node1);
   const runsBefore = (await terminationRuns()).length;
-  const ips = { from: await podIPs(from), to: await podIPs(to) };
-  t.same(await waitSlices(STALE.service, ips.from), ips.from, `the EndpointSlices hold ${from} only`);
   await relabel(to, STALE.app);
   await waitSlices(STALE.service, { IPv4: [...ips.from.IPv4, ...ips.to.IPv4].sort(), IPv6: [...ips.from.IPv6, ...ips.to.IPv6].sort() });
   await relabel(from, STALE.out);

@@ -124,13 +124,15 @@ t.test('every image, each in an archive that names its ref', async (t) => {
   t.ok(image('labtool').binary && existsSync(image('labtool').binary!), 'labtool kept on the host too');
 });
 
-t.test('a second build with nothing changed: all from the cache, in seconds', async (t) => {
+t.test('a second build with nothing changed: all from the cache', async (t) => {
+  // What makes it take seconds is that nothing is built: every image comes
+  // from the cache, as the same archive. (The time itself is no check: a busy
+  // machine takes longer with nothing wrong.)
   const t0 = performance.now();
   const again = await buildImages();
-  const seconds = (performance.now() - t0) / 1000;
+  t.comment(`${((performance.now() - t0) / 1000).toFixed(1)} s`);
   t.ok([...again.values()].every((i) => i.cached), 'every image cached');
   t.same([...again.values()].map((i) => i.archive), [...images.values()].map((i) => i.archive), 'the same archives');
-  t.ok(seconds < 15, `${seconds.toFixed(1)}s`);
 });
 
 t.test('the svcmap image: the /app layout, and svcmap runs on its own node and libbpf', async (t) => {
