@@ -1,7 +1,8 @@
 # mk/cluster-images.mk: the container images of the real-cluster tier
 # (lab/cluster/images), built with buildah into OCI archives under
 # $(TOOLS)/images that the cluster harness imports into containerd. No Docker
-# engine and no registry: pause, labtool and coredns are FROM scratch, svcmap
+# engine and no registry: pause, labtool, coredns, busybox and
+# regression-issue-74839 are FROM scratch, svcmap, jessie-dnsutils, nginx
 # and agnhost are Debian bookworm made with debootstrap. Cached by a hash of
 # each image's inputs: with nothing changed a run takes seconds. Included by
 # the top-level Makefile.
@@ -9,7 +10,7 @@
 #   make cluster-images                    all of them (as root)
 #   make cluster-images CLUSTER_IMAGES='pause labtool'
 #
-# The first run takes a few minutes (debootstrap, twice; npm ci --omit=dev).
+# The first run takes a few minutes (debootstrap, four times; npm ci --omit=dev).
 
 ifndef ROOT
 ROOT := $(abspath $(dir $(lastword $(MAKEFILE_LIST)))/..)

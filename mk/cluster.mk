@@ -55,7 +55,7 @@ cluster-apt:
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
 	fi
 
-cluster-bins: cluster-go $(K8S_BINS) $(CLUSTER_BIN)/e2e.test $(CLUSTER_BIN)/agnhost $(CLUSTER_BIN)/etcd $(CLUSTER_BIN)/coredns
+cluster-bins: cluster-go $(K8S_BINS) $(CLUSTER_BIN)/e2e.test $(CLUSTER_BIN)/agnhost $(CLUSTER_BIN)/regression-issue-74839 $(CLUSTER_BIN)/etcd $(CLUSTER_BIN)/coredns
 
 # One go build for the six (they share most packages); about 4 min cold on 2 cores.
 $(K8S_BINS) &: $(K8S_MOD)/go.mod $(K8S_MOD)/go.sum
@@ -73,6 +73,11 @@ $(CLUSTER_BIN)/e2e.test: $(K8S_MOD)/go.mod $(K8S_MOD)/go.sum
 $(CLUSTER_BIN)/agnhost: $(K8S_MOD)/go.mod $(K8S_MOD)/go.sum
 	@mkdir -p $(CLUSTER_BIN)
 	$(call CLUSTER_GOBUILD,$(K8S_MOD)) -ldflags '-s -w' -o $@ k8s.io/kubernetes/test/images/agnhost
+
+# The raw-socket client of e2e's "should drop INVALID conntrack entries" spec (its image).
+$(CLUSTER_BIN)/regression-issue-74839: $(K8S_MOD)/go.mod $(K8S_MOD)/go.sum
+	@mkdir -p $(CLUSTER_BIN)
+	$(call CLUSTER_GOBUILD,$(K8S_MOD)) -ldflags '-s -w' -o $@ k8s.io/kubernetes/test/images/regression-issue-74839
 
 $(CLUSTER_BIN)/etcd: $(CLUSTER_MODS)/etcd/go.mod $(CLUSTER_MODS)/etcd/go.sum
 	@mkdir -p $(CLUSTER_BIN)

@@ -143,7 +143,7 @@ export class Cluster {
       createCgroupV1(name);
       const file = mntnsFile(this.lab.id, n.name);
       this.#mountNss.push(file);
-      createMountNs(file, { cgroupV2: cgroups.get(n.name)! });
+      createMountNs(file, { cgroupV2: cgroups.get(n.name)!, hostname: n.name });
       this.nodes.push(new LabNode({
         lab: this.lab, net: n, mountNs: file, cgroupV2: cgroups.get(n.name)!, cgroupRoot: `/${name}`,
         dir: join(this.dir, n.name), logDir: this.logDir, apiServer: `https://${cp.ip}:${API_PORT}`,

@@ -8,8 +8,9 @@
 //   node lab/cluster/conformance.ts [--proxy svcmap|kube-proxy] [--focus REGEX] [--skip REGEX]
 //                                   [--report FILE] [--parallel N] [--artifacts DIR] [--verbose]
 //
-// Steps: the images (pause, CoreDNS, agnhost under the name e2e.test asks for,
-// svcmap) are built or taken from the cache and imported into every node;
+// Steps: the images (pause, CoreDNS, the specs' images under the names
+// e2e.test asks for, svcmap) are built or taken from the cache and imported
+// into every node;
 // the cluster comes up; the proxy is installed; CoreDNS is deployed, and its
 // becoming Ready is the proof that ClusterIPs work (it reaches the API server
 // through the `kubernetes` Service). Then e2e.test runs from the outside
@@ -43,6 +44,14 @@ import { bin, REPO_ROOT } from './paths.ts';
 import { installSvcmap, splitRef, svcmapDiagnostics } from './svcmap.ts';
 
 export const DEFAULT_FOCUS = String.raw`\[sig-network\] Services.*\[Conformance\]`;
+
+/**
+ * Imported into every node: the DNS and the images the specs' pods run
+ * (e2e.test's names; the [sig-network] specs of v1.34 use agnhost, busybox,
+ * jessie-dnsutils, nginx and regression-issue-74839, and pause as every
+ * sandbox). Nothing is pulled: the lab has no route out.
+ */
+const CLUSTER_IMAGES = ['pause', 'coredns', 'agnhost', 'busybox', 'jessie-dnsutils', 'nginx', 'regression-issue-74839'] as const;
 export type ProxyKind = 'svcmap' | 'kube-proxy';
 
 export interface ConformanceOptions {
@@ -114,6 +123,8 @@ export function quoteRegex(s: string): string {
  */
 export function specWeight(name: string): number {
   if (/session affinity/i.test(name)) return 6;
+  // Each probes for up to a minute or more, or starts a pod per node and waits.
+  if (/\[sig-network\] (DNS|Conntrack|Networking Granular Checks)/.test(name)) return 3;
   if (/NodePort/.test(name)) return 2;
   return 1;
 }
@@ -273,7 +284,7 @@ export async function runConformance(opts: ConformanceOptions): Promise<Conforma
   const nRun = shardFocus.reduce((n, s) => n + s.assigned.length, 0);
   out(`${selected.length || 'the'} specs matching '${opts.focus}'${opts.skip ? `, ${nRun} not matching '${opts.skip}'` : ''}; ${shardFocus.length} e2e.test process${shardFocus.length > 1 ? 'es' : ''}; proxy: ${opts.proxy}`);
 
-  const names = opts.proxy === 'svcmap' ? ['pause', 'coredns', 'agnhost', 'svcmap'] as const : ['pause', 'coredns', 'agnhost'] as const;
+  const names = opts.proxy === 'svcmap' ? [...CLUSTER_IMAGES, 'svcmap'] as const : CLUSTER_IMAGES;
   const images = await phase('images', () => buildImages({ only: [...names], log: out }));
   const ref = (n: typeof names[number]) => {
     const img = images.get(n);
@@ -372,27 +383,47 @@ export function conformanceFailed(s: ConformanceSummary): boolean {
 // ---------------------------------------------------------------------------
 // CLI
 
-const USAGE = `usage: node lab/cluster/conformance.ts [--proxy svcmap|kube-proxy] [--focus REGEX] [--skip REGEX]
+/** What a runner built on this CLI (make conformance, make e2e-network) selects and where it keeps its results. */
+export interface RunnerDefaults {
+  /** The command, for the usage text. */
+  command: string;
+  focus: string;
+  skip?: string;
+  parallel: number;
+  timeout: string;
+  /** The artifacts go to <artifactsRoot>/<proxy>. */
+  artifactsRoot: string;
+}
+
+export const CONFORMANCE_DEFAULTS: RunnerDefaults = {
+  command: 'node lab/cluster/conformance.ts', focus: DEFAULT_FOCUS, parallel: 4, timeout: '25m',
+  artifactsRoot: join(REPO_ROOT, '.tools', 'conformance'),
+};
+
+const usage = (d: RunnerDefaults) => `usage: ${d.command} [--proxy svcmap|kube-proxy] [--focus REGEX] [--skip REGEX]
          [--report FILE] [--parallel N] [--timeout DURATION] [--artifacts DIR] [--verbose]
   --proxy      what proxies the Services: svcmap (its chart) or kube-proxy (nftables mode); default svcmap
-  --focus      specs to run (e2e.test --ginkgo.focus); default '${DEFAULT_FOCUS}'
-  --skip       specs to leave out (--ginkgo.skip)
+  --focus      specs to run (e2e.test --ginkgo.focus); default '${d.focus}'
+  --skip       specs to leave out (--ginkgo.skip)${d.skip ? `; default '${d.skip}'` : ''}
   --report     also write the summary (JSON) to FILE
-  --parallel   e2e.test processes the specs are split over (default 4)
-  --timeout    --ginkgo.timeout of each e2e.test (default 25m)
-  --artifacts  where JUnit reports, logs and diagnostics go (default .tools/conformance/<proxy>)
+  --parallel   e2e.test processes the specs are split over (default ${d.parallel})
+  --timeout    --ginkgo.timeout of each e2e.test (default ${d.timeout})
+  --artifacts  where JUnit reports, logs and diagnostics go (default ${d.artifactsRoot}/<proxy>)
   --verbose    stream all of e2e.test's output, not only steps and results
 `;
 
-async function main(): Promise<number> {
+/** The CLI: runs, prints the summary (its last line the counts) and returns the exit status. */
+export async function main(argv: readonly string[], d: RunnerDefaults = CONFORMANCE_DEFAULTS): Promise<{ code: number; summary?: ConformanceSummary }> {
+  const USAGE = usage(d);
   const { values } = parseArgs({
+    args: [...argv],
     options: {
       proxy: { type: 'string', default: 'svcmap' },
-      focus: { type: 'string', default: DEFAULT_FOCUS },
-      skip: { type: 'string' },
+      focus: { type: 'string', default: d.focus },
+      skip: { type: 'string', ...(d.skip ? { default: d.skip } : {}) },
       report: { type: 'string' },
-      parallel: { type: 'string', default: '4' },
-      timeout: { type: 'string', default: '25m' },
+      parallel: { type: 'string', default: String(d.parallel) },
+      timeout: { type: 'string', default: d.timeout },
       artifacts: { type: 'string' },
       verbose: { type: 'boolean', default: false },
       help: { type: 'boolean', short: 'h', default: false },
@@ -400,21 +431,21 @@ async function main(): Promise<number> {
   });
   if (values.help) {
     process.stdout.write(USAGE);
-    return 0;
+    return { code: 0 };
   }
   const proxy = values.proxy as ProxyKind;
   if (proxy !== 'svcmap' && proxy !== 'kube-proxy') {
     process.stderr.write(`--proxy must be svcmap or kube-proxy\n${USAGE}`);
-    return 2;
+    return { code: 2 };
   }
   const parallel = Number(values.parallel);
   if (!Number.isInteger(parallel) || parallel < 1) {
     process.stderr.write(`--parallel must be a positive integer\n${USAGE}`);
-    return 2;
+    return { code: 2 };
   }
   if (process.getuid?.() !== 0) {
     process.stderr.write('conformance: run as root (namespaces, cgroups, containerd, BPF)\n');
-    return 2;
+    return { code: 2 };
   }
   const opts: ConformanceOptions = {
     proxy,
@@ -422,7 +453,7 @@ async function main(): Promise<number> {
     ...(values.skip ? { skip: values.skip } : {}),
     parallel,
     timeout: values.timeout!,
-    artifacts: resolve(values.artifacts ?? join(REPO_ROOT, '.tools', 'conformance', proxy)),
+    artifacts: resolve(values.artifacts ?? join(d.artifactsRoot, proxy)),
     verbose: values.verbose!,
   };
   let summary: ConformanceSummary;
@@ -432,17 +463,22 @@ async function main(): Promise<number> {
     // Before the cluster was up (spec listing, images, bring-up): still the count line CI reads.
     process.stderr.write(`conformance: ${(e as Error).stack ?? String(e)}\n`);
     process.stdout.write('0 passed, 1 failed, 0 skipped\n');
-    return 1;
+    return { code: 1 };
   }
   const text = `${JSON.stringify(summary, null, 2)}\n`;
   writeFileSync(join(opts.artifacts, 'summary.json'), text);
   if (values.report) writeFileSync(values.report, text);
   process.stdout.write(`\n${formatSummary(summary)}\n`);
-  return conformanceFailed(summary) ? 1 : 0;
+  return { code: conformanceFailed(summary) ? 1 : 0, summary };
 }
 
-if (process.argv[1] !== undefined && import.meta.url === pathToFileURL(resolve(process.argv[1])).href) {
-  main().then((code) => process.exit(code), (e: unknown) => {
+/** True when `moduleUrl` is the script node was started with. */
+export function isMain(moduleUrl: string): boolean {
+  return process.argv[1] !== undefined && moduleUrl === pathToFileURL(resolve(process.argv[1])).href;
+}
+
+if (isMain(import.meta.url)) {
+  main(process.argv.slice(2)).then(({ code }) => process.exit(code), (e: unknown) => {
     process.stderr.write(`conformance: ${(e as Error).stack ?? String(e)}\n`);
     process.exit(1);
   });

@@ -6,6 +6,10 @@
 // sockets, runc's state, the chart's cgroup mount point), /var/lib/cni and
 // /var/log. Mounts propagate from the host into it (slave), never back, and
 // all of them go away with the namespace: nothing global is left to clean.
+// Beside it, persisted on the same file name + '.uts', a UTS namespace whose
+// hostname is the node's name, as a node container's: the kubelet,
+// containerd and every hostNetwork pod of node N see hostname = N (the
+// e2e hostNetwork specs compare the hostname a pod answers with its node).
 
 import { execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
@@ -50,14 +54,21 @@ export function releaseMntnsDir(): void {
   }
 }
 
-/** argv prefix that runs a command in the mount namespace persisted on `file`. */
+/** The file the node's UTS namespace is persisted on, beside its mount namespace's. */
+export function utsFile(file: string): string {
+  return `${file}.uts`;
+}
+
+/** argv prefix that runs a command in the mount (and UTS) namespace persisted on `file`. */
 export function inMountNs(file: string): string[] {
-  return ['nsenter', `--mount=${file}`, '--'];
+  return ['nsenter', `--mount=${file}`, `--uts=${utsFile(file)}`, '--'];
 }
 
 export interface NodeMounts {
   /** Host directory bind-mounted at /run/svcmap/cgroupv2 (the node's cgroup v2 subtree). */
   cgroupV2: string;
+  /** The node's hostname (its name), set in its UTS namespace. */
+  hostname: string;
 }
 
 /**
@@ -69,9 +80,11 @@ export function createMountNs(file: string, mounts: NodeMounts): void {
   ensureMntnsDir();
   mkdirSync(dirname(file), { recursive: true });
   writeFileSync(file, '', { flag: 'wx' });
+  writeFileSync(utsFile(file), '', { flag: 'wx' });
   mkdirSync('/var/lib/cni', { recursive: true });
   try {
     sh('unshare', [`--mount=${file}`, '--propagation', 'slave', 'true']);
+    sh('unshare', [`--uts=${utsFile(file)}`, 'hostname', mounts.hostname]);
     // /run first: everything else the node keeps there lives on its own tmpfs.
     const script = [
       'set -e',
@@ -95,15 +108,17 @@ export function createMountNs(file: string, mounts: NodeMounts): void {
 }
 
 /**
- * Drops the file's hold on the namespace: the namespace, and every mount in it,
- * is freed once its last process has exited.
+ * Drops the files' hold on the namespaces (mount and UTS): the namespace, and
+ * every mount in it, is freed once its last process has exited.
  */
 export function removeMountNsSync(file: string): void {
-  if (!existsSync(file)) return;
-  try {
-    execFileSync('umount', ['-l', file], { stdio: 'ignore' });
-  } catch {
-    /* not mounted (creation failed half-way) */
+  for (const f of [file, utsFile(file)]) {
+    if (!existsSync(f)) continue;
+    try {
+      execFileSync('umount', ['-l', f], { stdio: 'ignore' });
+    } catch {
+      /* not mounted (creation failed half-way) */
+    }
+    rmSync(f, { force: true });
   }
-  rmSync(file, { force: true });
 }

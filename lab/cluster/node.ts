@@ -9,6 +9,7 @@ import type { Lab } from '../lab.ts';
 import { run } from '../run.ts';
 import { netnsPath } from '../netns.ts';
 import { Component, waitUntil } from './component.ts';
+import { inMountNs } from './mount-ns.ts';
 import { bin } from './paths.ts';
 import { writeKubeconfig } from './pki.ts';
 import type { NodeNet } from './topology.ts';
@@ -68,7 +69,12 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
 `;
 }
 
-/** One address of each family per pod; the bridge plugin puts each range's gateway on cni0. */
+/**
+ * One address of each family per pod; the bridge plugin puts each range's
+ * gateway on cni0. portmap serves the pods' hostPorts (DNAT rules in the
+ * node's namespace), as kind's CNI does: a service proxy does not serve
+ * hostPort, kube-proxy no more than svcmap.
+ */
 function cniConfig(net: NodeNet, ipamDir: string): string {
   return `${JSON.stringify({
     cniVersion: '0.4.0',
@@ -80,6 +86,8 @@ function cniConfig(net: NodeNet, ipamDir: string): string {
         ranges: [[{ subnet: net.podCidr }], [{ subnet: net.podCidr6 }]],
         routes: [{ dst: '0.0.0.0/0' }, { dst: '::/0' }],
       },
+    }, {
+      type: 'portmap', capabilities: { portMappings: true },
     }],
   }, null, 2)}\n`;
 }
@@ -130,9 +138,10 @@ export class LabNode {
     mkdirSync(opts.dir, { recursive: true });
   }
 
-  /** argv running a command in this node's network and mount namespaces. */
+  /** argv running a command in this node's network, mount and UTS namespaces. */
   argv(cmd: string, args: readonly string[]): string[] {
-    return ['nsenter', `--net=${netnsPath(this.opts.net.ns.ns)}`, `--mount=${this.opts.mountNs}`, '--', cmd, ...args];
+    const [nsenter, ...rest] = inMountNs(this.opts.mountNs);
+    return [nsenter!, `--net=${netnsPath(this.opts.net.ns.ns)}`, ...rest, cmd, ...args];
   }
 
   /** Runs a command in the node (network + mount namespace) and resolves with its stdout. */

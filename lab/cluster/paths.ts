@@ -1,7 +1,7 @@
 // Where the real-cluster tier keeps things. Pure: names only, no I/O.
 //   binaries   <repo>/.tools/cluster/bin        (make cluster-bins)
 //   run state  /var/lib/svcmap-lab/<run id>/     (etcd data, containerd roots, logs, certs)
-//   mount nss  /run/svcmap-lab/mntns/<id>-<node> (one persisted mount namespace per node)
+//   mount nss  /run/svcmap-lab/mntns/<id>-<node> (one persisted mount namespace per node; <id>-<node>.uts its UTS namespace)
 // Everything a run makes carries its lab run id, so the sweep can tell a dead
 // run's leftovers from a live run's.
 
@@ -15,7 +15,7 @@ export const MNTNS_DIR = '/run/svcmap-lab/mntns';
 
 export type ClusterBinary =
   | 'etcd' | 'kube-apiserver' | 'kube-controller-manager' | 'kube-scheduler' | 'kubelet' | 'kube-proxy' | 'kubectl'
-  | 'e2e.test' | 'agnhost' | 'coredns';
+  | 'e2e.test' | 'agnhost' | 'regression-issue-74839' | 'coredns';
 
 export function bin(name: ClusterBinary): string {
   return join(CLUSTER_BIN, name);
@@ -32,4 +32,4 @@ export function mntnsFile(runId: string, node: string): string {
 }
 
 /** Matches the files in MNTNS_DIR; group 1 is the run id. */
-export const MNTNS_PATTERN = /^([0-9a-f]{6})-[a-z0-9]{1,16}$/;
+export const MNTNS_PATTERN = /^([0-9a-f]{6})-[a-z0-9]{1,16}(\.uts)?$/;

@@ -33,7 +33,7 @@ export function sweepStaleClusters(): string[] {
   const swept: string[] = [];
   for (const id of ids) {
     if (live.has(id)) continue;
-    for (const f of list(MNTNS_DIR)) if (MNTNS_PATTERN.exec(f)?.[1] === id) removeMountNsSync(join(MNTNS_DIR, f));
+    for (const f of list(MNTNS_DIR)) if (MNTNS_PATTERN.exec(f)?.[1] === id && !f.endsWith('.uts')) removeMountNsSync(join(MNTNS_DIR, f)); // and its .uts
     for (const name of labCgroupsV1(id)) removeCgroupV1Sync(name);
     const saved = join(stateDir(id), 'sysctls.json');
     if (existsSync(saved)) restoreSysctls(JSON.parse(readFileSync(saved, 'utf8')) as SysctlValues);

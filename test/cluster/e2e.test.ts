@@ -66,6 +66,16 @@ t.test('helm install: the DaemonSet is Ready on both nodes (readiness = /readyz)
   }
 });
 
+t.test('each node its own hostname (a UTS namespace per node): the node\'s processes and its hostNetwork pods (the agents) see the node\'s name', async (t) => {
+  const pods = await k.json<{ items: Array<{ metadata: { name: string }; spec: { nodeName: string; hostNetwork?: boolean } }> }>(['-n', NAMESPACE, 'get', 'pods', '-l', AGENT_SELECTOR]);
+  for (const p of pods.items) {
+    t.ok(p.spec.hostNetwork, `${p.metadata.name} is a hostNetwork pod`);
+    const seen = (await k.run(['-n', NAMESPACE, 'exec', p.metadata.name, '--', 'cat', '/proc/sys/kernel/hostname'])).trim();
+    t.equal(seen, p.spec.nodeName, `${p.metadata.name} on ${p.spec.nodeName} sees hostname ${seen}`);
+  }
+  for (const n of cluster.nodes) t.equal((await n.exec('hostname', [])).trim(), n.name, `${n.name}: hostname in the node`);
+});
+
 t.test('CoreDNS becomes ready: it reaches the API server through the kubernetes Service', async (t) => {
   await k.run(['-n', 'kube-system', 'rollout', 'status', 'deployment/coredns', '--timeout=120s'], { timeoutMs: 130_000 });
   t.pass('coredns rolled out');

@@ -11,11 +11,15 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { agnhost } from './agnhost.ts';
 import { buildImage, sweepBuildah } from './buildah.ts';
+import { busybox } from './busybox.ts';
 import { inputsKey, pruneOld } from './cache.ts';
+import { jessieDnsutils } from './jessie-dnsutils.ts';
 import { coredns } from './coredns.ts';
 import { timed } from './exec.ts';
 import { labtool } from './labtool.ts';
+import { nginx } from './nginx.ts';
 import { pause } from './pause.ts';
+import { regressionIssue74839 } from './regression-issue-74839.ts';
 import type { ImageName, Recipe } from './recipe.ts';
 import { IMAGES_DIR, sweepScratch, withScratch } from './scratch.ts';
 import { svcmap } from './svcmap.ts';
@@ -36,7 +40,7 @@ export interface BuiltImage {
   seconds: number;
 }
 
-export const RECIPES: readonly Recipe[] = [pause, labtool, svcmap, coredns, agnhost];
+export const RECIPES: readonly Recipe[] = [pause, labtool, svcmap, coredns, agnhost, jessieDnsutils, regressionIssue74839, busybox, nginx];
 export const IMAGE_NAMES: readonly ImageName[] = RECIPES.map((r) => r.name);
 
 // How a working container becomes an image (config flags, commit format)

@@ -1,16 +1,13 @@
 // labtool: the test tool of the cluster checks (labtool/, Go, standard
 // library only), FROM scratch with a static busybox for `kubectl exec ... sh`.
-import { execFileSync } from 'node:child_process';
-import { chmodSync, copyFileSync, mkdirSync, symlinkSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { DEFAULT_PATH } from './buildah.ts';
+import { busyboxInput, installBusybox } from './busybox.ts';
 import { exec } from './exec.ts';
 import type { Recipe } from './recipe.ts';
-import { requirePath } from './scratch.ts';
 
 const SOURCE = fileURLToPath(new URL('labtool/', import.meta.url));
-const BUSYBOX = '/bin/busybox';
 
 const go = (args: string[], cwd?: string) =>
   exec('go', args, { cwd, env: { ...process.env, CGO_ENABLED: '0', GOTOOLCHAIN: 'local', GOFLAGS: '' } });
@@ -19,8 +16,7 @@ export const labtool: Recipe = {
   name: 'labtool',
   module: import.meta.url,
   async inputs() {
-    requirePath(BUSYBOX, 'install the static busybox: apt-get install busybox-static (make cluster-images does)');
-    return [{ path: SOURCE }, { fact: (await go(['version'])).trim() }, { path: BUSYBOX }];
+    return [{ path: SOURCE }, { fact: (await go(['version'])).trim() }, busyboxInput()];
   },
   async ref(key) {
     return `localhost/svcmap-labtool:${key}`;
@@ -34,13 +30,8 @@ export const labtool: Recipe = {
   binary: 'labtool', // the e2e's checks from outside the cluster run the same client
   async fill(root, ctx) {
     await ctx.step('go build labtool', () => go(['build', '-trimpath', '-buildvcs=false', '-ldflags=-s -w', '-o', join(root, 'labtool'), '.'], SOURCE));
-    mkdirSync(join(root, 'bin'));
-    copyFileSync(BUSYBOX, join(root, 'bin', 'busybox'));
-    // Every applet, as `busybox --install -s` would. (The real-node probe saw
-    // this wget segfault in a pod; `labtool http` is the HTTP client to rely on.)
-    const applets = execFileSync(BUSYBOX, ['--list'], { encoding: 'utf8' }).split('\n').filter((a) => a && a !== 'busybox');
-    for (const a of applets) symlinkSync('busybox', join(root, 'bin', a));
-    mkdirSync(join(root, 'tmp'));
-    chmodSync(join(root, 'tmp'), 0o1777);
+    // (The real-node probe saw busybox's wget segfault in a pod; `labtool
+    // http` is the HTTP client to rely on.)
+    installBusybox(root);
   },
 };

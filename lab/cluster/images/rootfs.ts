@@ -1,5 +1,5 @@
 // Debian root file systems for the images that need a distribution (svcmap,
-// agnhost), made with debootstrap from the mirror this machine uses and kept
+// agnhost, jessie-dnsutils, nginx), made with debootstrap from the mirror this machine uses and kept
 // as a tarball keyed on the suite and the package list: debootstrap runs once
 // per list (under a minute here), every later image build unpacks the tarball.
 //
@@ -58,7 +58,7 @@ export async function rootfsTarball(spec: RootfsSpec, log: (line: string) => voi
     await exec('tar', ['--numeric-owner', '--xattrs', '--xattrs-include=*', '-C', root, '-cf', tmp, '.']);
     renameSync(tmp, tarball);
   });
-  pruneOld(ROOTFS_DIR, /\.tar$/, 4); // two lists in use; room for the versions before a change
+  pruneOld(ROOTFS_DIR, /\.tar$/, 6); // four lists in use (svcmap, agnhost, jessie-dnsutils, nginx); room for a change
   log(`rootfs ${spec.suite} +${spec.packages.join(',')}: debootstrap ${((performance.now() - t0) / 1000).toFixed(1)}s -> ${tarball}`);
   return tarball;
 }
