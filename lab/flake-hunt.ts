@@ -144,6 +144,8 @@ async function main(): Promise<number> {
       }
     }
   }
+  // Stopped here, not only on exit: the child would keep the process (and its 'exit') from coming.
+  stop();
   process.stdout.write(`flake-hunt: ${runs} runs of ${files.length} files (N=${n}${load ? ', under stress-ng' : ''}): ${failedRuns} failed runs, ${failures.length} failing checks\n`);
   return failedRuns === 0 ? 0 : 1;
 }
