@@ -18,7 +18,7 @@ function runBench(args: string[]): Promise<ScriptResult> {
   return runNodeScript(RUN, args);
 }
 
-t.test('bench --smoke runs every part and writes results, chart and summary', { timeout: 200_000 }, async (t) => {
+t.test('bench --smoke runs every part and writes results, chart and summary', { timeout: 600_000 }, async (t) => {
   const out = mkdtempSync(join(tmpdir(), 'svcmap-bench-smoke-'));
   t.teardown(() => rmSync(out, { recursive: true, force: true }));
   const r = await runBench(['--smoke', '--out', out]);
