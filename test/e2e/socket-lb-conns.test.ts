@@ -21,6 +21,7 @@
 //  - svcmap dump shows each backend's zone (svcmap_zones) and live count,
 //    and a zone that changes.
 import type { ChildProcess } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import t from 'tap';
 import type { ConnHolder, LabClient } from '../../lab/index.ts';
 import { JsonLines } from '../../lab/jsonl.ts';
@@ -29,6 +30,8 @@ import { IPPROTO_TCP, IPPROTO_UDP, LB_ALG_DH, LB_ALG_LC } from '../../src/maps/c
 import { DatapathMaps } from '../../src/maps/datapath-maps.ts';
 import { type Cluster, FAMILIES, type FamilyCase, POD_IPS, POD_IPS6, POD_NAMES, TCP_PORT, UDP_PORT, dualStackEchoService, masterEntry, secondClient, startCluster } from './fixtures/cluster.ts';
 
+/** Whether this kernel loads tracing programs (the recount is a socket storage iterator, one of them), as bpftool's probe finds. */
+const TRACING = /eBPF program_type tracing is available/.test(spawnSync('bpftool', ['feature', 'probe', 'kernel'], { encoding: 'utf8' }).stdout ?? '');
 const [LC, SED, NQ, DH, RANDOM] = [70, 71, 72, 73, 74];
 /** The GC pass, and with it the recount, every second. */
 const AGENT_ARGS = ['--ct-gc-interval', '1s'];
@@ -209,7 +212,13 @@ for (const f of FAMILIES) {
   });
 
   t.test(`IPv${f.family}: the recount sets drifted socket counts right from the sockets' storage`, async (t) => {
-    t.notOk(c.agent.lines.some((l) => String(l.msg).startsWith('the socket recount is off')), 'the socket recount is on');
+    const off = c.agent.lines.some((l) => String(l.msg).startsWith('the socket recount is off'));
+    if (!TRACING) {
+      t.ok(off, 'on a kernel that loads no tracing programs the agent says the recount is off');
+      t.skip('bpftool feature probe: this kernel loads no tracing programs now, so there is no recount to check');
+      return;
+    }
+    t.notOk(off, 'the socket recount is on');
     const { holder, byPod } = await hold(f.vip(LC), 3);
     await until(() => (total(sockCounts(f, IPPROTO_TCP)) === 3 ? true : undefined), () => JSON.stringify(sockCounts(f, IPPROTO_TCP)));
     // Drift, as a release missed while no program was attached would leave it.
