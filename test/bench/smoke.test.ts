@@ -12,6 +12,9 @@ import t from 'tap';
 import { type ScriptResult, runNodeScript } from '../../lab/processes.ts';
 import type { BenchResults } from '../../bench/results.ts';
 
+// Every part at tiny sizes, each agent started and synced for real: minutes, past .taprc's 240 s per file.
+t.setTimeout(15 * 60_000);
+
 const RUN = fileURLToPath(new URL('../../bench/run.ts', import.meta.url));
 
 function runBench(args: string[]): Promise<ScriptResult> {
