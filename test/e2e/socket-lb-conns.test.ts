@@ -20,8 +20,7 @@
 //  - connections through a random frontend are not counted;
 //  - svcmap dump shows each backend's zone (svcmap_zones) and live count,
 //    and a zone that changes.
-import type { ChildProcess } from 'node:child_process';
-import { spawnSync } from 'node:child_process';
+import { type ChildProcess, spawnSync } from 'node:child_process';
 import t from 'tap';
 import type { ConnHolder, LabClient } from '../../lab/index.ts';
 import { JsonLines } from '../../lab/jsonl.ts';
