@@ -20,17 +20,34 @@
 //  - connections through a random frontend are not counted;
 //  - svcmap dump shows each backend's zone (svcmap_zones) and live count,
 //    and a zone that changes.
-import { type ChildProcess, spawnSync } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import t from 'tap';
 import type { ConnHolder, LabClient } from '../../lab/index.ts';
 import { JsonLines } from '../../lab/jsonl.ts';
 import { helperEnv, stopProcess } from '../../lab/processes.ts';
 import { IPPROTO_TCP, IPPROTO_UDP, LB_ALG_DH, LB_ALG_LC } from '../../src/maps/constants.ts';
+import { compileBpf } from '../../src/bpf/compile.ts';
+import { BpfObject } from '../../src/bpf/object.ts';
 import { DatapathMaps } from '../../src/maps/datapath-maps.ts';
 import { type Cluster, FAMILIES, type FamilyCase, POD_IPS, POD_IPS6, POD_NAMES, TCP_PORT, UDP_PORT, dualStackEchoService, masterEntry, secondClient, startCluster } from './fixtures/cluster.ts';
 
-/** Whether this kernel loads tracing programs (the recount is a socket storage iterator, one of them), as bpftool's probe finds. */
-const TRACING = /eBPF program_type tracing is available/.test(spawnSync('bpftool', ['feature', 'probe', 'kernel'], { encoding: 'utf8' }).stdout ?? '');
+/**
+ * Why this kernel refuses bpf/sock_count.c (a socket storage iterator, a
+ * tracing program), found by loading a private copy of it here; undefined
+ * when it loads. bpftool's feature probe cannot tell: it reports tracing
+ * programs unavailable on every kernel (they need an attach BTF id).
+ */
+function sockCountRefusal(): string | undefined {
+  const object = BpfObject.open(compileBpf({ program: 'sock_count' }).path);
+  try {
+    object.load();
+    return undefined;
+  } catch (err) {
+    return String((err as Error).message).split('\n')[0];
+  } finally {
+    object.close();
+  }
+}
 const [LC, SED, NQ, DH, RANDOM] = [70, 71, 72, 73, 74];
 /** The GC pass, and with it the recount, every second. */
 const AGENT_ARGS = ['--ct-gc-interval', '1s'];
@@ -212,9 +229,10 @@ for (const f of FAMILIES) {
 
   t.test(`IPv${f.family}: the recount sets drifted socket counts right from the sockets' storage`, async (t) => {
     const off = c.agent.lines.some((l) => String(l.msg).startsWith('the socket recount is off'));
-    if (!TRACING) {
-      t.ok(off, 'on a kernel that loads no tracing programs the agent says the recount is off');
-      t.pass('the recount itself', { skip: 'bpftool feature probe: this kernel loads no tracing programs now, so there is no recount to check' });
+    const refusal = off ? sockCountRefusal() : undefined;
+    if (refusal) {
+      // The kernel itself refuses the program (seen on this VM kind: EPERM as root); the agent saying so is what is checked.
+      t.pass('the agent says the recount is off, as the kernel refuses bpf/sock_count.c', { skip: `no recount to check: ${refusal}` });
       return;
     }
     t.notOk(off, 'the socket recount is on');
