@@ -18,6 +18,7 @@ import { socketsDestroyedCounter } from '../../src/agent/socket-terminator.ts';
 import { type CommandSpec, allFlags, isSwitch } from '../../src/cli/args.ts';
 import { COMMANDS } from '../../src/cli/commands.ts';
 import { choicesOf, synopsis } from '../../src/cli/usage.ts';
+import { DP_HOOKS, DP_REASONS } from '../../src/maps/constants.ts';
 import { METADATA_KEYS } from '../../src/model/metadata-keys.ts';
 
 export const REFERENCE_DIR = 'docs/reference';
@@ -116,6 +117,14 @@ async function metricsDoc(): Promise<string> {
     '## svcmap and kube-proxy series',
     '',
     table(heading, rows(own)),
+    '',
+    '## svcmap_datapath_packets_total: hooks and reasons',
+    '',
+    'Every packet the tc programs see, and every call of a socket hook, is counted once under its hook and',
+    `the reason for what became of it (src/maps/constants.ts, \`enum dp_reason\` in bpf/include/svcmap_maps.h).`,
+    `Hooks: ${DP_HOOKS.map((h) => code(h.name)).join(', ')}. \`svcmap status\` lists the counters that are not zero.`,
+    '',
+    table(['reason', 'drop', 'counted at', 'meaning'], DP_REASONS.map((r) => [code(r.name), r.drop ? 'yes' : 'no', r.hooks.join(', '), r.help])),
     '',
     '## Process and runtime',
     '',
