@@ -14,7 +14,7 @@ APT_PACKAGES := clang llvm libbpf-dev libbpf1 bpftool iproute2 gcc make linux-li
 SHIM := native/build/libsvcmap_shim.so
 TS_SOURCES := $(shell find src -name '*.ts' 2>/dev/null)
 
-.PHONY: all deps apt-deps npm-deps build native dist bpf typecheck test demo bench bench-smoke bench-ffi clean sweep flake-hunt
+.PHONY: all deps apt-deps npm-deps build native dist bpf typecheck test demo bench bench-smoke bench-ffi clean sweep flake-hunt docs
 
 all: build
 
@@ -67,6 +67,11 @@ test: deps build typecheck
 
 demo: apt-deps npm-deps build
 	$(NODE) demo/demo.ts
+
+# docs/reference/ from the code: CLI flags, annotations, metrics, chart values
+# (lab/docs/reference.ts; test/docs/reference.test.ts fails when it is stale).
+docs: npm-deps
+	$(NODE) lab/docs/reference.ts
 
 bench: apt-deps npm-deps build
 	$(NODE) bench/run.ts

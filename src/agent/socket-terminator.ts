@@ -157,6 +157,18 @@ function iterate(linkFd: number, netnsFd: number): Promise<number> {
   });
 }
 
+/** svcmap_sockets_destroyed_total, registered in `registry` (both protocols at 0). */
+export function socketsDestroyedCounter(registry: Registry): Counter<'proto'> {
+  const c = new Counter({
+    name: 'svcmap_sockets_destroyed_total',
+    help: 'Connected sockets destroyed because the socket LB had sent them to a backend that left the frontend, by protocol (udp; tcp with --destroy-tcp-sockets).',
+    labelNames: ['proto'],
+    registers: [registry],
+  });
+  for (const proto of ['udp', 'tcp']) c.inc({ proto }, 0);
+  return c;
+}
+
 export class SocketTerminator {
   readonly #opts: SocketTerminatorOptions;
   readonly #log: Logger;
@@ -172,13 +184,7 @@ export class SocketTerminator {
   private constructor(opts: SocketTerminatorOptions, log: Logger, registry: Registry, object?: BpfObject) {
     this.#opts = opts;
     this.#log = log;
-    this.#destroyed = new Counter({
-      name: 'svcmap_sockets_destroyed_total',
-      help: 'Connected sockets destroyed because the socket LB had sent them to a backend that left the frontend, by protocol (udp; tcp with --destroy-tcp-sockets).',
-      labelNames: ['proto'],
-      registers: [registry],
-    });
-    for (const proto of ['udp', 'tcp']) this.#destroyed.inc({ proto }, 0);
+    this.#destroyed = socketsDestroyedCounter(registry);
     if (!object) return;
     this.#object = object;
     this.#map = new TypedMap(sockTermMap, object.map(MAP_SK_TERM));

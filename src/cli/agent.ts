@@ -50,7 +50,7 @@ export const agentCommand = command({
       value: 'ALG',
       schema: z.enum(LB_ALGORITHMS_IMPLEMENTED, { message: `must be one of ${LB_ALGORITHMS_IMPLEMENTED.join(', ')}` }),
       default: 'random',
-      help: 'how a frontend picks a backend when its Service has no svcmap.io/lb-algorithm annotation (see the README)',
+      help: 'how a frontend picks a backend when its Service has no svcmap.io/lb-algorithm annotation (see docs/architecture.md)',
     },
     'destroy-tcp-sockets': { help: 'when a backend leaves a Service, also destroys the connected TCP sockets the socket LB sent to it (connected UDP ones always are; needs Linux 6.5+)' },
     'min-sync-interval': { value: 'D', schema: duration, default: '0s', help: 'minimum time between syncs (0s: immediate)' },

@@ -9,18 +9,19 @@ import { ipOrder, type IpSlice, type ModelSlice, modelSlice } from './endpoints.
 import { serviceFrontends } from './frontends.ts';
 import { flat } from '../maps/flat-string.ts';
 import { keepClaimedFrontends } from './claims.ts';
+import { METADATA_KEYS } from './metadata-keys.ts';
 import { problemAbout } from './problems.ts';
 
 export { nodeInfoFromNode } from './node.ts';
 
-export const SERVICE_NAME_LABEL = 'kubernetes.io/service-name';
+export const SERVICE_NAME_LABEL = METADATA_KEYS.serviceName.key;
 /** Services (and their slices) carrying this label belong to another proxy. */
-export const SERVICE_PROXY_NAME_LABEL = 'service.kubernetes.io/service-proxy-name';
+export const SERVICE_PROXY_NAME_LABEL = METADATA_KEYS.serviceProxyName.key;
 /**
  * Set by the EndpointSlice controller on slices of headless Services; a
  * Service carrying it (whatever its clusterIP) is left to DNS as well.
  */
-export const HEADLESS_LABEL = 'service.kubernetes.io/headless';
+export const HEADLESS_LABEL = METADATA_KEYS.headless.key;
 /**
  * kube-proxy's Service and EndpointSlice informers both select
  * `!service-proxy-name,!headless` (cmd/kube-proxy/app/server.go): an object

@@ -4,8 +4,9 @@
 import type { NodeInfo } from './types.ts';
 import type { Node } from './schemas.ts';
 import { ipFamily } from './ip.ts';
+import { METADATA_KEYS } from './metadata-keys.ts';
 
-export const ZONE_LABEL = 'topology.kubernetes.io/zone';
+export const ZONE_LABEL = METADATA_KEYS.zone.key;
 /** The cluster autoscaler's taint on a node it is about to delete. */
 export const TO_BE_DELETED_TAINT = 'ToBeDeletedByClusterAutoscaler';
 

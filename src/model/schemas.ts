@@ -10,6 +10,7 @@
 
 import * as z from 'zod';
 import { canonicalCidrv4, canonicalIpv4 } from '../maps/ipv4.ts';
+import { METADATA_KEYS } from './metadata-keys.ts';
 import { canonicalCidrv6, canonicalIpv6 } from '../maps/ipv6.ts';
 import type { Problem } from './types.ts';
 import { DNS_LABEL, DNS_SUBDOMAIN, PORT_NAME, triggerTime } from './names.ts';
@@ -253,9 +254,9 @@ const serviceStatus = z.object({
 
 /** The Service annotations svcmap reads (src/model/service-options.ts says what each means). */
 export const SERVICE_ANNOTATIONS = [
-  'svcmap.io/lb-algorithm',
-  'svcmap.io/lb-source-hash-port',
-  'svcmap.io/maglev-table-size',
+  METADATA_KEYS.lbAlgorithm.key,
+  METADATA_KEYS.sourceHashPort.key,
+  METADATA_KEYS.maglevTableSize.key,
 ] as const;
 export type ServiceAnnotation = (typeof SERVICE_ANNOTATIONS)[number];
 

@@ -5,13 +5,14 @@
 // agent reports it as an UnknownAnnotationValue Event); the Service is still
 // programmed, with the default.
 import { type ImplementedLbAlgorithm, LB_ALGORITHMS_IMPLEMENTED, MAGLEV_DEFAULT_M, MAGLEV_TABLE_SIZES } from '../maps/constants.ts';
+import { METADATA_KEYS } from './metadata-keys.ts';
 import { problemAbout } from './problems.ts';
 import type { Service } from './schemas.ts';
 import type { Problem } from './types.ts';
 
-export const LB_ALGORITHM_ANNOTATION = 'svcmap.io/lb-algorithm';
-export const SOURCE_HASH_PORT_ANNOTATION = 'svcmap.io/lb-source-hash-port';
-export const MAGLEV_TABLE_SIZE_ANNOTATION = 'svcmap.io/maglev-table-size';
+export const LB_ALGORITHM_ANNOTATION = METADATA_KEYS.lbAlgorithm.key;
+export const SOURCE_HASH_PORT_ANNOTATION = METADATA_KEYS.sourceHashPort.key;
+export const MAGLEV_TABLE_SIZE_ANNOTATION = METADATA_KEYS.maglevTableSize.key;
 
 /** Algorithms of issue 14 that a Service may name but that are not built yet: reported as such. */
 const NOT_YET = new Set<string>([]);

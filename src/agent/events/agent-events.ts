@@ -4,7 +4,7 @@
 // frontends a sync defers because a map is full. Only the Kubernetes source
 // has these (the file source has no API server and only logs). Events are
 // type Warning, action Program, about the Service or EndpointSlice itself.
-import { Counter } from 'prom-client';
+import { Counter, type Registry } from 'prom-client';
 import type { Problem } from '../../model/types.ts';
 import type { SyncReport } from '../../sync/syncer.ts';
 import type { Logger } from '../log.ts';
@@ -56,18 +56,24 @@ export interface AgentEventsOptions {
   now?: () => number;
 }
 
+/** svcmap_events_dropped_total, registered in `registry` (every reason at 0). */
+export function eventsDroppedCounter(registry: Registry): Counter<'reason'> {
+  const c = new Counter({
+    name: 'svcmap_events_dropped_total',
+    help: 'Kubernetes Events not written, by reason: rate_limited (per object or agent), queue_full, api_error.',
+    labelNames: ['reason'],
+    registers: [registry],
+  });
+  for (const reason of DROP_REASONS) c.inc({ reason }, 0);
+  return c;
+}
+
 export class AgentEvents {
   readonly recorder: EventRecorder;
 
   constructor(sink: EventSink, log: Logger, metrics: AgentMetrics, opts: AgentEventsOptions = {}) {
     const now = opts.now ?? Date.now;
-    const dropped = new Counter({
-      name: 'svcmap_events_dropped_total',
-      help: 'Kubernetes Events not written, by reason: rate_limited (per object or agent), queue_full, api_error.',
-      labelNames: ['reason'],
-      registers: [metrics.registry],
-    });
-    for (const reason of DROP_REASONS) dropped.inc({ reason }, 0);
+    const dropped = eventsDroppedCounter(metrics.registry);
     this.recorder = new EventRecorder(new EventBook(opts.limits ?? DEFAULT_LIMITS, now()), sink, {
       log, now, dropped: (reason) => dropped.inc({ reason }),
     });
