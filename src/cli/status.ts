@@ -18,7 +18,7 @@ export const statusCommand = command({
   name: 'status',
   summary: 'attached programs, map fill levels, SNAT addresses, datapath counters',
   description: 'Lists the attached programs and where they are attached (cgroup, tcx or tc), each map\'s fill level, the SNAT address of each device (svcmap_devaddr), and the datapath\'s counters that are not zero (svcmap_datapath_packets_total: per hook, what became of the packets).',
-  flags: { output: outputFlag(), 'pin-dir': pinDirFlag },
+  flags: { output: outputFlag(['table', 'json', 'yaml']), 'pin-dir': pinDirFlag },
 });
 
 export interface StatusReport {

@@ -1,0 +1,29 @@
+// -o wide and --no-headers through the compiled CLI, on real pins (one
+// ClusterIP, no agent): wide has more columns, --no-headers no header line,
+// the rows the same otherwise.
+import t from 'tap';
+import { assertBuilt } from '../../lab/agent-process.ts';
+import { pinOneService } from './one-service-pins.ts';
+import { runSvcmap } from './run.ts';
+import { cells, checkTableStyles } from './table-styles.ts';
+
+assertBuilt();
+const pinDir = pinOneService(t, 'tables');
+
+function svcmap(...args: string[]): string[] {
+  const r = runSvcmap([...args, '--pin-dir', pinDir]);
+  if (r.status !== 0) throw new Error(`svcmap ${args.join(' ')}: exit ${r.status}: ${r.stderr}`);
+  return r.stdout.replace(/\n$/, '').split('\n');
+}
+
+/** The command's output as -o table, -o wide and --no-headers (and both: wide without headers). */
+const styles = (...args: string[]) => ({
+  plain: svcmap(...args), wide: svcmap(...args, '-o', 'wide'), bare: svcmap(...args, '--no-headers'), wideBare: svcmap(...args, '-o', 'wide', '--no-headers'),
+});
+
+t.test('svcmap dump', async (t) => {
+  const s = styles('dump');
+  checkTableStyles(t, s, ['REV-NAT', 'BACKEND-IDS'], 'dump');
+  t.same(s.wideBare.map(cells), [['10.96.7.1:80/TCP', 'ClusterIP', 'random', '1', '1', '1', '10.244.7.1:8080']], 'wide without headers');
+  t.same(svcmap('dump', '--map', 'svcmap_be', '--no-headers'), svcmap('dump', '--map', 'svcmap_be'), '--map: one line an entry, no header to drop');
+});
