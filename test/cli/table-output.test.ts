@@ -1,6 +1,6 @@
 // -o wide and --no-headers through the compiled CLI, on real pins (one
 // ClusterIP, no agent): wide has more columns, --no-headers no header line,
-// the rows the same otherwise.
+// the rows the same otherwise; json ignores --no-headers, as kubectl's does.
 import t from 'tap';
 import { assertBuilt } from '../../lab/agent-process.ts';
 import { pinOneService } from './one-service-pins.ts';
@@ -26,4 +26,17 @@ t.test('svcmap dump', async (t) => {
   checkTableStyles(t, s, ['REV-NAT', 'BACKEND-IDS'], 'dump');
   t.same(s.wideBare.map(cells), [['10.96.7.1:80/TCP', 'ClusterIP', 'random', '1', '1', '1', '10.244.7.1:8080']], 'wide without headers');
   t.same(svcmap('dump', '--map', 'svcmap_be', '--no-headers'), svcmap('dump', '--map', 'svcmap_be'), '--map: one line an entry, no header to drop');
+});
+
+t.test('svcmap status', async (t) => {
+  const s = styles('status');
+  const maps = (lines: string[]) => lines.slice(lines.indexOf('MAPS') + 1, lines.indexOf('', lines.indexOf('MAPS')));
+  t.notOk(s.bare.some((l) => /^(pin directory|PROGRAMS|MAPS)/.test(l)), 'no titles');
+  const bareMaps = s.bare.slice(s.bare.indexOf('') + 1, s.bare.indexOf('', s.bare.indexOf('') + 1));
+  checkTableStyles(t, { plain: maps(s.plain), wide: maps(s.wide), bare: bareMaps }, ['ID', 'PIN'], 'status maps');
+  t.match(maps(s.wide).join('\n'), new RegExp(`svcmap_svc +hash +2/16 +\\S+ +\\d+ +${pinDir}/svcmap_svc +`), 'the map\'s id and pin');
+});
+
+t.test('-o json ignores --no-headers', async (t) => {
+  t.same(svcmap('status', '-o', 'json', '--no-headers'), svcmap('status', '-o', 'json'));
 });
