@@ -1,6 +1,7 @@
 // -o wide and --no-headers through the compiled CLI, on real pins (one
-// ClusterIP, no agent): wide has more columns, --no-headers no header line,
-// the rows the same otherwise; json ignores --no-headers, as kubectl's does.
+// ClusterIP, no agent): every command that prints tables takes both, wide
+// has more columns, --no-headers no header line, the rows the same
+// otherwise; json ignores --no-headers, as kubectl's does.
 import t from 'tap';
 import { assertBuilt } from '../../lab/agent-process.ts';
 import { pinOneService } from './one-service-pins.ts';
@@ -37,6 +38,16 @@ t.test('svcmap status', async (t) => {
   t.match(maps(s.wide).join('\n'), new RegExp(`svcmap_svc +hash +2/16 +\\S+ +\\d+ +${pinDir}/svcmap_svc +`), 'the map\'s id and pin');
 });
 
-t.test('-o json ignores --no-headers', async (t) => {
+t.test('svcmap explain', async (t) => {
+  const s = styles('explain', '10.96.7.1:80/TCP');
+  const table = (lines: string[]) => lines.filter((l) => l.startsWith('  '));
+  checkTableStyles(t, { plain: table(s.plain), wide: table(s.wide), bare: table(s.bare) }, ['ZONE'], 'explain backends');
+  t.same(s.bare.filter((l) => !l.startsWith('  ')), s.plain.filter((l) => !l.startsWith('  ')), 'the facts around the table are the same');
+});
+
+t.test('-o json ignores --no-headers; yaml is not a format of explain', async (t) => {
   t.same(svcmap('status', '-o', 'json', '--no-headers'), svcmap('status', '-o', 'json'));
+  const r = runSvcmap(['explain', '10.96.7.1:80', '-o', 'yaml', '--pin-dir', pinDir]);
+  t.equal(r.status, 2);
+  t.match(r.stderr, /^svcmap explain: --output: must be table, wide or json\n$/);
 });
