@@ -227,6 +227,7 @@ export async function runAgent(cfg: AgentConfig, log: Logger): Promise<RunningAg
     dp.maps.close();
     dp.sock.close(); // pins and links stay: the datapath keeps working
     dp.tc.close();
+    dp.pinLock.release(); // from here svcmap cleanup no longer asks for --force
     log.info('agent stopped; datapath left in place (svcmap cleanup removes it)');
     resolveStopped();
   };

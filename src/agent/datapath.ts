@@ -9,6 +9,7 @@ import { type BpfProgramName, compileBpf } from '../bpf/compile.ts';
 import { checkCgroup, checkPrivileges, ensureBpffs } from '../bpf/environment.ts';
 import { type LinkAction, ensureCgroupLink, linkPinDir, loadPinned } from '../bpf/loader.ts';
 import type { BpfObject } from '../bpf/object.ts';
+import { type PinDirLock, holdPinDir } from '../bpf/pin-lock.ts';
 import { DatapathMaps } from '../maps/datapath-maps.ts';
 import { type MapSizes, mapSize } from '../maps/registry.ts';
 
@@ -38,12 +39,24 @@ export interface Datapath {
   reusedMaps: string[];
   links: Array<{ program: string; action: LinkAction }>;
   notes: string[];
+  /** The agent's lock on the pin directory, by which svcmap cleanup knows that it runs: held until the agent stops. */
+  pinLock: PinDirLock;
 }
 
 export function bringUpDatapath(opts: DatapathOptions, log: (msg: string, fields?: object) => void): Datapath {
   checkPrivileges();
   ensureBpffs(opts.pinDir, true);
   checkCgroup(opts.cgroup);
+  const pinLock = holdPinDir(opts.pinDir);
+  try {
+    return loadAndAttach(opts, log, pinLock);
+  } catch (err) {
+    pinLock.release();
+    throw err;
+  }
+}
+
+function loadAndAttach(opts: DatapathOptions, log: (msg: string, fields?: object) => void, pinLock: PinDirLock): Datapath {
 
   const build = (program: BpfProgramName) => {
     const o = compileBpf({ program, ...(opts.objectDir ? { outDir: opts.objectDir } : {}), ...(opts.forceCompile ? { force: true } : {}) });
@@ -76,6 +89,6 @@ export function bringUpDatapath(opts: DatapathOptions, log: (msg: string, fields
   }));
   return {
     sock: sock.object, tc: tc.object, maps, objectPaths: [sockPath, tcPath],
-    reusedMaps: [...new Set([...sock.reusedMaps, ...tc.reusedMaps])], links, notes: [...sock.notes, ...tc.notes],
+    reusedMaps: [...new Set([...sock.reusedMaps, ...tc.reusedMaps])], links, notes: [...sock.notes, ...tc.notes], pinLock,
   };
 }

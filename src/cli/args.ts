@@ -191,3 +191,8 @@ export const pinDirFlag = {
   default: DEFAULT_PIN_DIR,
   help: 'the bpffs directory of svcmap\'s pins',
 } as const satisfies ValueSpec;
+
+/** --no-headers, for every command that prints tables (-o table or wide), as kubectl's. */
+export const noHeadersFlag = {
+  help: 'prints tables without their header lines, for scripts (-o table and wide; json and yaml have none)',
+} as const satisfies SwitchSpec;

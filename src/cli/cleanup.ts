@@ -1,16 +1,26 @@
 // svcmap cleanup: detach every program svcmap attached and remove its pins,
-// leaving the node as it was before the agent ran.
+// leaving the node as it was before the agent ran. Refuses while an agent
+// runs on the pin directory (it holds the directory's lock: bpf/pin-lock.ts)
+// unless --force.
 import { existsSync, readdirSync, rmSync, rmdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { detachPinnedLinks, linkPinDir } from '../bpf/loader.ts';
+import { lockForCleanup } from '../bpf/pin-lock.ts';
 import { detachClassicTc, ifIndex, interfaceNames } from '../bpf/tc.ts';
 import { command, parseFlags, pinDirFlag } from './args.ts';
+import { withPinAccess } from './pin-access.ts';
+
+/** What a cleanup under a running agent breaks, said by the refusal and by --force's help. */
+const BREAKS = 'every Service on this node stops being translated until the agent is restarted';
 
 export const cleanupCommand = command({
   name: 'cleanup',
   summary: 'detaches every program svcmap attached and removes its pins',
-  description: 'Detaches every program svcmap attached (cgroup links, tcx links, tc filters) and removes the pinned maps. Services stop being translated at once.',
-  flags: { 'pin-dir': pinDirFlag },
+  description: 'Detaches every program svcmap attached (cgroup links, tcx links, tc filters) and removes the pinned maps. Services stop being translated at once. Refuses while an agent runs on the pin directory (it holds a lock on it for its lifetime), unless --force.',
+  flags: {
+    'pin-dir': pinDirFlag,
+    force: { help: `cleans up even while an agent runs on the pin directory: ${BREAKS}` },
+  },
 });
 
 /**
@@ -34,8 +44,19 @@ export function cleanupPins(pinDir: string): string[] {
 
 export function cleanup(argv: string[], out: (s: string) => void): void {
   const f = parseFlags(cleanupCommand, argv);
-  const removed = [...cleanupPins(f['pin-dir']), ...detachAllClassicTc()];
-  out(removed.length ? `removed:\n${removed.map((r) => `  ${r}`).join('\n')}\n` : `nothing to remove at ${f['pin-dir']}\n`);
+  const pinDir = f['pin-dir'];
+  // Held while removing: an agent starting meanwhile waits for it (holdPinDir).
+  const lock = existsSync(pinDir) ? withPinAccess(pinDir, () => lockForCleanup(pinDir)) : undefined;
+  if (lock && !lock.free && !f.force) {
+    const who = lock.holders.length ? ` (pid ${lock.holders.join(', ')})` : '';
+    throw new Error(`svcmap cleanup: an agent is running on ${pinDir}${who}: cleaning up under it detaches its programs and ${BREAKS}; stop the agent first, or pass --force`);
+  }
+  try {
+    const removed = [...cleanupPins(pinDir), ...detachAllClassicTc()];
+    out(removed.length ? `removed:\n${removed.map((r) => `  ${r}`).join('\n')}\n` : `nothing to remove at ${pinDir}\n`);
+  } finally {
+    if (lock?.free) lock.lock.release();
+  }
 }
 
 /** svcmap's classic tc filters (kernels without tcx) on every interface of this network namespace. */

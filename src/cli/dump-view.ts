@@ -4,6 +4,7 @@ import type { BackendConns, BackendValue, RevNatValue, SvcKey, SvcValue, ZoneNam
 import { BACKEND_F_LOCAL, BACKEND_STATE_TERMINATING, SVC_SCOPE_INT, flagNames, lbAlgorithmName, protoName } from '../maps/constants.ts';
 import { ipv4ToU32 } from '../maps/ipv4.ts';
 import { ipv6SortKey } from '../maps/ipv6.ts';
+import { type Column, PLAIN, type TableStyle, printed, renderColumns } from './format.ts';
 
 /** "10.0.0.1:80", "[fd00::1]:80". */
 export function hostPort(addr: string, port: number): string {
@@ -124,19 +125,28 @@ function cmpAddr(a: string, b: string): number {
   return x < y ? -1 : x > y ? 1 : 0;
 }
 
-/** A fixed-width table: one row per frontend, backends listed in the last column. */
-export function renderTable(views: readonly FrontendView[]): string {
+const DUMP_COLUMNS: readonly Column[] = [
+  { header: 'FRONTEND' }, { header: 'FLAGS' }, { header: 'ALG' }, { header: 'N' },
+  { header: 'REV-NAT', wide: true }, { header: 'BACKEND-IDS', wide: true },
+  { header: 'BACKENDS', free: true },
+];
+
+/**
+ * A table: one row per frontend, backends listed in the last column (its
+ * problems after them). -o wide adds the rev-NAT id and the backend ids in
+ * slot order.
+ */
+export function renderTable(views: readonly FrontendView[], style: TableStyle = PLAIN): string {
   const rows = views.map((v) => [
     v.frontend,
     v.flags.join(',') || '-',
     v.algorithm,
     String(v.backends.length),
+    String(v.revNatId),
+    v.backends.map((b) => b.id).join(',') || '-',
     v.backends.length
       ? v.backends.map((b) => `${b.address}${b.state === 'active' ? '' : ` (${b.state})`}${b.local ? ' [local]' : ''}${b.zone === undefined ? '' : ` zone=${b.zone}`}${b.connections === undefined ? '' : ` conns=${b.connections}`}`).join(', ')
       : '(none: connections are refused)',
   ].concat(v.problems.length ? [`!! ${v.problems.join('; ')}`] : []));
-  const header = ['FRONTEND', 'FLAGS', 'ALG', 'N', 'BACKENDS'];
-  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => (i < 4 ? r[i]!.length : 0))));
-  const line = (r: string[]) => r.map((c, i) => (i < 4 ? c.padEnd(widths[i]!) : c)).join('  ').trimEnd();
-  return [line(header), ...rows.map(line)].join('\n') + '\n';
+  return printed(renderColumns(DUMP_COLUMNS, rows, style));
 }

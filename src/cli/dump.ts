@@ -4,9 +4,9 @@ import { DatapathMaps } from '../maps/datapath-maps.ts';
 import type { AffinityKey, CtValue } from '../maps/codecs.ts';
 import { AFFINITY_ORIGIN_SOCK, AFFINITY_ORIGIN_SOCK6, AFFINITY_ORIGIN_TC, AFFINITY_ORIGIN_TC6, CT_FLAG_NAMES } from '../maps/constants.ts';
 import { ALL_MAPS, affinityMap, ctMap } from '../maps/registry.ts';
-import { type Parsed, command, parseFlags, pinDirFlag, UsageError } from './args.ts';
+import { type Parsed, command, noHeadersFlag, parseFlags, pinDirFlag, UsageError } from './args.ts';
 import { buildDumpView, renderTable, zoneNames } from './dump-view.ts';
-import { bigintReplacer, formatData, outputFlag } from './format.ts';
+import { bigintReplacer, formatData, isTable, outputFlag, tableStyle } from './format.ts';
 import { pinDirExists, withPinAccess } from './pin-access.ts';
 
 export const dumpCommand = command({
@@ -15,6 +15,7 @@ export const dumpCommand = command({
   description: 'Decodes the pinned maps: each frontend (VIP:port/proto) with its backends and their state. Works without a running agent.',
   flags: {
     output: outputFlag(),
+    'no-headers': noHeadersFlag,
     map: { value: 'NAME', schema: z.string(), help: `prints one map's entries, decoded (${ALL_MAPS.map((m) => m.name).join(', ')})` },
     'pin-dir': pinDirFlag,
   },
@@ -42,7 +43,8 @@ function render(maps: DatapathMaps, f: Parsed<typeof dumpCommand.flags>, out: (s
       key: m.spec === affinityMap ? withAffinityOrigin(key as AffinityKey) : key,
       value: m.spec === ctMap ? withCtFlagNames(value as CtValue) : value,
     }));
-    out(f.output === 'table'
+    // One line an entry, every field in it: no header, and nothing more for wide to add.
+    out(isTable(f.output)
       ? entries.map((e) => `${JSON.stringify(e.key, bigintReplacer)} => ${JSON.stringify(e.value, bigintReplacer)}`).join('\n') + (entries.length ? '\n' : '')
       : formatData({ map: m.spec.name, entries }, f.output));
     return;
@@ -55,7 +57,7 @@ function render(maps: DatapathMaps, f: Parsed<typeof dumpCommand.flags>, out: (s
     ...buildDumpView(maps.services.entries(), maps.backends.entries(), maps.revNat.entries(), maps.conns?.entries(), zoneOf),
     ...(v6 ? buildDumpView(v6.services.entries(), v6.backends.entries(), v6.revNat.entries(), v6.conns?.entries(), zoneOf) : []),
   ];
-  out(f.output === 'table' ? renderTable(view) : formatData({ frontends: view }, f.output));
+  out(isTable(f.output) ? renderTable(view, tableStyle(f)) : formatData({ frontends: view }, f.output));
 }
 
 /** Which datapath made an affinity entry, by name: socket (client: netns cookie), tc (client: address), their IPv6 twins socket6 and tc6 (client: the /64 in netns_cookie, the folded interface id in client_addr). */

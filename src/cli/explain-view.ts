@@ -21,7 +21,8 @@ import {
   AFFINITY_ORIGIN_SOCK, AFFINITY_ORIGIN_SOCK6, AFFINITY_ORIGIN_TC, AFFINITY_ORIGIN_TC6, type LbAlgorithmName, lbAlgorithmName, SVC_F_AFFINITY, SVC_F_SRC_RANGES, SVC_F_TWO_SCOPES, SVC_F_WILDCARD,
   SVC_SCOPE_EXT, SVC_SCOPE_INT, flagNames, protoName,
 } from '../maps/constants.ts';
-import { type BackendView, backendView, hostPort } from './dump-view.ts';
+import { type BackendView, type ZoneNameOf, backendView, hostPort } from './dump-view.ts';
+import { type Column, PLAIN, type TableStyle, renderColumns } from './format.ts';
 
 export interface ExplainReaders {
   service(key: SvcKey): SvcValue | undefined;
@@ -37,6 +38,8 @@ export interface ExplainReaders {
   sourceAllowed: ((revNatId: number, client: string) => boolean) | undefined;
   /** Now, in ns on CLOCK_BOOTTIME: the clock of affinity_value.last_used. */
   nowNs: bigint;
+  /** Zone names (svcmap_zones); undefined when no zone map is pinned. */
+  zoneOf?: ZoneNameOf | undefined;
 }
 
 export interface ExplainQuery {
@@ -216,7 +219,7 @@ export function explain(q: ExplainQuery, r: ExplainReaders): Explanation {
     const b = slot && r.backend(slot.backend_id);
     if (!slot) problems.push(`slot ${s} missing`);
     else if (!b) problems.push(`slot ${s} refers to missing backend ${slot.backend_id}`);
-    else backends.push(backendView(s, slot.backend_id, b, r.connections));
+    else backends.push(backendView(s, slot.backend_id, b, r.connections, r.zoneOf));
   }
   const affinity = (svc.flags & SVC_F_AFFINITY) !== 0;
   const frontend: FrontendExplanation = {
@@ -274,10 +277,23 @@ export function explain(q: ExplainQuery, r: ExplainReaders): Explanation {
   return { ...out, clientAffinity: mine, verdict: random(`${why}${remember}`) };
 }
 
-/** `kubectl describe`-like text: one fact per line, then the verdict. */
-export function renderExplanation(e: Explanation): string {
+const backendColumns = (conns: boolean): Column[] => [
+  { header: 'SLOT' }, { header: 'ID' }, { header: 'BACKEND' }, { header: 'STATE' }, { header: 'LOCAL' }, ...(conns ? [{ header: 'CONNS' }] : []), { header: 'ZONE', wide: true },
+];
+const REMEMBERED_COLUMNS: readonly Column[] = [
+  { header: 'CLIENT' }, { header: 'BACKEND' }, { header: 'BACKEND ID', wide: true }, { header: 'SLOT' }, { header: 'LAST USED' }, { header: 'CURRENT' },
+];
+
+/**
+ * `kubectl describe`-like text: one fact per line, then the verdict. The
+ * backends and the remembered clients are tables: -o wide adds the
+ * backends' zones and the backend id each client keeps; --no-headers drops
+ * their header lines.
+ */
+export function renderExplanation(e: Explanation, style: TableStyle = PLAIN): string {
   const lines: string[] = [];
   const row = (name: string, value: string) => lines.push(`${`${name}:`.padEnd(12)}${value}`);
+  const table = (columns: readonly Column[], rows: string[][]) => lines.push(...renderColumns(columns, rows, style, '  '));
   row('Frontend', e.frontend ? `${e.frontend.frontend}${e.frontend.matched ? ` (${e.query}: ${e.frontend.matched})` : ''}` : e.query);
   row('Path', e.path === 'socket' ? 'socket hooks (a connection made on this node)' : `tc (a packet from ${e.client}, outside the node)`);
   const f = e.frontend;
@@ -289,25 +305,20 @@ export function renderExplanation(e: Explanation): string {
     row('Backends', String(f.backends.length));
     if (f.backends.length) {
       const conns = f.backends.some((b) => b.connections !== undefined);
-      lines.push(...table(['SLOT', 'ID', 'BACKEND', 'STATE', 'LOCAL', ...(conns ? ['CONNS'] : [])],
-        f.backends.map((b) => [String(b.slot), String(b.id), b.address, b.state, b.local ? 'yes' : 'no', ...(conns ? [String(b.connections ?? 0)] : [])])));
+      table(backendColumns(conns),
+        f.backends.map((b) => [String(b.slot), String(b.id), b.address, b.state, b.local ? 'yes' : 'no', ...(conns ? [String(b.connections ?? 0)] : []), b.zone ?? '-']));
     }
     if (f.problems.length) row('Problems', f.problems.join('; '));
     if (f.affinityTimeoutSeconds !== null) {
       row('Remembered', `${e.remembered.length} client${e.remembered.length === 1 ? '' : 's'}`);
       const shown = e.remembered.slice(0, 20);
       if (shown.length) {
-        lines.push(...table(['CLIENT', 'BACKEND', 'SLOT', 'LAST USED', 'CURRENT'],
-          shown.map((a) => [`${a.origin} ${a.client}`, a.backend, String(a.slot), `${a.lastUsedSecondsAgo}s ago`, a.current ? 'yes' : `no: ${a.stale}`])));
+        table(REMEMBERED_COLUMNS,
+          shown.map((a) => [`${a.origin} ${a.client}`, a.backend, String(a.backendId), String(a.slot), `${a.lastUsedSecondsAgo}s ago`, a.current ? 'yes' : `no: ${a.stale}`]));
       }
       if (e.remembered.length > shown.length) lines.push(`  ... and ${e.remembered.length - shown.length} more (-o json lists them all)`);
     }
   }
   row('Verdict', e.verdict.text);
   return `${lines.join('\n')}\n`;
-}
-
-function table(header: string[], rows: string[][]): string[] {
-  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
-  return [header, ...rows].map((r) => `  ${r.map((c, i) => (i < r.length - 1 ? c.padEnd(widths[i]!) : c)).join('  ')}`);
 }

@@ -6,9 +6,10 @@ import { z } from 'zod';
 import { DatapathMaps } from '../maps/datapath-maps.ts';
 import { IPPROTO_TCP, IPPROTO_UDP } from '../maps/constants.ts';
 import { canonicalIpv6, formatIpv6, isV4Mapped, parseIpv6 } from '../maps/ipv6.ts';
-import { UsageError, command, parseFlagsAndArg, pinDirFlag } from './args.ts';
+import { UsageError, command, noHeadersFlag, parseFlagsAndArg, pinDirFlag } from './args.ts';
+import { zoneNames } from './dump-view.ts';
 import { type ExplainQuery, type ExplainReaders, explain as explainView, queryText, renderExplanation } from './explain-view.ts';
-import { formatData, outputFlag } from './format.ts';
+import { formatData, outputFlag, tableStyle } from './format.ts';
 import { pinDirExists, withPinAccess } from './pin-access.ts';
 
 /** An IPv4 address, an IPv6 one in brackets (canonical text), or an IPv4-mapped one (its IPv4 address, as the socket hooks translate it). */
@@ -50,7 +51,8 @@ export const explainCommand = command({
       }),
       help: 'a packet from this client outside the node (tc), with its affinity entry and loadBalancerSourceRanges; an IPv6 client for an IPv6 VIP, an IPv4 one for an IPv4 VIP (tc translates a packet within its family)',
     },
-    output: outputFlag(['table', 'json']),
+    output: outputFlag(['table', 'wide', 'json']),
+    'no-headers': noHeadersFlag,
     'pin-dir': pinDirFlag,
   },
 });
@@ -91,6 +93,7 @@ function readersOf(maps: DatapathMaps, family: 4 | 6, pinDir: string): ExplainRe
     // An LPM lookup, as lb4_source_allowed/lb6_source_allowed do: all 32 bits of the id, then all of the address.
     sourceAllowed: srcRange ? (id, addr) => srcRange.get({ prefixlen: 32 + addrBits, rev_nat_id: id, addr }) !== undefined : undefined,
     nowNs: bootTimeNs(),
+    zoneOf: maps.zones ? zoneNames(maps.zones.entries()) : undefined,
   };
 }
 
@@ -103,7 +106,7 @@ export function explain(argv: string[], out: (s: string) => void): void {
     try {
       const family = arg.addr.includes(':') ? 6 : 4;
       const e = explainView({ ...arg, ...(f.from ? { from: f.from } : {}) }, readersOf(maps, family, f['pin-dir']));
-      out(f.output === 'json' ? formatData(e, 'json') : renderExplanation(e));
+      out(f.output === 'json' ? formatData(e, 'json') : renderExplanation(e, tableStyle(f)));
     } finally {
       maps.close();
     }

@@ -10,21 +10,22 @@ import { BpfMap, MAP_TYPE_NAMES } from '../bpf/map.ts';
 import { readDatapathCounters } from '../maps/datapath-counters.ts';
 import { ALL_MAPS, devAddr6Map, devAddrMap, metricsMap } from '../maps/registry.ts';
 import { TypedMap } from '../maps/typed-map.ts';
-import { command, parseFlags, pinDirFlag } from './args.ts';
-import { formatData, outputFlag } from './format.ts';
+import { command, noHeadersFlag, parseFlags, pinDirFlag } from './args.ts';
+import { type Column, PLAIN, type TableStyle, formatData, isTable, outputFlag, printed, renderColumns, tableStyle } from './format.ts';
 import { pinDirExists, withPinAccess } from './pin-access.ts';
 
 export const statusCommand = command({
   name: 'status',
   summary: 'attached programs, map fill levels, SNAT addresses, datapath counters',
   description: 'Lists the attached programs and where they are attached (cgroup, tcx or tc), each map\'s fill level, the SNAT address of each device (svcmap_devaddr), and the datapath\'s counters that are not zero (svcmap_datapath_packets_total: per hook, what became of the packets).',
-  flags: { output: outputFlag(), 'pin-dir': pinDirFlag },
+  flags: { output: outputFlag(), 'no-headers': noHeadersFlag, 'pin-dir': pinDirFlag },
 });
 
 export interface StatusReport {
   pinDir: string;
-  programs: Array<{ link: string; program: string; progId: number; tag: string; attachType: string; attachedTo: string; mode: string }>;
-  maps: Array<{ name: string; type: string; entries: number; maxEntries: number; fill: string; purpose: string }>;
+  /** pin: the link's pin (classic tc filters have none). */
+  programs: Array<{ link: string; pin?: string; program: string; progId: number; tag: string; attachType: string; attachedTo: string; mode: string }>;
+  maps: Array<{ name: string; id: number; pin: string; type: string; entries: number; maxEntries: number; fill: string; purpose: string }>;
   /** The datapath counters that are not zero, summed over the CPUs. */
   counters: Array<{ hook: string; reason: string; packets: number; drop: boolean }>;
   /** svcmap_devaddr: the address a flow SNATed out of each device takes (device: its name here, if it has one). */
@@ -70,7 +71,7 @@ export function collectStatus(pinDir: string): StatusReport {
           ? `cgroup ${cgroupPathById(info.target) ?? `id ${info.target}`}`
           : info.type === LINK_TYPE_TCX ? `device ${name.split('@')[1] ?? `ifindex ${info.target}`}` : '?';
         report.programs.push({
-          link: name, program: prog?.name ?? '?', progId: info.progId, tag: prog?.tag ?? '',
+          link: name, pin: join(linkDir, name), program: prog?.name ?? '?', progId: info.progId, tag: prog?.tag ?? '',
           attachType: ATTACH_TYPE_NAMES[info.attachType] ?? String(info.attachType),
           attachedTo, mode: info.type === LINK_TYPE_TCX ? 'tcx link' : info.type === LINK_TYPE_CGROUP ? 'cgroup link' : `link type ${info.type}`,
         });
@@ -101,7 +102,7 @@ export function collectStatus(pinDir: string): StatusReport {
     try {
       const entries = m.count();
       report.maps.push({
-        name: spec.name, type: MAP_TYPE_NAMES[m.info.type] ?? String(m.info.type), entries, maxEntries: m.maxEntries,
+        name: spec.name, id: m.info.id, pin: path, type: MAP_TYPE_NAMES[m.info.type] ?? String(m.info.type), entries, maxEntries: m.maxEntries,
         fill: `${((100 * entries) / m.maxEntries).toFixed(1)}%`, purpose: spec.purpose,
       });
     } finally {
@@ -140,25 +141,55 @@ export function collectStatus(pinDir: string): StatusReport {
   return report;
 }
 
-export function renderStatus(r: StatusReport): string {
-  const lines: string[] = [`pin directory: ${r.pinDir}`, '', 'PROGRAMS'];
-  if (!r.programs.length) lines.push('  (none attached)');
-  for (const p of r.programs) lines.push(`  ${p.attachType.padEnd(20)} ${p.program.padEnd(20)} id ${String(p.progId).padEnd(6)} ${p.mode} on ${p.attachedTo}`);
-  lines.push('', 'MAPS');
-  if (!r.maps.length) lines.push('  (none pinned)');
-  for (const m of r.maps) lines.push(`  ${m.name.padEnd(16)} ${m.type.padEnd(9)} ${`${m.entries}/${m.maxEntries}`.padEnd(16)} ${m.fill.padStart(6)}  ${m.purpose}`);
-  lines.push('', 'SNAT ADDRESSES (svcmap_devaddr, svcmap_devaddr6: a flow SNATed out of a device takes its address of the flow\'s family)');
-  if (!r.snatAddresses.length) lines.push('  (none)');
-  for (const a of r.snatAddresses) lines.push(`  ${(a.device ?? `ifindex ${a.ifindex}`).padEnd(16)} ${a.addr}`);
-  lines.push('', 'DATAPATH COUNTERS (not zero; svcmap_datapath_packets_total)');
-  if (!r.counters.length) lines.push('  (all zero)');
-  for (const c of r.counters) lines.push(`  ${c.hook.padEnd(14)} ${c.reason.padEnd(24)} ${String(c.packets).padStart(12)}${c.drop ? '  drop' : ''}`);
-  return `${lines.join('\n')}\n`;
+const PROGRAM_COLUMNS: readonly Column[] = [
+  { header: 'ATTACH TYPE' }, { header: 'PROGRAM' }, { header: 'ID', right: true }, { header: 'TAG', wide: true }, { header: 'PIN', wide: true }, { header: 'ATTACHED', free: true },
+];
+const MAP_COLUMNS: readonly Column[] = [
+  { header: 'NAME' }, { header: 'TYPE' }, { header: 'ENTRIES' }, { header: 'FILL', right: true }, { header: 'ID', wide: true, right: true }, { header: 'PIN', wide: true },
+  { header: 'PURPOSE', free: true },
+];
+const SNAT_COLUMNS: readonly Column[] = [{ header: 'DEVICE' }, { header: 'IFINDEX', wide: true, right: true }, { header: 'ADDRESS' }];
+const COUNTER_COLUMNS: readonly Column[] = [{ header: 'HOOK' }, { header: 'REASON' }, { header: 'PACKETS', right: true }, { header: 'DROP' }];
+
+/**
+ * The report as sections, each a title and a table (or what stands for an
+ * empty one). --no-headers: the rows only, a section's after the previous
+ * one's and an empty line, in this order (an empty section: no rows).
+ * -o wide: the programs' tags and link pins, the maps' ids and pins, the
+ * devices' ifindexes.
+ */
+export function renderStatus(r: StatusReport, style: TableStyle = PLAIN): string {
+  const sections = [
+    {
+      title: 'PROGRAMS', none: '(none attached)', columns: PROGRAM_COLUMNS,
+      rows: r.programs.map((p) => [p.attachType, p.program, String(p.progId), p.tag || '-', p.pin ?? '-', `${p.mode} on ${p.attachedTo}`]),
+    },
+    {
+      title: 'MAPS', none: '(none pinned)', columns: MAP_COLUMNS,
+      rows: r.maps.map((m) => [m.name, m.type, `${m.entries}/${m.maxEntries}`, m.fill, String(m.id), m.pin, m.purpose]),
+    },
+    {
+      title: 'SNAT ADDRESSES (svcmap_devaddr, svcmap_devaddr6: a flow SNATed out of a device takes its address of the flow\'s family)', none: '(none)', columns: SNAT_COLUMNS,
+      rows: r.snatAddresses.map((a) => [a.device ?? `ifindex ${a.ifindex}`, String(a.ifindex), a.addr]),
+    },
+    {
+      title: 'DATAPATH COUNTERS (not zero; svcmap_datapath_packets_total)', none: '(all zero)', columns: COUNTER_COLUMNS,
+      rows: r.counters.map((c) => [c.hook, c.reason, String(c.packets), c.drop ? 'drop' : '']),
+    },
+  ];
+  const lines: string[] = style.headers ? [`pin directory: ${r.pinDir}`] : [];
+  sections.forEach((s, i) => {
+    if (style.headers || i > 0) lines.push('');
+    if (style.headers) lines.push(s.title);
+    if (s.rows.length) lines.push(...renderColumns(s.columns, s.rows, style, '  '));
+    else if (style.headers) lines.push(`  ${s.none}`);
+  });
+  return printed(lines);
 }
 
 export function status(argv: string[], out: (s: string) => void): void {
   const f = parseFlags(statusCommand, argv);
   if (!pinDirExists(f['pin-dir'])) throw new Error(`nothing is pinned at ${f['pin-dir']}: the agent has not run with this --pin-dir, or svcmap cleanup removed it`);
   const r = withPinAccess(f['pin-dir'], () => collectStatus(f['pin-dir']));
-  out(f.output === 'table' ? renderStatus(r) : formatData(r, f.output));
+  out(isTable(f.output) ? renderStatus(r, tableStyle(f)) : formatData(r, f.output));
 }

@@ -418,7 +418,7 @@ t.test('cleanup.sh (cleanup DaemonSet) with a stand-in svcmap', async (t) => {
     while (!existsSync(s.done) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
     t.ok(existsSync(s.done), 'done file written (readiness)');
     const args = readFileSync(s.log, 'utf8').trim();
-    t.equal(args, `cleanup --pin-dir ${s.pins}`);
+    t.equal(args, `cleanup --force --pin-dir ${s.pins}`, '--force: a pre-delete hook runs while the agents still do');
     // The stand-in takes any flag: hold the script to the flags the real command declares.
     for (const flag of args.match(/--[a-z-]+/g) ?? []) t.ok(flag.slice(2) in allFlags(cleanupCommand), `svcmap cleanup takes ${flag}`);
     const code = await new Promise<number | null>((resolve) => {

@@ -47,7 +47,9 @@ t.test('each command: exactly its declared flags; a flag\'s choices after it', a
     const declared = Object.entries(allFlags(spec)).flatMap(([n, f]) => [`--${n}`, ...(f.short ? [`-${f.short}`] : [])]).sort();
     t.same(complete(spec.name, '-'), declared, `svcmap ${spec.name} -<TAB>`);
   }
-  t.same(complete('dump', '-o', ''), ['json', 'table', 'yaml'], 'svcmap dump -o <TAB>');
+  t.same(complete('dump', '-o', ''), ['json', 'table', 'wide', 'yaml'], 'svcmap dump -o <TAB>');
+  t.same(complete('explain', '-o', ''), ['json', 'table', 'wide'], 'svcmap explain -o <TAB>: wide, no yaml');
+  for (const c of ['dump', 'status', 'explain']) t.same(complete(c, '--no'), ['--no-headers'], `svcmap ${c} --no<TAB>: a command that prints tables`);
   t.same(complete('version', '--output', ''), ['json', 'table'], 'svcmap version --output <TAB>: its own formats');
   t.same(complete('agent', '--lb-algorithm', 'ma'), ['maglev']);
   t.same(complete('dump', '--log-level', ''), ['debug', 'error', 'info', 'warn']);

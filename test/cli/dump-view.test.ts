@@ -3,6 +3,7 @@
 // and live count.
 import t from 'tap';
 import { buildDumpView, renderTable, zoneNames } from '../../src/cli/dump-view.ts';
+import { cells, checkTableStyles } from './table-styles.ts';
 import type { BackendConns, BackendValue, RevNatValue, SvcKey, SvcValue } from '../../src/maps/codecs.ts';
 
 const master = (count: number, revNat: number): SvcValue => ({ backend_id: 0, rev_nat_id: revNat, count, flags: 1, algorithm: 0, affinity_timeout: 0 });
@@ -40,4 +41,24 @@ t.test('each backend with its zone by name and its live count; an id without a n
   ], 'zone 0: none given; a negative count reads 0, as lc does');
   t.match(renderTable(view), /10\.244\.0\.1:8080 zone=zone-a conns=3, 10\.244\.0\.2:8080 conns=0, 10\.244\.0\.3:8080 zone=zone#7 conns=0/);
   t.notOk('zone' in buildDumpView(services, backends, [])[0]!.backends[0]!, 'no zone map (older pins): no zone field');
+});
+
+t.test('-o wide adds the rev-NAT id and the backend ids in slot order; --no-headers drops the header; the rows are the same otherwise', async (t) => {
+  const services: Array<[SvcKey, SvcValue]> = [
+    [key('10.96.0.9', 0), master(2, 11)], [key('10.96.0.9', 1), slot(3)], [key('10.96.0.9', 2), slot(1)],
+    [key('10.96.0.10', 0), master(0, 12)],
+    [key('10.96.0.11', 0), master(2, 13)], [key('10.96.0.11', 1), slot(1)],
+  ];
+  const backends: Array<[number, BackendValue]> = [[1, { ...be('10.244.0.1'), zone: 1 }], [3, be('10.244.0.3')]];
+  const view = buildDumpView(services, backends, [[11, { addr: '10.96.0.9', port: 80 }], [12, { addr: '10.96.0.10', port: 80 }]], undefined, zoneNames([[1, { name: 'zone-a' }]]));
+  const lines = (wide: boolean, headers: boolean) => renderTable(view, { wide, headers }).trimEnd().split('\n');
+  checkTableStyles(t, { plain: lines(false, true), wide: lines(true, true), bare: lines(false, false) }, ['REV-NAT', 'BACKEND-IDS'], 'dump');
+  t.same(lines(true, true).map(cells), [
+    ['FRONTEND', 'FLAGS', 'ALG', 'N', 'REV-NAT', 'BACKEND-IDS', 'BACKENDS'],
+    ['10.96.0.9:80/TCP', 'ClusterIP', 'random', '2', '11', '3,1', '10.244.0.3:8080, 10.244.0.1:8080 zone=zone-a'],
+    ['10.96.0.10:80/TCP', 'ClusterIP', 'random', '0', '12', '-', '(none: connections are refused)'],
+    ['10.96.0.11:80/TCP', 'ClusterIP', 'random', '1', '13', '1', '10.244.0.1:8080 zone=zone-a', '!! slot 2 missing; reverse NAT 13 missing'],
+  ]);
+  t.same(lines(true, false).map(cells), lines(true, true).slice(1).map(cells), 'wide without headers: the wide rows');
+  t.equal(renderTable([], { wide: false, headers: false }), '', 'no frontends, no headers: nothing at all');
 });

@@ -11,6 +11,8 @@ import {
 } from '../../src/maps/constants.ts';
 import { type ExplainReaders, NO_ENDPOINTS, UNTOUCHED, explain, renderExplanation } from '../../src/cli/explain-view.ts';
 import { bootTimeNs } from '../../src/cli/explain.ts';
+import { zoneNames } from '../../src/cli/dump-view.ts';
+import { cells, checkTableStyles } from './table-styles.ts';
 
 const SEC = 1_000_000_000n;
 const NOW = 5000n * SEC;
@@ -338,4 +340,29 @@ t.test('tc for an IPv6 frontend and client: ETP Local\'s external entry, the IPv
   const inNode = explain(tcp('fd00:10::5', 30080), m.readers());
   t.match(inNode.frontend, { scope: 'internal', revNatId: 8 });
   t.same(inNode.remembered.map((r) => r.client), ['fd00:1:2:3::/64 fold 00020002'], 'the socket path lists the twin\'s entries');
+});
+
+t.test('-o wide adds the backends\' zones and the backend id each client keeps; --no-headers drops the tables\' header lines; the rest is the same', async (t) => {
+  const m = three().frontend({ addr: '10.96.0.40', port: 53, proto: IPPROTO_UDP, flags: SVC_F_CLUSTERIP | SVC_F_AFFINITY, revNat: 11, slots: [1, 2, 3], timeout: 10800 })
+    .sockEntry(4097n, 11, { last_used: NOW - 2n * SEC, backend_id: 2, slot: 2 })
+    .sockEntry(8193n, 11, { last_used: NOW - 20_000n * SEC, backend_id: 1, slot: 1 });
+  m.backends.set(1, { ...m.backends.get(1)!, zone: 1 });
+  const conns = new Map([[1, { sock: 2n, tc: 1n }]]);
+  const e = explain({ addr: '10.96.0.40', port: 53, proto: IPPROTO_UDP }, { ...m.readers(), connections: (id) => conns.get(id), zoneOf: zoneNames([[1, { name: 'zone-a' }]]) });
+  t.same(e.frontend?.backends.map((b) => b.zone), ['zone-a', undefined, undefined], 'zones by name, as dump shows them');
+  const text = (wide: boolean, headers: boolean) => renderExplanation(e, { wide, headers }).trimEnd().split('\n');
+  // The tables: runs of indented lines; the rest: the "Field: value" lines.
+  const tables = (lines: string[]) => lines.reduce<string[][]>((acc, l, i) => {
+    if (l.startsWith('  ')) (lines[i - 1]?.startsWith('  ') ? acc.at(-1)! : (acc.push([]), acc.at(-1)!)).push(l);
+    return acc;
+  }, []);
+  const facts = (lines: string[]) => lines.filter((l) => !l.startsWith('  '));
+  const [plain, wide, bare] = [text(false, true), text(true, true), text(false, false)];
+  t.same(facts(wide), facts(plain), 'wide: the same facts');
+  t.same(facts(bare), facts(plain), '--no-headers: the same facts');
+  t.equal(tables(plain).length, 2);
+  checkTableStyles(t, { plain: tables(plain)[0]!, wide: tables(wide)[0]!, bare: tables(bare)[0]! }, ['ZONE'], 'backends');
+  checkTableStyles(t, { plain: tables(plain)[1]!, wide: tables(wide)[1]!, bare: tables(bare)[1]! }, ['BACKEND ID'], 'remembered');
+  t.same(tables(wide)[0]!.map(cells).slice(0, 2), [['SLOT', 'ID', 'BACKEND', 'STATE', 'LOCAL', 'CONNS', 'ZONE'], ['1', '1', '10.244.0.11:8080', 'active', 'no', '3', 'zone-a']]);
+  t.same(cells(tables(wide)[1]![1]!), ['socket netns 4097', '10.244.0.12:8080', '2', '2', '2s ago', 'yes']);
 });

@@ -18,10 +18,14 @@ log() {
 }
 
 rm -f "$DONE_FILE"
-log "svcmap cleanup --pin-dir $PIN_DIR"
+log "svcmap cleanup --force --pin-dir $PIN_DIR"
 # The cgroup and tcx links are pinned there: detaching them through the pins
-# reaches every attachment the agent made.
-svcmap cleanup --pin-dir "$PIN_DIR"
+# reaches every attachment the agent made. --force: this runs as a pre-delete
+# hook, before Helm deletes the agent's DaemonSet, so the node's agent is
+# still running (and holds the pin directory's lock, which makes a plain
+# `svcmap cleanup` refuse). Uninstalling is asking for exactly what --force
+# warns of: the node's Services stop being translated.
+svcmap cleanup --force --pin-dir "$PIN_DIR"
 
 if [ -e "$PIN_DIR" ]; then
 	log "error: $PIN_DIR still exists after svcmap cleanup:"
