@@ -3,20 +3,35 @@
  * Entry file for the tc programs (sched_cls, direct action) on the node's
  * external devices: NodePort, LoadBalancer and externalIPs for traffic from
  * outside the node, IPv4 and IPv6. The logic lives in lib/tc_lb.h and
- * lib/tc_lb6.h; this file only maps the two hooks to it.
+ * lib/tc_lb6.h; this file only sends each packet to its family's path.
  */
+#include "lib/tc_lb.h"
 #include "lib/tc_lb6.h"
 
+/* Each family to its own path, each a function of its own (not inlined), so
+ * that their stacks need not fit in one frame. An ICMPv6 packet comes back
+ * from tc6_ingress()/tc6_egress() as TC6_ICMP and goes to tc6_icmp() from
+ * here, so that its frame and theirs are never on the call chain together. */
 SEC("tc")
 int svcmap_tc_in(struct __sk_buff *skb)
 {
-	return tc_ingress(skb);
+	int verdict;
+
+	if (skb->protocol != bpf_htons(ETH_P_IPV6))
+		return tc4_ingress(skb);
+	verdict = tc6_ingress(skb);
+	return verdict == TC6_ICMP ? tc6_icmp(skb, 1) : verdict;
 }
 
 SEC("tc")
 int svcmap_tc_out(struct __sk_buff *skb)
 {
-	return tc_egress(skb);
+	int verdict;
+
+	if (skb->protocol != bpf_htons(ETH_P_IPV6))
+		return tc4_egress(skb);
+	verdict = tc6_egress(skb);
+	return verdict == TC6_ICMP ? tc6_icmp(skb, 0) : verdict;
 }
 
 /* Not attached: the agent runs it (BPF_PROG_RUN) to change a backend's

@@ -303,26 +303,4 @@ static __noinline int tc6_egress(struct __sk_buff *skb)
 	return tc_verdict(DP_HOOK_TC_EGRESS, DP_R_REPLY_TRANSLATED, TC_ACT_OK);
 }
 
-/* The entry points: each family to its own path, each a function of its
- * own (not inlined), so that their stacks need not fit in one frame. */
-static __always_inline int tc_ingress(struct __sk_buff *skb)
-{
-	int verdict;
-
-	if (skb->protocol != bpf_htons(ETH_P_IPV6))
-		return tc4_ingress(skb);
-	verdict = tc6_ingress(skb);
-	return verdict == TC6_ICMP ? tc6_icmp(skb, 1) : verdict;
-}
-
-static __always_inline int tc_egress(struct __sk_buff *skb)
-{
-	int verdict;
-
-	if (skb->protocol != bpf_htons(ETH_P_IPV6))
-		return tc4_egress(skb);
-	verdict = tc6_egress(skb);
-	return verdict == TC6_ICMP ? tc6_icmp(skb, 0) : verdict;
-}
-
 #endif /* SVCMAP_LIB_TC_LB6_H */
