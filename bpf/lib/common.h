@@ -27,6 +27,16 @@
 #define SOCK_DGRAM 2
 #endif
 
+/*
+ * Family-generic code (see docs/architecture-datapath.md): a core takes the
+ * family as a constant (AF_INET or AF_INET6) and the family's maps, keys and
+ * values as void pointers. fam_field() is a field that the IPv4 struct T4 and
+ * the IPv6 struct T6 both have, by name, of the struct at ptr: an lvalue of
+ * the field's type. With a constant family the compiler keeps one branch.
+ */
+#define fam_field(family, T4, T6, ptr, f) \
+	(*((family) == AF_INET6 ? &((T6 *)(ptr))->f : &((T4 *)(ptr))->f))
+
 /* 127.0.0.0/8 in network byte order, tested without a byte swap. */
 static __always_inline int is_loopback4(__be32 addr)
 {

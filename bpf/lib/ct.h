@@ -10,34 +10,75 @@
  * flow's port goes to a new flow sooner, see nat4_snat_take_over() in
  * nat.h). The map is an LRU as well, so a full map still makes room for
  * new flows.
+ *
+ * Both families: svcmap_ct (struct ct_key/ct_value) and svcmap_ct6 (struct
+ * ct6_key/ct6_value) follow the same rules, which the agent's GC relies
+ * on. The cores take the family as a constant and the family's map, key and
+ * entry as pointers; only the key builders (ct4_key_of()/ct6_key_of(),
+ * ct4_peer_key()/ct6_peer_key()) and the backend check are per family.
  */
 #ifndef SVCMAP_LIB_CT_H
 #define SVCMAP_LIB_CT_H
 
 #include "packet.h"
+#include "packet6.h"
 #include "maps_tc.h"
+#include "maps6.h"
 #include "conns.h"
 
 /* last_seen is written at most this often per entry, not on every packet:
  * a write per packet would bounce the entry's cache line between CPUs. */
 #define CT_REFRESH_NS 1000000000ULL
 
-static __always_inline void ct4_key_of(struct ct_key *k, const struct pkt4 *p, __u8 dir)
+/* A field both families' keys (values, packets) have, of either's. */
+#define ct_key_f(family, k, f) fam_field(family, struct ct_key, struct ct6_key, k, f)
+#define ct_val_f(family, v, f) fam_field(family, struct ct_value, struct ct6_value, v, f)
+#define pkt_f(family, p, f)    fam_field(family, struct pkt4, struct pkt6, p, f)
+
+/* Room for a key of either family on the stack. */
+union ct_key_any {
+	struct ct_key v4;
+	struct ct6_key v6;
+};
+
+static __always_inline void *ct_map(const int family)
 {
-	__builtin_memset(k, 0, sizeof(*k));
+	return family == AF_INET6 ? (void *)&SVCMAP_MAP_CT6 : (void *)&SVCMAP_MAP_CT;
+}
+
+/* The key of packet p (struct pkt4 or pkt6) in direction dir. */
+static __always_inline void ct4_key_of(struct ct_key *k, const struct pkt4 *p)
+{
 	k->saddr = p->saddr;
 	k->daddr = p->daddr;
-	k->sport = p->sport;
-	k->dport = p->dport;
-	k->proto = p->proto;
-	k->dir = dir;
+}
+
+static __always_inline void ct6_key_of(struct ct6_key *k, const struct pkt6 *p)
+{
+	__builtin_memcpy(k->saddr, p->saddr, sizeof(k->saddr));
+	__builtin_memcpy(k->daddr, p->daddr, sizeof(k->daddr));
+}
+
+static __always_inline void ct_key_of(const int family, void *k, const void *p, __u8 dir)
+{
+	if (family == AF_INET6) {
+		__builtin_memset(k, 0, sizeof(struct ct6_key));
+		ct6_key_of(k, p);
+	} else {
+		__builtin_memset(k, 0, sizeof(struct ct_key));
+		ct4_key_of(k, p);
+	}
+	ct_key_f(family, k, sport) = pkt_f(family, p, sport);
+	ct_key_f(family, k, dport) = pkt_f(family, p, dport);
+	ct_key_f(family, k, proto) = pkt_f(family, p, proto);
+	ct_key_f(family, k, dir) = dir;
 }
 
 /* The CT_F_* bits that are the flow's state, not its translation. */
 #define CT_F_STATE (CT_F_SEEN_REPLY | CT_F_CLOSING | CT_F_FIN_FWD | CT_F_FIN_REPLY)
 
 /* What a packet (its protocol and TCP flags), met in direction dir, says
- * about its flow: state bits to add. Either family. */
+ * about its flow: state bits to add. */
 static __always_inline __u8 ct_state_of(__u8 proto, __u8 tcp_flags, __u8 dir)
 {
 	__u8 s = 0;
@@ -51,11 +92,6 @@ static __always_inline __u8 ct_state_of(__u8 proto, __u8 tcp_flags, __u8 dir)
 			s |= dir == CT_DIR_FWD ? CT_F_FIN_FWD : CT_F_FIN_REPLY;
 	}
 	return s;
-}
-
-static __always_inline __u8 ct4_state_of(const struct pkt4 *p, __u8 dir)
-{
-	return ct_state_of(p->proto, p->tcp_flags, dir);
 }
 
 /* An entry whose state did not change: its last_seen, refreshed at most
@@ -82,58 +118,103 @@ static __always_inline __u8 ct_state_merge(__u8 flags, __u8 add)
  * that is the reply entry (from the backend: to the SNAT address and port,
  * CT_DIR_REPLY_IN, or to the client, CT_DIR_REPLY_OUT); for a reply entry
  * (whose packets become frontend -> client) it is the forward entry.
+ * The addresses per family (an address of v left 0 means "unchanged").
  */
-static __always_inline void ct4_peer_key(struct ct_key *k, const struct ct_key *self,
-					 const struct ct_value *v)
+static __always_inline void ct4_peer_key(struct ct_key *k, const struct ct_key *self, const struct ct_value *v)
 {
-	__builtin_memset(k, 0, sizeof(*k));
 	k->saddr = v->new_daddr ? v->new_daddr : self->daddr;
-	k->sport = v->new_dport ? v->new_dport : self->dport;
 	k->daddr = v->new_saddr ? v->new_saddr : self->saddr;
-	k->dport = v->new_sport ? v->new_sport : self->sport;
-	k->proto = self->proto;
-	if (self->dir != CT_DIR_FWD)
-		k->dir = CT_DIR_FWD;
+}
+
+static __always_inline void ct6_peer_key(struct ct6_key *k, const struct ct6_key *self, const struct ct6_value *v)
+{
+	addr6_or(k->saddr, v->new_daddr, self->daddr);
+	addr6_or(k->daddr, v->new_saddr, self->saddr);
+}
+
+static __always_inline void ct_peer_key(const int family, void *k, const void *self, const void *v)
+{
+	__be16 new_sport = ct_val_f(family, v, new_sport);
+	__be16 new_dport = ct_val_f(family, v, new_dport);
+
+	if (family == AF_INET6) {
+		__builtin_memset(k, 0, sizeof(struct ct6_key));
+		ct6_peer_key(k, self, v);
+	} else {
+		__builtin_memset(k, 0, sizeof(struct ct_key));
+		ct4_peer_key(k, self, v);
+	}
+	ct_key_f(family, k, sport) = new_dport ? new_dport : ct_key_f(family, self, dport);
+	ct_key_f(family, k, dport) = new_sport ? new_sport : ct_key_f(family, self, sport);
+	ct_key_f(family, k, proto) = ct_key_f(family, self, proto);
+	if (ct_key_f(family, self, dir) != CT_DIR_FWD)
+		ct_key_f(family, k, dir) = CT_DIR_FWD;
 	else
-		k->dir = (v->flags & CT_F_SNAT) ? CT_DIR_REPLY_IN : CT_DIR_REPLY_OUT;
+		ct_key_f(family, k, dir) = (ct_val_f(family, v, flags) & CT_F_SNAT) ? CT_DIR_REPLY_IN : CT_DIR_REPLY_OUT;
+}
+
+/* Whether keys a and b name the same tuple (addresses and ports). */
+static __always_inline int ct_same_tuple(const int family, const void *a, const void *b)
+{
+	const struct ct6_key *a6 = a, *b6 = b;
+	const struct ct_key *a4 = a, *b4 = b;
+
+	if (ct_key_f(family, a, sport) != ct_key_f(family, b, sport) ||
+	    ct_key_f(family, a, dport) != ct_key_f(family, b, dport))
+		return 0;
+	if (family == AF_INET6)
+		return addr6_eq(a6->saddr, b6->saddr) && addr6_eq(a6->daddr, b6->daddr);
+	return a4->saddr == b4->saddr && a4->daddr == b4->daddr;
 }
 
 /*
- * Live connection counts at tc (struct backend_conns, field tc; IPv6 flows
- * the same in svcmap_conns6, ct6_uncount()): a flow
- * through a frontend whose algorithm reads the counts (CT_F_COUNTED) counts
- * for its backend from the creation of its forward entry (when it is not
- * created closing) until the forward entry gains CT_F_CLOSING, or is
- * forgotten or collected while still open. Only the forward entry's
- * state is looked at, so each flow counts once. The decrement is skipped
- * when the entry's backend id no longer names the endpoint the flow went
- * to (gone, or reused), as for the socket LB.
+ * Live connection counts at tc (struct backend_conns, field tc, in
+ * svcmap_be_conns or for IPv6 backends svcmap_conns6): a flow through a
+ * frontend whose algorithm reads the counts (CT_F_COUNTED) counts for its
+ * backend from the creation of its forward entry (when it is not created
+ * closing) until the forward entry gains CT_F_CLOSING, or is forgotten or
+ * collected while still open. Only the forward entry's state is looked at,
+ * so each flow counts once. The decrement is skipped when the entry's
+ * backend id no longer names the endpoint the flow went to (gone, or
+ * reused), as for the socket LB.
  */
-/* Whether the entry's backend id still names the endpoint the flow went to. */
-static __always_inline int ct4_backend_current(const struct ct_value *v)
+static __always_inline void *ct_conns_map(const int family)
 {
-	struct backend_value *be;
-	__u32 id = v->backend_id;
-
-	be = bpf_map_lookup_elem(&SVCMAP_MAP_BACKENDS, &id);
-	return be && be->addr == v->new_daddr && be->port == v->new_dport;
+	return family == AF_INET6 ? (void *)&SVCMAP_MAP_BE_CONNS6 : (void *)&SVCMAP_MAP_BE_CONNS;
 }
 
-static __always_inline void ct4_uncount(const struct ct_value *fwd)
+/* Whether the entry's backend id still names the endpoint the flow went to. */
+static __always_inline int ct_backend_current(const int family, const void *v)
 {
-	if ((fwd->flags & CT_F_COUNTED) && ct4_backend_current(fwd))
-		conns_add(fwd->backend_id, CONNS_FIELD_TC, -1);
+	__u32 id = ct_val_f(family, v, backend_id);
+	const struct backend6_value *be6;
+	const struct backend_value *be4;
+	const struct ct6_value *v6 = v;
+	const struct ct_value *v4 = v;
+
+	if (family == AF_INET6) {
+		be6 = bpf_map_lookup_elem(&SVCMAP_MAP_BACKENDS6, &id);
+		return be6 && addr6_eq(be6->addr, v6->new_daddr) && be6->port == v6->new_dport;
+	}
+	be4 = bpf_map_lookup_elem(&SVCMAP_MAP_BACKENDS, &id);
+	return be4 && be4->addr == v4->new_daddr && be4->port == v4->new_dport;
+}
+
+static __always_inline void ct_uncount(const int family, const void *fwd)
+{
+	if ((ct_val_f(family, fwd, flags) & CT_F_COUNTED) && ct_backend_current(family, fwd))
+		conns_add_in(ct_conns_map(family), ct_val_f(family, fwd, backend_id), CONNS_FIELD_TC, -1);
 }
 
 /* A forward entry whose flags went from `was` to `now` stops counting when it
- * starts closing. Either family. */
+ * starts closing. */
 static __always_inline int ct_stops_counting(__u8 was, __u8 now)
 {
 	return !(was & CT_F_CLOSING) && (now & CT_F_CLOSING);
 }
 
 /* A new forward entry's flags, CT_F_COUNTED added when its frontend's
- * algorithm reads the counts and it is not created closing. Either family. */
+ * algorithm reads the counts and it is not created closing. */
 static __always_inline __u8 ct_count_new(__u8 flags, __u8 alg)
 {
 	if (!(flags & CT_F_CLOSING) && lb_alg_counts(alg))
@@ -143,7 +224,7 @@ static __always_inline __u8 ct_count_new(__u8 flags, __u8 alg)
 
 /* The flow's other entry, met from direction dir, gets the state `flags`
  * merged into its own: 1 when it is the forward entry and that made it
- * start closing (the caller takes it off its count). Either family. */
+ * start closing (the caller takes it off its count). */
 static __always_inline int ct_peer_merge(__u8 *peer_flags, __u8 flags, __u8 dir)
 {
 	__u8 was = *peer_flags;
@@ -156,8 +237,9 @@ static __always_inline int ct_peer_merge(__u8 *peer_flags, __u8 flags, __u8 dir)
 }
 
 /*
- * The entry for this packet in direction dir, NULL if none. Its last_seen
- * is refreshed (at most once per CT_REFRESH_NS), and what the packet says
+ * The entry of key k in map (the family's conntrack map), NULL if none,
+ * with the state bits `state` that its packet brings. Its last_seen is
+ * refreshed (at most once per CT_REFRESH_NS), and what the packet says
  * about the flow's state is written at once, to this entry and to the
  * flow's other entry, so that either alone has the whole state.
  *
@@ -167,43 +249,53 @@ static __always_inline int ct_peer_merge(__u8 *peer_flags, __u8 flags, __u8 dir)
  * other entry has its own copy, and the GC reads both entries; the worst
  * left is a flow kept for a longer lifetime than its state allows.
  */
-static __always_inline struct ct_value *ct4_lookup(const struct pkt4 *p, __u8 dir)
+static __always_inline void *__ct_lookup(const int family, void *map, const void *k, __u8 state)
 {
-	struct ct_value *v, *peer;
-	struct ct_key k, pk;
+	__u8 dir = ct_key_f(family, k, dir);
+	union ct_key_any pk;
+	void *v, *peer;
 	__u8 flags;
 	__u64 now;
 
-	ct4_key_of(&k, p, dir);
-	v = bpf_map_lookup_elem(&SVCMAP_MAP_CT, &k);
+	v = bpf_map_lookup_elem(map, k);
 	if (!v)
 		return NULL;
 	now = bpf_ktime_get_ns();
-	flags = ct_state_merge(v->flags, ct4_state_of(p, dir));
-	if (flags == v->flags) {
-		ct_refresh(&v->last_seen, flags, now);
+	flags = ct_state_merge(ct_val_f(family, v, flags), state);
+	if (flags == ct_val_f(family, v, flags)) {
+		ct_refresh(&ct_val_f(family, v, last_seen), flags, now);
 		return v;
 	}
-	if (dir == CT_DIR_FWD && ct_stops_counting(v->flags, flags))
-		ct4_uncount(v);
-	v->flags = flags;
-	v->last_seen = now;
-	ct4_peer_key(&pk, &k, v);
-	peer = bpf_map_lookup_elem(&SVCMAP_MAP_CT, &pk);
-	if (peer && ct_peer_merge(&peer->flags, flags, dir))
-		ct4_uncount(peer);
+	if (dir == CT_DIR_FWD && ct_stops_counting(ct_val_f(family, v, flags), flags))
+		ct_uncount(family, v);
+	ct_val_f(family, v, flags) = flags;
+	ct_val_f(family, v, last_seen) = now;
+	ct_peer_key(family, &pk, k, v);
+	peer = bpf_map_lookup_elem(map, &pk);
+	if (peer && ct_peer_merge(&ct_val_f(family, peer, flags), flags, dir))
+		ct_uncount(family, peer);
 	return v;
 }
 
-/* 0, -EEXIST with BPF_NOEXIST when the key is taken, or another negative errno. */
-static __always_inline int ct4_insert(const struct ct_key *k, const struct ct_value *v, __u64 flags)
+/* The entry for packet p (struct pkt4 or pkt6) in direction dir: __ct_lookup(). */
+static __always_inline void *ct_lookup(const int family, const void *p, __u8 dir)
 {
-	return bpf_map_update_elem(&SVCMAP_MAP_CT, k, v, flags);
+	union ct_key_any k;
+
+	ct_key_of(family, &k, p, dir);
+	return __ct_lookup(family, ct_map(family), &k,
+			   ct_state_of(pkt_f(family, p, proto), pkt_f(family, p, tcp_flags), dir));
 }
 
-static __always_inline void ct4_delete(const struct ct_key *k)
+/* 0, -EEXIST with BPF_NOEXIST when the key is taken, or another negative errno. */
+static __always_inline int ct_insert(const int family, const void *k, const void *v, __u64 flags)
 {
-	bpf_map_delete_elem(&SVCMAP_MAP_CT, k);
+	return bpf_map_update_elem(ct_map(family), k, v, flags);
+}
+
+static __always_inline void ct_delete(const int family, const void *k)
+{
+	bpf_map_delete_elem(ct_map(family), k);
 }
 
 /*
@@ -211,43 +303,41 @@ static __always_inline void ct4_delete(const struct ct_key *k)
  * packet p, in CT_DIR_FWD), keyed by the translated tuple seen from the
  * backend (its key in *rep), or NULL when there is none that names this
  * forward entry back: a closed flow's SNAT port may have gone to another
- * flow (nat4_snat_take_over()), or the entry was removed (by the LRU, or by
+ * flow (nat_snat_take_over()), or the entry was removed (by the LRU, or by
  * the agent's GC in a race with a take-over).
  */
-static __always_inline struct ct_value *ct4_reply_of(const struct pkt4 *p, const struct ct_value *v,
-						     struct ct_key *rep)
+static __always_inline void *ct_reply_of(const int family, const void *p, const void *v, void *rep)
 {
-	struct ct_key fwd, back;
-	struct ct_value *rv;
+	union ct_key_any fwd, back;
+	void *rv;
 
-	ct4_key_of(&fwd, p, CT_DIR_FWD);
-	ct4_peer_key(rep, &fwd, v);
-	rv = bpf_map_lookup_elem(&SVCMAP_MAP_CT, rep);
+	ct_key_of(family, &fwd, p, CT_DIR_FWD);
+	ct_peer_key(family, rep, &fwd, v);
+	rv = bpf_map_lookup_elem(ct_map(family), rep);
 	if (!rv)
 		return NULL;
-	ct4_peer_key(&back, rep, rv);
-	if (back.saddr != fwd.saddr || back.daddr != fwd.daddr ||
-	    back.sport != fwd.sport || back.dport != fwd.dport)
+	ct_peer_key(family, &back, rep, rv);
+	if (!ct_same_tuple(family, &back, &fwd))
 		return NULL;
 	return rv;
 }
 
 /*
  * Forgets the flow whose forward entry is v (the entry for packet p, in
- * CT_DIR_FWD): the forward entry and its reply entry (ct4_reply_of()),
+ * CT_DIR_FWD): the forward entry and its reply entry (ct_reply_of()),
  * never another flow's. For a SNATed flow that gives its SNAT port back.
  * A flow still open stops counting.
  */
-static __always_inline void ct4_forget_flow(const struct pkt4 *p, const struct ct_value *v)
+static __always_inline void ct_forget_flow(const int family, const void *p, const void *v)
 {
-	struct ct_key fwd, rep;
+	union ct_key_any fwd, rep;
 
-	if (ct4_reply_of(p, v, &rep))
-		ct4_delete(&rep);
-	if (!(v->flags & CT_F_CLOSING))
-		ct4_uncount(v);
-	ct4_key_of(&fwd, p, CT_DIR_FWD);
-	ct4_delete(&fwd);
+	if (ct_reply_of(family, p, v, &rep))
+		ct_delete(family, &rep);
+	if (!(ct_val_f(family, v, flags) & CT_F_CLOSING))
+		ct_uncount(family, v);
+	ct_key_of(family, &fwd, p, CT_DIR_FWD);
+	ct_delete(family, &fwd);
 }
 
 #endif /* SVCMAP_LIB_CT_H */

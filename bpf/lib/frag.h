@@ -48,7 +48,7 @@ static __always_inline void frag4_remember(const struct pkt4 *p, const struct ct
 	v.last_seen = bpf_ktime_get_ns();
 	/* A failed insert leaves the later fragments untranslated: counted
 	 * as DP_R_FRAGMENT when they come. */
-	ct4_insert(&k, &v, BPF_ANY);
+	ct_insert(AF_INET, &k, &v, BPF_ANY);
 }
 
 /*
@@ -69,7 +69,7 @@ static __always_inline int frag4_later(const struct pkt4 *p, struct ct_value *ou
 	out->new_saddr = v->new_saddr;
 	out->new_daddr = v->new_daddr;
 	if (p->frag_last)
-		ct4_delete(&k);
+		ct_delete(AF_INET, &k);
 	return 0;
 }
 

@@ -19,7 +19,7 @@
 #define SVCMAP_LIB_ICMP6_H
 
 #include "icmp.h"
-#include "ct6.h"
+#include "ct.h"
 #include "csum.h"
 
 #define ICMPV6_DEST_UNREACH   1

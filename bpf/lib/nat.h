@@ -33,7 +33,7 @@
  * last ACK, data in flight behind an RST, a FIN retransmitted because the
  * last ACK was lost) still find the old flow's entry and are translated for
  * the old client, never for a new one; every packet of a closed flow
- * restarts it (ct4_lookup()).
+ * restarts it (ct_lookup()).
  *
  * Two holds, in the spirit of netfilter's NAT (nf_nat_used_tuple_harder():
  * in its last few attempts, for a new TCP connection, it evicts a SNATed
@@ -238,7 +238,7 @@ static __always_inline int nat4_snat_take_over(const struct ct_key *reply,
 	if (!old || !(old->flags & CT_F_CLOSING))
 		return 0; /* a live flow's: no need to look further */
 	seen = old->last_seen;
-	ct4_peer_key(&fk, reply, old);
+	ct_peer_key(AF_INET, &fk, reply, old);
 	fwd = bpf_map_lookup_elem(&SVCMAP_MAP_CT, &fk);
 	if (fwd && (fwd->new_sport != reply->dport || fwd->new_saddr != reply->daddr ||
 		    fwd->new_daddr != reply->saddr || fwd->new_dport != reply->sport))
@@ -248,8 +248,8 @@ static __always_inline int nat4_snat_take_over(const struct ct_key *reply,
 	if (__sync_val_compare_and_swap(&old->last_seen, seen, now) != seen)
 		return 0;
 	if (fwd)
-		ct4_delete(&fk);
-	return ct4_insert(reply, reply_val, BPF_ANY) == 0;
+		ct_delete(AF_INET, &fk);
+	return ct_insert(AF_INET, reply, reply_val, BPF_ANY) == 0;
 }
 
 /*
@@ -275,7 +275,7 @@ static __always_inline int nat4_snat_take_over(const struct ct_key *reply,
  * the hold, to the next flow that probes it), when the agent's
  * conntrack GC removes the flow (closed for 10 s, or idle for longer than
  * its state allows; see src/agent/ct-gc.ts), when a stale flow is
- * forgotten (ct4_forget_flow()), or when the LRU evicts it.
+ * forgotten (ct_forget_flow()), or when the LRU evicts it.
  */
 static __always_inline __be16 nat4_snat_reserve(const struct svcmap_config *cfg,
 						struct ct_key *reply,
@@ -293,7 +293,7 @@ static __always_inline __be16 nat4_snat_reserve(const struct svcmap_config *cfg,
 
 	for (i = 0; i < SNAT_PORT_TRIES; i++) {
 		reply->dport = bpf_htons((__u16)port);
-		err = ct4_insert(reply, reply_val, BPF_NOEXIST);
+		err = ct_insert(AF_INET, reply, reply_val, BPF_NOEXIST);
 		if (err == 0)
 			return reply->dport;
 		if (err != -EEXIST)

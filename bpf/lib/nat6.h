@@ -10,7 +10,7 @@
 #define SVCMAP_LIB_NAT6_H
 
 #include "csum.h"
-#include "ct6.h"
+#include "ct.h"
 #include "nat.h"
 
 /* nat4_rewrite() for IPv6: the fields v sets, with the L4 checksum. */
@@ -60,7 +60,7 @@ static __always_inline int nat6_snat_take_over(const struct ct6_key *reply, cons
 	if (!old || !(old->flags & CT_F_CLOSING))
 		return 0; /* a live flow's: no need to look further */
 	seen = old->last_seen;
-	ct6_peer_key(&fk, reply, old);
+	ct_peer_key(AF_INET6, &fk, reply, old);
 	fwd = bpf_map_lookup_elem(&SVCMAP_MAP_CT6, &fk);
 	if (fwd && (fwd->new_sport != reply->dport || !addr6_eq(fwd->new_saddr, reply->daddr) ||
 		    !addr6_eq(fwd->new_daddr, reply->saddr) || fwd->new_dport != reply->sport))
@@ -70,8 +70,8 @@ static __always_inline int nat6_snat_take_over(const struct ct6_key *reply, cons
 	if (__sync_val_compare_and_swap(&old->last_seen, seen, now) != seen)
 		return 0;
 	if (fwd)
-		ct6_delete(&fk);
-	return ct6_insert(reply, reply_val, BPF_ANY) == 0;
+		ct_delete(AF_INET6, &fk);
+	return ct_insert(AF_INET6, reply, reply_val, BPF_ANY) == 0;
 }
 
 /*
@@ -98,7 +98,7 @@ static __always_inline __be16 nat6_snat_reserve(const struct svcmap_config *cfg,
 	port = nat_first_port(min, max, p->sport, nat4_flow_hash(&folded, addr6_fold(p->saddr), p->sport));
 	for (i = 0; i < SNAT_PORT_TRIES; i++) {
 		reply->dport = bpf_htons((__u16)port);
-		err = ct6_insert(reply, reply_val, BPF_NOEXIST);
+		err = ct_insert(AF_INET6, reply, reply_val, BPF_NOEXIST);
 		if (err == 0)
 			return reply->dport;
 		if (err != -EEXIST)

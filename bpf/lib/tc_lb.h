@@ -26,7 +26,7 @@
  * later fragments get the same addresses (frag.h), at both hooks.
  *
  * Every lookup of a flow's entry also records what the packet says about
- * the flow's state (ct4_lookup()): replies seen, FINs, RSTs. The agent's
+ * the flow's state (ct_lookup()): replies seen, FINs, RSTs. The agent's
  * conntrack GC reads that to remove finished and idle flows.
  *
  * Every packet is counted once, at its hook, under the reason that says
@@ -67,7 +67,7 @@ static __always_inline int lb4_source_allowed(const struct svc_value *svc, __be3
  *    netfilter does when a SYN meets a closed conntrack entry), which then
  *    picks its backend and SNAT port anew;
  *  - a TCP SYN without ACK on a flow whose reply entry is gone or is
- *    another flow's (ct4_reply_of()): the backend's answers would reach the
+ *    another flow's (ct_reply_of()): the backend's answers would reach the
  *    node's stack untranslated and be reset, so every retransmitted SYN
  *    would fail the same way until the client gave up. The agent's GC can
  *    remove a reply entry that a new flow took over an instant before (it
@@ -107,9 +107,9 @@ static __always_inline int lb4_flow_stale(const struct pkt4 *p, const struct ct_
 
 	if (r != LB_CHECK)
 		return r;
-	if (p->proto == IPPROTO_TCP && !ct4_reply_of(p, v, &rep))
+	if (p->proto == IPPROTO_TCP && !ct_reply_of(AF_INET, p, v, &rep))
 		return 1;
-	return !ct4_backend_current(v);
+	return !ct_backend_current(AF_INET, v);
 }
 
 /* LB_ALG_SH at tc: the client is its source address, and its source port
@@ -198,7 +198,7 @@ static __always_inline enum dp_reason lb4_tc_new_flow(struct __sk_buff *skb, con
 	fwd.flags = (be->flags & BACKEND_F_LOCAL) ? CT_F_LOCAL : 0;
 	/* A first packet with a FIN or RST (of a connection whose entries are
 	 * gone) puts that in the new flow's state, so the GC treats it so. */
-	fwd.flags = ct_state_merge(fwd.flags, ct4_state_of(p, CT_DIR_FWD));
+	fwd.flags = ct_state_merge(fwd.flags, ct_state_of(p->proto, p->tcp_flags, CT_DIR_FWD));
 	fwd.last_seen = now;
 
 	/* Replies look like frontend -> client again. */
@@ -235,14 +235,14 @@ static __always_inline enum dp_reason lb4_tc_new_flow(struct __sk_buff *skb, con
 		rkey.daddr = p->saddr;
 		rkey.dport = p->sport;
 		rkey.dir = CT_DIR_REPLY_OUT;
-		if (ct4_insert(&rkey, &rev, BPF_ANY) < 0)
+		if (ct_insert(AF_INET, &rkey, &rev, BPF_ANY) < 0)
 			return DP_R_CT_INSERT_FAILED;
 	}
 
-	ct4_key_of(&fkey, p, CT_DIR_FWD);
+	ct_key_of(AF_INET, &fkey, p, CT_DIR_FWD);
 	fwd.flags = ct_count_new(fwd.flags, svc->algorithm);
-	if (ct4_insert(&fkey, &fwd, BPF_NOEXIST) == 0) {
-		/* The one CPU whose entry is the flow's counts it (see ct4_uncount()). */
+	if (ct_insert(AF_INET, &fkey, &fwd, BPF_NOEXIST) == 0) {
+		/* The one CPU whose entry is the flow's counts it (see ct_uncount()). */
 		if (fwd.flags & CT_F_COUNTED)
 			conns_add(backend_id, CONNS_FIELD_TC, 1);
 		*out = fwd;
@@ -255,7 +255,7 @@ static __always_inline enum dp_reason lb4_tc_new_flow(struct __sk_buff *skb, con
 	winner = bpf_map_lookup_elem(&SVCMAP_MAP_CT, &fkey);
 	if (snat || !winner || winner->new_daddr != fwd.new_daddr ||
 	    winner->new_dport != fwd.new_dport)
-		ct4_delete(&rkey);
+		ct_delete(AF_INET, &rkey);
 	if (!winner)
 		return DP_R_CT_INSERT_FAILED;
 	*out = *winner;
@@ -320,16 +320,16 @@ static __noinline int tc4_ingress(struct __sk_buff *skb)
 	}
 
 	reason = DP_R_TRANSLATED;
-	ct = ct4_lookup(&p, CT_DIR_FWD);
+	ct = ct_lookup(AF_INET, &p, CT_DIR_FWD);
 	if (ct && lb4_flow_stale(&p, ct)) {
-		ct4_forget_flow(&p, ct);
+		ct_forget_flow(AF_INET, &p, ct);
 		ct = NULL;
 	} else if (!ct && nat_snat_port(p.dport)) {
 		/* A reply to a SNATed flow comes to a SNAT address (any device's:
 		 * a reply may arrive on another device than its flow left by; the
 		 * entry's key names the address exactly) at a port of the SNAT
 		 * range (nat_snat_port()). */
-		ct = ct4_lookup(&p, CT_DIR_REPLY_IN);
+		ct = ct_lookup(AF_INET, &p, CT_DIR_REPLY_IN);
 		reason = DP_R_REPLY_TRANSLATED;
 	}
 	if (ct) {
@@ -383,7 +383,7 @@ static __noinline int tc4_egress(struct __sk_buff *skb)
 			return tc_verdict(DP_HOOK_TC_EGRESS, DP_R_REWRITE_FAILED, TC_ACT_SHOT);
 		return tc_verdict(DP_HOOK_TC_EGRESS, DP_R_REPLY_TRANSLATED, TC_ACT_OK);
 	}
-	ct = ct4_lookup(&p, CT_DIR_REPLY_OUT);
+	ct = ct_lookup(AF_INET, &p, CT_DIR_REPLY_OUT);
 	if (!ct)
 		return tc_verdict(DP_HOOK_TC_EGRESS, DP_R_PASSED, TC_ACT_OK);
 	frag4_remember(&p, ct);

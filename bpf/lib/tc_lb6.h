@@ -20,7 +20,7 @@
 
 #include "tc_lb.h"
 #include "lb6.h"
-#include "ct6.h"
+#include "ct.h"
 #include "nat6.h"
 #include "icmp6.h"
 
@@ -67,9 +67,9 @@ static __always_inline int lb6_flow_stale(const struct pkt6 *p, const struct ct6
 
 	if (r != LB_CHECK)
 		return r;
-	if (p->proto == IPPROTO_TCP && !ct6_reply_of(p, v, &rep))
+	if (p->proto == IPPROTO_TCP && !ct_reply_of(AF_INET6, p, v, &rep))
 		return 1;
-	return !ct6_backend_current(v);
+	return !ct_backend_current(AF_INET6, v);
 }
 
 /* lb4_tc_client_hash() for IPv6: the source address folded to 32 bits. */
@@ -177,14 +177,14 @@ static __always_inline enum dp_reason lb6_tc_new_flow(struct __sk_buff *skb, con
 		__builtin_memcpy(sc->rkey.daddr, p->saddr, sizeof(sc->rkey.daddr));
 		sc->rkey.dport = p->sport;
 		sc->rkey.dir = CT_DIR_REPLY_OUT;
-		if (ct6_insert(&sc->rkey, rev, BPF_ANY) < 0)
+		if (ct_insert(AF_INET6, &sc->rkey, rev, BPF_ANY) < 0)
 			return DP_R_CT_INSERT_FAILED;
 	}
 
-	ct6_key_of(&sc->fkey, p, CT_DIR_FWD);
+	ct_key_of(AF_INET6, &sc->fkey, p, CT_DIR_FWD);
 	fwd->flags = ct_count_new(fwd->flags, svc->algorithm);
-	if (ct6_insert(&sc->fkey, fwd, BPF_NOEXIST) == 0) {
-		/* The one CPU whose entry is the flow's counts it (see ct4_uncount()). */
+	if (ct_insert(AF_INET6, &sc->fkey, fwd, BPF_NOEXIST) == 0) {
+		/* The one CPU whose entry is the flow's counts it (see ct_uncount()). */
 		if (fwd->flags & CT_F_COUNTED)
 			conns_add_in(&SVCMAP_MAP_BE_CONNS6, backend_id, CONNS_FIELD_TC, 1);
 		return DP_R_TRANSLATED;
@@ -193,7 +193,7 @@ static __always_inline enum dp_reason lb6_tc_new_flow(struct __sk_buff *skb, con
 	winner = bpf_map_lookup_elem(&SVCMAP_MAP_CT6, &sc->fkey);
 	if (snat || !winner || !addr6_eq(winner->new_daddr, fwd->new_daddr) ||
 	    winner->new_dport != fwd->new_dport)
-		ct6_delete(&sc->rkey);
+		ct_delete(AF_INET6, &sc->rkey);
 	if (!winner)
 		return DP_R_CT_INSERT_FAILED;
 	*fwd = *winner;
@@ -259,12 +259,12 @@ static __noinline int tc6_ingress(struct __sk_buff *skb)
 		return TC6_ICMP;
 
 	reason = DP_R_TRANSLATED;
-	ct = ct6_lookup(&p, CT_DIR_FWD);
+	ct = ct_lookup(AF_INET6, &p, CT_DIR_FWD);
 	if (ct && lb6_flow_stale(&p, ct)) {
-		ct6_forget_flow(&p, ct);
+		ct_forget_flow(AF_INET6, &p, ct);
 		ct = NULL;
 	} else if (!ct && nat_snat_port(p.dport)) {
-		ct = ct6_lookup(&p, CT_DIR_REPLY_IN);
+		ct = ct_lookup(AF_INET6, &p, CT_DIR_REPLY_IN);
 		reason = DP_R_REPLY_TRANSLATED;
 	}
 	if (!ct) {
@@ -295,7 +295,7 @@ static __noinline int tc6_egress(struct __sk_buff *skb)
 		return tc_verdict(DP_HOOK_TC_EGRESS, reason, TC_ACT_OK);
 	if (p.proto == IPPROTO_ICMPV6)
 		return TC6_ICMP;
-	ct = ct6_lookup(&p, CT_DIR_REPLY_OUT);
+	ct = ct_lookup(AF_INET6, &p, CT_DIR_REPLY_OUT);
 	if (!ct)
 		return tc_verdict(DP_HOOK_TC_EGRESS, DP_R_PASSED, TC_ACT_OK);
 	if (nat6_rewrite(skb, &p, ct) < 0)
