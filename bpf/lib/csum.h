@@ -59,12 +59,6 @@ static __always_inline int csum_store_port(struct __sk_buff *skb, __u32 csum_off
 	return bpf_skb_store_bytes(skb, off, &to, sizeof(to), 0);
 }
 
-static __always_inline int csum4_store_port(struct __sk_buff *skb, const struct pkt4 *p,
-					    __u32 off, __be16 from, __be16 to)
-{
-	return csum_store_port(skb, p->csum_off, p->proto, off, from, to);
-}
-
 /*
  * Replace an IPv6 address (at IP6_SADDR_OFF or IP6_DADDR_OFF): IPv6 has no
  * header checksum, so only the L4 checksum's pseudo-header changes, by the

@@ -7,7 +7,7 @@
  * and when a packet was last seen: the agent's conntrack GC (src/agent/
  * ct-gc.ts) removes a flow's two entries together once it has been idle
  * longer than its state allows, which gives its SNAT port back (a closed
- * flow's port goes to a new flow sooner, see nat4_snat_take_over() in
+ * flow's port goes to a new flow sooner, see nat_snat_take_over() in
  * nat.h). The map is an LRU as well, so a full map still makes room for
  * new flows.
  *

@@ -2,7 +2,10 @@
 /*
  * Address and port translation: applying a conntrack entry's rewrite to a
  * packet, and choosing a SNAT source port that no other flow to the same
- * backend holds.
+ * backend holds. Both families, over their conntrack maps (ct.h): the same
+ * port range, the client's port first, SNAT_PORT_TRIES candidates,
+ * BPF_NOEXIST so that two live flows never share a port, a closed flow's
+ * port taken over by a new flow after the same holds.
  */
 #ifndef SVCMAP_LIB_NAT_H
 #define SVCMAP_LIB_NAT_H
@@ -29,11 +32,11 @@
  * The datapath's TIME_WAIT: how long a closed TCP flow (CT_F_CLOSING: an
  * RST, or a FIN from each side) keeps its SNAT port after its last packet
  * before a new flow to the same backend may take the port over
- * (nat4_snat_take_over()). While it runs, late packets of the old flow (the
+ * (nat_snat_take_over()). While it runs, late packets of the old flow (the
  * last ACK, data in flight behind an RST, a FIN retransmitted because the
  * last ACK was lost) still find the old flow's entry and are translated for
  * the old client, never for a new one; every packet of a closed flow
- * restarts it (ct_lookup()).
+ * restarts it (__ct_lookup()).
  *
  * Two holds, in the spirit of netfilter's NAT (nf_nat_used_tuple_harder():
  * in its last few attempts, for a new TCP connection, it evicts a SNATed
@@ -78,47 +81,82 @@
  */
 #define SNAT_TAKE_OVER_MAX_NS 9000000000ULL
 
-/*
- * Rewrites the fields that v sets (non-zero and different from the
- * packet's), with checksums, and updates p to the new tuple. 0 or a
- * negative errno; on error the packet may be half rewritten and must be
- * dropped.
- */
-static __always_inline int nat4_rewrite(struct __sk_buff *skb, struct pkt4 *p,
-					const struct ct_value *v)
+/* The packet's source (dst 0) or destination address becomes the one entry v
+ * sets, if it sets one (non-zero) other than the packet's, with checksums. */
+static __always_inline int nat_rewrite_addr(const int family, struct __sk_buff *skb, void *pkt,
+					    const void *val, const int dst)
 {
 	int err;
 
-	if (v->new_saddr && v->new_saddr != p->saddr) {
-		err = csum4_store_addr(skb, p, IP4_SADDR_OFF, p->saddr, v->new_saddr);
+	if (family == AF_INET6) {
+		struct pkt6 *p = pkt;
+		const struct ct6_value *v = val;
+		__be32 *addr = dst ? p->daddr : p->saddr;
+		const __be32 *to = dst ? v->new_daddr : v->new_saddr;
+
+		if (addr6_zero(to) || addr6_eq(to, addr))
+			return 0;
+		err = csum6_store_addr(skb, p, dst ? IP6_DADDR_OFF : IP6_SADDR_OFF, addr, to);
 		if (err < 0)
 			return err;
-		p->saddr = v->new_saddr;
-	}
-	if (v->new_daddr && v->new_daddr != p->daddr) {
-		err = csum4_store_addr(skb, p, IP4_DADDR_OFF, p->daddr, v->new_daddr);
+		__builtin_memcpy(addr, to, 16);
+	} else {
+		struct pkt4 *p = pkt;
+		const struct ct_value *v = val;
+		__be32 *addr = dst ? &p->daddr : &p->saddr;
+		__be32 to = dst ? v->new_daddr : v->new_saddr;
+
+		if (!to || to == *addr)
+			return 0;
+		err = csum4_store_addr(skb, p, dst ? IP4_DADDR_OFF : IP4_SADDR_OFF, *addr, to);
 		if (err < 0)
 			return err;
-		p->daddr = v->new_daddr;
-	}
-	if (v->new_sport && v->new_sport != p->sport) {
-		err = csum4_store_port(skb, p, p->l4_off + L4_SPORT_OFF, p->sport, v->new_sport);
-		if (err < 0)
-			return err;
-		p->sport = v->new_sport;
-	}
-	if (v->new_dport && v->new_dport != p->dport) {
-		err = csum4_store_port(skb, p, p->l4_off + L4_DPORT_OFF, p->dport, v->new_dport);
-		if (err < 0)
-			return err;
-		p->dport = v->new_dport;
+		*addr = to;
 	}
 	return 0;
 }
 
+/* The packet's port at l4_off + off (*port) becomes `to`, if non-zero and other. */
+static __always_inline int nat_rewrite_port(const int family, struct __sk_buff *skb, const void *p, __u32 off,
+					    __be16 *port, __be16 to)
+{
+	int err;
+
+	if (!to || to == *port)
+		return 0;
+	err = csum_store_port(skb, pkt_f(family, p, csum_off), pkt_f(family, p, proto),
+			      pkt_f(family, p, l4_off) + off, *port, to);
+	if (err < 0)
+		return err;
+	*port = to;
+	return 0;
+}
+
+/*
+ * Rewrites the fields that v (the family's conntrack entry) sets (non-zero
+ * and different from the packet's), with checksums, and updates p (struct
+ * pkt4 or pkt6) to the new tuple. 0 or a negative errno; on error the
+ * packet may be half rewritten and must be dropped.
+ */
+static __always_inline int nat_rewrite(const int family, struct __sk_buff *skb, void *p, const void *v)
+{
+	int err;
+
+	err = nat_rewrite_addr(family, skb, p, v, 0);
+	if (!err)
+		err = nat_rewrite_addr(family, skb, p, v, 1);
+	if (!err)
+		err = nat_rewrite_port(family, skb, p, L4_SPORT_OFF, &pkt_f(family, p, sport),
+				       ct_val_f(family, v, new_sport));
+	if (!err)
+		err = nat_rewrite_port(family, skb, p, L4_DPORT_OFF, &pkt_f(family, p, dport),
+				       ct_val_f(family, v, new_dport));
+	return err;
+}
+
 /* The SNAT source port range of cfg, host order, inclusive: the one place
  * that reads it, so choosing a port and recognising a reply agree. */
-static __always_inline void nat4_snat_range(const struct svcmap_config *cfg,
+static __always_inline void nat_snat_range(const struct svcmap_config *cfg,
 					    __u32 *min, __u32 *max)
 {
 	*min = cfg->snat_port_min;
@@ -139,27 +177,28 @@ static __always_inline int nat_snat_port(__be16 port)
 
 	if (!cfg)
 		return 0;
-	nat4_snat_range(cfg, &min, &max);
+	nat_snat_range(cfg, &min, &max);
 	return p >= min && p <= max;
 }
 
 /* A hash of the flow a SNAT port is chosen for: client address and port,
- * backend address and port, protocol (murmur3's finalizer steps). */
-static __always_inline __u32 nat4_flow_hash(const struct ct_key *reply, __be32 client_addr,
-					    __be16 client_port)
+ * backend address and port, protocol (murmur3's finalizer steps); IPv6
+ * addresses folded to 32 bits (addr6_fold()). */
+static __always_inline __u32 nat_flow_hash(__u32 backend_addr, __be16 backend_port, __u8 proto,
+					   __u32 client_addr, __be16 client_port)
 {
 	__u32 h = 0x9e3779b9;
 
 	h ^= (__u32)client_addr;
 	h *= 0x85ebca6b;
 	h ^= h >> 13;
-	h ^= ((__u32)client_port << 16) | reply->sport;
+	h ^= ((__u32)client_port << 16) | backend_port;
 	h *= 0xc2b2ae35;
 	h ^= h >> 16;
-	h ^= (__u32)reply->saddr;
+	h ^= backend_addr;
 	h *= 0x85ebca6b;
 	h ^= h >> 13;
-	h ^= reply->proto;
+	h ^= proto;
 	h *= 0xc2b2ae35;
 	h ^= h >> 16;
 	return h;
@@ -178,7 +217,8 @@ static __always_inline __u32 nat_first_port(__u32 min, __u32 max, __be16 client_
 }
 
 /*
- * The port in reply->dport is held by another flow's reply entry: take it
+ * The port in reply->dport (the family's conntrack key) is held by another
+ * flow's reply entry: take it
  * over if that flow is a TCP flow that closed (CT_F_CLOSING) and has been
  * quiet for `hold` (both of its entries: each direction's packets refresh
  * their own; a reply entry alone, for less than SNAT_TAKE_OVER_MAX_NS:
@@ -224,32 +264,51 @@ static __always_inline __u64 nat_hold_last(__u8 proto, __u8 tcp_flags)
 	return SNAT_CLOSED_HOLD_NS;
 }
 
-static __always_inline int nat4_snat_take_over(const struct ct_key *reply,
-					       const struct ct_value *reply_val, __u64 now,
-					       __u64 hold)
+/* Whether forward entry fwd still translates into the tuple that reply key
+ * `reply` reverses (the client's port is not another flow's by now). */
+static __always_inline int nat_fwd_names(const int family, const void *fwd, const void *reply)
 {
-	struct ct_value *old, *fwd;
-	struct ct_key fk;
-	__u64 seen;
+	if (ct_val_f(family, fwd, new_sport) != ct_key_f(family, reply, dport) ||
+	    ct_val_f(family, fwd, new_dport) != ct_key_f(family, reply, sport))
+		return 0;
+	if (family == AF_INET6) {
+		const struct ct6_value *f = fwd;
+		const struct ct6_key *r = reply;
 
-	if (reply->proto != IPPROTO_TCP)
+		return addr6_eq(f->new_saddr, r->daddr) && addr6_eq(f->new_daddr, r->saddr);
+	}
+	return ((const struct ct_value *)fwd)->new_saddr == ((const struct ct_key *)reply)->daddr &&
+	       ((const struct ct_value *)fwd)->new_daddr == ((const struct ct_key *)reply)->saddr;
+}
+
+static __always_inline int nat_snat_take_over(const int family, const void *reply, const void *reply_val,
+					      __u64 now, __u64 hold)
+{
+	union ct_key_any fk;
+	void *old, *fwd;
+	__u64 seen;
+	__u8 flags;
+
+	if (ct_key_f(family, reply, proto) != IPPROTO_TCP)
 		return 0;
-	old = bpf_map_lookup_elem(&SVCMAP_MAP_CT, reply);
-	if (!old || !(old->flags & CT_F_CLOSING))
+	old = bpf_map_lookup_elem(ct_map(family), reply);
+	if (!old)
+		return 0;
+	flags = ct_val_f(family, old, flags);
+	if (!(flags & CT_F_CLOSING))
 		return 0; /* a live flow's: no need to look further */
-	seen = old->last_seen;
-	ct_peer_key(AF_INET, &fk, reply, old);
-	fwd = bpf_map_lookup_elem(&SVCMAP_MAP_CT, &fk);
-	if (fwd && (fwd->new_sport != reply->dport || fwd->new_saddr != reply->daddr ||
-		    fwd->new_daddr != reply->saddr || fwd->new_dport != reply->sport))
+	seen = ct_val_f(family, old, last_seen);
+	ct_peer_key(family, &fk, reply, old);
+	fwd = bpf_map_lookup_elem(ct_map(family), &fk);
+	if (fwd && !nat_fwd_names(family, fwd, reply))
 		fwd = NULL; /* the client's port is another flow's by now */
-	if (!nat_take_over_allowed(old->flags, seen, fwd != NULL, fwd ? fwd->last_seen : 0, now, hold))
+	if (!nat_take_over_allowed(flags, seen, fwd != NULL, fwd ? ct_val_f(family, fwd, last_seen) : 0, now, hold))
 		return 0;
-	if (__sync_val_compare_and_swap(&old->last_seen, seen, now) != seen)
+	if (__sync_val_compare_and_swap(&ct_val_f(family, old, last_seen), seen, now) != seen)
 		return 0;
 	if (fwd)
-		ct_delete(AF_INET, &fk);
-	return ct_insert(AF_INET, reply, reply_val, BPF_ANY) == 0;
+		ct_delete(family, &fk);
+	return ct_insert(family, reply, reply_val, BPF_ANY) == 0;
 }
 
 /*
@@ -264,7 +323,7 @@ static __always_inline int nat4_snat_take_over(const struct ct_key *reply,
  * ports stable where it can, as netfilter's masquerade does), else one
  * from a hash of the flow; then random ports, SNAT_PORT_TRIES in all
  * (Cilium's approach). A candidate held by a flow that closed and has been
- * quiet for SNAT_CLOSED_HOLD_NS is taken over (nat4_snat_take_over()); in
+ * quiet for SNAT_CLOSED_HOLD_NS is taken over (nat_snat_take_over()); in
  * the last SNAT_PORT_TRIES_LAST tries, for a TCP SYN, one quiet for
  * SNAT_CLOSED_HOLD_MIN_NS.
  * Returns the port (network order), or 0: every candidate was taken, or,
@@ -277,31 +336,48 @@ static __always_inline int nat4_snat_take_over(const struct ct_key *reply,
  * its state allows; see src/agent/ct-gc.ts), when a stale flow is
  * forgotten (ct_forget_flow()), or when the LRU evicts it.
  */
-static __always_inline __be16 nat4_snat_reserve(const struct svcmap_config *cfg,
-						struct ct_key *reply,
-						const struct ct_value *reply_val,
-						const struct pkt4 *p, int *insert_failed)
+/* The 32 bits of an address (IPv6 folded) that the flow hash takes: the
+ * source of a conntrack key k, and of a packet p. */
+static __always_inline __u32 nat_key_saddr32(const int family, const void *k)
 {
-	__u64 now = reply_val->last_seen, hold, hold_last;
-	__u32 min, max, span, port, i;
+	if (family == AF_INET6)
+		return addr6_fold(((const struct ct6_key *)k)->saddr);
+	return ((const struct ct_key *)k)->saddr;
+}
+
+static __always_inline __u32 nat_pkt_saddr32(const int family, const void *p)
+{
+	if (family == AF_INET6)
+		return addr6_fold(((const struct pkt6 *)p)->saddr);
+	return ((const struct pkt4 *)p)->saddr;
+}
+
+static __always_inline __be16 nat_snat_reserve(const int family, const struct svcmap_config *cfg, void *reply,
+					       const void *reply_val, const void *p, int *insert_failed)
+{
+	__u64 now = ct_val_f(family, reply_val, last_seen), hold, hold_last;
+	__be16 *reply_port = &ct_key_f(family, reply, dport);
+	__u32 min, max, span, port, hash, i;
 	int err;
 
-	nat4_snat_range(cfg, &min, &max);
+	nat_snat_range(cfg, &min, &max);
 	span = max - min + 1;
-	port = nat_first_port(min, max, p->sport, nat4_flow_hash(reply, p->saddr, p->sport));
-	hold_last = nat_hold_last(p->proto, p->tcp_flags);
+	hash = nat_flow_hash(nat_key_saddr32(family, reply), ct_key_f(family, reply, sport),
+			     ct_key_f(family, reply, proto), nat_pkt_saddr32(family, p), pkt_f(family, p, sport));
+	port = nat_first_port(min, max, pkt_f(family, p, sport), hash);
+	hold_last = nat_hold_last(pkt_f(family, p, proto), pkt_f(family, p, tcp_flags));
 
 	for (i = 0; i < SNAT_PORT_TRIES; i++) {
-		reply->dport = bpf_htons((__u16)port);
-		err = ct_insert(AF_INET, reply, reply_val, BPF_NOEXIST);
+		*reply_port = bpf_htons((__u16)port);
+		err = ct_insert(family, reply, reply_val, BPF_NOEXIST);
 		if (err == 0)
-			return reply->dport;
+			return *reply_port;
 		if (err != -EEXIST)
 			*insert_failed = 1;
 		else {
 			hold = nat_hold_of_try(i, hold_last);
-			if (nat4_snat_take_over(reply, reply_val, now, hold))
-				return reply->dport;
+			if (nat_snat_take_over(family, reply, reply_val, now, hold))
+				return *reply_port;
 		}
 		port = min + bpf_get_prandom_u32() % span;
 	}

@@ -226,7 +226,7 @@ static __always_inline enum dp_reason lb4_tc_new_flow(struct __sk_buff *skb, con
 		rev.new_daddr = p->saddr;
 		rev.new_dport = p->sport;
 		rev.flags |= CT_F_SNAT;
-		fwd.new_sport = nat4_snat_reserve(cfg, &rkey, &rev, p, &insert_failed);
+		fwd.new_sport = nat_snat_reserve(AF_INET, cfg, &rkey, &rev, p, &insert_failed);
 		if (!fwd.new_sport)
 			return insert_failed ? DP_R_CT_INSERT_FAILED : DP_R_SNAT_EXHAUSTED;
 		fwd.new_saddr = snat_addr;
@@ -312,7 +312,7 @@ static __noinline int tc4_ingress(struct __sk_buff *skb)
 	if (p.frag == PKT4_FRAG_LATER) {
 		if (frag4_later(&p, &xlate) < 0)
 			return tc_verdict(DP_HOOK_TC_INGRESS, DP_R_FRAGMENT, TC_ACT_OK);
-		if (nat4_rewrite(skb, &p, &xlate) < 0)
+		if (nat_rewrite(AF_INET, skb, &p, &xlate) < 0)
 			return tc_verdict(DP_HOOK_TC_INGRESS, DP_R_REWRITE_FAILED, TC_ACT_SHOT);
 		reason = DP_R_TRANSLATED;
 		verdict = fib4_redirect(skb, &p, &reason);
@@ -343,7 +343,7 @@ static __noinline int tc4_ingress(struct __sk_buff *skb)
 	}
 
 	frag4_remember(&p, &xlate);
-	if (nat4_rewrite(skb, &p, &xlate) < 0)
+	if (nat_rewrite(AF_INET, skb, &p, &xlate) < 0)
 		return tc_verdict(DP_HOOK_TC_INGRESS, DP_R_REWRITE_FAILED, TC_ACT_SHOT);
 	verdict = fib4_redirect(skb, &p, &reason);
 	return tc_verdict(DP_HOOK_TC_INGRESS, reason, verdict);
@@ -379,7 +379,7 @@ static __noinline int tc4_egress(struct __sk_buff *skb)
 
 		if (frag4_later(&p, &v) < 0)
 			return tc_verdict(DP_HOOK_TC_EGRESS, DP_R_FRAGMENT, TC_ACT_OK);
-		if (nat4_rewrite(skb, &p, &v) < 0)
+		if (nat_rewrite(AF_INET, skb, &p, &v) < 0)
 			return tc_verdict(DP_HOOK_TC_EGRESS, DP_R_REWRITE_FAILED, TC_ACT_SHOT);
 		return tc_verdict(DP_HOOK_TC_EGRESS, DP_R_REPLY_TRANSLATED, TC_ACT_OK);
 	}
@@ -387,7 +387,7 @@ static __noinline int tc4_egress(struct __sk_buff *skb)
 	if (!ct)
 		return tc_verdict(DP_HOOK_TC_EGRESS, DP_R_PASSED, TC_ACT_OK);
 	frag4_remember(&p, ct);
-	if (nat4_rewrite(skb, &p, ct) < 0)
+	if (nat_rewrite(AF_INET, skb, &p, ct) < 0)
 		return tc_verdict(DP_HOOK_TC_EGRESS, DP_R_REWRITE_FAILED, TC_ACT_SHOT);
 	return tc_verdict(DP_HOOK_TC_EGRESS, DP_R_REPLY_TRANSLATED, TC_ACT_OK);
 }

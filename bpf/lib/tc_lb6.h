@@ -21,7 +21,7 @@
 #include "tc_lb.h"
 #include "lb6.h"
 #include "ct.h"
-#include "nat6.h"
+#include "nat.h"
 #include "icmp6.h"
 
 /*
@@ -168,7 +168,7 @@ static __always_inline enum dp_reason lb6_tc_new_flow(struct __sk_buff *skb, con
 		__builtin_memcpy(rev->new_daddr, p->saddr, sizeof(rev->new_daddr));
 		rev->new_dport = p->sport;
 		rev->flags |= CT_F_SNAT;
-		fwd->new_sport = nat6_snat_reserve(cfg, &sc->rkey, rev, p, &insert_failed);
+		fwd->new_sport = nat_snat_reserve(AF_INET6, cfg, &sc->rkey, rev, p, &insert_failed);
 		if (!fwd->new_sport)
 			return insert_failed ? DP_R_CT_INSERT_FAILED : DP_R_SNAT_EXHAUSTED;
 		__builtin_memcpy(fwd->new_saddr, sc->rkey.daddr, sizeof(fwd->new_saddr));
@@ -278,7 +278,7 @@ static __noinline int tc6_ingress(struct __sk_buff *skb)
 			return tc_verdict(DP_HOOK_TC_INGRESS, reason, TC_ACT_SHOT);
 		ct = &sc->fwd;
 	}
-	if (nat6_rewrite(skb, &p, ct) < 0)
+	if (nat_rewrite(AF_INET6, skb, &p, ct) < 0)
 		return tc_verdict(DP_HOOK_TC_INGRESS, DP_R_REWRITE_FAILED, TC_ACT_SHOT);
 	verdict = fib6_redirect(skb, &p, &reason);
 	return tc_verdict(DP_HOOK_TC_INGRESS, reason, verdict);
@@ -298,7 +298,7 @@ static __noinline int tc6_egress(struct __sk_buff *skb)
 	ct = ct_lookup(AF_INET6, &p, CT_DIR_REPLY_OUT);
 	if (!ct)
 		return tc_verdict(DP_HOOK_TC_EGRESS, DP_R_PASSED, TC_ACT_OK);
-	if (nat6_rewrite(skb, &p, ct) < 0)
+	if (nat_rewrite(AF_INET6, skb, &p, ct) < 0)
 		return tc_verdict(DP_HOOK_TC_EGRESS, DP_R_REWRITE_FAILED, TC_ACT_SHOT);
 	return tc_verdict(DP_HOOK_TC_EGRESS, DP_R_REPLY_TRANSLATED, TC_ACT_OK);
 }
