@@ -37,6 +37,11 @@
 #define fam_field(family, T4, T6, ptr, f) \
 	(*((family) == AF_INET6 ? &((T6 *)(ptr))->f : &((T4 *)(ptr))->f))
 
+/* The address field f (__be32 in T4, __be32[4] in T6) of the struct at ptr,
+ * as a pointer to its first word, for the addr_*() helpers below. */
+#define fam_addr(family, T4, T6, ptr, f) \
+	((family) == AF_INET6 ? (__be32 *)((T6 *)(ptr))->f : (__be32 *)&((T4 *)(ptr))->f)
+
 /* 127.0.0.0/8 in network byte order, tested without a byte swap. */
 static __always_inline int is_loopback4(__be32 addr)
 {
@@ -67,6 +72,31 @@ static __always_inline void addr6_or(__be32 dst[4], const __be32 a[4], const __b
 		__builtin_memcpy(dst, b, 16);
 	else
 		__builtin_memcpy(dst, a, 16);
+}
+
+/* Addresses of either family as words (one for IPv4, four for IPv6). */
+static __always_inline int addr_eq(const int family, const __be32 *a, const __be32 *b)
+{
+	return family == AF_INET6 ? addr6_eq(a, b) : a[0] == b[0];
+}
+
+static __always_inline int addr_zero(const int family, const __be32 *a)
+{
+	return family == AF_INET6 ? addr6_zero(a) : !a[0];
+}
+
+static __always_inline void addr_copy(const int family, __be32 *dst, const __be32 *src)
+{
+	if (family == AF_INET6)
+		__builtin_memcpy(dst, src, 16);
+	else
+		dst[0] = src[0];
+}
+
+/* dst := a unless it is zero (a conntrack entry's "leave it"), else b. */
+static __always_inline void addr_or(const int family, __be32 *dst, const __be32 *a, const __be32 *b)
+{
+	addr_copy(family, dst, addr_zero(family, a) ? b : a);
 }
 
 #endif /* SVCMAP_COMMON_H */

@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
 /*
  * ICMP errors about translated flows: destination unreachable (every code,
- * "fragmentation needed" among them) and time exceeded. Such an error
+ * "fragmentation needed" among them) and time exceeded; for IPv6 the
+ * ICMPv6 errors of RFC 4443 (destination unreachable, packet too big, time
+ * exceeded). Such an error
  * quotes the packet it is about: its IPv4 header and at least the first 8
  * bytes after it (the ports; Linux quotes up to 576 bytes in all). When the
  * quoted packet is one of a tracked flow as it looked on the wire on this
@@ -39,17 +41,30 @@
  * Every update is incremental (RFC 1624), done here on the loaded values:
  * the changes to the quoted bytes and to the checksums inside the ICMP
  * message cancel out in skb->csum, as the outer header's do.
+ *
+ * IPv6 (svcmap_ct6, the same rules): IPv6 has no header checksum, the
+ * quoted IPv6 header none either. The ICMPv6 checksum covers a
+ * pseudo-header of the outer addresses (unlike ICMP's) and the whole
+ * message: the quoted bytes' changes are added to it incrementally, and an
+ * outer address change goes through csum6_store_addr() as for TCP/UDP. A
+ * quote with extension headers is not looked into (passed untranslated).
  */
 #ifndef SVCMAP_LIB_ICMP_H
 #define SVCMAP_LIB_ICMP_H
 
 #include "packet.h"
-#include "maps_tc.h"
+#include "packet6.h"
+#include "csum.h"
+#include "ct.h"
 
 #define ICMP_DEST_UNREACH 3
 #define ICMP_TIME_EXCEEDED 11
 
-/* Offsets inside the ICMP message. */
+#define ICMPV6_DEST_UNREACH   1
+#define ICMPV6_PKT_TOOBIG     2
+#define ICMPV6_TIME_EXCEED    3
+
+/* Offsets inside the ICMP (ICMPv6) message. */
 #define ICMP_CSUM_OFF  2
 #define ICMP_QUOTE_OFF 8
 
@@ -73,26 +88,38 @@ static __always_inline __u16 csum16_replace4(__u16 c, __u32 from, __u32 to)
 	return csum16_replace2(c, (__u16)(from >> 16), (__u16)(to >> 16));
 }
 
-struct icmp4_quote {
+/* Checksum c after an address of the family (one word, or four) went from `from` to `to`. */
+static __always_inline __u16 csum16_replace_addr(const int family, __u16 c, const __be32 *from, const __be32 *to)
+{
+	c = csum16_replace4(c, from[0], to[0]);
+	if (family == AF_INET6) {
+		c = csum16_replace4(c, from[1], to[1]);
+		c = csum16_replace4(c, from[2], to[2]);
+		c = csum16_replace4(c, from[3], to[3]);
+	}
+	return c;
+}
+
+/* The quoted packet of an error, either family (IPv4: addresses in word 0). */
+struct icmp_quote {
+	__be32 saddr[4];
+	__be32 daddr[4];
 	__u32 icmp_off;    /* the ICMP header, from the start of the frame */
-	__u32 ip_off;      /* the quoted IPv4 header */
+	__u32 ip_off;      /* the quoted IP header */
 	__u32 l4_off;      /* the quoted TCP/UDP header */
 	__u32 l4_csum_off; /* its checksum; 0: not there to update */
 	__u16 icmp_csum;
-	__u16 ip_csum;
+	__u16 ip_csum;     /* IPv4: the quoted header's checksum */
 	__u16 l4_csum;
-	__be32 saddr;
-	__be32 daddr;
 	__be16 sport;
 	__be16 dport;
 	__u8 proto;
 };
 
 /*
- * The quoted TCP/UDP header at l4_off (either family): its ports, and where
- * its checksum lies (*csum_off 0: not there to update: cut off, or UDP's
- * zero "none"), with the checksum's value. 0, or -1 when the ports are not
- * in the quote.
+ * The quoted TCP/UDP header at l4_off: its ports, and where its checksum
+ * lies (*csum_off 0: not there to update: cut off, or UDP's zero "none"),
+ * with the checksum's value. 0, or -1 when the ports are not in the quote.
  */
 static __always_inline int icmp_quote_l4(struct __sk_buff *skb, __u8 proto, __u32 l4_off, __be16 ports[2],
 					 __u32 *csum_off, __u16 *csum)
@@ -105,143 +132,199 @@ static __always_inline int icmp_quote_l4(struct __sk_buff *skb, __u8 proto, __u3
 	return 0;
 }
 
-/*
- * p is the outer packet (IPv4, protocol ICMP, p->l4_off at the ICMP
- * header). 0 when it is an error the datapath translates, with *q filled;
- * -1 for everything else (other ICMP types, quotes too short or not of a
- * first TCP/UDP fragment), which is passed untouched.
- */
-static __always_inline int icmp4_parse_quote(struct __sk_buff *skb, const struct pkt4 *p,
-					     struct icmp4_quote *q)
+/* The quoted IP header at q->ip_off, per family: its addresses and protocol
+ * into q, and where the quoted L4 header starts. 0, or -1 when it is not
+ * one to look into (an IPv4 fragment after the first quotes no ports). */
+static __always_inline int icmp4_quote_ip(struct __sk_buff *skb, struct icmp_quote *q)
 {
-	__u8 icmp[4];
 	struct iphdr ip;
-	__be16 ports[2];
-	__u32 ihl;
 
-	if (bpf_skb_load_bytes(skb, p->l4_off, icmp, sizeof(icmp)) < 0)
-		return -1;
-	if (icmp[0] != ICMP_DEST_UNREACH && icmp[0] != ICMP_TIME_EXCEEDED)
-		return -1;
-	q->icmp_off = p->l4_off;
-	__builtin_memcpy(&q->icmp_csum, &icmp[ICMP_CSUM_OFF], sizeof(q->icmp_csum));
-	q->ip_off = p->l4_off + ICMP_QUOTE_OFF;
 	if (bpf_skb_load_bytes(skb, q->ip_off, &ip, sizeof(ip)) < 0)
 		return -1;
-	if (ip.version != 4 || ip.ihl < 5)
+	if (ip.version != 4 || ip.ihl < 5 || (ip.frag_off & bpf_htons(IP4_OFFSET)))
 		return -1;
-	/* A later fragment quotes no ports. */
-	if (ip.frag_off & bpf_htons(IP4_OFFSET))
-		return -1;
-	if (ip.protocol != IPPROTO_TCP && ip.protocol != IPPROTO_UDP)
-		return -1;
-	ihl = ip.ihl * 4;
-	q->l4_off = q->ip_off + ihl;
-	if (icmp_quote_l4(skb, ip.protocol, q->l4_off, ports, &q->l4_csum_off, &q->l4_csum) < 0)
-		return -1;
+	q->l4_off = q->ip_off + ip.ihl * 4;
 	q->ip_csum = ip.check;
-	q->saddr = ip.saddr;
-	q->daddr = ip.daddr;
+	q->saddr[0] = ip.saddr;
+	q->daddr[0] = ip.daddr;
+	q->proto = ip.protocol;
+	return 0;
+}
+
+static __always_inline int icmp6_quote_ip(struct __sk_buff *skb, struct icmp_quote *q)
+{
+	struct ipv6hdr ip;
+
+	if (bpf_skb_load_bytes(skb, q->ip_off, &ip, sizeof(ip)) < 0 || ip.version != 6)
+		return -1;
+	q->l4_off = q->ip_off + sizeof(ip);
+	q->ip_csum = 0;
+	__builtin_memcpy(q->saddr, &ip.saddr, sizeof(q->saddr));
+	__builtin_memcpy(q->daddr, &ip.daddr, sizeof(q->daddr));
+	q->proto = ip.nexthdr;
+	return 0;
+}
+
+static __always_inline int icmp_is_error(const int family, __u8 type)
+{
+	if (family == AF_INET6)
+		return type == ICMPV6_DEST_UNREACH || type == ICMPV6_PKT_TOOBIG || type == ICMPV6_TIME_EXCEED;
+	return type == ICMP_DEST_UNREACH || type == ICMP_TIME_EXCEEDED;
+}
+
+/*
+ * p is the outer packet (struct pkt4 or pkt6; protocol ICMP or ICMPv6,
+ * l4_off at its header). 0 when it is an error the datapath translates,
+ * with *q filled; -1 for everything else (other ICMP types, neighbour
+ * discovery, quotes too short, with extension headers or not of a first
+ * TCP/UDP fragment), which is passed untouched.
+ */
+static __always_inline int icmp_parse_quote(const int family, struct __sk_buff *skb, const void *p,
+					    struct icmp_quote *q)
+{
+	__u32 l4_off = pkt_f(family, p, l4_off);
+	__be16 ports[2];
+	__u8 icmp[4];
+	int err;
+
+	if (bpf_skb_load_bytes(skb, l4_off, icmp, sizeof(icmp)) < 0)
+		return -1;
+	if (!icmp_is_error(family, icmp[0]))
+		return -1;
+	q->icmp_off = l4_off;
+	__builtin_memcpy(&q->icmp_csum, &icmp[ICMP_CSUM_OFF], sizeof(q->icmp_csum));
+	q->ip_off = l4_off + ICMP_QUOTE_OFF;
+	err = family == AF_INET6 ? icmp6_quote_ip(skb, q) : icmp4_quote_ip(skb, q);
+	if (err < 0)
+		return -1;
+	if (q->proto != IPPROTO_TCP && q->proto != IPPROTO_UDP)
+		return -1;
+	if (icmp_quote_l4(skb, q->proto, q->l4_off, ports, &q->l4_csum_off, &q->l4_csum) < 0)
+		return -1;
 	q->sport = ports[0];
 	q->dport = ports[1];
-	q->proto = ip.protocol;
 	return 0;
 }
 
 /* The entry of the flow the quoted packet belongs to, looked up in dir by
  * the quoted tuple reversed (the packet that the entry translates). No
  * state is recorded: an error says nothing about the flow's TCP state. */
-static __always_inline struct ct_value *icmp4_flow(const struct icmp4_quote *q, __u8 dir)
+static __always_inline void *icmp_flow(const int family, const struct icmp_quote *q, __u8 dir)
 {
-	struct ct_key k = {
-		.saddr = q->daddr,
-		.daddr = q->saddr,
-		.sport = q->dport,
-		.dport = q->sport,
-		.proto = q->proto,
-		.dir = dir,
-	};
+	union ct_key_any k;
 
-	return bpf_map_lookup_elem(&SVCMAP_MAP_CT, &k);
+	__builtin_memset(&k, 0, sizeof(k));
+	addr_copy(family, ct_key_addr(family, &k, saddr), q->daddr);
+	addr_copy(family, ct_key_addr(family, &k, daddr), q->saddr);
+	ct_key_f(family, &k, sport) = q->dport;
+	ct_key_f(family, &k, dport) = q->sport;
+	ct_key_f(family, &k, proto) = q->proto;
+	ct_key_f(family, &k, dir) = dir;
+	return bpf_map_lookup_elem(ct_map(family), &k);
 }
 
-static __always_inline int icmp4_store(struct __sk_buff *skb, __u32 off, const void *v, __u32 len)
+static __always_inline int icmp_store(struct __sk_buff *skb, __u32 off, const void *v, __u32 len)
 {
 	return bpf_skb_store_bytes(skb, off, v, len, 0);
 }
 
-/*
- * Translates the error as entry v says (see the top of this file) and
- * updates p to the new outer addresses. 0, or a negative errno, after which
- * the packet may be half rewritten and must be dropped.
- */
-static __always_inline int icmp4_rewrite(struct __sk_buff *skb, struct pkt4 *p,
-					 const struct icmp4_quote *q, const struct ct_value *v)
+/* The outer header's source (dst 0) or destination address from `from` to
+ * `to`: with IPv4's header checksum, or for IPv6 through the ICMPv6
+ * checksum's pseudo-header. */
+static __always_inline int icmp_outer_store(const int family, struct __sk_buff *skb, const void *p, const int dst,
+					    const __be32 *from, const __be32 *to)
 {
-	__be32 saddr = v->new_daddr ? v->new_daddr : q->saddr;
-	__be16 sport = v->new_dport ? v->new_dport : q->sport;
-	__be32 daddr = v->new_saddr ? v->new_saddr : q->daddr;
-	__be16 dport = v->new_sport ? v->new_sport : q->dport;
+	int err;
+
+	if (family == AF_INET6)
+		return csum6_store_addr(skb, p, dst ? IP6_DADDR_OFF : IP6_SADDR_OFF, from, to);
+	err = bpf_l3_csum_replace(skb, IP4_CSUM_OFF, from[0], to[0], sizeof(__be32));
+	if (!err)
+		err = icmp_store(skb, dst ? IP4_DADDR_OFF : IP4_SADDR_OFF, to, sizeof(__be32));
+	return err;
+}
+
+/*
+ * Translates the error as entry v (the family's conntrack entry) says (see
+ * the top of this file) and updates p to the new outer addresses. 0, or a
+ * negative errno, after which the packet may be half rewritten and must be
+ * dropped.
+ */
+static __always_inline int icmp_rewrite(const int family, struct __sk_buff *skb, void *p,
+					const struct icmp_quote *q, const void *v)
+{
+	const __u32 alen = family == AF_INET6 ? 16 : 4;
+	__be16 new_sport = ct_val_f(family, v, new_sport);
+	__be16 new_dport = ct_val_f(family, v, new_dport);
+	const __be32 *new_daddr = ct_val_addr(family, v, new_daddr);
+	__be32 saddr[4] = {}, daddr[4] = {}, outer_s[4] = {};
+	__be16 sport = new_dport ? new_dport : q->sport;
+	__be16 dport = new_sport ? new_sport : q->dport;
 	__u16 icmp_csum = q->icmp_csum;
 	__u16 ip_csum = q->ip_csum;
 	__u16 l4_csum = q->l4_csum;
-	__be32 outer_s = p->saddr, outer_d = p->daddr;
+	__be32 *p_saddr = pkt_addr(family, p, saddr);
+	__be32 *p_daddr = pkt_addr(family, p, daddr);
 	int err;
 
-	/* The quoted IPv4 header: addresses, and its checksum. */
-	ip_csum = csum16_replace4(ip_csum, q->saddr, saddr);
-	ip_csum = csum16_replace4(ip_csum, q->daddr, daddr);
+	addr_or(family, saddr, new_daddr, q->saddr);
+	addr_or(family, daddr, ct_val_addr(family, v, new_saddr), q->daddr);
+	addr_copy(family, outer_s, p_saddr);
+	/* IPv4: the quoted header's addresses, and its checksum. */
+	if (family == AF_INET) {
+		ip_csum = csum16_replace4(ip_csum, q->saddr[0], saddr[0]);
+		ip_csum = csum16_replace4(ip_csum, q->daddr[0], daddr[0]);
+	}
 	/* The quoted L4 checksum: pseudo-header addresses and ports. */
 	if (q->l4_csum_off) {
-		l4_csum = csum16_replace4(l4_csum, q->saddr, saddr);
-		l4_csum = csum16_replace4(l4_csum, q->daddr, daddr);
+		l4_csum = csum16_replace_addr(family, l4_csum, q->saddr, saddr);
+		l4_csum = csum16_replace_addr(family, l4_csum, q->daddr, daddr);
 		l4_csum = csum16_replace2(l4_csum, q->sport, sport);
 		l4_csum = csum16_replace2(l4_csum, q->dport, dport);
 		if (q->proto == IPPROTO_UDP && l4_csum == 0)
 			l4_csum = 0xffff; /* a computed 0 is sent as all ones: 0 means none */
 	}
 	/* The ICMP checksum covers every byte changed inside the message. */
-	icmp_csum = csum16_replace4(icmp_csum, q->saddr, saddr);
-	icmp_csum = csum16_replace4(icmp_csum, q->daddr, daddr);
-	icmp_csum = csum16_replace2(icmp_csum, q->ip_csum, ip_csum);
+	icmp_csum = csum16_replace_addr(family, icmp_csum, q->saddr, saddr);
+	icmp_csum = csum16_replace_addr(family, icmp_csum, q->daddr, daddr);
+	if (family == AF_INET)
+		icmp_csum = csum16_replace2(icmp_csum, q->ip_csum, ip_csum);
 	icmp_csum = csum16_replace2(icmp_csum, q->sport, sport);
 	icmp_csum = csum16_replace2(icmp_csum, q->dport, dport);
 	if (q->l4_csum_off)
 		icmp_csum = csum16_replace2(icmp_csum, q->l4_csum, l4_csum);
 
-	err = icmp4_store(skb, q->ip_off + offsetof(struct iphdr, saddr), &saddr, sizeof(saddr));
+	err = icmp_store(skb, q->ip_off + (family == AF_INET6 ? offsetof(struct ipv6hdr, saddr) :
+				       offsetof(struct iphdr, saddr)), saddr, alen);
 	if (!err)
-		err = icmp4_store(skb, q->ip_off + offsetof(struct iphdr, daddr), &daddr, sizeof(daddr));
+		err = icmp_store(skb, q->ip_off + (family == AF_INET6 ? offsetof(struct ipv6hdr, daddr) :
+					       offsetof(struct iphdr, daddr)), daddr, alen);
+	if (!err && family == AF_INET)
+		err = icmp_store(skb, q->ip_off + offsetof(struct iphdr, check), &ip_csum, sizeof(ip_csum));
 	if (!err)
-		err = icmp4_store(skb, q->ip_off + offsetof(struct iphdr, check), &ip_csum, sizeof(ip_csum));
+		err = icmp_store(skb, q->l4_off + L4_SPORT_OFF, &sport, sizeof(sport));
 	if (!err)
-		err = icmp4_store(skb, q->l4_off + L4_SPORT_OFF, &sport, sizeof(sport));
-	if (!err)
-		err = icmp4_store(skb, q->l4_off + L4_DPORT_OFF, &dport, sizeof(dport));
+		err = icmp_store(skb, q->l4_off + L4_DPORT_OFF, &dport, sizeof(dport));
 	if (!err && q->l4_csum_off)
-		err = icmp4_store(skb, q->l4_csum_off, &l4_csum, sizeof(l4_csum));
+		err = icmp_store(skb, q->l4_csum_off, &l4_csum, sizeof(l4_csum));
 	if (!err)
-		err = icmp4_store(skb, q->icmp_off + ICMP_CSUM_OFF, &icmp_csum, sizeof(icmp_csum));
+		err = icmp_store(skb, q->icmp_off + ICMP_CSUM_OFF, &icmp_csum, sizeof(icmp_csum));
 	if (err)
 		return err;
 
 	/* The outer header: to where the entry sends the flow's packets; from
 	 * the frontend when the quoted packet's destination itself answered. */
-	if (v->new_daddr && v->new_daddr != outer_d) {
-		err = bpf_l3_csum_replace(skb, IP4_CSUM_OFF, outer_d, v->new_daddr, sizeof(__be32));
-		if (!err)
-			err = icmp4_store(skb, IP4_DADDR_OFF, &v->new_daddr, sizeof(__be32));
+	if (!addr_zero(family, new_daddr) && !addr_eq(family, new_daddr, p_daddr)) {
+		err = icmp_outer_store(family, skb, p, 1, p_daddr, new_daddr);
 		if (err)
 			return err;
-		p->daddr = v->new_daddr;
+		addr_copy(family, p_daddr, new_daddr);
 	}
-	if (outer_s == q->daddr && daddr != outer_s) {
-		err = bpf_l3_csum_replace(skb, IP4_CSUM_OFF, outer_s, daddr, sizeof(__be32));
-		if (!err)
-			err = icmp4_store(skb, IP4_SADDR_OFF, &daddr, sizeof(daddr));
+	if (addr_eq(family, outer_s, q->daddr) && !addr_eq(family, daddr, outer_s)) {
+		err = icmp_outer_store(family, skb, p, 0, outer_s, daddr);
 		if (err)
 			return err;
-		p->saddr = daddr;
+		addr_copy(family, p_saddr, daddr);
 	}
 	return 0;
 }

@@ -277,20 +277,20 @@ static __always_inline int tc_verdict(enum dp_hook hook, enum dp_reason reason, 
 static __always_inline int tc4_icmp_ingress(struct __sk_buff *skb, struct pkt4 *p)
 {
 	enum dp_reason reason = DP_R_ICMP_TRANSLATED;
-	struct icmp4_quote q;
+	struct icmp_quote q;
 	struct ct_value *ct;
 	struct ct_value v;
 	int verdict;
 
-	if (icmp4_parse_quote(skb, p, &q) < 0)
+	if (icmp_parse_quote(AF_INET, skb, p, &q) < 0)
 		return tc_verdict(DP_HOOK_TC_INGRESS, DP_R_OTHER_PROTO, TC_ACT_OK);
-	ct = icmp4_flow(&q, CT_DIR_FWD);
+	ct = icmp_flow(AF_INET, &q, CT_DIR_FWD);
 	if (!ct)
-		ct = icmp4_flow(&q, CT_DIR_REPLY_IN);
+		ct = icmp_flow(AF_INET, &q, CT_DIR_REPLY_IN);
 	if (!ct)
 		return tc_verdict(DP_HOOK_TC_INGRESS, DP_R_PASSED, TC_ACT_OK);
 	v = *ct;
-	if (icmp4_rewrite(skb, p, &q, &v) < 0)
+	if (icmp_rewrite(AF_INET, skb, p, &q, &v) < 0)
 		return tc_verdict(DP_HOOK_TC_INGRESS, DP_R_REWRITE_FAILED, TC_ACT_SHOT);
 	verdict = fib4_redirect(skb, p, &reason);
 	return tc_verdict(DP_HOOK_TC_INGRESS, reason, verdict);
@@ -361,16 +361,16 @@ static __noinline int tc4_egress(struct __sk_buff *skb)
 	if (p.proto == IPPROTO_ICMP) {
 		/* An error the node forwards to a client about a packet of a
 		 * DNAT-only flow (client -> local backend): see icmp.h. */
-		struct icmp4_quote q;
+		struct icmp_quote q;
 		struct ct_value v;
 
-		if (icmp4_parse_quote(skb, &p, &q) < 0)
+		if (icmp_parse_quote(AF_INET, skb, &p, &q) < 0)
 			return tc_verdict(DP_HOOK_TC_EGRESS, DP_R_OTHER_PROTO, TC_ACT_OK);
-		ct = icmp4_flow(&q, CT_DIR_REPLY_OUT);
+		ct = icmp_flow(AF_INET, &q, CT_DIR_REPLY_OUT);
 		if (!ct)
 			return tc_verdict(DP_HOOK_TC_EGRESS, DP_R_PASSED, TC_ACT_OK);
 		v = *ct;
-		if (icmp4_rewrite(skb, &p, &q, &v) < 0)
+		if (icmp_rewrite(AF_INET, skb, &p, &q, &v) < 0)
 			return tc_verdict(DP_HOOK_TC_EGRESS, DP_R_REWRITE_FAILED, TC_ACT_SHOT);
 		return tc_verdict(DP_HOOK_TC_EGRESS, DP_R_ICMP_TRANSLATED, TC_ACT_OK);
 	}

@@ -11,7 +11,7 @@
  * backend's reply gets the frontend back as its source.
  *
  * ICMPv6 errors about tracked flows are translated back at both hooks
- * (icmp6.h). Passed untouched: the rest of ICMPv6 (neighbour discovery,
+ * (icmp.h). Passed untouched: the rest of ICMPv6 (neighbour discovery,
  * router advertisements, echo: counted as DP_R_OTHER_PROTO), and packets
  * with extension headers (DP_R_IPV6_EXT_HDR, packet6.h).
  */
@@ -22,7 +22,7 @@
 #include "lb6.h"
 #include "ct.h"
 #include "nat.h"
-#include "icmp6.h"
+#include "icmp.h"
 
 /*
  * A new IPv6 flow's two entries and their keys, 192 bytes: more than the
@@ -215,7 +215,7 @@ static __noinline int tc6_icmp(struct __sk_buff *skb, int ingress)
 {
 	enum dp_hook hook = ingress ? DP_HOOK_TC_INGRESS : DP_HOOK_TC_EGRESS;
 	enum dp_reason reason = DP_R_ICMP_TRANSLATED;
-	struct icmp6_quote q;
+	struct icmp_quote q;
 	struct ct6_value *ct;
 	struct pkt6 pk, *p = &pk;
 	int verdict;
@@ -224,18 +224,18 @@ static __noinline int tc6_icmp(struct __sk_buff *skb, int ingress)
 	if (reason)
 		return tc_verdict(hook, reason, TC_ACT_OK);
 	reason = DP_R_ICMP_TRANSLATED;
-	if (icmp6_parse_quote(skb, p, &q) < 0)
+	if (icmp_parse_quote(AF_INET6, skb, p, &q) < 0)
 		return tc_verdict(hook, DP_R_OTHER_PROTO, TC_ACT_OK);
 	if (ingress) {
-		ct = icmp6_flow(&q, CT_DIR_FWD);
+		ct = icmp_flow(AF_INET6, &q, CT_DIR_FWD);
 		if (!ct)
-			ct = icmp6_flow(&q, CT_DIR_REPLY_IN);
+			ct = icmp_flow(AF_INET6, &q, CT_DIR_REPLY_IN);
 	} else {
-		ct = icmp6_flow(&q, CT_DIR_REPLY_OUT);
+		ct = icmp_flow(AF_INET6, &q, CT_DIR_REPLY_OUT);
 	}
 	if (!ct)
 		return tc_verdict(hook, DP_R_PASSED, TC_ACT_OK);
-	if (icmp6_rewrite(skb, p, &q, ct) < 0)
+	if (icmp_rewrite(AF_INET6, skb, p, &q, ct) < 0)
 		return tc_verdict(hook, DP_R_REWRITE_FAILED, TC_ACT_SHOT);
 	if (!ingress)
 		return tc_verdict(hook, reason, TC_ACT_OK);
