@@ -2,11 +2,11 @@
 /*
  * Entry file for the tc programs (sched_cls, direct action) on the node's
  * external devices: NodePort, LoadBalancer and externalIPs for traffic from
- * outside the node, IPv4 and IPv6. The logic lives in lib/tc_lb.h and
- * lib/tc_lb6.h; this file only sends each packet to its family's path.
+ * outside the node, IPv4 and IPv6. The logic lives in lib/tc_lb.h, one
+ * core for both families; this file only sends each packet to its family's
+ * instance of it.
  */
 #include "lib/tc_lb.h"
-#include "lib/tc_lb6.h"
 
 /* Each family to its own path, each a function of its own (not inlined), so
  * that their stacks need not fit in one frame. An ICMPv6 packet comes back

@@ -128,4 +128,10 @@ static __always_inline int fib6_redirect(struct __sk_buff *skb, struct pkt6 *p, 
 	return bpf_redirect_neigh(fib.ifindex, NULL, 0, 0);
 }
 
+/* fib4_redirect() or fib6_redirect(), for p of the family. */
+static __always_inline int fib_redirect(const int family, struct __sk_buff *skb, void *p, enum dp_reason *reason)
+{
+	return family == AF_INET6 ? fib6_redirect(skb, p, reason) : fib4_redirect(skb, p, reason);
+}
+
 #endif /* SVCMAP_LIB_FIB_H */

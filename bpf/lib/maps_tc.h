@@ -48,7 +48,7 @@ struct {
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } SVCMAP_MAP_DEV_ADDR SEC(".maps");
 
-/* The IPv6 twins of the three above (tc_lb6.h). */
+/* The IPv6 twins of the three above (tc_lb.h). */
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__type(key, struct ct6_key);

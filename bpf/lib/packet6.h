@@ -82,4 +82,10 @@ static __always_inline enum dp_reason pkt6_parse(struct __sk_buff *skb, struct p
 	return 0;
 }
 
+/* pkt4_parse() or pkt6_parse(), into p of the family. */
+static __always_inline enum dp_reason pkt_parse(const int family, struct __sk_buff *skb, void *p)
+{
+	return family == AF_INET6 ? pkt6_parse(skb, p) : pkt4_parse(skb, p);
+}
+
 #endif /* SVCMAP_LIB_PACKET6_H */

@@ -82,4 +82,14 @@ static __always_inline enum dp_reason snat6_source(struct __sk_buff *skb, const 
 	return 0;
 }
 
+/* snat4_source() or snat6_source(), for p of the family (daddr and *addr
+ * that family's address: one word, or four). */
+static __always_inline enum dp_reason snat_source(const int family, struct __sk_buff *skb, const void *p,
+						  const __be32 *daddr, __be16 dport, __be32 *addr)
+{
+	if (family == AF_INET6)
+		return snat6_source(skb, p, daddr, dport, addr);
+	return snat4_source(skb, p, daddr[0], dport, addr);
+}
+
 #endif /* SVCMAP_LIB_SNAT_ADDR_H */

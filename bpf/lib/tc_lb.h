@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
 /*
  * Service translation at tc, for traffic that no local socket made:
- * NodePort, LoadBalancer and externalIPs reached from outside the node.
+ * NodePort, LoadBalancer and externalIPs reached from outside the node,
+ * IPv4 and IPv6 alike (the IPv6 service maps, svcmap_ct6, session affinity
+ * under AFFINITY_ORIGIN_TC6, SNAT to the egress device's IPv6 address).
  *
  * Ingress of an external device:
  *  - a packet of a known flow (CT_DIR_FWD) gets the flow's translation
@@ -14,28 +16,36 @@
  *    policy is Cluster (what KUBE-MARK-MASQ does), so the reply comes back
  *    here;
  *  - anything else passes untouched.
- * Translated packets leave through fib4_redirect().
+ * Translated packets leave through fib_redirect().
  *
  * Egress of the same devices: a reply from a local backend to a DNAT-only
  * client (CT_DIR_REPLY_OUT) gets the frontend back as its source.
  *
- * ICMP errors about tracked flows are translated back at both hooks
- * (icmp.h), so PMTU discovery works through a NodePort.
+ * ICMP (ICMPv6) errors about tracked flows are translated back at both
+ * hooks (icmp.h), so PMTU discovery works through a NodePort. Passed
+ * untouched: the rest of ICMPv6 (neighbour discovery, router
+ * advertisements, echo: counted as DP_R_OTHER_PROTO), and IPv6 packets with
+ * extension headers (DP_R_IPV6_EXT_HDR, packet6.h).
  *
- * IP fragments: the first is translated with its flow, and the datagram's
+ * IPv4 fragments: the first is translated with its flow, and the datagram's
  * later fragments get the same addresses (frag.h), at both hooks.
  *
  * Every lookup of a flow's entry also records what the packet says about
- * the flow's state (ct_lookup()): replies seen, FINs, RSTs. The agent's
+ * the flow's state (__ct_lookup()): replies seen, FINs, RSTs. The agent's
  * conntrack GC reads that to remove finished and idle flows.
  *
  * Every packet is counted once, at its hook, under the reason that says
  * what became of it (enum dp_reason): each drop has a reason of its own.
+ *
+ * One core for both families (docs/architecture-datapath.md): the
+ * functions take the family as a constant; tc4_*()/tc6_*() at the bottom
+ * are the per-family instances the entry file calls.
  */
 #ifndef SVCMAP_LIB_TC_LB_H
 #define SVCMAP_LIB_TC_LB_H
 
 #include "lb.h"
+#include "lb6.h"
 #include "ct.h"
 #include "nat.h"
 #include "fib.h"
@@ -43,17 +53,69 @@
 #include "frag.h"
 #include "snat_addr.h"
 
-/* loadBalancerSourceRanges: does the frontend accept this client? */
-static __always_inline int lb4_source_allowed(const struct svc_value *svc, __be32 saddr)
+/*
+ * A new flow's two entries and their keys. IPv4 builds them on the stack;
+ * IPv6's, 192 bytes, are more than the 512-byte BPF stack holds beside the
+ * rest of tc6_ingress(), so they are built in this per-CPU scratch entry (a
+ * tc program runs to its end on one CPU without another run of it there in
+ * between). Not pinned: each object's own working space.
+ */
+struct tc4_bufs {
+	struct ct_value fwd;
+	struct ct_value rev;
+	struct ct_key fkey;
+	struct ct_key rkey;
+};
+
+struct tc6_scratch {
+	struct ct6_value fwd;
+	struct ct6_value rev;
+	struct ct6_key fkey;
+	struct ct6_key rkey;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__type(key, __u32);
+	__type(value, struct tc6_scratch);
+	__uint(max_entries, 1);
+} svcmap_tc6_tmp SEC(".maps");
+
+/* Member f of the family's buffers. */
+#define tc_buf(family, b, f) fam_ptr(family, struct tc4_bufs, struct tc6_scratch, b, f)
+/* A field of either family's backend. */
+#define be_f(family, be, f)    fam_field(family, struct backend_value, struct backend6_value, be, f)
+#define be_addr(family, be)    fam_addr(family, struct backend_value, struct backend6_value, be, addr)
+
+/* The family's buffers: the caller's (IPv4, on its stack) or the per-CPU scratch (IPv6). */
+static __always_inline void *tc_bufs(const int family, void *stack_bufs)
 {
-	struct src_range_key k = {
-		.prefixlen = 64, /* all of rev_nat_id, then all of the address */
-		.rev_nat_id = svc->rev_nat_id,
-		.addr = saddr,
-	};
+	__u32 zero = 0;
+
+	if (family == AF_INET6)
+		return bpf_map_lookup_elem(&svcmap_tc6_tmp, &zero);
+	return stack_bufs;
+}
+
+/* loadBalancerSourceRanges: does the frontend accept the client of p? */
+static __always_inline int lb_source_allowed(const int family, const struct svc_value *svc, const void *p)
+{
+	union {
+		struct src_range_key v4;
+		struct src_range6_key v6;
+	} k;
 
 	if (!(svc->flags & SVC_F_SRC_RANGES))
 		return 1;
+	if (family == AF_INET6) {
+		k.v6.prefixlen = 32 + 128; /* all of rev_nat_id, then all of the address */
+		k.v6.rev_nat_id = svc->rev_nat_id;
+		__builtin_memcpy(k.v6.addr, ((const struct pkt6 *)p)->saddr, sizeof(k.v6.addr));
+		return bpf_map_lookup_elem(&SVCMAP_MAP_SRC_RANGE6, &k) != NULL;
+	}
+	k.v4.prefixlen = 32 + 32;
+	k.v4.rev_nat_id = svc->rev_nat_id;
+	k.v4.addr = ((const struct pkt4 *)p)->saddr;
 	return bpf_map_lookup_elem(&SVCMAP_MAP_SRC_RANGE, &k) != NULL;
 }
 
@@ -100,28 +162,31 @@ static __always_inline int lb_flow_stale_tcp(__u8 proto, __u8 tcp_flags, __u8 ct
 	return LB_CHECK;
 }
 
-static __always_inline int lb4_flow_stale(const struct pkt4 *p, const struct ct_value *v)
+static __always_inline int lb_flow_stale(const int family, const void *p, const void *v)
 {
-	struct ct_key rep;
-	int r = lb_flow_stale_tcp(p->proto, p->tcp_flags, v->flags);
+	union ct_key_any rep;
+	__u8 proto = pkt_f(family, p, proto);
+	int r = lb_flow_stale_tcp(proto, pkt_f(family, p, tcp_flags), ct_val_f(family, v, flags));
 
 	if (r != LB_CHECK)
 		return r;
-	if (p->proto == IPPROTO_TCP && !ct_reply_of(AF_INET, p, v, &rep))
+	if (proto == IPPROTO_TCP && !ct_reply_of(family, p, v, &rep))
 		return 1;
-	return !ct_backend_current(AF_INET, v);
+	return !ct_backend_current(family, v);
 }
 
-/* LB_ALG_SH at tc: the client is its source address, and its source port
- * too when the frontend asks (SVC_F_SH_PORT). LB_ALG_MAGLEV: the flow (the
- * source address, port and protocol; lb4_maglev_slot() adds the frontend),
- * as Cilium's Maglev hashes the 5-tuple. 0 for other algorithms. */
-static __always_inline __u32 lb_tc_client_hash(__u32 saddr, __be16 sport, __u8 proto, const struct svc_value *svc)
+/* LB_ALG_SH at tc: the client is its source address (IPv6: folded to 32
+ * bits), and its source port too when the frontend asks (SVC_F_SH_PORT).
+ * LB_ALG_MAGLEV: the flow (the source address, port and protocol;
+ * lb4_maglev_slot() adds the frontend), as Cilium's Maglev hashes the
+ * 5-tuple. 0 for other algorithms. */
+static __always_inline __u32 lb_tc_client_hash(const int family, const void *p, const struct svc_value *svc)
 {
-	__u64 v = saddr;
+	__u64 v = nat_pkt_saddr32(family, p);
+	__be16 sport = pkt_f(family, p, sport);
 
 	if (svc->algorithm == LB_ALG_MAGLEV)
-		return lb_hash64(v | (__u64)sport << 32 | (__u64)proto << 48);
+		return lb_hash64(v | (__u64)sport << 32 | (__u64)pkt_f(family, p, proto) << 48);
 	if (svc->algorithm != LB_ALG_SH)
 		return 0;
 	if (svc->flags & SVC_F_SH_PORT)
@@ -129,136 +194,180 @@ static __always_inline __u32 lb_tc_client_hash(__u32 saddr, __be16 sport, __u8 p
 	return lb_hash64(v);
 }
 
-static __always_inline __u32 lb4_tc_client_hash(const struct pkt4 *p, const struct svc_value *svc)
+/* The master entry of the external frontend that p is sent to, its key in *key. */
+static __always_inline struct svc_value *lb_tc_service(const int family, void *key, const void *p)
 {
-	return lb_tc_client_hash(p->saddr, p->sport, p->proto, svc);
+	if (family == AF_INET6) {
+		struct svc6_key *k = key;
+
+		__builtin_memset(k, 0, sizeof(*k));
+		__builtin_memcpy(k->addr, ((const struct pkt6 *)p)->daddr, sizeof(k->addr));
+		k->port = pkt_f(family, p, dport);
+		k->proto = pkt_f(family, p, proto);
+		k->scope = SVC_SCOPE_EXT;
+		return bpf_map_lookup_elem(&SVCMAP_MAP_SERVICES6, k);
+	} else {
+		struct svc_key *k = key;
+
+		__builtin_memset(k, 0, sizeof(*k));
+		k->addr = ((const struct pkt4 *)p)->daddr;
+		k->port = pkt_f(family, p, dport);
+		k->proto = pkt_f(family, p, proto);
+		k->scope = SVC_SCOPE_EXT;
+		return lb4_lookup_service(k);
+	}
+}
+
+/* The backend a new flow of p to frontend key gets (its id in *backend_id),
+ * NULL for none. With session affinity the client is, for IPv4, its
+ * address; for IPv6 its /64 and its interface id folded (svcmap_maps.h).
+ * Only here, for a flow that gets a new conntrack entry: packets of known
+ * flows keep the backend their entry holds. */
+static __always_inline void *lb_tc_select(const int family, const void *p, void *key, const struct svc_value *svc,
+					  __u32 *backend_id)
+{
+	__u32 hash = lb_tc_client_hash(family, p, svc);
+	struct affinity_key akey = {
+		.rev_nat_id = svc->rev_nat_id,
+		.origin = family == AF_INET6 ? AFFINITY_ORIGIN_TC6 : AFFINITY_ORIGIN_TC,
+	};
+
+	if (!(svc->flags & SVC_F_AFFINITY)) {
+		if (family == AF_INET6)
+			return lb6_select_backend(key, svc, hash, backend_id);
+		return lb4_select_backend(key, svc, hash, backend_id);
+	}
+	if (family == AF_INET6) {
+		const struct pkt6 *p6 = p;
+
+		akey.client_addr = p6->saddr[2] ^ p6->saddr[3];
+		__builtin_memcpy(&akey.netns_cookie, p6->saddr, sizeof(akey.netns_cookie));
+		return lb6_affinity_select(key, svc, &akey, hash, backend_id);
+	}
+	akey.client_addr = ((const struct pkt4 *)p)->saddr;
+	return lb4_affinity_select(key, svc, &akey, hash, backend_id);
 }
 
 /*
  * The first packet of a flow to a frontend: choose the backend, reserve
  * the reply entry (and with it the SNAT port), then store the forward
- * entry, and put the translation in *out. Returns DP_R_TRANSLATED (translate
- * as *out says), DP_R_PASSED (not for a frontend: hand to the stack
- * untouched), or the reason the packet is dropped: for a frontend that must
- * not or cannot take it.
+ * entry: the translation is then the buffers' fwd. Returns DP_R_TRANSLATED
+ * (translate as fwd says), DP_R_PASSED (not for a frontend: hand to the
+ * stack untouched), or the reason the packet is dropped: for a frontend
+ * that must not or cannot take it.
  */
-static __always_inline enum dp_reason lb4_tc_new_flow(struct __sk_buff *skb, const struct pkt4 *p,
-						      struct ct_value *out)
+static __always_inline enum dp_reason lb_tc_new_flow(const int family, struct __sk_buff *skb, const void *p,
+						     void *bufs)
 {
-	struct svc_key key = {
-		.addr = p->daddr,
-		.port = p->dport,
-		.proto = p->proto,
-		.scope = SVC_SCOPE_EXT,
-	};
+	union {
+		struct svc_key v4;
+		struct svc6_key v6;
+	} key;
+	void *fwd = tc_buf(family, bufs, fwd), *rev = tc_buf(family, bufs, rev);
+	void *fkey = tc_buf(family, bufs, fkey), *rkey = tc_buf(family, bufs, rkey);
 	const struct svcmap_config *cfg;
-	struct ct_value fwd = {}, rev = {};
-	struct ct_key fkey, rkey = {};
-	struct backend_value *be;
-	struct ct_value *winner;
 	struct svc_value *svc;
 	enum dp_reason why;
-	__be32 snat_addr = 0;
+	void *be, *winner;
 	__u32 backend_id = 0;
+	__be16 snat_port;
 	__u64 now;
 	int snat, insert_failed = 0;
 
-	svc = lb4_lookup_service(&key);
+	svc = lb_tc_service(family, &key, p);
 	if (!svc)
 		return DP_R_PASSED;
-	if (!lb4_source_allowed(svc, p->saddr))
+	if (!lb_source_allowed(family, svc, p))
 		return DP_R_SOURCE_DENIED;
 	/* With externalTrafficPolicy Local the external entry holds only this
 	 * node's endpoints: none here means drop, as kube-proxy does. */
 	if (svc->count == 0)
 		return (svc->flags & SVC_F_ETP_LOCAL) ? DP_R_NO_LOCAL_ENDPOINT : DP_R_NO_BACKEND;
-	if (svc->flags & SVC_F_AFFINITY) {
-		/* Only here, for a flow that gets a new conntrack entry: packets
-		 * of known flows keep the backend their entry holds. */
-		struct affinity_key akey = {
-			.client_addr = p->saddr,
-			.rev_nat_id = svc->rev_nat_id,
-			.origin = AFFINITY_ORIGIN_TC,
-		};
-
-		be = lb4_affinity_select(&key, svc, &akey, lb4_tc_client_hash(p, svc), &backend_id);
-	} else {
-		be = lb4_select_backend(&key, svc, lb4_tc_client_hash(p, svc), &backend_id);
-	}
+	be = lb_tc_select(family, p, &key, svc, &backend_id);
 	if (!be)
 		return DP_R_NO_BACKEND;
 
 	now = bpf_ktime_get_ns();
-	snat = !(be->flags & BACKEND_F_LOCAL) && !(svc->flags & SVC_F_ETP_LOCAL);
+	snat = !(be_f(family, be, flags) & BACKEND_F_LOCAL) && !(svc->flags & SVC_F_ETP_LOCAL);
+	if (family == AF_INET6)
+		__builtin_memset(bufs, 0, sizeof(struct tc6_scratch));
+	else
+		__builtin_memset(bufs, 0, sizeof(struct tc4_bufs));
 
-	fwd.new_daddr = be->addr;
-	fwd.new_dport = be->port;
-	fwd.backend_id = backend_id;
-	fwd.rev_nat_id = svc->rev_nat_id;
-	fwd.flags = (be->flags & BACKEND_F_LOCAL) ? CT_F_LOCAL : 0;
+	addr_copy(family, ct_val_addr(family, fwd, new_daddr), be_addr(family, be));
+	ct_val_f(family, fwd, new_dport) = be_f(family, be, port);
+	ct_val_f(family, fwd, backend_id) = backend_id;
+	ct_val_f(family, fwd, rev_nat_id) = svc->rev_nat_id;
+	ct_val_f(family, fwd, flags) = (be_f(family, be, flags) & BACKEND_F_LOCAL) ? CT_F_LOCAL : 0;
 	/* A first packet with a FIN or RST (of a connection whose entries are
 	 * gone) puts that in the new flow's state, so the GC treats it so. */
-	fwd.flags = ct_state_merge(fwd.flags, ct_state_of(p->proto, p->tcp_flags, CT_DIR_FWD));
-	fwd.last_seen = now;
+	ct_val_f(family, fwd, flags) = ct_state_merge(ct_val_f(family, fwd, flags),
+						      ct_state_of(pkt_f(family, p, proto),
+								  pkt_f(family, p, tcp_flags), CT_DIR_FWD));
+	ct_val_f(family, fwd, last_seen) = now;
 
 	/* Replies look like frontend -> client again. */
-	rev.new_saddr = p->daddr;
-	rev.new_sport = p->dport;
-	rev.backend_id = backend_id;
-	rev.rev_nat_id = svc->rev_nat_id;
-	rev.flags = fwd.flags;
-	rev.last_seen = now;
+	addr_copy(family, ct_val_addr(family, rev, new_saddr), pkt_addr(family, p, daddr));
+	ct_val_f(family, rev, new_sport) = pkt_f(family, p, dport);
+	ct_val_f(family, rev, backend_id) = backend_id;
+	ct_val_f(family, rev, rev_nat_id) = svc->rev_nat_id;
+	ct_val_f(family, rev, flags) = ct_val_f(family, fwd, flags);
+	ct_val_f(family, rev, last_seen) = now;
 
-	rkey.saddr = be->addr;
-	rkey.sport = be->port;
-	rkey.proto = p->proto;
+	addr_copy(family, ct_key_addr(family, rkey, saddr), be_addr(family, be));
+	ct_key_f(family, rkey, sport) = be_f(family, be, port);
+	ct_key_f(family, rkey, proto) = pkt_f(family, p, proto);
 
 	if (snat) {
 		cfg = tc_config();
 		if (!cfg)
 			return DP_R_NO_SNAT_ADDR; /* not configured */
 		/* The address of the device the flow leaves through (snat_addr.h). */
-		why = snat4_source(skb, p, be->addr, be->port, &snat_addr);
+		why = snat_source(family, skb, p, ct_val_addr(family, fwd, new_daddr), ct_val_f(family, fwd, new_dport),
+				  ct_key_addr(family, rkey, daddr));
 		if (why)
 			return why;
-		rkey.daddr = snat_addr;
-		rkey.dir = CT_DIR_REPLY_IN;
-		rev.new_daddr = p->saddr;
-		rev.new_dport = p->sport;
-		rev.flags |= CT_F_SNAT;
-		fwd.new_sport = nat_snat_reserve(AF_INET, cfg, &rkey, &rev, p, &insert_failed);
-		if (!fwd.new_sport)
+		ct_key_f(family, rkey, dir) = CT_DIR_REPLY_IN;
+		addr_copy(family, ct_val_addr(family, rev, new_daddr), pkt_addr(family, p, saddr));
+		ct_val_f(family, rev, new_dport) = pkt_f(family, p, sport);
+		ct_val_f(family, rev, flags) |= CT_F_SNAT;
+		snat_port = nat_snat_reserve(family, cfg, rkey, rev, p, &insert_failed);
+		if (!snat_port)
 			return insert_failed ? DP_R_CT_INSERT_FAILED : DP_R_SNAT_EXHAUSTED;
-		fwd.new_saddr = snat_addr;
-		fwd.flags |= CT_F_SNAT;
+		ct_val_f(family, fwd, new_sport) = snat_port;
+		addr_copy(family, ct_val_addr(family, fwd, new_saddr), ct_key_addr(family, rkey, daddr));
+		ct_val_f(family, fwd, flags) |= CT_F_SNAT;
 	} else {
-		rkey.daddr = p->saddr;
-		rkey.dport = p->sport;
-		rkey.dir = CT_DIR_REPLY_OUT;
-		if (ct_insert(AF_INET, &rkey, &rev, BPF_ANY) < 0)
+		addr_copy(family, ct_key_addr(family, rkey, daddr), pkt_addr(family, p, saddr));
+		ct_key_f(family, rkey, dport) = pkt_f(family, p, sport);
+		ct_key_f(family, rkey, dir) = CT_DIR_REPLY_OUT;
+		if (ct_insert(family, rkey, rev, BPF_ANY) < 0)
 			return DP_R_CT_INSERT_FAILED;
 	}
 
-	ct_key_of(AF_INET, &fkey, p, CT_DIR_FWD);
-	fwd.flags = ct_count_new(fwd.flags, svc->algorithm);
-	if (ct_insert(AF_INET, &fkey, &fwd, BPF_NOEXIST) == 0) {
+	ct_key_of(family, fkey, p, CT_DIR_FWD);
+	ct_val_f(family, fwd, flags) = ct_count_new(ct_val_f(family, fwd, flags), svc->algorithm);
+	if (ct_insert(family, fkey, fwd, BPF_NOEXIST) == 0) {
 		/* The one CPU whose entry is the flow's counts it (see ct_uncount()). */
-		if (fwd.flags & CT_F_COUNTED)
-			conns_add(backend_id, CONNS_FIELD_TC, 1);
-		*out = fwd;
+		if (ct_val_f(family, fwd, flags) & CT_F_COUNTED)
+			conns_add_in(ct_conns_map(family), backend_id, CONNS_FIELD_TC, 1);
 		return DP_R_TRANSLATED;
 	}
 
 	/* Another CPU created the flow first (its first packets raced ours):
 	 * follow its choice, and give back what this one reserved unless the
 	 * winner shares it (same local backend, same reply entry). */
-	winner = bpf_map_lookup_elem(&SVCMAP_MAP_CT, &fkey);
-	if (snat || !winner || winner->new_daddr != fwd.new_daddr ||
-	    winner->new_dport != fwd.new_dport)
-		ct_delete(AF_INET, &rkey);
+	winner = bpf_map_lookup_elem(ct_map(family), fkey);
+	if (snat || !winner ||
+	    !addr_eq(family, ct_val_addr(family, winner, new_daddr), ct_val_addr(family, fwd, new_daddr)) ||
+	    ct_val_f(family, winner, new_dport) != ct_val_f(family, fwd, new_dport))
+		ct_delete(family, rkey);
 	if (!winner)
 		return DP_R_CT_INSERT_FAILED;
-	*out = *winner;
+	if (family == AF_INET6)
+		*(struct ct6_value *)fwd = *(struct ct6_value *)winner;
+	else
+		*(struct ct_value *)fwd = *(struct ct_value *)winner;
 	return DP_R_TRANSLATED;
 }
 
@@ -269,127 +378,186 @@ static __always_inline int tc_verdict(enum dp_hook hook, enum dp_reason reason, 
 	return verdict;
 }
 
+/* What tc6_ingress()/tc6_egress() return for an ICMPv6 packet, which the
+ * entry points then hand to tc6_icmp(): called from there, not from inside
+ * them, its stack frame and theirs are never on the call chain together (the
+ * verifier allows 512 bytes for the whole chain). No TC_ACT_* has this value.
+ * IPv4's ICMP is handled inside tc4_ingress()/tc4_egress(). */
+#define TC6_ICMP 0x7fff
+
 /*
- * An ICMP packet at ingress: an error about a flow that svcmap translated
- * (see icmp.h) is translated back and forwarded like the flow's packets;
- * anything else passes untouched.
+ * An ICMP (ICMPv6) packet at ingress (ingress 1) or egress: an error about
+ * a flow svcmap translated (see icmp.h) is translated back (at ingress:
+ * forwarded like the flow's packets; at egress it is an error the node
+ * forwards to a client about a packet of a DNAT-only flow); the rest passes
+ * untouched.
  */
-static __always_inline int tc4_icmp_ingress(struct __sk_buff *skb, struct pkt4 *p)
+static __always_inline int tc_icmp(const int family, struct __sk_buff *skb, void *p, int ingress)
 {
+	enum dp_hook hook = ingress ? DP_HOOK_TC_INGRESS : DP_HOOK_TC_EGRESS;
 	enum dp_reason reason = DP_R_ICMP_TRANSLATED;
 	struct icmp_quote q;
-	struct ct_value *ct;
+	void *ct;
+	int verdict;
+
+	if (icmp_parse_quote(family, skb, p, &q) < 0)
+		return tc_verdict(hook, DP_R_OTHER_PROTO, TC_ACT_OK);
+	if (ingress) {
+		ct = icmp_flow(family, &q, CT_DIR_FWD);
+		if (!ct)
+			ct = icmp_flow(family, &q, CT_DIR_REPLY_IN);
+	} else {
+		ct = icmp_flow(family, &q, CT_DIR_REPLY_OUT);
+	}
+	if (!ct)
+		return tc_verdict(hook, DP_R_PASSED, TC_ACT_OK);
+	if (icmp_rewrite(family, skb, p, &q, ct) < 0)
+		return tc_verdict(hook, DP_R_REWRITE_FAILED, TC_ACT_SHOT);
+	if (!ingress)
+		return tc_verdict(hook, reason, TC_ACT_OK);
+	verdict = fib_redirect(family, skb, p, &reason);
+	return tc_verdict(hook, reason, verdict);
+}
+
+/* An ICMP packet of p's family: IPv4's handled here, IPv6's returned as
+ * TC6_ICMP for the entry point (tc6_icmp()). */
+static __always_inline int tc_icmp_or_defer(const int family, struct __sk_buff *skb, void *p, int ingress)
+{
+	if (family == AF_INET6)
+		return TC6_ICMP;
+	return tc_icmp(family, skb, p, ingress);
+}
+
+/* An IPv4 fragment after the first (frag.h): the addresses its datagram's
+ * first fragment got, at ingress forwarded like the flow's packets. */
+static __always_inline int tc4_frag_later(struct __sk_buff *skb, struct pkt4 *p, int ingress)
+{
+	enum dp_hook hook = ingress ? DP_HOOK_TC_INGRESS : DP_HOOK_TC_EGRESS;
+	enum dp_reason reason = ingress ? DP_R_TRANSLATED : DP_R_REPLY_TRANSLATED;
 	struct ct_value v;
 	int verdict;
 
-	if (icmp_parse_quote(AF_INET, skb, p, &q) < 0)
-		return tc_verdict(DP_HOOK_TC_INGRESS, DP_R_OTHER_PROTO, TC_ACT_OK);
-	ct = icmp_flow(AF_INET, &q, CT_DIR_FWD);
-	if (!ct)
-		ct = icmp_flow(AF_INET, &q, CT_DIR_REPLY_IN);
-	if (!ct)
-		return tc_verdict(DP_HOOK_TC_INGRESS, DP_R_PASSED, TC_ACT_OK);
-	v = *ct;
-	if (icmp_rewrite(AF_INET, skb, p, &q, &v) < 0)
-		return tc_verdict(DP_HOOK_TC_INGRESS, DP_R_REWRITE_FAILED, TC_ACT_SHOT);
+	if (frag4_later(p, &v) < 0)
+		return tc_verdict(hook, DP_R_FRAGMENT, TC_ACT_OK);
+	if (nat_rewrite(AF_INET, skb, p, &v) < 0)
+		return tc_verdict(hook, DP_R_REWRITE_FAILED, TC_ACT_SHOT);
+	if (!ingress)
+		return tc_verdict(hook, reason, TC_ACT_OK);
 	verdict = fib4_redirect(skb, p, &reason);
-	return tc_verdict(DP_HOOK_TC_INGRESS, reason, verdict);
+	return tc_verdict(hook, reason, verdict);
 }
 
-static __noinline int tc4_ingress(struct __sk_buff *skb)
+static __always_inline int tc_ingress(const int family, struct __sk_buff *skb, void *p, void *stack_bufs)
 {
 	enum dp_reason reason;
-	struct ct_value xlate;
-	struct ct_value *ct;
-	struct pkt4 p;
+	void *ct, *bufs;
 	int verdict;
 
-	reason = pkt4_parse(skb, &p);
+	reason = pkt_parse(family, skb, p);
 	if (reason)
 		return tc_verdict(DP_HOOK_TC_INGRESS, reason, TC_ACT_OK);
-	if (p.proto == IPPROTO_ICMP)
-		return tc4_icmp_ingress(skb, &p);
-	if (p.frag == PKT4_FRAG_LATER) {
-		if (frag4_later(&p, &xlate) < 0)
-			return tc_verdict(DP_HOOK_TC_INGRESS, DP_R_FRAGMENT, TC_ACT_OK);
-		if (nat_rewrite(AF_INET, skb, &p, &xlate) < 0)
-			return tc_verdict(DP_HOOK_TC_INGRESS, DP_R_REWRITE_FAILED, TC_ACT_SHOT);
-		reason = DP_R_TRANSLATED;
-		verdict = fib4_redirect(skb, &p, &reason);
-		return tc_verdict(DP_HOOK_TC_INGRESS, reason, verdict);
-	}
+	if (pkt_f(family, p, proto) == (family == AF_INET6 ? IPPROTO_ICMPV6 : IPPROTO_ICMP))
+		return tc_icmp_or_defer(family, skb, p, 1);
+	if (family == AF_INET && ((struct pkt4 *)p)->frag == PKT4_FRAG_LATER)
+		return tc4_frag_later(skb, p, 1);
 
 	reason = DP_R_TRANSLATED;
-	ct = ct_lookup(AF_INET, &p, CT_DIR_FWD);
-	if (ct && lb4_flow_stale(&p, ct)) {
-		ct_forget_flow(AF_INET, &p, ct);
+	ct = ct_lookup(family, p, CT_DIR_FWD);
+	if (ct && lb_flow_stale(family, p, ct)) {
+		ct_forget_flow(family, p, ct);
 		ct = NULL;
-	} else if (!ct && nat_snat_port(p.dport)) {
+	} else if (!ct && nat_snat_port(pkt_f(family, p, dport))) {
 		/* A reply to a SNATed flow comes to a SNAT address (any device's:
 		 * a reply may arrive on another device than its flow left by; the
 		 * entry's key names the address exactly) at a port of the SNAT
 		 * range (nat_snat_port()). */
-		ct = ct_lookup(AF_INET, &p, CT_DIR_REPLY_IN);
+		ct = ct_lookup(family, p, CT_DIR_REPLY_IN);
 		reason = DP_R_REPLY_TRANSLATED;
 	}
-	if (ct) {
-		xlate = *ct;
-	} else {
-		reason = lb4_tc_new_flow(skb, &p, &xlate);
+	if (!ct) {
+		bufs = tc_bufs(family, stack_bufs);
+		if (!bufs)
+			return tc_verdict(DP_HOOK_TC_INGRESS, DP_R_CT_INSERT_FAILED, TC_ACT_SHOT);
+		reason = lb_tc_new_flow(family, skb, p, bufs);
 		if (reason == DP_R_PASSED)
 			return tc_verdict(DP_HOOK_TC_INGRESS, reason, TC_ACT_OK);
 		if (reason != DP_R_TRANSLATED)
 			return tc_verdict(DP_HOOK_TC_INGRESS, reason, TC_ACT_SHOT);
+		ct = tc_buf(family, bufs, fwd);
 	}
 
-	frag4_remember(&p, &xlate);
-	if (nat_rewrite(AF_INET, skb, &p, &xlate) < 0)
+	if (family == AF_INET)
+		frag4_remember(p, ct);
+	if (nat_rewrite(family, skb, p, ct) < 0)
 		return tc_verdict(DP_HOOK_TC_INGRESS, DP_R_REWRITE_FAILED, TC_ACT_SHOT);
-	verdict = fib4_redirect(skb, &p, &reason);
+	verdict = fib_redirect(family, skb, p, &reason);
 	return tc_verdict(DP_HOOK_TC_INGRESS, reason, verdict);
+}
+
+static __always_inline int tc_egress(const int family, struct __sk_buff *skb, void *p)
+{
+	enum dp_reason reason;
+	void *ct;
+
+	reason = pkt_parse(family, skb, p);
+	if (reason)
+		return tc_verdict(DP_HOOK_TC_EGRESS, reason, TC_ACT_OK);
+	if (pkt_f(family, p, proto) == (family == AF_INET6 ? IPPROTO_ICMPV6 : IPPROTO_ICMP))
+		return tc_icmp_or_defer(family, skb, p, 0);
+	if (family == AF_INET && ((struct pkt4 *)p)->frag == PKT4_FRAG_LATER)
+		return tc4_frag_later(skb, p, 0);
+	ct = ct_lookup(family, p, CT_DIR_REPLY_OUT);
+	if (!ct)
+		return tc_verdict(DP_HOOK_TC_EGRESS, DP_R_PASSED, TC_ACT_OK);
+	if (family == AF_INET)
+		frag4_remember(p, ct);
+	if (nat_rewrite(family, skb, p, ct) < 0)
+		return tc_verdict(DP_HOOK_TC_EGRESS, DP_R_REWRITE_FAILED, TC_ACT_SHOT);
+	return tc_verdict(DP_HOOK_TC_EGRESS, DP_R_REPLY_TRANSLATED, TC_ACT_OK);
+}
+
+/* The per-family instances the entry file (tc.c) dispatches to: each a
+ * function of its own (not inlined), so that their stacks need not fit in
+ * one frame. */
+static __noinline int tc4_ingress(struct __sk_buff *skb)
+{
+	struct tc4_bufs bufs;
+	struct pkt4 p;
+
+	return tc_ingress(AF_INET, skb, &p, &bufs);
+}
+
+static __noinline int tc6_ingress(struct __sk_buff *skb)
+{
+	struct pkt6 p;
+
+	return tc_ingress(AF_INET6, skb, &p, NULL);
 }
 
 static __noinline int tc4_egress(struct __sk_buff *skb)
 {
-	enum dp_reason reason;
-	struct ct_value *ct;
 	struct pkt4 p;
 
-	reason = pkt4_parse(skb, &p);
+	return tc_egress(AF_INET, skb, &p);
+}
+
+static __noinline int tc6_egress(struct __sk_buff *skb)
+{
+	struct pkt6 p;
+
+	return tc_egress(AF_INET6, skb, &p);
+}
+
+/* An ICMPv6 packet that tc6_ingress()/tc6_egress() deferred (TC6_ICMP). */
+static __noinline int tc6_icmp(struct __sk_buff *skb, int ingress)
+{
+	enum dp_reason reason;
+	struct pkt6 p;
+
+	reason = pkt6_parse(skb, &p);
 	if (reason)
-		return tc_verdict(DP_HOOK_TC_EGRESS, reason, TC_ACT_OK);
-	if (p.proto == IPPROTO_ICMP) {
-		/* An error the node forwards to a client about a packet of a
-		 * DNAT-only flow (client -> local backend): see icmp.h. */
-		struct icmp_quote q;
-		struct ct_value v;
-
-		if (icmp_parse_quote(AF_INET, skb, &p, &q) < 0)
-			return tc_verdict(DP_HOOK_TC_EGRESS, DP_R_OTHER_PROTO, TC_ACT_OK);
-		ct = icmp_flow(AF_INET, &q, CT_DIR_REPLY_OUT);
-		if (!ct)
-			return tc_verdict(DP_HOOK_TC_EGRESS, DP_R_PASSED, TC_ACT_OK);
-		v = *ct;
-		if (icmp_rewrite(AF_INET, skb, &p, &q, &v) < 0)
-			return tc_verdict(DP_HOOK_TC_EGRESS, DP_R_REWRITE_FAILED, TC_ACT_SHOT);
-		return tc_verdict(DP_HOOK_TC_EGRESS, DP_R_ICMP_TRANSLATED, TC_ACT_OK);
-	}
-	if (p.frag == PKT4_FRAG_LATER) {
-		struct ct_value v;
-
-		if (frag4_later(&p, &v) < 0)
-			return tc_verdict(DP_HOOK_TC_EGRESS, DP_R_FRAGMENT, TC_ACT_OK);
-		if (nat_rewrite(AF_INET, skb, &p, &v) < 0)
-			return tc_verdict(DP_HOOK_TC_EGRESS, DP_R_REWRITE_FAILED, TC_ACT_SHOT);
-		return tc_verdict(DP_HOOK_TC_EGRESS, DP_R_REPLY_TRANSLATED, TC_ACT_OK);
-	}
-	ct = ct_lookup(AF_INET, &p, CT_DIR_REPLY_OUT);
-	if (!ct)
-		return tc_verdict(DP_HOOK_TC_EGRESS, DP_R_PASSED, TC_ACT_OK);
-	frag4_remember(&p, ct);
-	if (nat_rewrite(AF_INET, skb, &p, ct) < 0)
-		return tc_verdict(DP_HOOK_TC_EGRESS, DP_R_REWRITE_FAILED, TC_ACT_SHOT);
-	return tc_verdict(DP_HOOK_TC_EGRESS, DP_R_REPLY_TRANSLATED, TC_ACT_OK);
+		return tc_verdict(ingress ? DP_HOOK_TC_INGRESS : DP_HOOK_TC_EGRESS, reason, TC_ACT_OK);
+	return tc_icmp(AF_INET6, skb, &p, ingress);
 }
 
 #endif /* SVCMAP_LIB_TC_LB_H */
