@@ -1,10 +1,10 @@
 // SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
 /*
  * Entry file for the cgroup v2 socket hooks (IPv4, and IPv6 below). The
- * logic lives in lib/sock_lb.h and lib/sock_lb6.h; this file only maps hooks to it.
+ * logic lives in lib/sock_lb.h, one core for both families; this file only
+ * maps hooks to it.
  */
 #include "lib/sock_lb.h"
-#include "lib/sock_lb6.h"
 
 /* A frontend without backends fails at once with ECONNREFUSED instead of a
  * connect that hangs on an address nobody answers. */
@@ -17,7 +17,7 @@ static __always_inline int reject(int err)
 SEC("cgroup/connect4")
 int svcmap_connect4(struct bpf_sock_addr *ctx)
 {
-	int err = sock4_xlate_fwd(ctx, DP_HOOK_CONNECT4);
+	int err = sock_xlate_fwd(AF_INET, ctx, DP_HOOK_CONNECT4);
 
 	return err ? reject(err) : SYS_PROCEED;
 }
@@ -32,29 +32,29 @@ int svcmap_sendmsg4(struct bpf_sock_addr *ctx)
 		dp_count(DP_HOOK_SENDMSG4, DP_R_PASSED);
 		return SYS_PROCEED;
 	}
-	err = sock4_xlate_fwd(ctx, DP_HOOK_SENDMSG4);
+	err = sock_xlate_fwd(AF_INET, ctx, DP_HOOK_SENDMSG4);
 	return err ? reject(err) : SYS_PROCEED;
 }
 
 SEC("cgroup/recvmsg4")
 int svcmap_recvmsg4(struct bpf_sock_addr *ctx)
 {
-	sock4_xlate_rev(ctx, DP_HOOK_RECVMSG4);
+	sock_xlate_rev(AF_INET, ctx, DP_HOOK_RECVMSG4);
 	return SYS_PROCEED;
 }
 
 SEC("cgroup/getpeername4")
 int svcmap_getpeer4(struct bpf_sock_addr *ctx)
 {
-	sock4_xlate_rev(ctx, DP_HOOK_GETPEERNAME4);
+	sock_xlate_rev(AF_INET, ctx, DP_HOOK_GETPEERNAME4);
 	return SYS_PROCEED;
 }
 
-/* IPv6 twins of the hooks above (lib/sock_lb6.h), attached with them. */
+/* IPv6 twins of the hooks above (lib/sock_lb.h), attached with them. */
 SEC("cgroup/connect6")
 int svcmap_connect6(struct bpf_sock_addr *ctx)
 {
-	int err = sock6_xlate_fwd(ctx, DP_HOOK_CONNECT6);
+	int err = sock_xlate_fwd(AF_INET6, ctx, DP_HOOK_CONNECT6);
 
 	return err ? reject(err) : SYS_PROCEED;
 }
@@ -68,21 +68,21 @@ int svcmap_sendmsg6(struct bpf_sock_addr *ctx)
 		dp_count(DP_HOOK_SENDMSG6, DP_R_PASSED);
 		return SYS_PROCEED;
 	}
-	err = sock6_xlate_fwd(ctx, DP_HOOK_SENDMSG6);
+	err = sock_xlate_fwd(AF_INET6, ctx, DP_HOOK_SENDMSG6);
 	return err ? reject(err) : SYS_PROCEED;
 }
 
 SEC("cgroup/recvmsg6")
 int svcmap_recvmsg6(struct bpf_sock_addr *ctx)
 {
-	sock6_xlate_rev(ctx, DP_HOOK_RECVMSG6);
+	sock_xlate_rev(AF_INET6, ctx, DP_HOOK_RECVMSG6);
 	return SYS_PROCEED;
 }
 
 SEC("cgroup/getpeername6")
 int svcmap_getpeer6(struct bpf_sock_addr *ctx)
 {
-	sock6_xlate_rev(ctx, DP_HOOK_GETPEERNAME6);
+	sock_xlate_rev(AF_INET6, ctx, DP_HOOK_GETPEERNAME6);
 	return SYS_PROCEED;
 }
 
@@ -91,11 +91,11 @@ int svcmap_getpeer6(struct bpf_sock_addr *ctx)
 SEC("cgroup/sock_release")
 int svcmap_sock_release(struct bpf_sock *ctx)
 {
-	sock4_uncount(ctx);
+	sock_uncount(AF_INET, ctx);
 	/* Only an AF_INET6 socket can have counted for an IPv6 backend (an
 	 * IPv4-mapped one counts in the IPv4 storage): one lookup fewer for the rest. */
 	if (ctx->family == AF_INET6)
-		sock6_uncount(ctx);
+		sock_uncount(AF_INET6, ctx);
 	return 1;
 }
 

@@ -1,47 +1,67 @@
 /* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
 /*
  * Service lookup and backend selection, shared by the socket hooks and the
- * tc programs.
+ * tc programs, for both families: the IPv4 maps and the IPv6 ones (maps6.h,
+ * svcmap_conns6, svcmap_maglev6). The functions take the family as a
+ * constant and the frontend's key (struct svc_key or svc6_key) as a
+ * pointer; only the key, the maps and the frontend address folded to 32
+ * bits (for the hashes of dh and maglev) are per family.
  */
 #ifndef SVCMAP_LIB_LB_H
 #define SVCMAP_LIB_LB_H
 
 #include "common.h"
 #include "maps.h"
+#include "maps6.h"
 #include "conns.h"
 
-/* The master entry of a frontend, or NULL. key->slot is left at 0. */
-static __always_inline struct svc_value *lb4_lookup_service(struct svc_key *key)
+/* A field both families' service keys (backends) have, of either's. */
+#define svc_key_f(family, k, f) fam_field(family, struct svc_key, struct svc6_key, k, f)
+
+/* The family's maps. */
+static __always_inline void *lb_svc_map(const int family)
 {
-	key->slot = 0;
-	return bpf_map_lookup_elem(&SVCMAP_MAP_SERVICES, key);
+	return family == AF_INET6 ? (void *)&SVCMAP_MAP_SERVICES6 : (void *)&SVCMAP_MAP_SERVICES;
+}
+
+static __always_inline void *lb_be_map(const int family)
+{
+	return family == AF_INET6 ? (void *)&SVCMAP_MAP_BACKENDS6 : (void *)&SVCMAP_MAP_BACKENDS;
+}
+
+/* The frontend address of key, folded to 32 bits for IPv6: what the hashes take. */
+static __always_inline __u32 lb_key_addr32(const int family, const void *key)
+{
+	if (family == AF_INET6)
+		return addr6_fold(((const struct svc6_key *)key)->addr);
+	return ((const struct svc_key *)key)->addr;
+}
+
+/* The master entry of a frontend, or NULL. The key's slot is left at 0. */
+static __always_inline struct svc_value *lb_lookup_service(const int family, void *key)
+{
+	svc_key_f(family, key, slot) = 0;
+	return bpf_map_lookup_elem(lb_svc_map(family), key);
 }
 
 /*
  * In-node traffic (the socket hooks) of an ETP=Local frontend uses the
  * internal twin, which holds every backend, as kube-proxy does for traffic
- * that does not come from outside the node. Either family: svc_map is its
- * services map, key its key with scope and slot at *scope and *slot.
+ * that does not come from outside the node.
  */
-static __always_inline struct svc_value *lb_internal_scope(void *svc_map, void *key, __u8 *scope, __u16 *slot,
-							   struct svc_value *svc)
+static __always_inline struct svc_value *lb_internal_scope(const int family, void *key, struct svc_value *svc)
 {
 	struct svc_value *twin;
 
 	if (!(svc->flags & SVC_F_TWO_SCOPES))
 		return svc;
-	*scope = SVC_SCOPE_INT;
-	*slot = 0;
-	twin = bpf_map_lookup_elem(svc_map, key);
+	svc_key_f(family, key, scope) = SVC_SCOPE_INT;
+	svc_key_f(family, key, slot) = 0;
+	twin = bpf_map_lookup_elem(lb_svc_map(family), key);
 	if (twin)
 		return twin;
-	*scope = SVC_SCOPE_EXT;
+	svc_key_f(family, key, scope) = SVC_SCOPE_EXT;
 	return svc;
-}
-
-static __always_inline struct svc_value *lb4_internal_scope(struct svc_key *key, struct svc_value *svc)
-{
-	return lb_internal_scope(&SVCMAP_MAP_SERVICES, key, &key->scope, &key->slot, svc);
 }
 
 /*
@@ -77,8 +97,9 @@ static __always_inline __u32 lb_hash64(__u64 v)
  * three choose alike, as IPVS's do with equal weights (IPVS's lc also
  * weighs inactive connections, 1/256 each; these counts have none).
  * A slot that is missing (a reader that saw an older count) is skipped.
- * Each family has its own bpf_loop callback (lb4_scan_step(), lb6.h's
- * lb6_scan_step()) over its key, maps and this shared step.
+ * Each family has its own bpf_loop callback (lb4_scan_step(),
+ * lb6_scan_step(): a callback takes no family argument) over this shared
+ * step.
  */
 struct lb_scan_state {
 	__u32 count;
@@ -95,10 +116,19 @@ static __always_inline void lb_scan_init(struct lb_scan_state *st, __u16 count)
 	st->best_slot = st->start + 1;
 }
 
-/* One step: slot (start + i) of the frontend at key (its slot field at *slot). 1 ends the loop. */
-static __always_inline long lb_scan_step(__u64 i, struct lb_scan_state *st, void *svc_map, void *conns_map,
-					 void *key, __u16 *slot)
+/* The scan's state and the frontend's key (slot set per step), either family. */
+struct lb_scan {
+	union {
+		struct svc_key v4;
+		struct svc6_key v6;
+	} key;
+	struct lb_scan_state st;
+};
+
+/* One step: slot (start + i) of the frontend. 1 ends the loop. */
+static __always_inline long lb_scan_step(const int family, __u64 i, struct lb_scan *sc)
 {
+	struct lb_scan_state *st = &sc->st;
 	struct svc_value *v;
 	__u32 s;
 	__u64 n;
@@ -108,11 +138,12 @@ static __always_inline long lb_scan_step(__u64 i, struct lb_scan_state *st, void
 	s = st->start + (__u32)i;
 	if (s >= st->count)
 		s -= st->count;
-	*slot = (__u16)(s + 1);
-	v = bpf_map_lookup_elem(svc_map, key);
+	svc_key_f(family, &sc->key, slot) = (__u16)(s + 1);
+	v = bpf_map_lookup_elem(lb_svc_map(family), &sc->key);
 	if (!v)
 		return 0;
-	n = conns_active_in(conns_map, v->backend_id);
+	n = conns_active_in(family == AF_INET6 ? (void *)&SVCMAP_MAP_BE_CONNS6 : (void *)&SVCMAP_MAP_BE_CONNS,
+			    v->backend_id);
 	if (n < st->best) {
 		st->best = n;
 		st->best_slot = s + 1;
@@ -122,25 +153,27 @@ static __always_inline long lb_scan_step(__u64 i, struct lb_scan_state *st, void
 	return 0;
 }
 
-struct lb4_scan {
-	struct svc_key key;  /* the frontend's; slot set per step */
-	struct lb_scan_state st;
-};
-
-/* A bpf_loop callback: the verifier checks it once, whatever the bound. */
+/* bpf_loop callbacks: the verifier checks each once, whatever the bound. */
 static long lb4_scan_step(__u64 i, void *arg)
 {
-	struct lb4_scan *sc = arg;
-
-	return lb_scan_step(i, &sc->st, &SVCMAP_MAP_SERVICES, &SVCMAP_MAP_BE_CONNS, &sc->key, &sc->key.slot);
+	return lb_scan_step(AF_INET, i, arg);
 }
 
-static __always_inline __u16 lb4_least_loaded(const struct svc_value *svc, const struct svc_key *fe)
+static long lb6_scan_step(__u64 i, void *arg)
 {
-	struct lb4_scan sc = { .key = *fe };
+	return lb_scan_step(AF_INET6, i, arg);
+}
 
+static __always_inline __u16 lb_least_loaded(const int family, const struct svc_value *svc, const void *fe)
+{
+	struct lb_scan sc;
+
+	if (family == AF_INET6)
+		sc.key.v6 = *(const struct svc6_key *)fe;
+	else
+		sc.key.v4 = *(const struct svc_key *)fe;
 	lb_scan_init(&sc.st, svc->count);
-	bpf_loop(LB_SCAN_MAX, lb4_scan_step, &sc, 0);
+	bpf_loop(LB_SCAN_MAX, family == AF_INET6 ? lb6_scan_step : lb4_scan_step, &sc, 0);
 	return (__u16)sc.st.best_slot;
 }
 
@@ -226,18 +259,19 @@ static __always_inline __u16 lb_pick_slot_common(void *maglev_map, const struct 
 	return (__u16)(n % svc->count + 1);
 }
 
-/* The slot an IPv4 frontend's algorithm picks (fe: its key). */
-static __always_inline __u16 lb4_pick_slot(const struct svc_value *svc, const struct svc_key *fe,
-					   __u32 client_hash)
+/* The slot a frontend's algorithm picks (fe: its key). */
+static __always_inline __u16 lb_pick_slot(const int family, const struct svc_value *svc, const void *fe,
+					  __u32 client_hash)
 {
 	if (lb_alg_counts(svc->algorithm))
-		return lb4_least_loaded(svc, fe);
-	return lb_pick_slot_common(&SVCMAP_MAP_MAGLEV, svc, fe->addr, fe->port, client_hash);
+		return lb_least_loaded(family, svc, fe);
+	return lb_pick_slot_common(family == AF_INET6 ? (void *)&SVCMAP_MAP_MAGLEV6 : (void *)&SVCMAP_MAP_MAGLEV,
+				   svc, lb_key_addr32(family, fe), svc_key_f(family, fe, port), client_hash);
 }
 
 /*
- * The backend of the slot at key (*slot: the one the algorithm picked), for
- * either family's maps. The agent writes a shrinking service's new slots
+ * The backend of the slot at key (*slot: the one the algorithm picked), in
+ * the maps given. The agent writes a shrinking service's new slots
  * and count before it deletes the old slots and backends, so a miss here is
  * only the narrow window of a reader that saw the old count; it falls back
  * to slot 1, which always exists while count > 0.
@@ -258,14 +292,14 @@ static __always_inline void *lb_slot_backend(void *svc_map, void *be_map, void *
 	return bpf_map_lookup_elem(be_map, backend_id);
 }
 
-/* Backend selection for an IPv4 frontend by its algorithm (lb4_pick_slot()). */
-static __always_inline struct backend_value *lb4_select_backend(struct svc_key *key,
-								const struct svc_value *svc,
-								__u32 client_hash,
-								__u32 *backend_id)
+/* Backend selection for a frontend (key) by its algorithm (lb_pick_slot()):
+ * the family's struct backend_value or backend6_value. */
+static __always_inline void *lb_select_backend(const int family, void *key, const struct svc_value *svc,
+					       __u32 client_hash, __u32 *backend_id)
 {
-	key->slot = lb4_pick_slot(svc, key, client_hash);
-	return lb_slot_backend(&SVCMAP_MAP_SERVICES, &SVCMAP_MAP_BACKENDS, key, &key->slot, backend_id);
+	svc_key_f(family, key, slot) = lb_pick_slot(family, svc, key, client_hash);
+	return lb_slot_backend(lb_svc_map(family), lb_be_map(family), key, &svc_key_f(family, key, slot),
+			       backend_id);
 }
 
 #define NSEC_PER_SEC 1000000000ULL
@@ -322,8 +356,7 @@ static __always_inline void *lb_affinity_current(void *svc_map, void *be_map, co
 /*
  * Backend selection for a frontend with SVC_F_AFFINITY (the callers test
  * the flag: other frontends never touch the affinity map), in two halves
- * around the family's own selection (lb4_affinity_select(), lb6.h's
- * lb6_affinity_select()). *akey names the client and the frontend. A
+ * around the frontend's own selection (lb_affinity_select()). *akey names the client and the frontend. A
  * current entry is used and its last use refreshed (lb_affinity_find());
  * otherwise the frontend's algorithm chooses, as without affinity, and the
  * choice is remembered (lb_affinity_remember()).
@@ -379,25 +412,23 @@ static __always_inline void *lb_affinity_remember(void *svc_map, void *be_map, c
 	return be;
 }
 
-/* sessionAffinity for an IPv4 frontend (client_hash as for lb4_select_backend()). */
-static __always_inline struct backend_value *lb4_affinity_select(struct svc_key *key,
-								 const struct svc_value *svc,
-								 const struct affinity_key *akey,
-								 __u32 client_hash,
-								 __u32 *backend_id)
+/* sessionAffinity for a frontend (client_hash as for lb_select_backend()). */
+static __always_inline void *lb_affinity_select(const int family, void *key, const struct svc_value *svc,
+						const struct affinity_key *akey, __u32 client_hash, __u32 *backend_id)
 {
+	void *svc_map = lb_svc_map(family), *be_map = lb_be_map(family);
+	__u16 *slot = &svc_key_f(family, key, slot);
 	struct affinity_value *aff;
 	__u64 now = bpf_ktime_get_boot_ns();
 	void *be;
 
-	be = lb_affinity_find(&SVCMAP_MAP_SERVICES, &SVCMAP_MAP_BACKENDS, akey, key, &key->slot, svc, backend_id, now, &aff);
+	be = lb_affinity_find(svc_map, be_map, akey, key, slot, svc, backend_id, now, &aff);
 	if (be)
 		return be;
-	be = lb4_select_backend(key, svc, client_hash, backend_id);
+	be = lb_select_backend(family, key, svc, client_hash, backend_id);
 	if (!be)
 		return NULL;
-	return lb_affinity_remember(&SVCMAP_MAP_SERVICES, &SVCMAP_MAP_BACKENDS, akey, key, &key->slot, svc, be,
-				    backend_id, now, aff);
+	return lb_affinity_remember(svc_map, be_map, akey, key, slot, svc, be, backend_id, now, aff);
 }
 
 #endif /* SVCMAP_LIB_LB_H */

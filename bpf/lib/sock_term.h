@@ -18,7 +18,7 @@
  *    sent to the same backend through a frontend the backend still belongs
  *    to stays.
  * An IPv6 socket connected to an IPv4-mapped address went through the IPv4
- * maps (sock6_xlate_fwd_v4mapped()) and is matched as an IPv4 one.
+ * maps (sock_xlate_fwd()) and is matched as an IPv4 one.
  */
 #ifndef SVCMAP_LIB_SOCK_TERM_H
 #define SVCMAP_LIB_SOCK_TERM_H

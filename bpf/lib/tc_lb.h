@@ -7,11 +7,11 @@
  *
  * Ingress of an external device:
  *  - a packet of a known flow (CT_DIR_FWD) gets the flow's translation
- *    (see lb4_flow_stale() for when a flow starts afresh);
+ *    (see lb_flow_stale() for when a flow starts afresh);
  *  - a reply to a SNATed flow (CT_DIR_REPLY_IN: backend -> node:port) is
  *    turned back into frontend -> client;
  *  - a new packet to a frontend picks a backend (with session affinity
- *    the one the client address had, see lb4_affinity_select()): DNAT to
+ *    the one the client address had, see lb_affinity_select()): DNAT to
  *    it, plus SNAT to the node when the backend is on another node and the
  *    policy is Cluster (what KUBE-MARK-MASQ does), so the reply comes back
  *    here;
@@ -45,7 +45,6 @@
 #define SVCMAP_LIB_TC_LB_H
 
 #include "lb.h"
-#include "lb6.h"
 #include "ct.h"
 #include "nat.h"
 #include "fib.h"
@@ -178,7 +177,7 @@ static __always_inline int lb_flow_stale(const int family, const void *p, const 
 /* LB_ALG_SH at tc: the client is its source address (IPv6: folded to 32
  * bits), and its source port too when the frontend asks (SVC_F_SH_PORT).
  * LB_ALG_MAGLEV: the flow (the source address, port and protocol;
- * lb4_maglev_slot() adds the frontend), as Cilium's Maglev hashes the
+ * lb_maglev_slot() adds the frontend), as Cilium's Maglev hashes the
  * 5-tuple. 0 for other algorithms. */
 static __always_inline __u32 lb_tc_client_hash(const int family, const void *p, const struct svc_value *svc)
 {
@@ -214,7 +213,7 @@ static __always_inline struct svc_value *lb_tc_service(const int family, void *k
 		k->port = pkt_f(family, p, dport);
 		k->proto = pkt_f(family, p, proto);
 		k->scope = SVC_SCOPE_EXT;
-		return lb4_lookup_service(k);
+		return lb_lookup_service(family, k);
 	}
 }
 
@@ -232,20 +231,17 @@ static __always_inline void *lb_tc_select(const int family, const void *p, void 
 		.origin = family == AF_INET6 ? AFFINITY_ORIGIN_TC6 : AFFINITY_ORIGIN_TC,
 	};
 
-	if (!(svc->flags & SVC_F_AFFINITY)) {
-		if (family == AF_INET6)
-			return lb6_select_backend(key, svc, hash, backend_id);
-		return lb4_select_backend(key, svc, hash, backend_id);
-	}
+	if (!(svc->flags & SVC_F_AFFINITY))
+		return lb_select_backend(family, key, svc, hash, backend_id);
 	if (family == AF_INET6) {
 		const struct pkt6 *p6 = p;
 
 		akey.client_addr = p6->saddr[2] ^ p6->saddr[3];
 		__builtin_memcpy(&akey.netns_cookie, p6->saddr, sizeof(akey.netns_cookie));
-		return lb6_affinity_select(key, svc, &akey, hash, backend_id);
+	} else {
+		akey.client_addr = ((const struct pkt4 *)p)->saddr;
 	}
-	akey.client_addr = ((const struct pkt4 *)p)->saddr;
-	return lb4_affinity_select(key, svc, &akey, hash, backend_id);
+	return lb_affinity_select(family, key, svc, &akey, hash, backend_id);
 }
 
 /*
