@@ -23,21 +23,19 @@
 #include "packet.h"
 #include "packet6.h"
 #include "maps_tc.h"
-#include "maps6.h"
+#include "maps.h"
 #include "conns.h"
 
 /* last_seen is written at most this often per entry, not on every packet:
  * a write per packet would bounce the entry's cache line between CPUs. */
 #define CT_REFRESH_NS 1000000000ULL
 
-/* A field both families' keys (values, packets) have, of either's. */
+/* A field both families' keys (values) have, of either's (pkt_f(): packet6.h). */
 #define ct_key_f(family, k, f) fam_field(family, struct ct_key, struct ct6_key, k, f)
 #define ct_val_f(family, v, f) fam_field(family, struct ct_value, struct ct6_value, v, f)
-#define pkt_f(family, p, f)    fam_field(family, struct pkt4, struct pkt6, p, f)
 /* An address field of either family's key (value, packet), as words. */
 #define ct_key_addr(family, k, f) fam_addr(family, struct ct_key, struct ct6_key, k, f)
 #define ct_val_addr(family, v, f) fam_addr(family, struct ct_value, struct ct6_value, v, f)
-#define pkt_addr(family, p, f)    fam_addr(family, struct pkt4, struct pkt6, p, f)
 
 /* Room for a key of either family on the stack. */
 union ct_key_any {

@@ -64,74 +64,59 @@ static __always_inline int fib_forwardable(struct __sk_buff *skb, long rc, const
 	return 1;
 }
 
-/*
- * TC_ACT_REDIRECT, TC_ACT_OK, or TC_ACT_SHOT if the TTL could not be
- * written. *reason (what the packet counts as when it is redirected) becomes
- * DP_R_TO_STACK_* when the packet goes to the stack instead, and
- * DP_R_REWRITE_FAILED with TC_ACT_SHOT.
- */
-static __always_inline int fib4_redirect(struct __sk_buff *skb, struct pkt4 *p,
-					 enum dp_reason *reason)
-{
-	struct bpf_fib_lookup fib = {
-		.family = AF_INET,
-		.l4_protocol = p->proto,
-		.sport = p->sport,
-		.dport = p->dport,
-		/* At tc ingress, skb->ifindex is the device the packet came in on. */
-		.ifindex = skb->ifindex,
-		.tos = p->tos,
-		.ipv4_src = p->saddr,
-		.ipv4_dst = p->daddr,
-	};
-	long rc;
-
-	rc = bpf_fib_lookup(skb, &fib, sizeof(fib), 0);
-	if (!fib_forwardable(skb, rc, &fib, p->ttl, reason))
-		return TC_ACT_OK;
-	if (csum4_dec_ttl(skb, p) < 0) {
-		*reason = DP_R_REWRITE_FAILED;
-		return TC_ACT_SHOT;
-	}
-	return bpf_redirect_neigh(fib.ifindex, NULL, 0, 0);
-}
-
-/* The IPv6 lookup for a packet of p's tuple from the ingress device to daddr (and dport). */
-static __always_inline void fib6_params(struct bpf_fib_lookup *fib, struct __sk_buff *skb, const struct pkt6 *p,
-					const __be32 daddr[4], __be16 dport)
+/* The lookup for a packet of p's tuple (struct pkt4 or pkt6) from the
+ * ingress device to daddr (the family's words) and dport. At tc ingress,
+ * skb->ifindex is the device the packet came in on. */
+static __always_inline void fib_params(const int family, struct bpf_fib_lookup *fib, struct __sk_buff *skb,
+				       const void *p, const __be32 *daddr, __be16 dport)
 {
 	__builtin_memset(fib, 0, sizeof(*fib));
-	fib->family = AF_INET6;
-	fib->l4_protocol = p->proto;
-	fib->sport = p->sport;
+	fib->l4_protocol = pkt_f(family, p, proto);
+	fib->sport = pkt_f(family, p, sport);
 	fib->dport = dport;
 	fib->ifindex = skb->ifindex;
-	fib->flowinfo = p->flowinfo;
-	__builtin_memcpy(fib->ipv6_src, p->saddr, sizeof(fib->ipv6_src));
-	__builtin_memcpy(fib->ipv6_dst, daddr, sizeof(fib->ipv6_dst));
+	if (family == AF_INET6) {
+		const struct pkt6 *p6 = p;
+
+		fib->family = AF_INET6;
+		fib->flowinfo = p6->flowinfo;
+		__builtin_memcpy(fib->ipv6_src, p6->saddr, sizeof(fib->ipv6_src));
+		__builtin_memcpy(fib->ipv6_dst, daddr, sizeof(fib->ipv6_dst));
+	} else {
+		const struct pkt4 *p4 = p;
+
+		fib->family = AF_INET;
+		fib->tos = p4->tos;
+		fib->ipv4_src = p4->saddr;
+		fib->ipv4_dst = daddr[0];
+	}
 }
 
-/* fib4_redirect() for IPv6: the hop limit goes down by one. */
-static __always_inline int fib6_redirect(struct __sk_buff *skb, struct pkt6 *p, enum dp_reason *reason)
+/*
+ * Forwards p (struct pkt4 or pkt6), translated: TC_ACT_REDIRECT, TC_ACT_OK,
+ * or TC_ACT_SHOT if the TTL (hop limit) could not be written. *reason (what
+ * the packet counts as when it is redirected) becomes DP_R_TO_STACK_* when
+ * the packet goes to the stack instead, and DP_R_REWRITE_FAILED with
+ * TC_ACT_SHOT.
+ */
+static __always_inline int fib_redirect(const int family, struct __sk_buff *skb, void *p, enum dp_reason *reason)
 {
 	struct bpf_fib_lookup fib;
+	__u8 ttl;
 	long rc;
+	int err;
 
-	fib6_params(&fib, skb, p, p->daddr, p->dport);
+	fib_params(family, &fib, skb, p, pkt_addr(family, p, daddr), pkt_f(family, p, dport));
 	rc = bpf_fib_lookup(skb, &fib, sizeof(fib), 0);
-	if (!fib_forwardable(skb, rc, &fib, p->hop_limit, reason))
+	ttl = family == AF_INET6 ? ((struct pkt6 *)p)->hop_limit : ((struct pkt4 *)p)->ttl;
+	if (!fib_forwardable(skb, rc, &fib, ttl, reason))
 		return TC_ACT_OK;
-	if (csum6_dec_hop_limit(skb, p) < 0) {
+	err = family == AF_INET6 ? csum6_dec_hop_limit(skb, p) : csum4_dec_ttl(skb, p);
+	if (err < 0) {
 		*reason = DP_R_REWRITE_FAILED;
 		return TC_ACT_SHOT;
 	}
 	return bpf_redirect_neigh(fib.ifindex, NULL, 0, 0);
-}
-
-/* fib4_redirect() or fib6_redirect(), for p of the family. */
-static __always_inline int fib_redirect(const int family, struct __sk_buff *skb, void *p, enum dp_reason *reason)
-{
-	return family == AF_INET6 ? fib6_redirect(skb, p, reason) : fib4_redirect(skb, p, reason);
 }
 
 #endif /* SVCMAP_LIB_FIB_H */

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
 /*
  * Service lookup and backend selection, shared by the socket hooks and the
- * tc programs, for both families: the IPv4 maps and the IPv6 ones (maps6.h,
+ * tc programs, for both families: the IPv4 maps and the IPv6 ones (maps.h,
  * svcmap_conns6, svcmap_maglev6). The functions take the family as a
  * constant and the frontend's key (struct svc_key or svc6_key) as a
  * pointer; only the key, the maps and the frontend address folded to 32
@@ -12,7 +12,7 @@
 
 #include "common.h"
 #include "maps.h"
-#include "maps6.h"
+#include "maps.h"
 #include "conns.h"
 
 /* A field both families' service keys (backends) have, of either's. */

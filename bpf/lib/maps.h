@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
 /*
- * The maps every entry file shares, defined once. Layouts live in
+ * The maps every entry file shares, defined once, both families' (the
+ * per-socket reverse NAT maps are in maps_sock.h, the tc ones in maps_tc.h). Layouts live in
  * include/svcmap_maps.h. Every svcmap map is declared pinned by name
  * (LIBBPF_PIN_BY_NAME): this is the one statement of what is pinned, and
  * so shared by the objects and kept across restarts. The agent opens the
@@ -39,6 +40,34 @@ struct {
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } SVCMAP_MAP_REVNAT SEC(".maps");
 
+/* The IPv6 twins of the three above: sized like them. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__type(key, struct svc6_key);
+	__type(value, struct svc_value);
+	__uint(max_entries, SVCMAP_SERVICES_MAX);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} SVCMAP_MAP_SERVICES6 SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__type(key, __u32);
+	__type(value, struct backend6_value);
+	__uint(max_entries, SVCMAP_BACKENDS_MAX);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} SVCMAP_MAP_BACKENDS6 SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__type(key, __u32);
+	__type(value, struct rev_nat6_value);
+	__uint(max_entries, SVCMAP_REVNAT_MAX);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} SVCMAP_MAP_REVNAT6 SEC(".maps");
+
 /* Session affinity: {client, frontend} -> {backend, slot, last use}. Both
  * entry files use it (keys of the socket hooks and of tc differ in origin),
  * so it lives here; frontends without SVC_F_AFFINITY never touch it. */
@@ -61,8 +90,7 @@ struct {
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } SVCMAP_MAP_BE_CONNS SEC(".maps");
 
-/* The same for IPv6 backends (ids of svcmap_be6). Here, not in maps6.h:
- * conns_adjust(), which the agent runs, changes either map. */
+/* The same for IPv6 backends (ids of svcmap_be6). */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__type(key, __u32);
@@ -92,6 +120,18 @@ struct {
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 	__array(values, struct svcmap_maglev_inner);
 } SVCMAP_MAP_MAGLEV SEC(".maps");
+
+/* Maglev tables of IPv6 frontends: svcmap_revnat6 id -> inner table, as
+ * svcmap_maglev (the same inner template, maps.h). */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH_OF_MAPS);
+	__type(key, __u32);
+	__uint(value_size, sizeof(__u32));
+	__uint(max_entries, SVCMAP_MAGLEV_MAX);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+	__array(values, struct svcmap_maglev_inner);
+} SVCMAP_MAP_MAGLEV6 SEC(".maps");
 
 /* Zone names for the backends' zone ids (see svcmap_maps.h): the agent's
  * and svcmap dump's; no program reads it. Declared here so that it is

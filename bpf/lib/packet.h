@@ -105,6 +105,22 @@ static __always_inline enum dp_reason pkt_l4_parse(struct __sk_buff *skb, __u8 p
 	return 0;
 }
 
+/* The frame's IP header (len bytes after the Ethernet header, at IP4_OFF or
+ * IP6_OFF) into *ip when its ethertype is `ethertype`: 0, or
+ * DP_R_OTHER_PROTO (another ethertype), DP_R_MALFORMED (cut short). */
+static __always_inline enum dp_reason pkt_ip_header(struct __sk_buff *skb, __u16 ethertype, void *ip, __u32 len)
+{
+	__be16 proto;
+
+	if (bpf_skb_load_bytes(skb, offsetof(struct ethhdr, h_proto), &proto, sizeof(proto)) < 0)
+		return DP_R_MALFORMED;
+	if (proto != bpf_htons(ethertype))
+		return DP_R_OTHER_PROTO;
+	if (bpf_skb_load_bytes(skb, ETH_HLEN, ip, len) < 0)
+		return DP_R_MALFORMED;
+	return 0;
+}
+
 /*
  * 0 for an IPv4 TCP, UDP or ICMP packet that is not a fragment, and for a
  * fragment of a TCP or UDP datagram, with `p` filled (for ICMP the ports are
@@ -124,15 +140,11 @@ static __always_inline enum dp_reason pkt4_parse(struct __sk_buff *skb, struct p
 	struct pkt_l4 l4;
 	enum dp_reason reason;
 	struct iphdr ip;
-	__be16 ethertype;
 	__u32 ip_len;
 
-	if (bpf_skb_load_bytes(skb, offsetof(struct ethhdr, h_proto), &ethertype, sizeof(ethertype)) < 0)
-		return DP_R_MALFORMED;
-	if (ethertype != bpf_htons(ETH_P_IP))
-		return DP_R_OTHER_PROTO;
-	if (bpf_skb_load_bytes(skb, IP4_OFF, &ip, sizeof(ip)) < 0)
-		return DP_R_MALFORMED;
+	reason = pkt_ip_header(skb, ETH_P_IP, &ip, sizeof(ip));
+	if (reason)
+		return reason;
 	if (ip.version != 4 || ip.ihl < 5)
 		return DP_R_MALFORMED;
 	p->frag = 0;

@@ -51,14 +51,10 @@ static __always_inline enum dp_reason pkt6_parse(struct __sk_buff *skb, struct p
 	struct ipv6hdr ip;
 	struct pkt_l4 l4;
 	enum dp_reason reason;
-	__be16 ethertype;
 
-	if (bpf_skb_load_bytes(skb, offsetof(struct ethhdr, h_proto), &ethertype, sizeof(ethertype)) < 0)
-		return DP_R_MALFORMED;
-	if (ethertype != bpf_htons(ETH_P_IPV6))
-		return DP_R_OTHER_PROTO;
-	if (bpf_skb_load_bytes(skb, IP6_OFF, &ip, sizeof(ip)) < 0)
-		return DP_R_MALFORMED;
+	reason = pkt_ip_header(skb, ETH_P_IPV6, &ip, sizeof(ip));
+	if (reason)
+		return reason;
 	if (ip.version != 6)
 		return DP_R_MALFORMED;
 	if (ip.nexthdr != IPPROTO_TCP && ip.nexthdr != IPPROTO_UDP && ip.nexthdr != IPPROTO_ICMPV6)
@@ -81,6 +77,10 @@ static __always_inline enum dp_reason pkt6_parse(struct __sk_buff *skb, struct p
 	p->csum_off = l4.csum_off;
 	return 0;
 }
+
+/* A field both families' packets have, of either's; an address field as words. */
+#define pkt_f(family, p, f)    fam_field(family, struct pkt4, struct pkt6, p, f)
+#define pkt_addr(family, p, f) fam_addr(family, struct pkt4, struct pkt6, p, f)
 
 /* pkt4_parse() or pkt6_parse(), into p of the family. */
 static __always_inline enum dp_reason pkt_parse(const int family, struct __sk_buff *skb, void *p)

@@ -18,7 +18,7 @@
 #include "maps_tc.h"
 
 /* A route was found in each of these (FRAG_NEEDED only judges the packet's
- * size; fib4_redirect() deals with that). */
+ * size; fib_redirect() deals with that). */
 static __always_inline int snat_route_found(long rc)
 {
 	return rc == BPF_FIB_LKUP_RET_SUCCESS || rc == BPF_FIB_LKUP_RET_NO_NEIGH ||
@@ -31,65 +31,36 @@ static __always_inline int snat_route_found(long rc)
  * FIB has no forwardable route (no route, blackhole, unreachable, a local
  * address, forwarding off on the ingress device: the stack would not
  * forward it either), DP_R_NO_SNAT_ADDR when the egress device has no
- * address in the map.
+ * address in the map. p is the family's packet (struct pkt4 or pkt6),
+ * daddr and *addr the family's address (one word, or four): IPv6 takes
+ * svcmap_devaddr6.
  */
-static __always_inline enum dp_reason snat4_source(struct __sk_buff *skb, const struct pkt4 *p,
-						   __be32 daddr, __be16 dport, __be32 *addr)
+static __always_inline enum dp_reason snat_source(const int family, struct __sk_buff *skb, const void *p,
+						  const __be32 *daddr, __be16 dport, __be32 *addr)
 {
-	struct bpf_fib_lookup fib = {
-		.family = AF_INET,
-		.l4_protocol = p->proto,
-		.sport = p->sport,
-		.dport = dport,
-		.ifindex = skb->ifindex,
-		.tos = p->tos,
-		.ipv4_src = p->saddr,
-		.ipv4_dst = daddr,
-	};
-	struct dev_addr_value *dev;
-	__u32 ifindex;
-	long rc;
-
-	rc = bpf_fib_lookup(skb, &fib, sizeof(fib), 0);
-	if (!snat_route_found(rc))
-		return DP_R_SNAT_NO_ROUTE;
-	ifindex = fib.ifindex;
-	dev = bpf_map_lookup_elem(&SVCMAP_MAP_DEV_ADDR, &ifindex);
-	if (!dev || !dev->addr)
-		return DP_R_NO_SNAT_ADDR;
-	*addr = dev->addr;
-	return 0;
-}
-
-/* snat4_source() for IPv6: the egress device's address from svcmap_devaddr6. */
-static __always_inline enum dp_reason snat6_source(struct __sk_buff *skb, const struct pkt6 *p,
-						   const __be32 daddr[4], __be16 dport, __be32 addr[4])
-{
-	struct dev_addr6_value *dev;
 	struct bpf_fib_lookup fib;
 	__u32 ifindex;
 	long rc;
 
-	fib6_params(&fib, skb, p, daddr, dport);
+	fib_params(family, &fib, skb, p, daddr, dport);
 	rc = bpf_fib_lookup(skb, &fib, sizeof(fib), 0);
 	if (!snat_route_found(rc))
 		return DP_R_SNAT_NO_ROUTE;
 	ifindex = fib.ifindex;
-	dev = bpf_map_lookup_elem(&SVCMAP_MAP_DEV_ADDR6, &ifindex);
-	if (!dev || !(dev->addr[0] | dev->addr[1] | dev->addr[2] | dev->addr[3]))
-		return DP_R_NO_SNAT_ADDR;
-	__builtin_memcpy(addr, dev->addr, sizeof(dev->addr));
-	return 0;
-}
+	if (family == AF_INET6) {
+		struct dev_addr6_value *dev = bpf_map_lookup_elem(&SVCMAP_MAP_DEV_ADDR6, &ifindex);
 
-/* snat4_source() or snat6_source(), for p of the family (daddr and *addr
- * that family's address: one word, or four). */
-static __always_inline enum dp_reason snat_source(const int family, struct __sk_buff *skb, const void *p,
-						  const __be32 *daddr, __be16 dport, __be32 *addr)
-{
-	if (family == AF_INET6)
-		return snat6_source(skb, p, daddr, dport, addr);
-	return snat4_source(skb, p, daddr[0], dport, addr);
+		if (!dev || addr6_zero(dev->addr))
+			return DP_R_NO_SNAT_ADDR;
+		__builtin_memcpy(addr, dev->addr, sizeof(dev->addr));
+	} else {
+		struct dev_addr_value *dev = bpf_map_lookup_elem(&SVCMAP_MAP_DEV_ADDR, &ifindex);
+
+		if (!dev || !dev->addr)
+			return DP_R_NO_SNAT_ADDR;
+		*addr = dev->addr;
+	}
+	return 0;
 }
 
 #endif /* SVCMAP_LIB_SNAT_ADDR_H */

@@ -439,7 +439,7 @@ static __always_inline int tc4_frag_later(struct __sk_buff *skb, struct pkt4 *p,
 		return tc_verdict(hook, DP_R_REWRITE_FAILED, TC_ACT_SHOT);
 	if (!ingress)
 		return tc_verdict(hook, reason, TC_ACT_OK);
-	verdict = fib4_redirect(skb, p, &reason);
+	verdict = fib_redirect(AF_INET, skb, p, &reason);
 	return tc_verdict(hook, reason, verdict);
 }
 
