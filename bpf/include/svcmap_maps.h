@@ -7,6 +7,20 @@
  *
  * Byte order: addresses and ports are network byte order (what the socket
  * hooks and packets carry); ids, counts and flags are host order.
+ *
+ * The file is grouped by concern: first every map's name and default size,
+ * then per concern (services, Maglev, backends, reverse NAT, conntrack,
+ * source ranges, affinity, connection counts, node settings, counters,
+ * socket termination) its constants and its structs, each IPv4 struct next
+ * to its IPv6 twin.
+ *
+ * IPv6 frontends and backends: maps of their own beside the IPv4 ones (as
+ * Cilium does), so the IPv4 datapath and its layouts stay as they are. The
+ * same rules as their IPv4 twins: slot 0 of svcmap_svc6 is the master entry
+ * (struct svc_value, shared), slots 1..count hold ids into svcmap_be6, and
+ * rev_nat_id keys svcmap_revnat6. Ids are their own space per family.
+ * Addresses are 16 bytes in network order, as four __be32 words: what
+ * bpf_sock_addr.user_ip6 carries.
  */
 #ifndef SVCMAP_MAPS_H
 #define SVCMAP_MAPS_H
@@ -28,8 +42,25 @@
 #define SVCMAP_MAP_SK_BACKEND svcmap_sk_be
 #define SVCMAP_MAP_MAGLEV    svcmap_maglev
 #define SVCMAP_MAP_ZONES     svcmap_zones
+#define SVCMAP_MAP_SK_COUNT svcmap_sk_count /* not pinned: the recount's working set */
+#define SVCMAP_MAP_SK_TERM svcmap_sk_term   /* not pinned: socket termination's working set */
 
-/* Default capacities; the agent may resize before load (--max-*). */
+/* The IPv6 twins. */
+#define SVCMAP_MAP_SERVICES6 svcmap_svc6
+#define SVCMAP_MAP_BACKENDS6 svcmap_be6
+#define SVCMAP_MAP_REVNAT6   svcmap_revnat6
+#define SVCMAP_MAP_SK_REVNAT6 svcmap_sk_rnat6
+#define SVCMAP_MAP_CT6       svcmap_ct6
+#define SVCMAP_MAP_SRC_RANGE6 svcmap_srcrng6
+#define SVCMAP_MAP_DEV_ADDR6 svcmap_devaddr6
+#define SVCMAP_MAP_BE_CONNS6   svcmap_conns6
+#define SVCMAP_MAP_SK_BACKEND6 svcmap_sk_be6
+#define SVCMAP_MAP_MAGLEV6     svcmap_maglev6
+#define SVCMAP_MAP_SK_COUNT6   svcmap_sk_cnt6
+#define SVCMAP_MAP_SK_TERM6 svcmap_sk_term6
+
+/* Default capacities (each IPv6 twin as its IPv4 map); the agent may resize
+ * before load (--max-*). */
 #define SVCMAP_SERVICES_MAX   65536
 #define SVCMAP_BACKENDS_MAX   65536
 #define SVCMAP_REVNAT_MAX     65536
@@ -41,6 +72,10 @@
 #define SVCMAP_BE_CONNS_MAX   65536
 #define SVCMAP_MAGLEV_MAX     65536
 #define SVCMAP_ZONES_MAX      1024
+#define SVCMAP_SK_COUNT_MAX 65536
+#define SVCMAP_SK_TERM_MAX 1024
+
+/* ==== Services: svcmap_svc, svcmap_svc6 ==== */
 
 /* svc_key.scope: external traffic sees the external entry; a service with
  * a Local traffic policy also has an internal entry holding all backends. */
@@ -62,7 +97,7 @@
 
 /*
  * svc_value.algorithm: how a new connection picks one of the frontend's
- * slots (lb4_select_backend()). Session affinity applies on top of any.
+ * slots (lb_select_backend()). Session affinity applies on top of any.
  *  LB_ALG_RANDOM: uniform random (kube-proxy iptables' semantics).
  *  LB_ALG_RR:     round robin: the master entry's rr_next, advanced
  *                 atomically, modulo count.
@@ -98,6 +133,49 @@
 #define LB_SCAN_MAX 64
 
 /*
+ * services: one master entry (slot 0) per frontend and one entry per
+ * backend slot (1..count). Readers look up the master, pick a slot in
+ * 1..count, then the backend id it holds.
+ */
+struct svc_key {
+	__be32 addr;   /* frontend address (ClusterIP, node IP, LB IP, ...) */
+	__be16 port;   /* frontend port */
+	__u16 slot;    /* 0 = master entry, 1..count = backend slot */
+	__u8 proto;    /* IPPROTO_TCP or IPPROTO_UDP */
+	__u8 scope;    /* SVC_SCOPE_* */
+	__u8 pad[2];
+};
+
+/* The IPv6 frontend key (svcmap_svc6): as struct svc_key. */
+struct svc6_key {
+	__be32 addr[4]; /* frontend address */
+	__be16 port;    /* frontend port */
+	__u16 slot;     /* 0 = master entry, 1..count = backend slot */
+	__u8 proto;     /* IPPROTO_TCP or IPPROTO_UDP */
+	__u8 scope;     /* SVC_SCOPE_* */
+	__u8 pad[2];
+};
+
+/*
+ * backend_id doubles, in the master entry (slot 0), as the round-robin
+ * counter of an LB_ALG_RR frontend: the datapath advances it with an atomic
+ * fetch-and-add in place (a hash map value, shared by every CPU and both
+ * datapaths). The agent writes 0 there and rewrites a master only when its
+ * other fields change, which restarts the rotation: harmless.
+ */
+struct svc_value {
+	__u32 backend_id;       /* slot > 0: the backend; master: rr counter */
+	__u32 rev_nat_id;       /* master: key into the reverse NAT map */
+	__u16 count;            /* master: number of backend slots */
+	__u16 flags;            /* master: SVC_F_* */
+	__u8 algorithm;         /* master: LB_ALG_* */
+	__u8 pad[3];
+	__u32 affinity_timeout; /* master: seconds, with SVC_F_AFFINITY */
+};
+
+/* ==== Maglev tables: svcmap_maglev, svcmap_maglev6 ==== */
+
+/*
  * Maglev lookup tables (LB_ALG_MAGLEV): svcmap_maglev is a hash of maps,
  * the frontend's rev_nat_id (__u32) -> its table, an inner
  * BPF_MAP_TYPE_ARRAY (BPF_F_INNER_MAP, so sizes may differ) of
@@ -120,43 +198,14 @@ struct maglev_entry {
 	__u16 slot[MAGLEV_SLOTS_PER_ENTRY];
 };
 
+/* ==== Backends: svcmap_be, svcmap_be6, svcmap_zones ==== */
+
 /* backend_value.state */
 #define BACKEND_STATE_ACTIVE      0
 #define BACKEND_STATE_TERMINATING 1 /* serving+terminating, used while none is ready */
 
 /* backend_value.flags */
 #define BACKEND_F_LOCAL 0x01 /* the endpoint runs on this node */
-
-/*
- * services: one master entry (slot 0) per frontend and one entry per
- * backend slot (1..count). Readers look up the master, pick a slot in
- * 1..count, then the backend id it holds.
- */
-struct svc_key {
-	__be32 addr;   /* frontend address (ClusterIP, node IP, LB IP, ...) */
-	__be16 port;   /* frontend port */
-	__u16 slot;    /* 0 = master entry, 1..count = backend slot */
-	__u8 proto;    /* IPPROTO_TCP or IPPROTO_UDP */
-	__u8 scope;    /* SVC_SCOPE_* */
-	__u8 pad[2];
-};
-
-/*
- * backend_id doubles, in the master entry (slot 0), as the round-robin
- * counter of an LB_ALG_RR frontend: the datapath advances it with an atomic
- * fetch-and-add in place (a hash map value, shared by every CPU and both
- * datapaths). The agent writes 0 there and rewrites a master only when its
- * other fields change, which restarts the rotation: harmless.
- */
-struct svc_value {
-	__u32 backend_id;       /* slot > 0: the backend; master: rr counter */
-	__u32 rev_nat_id;       /* master: key into the reverse NAT map */
-	__u16 count;            /* master: number of backend slots */
-	__u16 flags;            /* master: SVC_F_* */
-	__u8 algorithm;         /* master: LB_ALG_* */
-	__u8 pad[3];
-	__u32 affinity_timeout; /* master: seconds, with SVC_F_AFFINITY */
-};
 
 /* backends: backend id -> endpoint. One id per (addr, port, proto). */
 struct backend_value {
@@ -167,6 +216,16 @@ struct backend_value {
 	__u8 flags;    /* BACKEND_F_* */
 	__u8 pad;
 	__u16 zone;    /* zone id (svcmap_zones), 0 = none given */
+};
+
+struct backend6_value {
+	__be32 addr[4];
+	__be16 port;
+	__u8 proto;
+	__u8 state;     /* BACKEND_STATE_* */
+	__u8 flags;     /* BACKEND_F_* */
+	__u8 pad;
+	__u16 zone;     /* zone id (svcmap_zones), 0 = none given */
 };
 
 /*
@@ -183,9 +242,17 @@ struct zone_name {
 	char name[SVCMAP_ZONE_NAME_LEN];
 };
 
+/* ==== Reverse NAT: svcmap_revnat(6), per socket svcmap_sk_rnat(6) ==== */
+
 /* reverse NAT: rev_nat_id (__u32) -> the frontend a reply must appear to come from. */
 struct rev_nat_value {
 	__be32 addr;
+	__be16 port;
+	__u16 pad;
+};
+
+struct rev_nat6_value {
+	__be32 addr[4];
 	__be16 port;
 	__u16 pad;
 };
@@ -207,6 +274,23 @@ struct sk_rev_nat_value {
 	__u16 pad;
 	__u32 rev_nat_id;
 };
+
+/* Per-socket reverse NAT of IPv6 sockets (LRU), as sk_rev_nat_key/value. */
+struct sk_rev_nat6_key {
+	__u64 cookie;   /* bpf_get_socket_cookie() */
+	__be32 addr[4]; /* backend address */
+	__be16 port;    /* backend port */
+	__u8 pad[6];
+};
+
+struct sk_rev_nat6_value {
+	__be32 addr[4]; /* frontend address */
+	__be16 port;    /* frontend port */
+	__u16 pad;
+	__u32 rev_nat_id; /* into svcmap_revnat6 */
+};
+
+/* ==== Connection tracking (tc): svcmap_ct, svcmap_ct6 ==== */
 
 /*
  * Connection tracking for the tc datapath (LRU), keyed by the packet's
@@ -264,6 +348,21 @@ struct ct_key {
 	__u8 pad[2];
 };
 
+/*
+ * svcmap_ct6, the IPv6 twin: its entries follow every rule of svcmap_ct's
+ * (CT_DIR_*, CT_F_*, the agent's conntrack GC collects both maps);
+ * rev_nat_id and backend_id are of svcmap_revnat6 and svcmap_be6.
+ */
+struct ct6_key {
+	__be32 saddr[4];
+	__be32 daddr[4];
+	__be16 sport;
+	__be16 dport;
+	__u8 proto;    /* IPPROTO_TCP or IPPROTO_UDP */
+	__u8 dir;      /* CT_DIR_* (no CT_DIR_FRAG: IPv6 fragments are passed) */
+	__u8 pad[2];
+};
+
 struct ct_value {
 	__be32 new_saddr;  /* 0: leave the source address */
 	__be32 new_daddr;  /* 0: leave the destination address */
@@ -276,6 +375,20 @@ struct ct_value {
 	__u64 last_seen;   /* bpf_ktime_get_ns() (CLOCK_MONOTONIC), refreshed at most once a second */
 };
 
+struct ct6_value {
+	__be32 new_saddr[4]; /* all zero: leave the source address */
+	__be32 new_daddr[4]; /* all zero: leave the destination address */
+	__be16 new_sport;
+	__be16 new_dport;
+	__u32 backend_id;
+	__u32 rev_nat_id;
+	__u8 flags;          /* CT_F_* */
+	__u8 pad[3];
+	__u64 last_seen;     /* as struct ct_value's */
+};
+
+/* ==== loadBalancerSourceRanges (tc): svcmap_srcrng, svcmap_srcrng6 ==== */
+
 /*
  * loadBalancerSourceRanges (LPM trie): a frontend (by rev_nat_id) with
  * SVC_F_SRC_RANGES accepts a client only if {rev_nat_id, saddr} matches.
@@ -286,6 +399,19 @@ struct src_range_key {
 	__u32 rev_nat_id;
 	__be32 addr;
 };
+
+/*
+ * loadBalancerSourceRanges of IPv6 frontends (LPM trie), as struct
+ * src_range_key: prefixlen counts the 32 bits of rev_nat_id (of
+ * svcmap_revnat6) plus the CIDR's mask length.
+ */
+struct src_range6_key {
+	__u32 prefixlen;
+	__u32 rev_nat_id;
+	__be32 addr[4];
+};
+
+/* ==== Session affinity: svcmap_affin ==== */
 
 /*
  * Session affinity (sessionAffinity: ClientIP), LRU: which backend a client
@@ -333,6 +459,8 @@ struct affinity_value {
 	__u16 pad;
 };
 
+/* ==== Connection counts: svcmap_be_conns, svcmap_conns6, socket storage ==== */
+
 /*
  * Live connections per backend (hash map, backend id -> struct
  * backend_conns), what LB_ALG_LC/SED/NQ read. Only connections through a
@@ -373,14 +501,27 @@ struct sk_backend {
 };
 
 /*
+ * Connection counts, Maglev tables and the socket storage of IPv6 frontends
+ * and backends: the IPv4 maps' twins (struct backend_conns, struct
+ * maglev_entry tables, the recount) keyed by the IPv6 ids (svcmap_be6,
+ * svcmap_revnat6), which are a space of their own. A socket counted for an
+ * IPv6 backend keeps it in svcmap_sk_be6; one connected through an
+ * IPv4-mapped VIP counts in the IPv4 maps.
+ */
+struct sk_backend6 {
+	__u32 backend_id;
+	__be32 addr[4];
+	__be16 port;
+	__u16 pad;
+};
+
+/*
  * The socket recount (bpf/sock_count.c), hash map svcmap_sk_count: one run
  * of the socket storage iterator counts the live sockets per struct
  * sk_backend (the whole value is the key, pad 0), for the agent to match
  * against the backends map. Not pinned: the agent's working set for one run.
  * The value is a __u64 count.
  */
-#define SVCMAP_MAP_SK_COUNT svcmap_sk_count
-#define SVCMAP_SK_COUNT_MAX 65536
 
 /* What the agent's svcmap_conns_adjust programs (BPF_PROG_TYPE_SYSCALL)
  * take as context: add delta to one field of a backend's counts. */
@@ -394,6 +535,8 @@ struct conns_adjust {
 	__u16 family; /* 0 (4) or 6 */
 	__s64 delta;
 };
+
+/* ==== Node settings (tc): svcmap_cfg, svcmap_devaddr, svcmap_devaddr6 ==== */
 
 /* The node's settings for the tc datapath: array map, one entry at key 0. */
 struct svcmap_config {
@@ -413,6 +556,15 @@ struct svcmap_config {
 struct dev_addr_value {
 	__be32 addr;
 };
+
+/* svcmap_devaddr6: ifindex -> the device's first global IPv6 address (no
+ * link-local ones: a backend on another node could not answer them through
+ * a router). */
+struct dev_addr6_value {
+	__be32 addr[4];
+};
+
+/* ==== Datapath counters: svcmap_metrics ==== */
 
 /*
  * Datapath counters (per-CPU array): every packet a tc program sees and
@@ -473,6 +625,8 @@ struct dp_counter {
 	__u64 packets;
 };
 
+/* ==== Socket termination: svcmap_sk_term, svcmap_sk_term6 ==== */
+
 /*
  * Socket termination (bpf/sock_destroy.c), hash map svcmap_sk_term: the
  * backends that just left a frontend, which the agent writes before it runs
@@ -482,8 +636,6 @@ struct dp_counter {
  * socket LB translated it) names the frontend rev_nat_id. Not pinned: the
  * agent's working set for one run. The value (__u8) is unused.
  */
-#define SVCMAP_MAP_SK_TERM svcmap_sk_term
-#define SVCMAP_SK_TERM_MAX 1024
 
 struct sock_term_key {
 	__be32 addr;       /* backend address */
@@ -493,141 +645,13 @@ struct sock_term_key {
 	__u32 rev_nat_id;  /* the frontend the backend left */
 };
 
-/*
- * IPv6 frontends and backends: maps of their own beside the IPv4 ones (as
- * Cilium does), so the IPv4 datapath and its layouts stay as they are. The
- * same rules as their IPv4 twins: slot 0 of svcmap_svc6 is the master entry
- * (struct svc_value, shared), slots 1..count hold ids into svcmap_be6, and
- * rev_nat_id keys svcmap_revnat6. Ids are their own space per family.
- * Addresses are 16 bytes in network order, as four __be32 words: what
- * bpf_sock_addr.user_ip6 carries.
- */
-#define SVCMAP_MAP_SERVICES6 svcmap_svc6
-#define SVCMAP_MAP_BACKENDS6 svcmap_be6
-#define SVCMAP_MAP_REVNAT6   svcmap_revnat6
-
-struct svc6_key {
-	__be32 addr[4]; /* frontend address */
-	__be16 port;    /* frontend port */
-	__u16 slot;     /* 0 = master entry, 1..count = backend slot */
-	__u8 proto;     /* IPPROTO_TCP or IPPROTO_UDP */
-	__u8 scope;     /* SVC_SCOPE_* */
-	__u8 pad[2];
-};
-
-struct backend6_value {
-	__be32 addr[4];
-	__be16 port;
-	__u8 proto;
-	__u8 state;     /* BACKEND_STATE_* */
-	__u8 flags;     /* BACKEND_F_* */
-	__u8 pad;
-	__u16 zone;     /* zone id (svcmap_zones), 0 = none given */
-};
-
-struct rev_nat6_value {
-	__be32 addr[4];
-	__be16 port;
-	__u16 pad;
-};
-
-/* Per-socket reverse NAT of IPv6 sockets (LRU), as sk_rev_nat_key/value. */
-#define SVCMAP_MAP_SK_REVNAT6 svcmap_sk_rnat6
-
-struct sk_rev_nat6_key {
-	__u64 cookie;   /* bpf_get_socket_cookie() */
-	__be32 addr[4]; /* backend address */
-	__be16 port;    /* backend port */
-	__u8 pad[6];
-};
-
-struct sk_rev_nat6_value {
-	__be32 addr[4]; /* frontend address */
-	__be16 port;    /* frontend port */
-	__u16 pad;
-	__u32 rev_nat_id; /* into svcmap_revnat6 */
-};
-
-/*
- * Connection counts, Maglev tables and the socket storage of IPv6 frontends
- * and backends: the IPv4 maps' twins (struct backend_conns, struct
- * maglev_entry tables, the recount) keyed by the IPv6 ids (svcmap_be6,
- * svcmap_revnat6), which are a space of their own. A socket counted for an
- * IPv6 backend keeps it in svcmap_sk_be6; one connected through an
- * IPv4-mapped VIP counts in the IPv4 maps.
- */
-#define SVCMAP_MAP_BE_CONNS6   svcmap_conns6
-#define SVCMAP_MAP_SK_BACKEND6 svcmap_sk_be6
-#define SVCMAP_MAP_MAGLEV6     svcmap_maglev6
-#define SVCMAP_MAP_SK_COUNT6   svcmap_sk_cnt6
-
-struct sk_backend6 {
-	__u32 backend_id;
-	__be32 addr[4];
-	__be16 port;
-	__u16 pad;
-};
-
 /* Socket termination of IPv6 sockets (svcmap_sk_term6), as struct sock_term_key. */
-#define SVCMAP_MAP_SK_TERM6 svcmap_sk_term6
-
 struct sock_term6_key {
 	__be32 addr[4];    /* backend address */
 	__be16 port;       /* backend port */
 	__u8 proto;        /* IPPROTO_TCP or IPPROTO_UDP */
 	__u8 pad;
 	__u32 rev_nat_id;  /* the frontend (of svcmap_revnat6) the backend left */
-};
-
-/*
- * The tc datapath for IPv6 (bpf/lib/tc_lb6.h): connection tracking and the
- * SNAT address per device, the IPv6 twins of svcmap_ct and svcmap_devaddr.
- * svcmap_ct6 entries follow every rule of svcmap_ct's (CT_DIR_*, CT_F_*,
- * the agent's conntrack GC collects both maps); rev_nat_id and backend_id
- * are of svcmap_revnat6 and svcmap_be6. svcmap_devaddr6: ifindex -> the
- * device's first global IPv6 address (no link-local ones: a backend on
- * another node could not answer them through a router).
- */
-#define SVCMAP_MAP_CT6       svcmap_ct6
-#define SVCMAP_MAP_DEV_ADDR6 svcmap_devaddr6
-
-struct ct6_key {
-	__be32 saddr[4];
-	__be32 daddr[4];
-	__be16 sport;
-	__be16 dport;
-	__u8 proto;    /* IPPROTO_TCP or IPPROTO_UDP */
-	__u8 dir;      /* CT_DIR_* (no CT_DIR_FRAG: IPv6 fragments are passed) */
-	__u8 pad[2];
-};
-
-struct ct6_value {
-	__be32 new_saddr[4]; /* all zero: leave the source address */
-	__be32 new_daddr[4]; /* all zero: leave the destination address */
-	__be16 new_sport;
-	__be16 new_dport;
-	__u32 backend_id;
-	__u32 rev_nat_id;
-	__u8 flags;          /* CT_F_* */
-	__u8 pad[3];
-	__u64 last_seen;     /* as struct ct_value's */
-};
-
-struct dev_addr6_value {
-	__be32 addr[4];
-};
-
-/*
- * loadBalancerSourceRanges of IPv6 frontends (LPM trie), as struct
- * src_range_key: prefixlen counts the 32 bits of rev_nat_id (of
- * svcmap_revnat6) plus the CIDR's mask length.
- */
-#define SVCMAP_MAP_SRC_RANGE6 svcmap_srcrng6
-
-struct src_range6_key {
-	__u32 prefixlen;
-	__u32 rev_nat_id;
-	__be32 addr[4];
 };
 
 #endif /* SVCMAP_MAPS_H */
