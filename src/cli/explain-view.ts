@@ -22,6 +22,7 @@ import {
   SVC_SCOPE_EXT, SVC_SCOPE_INT, flagNames, protoName,
 } from '../maps/constants.ts';
 import { type BackendView, backendView, hostPort } from './dump-view.ts';
+import { table } from './format.ts';
 
 export interface ExplainReaders {
   service(key: SvcKey): SvcValue | undefined;
@@ -305,9 +306,4 @@ export function renderExplanation(e: Explanation): string {
   }
   row('Verdict', e.verdict.text);
   return `${lines.join('\n')}\n`;
-}
-
-function table(header: string[], rows: string[][]): string[] {
-  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
-  return [header, ...rows].map((r) => `  ${r.map((c, i) => (i < r.length - 1 ? c.padEnd(widths[i]!) : c)).join('  ')}`);
 }

@@ -27,3 +27,9 @@ export function formatData(data: unknown, format: Exclude<OutputFormat, 'table'>
   const plain = JSON.parse(JSON.stringify(data, bigintReplacer));
   return format === 'json' ? `${JSON.stringify(plain, null, 2)}\n` : stringify(plain);
 }
+
+/** A header and rows as aligned columns (the last one not padded), each line indented by two spaces. */
+export function table(header: string[], rows: string[][]): string[] {
+  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
+  return [header, ...rows].map((r) => `  ${r.map((c, i) => (i < r.length - 1 ? c.padEnd(widths[i]!) : c)).join('  ')}`);
+}
