@@ -150,6 +150,7 @@ export interface Container {
   readinessProbe?: Probe;
   startupProbe?: Probe;
   resources?: Obj;
+  terminationMessagePolicy?: string;
 }
 
 export interface Volume {
