@@ -15,12 +15,14 @@ import {
   byKind,
   container,
   envValue,
+  helm,
   helmMissingMessage,
   isHook,
   one,
   podSpec,
   render,
   sorted,
+  templateArgs,
 } from './helm.ts';
 
 const HOST = '192.0.2.10';
@@ -500,12 +502,9 @@ t.test('init container modes', async (t) => {
   t.equal(envValue(init, 'CGROUP_ROOT'), '/sys/fs/cgroup');
 });
 
-t.test('Kubernetes older than 1.30: AppArmor through annotations', async (t) => {
-  const ms = render({ set: [`k8sServiceHost=${HOST}`], kubeVersion: '1.29.4' });
-  const ds = agentDaemonSet(ms);
-  const tmpl = (ds.spec as { template: { metadata: { annotations: Record<string, string> } } }).template;
-  t.equal(tmpl.metadata.annotations['container.apparmor.security.beta.kubernetes.io/agent'], 'unconfined');
-  t.equal(tmpl.metadata.annotations['container.apparmor.security.beta.kubernetes.io/mount-host-fs'], 'unconfined');
-  t.equal(tmpl.metadata.annotations['container.apparmor.security.beta.kubernetes.io/preflight'], 'unconfined');
-  t.notOk((agentSpec(ms).securityContext as { appArmorProfile?: unknown }).appArmorProfile, 'no 1.30+ field');
+t.test('Kubernetes older than the tested releases (docs/compatibility.md): refused by kubeVersion', async (t) => {
+  const r = helm(templateArgs({ set: [`k8sServiceHost=${HOST}`], kubeVersion: '1.33.9' }));
+  t.not(r.status, 0);
+  t.match(r.stderr, /kubeVersion: >=1\.34\.0-0 which is incompatible with Kubernetes v1\.33\.9/);
+  t.ok(render({ set: [`k8sServiceHost=${HOST}`], kubeVersion: '1.34.4' }).length, 'v1.34.4, the tested one, renders');
 });

@@ -64,3 +64,10 @@ t.test('helper ids are those of enum bpf_func_id', { skip: existsSync(header) ? 
     t.equal(ids.indexOf(r.probe.name.replace(/^bpf_/, '')), r.probe.helper, `${r.probe.name} is ${r.probe.helper}`);
   }
 });
+
+t.test('docs/compatibility.md has one row per requirement, as the list says it', async (t) => {
+  const doc = readFileSync(new URL('../../docs/compatibility.md', import.meta.url), 'utf8');
+  const rows = doc.split('\n').filter((l) => /^\| .* \| (required|optional) \|/.test(l));
+  const esc = (s: string) => s.replace(/\|/g, '\\|');
+  t.same(rows, REQUIREMENTS.filter((r) => r.level !== 'info').map((r) => `| ${esc(r.what)} | ${r.level} | ${r.since} | ${esc(r.usedBy)} | ${esc(r.without)} |`));
+});
