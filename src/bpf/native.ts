@@ -70,7 +70,8 @@ function bind() {
     btfLoadVmlinux: libbpf.func('btf *btf__load_vmlinux_btf(void)'),
     btfFindByNameKind: libbpf.func('int btf__find_by_name_kind(const btf *btf, const char *name, uint32_t kind)'),
 
-    // libbpf: the helper probe (loads a minimal program, attaches nothing)
+    // libbpf: feature probes (load a minimal program, attach nothing)
+    probeProgType: libbpf.func('int libbpf_probe_bpf_prog_type(int prog_type, const void *opts)'),
     probeHelper: libbpf.func('int libbpf_probe_bpf_helper(int prog_type, int helper_id, const void *opts)'),
 
     // libbpf: the syscall wrappers (flat arguments, NULL opts)

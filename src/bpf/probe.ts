@@ -2,7 +2,7 @@
 // loading something, never by its version number, and attaches nothing.
 // - a program of a compiled object, loaded alone (the object's other
 //   programs not loaded) with private maps (nothing pinned);
-// - libbpf's helper probe: a minimal program of a type calling the helper;
+// - libbpf's probes: a minimal program of a type, and one calling a helper;
 // - a kfunc: a FUNC of that name in the kernel's BTF;
 // - tcx: a BPF_LINK_CREATE of a loaded sched_cls program on ifindex 0, which
 //   no interface has: a kernel with tcx answers ENODEV (it looked for the
@@ -76,9 +76,20 @@ function libbpfProbe(rc: number, yes: string, no: string): ProbeOutcome {
   return { ok: false, detail: `the probe failed: ${errnoName(rc)}: ${libbpfText(rc)}` };
 }
 
-/** Whether programs of this type may call the helper (libbpf_probe_bpf_helper: loads a minimal program calling it). */
+/**
+ * Whether programs of this type may call the helper (libbpf_probe_bpf_helper:
+ * loads a minimal program calling it). libbpf 1.1 takes a load that fails
+ * without the verifier naming the helper (EPERM, say) for "supported", so
+ * the helper is asked only where a minimal program of the type loads
+ * (libbpf_probe_bpf_prog_type).
+ */
 export function probeHelper(progType: number, helperId: number, helperName: string): ProbeOutcome {
   const type = (native().progTypeName(progType) as string | null) ?? `type ${progType}`;
+  const loads = native().probeProgType(progType, null) as number;
+  if (loads !== 1) {
+    takeLibbpfLog();
+    return { ok: false, detail: `not probed: not even a minimal ${type} program loads here (${loads < 0 ? errnoName(loads) : 'no privilege, or no kernel support'})` };
+  }
   return libbpfProbe(native().probeHelper(progType, helperId, null) as number,
     `${type} programs may call ${helperName}`, `the kernel does not offer ${helperName} to ${type} programs`);
 }

@@ -21,11 +21,12 @@ t.teardown(() => claim.release());
 const pinDir = `${claim.dir}/pins`;
 
 // Each run loads every program once: all four at once.
-const [json, tableRun, noBpffs, notCgroup2] = await Promise.all([
+const [json, tableRun, noBpffs, notCgroup2, nobody] = await Promise.all([
   runSvcmapAsync(['preflight', '-o', 'json', '--pin-dir', pinDir]),
   runSvcmapAsync(['preflight', '--pin-dir', pinDir]),
   runSvcmapAsync(['preflight', '-o', 'json', '--pin-dir', '/nonexistent/svcmap']),
   runSvcmapAsync(['preflight', '-o', 'json', '--pin-dir', pinDir, '--cgroup', '/tmp']),
+  runSvcmapAsync(['preflight', '-o', 'json', '--pin-dir', pinDir], { asNobody: true }),
 ]);
 
 const rowsOf = (stdout: string): Row[] => (JSON.parse(stdout) as { requirements: Row[] }).requirements;
@@ -67,6 +68,19 @@ t.test('a cgroup that is not cgroup v2: missing, exit 1, the fix named', async (
   const cg = rowsOf(notCgroup2.stdout).find((r) => r.id === 'cgroup2')!;
   t.equal(cg.status, 'missing');
   t.match(notCgroup2.stderr, /cgroup v2 at --cgroup is missing \(\/tmp is not a cgroup v2 directory; cgroup v2 is mounted at \/\S+; fix: .*pass --cgroup a cgroup v2 directory/);
+});
+
+t.test('without capabilities (nobody): the capabilities, every program and every helper missing, exit 1', async (t) => {
+  t.equal(nobody.status, 1);
+  const rows = rowsOf(nobody.stdout);
+  const missing = new Set(rows.filter((r) => r.status === 'missing').map((r) => r.id));
+  for (const r of REQUIREMENTS) {
+    if (r.id.startsWith('cap:') || r.probe.kind === 'program' || r.probe.kind === 'helper') t.ok(missing.has(r.id), `${r.id} missing`);
+  }
+  // libbpf's helper probe takes an EPERM for "supported": not here.
+  t.match(rows.find((r) => r.id === 'helper:bpf_set_retval:cgroup_sock_addr')!.detail, /^not probed: not even a minimal cgroup_sock_addr program loads here/);
+  t.match(rows.find((r) => r.id === 'program:connect4')!.detail, /^EPERM/);
+  t.match(nobody.stderr, /^svcmap preflight: this node cannot run svcmap: CAP_BPF \(or CAP_SYS_ADMIN\) is missing \(.*fix: run as root, or add the capability BPF/);
 });
 
 t.test('every program of every compiled object has its requirement', async (t) => {
