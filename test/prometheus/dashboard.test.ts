@@ -3,12 +3,16 @@
 // expression is a series of the agent's own registry (src/agent/metrics.ts
 // with kube-proxy-metrics.ts and the process metrics: the registry /metrics
 // serves, as test/e2e/metrics-health.test.ts scrapes it from a running
-// agent), read from its exposition text here, not typed by hand.
-import { readFileSync } from 'node:fs';
+// agent), read from its exposition text here, not typed by hand; and every
+// expression is PromQL that promtool parses (as recording rules, Grafana's
+// variables given values).
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import t from 'tap';
 import { AgentMetrics } from '../../src/agent/metrics.ts';
 import { ROOT } from '../chart/helm.ts';
+import { PROMTOOL, promtool } from './promtool.ts';
 
 const DASHBOARD = join(ROOT, 'charts', 'svcmap', 'files', 'grafana-dashboard.json');
 
@@ -79,4 +83,17 @@ t.test('every metric the dashboard reads is exported by the agent', async (t) =>
 t.test('panel ids are unique; the dashboard has a fixed uid', async (t) => {
   t.equal(new Set(panels.map((p) => p.id)).size, panels.length);
   t.equal(dashboard.uid, 'svcmap-agent');
+});
+
+t.test('promtool parses every expression (Grafana variables given values)', async (t) => {
+  t.ok(existsSync(PROMTOOL), `${PROMTOOL}: run \`make promtool\` first`);
+  const exprs = panels.flatMap((p) => (p.targets ?? []).map((x, i) => ({ record: `dashboard:panel_${p.id}:${i}`, expr: x.expr
+    .replace(/\$__rate_interval\b/g, '5m').replace(/\$\{?node\}?/g, '.*') })));
+  const dir = mkdtempSync(join(tmpdir(), 'svcmap-dashboard-'));
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+  const file = join(dir, 'rules.yaml');
+  writeFileSync(file, JSON.stringify({ groups: [{ name: 'dashboard', rules: exprs }] }));
+  const r = promtool('check', 'rules', file);
+  t.equal(r.status, 0, r.out);
+  t.match(r.out, new RegExp(`SUCCESS: ${exprs.length} rules found`));
 });
