@@ -7,9 +7,10 @@ import { dirname } from 'node:path';
 const BPF_FS_MAGIC = 0xcafe4a11;
 const CGROUP2_SUPER_MAGIC = 0x63677270;
 
-const CAP_NET_ADMIN = 12;
-const CAP_SYS_ADMIN = 21;
-const CAP_BPF = 39;
+export const CAP_NET_ADMIN = 12;
+export const CAP_SYS_ADMIN = 21;
+export const CAP_PERFMON = 38;
+export const CAP_BPF = 39;
 
 export class EnvironmentError extends Error {
   constructor(message: string) {
@@ -18,13 +19,14 @@ export class EnvironmentError extends Error {
   }
 }
 
-function effectiveCaps(): bigint {
+/** This process's effective capabilities (CapEff of /proc/self/status), one bit per capability number. */
+export function effectiveCaps(): bigint {
   const status = readFileSync('/proc/self/status', 'utf8');
   const m = /^CapEff:\s*([0-9a-f]+)$/m.exec(status);
   return m ? BigInt(`0x${m[1]}`) : 0n;
 }
 
-function hasCap(caps: bigint, cap: number): boolean {
+export function hasCap(caps: bigint, cap: number): boolean {
   return (caps & (1n << BigInt(cap))) !== 0n;
 }
 

@@ -63,6 +63,16 @@ function bind() {
     btfParse: libbpf.func('btf *btf__parse(const char *path, void *ext)'),
     btfFree: libbpf.func('void btf__free(btf *btf)'),
     strerror: libbpf.func('int libbpf_strerror(int err, _Out_ char *buf, size_t size)'),
+    programSetAutoload: libbpf.func('int bpf_program__set_autoload(bpf_program *prog, bool autoload)'),
+    programType: libbpf.func('int bpf_program__type(const bpf_program *prog)'),
+    progTypeName: libbpf.func('const char *libbpf_bpf_prog_type_str(int t)'),
+    attachTypeName: libbpf.func('const char *libbpf_bpf_attach_type_str(int t)'),
+    btfLoadVmlinux: libbpf.func('btf *btf__load_vmlinux_btf(void)'),
+    btfFindByNameKind: libbpf.func('int btf__find_by_name_kind(const btf *btf, const char *name, uint32_t kind)'),
+
+    // libbpf: feature probes (load a minimal program, attach nothing)
+    probeProgType: libbpf.func('int libbpf_probe_bpf_prog_type(int prog_type, const void *opts)'),
+    probeHelper: libbpf.func('int libbpf_probe_bpf_helper(int prog_type, int helper_id, const void *opts)'),
 
     // libbpf: the syscall wrappers (flat arguments, NULL opts)
     mapCreate: libbpf.func('int bpf_map_create(int map_type, const char *name, uint32_t key_size, uint32_t value_size, uint32_t max_entries, void *opts)'),

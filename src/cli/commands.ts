@@ -9,6 +9,7 @@ import { compile, compileCommand } from './compile.ts';
 import { completion, completionCommand } from './completion.ts';
 import { dump, dumpCommand } from './dump.ts';
 import { explain, explainCommand } from './explain.ts';
+import { preflight, preflightCommand } from './preflight.ts';
 import { status, statusCommand } from './status.ts';
 import { version, versionCommand } from './version.ts';
 
@@ -22,6 +23,7 @@ export const COMMANDS: readonly Command[] = [
   { spec: dumpCommand, run: dump },
   { spec: explainCommand, run: explain },
   { spec: statusCommand, run: status },
+  { spec: preflightCommand, run: preflight },
   { spec: cleanupCommand, run: cleanup },
   { spec: compileCommand, run: compile },
   { spec: versionCommand, run: version },

@@ -81,3 +81,8 @@ export function renderColumns(columns: readonly Column[], rows: readonly string[
 
 /** Lines as printed: each ended by a newline (nothing for no lines). */
 export const printed = (lines: readonly string[]): string => lines.map((l) => `${l}\n`).join('');
+
+/** A header and rows as aligned columns (the last one not padded), each line indented by two spaces. */
+export function table(header: string[], rows: string[][]): string[] {
+  return renderColumns(header.map((h) => ({ header: h })), rows, PLAIN, '  ');
+}

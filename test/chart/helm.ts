@@ -11,7 +11,7 @@ export const CHART = join(ROOT, 'charts', 'svcmap');
 export const EDGE_VALUES = join(ROOT, 'test', 'chart', 'edge-values.yaml');
 export const HELM = process.env.HELM ?? join(ROOT, '.tools', 'bin', 'helm');
 // Fixed, so renders do not depend on helm's built-in default.
-export const KUBE_VERSION = '1.33.0';
+export const KUBE_VERSION = '1.34.4';
 
 export type Obj = Record<string, unknown>;
 
@@ -150,6 +150,7 @@ export interface Container {
   readinessProbe?: Probe;
   startupProbe?: Probe;
   resources?: Obj;
+  terminationMessagePolicy?: string;
 }
 
 export interface Volume {

@@ -176,6 +176,7 @@ t.test('NOTES.txt says how to check the install', async (t) => {
   t.match(notes, 'helm test proxy -n net-system');
   t.match(notes, `https://${HOST}:6443`);
   t.match(notes, 'Migration', 'points at the kube-proxy removal notes');
+  t.match(notes, /stuck in Init .*\n[\s\S]*kubectl -n net-system logs "\$POD" -c preflight/, 'says where a node that cannot run svcmap says why');
 });
 
 t.test('chart scripts: node --check on the .mjs files', async (t) => {

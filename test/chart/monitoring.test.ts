@@ -13,9 +13,11 @@ const HOST = '192.0.2.10';
 const base = [`k8sServiceHost=${HOST}`];
 
 t.test('off by default', async (t) => {
-  const kinds = render({ set: base }).map((m) => m.kind);
+  const ms = render({ set: base });
+  const kinds = ms.map((m) => m.kind);
   t.notOk(kinds.includes('ServiceMonitor'));
   t.notOk(kinds.includes('PrometheusRule'));
+  t.notOk(ms.some((m) => m.metadata.labels?.grafana_dashboard), 'no dashboard ConfigMap');
 });
 
 t.test('serviceMonitor.enabled: a ServiceMonitor scraping job "svcmap" through a headless Service of the agents', async (t) => {
@@ -49,4 +51,20 @@ t.test('prometheusRule.enabled: the rule file, unchanged', async (t) => {
   t.equal(pr.metadata.labels?.role, 'alert-rules');
   const file = parse(readFileSync(join(CHART, 'files', 'prometheus-rules.yaml'), 'utf8')) as { groups: unknown };
   t.same((pr.spec as { groups: unknown }).groups, file.groups, 'the groups promtool checks');
+});
+
+t.test('grafanaDashboard.enabled: a ConfigMap the Grafana sidecar picks up, holding the dashboard file unchanged', async (t) => {
+  const ms = render({ set: [...base, 'grafanaDashboard.enabled=true', 'grafanaDashboard.labels.team=net', 'grafanaDashboard.annotations.grafana_folder=Networking'] });
+  const cm = ms.find((m) => m.kind === 'ConfigMap' && m.metadata.name === 'svcmap-dashboard')!;
+  t.ok(cm, 'ConfigMap svcmap-dashboard');
+  t.equal(cm.metadata.labels?.grafana_dashboard, '1', 'the sidecar\'s label, as a string');
+  t.equal(cm.metadata.labels?.team, 'net', 'extra labels');
+  t.same(cm.metadata.annotations, { grafana_folder: 'Networking' });
+  t.equal(cm.metadata.namespace, 'kube-system', 'the release namespace by default');
+  const data = cm.data as Record<string, string>;
+  t.same(Object.keys(data), ['svcmap.json']);
+  const file = readFileSync(join(CHART, 'files', 'grafana-dashboard.json'), 'utf8');
+  t.same(JSON.parse(data['svcmap.json']!), JSON.parse(file), 'the file, as JSON');
+  const elsewhere = render({ set: [...base, 'grafanaDashboard.enabled=true', 'grafanaDashboard.namespace=monitoring'] });
+  t.equal(elsewhere.find((m) => m.metadata.name === 'svcmap-dashboard')!.metadata.namespace, 'monitoring', 'grafanaDashboard.namespace');
 });

@@ -15,12 +15,14 @@ import {
   byKind,
   container,
   envValue,
+  helm,
   helmMissingMessage,
   isHook,
   one,
   podSpec,
   render,
   sorted,
+  templateArgs,
 } from './helm.ts';
 
 const HOST = '192.0.2.10';
@@ -254,7 +256,7 @@ t.test('default values (k8sServiceHost set)', async (t) => {
 
   t.test('init container: mounts bpffs and cgroup v2 on the host, with only setns capabilities', async (t) => {
     const spec = agentSpec(ms);
-    t.equal(spec.initContainers?.length, 1);
+    t.same(spec.initContainers?.map((c) => c.name), ['mount-host-fs', 'preflight'], 'the mounts first, then preflight');
     const init = container(spec, 'mount-host-fs');
     t.same(sorted(init.securityContext?.capabilities?.add), INIT_CAPS);
     t.same(init.command, ['sh', '/svcmap-scripts/mount-host-fs.sh']);
@@ -265,6 +267,19 @@ t.test('default values (k8sServiceHost set)', async (t) => {
     t.match(mount(init, '/hostproc'), { name: 'hostproc', readOnly: true });
     const vol = spec.volumes?.find((v) => v.name === 'hostproc');
     t.same(vol?.hostPath, { path: '/proc', type: 'Directory' });
+  });
+
+  t.test('preflight init container: svcmap preflight with the agent\'s --cgroup, --pin-dir, capabilities and mounts', async (t) => {
+    const spec = agentSpec(ms);
+    const pre = container(spec, 'preflight');
+    const agent = container(spec, 'agent');
+    t.same(pre.command, ['svcmap']);
+    t.same(pre.args, ['preflight', '--cgroup', '/run/svcmap/cgroupv2', '--pin-dir', '/sys/fs/bpf/svcmap']);
+    t.same(pre.image, agent.image);
+    t.same(pre.securityContext, agent.securityContext, 'probes what the agent will have');
+    t.same(pre.volumeMounts, agent.volumeMounts, 'the agent\'s bpffs and cgroup mounts');
+    t.equal(pre.terminationMessagePolicy, 'FallbackToLogsOnError', 'why it failed reaches the pod status');
+    t.match(pre.resources, { limits: { memory: '384Mi' } });
   });
 
   t.test('agent mounts: bpffs at /sys/fs/bpf and the host cgroup v2 root', async (t) => {
@@ -389,8 +404,8 @@ t.test('edge values (custom ports, devices, resources, IPv6 API server, no init 
     t.notOk(spec.securityContext, 'AppArmor and SELinux settings switched off');
   });
 
-  t.test('cgroup.hostRoot is mounted at the fixed --cgroup path; no init container', async (t) => {
-    t.notOk(spec.initContainers, 'both autoMounts off: no init container');
+  t.test('cgroup.hostRoot is mounted at the fixed --cgroup path; no mounting init container', async (t) => {
+    t.same(spec.initContainers?.map((c) => c.name), ['preflight'], 'both autoMounts off: preflight only');
     t.notOk(spec.volumes?.find((v) => v.name === 'hostproc'), 'no host /proc');
     const cg = mount(agent, '/run/svcmap/cgroupv2');
     t.same(spec.volumes?.find((v) => v.name === cg?.name)?.hostPath, {
@@ -470,6 +485,13 @@ t.test('securityContext.capabilities', async (t) => {
   });
 });
 
+t.test('preflight.enabled=false: no preflight init container', async (t) => {
+  const on = agentSpec(render({ set: [`k8sServiceHost=${HOST}`, 'preflight.enabled=false'] }));
+  t.same(on.initContainers?.map((c) => c.name), ['mount-host-fs']);
+  const none = agentSpec(render({ set: [`k8sServiceHost=${HOST}`, 'preflight.enabled=false', 'bpf.autoMount=false', 'cgroup.autoMount=false', 'cgroup.hostRoot=/sys/fs/cgroup'] }));
+  t.notOk(none.initContainers, 'nor any other: no initContainers at all');
+});
+
 t.test('init container modes', async (t) => {
   const onlyBpf = agentSpec(
     render({ set: [`k8sServiceHost=${HOST}`, 'cgroup.autoMount=false', 'cgroup.hostRoot=/sys/fs/cgroup'] }),
@@ -480,11 +502,9 @@ t.test('init container modes', async (t) => {
   t.equal(envValue(init, 'CGROUP_ROOT'), '/sys/fs/cgroup');
 });
 
-t.test('Kubernetes older than 1.30: AppArmor through annotations', async (t) => {
-  const ms = render({ set: [`k8sServiceHost=${HOST}`], kubeVersion: '1.29.4' });
-  const ds = agentDaemonSet(ms);
-  const tmpl = (ds.spec as { template: { metadata: { annotations: Record<string, string> } } }).template;
-  t.equal(tmpl.metadata.annotations['container.apparmor.security.beta.kubernetes.io/agent'], 'unconfined');
-  t.equal(tmpl.metadata.annotations['container.apparmor.security.beta.kubernetes.io/mount-host-fs'], 'unconfined');
-  t.notOk((agentSpec(ms).securityContext as { appArmorProfile?: unknown }).appArmorProfile, 'no 1.30+ field');
+t.test('Kubernetes older than the tested releases (docs/compatibility.md): refused by kubeVersion', async (t) => {
+  const r = helm(templateArgs({ set: [`k8sServiceHost=${HOST}`], kubeVersion: '1.33.9' }));
+  t.not(r.status, 0);
+  t.match(r.stderr, /kubeVersion: >=1\.34\.0-0 which is incompatible with Kubernetes v1\.33\.9/);
+  t.ok(render({ set: [`k8sServiceHost=${HOST}`], kubeVersion: '1.34.4' }).length, 'v1.34.4, the tested one, renders');
 });

@@ -86,6 +86,10 @@ t.test('values.schema.json rejects wrong types with a message naming the value',
   ]);
   renderFails(t, 'staleSockets.podSockets not a boolean', { set: [...base, 'staleSockets.podSockets=yes'] }, [schemaError, /\/staleSockets\/podSockets/]);
   renderFails(t, 'an unknown key under staleSockets', { set: [...base, 'staleSockets.udp=true'] }, [schemaError, /staleSockets/]);
+  renderFails(t, 'preflight.enabled not a boolean', { set: base, setString: ['preflight.enabled=yes'] }, [schemaError, /\/preflight\/enabled/]);
+  renderFails(t, 'an unknown key under preflight', { set: [...base, 'preflight.timeout=5'] }, [schemaError, /preflight/]);
+  renderFails(t, 'grafanaDashboard.enabled not a boolean', { set: base, setString: ['grafanaDashboard.enabled=yes'] }, [schemaError, /\/grafanaDashboard\/enabled/]);
+  renderFails(t, 'an unknown key under grafanaDashboard', { set: [...base, 'grafanaDashboard.folder=x'] }, [schemaError, /grafanaDashboard/]);
   renderFails(t, 'devices as a string instead of a list', { set: [...base, 'devices=eth0'] }, [
     schemaError,
     /\/devices.*got string, want array/,

@@ -6,15 +6,14 @@
 // with the code: every alert has a unit test, and the drops the
 // SvcmapDatapathDropsRising alert watches are the datapath's drop reasons
 // (src/maps/constants.ts) but for those a Service's own policy causes.
-import { spawnSync } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import t from 'tap';
 import { parse } from 'yaml';
 import { DP_REASONS } from '../../src/maps/constants.ts';
 import { ROOT } from '../chart/helm.ts';
+import { PROMTOOL, promtool } from './promtool.ts';
 
-const PROMTOOL = process.env.PROMTOOL ?? join(ROOT, '.tools', 'bin', 'promtool');
 const RULES = join(ROOT, 'charts', 'svcmap', 'files', 'prometheus-rules.yaml');
 const TESTS = join(ROOT, 'test', 'prometheus', 'rules.test.yaml');
 /** Refusals a Service asks for (no endpoints, externalTrafficPolicy Local, loadBalancerSourceRanges): no alert. */
@@ -22,12 +21,6 @@ const POLICY_DROPS = ['no_backend', 'no_local_endpoint', 'source_denied'];
 
 interface Rule { alert?: string; expr: string }
 const rules = (parse(readFileSync(RULES, 'utf8')) as { groups: Array<{ rules: Rule[] }> }).groups.flatMap((g) => g.rules);
-
-function promtool(...args: string[]) {
-  const r = spawnSync(PROMTOOL, args, { encoding: 'utf8', cwd: join(ROOT, 'test', 'prometheus'), timeout: 120_000 });
-  if (r.error) throw r.error;
-  return { status: r.status, out: `${r.stdout}${r.stderr}` };
-}
 
 t.test('promtool is built (make promtool)', async (t) => {
   t.ok(existsSync(PROMTOOL), `${PROMTOOL}: run \`make promtool\` first`);
