@@ -26,28 +26,10 @@ import type { ConnHolder, LabClient } from '../../lab/index.ts';
 import { JsonLines } from '../../lab/jsonl.ts';
 import { helperEnv, stopProcess } from '../../lab/processes.ts';
 import { IPPROTO_TCP, IPPROTO_UDP, LB_ALG_DH, LB_ALG_LC } from '../../src/maps/constants.ts';
-import { compileBpf } from '../../src/bpf/compile.ts';
-import { BpfObject } from '../../src/bpf/object.ts';
 import { DatapathMaps } from '../../src/maps/datapath-maps.ts';
+import { tracingRefusal } from '../fixtures/tracing.ts';
 import { type Cluster, FAMILIES, type FamilyCase, POD_IPS, POD_IPS6, POD_NAMES, TCP_PORT, UDP_PORT, dualStackEchoService, masterEntry, secondClient, startCluster } from './fixtures/cluster.ts';
 
-/**
- * Why this kernel refuses bpf/sock_count.c (a socket storage iterator, a
- * tracing program), found by loading a private copy of it here; undefined
- * when it loads. bpftool's feature probe cannot tell: it reports tracing
- * programs unavailable on every kernel (they need an attach BTF id).
- */
-function sockCountRefusal(): string | undefined {
-  const object = BpfObject.open(compileBpf({ program: 'sock_count' }).path);
-  try {
-    object.load();
-    return undefined;
-  } catch (err) {
-    return String((err as Error).message).split('\n')[0];
-  } finally {
-    object.close();
-  }
-}
 const [LC, SED, NQ, DH, RANDOM] = [70, 71, 72, 73, 74];
 /** The GC pass, and with it the recount, every second. */
 const AGENT_ARGS = ['--ct-gc-interval', '1s'];
@@ -229,7 +211,7 @@ for (const f of FAMILIES) {
 
   t.test(`IPv${f.family}: the recount sets drifted socket counts right from the sockets' storage`, async (t) => {
     const off = c.agent.lines.some((l) => String(l.msg).startsWith('the socket recount is off'));
-    const refusal = off ? sockCountRefusal() : undefined;
+    const refusal = off ? tracingRefusal() : undefined;
     if (refusal) {
       // The kernel itself refuses the program (seen on this VM kind: EPERM as root); the agent saying so is what is checked.
       t.pass('the agent says the recount is off, as the kernel refuses bpf/sock_count.c', { skip: `no recount to check: ${refusal}` });
