@@ -76,7 +76,6 @@
  * at a time read before the map). A lone reply entry (its forward entry
  * evicted) quiet for longer waits for the GC's next pass.
  */
-#define SNAT_TAKE_OVER_MAX_NS 9000000000ULL
 
 /*
  * Rewrites the fields that v sets (non-zero and different from the

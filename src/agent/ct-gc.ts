@@ -71,7 +71,7 @@ export const DEFAULT_CT_LIFETIMES: Readonly<CtLifetimes> = {
 
 export const DEFAULT_CT_GC_INTERVAL_MS = 10_000;
 
-/** SNAT_TAKE_OVER_MAX_NS in bpf/lib/nat.h, in ms: the closing lifetime must be longer (see Races above). */
+/** SNAT_TAKE_OVER_MAX_NS in bpf/include/svcmap_maps.h, in ms: the closing lifetime must be longer (see Races above). */
 export const SNAT_TAKE_OVER_MAX_MS = 9_000;
 
 export type CtFlowState = 'tcp_established' | 'tcp_syn' | 'tcp_closing' | 'other';
