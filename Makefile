@@ -14,7 +14,7 @@ APT_PACKAGES := clang llvm libbpf-dev libbpf1 bpftool iproute2 gcc make linux-li
 SHIM := native/build/libsvcmap_shim.so
 TS_SOURCES := $(shell find src -name '*.ts' 2>/dev/null)
 
-.PHONY: all deps apt-deps npm-deps build native dist bpf typecheck test demo bench bench-smoke bench-ffi clean sweep flake-hunt
+.PHONY: all deps apt-deps npm-deps build native constants dist bpf typecheck test demo bench bench-smoke bench-ffi clean sweep flake-hunt
 
 all: build
 
@@ -46,10 +46,15 @@ $(SHIM): native/svcmap_shim.c
 typecheck: npm-deps
 	$(NODE) node_modules/.bin/tsc -p tsconfig.json --noEmit
 
+# The TypeScript copy of the constants in bpf/include/*.h (committed; written
+# only when the headers say something else; a test fails when it is stale).
+constants: npm-deps
+	$(NODE) mk/gen-constants.ts
+
 dist: dist/.stamp
 # Built aside and renamed into place, so bin/svcmap never runs a half-built dist/.
 # Rebuilt when HEAD moves too: dist/build-info.json names the commit (svcmap version).
-dist/.stamp: $(TS_SOURCES) tsconfig.json tsconfig.build.json node_modules/.package-lock.json $(wildcard .git/HEAD .git/refs/heads/* .git/packed-refs)
+dist/.stamp: $(TS_SOURCES) tsconfig.json tsconfig.build.json node_modules/.package-lock.json $(wildcard .git/HEAD .git/refs/heads/* .git/packed-refs) | constants
 	rm -rf dist.tmp
 	$(NODE) node_modules/.bin/tsc -p tsconfig.build.json --outDir dist.tmp
 	$(NODE) src/cli/build-info.ts dist.tmp/build-info.json
@@ -60,7 +65,7 @@ dist/.stamp: $(TS_SOURCES) tsconfig.json tsconfig.build.json node_modules/.packa
 bpf: dist native
 	bin/svcmap compile
 
-build: dist native bpf
+build: constants dist native bpf
 
 test: deps build typecheck
 	$(NODE) node_modules/.bin/tap

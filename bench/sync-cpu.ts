@@ -16,7 +16,7 @@ import { resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { compileBpf } from '../src/bpf/compile.ts';
 import { loadPinned } from '../src/bpf/loader.ts';
-import { MAP_BACKENDS, MAP_REVNAT, MAP_SERVICES } from '../src/maps/constants.ts';
+import { SVCMAP_MAP_BACKENDS, SVCMAP_MAP_REVNAT, SVCMAP_MAP_SERVICES } from '../src/maps/constants.ts';
 import { buildDesiredState } from '../src/model/desired.ts';
 import type { EndpointSlice, Service } from '../src/model/schemas.ts';
 import { validateObject } from '../src/model/validate.ts';
@@ -147,7 +147,7 @@ if (args.heap) {
       pinDir = labPinDir(newRunId(), 'sync', 'bench');
       mkdirSync(pinDir, { recursive: true });
       const entries = Math.ceil(n * (e + 1) * 1.05) + 1024;
-      const sizes = new Map([[MAP_SERVICES, entries], [MAP_BACKENDS, entries], [MAP_REVNAT, n + 1024]]);
+      const sizes = new Map([[SVCMAP_MAP_SERVICES, entries], [SVCMAP_MAP_BACKENDS, entries], [SVCMAP_MAP_REVNAT, n + 1024]]);
       const loaded = loadPinned({ objectPath: compileBpf({ program: 'sock' }).path, pinDir, maxEntries: (name) => sizes.get(name) });
       const opened = variants.map((v) => v.openPinned(pinDir!));
       variants.forEach((v, i) => writers.set(v, new v.adapter(opened[i]!.family(4))));

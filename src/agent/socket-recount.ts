@@ -16,7 +16,7 @@ import { native } from '../bpf/native.ts';
 import type { BpfObject } from '../bpf/object.ts';
 import { mapSizeDrift, structDrift } from '../maps/btf-check.ts';
 import { type SkBackend, skBackend6Value, skBackendValue, skCountValue } from '../maps/codecs.ts';
-import { MAP_SK_BACKEND, MAP_SK_BACKEND6, MAP_SK_COUNT, MAP_SK_COUNT6 } from '../maps/constants.ts';
+import { SVCMAP_MAP_SK_BACKEND, SVCMAP_MAP_SK_BACKEND6, SVCMAP_MAP_SK_COUNT, SVCMAP_MAP_SK_COUNT6 } from '../maps/constants.ts';
 import type { MapSpec } from '../maps/registry.ts';
 import { TypedMap } from '../maps/typed-map.ts';
 import type { Logger } from './log.ts';
@@ -24,12 +24,12 @@ import type { Logger } from './log.ts';
 /** Each family's iterator program, the storage map it walks and the counts it fills. */
 const FAMILY = {
   4: {
-    program: 'svcmap_sk_recount', storage: MAP_SK_BACKEND, value: skBackendValue,
-    counts: { name: MAP_SK_COUNT, key: skBackendValue, value: skCountValue, purpose: 'socket recount: live sockets per backend, for one run (not pinned)' } as MapSpec<SkBackend, bigint>,
+    program: 'svcmap_sk_recount', storage: SVCMAP_MAP_SK_BACKEND, value: skBackendValue,
+    counts: { name: SVCMAP_MAP_SK_COUNT, key: skBackendValue, value: skCountValue, purpose: 'socket recount: live sockets per backend, for one run (not pinned)' } as MapSpec<SkBackend, bigint>,
   },
   6: {
-    program: 'svcmap_sk_recount6', storage: MAP_SK_BACKEND6, value: skBackend6Value,
-    counts: { name: MAP_SK_COUNT6, key: skBackend6Value, value: skCountValue, purpose: 'socket recount: live sockets per IPv6 backend, for one run (not pinned)' } as MapSpec<SkBackend, bigint>,
+    program: 'svcmap_sk_recount6', storage: SVCMAP_MAP_SK_BACKEND6, value: skBackend6Value,
+    counts: { name: SVCMAP_MAP_SK_COUNT6, key: skBackend6Value, value: skCountValue, purpose: 'socket recount: live sockets per IPv6 backend, for one run (not pinned)' } as MapSpec<SkBackend, bigint>,
   },
 } as const;
 

@@ -34,7 +34,7 @@ import { native } from '../bpf/native.ts';
 import type { BpfObject } from '../bpf/object.ts';
 import { mapSizeDrift, structDrift } from '../maps/btf-check.ts';
 import { type SockTermKey, sockTerm6Key, sockTermKey, sockTermValue } from '../maps/codecs.ts';
-import { IPPROTO_TCP, IPPROTO_UDP, MAP_SK_TERM, MAP_SK_TERM6, SK_TERM_MAX } from '../maps/constants.ts';
+import { IPPROTO_TCP, IPPROTO_UDP, SVCMAP_MAP_SK_TERM, SVCMAP_MAP_SK_TERM6, SVCMAP_SK_TERM_MAX } from '../maps/constants.ts';
 import type { MapSpec } from '../maps/registry.ts';
 import { TypedMap } from '../maps/typed-map.ts';
 import type { RemovedBackend } from '../sync/removed.ts';
@@ -46,12 +46,12 @@ const TERM_PROGRAMS = { udp: 'svcmap_term_udp', tcp: 'svcmap_term_tcp' } as cons
 const BPF_TRACE_ITER = 28;
 
 const sockTermMap: MapSpec<SockTermKey, number> = {
-  name: MAP_SK_TERM, key: sockTermKey, value: sockTermValue,
+  name: SVCMAP_MAP_SK_TERM, key: sockTermKey, value: sockTermValue,
   purpose: 'socket termination: backends that left a frontend, for one run (not pinned)',
 };
 /** The same for IPv6 backends (their frontends' ids are of svcmap_revnat6). */
 const sockTerm6Map: MapSpec<SockTermKey, number> = {
-  name: MAP_SK_TERM6, key: sockTerm6Key, value: sockTermValue,
+  name: SVCMAP_MAP_SK_TERM6, key: sockTerm6Key, value: sockTermValue,
   purpose: 'socket termination: IPv6 backends that left a frontend, for one run (not pinned)',
 };
 
@@ -181,8 +181,8 @@ export class SocketTerminator {
     for (const proto of ['udp', 'tcp']) this.#destroyed.inc({ proto }, 0);
     if (!object) return;
     this.#object = object;
-    this.#map = new TypedMap(sockTermMap, object.map(MAP_SK_TERM));
-    this.#map6 = new TypedMap(sockTerm6Map, object.map(MAP_SK_TERM6));
+    this.#map = new TypedMap(sockTermMap, object.map(SVCMAP_MAP_SK_TERM));
+    this.#map6 = new TypedMap(sockTerm6Map, object.map(SVCMAP_MAP_SK_TERM6));
     try {
       this.#links.udp = this.#link(TERM_PROGRAMS.udp);
       if (opts.tcp) this.#links.tcp = this.#link(TERM_PROGRAMS.tcp);
@@ -279,8 +279,8 @@ export class SocketTerminator {
     const namespaces: Namespace[] = [{ label: 'the agent\'s own', fd: -1 }, ...openCgroupNamespaces(this.#opts.cgroup, netnsId('/proc/self/ns/net'))];
     result.namespaces = namespaces.length;
     try {
-      for (let i = 0; i < keys.length; i += SK_TERM_MAX) {
-        const batch = keys.slice(i, i + SK_TERM_MAX);
+      for (let i = 0; i < keys.length; i += SVCMAP_SK_TERM_MAX) {
+        const batch = keys.slice(i, i + SVCMAP_SK_TERM_MAX);
         const protos = { udp: batch.some((k) => k.key.proto === IPPROTO_UDP), tcp: batch.some((k) => k.key.proto === IPPROTO_TCP) };
         put(batch);
         try {

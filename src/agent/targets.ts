@@ -5,7 +5,7 @@ import { flat } from '../maps/flat-string.ts';
 import { cidrv4Network } from '../maps/ipv4.ts';
 import { cidrv6Network } from '../maps/ipv6.ts';
 import {
-  BACKEND_F_LOCAL, BACKEND_STATE_ACTIVE, BACKEND_STATE_TERMINATING, type ImplementedLbAlgorithm, LB_ALGORITHMS, MAGLEV_DEFAULT_M,
+  BACKEND_F_LOCAL, BACKEND_STATE_ACTIVE, BACKEND_STATE_TERMINATING, type ImplementedLbAlgorithm, LB_ALGORITHMS, SVCMAP_MAGLEV_DEFAULT_M,
   SVC_F_AFFINITY, SVC_F_CLUSTERIP, SVC_F_ETP_LOCAL, SVC_F_EXTERNALIP, SVC_F_ITP_LOCAL,
   SVC_F_LOADBALANCER, SVC_F_NODEPORT, SVC_F_SH_PORT, SVC_F_SRC_RANGES, SVC_F_TWO_SCOPES, SVC_F_WILDCARD,
   SVC_SCOPE_EXT, SVC_SCOPE_INT, protoNumber,
@@ -58,7 +58,7 @@ export function toTarget(fe: Frontend, nodeDefault: ImplementedLbAlgorithm = DEF
     algorithm: LB_ALGORITHMS[frontendAlgorithm(fe, nodeDefault)],
     affinityTimeout: fe.affinityTimeoutSeconds,
     // Each family's tables are keyed by its own reverse-NAT ids (svcmap_maglev, svcmap_maglev6).
-    ...(frontendAlgorithm(fe, nodeDefault) === 'maglev' ? { maglevSize: fe.maglevTableSize ?? MAGLEV_DEFAULT_M } : {}),
+    ...(frontendAlgorithm(fe, nodeDefault) === 'maglev' ? { maglevSize: fe.maglevTableSize ?? SVCMAP_MAGLEV_DEFAULT_M } : {}),
     backends: fe.backends.map((b) => ({
       addr: b.ip,
       port: b.port,

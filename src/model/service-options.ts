@@ -4,7 +4,7 @@
 // and the accepted values (field path metadata.annotations["..."], so the
 // agent reports it as an UnknownAnnotationValue Event); the Service is still
 // programmed, with the default.
-import { type ImplementedLbAlgorithm, LB_ALGORITHMS_IMPLEMENTED, MAGLEV_DEFAULT_M, MAGLEV_TABLE_SIZES } from '../maps/constants.ts';
+import { type ImplementedLbAlgorithm, LB_ALGORITHMS_IMPLEMENTED, SVCMAP_MAGLEV_DEFAULT_M, MAGLEV_TABLE_SIZES } from '../maps/constants.ts';
 import { problemAbout } from './problems.ts';
 import type { Service } from './schemas.ts';
 import type { Problem } from './types.ts';
@@ -21,7 +21,7 @@ export interface ServiceOptions {
   algorithm?: ImplementedLbAlgorithm;
   /** sh at tc hashes the client's source port too. */
   sourceHashPort: boolean;
-  /** svcmap.io/maglev-table-size, when valid; undefined: MAGLEV_DEFAULT_M. Used by maglev only. */
+  /** svcmap.io/maglev-table-size, when valid; undefined: SVCMAP_MAGLEV_DEFAULT_M. Used by maglev only. */
   maglevTableSize?: number;
 }
 
@@ -59,7 +59,7 @@ export function serviceOptions(svc: Service, problems: Problem[]): ServiceOption
     if ((MAGLEV_TABLE_SIZES as readonly number[]).includes(n)) out.maglevTableSize = n;
     else {
       problems.push(problemAbout(svc, 'warning', path(MAGLEV_TABLE_SIZE_ANNOTATION),
-        `unknown value ${JSON.stringify(size)}; accepted values (primes): ${MAGLEV_TABLE_SIZES.join(', ')}; using ${MAGLEV_DEFAULT_M}`));
+        `unknown value ${JSON.stringify(size)}; accepted values (primes): ${MAGLEV_TABLE_SIZES.join(', ')}; using ${SVCMAP_MAGLEV_DEFAULT_M}`));
     }
   }
   return out;
