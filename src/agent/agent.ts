@@ -2,7 +2,7 @@
 // source (a manifest directory, or the Kubernetes API) drives the sync. On
 // SIGTERM the agent exits and leaves the datapath pinned and working;
 // svcmap cleanup removes it.
-import type { ImplementedLbAlgorithm } from '../maps/constants.ts';
+import type { LbAlgorithmName } from '../maps/constants.ts';
 import type { Server } from 'node:http';
 import { readDatapathCounters } from '../maps/datapath-counters.ts';
 import type { Frontend } from '../model/types.ts';
@@ -51,7 +51,7 @@ export interface AgentConfig extends DatapathOptions {
   /** Conntrack GC of the tc datapath: interval (default 10 s; 0 = off) and idle lifetimes (Cilium's defaults). */
   ctGc?: { intervalMs?: number; lifetimes?: Partial<CtLifetimes> };
   /** The load-balancing algorithm of a Service without svcmap.io/lb-algorithm (default random). */
-  lbAlgorithm?: ImplementedLbAlgorithm;
+  lbAlgorithm?: LbAlgorithmName;
   /** Also destroy connected TCP sockets sent to a removed backend (UDP ones always are, where the kernel can). */
   destroyTcpSockets?: boolean;
 }

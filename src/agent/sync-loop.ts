@@ -16,7 +16,7 @@ import type { SyncEngine } from '../sync/families.ts';
 import type { ZoneNames } from '../sync/zones.ts';
 import type { FrontendTarget } from '../sync/targets.ts';
 import { TriggerTimes } from '../sync/trigger-times.ts';
-import type { ImplementedLbAlgorithm } from '../maps/constants.ts';
+import type { LbAlgorithmName } from '../maps/constants.ts';
 import { DEFAULT_LB_ALGORITHM, toTarget } from './targets.ts';
 import type { Logger } from './log.ts';
 import type { AgentMetrics } from './metrics.ts';
@@ -35,7 +35,7 @@ export interface LoopOptions {
   /** When the agent started (ms since the epoch): trigger times before it are not measured. Default: now. */
   startedAt?: number;
   /** The algorithm of frontends whose Service names none (--lb-algorithm; default random). */
-  lbAlgorithm?: ImplementedLbAlgorithm;
+  lbAlgorithm?: LbAlgorithmName;
   /** The names of the backends' zones (svcmap_zones); without it every backend's zone id is 0. */
   zones?: ZoneNames;
   /** After a successful sync: the Services whose frontends changed, with their frontends now; after a full sync (full = true), every Service. */
@@ -68,7 +68,7 @@ export class SyncLoop {
   /** When the last full sync succeeded (the runner's clock). */
   #lastFullAt: number;
   readonly #syncPeriodMs: number;
-  readonly #lbAlgorithm: ImplementedLbAlgorithm;
+  readonly #lbAlgorithm: LbAlgorithmName;
   readonly #zones: ZoneNames | undefined;
 
   constructor(source: ModelSource, syncer: SyncEngine, status: SyncStatus, metrics: AgentMetrics, problems: ProblemReporter, log: Logger, opts: LoopOptions) {

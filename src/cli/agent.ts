@@ -4,7 +4,7 @@ import { defaultCgroup } from '../bpf/environment.ts';
 import { type AgentSource, runAgent } from '../agent/agent.ts';
 import { DEFAULT_CT_GC_INTERVAL_MS, DEFAULT_CT_LIFETIMES } from '../agent/ct-gc.ts';
 import { createLogger } from '../agent/log.ts';
-import { LB_ALGORITHMS_IMPLEMENTED, SVCMAP_AFFINITY_MAX, SVCMAP_BACKENDS_MAX, SVCMAP_CT_MAX, SVCMAP_SERVICES_MAX } from '../maps/constants.ts';
+import { LB_ALGORITHM_NAMES, SVCMAP_AFFINITY_MAX, SVCMAP_BACKENDS_MAX, SVCMAP_CT_MAX, SVCMAP_SERVICES_MAX } from '../maps/constants.ts';
 import { UsageError, command, duration, intString, parseFlags, pinDirFlag } from './args.ts';
 import { bindAddressFlag } from './bind-address.ts';
 import { buildIdentity } from './version.ts';
@@ -48,7 +48,7 @@ export const agentCommand = command({
     'ct-udp-timeout': { value: 'D', schema: lifetime, otherwise: `${L.otherMs / 1000}s`, help: 'idle lifetime of a UDP flow' },
     'lb-algorithm': {
       value: 'ALG',
-      schema: z.enum(LB_ALGORITHMS_IMPLEMENTED, { message: `must be one of ${LB_ALGORITHMS_IMPLEMENTED.join(', ')}` }),
+      schema: z.enum(LB_ALGORITHM_NAMES, { message: `must be one of ${LB_ALGORITHM_NAMES.join(', ')}` }),
       default: 'random',
       help: 'how a frontend picks a backend when its Service has no svcmap.io/lb-algorithm annotation (see the README)',
     },

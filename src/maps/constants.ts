@@ -5,15 +5,17 @@ import * as c from './generated/constants.gen.ts';
 
 export * from './generated/constants.gen.ts';
 
-/** svc_value.algorithm by its name (the annotation's and --lb-algorithm's values). */
+/**
+ * svc_value.algorithm by its name (the annotation's and --lb-algorithm's
+ * values), every one a Service may ask for, in the order they are listed.
+ */
 export const LB_ALGORITHMS = {
-  random: c.LB_ALG_RANDOM, rr: c.LB_ALG_RR, sh: c.LB_ALG_SH, maglev: c.LB_ALG_MAGLEV,
-  lc: c.LB_ALG_LC, sed: c.LB_ALG_SED, nq: c.LB_ALG_NQ, dh: c.LB_ALG_DH,
+  random: c.LB_ALG_RANDOM, rr: c.LB_ALG_RR, sh: c.LB_ALG_SH, lc: c.LB_ALG_LC,
+  sed: c.LB_ALG_SED, nq: c.LB_ALG_NQ, dh: c.LB_ALG_DH, maglev: c.LB_ALG_MAGLEV,
 } as const;
 export type LbAlgorithmName = keyof typeof LB_ALGORITHMS;
-/** What a Service may ask for today. */
-export const LB_ALGORITHMS_IMPLEMENTED = ['random', 'rr', 'sh', 'lc', 'sed', 'nq', 'dh', 'maglev'] as const;
-export type ImplementedLbAlgorithm = (typeof LB_ALGORITHMS_IMPLEMENTED)[number];
+/** The names of LB_ALGORITHMS, as a list (a zod enum, help texts, benchmarks). */
+export const LB_ALGORITHM_NAMES = Object.keys(LB_ALGORITHMS) as [LbAlgorithmName, ...LbAlgorithmName[]];
 
 /**
  * The table sizes a Service may ask for: primes (Maglev's permutation needs
@@ -25,7 +27,7 @@ export const MAGLEV_TABLE_SIZES = [251, 509, 1021, 2039, 4093, 8191, 16381, 3274
 
 /** The name of svc_value.algorithm `id`, or undefined for one this svcmap does not know. */
 export function lbAlgorithmName(id: number): LbAlgorithmName | undefined {
-  return (Object.keys(LB_ALGORITHMS) as LbAlgorithmName[]).find((n) => LB_ALGORITHMS[n] === id);
+  return LB_ALGORITHM_NAMES.find((n) => LB_ALGORITHMS[n] === id);
 }
 
 /**

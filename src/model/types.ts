@@ -2,7 +2,7 @@
 // objects by pure functions in this folder. src/sync/ compares it with what the
 // maps hold; nothing here knows about maps, files or the API server.
 
-import type { ImplementedLbAlgorithm } from '../maps/constants.ts';
+import type { LbAlgorithmName } from '../maps/constants.ts';
 
 export type Protocol = 'TCP' | 'UDP';
 
@@ -50,7 +50,7 @@ export interface Frontend {
   /** A twin entry with scope 'internal' exists (ETP=Local). */
   twoScopes: boolean;
   /** svcmap.io/lb-algorithm; absent: the node's default (--lb-algorithm). */
-  algorithm?: ImplementedLbAlgorithm;
+  algorithm?: LbAlgorithmName;
   /** svcmap.io/lb-source-hash-port: "true": sh at tc hashes the source port too. */
   sourceHashPort: boolean;
   /** svcmap.io/maglev-table-size, when the Service gives a valid one (maglev's table size M). */
