@@ -29,8 +29,8 @@
 import { progRunSyscall } from '../bpf/test-run.ts';
 import { type BackendConns, type BackendValue, type Codec, type CtKey, type CtValue, connsAdjust, ct6Key, ct6Value, ctKey, ctValue } from '../maps/codecs.ts';
 import { CONNS_FIELD_SOCK, CONNS_FIELD_TC, CT_DIR_FWD, CT_F_CLOSING, CT_F_COUNTED } from '../maps/constants.ts';
-import { ipv4ToU32 } from '../maps/ipv4.ts';
-import { ipv6ToBytes } from '../maps/ipv6.ts';
+import { ipv4ToU32 } from '../util/ipv4.ts';
+import { ipv6ToBytes } from '../util/ipv6.ts';
 import type { TypedMap } from '../maps/typed-map.ts';
 import type { PackedCt } from './ct-packed.ts';
 import type { SocketCounter } from './socket-recount.ts';

@@ -1,9 +1,9 @@
 // The model's frontends turned into what the services map should hold: map
 // keys, master flags and backend values. Pure. It lives here, above both the
 // model and the sync engine, so that neither has to know the other.
-import { flat } from '../maps/flat-string.ts';
-import { cidrv4Network } from '../maps/ipv4.ts';
-import { cidrv6Network } from '../maps/ipv6.ts';
+import { flat } from '../util/flat-string.ts';
+import { cidrv4Network } from '../util/ipv4.ts';
+import { cidrv6Network } from '../util/ipv6.ts';
 import {
   BACKEND_F_LOCAL, BACKEND_STATE_ACTIVE, BACKEND_STATE_TERMINATING, type LbAlgorithmName, LB_ALGORITHMS, SVCMAP_MAGLEV_DEFAULT_M,
   SVC_F_AFFINITY, SVC_F_CLUSTERIP, SVC_F_ETP_LOCAL, SVC_F_EXTERNALIP, SVC_F_ITP_LOCAL,
@@ -13,7 +13,7 @@ import {
 import type { DesiredState, Frontend } from '../model/types.ts';
 import { type FrontendKey, frontendId } from '../sync/state.ts';
 import type { FrontendTarget } from '../sync/targets.ts';
-import { ipFamily } from '../model/ip.ts';
+import { familyOf } from '../util/family.ts';
 
 const TYPE_FLAGS: Record<Frontend['type'], number> = {
   ClusterIP: SVC_F_CLUSTERIP,
@@ -76,7 +76,7 @@ export function toTarget(fe: Frontend, nodeDefault: LbAlgorithmName = DEFAULT_LB
 
 /** "10.1.2.3/8" -> "10.0.0.0/8", "fd00::1/64" -> "fd00::/64": the LPM trie matches on the network part only. */
 export function normalizeCidr(cidr: string): string {
-  return ipFamily(cidr) === 6 ? cidrv6Network(cidr) : cidrv4Network(cidr);
+  return familyOf(cidr) === 6 ? cidrv6Network(cidr) : cidrv4Network(cidr);
 }
 
 export function toTargets(state: DesiredState, nodeDefault: LbAlgorithmName = DEFAULT_LB_ALGORITHM): FrontendTarget[] {

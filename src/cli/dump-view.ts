@@ -2,8 +2,8 @@
 // flags and its backends in slot order. Pure.
 import type { BackendConns, BackendValue, RevNatValue, SvcKey, SvcValue, ZoneName } from '../maps/codecs.ts';
 import { BACKEND_F_LOCAL, BACKEND_STATE_TERMINATING, SVC_SCOPE_INT, flagNames, lbAlgorithmName, protoName } from '../maps/constants.ts';
-import { ipv4ToU32 } from '../maps/ipv4.ts';
-import { ipv6SortKey } from '../maps/ipv6.ts';
+import { ipv4ToU32 } from '../util/ipv4.ts';
+import { ipv6SortKey } from '../util/ipv6.ts';
 
 /** "10.0.0.1:80", "[fd00::1]:80". */
 export function hostPort(addr: string, port: number): string {

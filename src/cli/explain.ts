@@ -5,7 +5,7 @@ import { readFileSync } from 'node:fs';
 import { z } from 'zod';
 import { DatapathMaps } from '../maps/datapath-maps.ts';
 import { IPPROTO_TCP, IPPROTO_UDP } from '../maps/constants.ts';
-import { canonicalIpv6, formatIpv6, isV4Mapped, parseIpv6 } from '../maps/ipv6.ts';
+import { canonicalIpv6, formatIpv6, isV4Mapped, parseIpv6 } from '../util/ipv6.ts';
 import { UsageError, command, parseFlagsAndArg, pinDirFlag } from './args.ts';
 import { type ExplainQuery, type ExplainReaders, explain as explainView, queryText, renderExplanation } from './explain-view.ts';
 import { formatData, outputFlag } from './format.ts';

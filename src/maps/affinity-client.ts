@@ -6,7 +6,7 @@
 // comes out in host order as the map's readers see it.
 import { type AffinityKey, affinityKey } from './codecs.ts';
 import { AFFINITY_ORIGIN_TC, AFFINITY_ORIGIN_TC6 } from './constants.ts';
-import { bytesToIpv6, ipv6ToBytes } from './ipv6.ts';
+import { bytesToIpv6, ipv6ToBytes } from '../util/ipv6.ts';
 
 /** The key of the entry that tc reads for a client address (IPv4 text, or canonical IPv6 text) and frontend. */
 export function tcAffinityKey(client: string, revNatId: number): AffinityKey {

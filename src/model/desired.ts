@@ -7,7 +7,7 @@ import type { DesiredState, Frontend, NodeInfo, Problem } from './types.ts';
 import type { EndpointSlice, Service } from './schemas.ts';
 import { ipOrder, type IpSlice, type ModelSlice, modelSlice } from './endpoints.ts';
 import { serviceFrontends } from './frontends.ts';
-import { flat } from '../maps/flat-string.ts';
+import { flat } from '../util/flat-string.ts';
 import { keepClaimedFrontends } from './claims.ts';
 import { problemAbout } from './problems.ts';
 

@@ -9,7 +9,7 @@ import { type IpSlice, type ModelSlice, modelSlice } from './endpoints.ts';
 import { serviceFrontends, type SourcedFrontend } from './frontends.ts';
 import { keepClaimedFrontends } from './claims.ts';
 import { sameFrontends } from './same.ts';
-import { OneToMany } from '../sync/one-to-many.ts';
+import { OneToMany } from '../util/one-to-many.ts';
 import type { EndpointSlice, Service } from './schemas.ts';
 import type { Frontend, NodeInfo, Problem } from './types.ts';
 

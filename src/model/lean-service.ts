@@ -7,8 +7,8 @@
 // unknown enum value, a bad address, a rule broken) gets undefined and goes
 // through zod, which also reports every error. test/model/lean-service.test.ts
 // holds the two equal.
-import { canonicalIpv4 } from '../maps/ipv4.ts';
-import { canonicalIpv6 } from '../maps/ipv6.ts';
+import { canonicalIpv4 } from '../util/ipv4.ts';
+import { canonicalIpv6 } from '../util/ipv6.ts';
 import { isPortNumber, isRecord, leanList as list, leanMeta, leanPortName, NO_ITEMS, PROTOCOLS } from './lean.ts';
 import { DEFAULT_AFFINITY_TIMEOUT_SECONDS, SERVICE_ANNOTATIONS, SERVICE_ENUMS, type Service, type ServiceAnnotation, type ServicePort } from './schemas.ts';
 

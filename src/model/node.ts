@@ -3,7 +3,7 @@
 
 import type { NodeInfo } from './types.ts';
 import type { Node } from './schemas.ts';
-import { ipFamily } from './ip.ts';
+import { familyOf } from '../util/family.ts';
 
 export const ZONE_LABEL = 'topology.kubernetes.io/zone';
 /** The cluster autoscaler's taint on a node it is about to delete. */
@@ -19,7 +19,7 @@ function addressesOf(node: Node, family: 4 | 6): string[] {
   const addresses: string[] = [];
   for (const type of ['InternalIP', 'ExternalIP']) {
     for (const a of node.status.addresses) {
-      if (a.type === type && ipFamily(a.address) === family && !addresses.includes(a.address)) addresses.push(a.address);
+      if (a.type === type && familyOf(a.address) === family && !addresses.includes(a.address)) addresses.push(a.address);
     }
   }
   return addresses;

@@ -9,8 +9,8 @@
 // nil semantics, so the model never has to think about absent values.
 
 import * as z from 'zod';
-import { canonicalCidrv4, canonicalIpv4 } from '../maps/ipv4.ts';
-import { canonicalCidrv6, canonicalIpv6 } from '../maps/ipv6.ts';
+import { canonicalCidrv4, canonicalIpv4 } from '../util/ipv4.ts';
+import { canonicalCidrv6, canonicalIpv6 } from '../util/ipv6.ts';
 import type { Problem } from './types.ts';
 import { DNS_LABEL, DNS_SUBDOMAIN, PORT_NAME, triggerTime } from './names.ts';
 
@@ -68,7 +68,7 @@ const protocol = orDefault(
 
 /**
  * Address text read the way kube-proxy reads it (IPv4: ParseIPSloppy, leading
- * zeros are decimal, src/maps/ipv4.ts; IPv6: src/maps/ipv6.ts) and made
+ * zeros are decimal, src/util/ipv4.ts; IPv6: src/util/ipv6.ts) and made
  * canonical, so that "010.96.0.1" and "10.96.0.1" (or "FD00:0::1" and
  * "fd00::1") are one address everywhere after validation.
  */
@@ -85,7 +85,7 @@ function canonicalized(canonical: (text: string) => string | undefined, message:
 
 const ipv4 = canonicalized(canonicalIpv4, 'must be an IPv4 address');
 // IPv6 in any valid spelling, kept in the canonical form the API server
-// writes (src/maps/ipv6.ts); IPv4-mapped addresses are IPv4 to Kubernetes.
+// writes (src/util/ipv6.ts); IPv4-mapped addresses are IPv4 to Kubernetes.
 const ipv6 = canonicalized(canonicalIpv6, 'must be an IPv6 address');
 const ipAddress = z.union([ipv4, ipv6], { error: 'must be an IP address' });
 

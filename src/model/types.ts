@@ -10,7 +10,7 @@ export type Protocol = 'TCP' | 'UDP';
 export type BackendState = 'active' | 'terminating';
 
 export interface Backend {
-  ip: string; // dotted IPv4, or canonical IPv6 (src/maps/ipv6.ts): a frontend's backends are of its own family
+  ip: string; // dotted IPv4, or canonical IPv6 (src/util/ipv6.ts): a frontend's backends are of its own family
   port: number; // 1..65535
   protocol: Protocol;
   state: BackendState;

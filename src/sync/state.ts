@@ -3,7 +3,7 @@
 // the indexes an incremental update needs (backend id by address and slot
 // references per backend, both in the backend table; entry counts). Read
 // back from the pinned maps at start, so a restarted agent keeps every id.
-import { flat } from '../maps/flat-string.ts';
+import { flat } from '../util/flat-string.ts';
 import type { BackendValue, RevNatValue, SrcRangeKey, SvcKey, SvcValue } from '../maps/codecs.ts';
 import { BackendTable } from './backend-table.ts';
 
