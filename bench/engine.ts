@@ -73,7 +73,7 @@ export function runEngine(o: EngineOptions): EngineResult {
   let maps: DatapathMaps | undefined;
   try {
     maps = DatapathMaps.openPinned(o.pinDir);
-    const syncer = new Syncer(new MapsAdapter(maps));
+    const syncer = new Syncer(new MapsAdapter(maps.v4));
 
     let t = performance.now();
     const { svcs, slices } = modelOf(o.services);

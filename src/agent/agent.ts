@@ -28,6 +28,7 @@ import { HeapReclaimer } from './heap.ts';
 import { SocketCounter } from './socket-recount.ts';
 import { SocketTerminator } from './socket-terminator.ts';
 import { TcDatapath } from './tc-datapath.ts';
+import type { Family } from '../util/family.ts';
 
 export type AgentSource = { kind: 'files'; dir: string } | ({ kind: 'kubernetes' } & KubeConnection);
 
@@ -85,7 +86,7 @@ export async function runAgent(cfg: AgentConfig, log: Logger): Promise<RunningAg
   const families: IpFamily[] = v6Maps ? ['IPv4', 'IPv6'] : ['IPv4'];
   const metrics = new AgentMetrics({ families, ...(cfg.build ? { build: cfg.build } : {}) });
   const syncer = new FamilySyncers(
-    new Syncer(new MapsAdapter(dp.maps), { onBackendsRemoved: (removed) => terminator.enqueue(removed, 4) }),
+    new Syncer(new MapsAdapter(dp.maps.v4), { onBackendsRemoved: (removed) => terminator.enqueue(removed, 4) }),
     v6Maps ? new Syncer(new MapsAdapter(v6Maps), { onBackendsRemoved: (removed) => terminator.enqueue(removed, 6) }) : undefined,
     (family, full, ms) => metrics.kubeProxy.synced(family === 6 ? 'IPv6' : 'IPv4', full, ms),
   );
@@ -98,14 +99,15 @@ export async function runAgent(cfg: AgentConfig, log: Logger): Promise<RunningAg
   const counters = dp.maps.counters;
   if (counters) metrics.readDatapathCountersWith(() => readDatapathCounters(counters));
   // Live connection counts (lc, sed, nq): the GC takes collected flows off them and recounts tc's.
-  const counter = (family: 4 | 6) => SocketCounter.load({
+  const counter = (family: Family) => SocketCounter.load({
     pinDir: cfg.pinDir, family, ...(cfg.objectDir ? { objectDir: cfg.objectDir } : {}), ...(cfg.forceCompile ? { forceCompile: true } : {}),
   }, log);
-  const sockets = dp.maps.conns ? counter(4) : undefined;
-  const v6 = dp.maps.v6?.conns;
-  const conns = dp.maps.conns ? new ConnCounts({ conns: dp.maps.conns, backends: dp.maps.backends }, dp.tc.programFd(CONNS_ADJUST_PROGRAM), sockets,
-    v6 ? { maps: { conns: v6, backends: dp.maps.v6!.backends }, sockets: sockets ? counter(6) : undefined } : undefined) : undefined;
-  const ctGc = dp.maps.ct ? new CtGc(dp.maps.ct, { ...cfg.ctGc, metrics, log, map6: dp.maps.ct6, ...(conns ? { conns } : {}) }) : undefined;
+  const { v4 } = dp.maps;
+  const sockets = v4.conns ? counter(4) : undefined;
+  const v6 = v6Maps?.conns;
+  const conns = v4.conns ? new ConnCounts({ conns: v4.conns, backends: v4.backends }, dp.tc.programFd(CONNS_ADJUST_PROGRAM), sockets,
+    v6 ? { maps: { conns: v6, backends: v6Maps!.backends }, sockets: sockets ? counter(6) : undefined } : undefined) : undefined;
+  const ctGc = v4.ct ? new CtGc(v4.ct, { ...cfg.ctGc, metrics, log, map6: v6Maps?.ct, ...(conns ? { conns } : {}) }) : undefined;
   ctGc?.start();
   // Kubernetes Events about what could not be programmed: only where there is an API server to hold them.
   const events = k8s ? k8s.startKubernetesEvents(kc!, cfg.nodeName!, log, metrics) : undefined;
@@ -113,7 +115,7 @@ export async function runAgent(cfg: AgentConfig, log: Logger): Promise<RunningAg
   const statusArgs = [metrics, log, { afterFullSync: () => heap.afterFullSync() }] as const;
   const status = events?.syncStatus(...statusArgs) ?? new SyncStatus(...statusArgs);
   const problems = countingProblemReporter(log, metrics, events?.problems);
-  const tcDatapath = new TcDatapath(dp.tc, { config: dp.maps.config!, devAddr: dp.maps.devAddr!, devAddr6: dp.maps.devAddr6 }, cfg.pinDir, log, cfg.devices, cfg.tcAttach ?? 'auto');
+  const tcDatapath = new TcDatapath(dp.tc, { config: dp.maps.config!, devAddr: v4.devAddr!, devAddr6: v6Maps?.devAddr }, cfg.pinDir, log, cfg.devices, cfg.tcAttach ?? 'auto');
   const attachTc = (node: { name: string; addresses: string[] } | undefined) => {
     try {
       tcDatapath.update(node);

@@ -20,6 +20,7 @@ import { SVCMAP_MAP_SK_BACKEND, SVCMAP_MAP_SK_BACKEND6, SVCMAP_MAP_SK_COUNT, SVC
 import type { MapSpec } from '../maps/registry.ts';
 import { TypedMap } from '../maps/typed-map.ts';
 import type { Logger } from './log.ts';
+import type { Family } from '../util/family.ts';
 
 /** Each family's iterator program, the storage map it walks and the counts it fills. */
 const FAMILY = {
@@ -40,7 +41,7 @@ export interface SocketCount extends SkBackend {
 export interface SocketCounterOptions {
   pinDir: string;
   /** Which storage to count: svcmap_sk_be (4, the default) or svcmap_sk_be6 (6). */
-  family?: 4 | 6;
+  family?: Family;
   objectDir?: string;
   forceCompile?: boolean;
 }
@@ -50,7 +51,7 @@ export class SocketCounter {
   readonly #counts: TypedMap<SkBackend, bigint>;
   readonly #link: number;
 
-  private constructor(object: BpfObject, f: (typeof FAMILY)[4 | 6]) {
+  private constructor(object: BpfObject, f: (typeof FAMILY)[Family]) {
     this.#object = object;
     this.#counts = new TypedMap(f.counts, object.map(f.counts.name));
     const fd = native().iterMapLinkCreate(object.programFd(f.program), object.map(f.storage).fd) as number;

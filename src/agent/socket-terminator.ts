@@ -39,6 +39,7 @@ import type { MapSpec } from '../maps/registry.ts';
 import { TypedMap } from '../maps/typed-map.ts';
 import type { RemovedBackend } from '../sync/removed.ts';
 import type { Logger } from './log.ts';
+import type { Family } from '../util/family.ts';
 
 /** The programs of bpf/sock_destroy.c. */
 const TERM_PROGRAMS = { udp: 'svcmap_term_udp', tcp: 'svcmap_term_tcp' } as const;
@@ -57,7 +58,7 @@ const sockTerm6Map: MapSpec<SockTermKey, number> = {
 
 /** A (backend, frontend) pair to look for, with the family whose map it goes to. */
 interface TermKey {
-  family: 4 | 6;
+  family: Family;
   key: SockTermKey;
 }
 
@@ -235,7 +236,7 @@ export class SocketTerminator {
   }
 
   /** Backends left frontends of the family (the sync applied it): their sockets are destroyed soon, off the sync path. */
-  enqueue(removed: readonly RemovedBackend[], family: 4 | 6 = 4): void {
+  enqueue(removed: readonly RemovedBackend[], family: Family = 4): void {
     if (!this.enabled) return;
     for (const r of removed) {
       if (r.proto !== IPPROTO_UDP && !(r.proto === IPPROTO_TCP && this.#opts.tcp)) continue;

@@ -22,6 +22,7 @@ import type { Logger } from './log.ts';
 import type { AgentMetrics } from './metrics.ts';
 import type { ProblemReporter } from './problems-log.ts';
 import type { SyncStatus } from './sync-status.ts';
+import type { Family } from '../util/family.ts';
 
 export interface LoopOptions {
   minIntervalMs: number;
@@ -118,7 +119,7 @@ export class SyncLoop {
   }
 
   /** An EndpointSlice of this Service (of this address family) arrived carrying this last-change-trigger-time (ms since the epoch). */
-  trigger(serviceId: string, at: number, family: 4 | 6 = 4): void {
+  trigger(serviceId: string, at: number, family: Family = 4): void {
     this.#triggers.arrived(serviceId, at, family);
   }
 

@@ -6,6 +6,7 @@
 // order `svcmap status` and `dump` list them.
 import * as c from './codecs.ts';
 import type { Codec } from './codecs.ts';
+import type { Family } from '../util/family.ts';
 import { SVCMAP_MAP_BACKENDS6, SVCMAP_MAP_BE_CONNS6, SVCMAP_MAP_CT6, SVCMAP_MAP_DEV_ADDR6, SVCMAP_MAP_MAGLEV6, SVCMAP_MAP_REVNAT6, SVCMAP_MAP_SERVICES6, SVCMAP_MAP_SK_BACKEND6, SVCMAP_MAP_SK_REVNAT6, SVCMAP_MAP_SRC_RANGE6 } from './constants.ts';
 import { SVCMAP_MAP_AFFINITY, SVCMAP_MAP_BACKENDS, SVCMAP_MAP_BE_CONNS, SVCMAP_MAP_SK_BACKEND, SVCMAP_MAP_CONFIG, SVCMAP_MAP_CT, SVCMAP_MAP_DEV_ADDR, SVCMAP_MAP_MAGLEV, SVCMAP_MAP_METRICS, SVCMAP_MAP_REVNAT, SVCMAP_MAP_SERVICES, SVCMAP_MAP_SK_REVNAT, SVCMAP_MAP_SRC_RANGE, SVCMAP_MAP_ZONES } from './constants.ts';
 
@@ -135,6 +136,30 @@ export const devAddr6Map: MapSpec<number, c.DevAddrValue> = {
 };
 /** The tc datapath's IPv6 maps. */
 export const TC6_MAPS: readonly MapSpec[] = [ct6Map, srcRange6Map, devAddr6Map] as MapSpec[];
+
+/** The maps each address family has, one of each kind (the others are shared by both families). */
+export interface FamilyMapSpecs {
+  services: MapSpec<c.SvcKey, c.SvcValue>;
+  backends: MapSpec<number, c.BackendValue>;
+  revNat: MapSpec<number, c.RevNatValue>;
+  skRevNat: MapSpec<c.SkRevNatKey, c.SkRevNatValue>;
+  conns: MapSpec<number, c.BackendConns>;
+  maglev: MapSpec<number, number>;
+  ct: MapSpec<c.CtKey, c.CtValue>;
+  srcRange: MapSpec<c.SrcRangeKey, number>;
+  devAddr: MapSpec<number, c.DevAddrValue>;
+}
+
+export const FAMILY_MAPS: Readonly<Record<Family, FamilyMapSpecs>> = {
+  4: {
+    services: servicesMap, backends: backendsMap, revNat: revNatMap, skRevNat: skRevNatMap, conns: backendConnsMap,
+    maglev: maglevMap, ct: ctMap, srcRange: srcRangeMap, devAddr: devAddrMap,
+  },
+  6: {
+    services: services6Map, backends: backends6Map, revNat: revNat6Map, skRevNat: skRevNat6Map, conns: backendConns6Map,
+    maglev: maglev6Map, ct: ct6Map, srcRange: srcRange6Map, devAddr: devAddr6Map,
+  },
+};
 
 export const ALL_MAPS: readonly MapSpec[] = [
   servicesMap, backendsMap, revNatMap, skRevNatMap, affinityMap, ctMap, srcRangeMap, configMap, metricsMap, devAddrMap,

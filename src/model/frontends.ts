@@ -7,7 +7,7 @@
 import type { Backend, Frontend, FrontendType, NodeInfo, Problem, Protocol } from './types.ts';
 import { DEFAULT_AFFINITY_TIMEOUT_SECONDS, type Service } from './schemas.ts';
 import { isLocal, mergeEndpoints, type ModelSlice, selectBackends, topologyFilter } from './endpoints.ts';
-import { familyOf } from '../util/family.ts';
+import { type Family, familyOf } from '../util/family.ts';
 import { problemAbout } from './problems.ts';
 import { flat } from '../util/flat-string.ts';
 import { serviceOptions } from './service-options.ts';
@@ -25,8 +25,6 @@ export function frontendKey(ip: string, port: number, protocol: Protocol, scope:
   const addr = familyOf(ip) === 6 ? flat('[', ip, ']') : ip;
   return scope === 'internal' ? flat(addr, ':', port, '/', protocol, '/internal') : flat(addr, ':', port, '/', protocol);
 }
-
-type Family = 4 | 6;
 
 /** "spec.ports[i]", one flat string per index for every Service (each frontend keeps its path; a template held a cons string per Service). */
 const PORT_PATHS: string[] = [];

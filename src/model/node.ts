@@ -3,7 +3,7 @@
 
 import type { NodeInfo } from './types.ts';
 import type { Node } from './schemas.ts';
-import { familyOf } from '../util/family.ts';
+import { type Family, familyOf } from '../util/family.ts';
 
 export const ZONE_LABEL = 'topology.kubernetes.io/zone';
 /** The cluster autoscaler's taint on a node it is about to delete. */
@@ -15,7 +15,7 @@ export function nodeEligible(node: Node): boolean {
 }
 
 /** InternalIP then ExternalIP addresses of one family, in that order, without duplicates. */
-function addressesOf(node: Node, family: 4 | 6): string[] {
+function addressesOf(node: Node, family: Family): string[] {
   const addresses: string[] = [];
   for (const type of ['InternalIP', 'ExternalIP']) {
     for (const a of node.status.addresses) {

@@ -13,6 +13,7 @@ import { canonicalCidrv4, canonicalIpv4 } from '../util/ipv4.ts';
 import { canonicalCidrv6, canonicalIpv6 } from '../util/ipv6.ts';
 import type { Problem } from './types.ts';
 import { DNS_LABEL, DNS_SUBDOMAIN, PORT_NAME, triggerTime } from './names.ts';
+import { familyOf } from '../util/family.ts';
 
 export const DEFAULT_AFFINITY_TIMEOUT_SECONDS = 10800;
 
@@ -215,7 +216,7 @@ function dualStackRules(
   ctx: z.RefinementCtx,
 ): void {
   const ips = spec.clusterIPs.filter((ip) => ip !== '' && ip !== 'None');
-  const families = ips.map((ip) => (ip.includes(':') ? 'IPv6' : 'IPv4'));
+  const families = ips.map((ip) => (familyOf(ip) === 6 ? 'IPv6' : 'IPv4'));
   if (ips.length > 2 || (families.length === 2 && families[0] === families[1])) {
     ctx.addIssue({ code: 'custom', path: ['clusterIPs'], message: 'may hold at most one address of each family', input: spec.clusterIPs });
   }
