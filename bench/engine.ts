@@ -9,7 +9,7 @@ import { loadPinned } from '../src/bpf/loader.ts';
 import { cleanupPins } from '../src/cli/cleanup.ts';
 import { SVCMAP_MAP_BACKENDS, SVCMAP_MAP_REVNAT, SVCMAP_MAP_SERVICES } from '../src/maps/constants.ts';
 import { DatapathMaps } from '../src/maps/datapath-maps.ts';
-import { buildDesiredState } from '../src/model/desired.ts';
+import { buildDesiredState } from '../test/model/desired.ts';
 import { type EndpointSlice, type Service } from '../src/model/schemas.ts';
 import { validateObject } from '../src/model/validate.ts';
 import { MapsAdapter } from '../src/sync/maps-adapter.ts';

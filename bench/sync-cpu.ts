@@ -17,7 +17,7 @@ import { parseArgs } from 'node:util';
 import { compileBpf } from '../src/bpf/compile.ts';
 import { loadPinned } from '../src/bpf/loader.ts';
 import { SVCMAP_MAP_BACKENDS, SVCMAP_MAP_REVNAT, SVCMAP_MAP_SERVICES } from '../src/maps/constants.ts';
-import { buildDesiredState } from '../src/model/desired.ts';
+import { buildDesiredState } from '../test/model/desired.ts';
 import type { EndpointSlice, Service } from '../src/model/schemas.ts';
 import { validateObject } from '../src/model/validate.ts';
 import { toTargets } from '../src/agent/targets.ts';

@@ -14,7 +14,7 @@ import { AgentMetrics } from '../../src/agent/metrics.ts';
 import { ProblemReporter } from '../../src/agent/problems-log.ts';
 import { SyncLoop } from '../../src/agent/sync-loop.ts';
 import { SyncStatus } from '../../src/agent/sync-status.ts';
-import { buildDesiredState } from '../../src/model/desired.ts';
+import { buildDesiredState } from '../model/desired.ts';
 import type { EndpointSlice, Service } from '../../src/model/schemas.ts';
 import type { Problem } from '../../src/model/types.ts';
 import { FileSource } from '../../src/sources/file/file-source.ts';

@@ -8,7 +8,7 @@ import { healthCheckBody, healthCheckOf } from '../../src/agent/health-check-por
 import { serveHealth } from '../../src/agent/http-servers.ts';
 import { AgentMetrics } from '../../src/agent/metrics.ts';
 import { SyncStatus } from '../../src/agent/sync-status.ts';
-import { buildDesiredState } from '../../src/model/desired.ts';
+import { buildDesiredState } from '../model/desired.ts';
 import type { EndpointSlice, Service } from '../../src/model/schemas.ts';
 import { validateObject } from '../../src/model/validate.ts';
 import { ApplyError } from '../../src/sync/apply.ts';

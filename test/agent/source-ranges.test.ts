@@ -8,7 +8,7 @@
 import t from 'tap';
 import { normalizeCidr, toTargets } from '../../src/agent/targets.ts';
 import { SVC_F_SRC_RANGES } from '../../src/maps/constants.ts';
-import { buildDesiredState } from '../../src/model/desired.ts';
+import { buildDesiredState } from '../model/desired.ts';
 import type { Service } from '../../src/model/schemas.ts';
 import type { Problem } from '../../src/model/types.ts';
 import { validateObject } from '../../src/model/validate.ts';
