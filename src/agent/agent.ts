@@ -12,7 +12,6 @@ import { MapsAdapter } from '../sync/maps-adapter.ts';
 import { Syncer } from '../sync/syncer.ts';
 import { ZoneNames } from '../sync/zones.ts';
 import { FamilySyncers } from '../sync/families.ts';
-import { toTargets } from './targets.ts';
 import { CONNS_ADJUST_PROGRAM, ConnCounts } from './conn-counts.ts';
 import { CtGc, type CtLifetimes } from './ct-gc.ts';
 import { type DatapathOptions, bringUpDatapath } from './datapath.ts';

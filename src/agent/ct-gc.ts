@@ -84,15 +84,6 @@ export function ctFlowState(proto: number, flags: number): CtFlowState {
   return 'tcp_syn';
 }
 
-export function lifetimeMs(state: CtFlowState, l: CtLifetimes): number {
-  switch (state) {
-    case 'tcp_established': return l.tcpEstablishedMs;
-    case 'tcp_syn': return l.tcpSynMs;
-    case 'tcp_closing': return l.tcpClosingMs;
-    default: return l.otherMs;
-  }
-}
-
 /** A conntrack entry's "leave the address" (either family). */
 const isZero = (addr: string) => addr === '0.0.0.0' || addr === '::';
 

@@ -7,7 +7,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import koffi, { type LibraryHandle } from 'koffi';
 
-/** The repository (or installed package) root: the nearest folder above this file with native/. */
+/** The repository (or installed package) root: the nearest folder above this file with package.json and bpf/. */
 export function packageRoot(): string {
   let dir = dirname(fileURLToPath(import.meta.url));
   for (;;) {

@@ -162,15 +162,7 @@ export function scalarCodecOf(layout: StructLayout): { encode: ScalarEncoder; de
   return { encode: compileEncoder(layout, true) as unknown as ScalarEncoder, decode: compileDecoder(layout, true) as unknown as ScalarDecoder };
 }
 
-export function encodeInto(layout: StructLayout, obj: Decoded, buf: Buffer, off: number): void {
-  encoderOf(layout)(obj, buf, off);
-}
-
-export function decodeFrom(layout: StructLayout, buf: Buffer, off: number): Decoded {
-  return decoderOf(layout)(buf, off);
-}
-
-/** Problems in a layout itself: overlaps, fields past the end. Checked by tests and at load. */
+/** Problems in a layout itself: overlaps, fields past the end (test/maps/codecs.test.ts checks every map's). */
 export function layoutProblems(layout: StructLayout): string[] {
   const problems: string[] = [];
   const sorted = [...layout.fields].sort((a, b) => a.offset - b.offset);

@@ -1,6 +1,7 @@
 // The desired state: what the BPF maps should hold, derived from Kubernetes
 // objects by pure functions in this folder. src/sync/ compares it with what the
-// maps hold; nothing here knows about maps, files or the API server.
+// maps hold; nothing here knows map layouts, files or the API server (of the
+// datapath it knows only the load-balancing algorithms' names).
 
 import type { LbAlgorithmName } from '../maps/constants.ts';
 
