@@ -3,7 +3,6 @@
 // SIGTERM the agent exits and leaves the datapath pinned and working;
 // svcmap cleanup removes it.
 import type { LbAlgorithmName } from '../maps/constants.ts';
-import type { Server } from 'node:http';
 import { readDatapathCounters } from '../maps/datapath-counters.ts';
 import type { Frontend } from '../model/types.ts';
 import { FileSource, MANIFEST_READ } from '../sources/file/file-source.ts';
@@ -12,6 +11,7 @@ import { MapsAdapter } from '../sync/maps-adapter.ts';
 import { Syncer } from '../sync/syncer.ts';
 import { ZoneNames } from '../sync/zones.ts';
 import { FamilySyncers } from '../sync/families.ts';
+import { Components } from './components.ts';
 import { CONNS_ADJUST_PROGRAM, ConnCounts } from './conn-counts.ts';
 import { CtGc, type CtLifetimes } from './ct-gc.ts';
 import { type DatapathOptions, bringUpDatapath } from './datapath.ts';
@@ -75,6 +75,13 @@ export async function runAgent(cfg: AgentConfig, log: Logger): Promise<RunningAg
   }
 
   const dp = bringUpDatapath(cfg, (msg, fields) => log.info(fields ?? {}, msg));
+  // Each part once started; stopped in the reverse order.
+  const parts = new Components((name, err) => log.error({ err, part: name }, 'stopping a part of the agent failed'));
+  parts.add('datapath', () => {
+    dp.maps.close();
+    dp.sock.close(); // pins and links stay: the datapath keeps working
+    dp.tc.close();
+  });
   for (const n of dp.notes) log.warn(n);
   log.info({
     objects: dp.objectPaths, reusedMaps: dp.reusedMaps, links: dp.links, cgroup: cfg.cgroup, pinDir: cfg.pinDir,
@@ -95,6 +102,7 @@ export async function runAgent(cfg: AgentConfig, log: Logger): Promise<RunningAg
     pinDir: cfg.pinDir, cgroup: cfg.cgroup, tcp: cfg.destroyTcpSockets ?? false,
     ...(cfg.objectDir ? { objectDir: cfg.objectDir } : {}), ...(cfg.forceCompile ? { forceCompile: true } : {}),
   }, log, metrics.registry);
+  parts.add('socket terminator', () => terminator.close());
   const counters = dp.maps.counters;
   if (counters) metrics.readDatapathCountersWith(() => readDatapathCounters(counters));
   // Live connection counts (lc, sed, nq): the GC takes collected flows off them and recounts tc's.
@@ -106,10 +114,15 @@ export async function runAgent(cfg: AgentConfig, log: Logger): Promise<RunningAg
   const v6 = v6Maps?.conns;
   const conns = v4.conns ? new ConnCounts({ conns: v4.conns, backends: v4.backends }, dp.tc.programFd(CONNS_ADJUST_PROGRAM), sockets,
     v6 ? { maps: { conns: v6, backends: v6Maps!.backends }, sockets: sockets ? counter(6) : undefined } : undefined) : undefined;
+  if (conns) parts.add('connection counts', () => conns.close());
   const ctGc = v4.ct ? new CtGc(v4.ct, { ...cfg.ctGc, metrics, log, map6: v6Maps?.ct, ...(conns ? { conns } : {}) }) : undefined;
-  ctGc?.start();
+  if (ctGc) {
+    ctGc.start();
+    parts.add('conntrack GC', () => ctGc.stop());
+  }
   // Kubernetes Events about what could not be programmed: only where there is an API server to hold them.
   const events = k8s ? k8s.startKubernetesEvents(kc!, cfg.nodeName!, log, metrics) : undefined;
+  if (events) parts.add('events', () => events.stop());
   const heap = new HeapReclaimer(log);
   const statusArgs = [metrics, log, { afterFullSync: () => heap.afterFullSync() }] as const;
   const status = events?.syncStatus(...statusArgs) ?? new SyncStatus(...statusArgs);
@@ -127,18 +140,19 @@ export async function runAgent(cfg: AgentConfig, log: Logger): Promise<RunningAg
   else attachTc(undefined); // the SNAT addresses, and the devices with routes out of the node
   // From now on the node's address and route changes are followed without a restart.
   tcDatapath.follow();
+  parts.add('tc datapath', () => tcDatapath.stop());
   const healthTimeoutMs = cfg.healthTimeoutMs ?? Math.max(60_000, 2 * cfg.minSyncIntervalMs);
   const healthChecks = new HealthCheckPorts(log, () => proxyHealthy(status.health, healthTimeoutMs));
-  const servers: Server[] = [];
+  parts.add('health check ports', () => healthChecks.close());
   const running: Partial<RunningAgent> = {};
   if (cfg.metrics) {
     const m = await serveMetrics(metrics, cfg.metrics);
-    servers.push(m.server);
+    parts.add('metrics server', () => m.server.close());
     running.metricsPort = m.port;
   }
   if (cfg.health) {
     const h = await serveHealth(() => status.health, healthTimeoutMs, { ...cfg.health, families });
-    servers.push(h.server);
+    parts.add('health server', () => h.server.close());
     running.healthPort = h.port;
   }
   log.info({
@@ -205,11 +219,9 @@ export async function runAgent(cfg: AgentConfig, log: Logger): Promise<RunningAg
     },
   });
   loop.start();
+  parts.add('sync loop', () => loop.stop());
   await started();
-  const stopSource = () => {
-    loop?.stop();
-    source.stop();
-  };
+  parts.add('source', () => source.stop());
 
   let resolveStopped!: () => void;
   const stopped = new Promise<void>((r) => (resolveStopped = r));
@@ -217,17 +229,7 @@ export async function runAgent(cfg: AgentConfig, log: Logger): Promise<RunningAg
   const stop = () => {
     if (done) return;
     done = true;
-    stopSource();
-    events?.stop();
-    ctGc?.stop();
-    tcDatapath.stop();
-    conns?.close();
-    terminator.close();
-    healthChecks.close();
-    for (const s of servers) s.close();
-    dp.maps.close();
-    dp.sock.close(); // pins and links stay: the datapath keeps working
-    dp.tc.close();
+    parts.stop();
     log.info('agent stopped; datapath left in place (svcmap cleanup removes it)');
     resolveStopped();
   };
