@@ -15,7 +15,7 @@ import { validateObject } from '../src/model/validate.ts';
 import { MapsAdapter } from '../src/sync/maps-adapter.ts';
 import { Syncer } from '../src/sync/syncer.ts';
 import type { FrontendTarget } from '../src/sync/targets.ts';
-import { toTargets } from '../src/agent/targets.ts';
+import { toTargets } from '../src/agent/loops/targets.ts';
 import { serviceObject, sliceObject } from './manifests.ts';
 import { median, percentile } from './stats.ts';
 import { type BenchService, withChangedEndpoint } from './workload.ts';

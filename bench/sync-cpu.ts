@@ -20,7 +20,7 @@ import { SVCMAP_MAP_BACKENDS, SVCMAP_MAP_REVNAT, SVCMAP_MAP_SERVICES } from '../
 import { buildDesiredState } from '../test/model/desired.ts';
 import type { EndpointSlice, Service } from '../src/model/schemas.ts';
 import { validateObject } from '../src/model/validate.ts';
-import { toTargets } from '../src/agent/targets.ts';
+import { toTargets } from '../src/agent/loops/targets.ts';
 import type { FrontendTarget } from '../src/sync/targets.ts';
 import { newRunId } from '../lab/names.ts';
 import { ensureBpffs, labPinDir, removePinDir } from '../lab/pins.ts';

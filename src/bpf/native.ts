@@ -136,7 +136,7 @@ let trim: ((pad: number) => number) | null | undefined;
 
 /**
  * glibc's malloc_trim(0): hands the free memory of every malloc arena back
- * to the system (after the heap reclaim, src/agent/heap.ts: measured -25 MiB
+ * to the system (after the heap reclaim, src/agent/loops/heap.ts: measured -25 MiB
  * RSS at 10k Services). False where there is no glibc to ask.
  */
 export function mallocTrim(): boolean {

@@ -2,7 +2,7 @@
 import { z } from 'zod';
 import { defaultCgroup } from '../bpf/environment.ts';
 import { type AgentSource, runAgent } from '../agent/agent.ts';
-import { DEFAULT_CT_GC_INTERVAL_MS, DEFAULT_CT_LIFETIMES } from '../agent/ct-gc.ts';
+import { DEFAULT_CT_GC_INTERVAL_MS, DEFAULT_CT_LIFETIMES } from '../agent/loops/ct-gc.ts';
 import { createLogger } from '../agent/log.ts';
 import { LB_ALGORITHM_NAMES, SVCMAP_AFFINITY_MAX, SVCMAP_BACKENDS_MAX, SVCMAP_CT_MAX, SVCMAP_SERVICES_MAX } from '../maps/constants.ts';
 import { UsageError, command, duration, intString, parseFlags, pinDirFlag } from './args.ts';

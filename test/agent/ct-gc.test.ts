@@ -1,13 +1,13 @@
-// The conntrack GC's choice (src/agent/ct-gc.ts), as a pure function of the
+// The conntrack GC's choice (src/agent/loops/ct-gc.ts), as a pure function of the
 // map's entries and the time: which entries go, pairs together, by the
 // newer last_seen and the union of both entries' state; and the collector
 // around it over a kernel map of the same layout (with the tc datapath's own
 // map and packets in test/bpf/tc-ct-gc.test.ts).
 import t from 'tap';
-import { AgentMetrics } from '../../src/agent/metrics.ts';
+import { AgentMetrics } from '../../src/agent/http/metrics.ts';
 import {
   CT6_FORMAT, CtGc, DEFAULT_CT_LIFETIMES, SNAT_TAKE_OVER_MAX_MS, ctFlowState, repliesToDelete, ctKeyId, ctPeerKey, readCtPacked, selectExpiredCt, selectExpiredPacked,
-} from '../../src/agent/ct-gc.ts';
+} from '../../src/agent/loops/ct-gc.ts';
 import type { CtKey, CtValue } from '../../src/maps/codecs.ts';
 import {
   CT_DIR_FRAG, CT_DIR_FWD, CT_DIR_REPLY_IN, CT_DIR_REPLY_OUT, CT_F_CLOSING, CT_F_FIN_FWD, CT_F_FIN_REPLY, CT_F_LOCAL, CT_F_SEEN_REPLY,

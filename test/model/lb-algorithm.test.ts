@@ -5,7 +5,7 @@
 // and the node's default applies.
 import t from 'tap';
 import { eventForProblem } from '../../src/agent/events/agent-events.ts';
-import { toTarget } from '../../src/agent/targets.ts';
+import { toTarget } from '../../src/agent/loops/targets.ts';
 import { LB_ALGORITHMS, LB_ALG_DH, LB_ALG_LC, LB_ALG_MAGLEV, LB_ALG_NQ, LB_ALG_RANDOM, LB_ALG_RR, LB_ALG_SED, LB_ALG_SH, SVC_F_SH_PORT } from '../../src/maps/constants.ts';
 import { buildDesiredState } from './desired.ts';
 import { type Service } from '../../src/model/schemas.ts';

@@ -7,7 +7,7 @@
 // stripped to what the model reads, through the full model and the
 // incremental one (the Kubernetes source's).
 import t from 'tap';
-import { toTargets } from '../../src/agent/targets.ts';
+import { toTargets } from '../../src/agent/loops/targets.ts';
 import { buildDesiredState } from './desired.ts';
 import { type IpSlice, modelSlice } from '../../src/model/endpoints.ts';
 import { IncrementalModel } from '../../src/model/incremental.ts';

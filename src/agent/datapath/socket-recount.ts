@@ -8,19 +8,19 @@
 // A kernel that cannot load the object (no socket storage iterators, no
 // BTF) leaves the socket recount off, said once in the log.
 import { closeSync } from 'node:fs';
-import { btfStruct } from '../bpf/btf.ts';
-import { compileBpf } from '../bpf/compile.ts';
-import { loadPinned } from '../bpf/loader.ts';
-import { libbpfText } from '../bpf/map.ts';
-import { native } from '../bpf/native.ts';
-import type { BpfObject } from '../bpf/object.ts';
-import { mapSizeDrift, structDrift } from '../maps/btf-check.ts';
-import { type SkBackend, skBackend6Value, skBackendValue, skCountValue } from '../maps/codecs.ts';
-import { SVCMAP_MAP_SK_BACKEND, SVCMAP_MAP_SK_BACKEND6, SVCMAP_MAP_SK_COUNT, SVCMAP_MAP_SK_COUNT6 } from '../maps/constants.ts';
-import type { MapSpec } from '../maps/registry.ts';
-import { TypedMap } from '../maps/typed-map.ts';
-import type { Logger } from './log.ts';
-import type { Family } from '../util/family.ts';
+import { btfStruct } from '../../bpf/btf.ts';
+import { compileBpf } from '../../bpf/compile.ts';
+import { loadPinned } from '../../bpf/loader.ts';
+import { libbpfText } from '../../bpf/map.ts';
+import { native } from '../../bpf/native.ts';
+import type { BpfObject } from '../../bpf/object.ts';
+import { mapSizeDrift, structDrift } from '../../maps/btf-check.ts';
+import { type SkBackend, skBackend6Value, skBackendValue, skCountValue } from '../../maps/codecs.ts';
+import { SVCMAP_MAP_SK_BACKEND, SVCMAP_MAP_SK_BACKEND6, SVCMAP_MAP_SK_COUNT, SVCMAP_MAP_SK_COUNT6 } from '../../maps/constants.ts';
+import type { MapSpec } from '../../maps/registry.ts';
+import { TypedMap } from '../../maps/typed-map.ts';
+import type { Logger } from '../log.ts';
+import type { Family } from '../../util/family.ts';
 
 /** Each family's iterator program, the storage map it walks and the counts it fills. */
 const FAMILY = {

@@ -8,8 +8,8 @@
 // (the main tables).
 import { readFileSync } from 'node:fs';
 import { networkInterfaces } from 'node:os';
-import { ifIndex } from '../bpf/tc.ts';
-import type { Family } from '../util/family.ts';
+import { ifIndex } from '../../bpf/tc.ts';
+import type { Family } from '../../util/family.ts';
 
 export interface HostDevice {
   name: string;

@@ -1,13 +1,13 @@
 // What both sync loops share: recording each sync's outcome in metrics,
 // logs and the health state.
-import { ApplyError } from '../sync/apply.ts';
-import type { Capacity } from '../sync/plan.ts';
-import type { SyncKind } from '../sync/retry.ts';
-import type { SyncReport } from '../sync/syncer.ts';
-import type { HealthState } from './http-servers.ts';
-import type { Logger } from './log.ts';
-import type { AgentMetrics } from './metrics.ts';
-import { SVCMAP_MAP_BACKENDS, SVCMAP_MAP_BACKENDS6, SVCMAP_MAP_REVNAT, SVCMAP_MAP_REVNAT6, SVCMAP_MAP_SERVICES, SVCMAP_MAP_SERVICES6 } from '../maps/constants.ts';
+import { ApplyError } from '../../sync/apply.ts';
+import type { Capacity } from '../../sync/plan.ts';
+import type { SyncKind } from '../../sync/retry.ts';
+import type { SyncReport } from '../../sync/syncer.ts';
+import type { HealthState } from '../http/http-servers.ts';
+import type { Logger } from '../log.ts';
+import type { AgentMetrics } from '../http/metrics.ts';
+import { SVCMAP_MAP_BACKENDS, SVCMAP_MAP_BACKENDS6, SVCMAP_MAP_REVNAT, SVCMAP_MAP_REVNAT6, SVCMAP_MAP_SERVICES, SVCMAP_MAP_SERVICES6 } from '../../maps/constants.ts';
 
 /** A failed sync and what happens next. */
 export interface SyncFailure {

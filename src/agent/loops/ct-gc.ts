@@ -35,19 +35,19 @@
 //
 // IPv6 flows live in svcmap_ct6 under the same rules (16-byte addresses);
 // each pass collects both maps, the same code over either layout (CtFormat).
-import { BpfError, errnoNumber } from '../bpf/errors.ts';
-import { type BpfMap, libbpfText } from '../bpf/map.ts';
-import { native } from '../bpf/native.ts';
-import { type Codec, type CtKey, type CtValue, ct6Key, ct6Value, ctKey, ctValue } from '../maps/codecs.ts';
+import { BpfError, errnoNumber } from '../../bpf/errors.ts';
+import { type BpfMap, libbpfText } from '../../bpf/map.ts';
+import { native } from '../../bpf/native.ts';
+import { type Codec, type CtKey, type CtValue, ct6Key, ct6Value, ctKey, ctValue } from '../../maps/codecs.ts';
 import {
   CT_DIR_FWD, CT_DIR_REPLY_IN, CT_DIR_REPLY_OUT, CT_F_CLOSING, CT_F_SEEN_REPLY, CT_F_SNAT, IPPROTO_TCP, SNAT_TAKE_OVER_MAX_NS, SVCMAP_MAP_CT, SVCMAP_MAP_CT6,
-} from '../maps/constants.ts';
-import type { StructLayout } from '../maps/layout.ts';
-import type { TypedMap } from '../maps/typed-map.ts';
-import type { ConnCounts, RecountResult } from './conn-counts.ts';
-import type { Logger } from './log.ts';
-import type { AgentMetrics } from './metrics.ts';
-import type { PackedCt } from './ct-packed.ts';
+} from '../../maps/constants.ts';
+import type { StructLayout } from '../../maps/layout.ts';
+import type { TypedMap } from '../../maps/typed-map.ts';
+import type { ConnCounts, RecountResult } from '../datapath/conn-counts.ts';
+import type { Logger } from '../log.ts';
+import type { AgentMetrics } from '../http/metrics.ts';
+import type { PackedCt } from '../datapath/ct-packed.ts';
 
 /** How long a flow may stay idle (no packet in either direction), by state. */
 export interface CtLifetimes {

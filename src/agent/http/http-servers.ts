@@ -5,7 +5,7 @@
 import { type Server, createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { AgentMetrics } from './metrics.ts';
-import { familyOf } from '../util/family.ts';
+import { familyOf } from '../../util/family.ts';
 
 export interface HealthState {
   /** Set after the first full sync: the maps reflect the cluster. */

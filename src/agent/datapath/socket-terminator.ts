@@ -26,20 +26,20 @@
 import { closeSync, fstatSync, openSync, readFileSync, readdirSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { Counter, type Registry } from 'prom-client';
-import { btfStruct } from '../bpf/btf.ts';
-import { compileBpf } from '../bpf/compile.ts';
-import { loadPinned } from '../bpf/loader.ts';
-import { libbpfText } from '../bpf/map.ts';
-import { native } from '../bpf/native.ts';
-import type { BpfObject } from '../bpf/object.ts';
-import { mapSizeDrift, structDrift } from '../maps/btf-check.ts';
-import { type SockTermKey, sockTerm6Key, sockTermKey, sockTermValue } from '../maps/codecs.ts';
-import { IPPROTO_TCP, IPPROTO_UDP, SVCMAP_MAP_SK_TERM, SVCMAP_MAP_SK_TERM6, SVCMAP_SK_TERM_MAX } from '../maps/constants.ts';
-import type { MapSpec } from '../maps/registry.ts';
-import { TypedMap } from '../maps/typed-map.ts';
-import type { RemovedBackend } from '../sync/removed.ts';
-import type { Logger } from './log.ts';
-import type { Family } from '../util/family.ts';
+import { btfStruct } from '../../bpf/btf.ts';
+import { compileBpf } from '../../bpf/compile.ts';
+import { loadPinned } from '../../bpf/loader.ts';
+import { libbpfText } from '../../bpf/map.ts';
+import { native } from '../../bpf/native.ts';
+import type { BpfObject } from '../../bpf/object.ts';
+import { mapSizeDrift, structDrift } from '../../maps/btf-check.ts';
+import { type SockTermKey, sockTerm6Key, sockTermKey, sockTermValue } from '../../maps/codecs.ts';
+import { IPPROTO_TCP, IPPROTO_UDP, SVCMAP_MAP_SK_TERM, SVCMAP_MAP_SK_TERM6, SVCMAP_SK_TERM_MAX } from '../../maps/constants.ts';
+import type { MapSpec } from '../../maps/registry.ts';
+import { TypedMap } from '../../maps/typed-map.ts';
+import type { RemovedBackend } from '../../sync/removed.ts';
+import type { Logger } from '../log.ts';
+import type { Family } from '../../util/family.ts';
 
 /** The programs of bpf/sock_destroy.c. */
 const TERM_PROGRAMS = { udp: 'svcmap_term_udp', tcp: 'svcmap_term_tcp' } as const;

@@ -7,22 +7,22 @@
 // by the runner with backoff: a partial one as a partial sync of the same
 // Services (plus whatever changed meanwhile), and only after repeated
 // failures as a full resync (src/sync/retry.ts).
-import type { Frontend } from '../model/types.ts';
-import type { IncrementalModel } from '../model/incremental.ts';
-import { RetryState, type SyncKind } from '../sync/retry.ts';
-import { type Backoff, BoundedFrequencyRunner, type RunReason, type Timers } from '../sync/runner.ts';
-import type { SyncReport } from '../sync/syncer.ts';
-import type { SyncEngine } from '../sync/families.ts';
-import type { ZoneNames } from '../sync/zones.ts';
-import type { FrontendTarget } from '../sync/targets.ts';
-import { TriggerTimes } from '../sync/trigger-times.ts';
-import type { LbAlgorithmName } from '../maps/constants.ts';
+import type { Frontend } from '../../model/types.ts';
+import type { IncrementalModel } from '../../model/incremental.ts';
+import { RetryState, type SyncKind } from '../../sync/retry.ts';
+import { type Backoff, BoundedFrequencyRunner, type RunReason, type Timers } from '../../sync/runner.ts';
+import type { SyncReport } from '../../sync/syncer.ts';
+import type { SyncEngine } from '../../sync/families.ts';
+import type { ZoneNames } from '../../sync/zones.ts';
+import type { FrontendTarget } from '../../sync/targets.ts';
+import { TriggerTimes } from '../../sync/trigger-times.ts';
+import type { LbAlgorithmName } from '../../maps/constants.ts';
 import { DEFAULT_LB_ALGORITHM, toTarget } from './targets.ts';
-import type { Logger } from './log.ts';
-import type { AgentMetrics } from './metrics.ts';
+import type { Logger } from '../log.ts';
+import type { AgentMetrics } from '../http/metrics.ts';
 import type { ProblemReporter } from './problems-log.ts';
 import type { SyncStatus } from './sync-status.ts';
-import type { Family } from '../util/family.ts';
+import type { Family } from '../../util/family.ts';
 
 export interface LoopOptions {
   minIntervalMs: number;

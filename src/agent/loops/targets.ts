@@ -1,19 +1,19 @@
 // The model's frontends turned into what the services map should hold: map
 // keys, master flags and backend values. Pure. It lives here, above both the
 // model and the sync engine, so that neither has to know the other.
-import { flat } from '../util/flat-string.ts';
-import { cidrv4Network } from '../util/ipv4.ts';
-import { cidrv6Network } from '../util/ipv6.ts';
+import { flat } from '../../util/flat-string.ts';
+import { cidrv4Network } from '../../util/ipv4.ts';
+import { cidrv6Network } from '../../util/ipv6.ts';
 import {
   BACKEND_F_LOCAL, BACKEND_STATE_ACTIVE, BACKEND_STATE_TERMINATING, type LbAlgorithmName, LB_ALGORITHMS, SVCMAP_MAGLEV_DEFAULT_M,
   SVC_F_AFFINITY, SVC_F_CLUSTERIP, SVC_F_ETP_LOCAL, SVC_F_EXTERNALIP, SVC_F_ITP_LOCAL,
   SVC_F_LOADBALANCER, SVC_F_NODEPORT, SVC_F_SH_PORT, SVC_F_SRC_RANGES, SVC_F_TWO_SCOPES, SVC_F_WILDCARD,
   SVC_SCOPE_EXT, SVC_SCOPE_INT, protoNumber,
-} from '../maps/constants.ts';
-import type { DesiredState, Frontend } from '../model/types.ts';
-import { type FrontendKey, frontendId } from '../sync/state.ts';
-import type { FrontendTarget } from '../sync/targets.ts';
-import { familyOf } from '../util/family.ts';
+} from '../../maps/constants.ts';
+import type { DesiredState, Frontend } from '../../model/types.ts';
+import { type FrontendKey, frontendId } from '../../sync/state.ts';
+import type { FrontendTarget } from '../../sync/targets.ts';
+import { familyOf } from '../../util/family.ts';
 
 const TYPE_FLAGS: Record<Frontend['type'], number> = {
   ClusterIP: SVC_F_CLUSTERIP,

@@ -14,9 +14,9 @@
 // 0.0.0.0.
 import { type Server, createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import type { Frontend } from '../model/types.ts';
-import type { Logger } from './log.ts';
-import { familyOf } from '../util/family.ts';
+import type { Frontend } from '../../model/types.ts';
+import type { Logger } from '../log.ts';
+import { familyOf } from '../../util/family.ts';
 
 export interface HealthCheckService {
   namespace: string;

@@ -26,15 +26,15 @@
 // svcmap_conns_adjust, a BPF_PROG_TYPE_SYSCALL program run with
 // BPF_PROG_RUN), never a map write, which would overwrite the datapath's
 // concurrent adds.
-import { progRunSyscall } from '../bpf/test-run.ts';
-import { type BackendConns, type BackendValue, type Codec, type CtKey, type CtValue, connsAdjust, ct6Key, ct6Value, ctKey, ctValue } from '../maps/codecs.ts';
-import { CONNS_FIELD_SOCK, CONNS_FIELD_TC, CT_DIR_FWD, CT_F_CLOSING, CT_F_COUNTED } from '../maps/constants.ts';
-import { ipv4ToU32 } from '../util/ipv4.ts';
-import { ipv6ToBytes } from '../util/ipv6.ts';
-import type { TypedMap } from '../maps/typed-map.ts';
+import { progRunSyscall } from '../../bpf/test-run.ts';
+import { type BackendConns, type BackendValue, type Codec, type CtKey, type CtValue, connsAdjust, ct6Key, ct6Value, ctKey, ctValue } from '../../maps/codecs.ts';
+import { CONNS_FIELD_SOCK, CONNS_FIELD_TC, CT_DIR_FWD, CT_F_CLOSING, CT_F_COUNTED } from '../../maps/constants.ts';
+import { ipv4ToU32 } from '../../util/ipv4.ts';
+import { ipv6ToBytes } from '../../util/ipv6.ts';
+import type { TypedMap } from '../../maps/typed-map.ts';
 import type { PackedCt } from './ct-packed.ts';
 import type { SocketCounter } from './socket-recount.ts';
-import type { Family } from '../util/family.ts';
+import type { Family } from '../../util/family.ts';
 
 export const CONNS_ADJUST_PROGRAM = 'svcmap_conns_adjust';
 
