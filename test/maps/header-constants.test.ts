@@ -23,7 +23,8 @@ t.test('the generator reads every header under the folder, defines and enums', a
     '#define TWICE (SIZE * 2)', '#define BIG 9000000000ULL', '#define NAME "x"', '#define FN(x) ((x) + 1)',
     'enum e {', '\tE_A = 3, /* first */', '\tE_B,', '};', '#endif',
   ].join('\n'));
-  writeFileSync(join(dir, 'b.h'), '#define MOVED_HERE 7\n#define SIZE 64\n');
+  writeFileSync(join(dir, 'b.h'), '#define MOVED_HERE 7\n#define SIZE 64\n#define LATER_TWICE (LATER * 2)\n#define LATER_NAME LATER\n');
+  writeFileSync(join(dir, 'c.h'), '#define LATER 5\n');
   const out = generateConstants(dir);
   t.match(out, "export const SOME_MAP = 'some_map';");
   t.match(out, '/** a size */\nexport const SIZE = 0x40;');
@@ -32,6 +33,9 @@ t.test('the generator reads every header under the folder, defines and enums', a
   t.match(out, "export const NAME = 'x';");
   t.match(out, '/** first */\nexport const E_A = 3;\nexport const E_B = 4;');
   t.match(out, 'export const MOVED_HERE = 7;');
+  t.match(out, 'export const LATER_TWICE = 10;', 'a constant of a header read later, by its value');
+  t.match(out, 'export const LATER_NAME = 5;');
+  t.match(out, /\/c\.h\nexport const LATER = 5;/, 'and that constant in its own header\'s part');
   t.notMatch(out, /A_H|FN/, 'no include guard, no function-like macro');
   t.equal(out.match(/export const SIZE /g)?.length, 1, 'a constant defined twice alike is generated once');
   writeFileSync(join(dir, 'b.h'), '#define SIZE 65\n');
