@@ -46,15 +46,19 @@ $(SHIM): native/svcmap_shim.c
 typecheck: npm-deps
 	$(NODE) node_modules/.bin/tsc -p tsconfig.json --noEmit
 
-# The TypeScript copy of the constants in bpf/include/*.h (committed; written
+# The TypeScript copy of the constants in bpf/include/ (committed; rewritten
 # only when the headers say something else; a test fails when it is stale).
-constants: npm-deps
+# A target of its own, so that dist/ sees it rewritten in the same run.
+CONSTANTS := src/maps/generated/constants.gen.ts
+constants: $(CONSTANTS)
+$(CONSTANTS): $(shell find bpf/include -name '*.h' 2>/dev/null) mk/gen-constants.ts | npm-deps
 	$(NODE) mk/gen-constants.ts
+	@touch $@
 
 dist: dist/.stamp
 # Built aside and renamed into place, so bin/svcmap never runs a half-built dist/.
 # Rebuilt when HEAD moves too: dist/build-info.json names the commit (svcmap version).
-dist/.stamp: $(TS_SOURCES) tsconfig.json tsconfig.build.json node_modules/.package-lock.json $(wildcard .git/HEAD .git/refs/heads/* .git/packed-refs) | constants
+dist/.stamp: $(TS_SOURCES) tsconfig.json tsconfig.build.json node_modules/.package-lock.json $(wildcard .git/HEAD .git/refs/heads/* .git/packed-refs)
 	rm -rf dist.tmp
 	$(NODE) node_modules/.bin/tsc -p tsconfig.build.json --outDir dist.tmp
 	$(NODE) src/cli/build-info.ts dist.tmp/build-info.json
