@@ -88,12 +88,12 @@ export async function runAgent(cfg: AgentConfig, log: Logger): Promise<RunningAg
   }, dp.reusedMaps.length ? 'datapath up (reusing pinned maps)' : 'datapath up');
 
   // Backends that leave a frontend: the sockets the socket LB sent to them are destroyed (each family's by its own map).
-  const v6Maps = dp.maps.family(6);
-  const families: IpFamily[] = v6Maps ? ['IPv4', 'IPv6'] : ['IPv4'];
+  const { v4, v6 } = dp.maps;
+  const families: IpFamily[] = v6 ? ['IPv4', 'IPv6'] : ['IPv4'];
   const metrics = new AgentMetrics({ families, ...(cfg.build ? { build: cfg.build } : {}) });
   const syncer = new FamilySyncers(
-    new Syncer(new MapsAdapter(dp.maps.v4), { onBackendsRemoved: (removed) => terminator.enqueue(removed, 4) }),
-    v6Maps ? new Syncer(new MapsAdapter(v6Maps), { onBackendsRemoved: (removed) => terminator.enqueue(removed, 6) }) : undefined,
+    new Syncer(new MapsAdapter(v4), { onBackendsRemoved: (removed) => terminator.enqueue(removed, 4) }),
+    v6 ? new Syncer(new MapsAdapter(v6), { onBackendsRemoved: (removed) => terminator.enqueue(removed, 6) }) : undefined,
     (family, full, ms) => metrics.kubeProxy.synced(family === 6 ? 'IPv6' : 'IPv4', full, ms),
   );
   log.info({ frontends: syncer.state.frontends.size, backends: syncer.state.backends.size }, 'read current map state');
@@ -109,13 +109,11 @@ export async function runAgent(cfg: AgentConfig, log: Logger): Promise<RunningAg
   const counter = (family: Family) => SocketCounter.load({
     pinDir: cfg.pinDir, family, ...(cfg.objectDir ? { objectDir: cfg.objectDir } : {}), ...(cfg.forceCompile ? { forceCompile: true } : {}),
   }, log);
-  const { v4 } = dp.maps;
   const sockets = v4.conns ? counter(4) : undefined;
-  const v6 = v6Maps?.conns;
   const conns = v4.conns ? new ConnCounts({ conns: v4.conns, backends: v4.backends }, dp.tc.programFd(CONNS_ADJUST_PROGRAM), sockets,
-    v6 ? { maps: { conns: v6, backends: v6Maps!.backends }, sockets: sockets ? counter(6) : undefined } : undefined) : undefined;
+    v6?.conns ? { maps: { conns: v6.conns, backends: v6.backends }, sockets: sockets ? counter(6) : undefined } : undefined) : undefined;
   if (conns) parts.add('connection counts', () => conns.close());
-  const ctGc = v4.ct ? new CtGc(v4.ct, { ...cfg.ctGc, metrics, log, map6: v6Maps?.ct, ...(conns ? { conns } : {}) }) : undefined;
+  const ctGc = v4.ct ? new CtGc(v4.ct, { ...cfg.ctGc, metrics, log, map6: v6?.ct, ...(conns ? { conns } : {}) }) : undefined;
   if (ctGc) {
     ctGc.start();
     parts.add('conntrack GC', () => ctGc.stop());
@@ -127,7 +125,7 @@ export async function runAgent(cfg: AgentConfig, log: Logger): Promise<RunningAg
   const statusArgs = [metrics, log, { afterFullSync: () => heap.afterFullSync() }] as const;
   const status = events?.syncStatus(...statusArgs) ?? new SyncStatus(...statusArgs);
   const problems = countingProblemReporter(log, metrics, events?.problems);
-  const tcDatapath = new TcDatapath(dp.tc, { config: dp.maps.config!, devAddr: v4.devAddr!, devAddr6: v6Maps?.devAddr }, cfg.pinDir, log, cfg.devices, cfg.tcAttach ?? 'auto');
+  const tcDatapath = new TcDatapath(dp.tc, { config: dp.maps.config!, devAddr: v4.devAddr!, devAddr6: v6?.devAddr }, cfg.pinDir, log, cfg.devices, cfg.tcAttach ?? 'auto');
   const attachTc = (node: { name: string; addresses: string[] } | undefined) => {
     try {
       tcDatapath.update(node);

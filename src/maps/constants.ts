@@ -32,7 +32,7 @@ export function lbAlgorithmName(id: number): LbAlgorithmName | undefined {
 
 /**
  * Datapath counters (enum dp_hook, enum dp_reason in the header): the map's
- * index is hook * c.DP_REASON_STRIDE + reason. Names are the metric's labels.
+ * index is hook * DP_REASON_STRIDE + reason. Names are the metric's labels.
  */
 export interface DpHook { id: number; name: string; kind: 'tc' | 'sock' }
 /** The hooks, with the label each is exported under. */
