@@ -14,7 +14,7 @@ APT_PACKAGES := clang llvm libbpf-dev libbpf1 bpftool iproute2 gcc make linux-li
 SHIM := native/build/libsvcmap_shim.so
 TS_SOURCES := $(shell find src -name '*.ts' 2>/dev/null)
 
-.PHONY: all deps apt-deps npm-deps build native dist bpf typecheck test demo bench bench-smoke bench-ffi clean sweep flake-hunt docs
+.PHONY: all deps apt-deps npm-deps build native constants dist bpf typecheck test demo bench bench-smoke bench-ffi clean sweep flake-hunt docs
 
 all: build
 
@@ -46,6 +46,15 @@ $(SHIM): native/svcmap_shim.c
 typecheck: npm-deps
 	$(NODE) node_modules/.bin/tsc -p tsconfig.json --noEmit
 
+# The TypeScript copy of the constants in bpf/include/ (committed; rewritten
+# only when the headers say something else; a test fails when it is stale).
+# A target of its own, so that dist/ sees it rewritten in the same run.
+CONSTANTS := src/maps/generated/constants.gen.ts
+constants: $(CONSTANTS)
+$(CONSTANTS): $(shell find bpf/include -name '*.h' 2>/dev/null) mk/gen-constants.ts | npm-deps
+	$(NODE) mk/gen-constants.ts
+	@touch $@
+
 dist: dist/.stamp
 # Built aside and renamed into place, so bin/svcmap never runs a half-built dist/.
 # Rebuilt when HEAD moves too: dist/build-info.json names the commit (svcmap version).
@@ -60,7 +69,7 @@ dist/.stamp: $(TS_SOURCES) tsconfig.json tsconfig.build.json node_modules/.packa
 bpf: dist native
 	bin/svcmap compile
 
-build: dist native bpf
+build: constants dist native bpf
 
 test: deps build typecheck
 	$(NODE) node_modules/.bin/tap

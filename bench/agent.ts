@@ -53,7 +53,7 @@ export const SETTLE_HOLD_MS = 12_000;
 /**
  * The agent's RSS once it has settled after its first full sync: the highest
  * reading, every 500 ms, over `holdMs` from the collection that follows a
- * sync that grew the heap (src/agent/heap.ts), or from `timeoutMs` after the
+ * sync that grew the heap (src/agent/loops/heap.ts), or from `timeoutMs` after the
  * sync when none comes (a small heap, or no --expose-gc). The hold covers
  * what an idle agent does next (a conntrack GC pass): read right at the
  * collection, an agent whose periodic work grew it again (it did, by ~200

@@ -7,15 +7,15 @@ import { mkdirSync } from 'node:fs';
 import { compileBpf } from '../src/bpf/compile.ts';
 import { loadPinned } from '../src/bpf/loader.ts';
 import { cleanupPins } from '../src/cli/cleanup.ts';
-import { MAP_BACKENDS, MAP_REVNAT, MAP_SERVICES } from '../src/maps/constants.ts';
+import { SVCMAP_MAP_BACKENDS, SVCMAP_MAP_REVNAT, SVCMAP_MAP_SERVICES } from '../src/maps/constants.ts';
 import { DatapathMaps } from '../src/maps/datapath-maps.ts';
-import { buildDesiredState } from '../src/model/desired.ts';
+import { buildDesiredState } from '../test/model/desired.ts';
 import { type EndpointSlice, type Service } from '../src/model/schemas.ts';
 import { validateObject } from '../src/model/validate.ts';
 import { MapsAdapter } from '../src/sync/maps-adapter.ts';
 import { Syncer } from '../src/sync/syncer.ts';
 import type { FrontendTarget } from '../src/sync/targets.ts';
-import { toTargets } from '../src/agent/targets.ts';
+import { toTargets } from '../src/agent/loops/targets.ts';
 import { serviceObject, sliceObject } from './manifests.ts';
 import { median, percentile } from './stats.ts';
 import { type BenchService, withChangedEndpoint } from './workload.ts';
@@ -68,12 +68,12 @@ export function runEngine(o: EngineOptions): EngineResult {
   mkdirSync(o.pinDir, { recursive: true });
   const svcEntries = Math.ceil(n * (1 + o.endpointsPerService) * 1.05) + 1024;
   const beEntries = Math.ceil(n * o.endpointsPerService * 1.05) + 1024;
-  const sizes = new Map([[MAP_SERVICES, svcEntries], [MAP_BACKENDS, beEntries], [MAP_REVNAT, n + 1024]]);
+  const sizes = new Map([[SVCMAP_MAP_SERVICES, svcEntries], [SVCMAP_MAP_BACKENDS, beEntries], [SVCMAP_MAP_REVNAT, n + 1024]]);
   const loaded = loadPinned({ objectPath: obj.path, pinDir: o.pinDir, maxEntries: (name) => sizes.get(name) });
   let maps: DatapathMaps | undefined;
   try {
     maps = DatapathMaps.openPinned(o.pinDir);
-    const syncer = new Syncer(new MapsAdapter(maps));
+    const syncer = new Syncer(new MapsAdapter(maps.v4));
 
     let t = performance.now();
     const { svcs, slices } = modelOf(o.services);

@@ -51,7 +51,7 @@ import type { ClientRun } from './datapath.ts';
 import { serviceObject, sliceObject } from './manifests.ts';
 import type { Binaries } from './native.ts';
 import { runProgram } from './proc.ts';
-import { histogramOf, parseSamples, type Sample, sampleValue } from './prom.ts';
+import { histogramOf, parseSamples, type Sample } from './prom.ts';
 import { median, pairedMedianRatio, percentile } from './stats.ts';
 import { type BenchService, CLUSTER_CIDR, makeServices, NAMESPACE, PORT, SERVICE_CIDR, TARGET_PORT, vipOf, withChangedEndpoint } from './workload.ts';
 

@@ -14,7 +14,7 @@ import type { BenchCluster } from './cluster.ts';
 import { isSyncDone } from './agent.ts';
 import { rewriteServiceFile } from './manifests.ts';
 import { type BenchService, PORT, TARGET_PORT } from './workload.ts';
-import { LB_ALGORITHMS_IMPLEMENTED } from '../src/maps/constants.ts';
+import { LB_ALGORITHM_NAMES } from '../src/maps/constants.ts';
 
 const PODS: Array<[string, string]> = [['lb-x', '10.244.0.21'], ['lb-y', '10.244.0.22'], ['lb-z', '10.244.0.23']];
 const LB_SERVICE: BenchService = { index: 0, name: 'lb-rolling', vip: '10.111.0.1', endpoints: [] };
@@ -90,7 +90,7 @@ export async function runLbQuality(c: BenchCluster, o: { connections: number; tr
   };
 
   const results: LbResult[] = [];
-  for (const algorithm of o.algorithms ?? LB_ALGORITHMS_IMPLEMENTED) {
+  for (const algorithm of o.algorithms ?? LB_ALGORITHM_NAMES) {
     const trials: LbTrial[] = [];
     for (let t = 0; t < o.trials; t++) {
       const [x, y, z] = [pods[t % 3]!, pods[(t + 1) % 3]!, pods[(t + 2) % 3]!];

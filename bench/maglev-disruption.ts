@@ -4,7 +4,7 @@
 // every hash position, so it is exact for the table, not a sample; a
 // measurement of the same through the tc datapath (400 flows,
 // BPF_PROG_TEST_RUN) is test/bpf/tc-maglev.test.ts's.
-import { MAGLEV_DEFAULT_M } from '../src/maps/constants.ts';
+import { SVCMAP_MAGLEV_DEFAULT_M } from '../src/maps/constants.ts';
 import { maglevDisruption, maglevTable } from '../src/sync/maglev.ts';
 
 export interface MaglevDisruption {
@@ -18,7 +18,7 @@ export interface MaglevDisruption {
   keptMovedMean: number;
 }
 
-export function maglevDisruptionOf(backends = 10, m: number = MAGLEV_DEFAULT_M): MaglevDisruption {
+export function maglevDisruptionOf(backends = 10, m: number = SVCMAP_MAGLEV_DEFAULT_M): MaglevDisruption {
   const names = Array.from({ length: backends }, (_, i) => `10.244.0.${i + 1}:8080/6`);
   const before = maglevTable(names, m);
   const moved: number[] = [];

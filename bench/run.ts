@@ -40,7 +40,7 @@ import { type ChurnResult, churnTable, runChurn } from './churn.ts';
 import { type FileSourceResult, fileSourceTable, runFileSource } from './cp-files.ts';
 import { MANIFEST_LAYOUTS, type ManifestLayout } from './manifests.ts';
 import { makeServices } from './workload.ts';
-import { LB_ALGORITHMS_IMPLEMENTED } from '../src/maps/constants.ts';
+import { LB_ALGORITHM_NAMES } from '../src/maps/constants.ts';
 import { algorithmCostTable, controlPlaneTables, datapath6Table, datapathTables, lbTable, realKubeProxyTables, snatTable, summaryMarkdown, targetsTable, behind } from './report.ts';
 import type { AgentTargetInputs } from './agent-targets.ts';
 import { type BenchResults, evaluateTargets } from './results.ts';
@@ -79,7 +79,7 @@ const FULL: Config = {
   mode: 'full',
   datapathSizes: [1, 1000, 10_000, 100_000],
   datapath6Sizes: [1, 10_000],
-  algorithmCost: { sizes: [1, 10_000], names: LB_ALGORITHMS_IMPLEMENTED.filter((a) => a !== 'random'), reps: 10 },
+  algorithmCost: { sizes: [1, 10_000], names: LB_ALGORITHM_NAMES.filter((a) => a !== 'random'), reps: 10 },
   reps: 15,
   durationMs: 1000,
   warmupMs: 300,

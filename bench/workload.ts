@@ -6,7 +6,7 @@
 // points at the real pods of the bench's node. The cluster CIDR (for
 // kube-proxy's masquerade rules) is 10.128.0.0/9, which holds them all.
 // makeServices6: the same for IPv6-only Services (fd00::/8, lab only).
-import { formatIpv6 } from '../src/maps/ipv6.ts';
+import { formatIpv6 } from '../src/util/ipv6.ts';
 
 export const NAMESPACE = 'bench';
 export const SERVICE_CIDR = '10.96.0.0/12';

@@ -7,7 +7,7 @@ import t from 'tap';
 
 const SRC = fileURLToPath(new URL('../src', import.meta.url));
 // Top to bottom; a layer may import itself and anything after it.
-const LAYERS = ['cli', 'agent', 'sources', 'model', 'sync', 'maps', 'bpf'];
+const LAYERS = ['cli', 'agent', 'sources', 'model', 'sync', 'maps', 'bpf', 'util'];
 
 function files(dir: string): string[] {
   return readdirSync(dir, { withFileTypes: true }).flatMap((e) => (e.isDirectory() ? files(join(dir, e.name)) : e.name.endsWith('.ts') ? [join(dir, e.name)] : []));

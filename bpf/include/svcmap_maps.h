@@ -337,6 +337,11 @@ struct sk_rev_nat6_value {
  * forward entry when a flow to a frontend whose algorithm reads the counts
  * is created open; only such a flow's close takes the count down. */
 #define CT_F_COUNTED    0x40
+/* A closed flow's lone reply entry quiet for this long is left to the
+ * agent's conntrack GC, not taken over by a new SNAT flow (the reasons are
+ * at its use in bpf/lib/nat.h). The GC's closing lifetime must be longer:
+ * the agent reads this value from here and refuses a shorter one. */
+#define SNAT_TAKE_OVER_MAX_NS 9000000000ULL
 
 struct ct_key {
 	__be32 saddr;

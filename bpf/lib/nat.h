@@ -79,7 +79,6 @@
  * at a time read before the map). A lone reply entry (its forward entry
  * evicted) quiet for longer waits for the GC's next pass.
  */
-#define SNAT_TAKE_OVER_MAX_NS 9000000000ULL
 
 /* The packet's source (dst 0) or destination address becomes the one entry v
  * sets, if it sets one (non-zero) other than the packet's, with checksums. */

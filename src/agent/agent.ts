@@ -2,8 +2,7 @@
 // source (a manifest directory, or the Kubernetes API) drives the sync. On
 // SIGTERM the agent exits and leaves the datapath pinned and working;
 // svcmap cleanup removes it.
-import type { ImplementedLbAlgorithm } from '../maps/constants.ts';
-import type { Server } from 'node:http';
+import type { LbAlgorithmName } from '../maps/constants.ts';
 import { readDatapathCounters } from '../maps/datapath-counters.ts';
 import type { Frontend } from '../model/types.ts';
 import { FileSource, MANIFEST_READ } from '../sources/file/file-source.ts';
@@ -12,22 +11,23 @@ import { MapsAdapter } from '../sync/maps-adapter.ts';
 import { Syncer } from '../sync/syncer.ts';
 import { ZoneNames } from '../sync/zones.ts';
 import { FamilySyncers } from '../sync/families.ts';
-import { toTargets } from './targets.ts';
-import { CONNS_ADJUST_PROGRAM, ConnCounts } from './conn-counts.ts';
-import { CtGc, type CtLifetimes } from './ct-gc.ts';
-import { type DatapathOptions, bringUpDatapath } from './datapath.ts';
-import { type HealthCheckService, HealthCheckPorts, healthCheckOf } from './health-check-ports.ts';
-import { proxyHealthy, serveHealth, serveMetrics } from './http-servers.ts';
-import { type ModelSource, SyncLoop } from './sync-loop.ts';
+import { Components } from './components.ts';
+import { CONNS_ADJUST_PROGRAM, ConnCounts } from './datapath/conn-counts.ts';
+import { CtGc, type CtLifetimes } from './loops/ct-gc.ts';
+import { type DatapathOptions, bringUpDatapath } from './datapath/datapath.ts';
+import { type HealthCheckService, HealthCheckPorts, healthCheckOf } from './http/health-check-ports.ts';
+import { proxyHealthy, serveHealth, serveMetrics } from './http/http-servers.ts';
+import { type ModelSource, SyncLoop } from './loops/sync-loop.ts';
 import type { Logger } from './log.ts';
-import { AgentMetrics, type BuildLabels } from './metrics.ts';
-import type { IpFamily } from './kube-proxy-metrics.ts';
-import { countingProblemReporter } from './problems-log.ts';
-import { SyncStatus } from './sync-status.ts';
-import { HeapReclaimer } from './heap.ts';
-import { SocketCounter } from './socket-recount.ts';
-import { SocketTerminator } from './socket-terminator.ts';
-import { TcDatapath } from './tc-datapath.ts';
+import { AgentMetrics, type BuildLabels } from './http/metrics.ts';
+import type { IpFamily } from './http/kube-proxy-metrics.ts';
+import { countingProblemReporter } from './loops/problems-log.ts';
+import { SyncStatus } from './loops/sync-status.ts';
+import { HeapReclaimer } from './loops/heap.ts';
+import { SocketCounter } from './datapath/socket-recount.ts';
+import { SocketTerminator } from './datapath/socket-terminator.ts';
+import { TcDatapath } from './datapath/tc-datapath.ts';
+import type { Family } from '../util/family.ts';
 
 export type AgentSource = { kind: 'files'; dir: string } | ({ kind: 'kubernetes' } & KubeConnection);
 
@@ -51,7 +51,7 @@ export interface AgentConfig extends DatapathOptions {
   /** Conntrack GC of the tc datapath: interval (default 10 s; 0 = off) and idle lifetimes (Cilium's defaults). */
   ctGc?: { intervalMs?: number; lifetimes?: Partial<CtLifetimes> };
   /** The load-balancing algorithm of a Service without svcmap.io/lb-algorithm (default random). */
-  lbAlgorithm?: ImplementedLbAlgorithm;
+  lbAlgorithm?: LbAlgorithmName;
   /** Also destroy connected TCP sockets sent to a removed backend (UDP ones always are, where the kernel can). */
   destroyTcpSockets?: boolean;
 }
@@ -75,18 +75,26 @@ export async function runAgent(cfg: AgentConfig, log: Logger): Promise<RunningAg
   }
 
   const dp = bringUpDatapath(cfg, (msg, fields) => log.info(fields ?? {}, msg));
+  // Each part once started; stopped in the reverse order.
+  const parts = new Components((name, err) => log.error({ err, part: name }, 'stopping a part of the agent failed'));
+  parts.add('datapath', () => {
+    dp.maps.close();
+    dp.sock.close(); // pins and links stay: the datapath keeps working
+    dp.tc.close();
+    dp.pinLock.release(); // from here svcmap cleanup no longer asks for --force
+  });
   for (const n of dp.notes) log.warn(n);
   log.info({
     objects: dp.objectPaths, reusedMaps: dp.reusedMaps, links: dp.links, cgroup: cfg.cgroup, pinDir: cfg.pinDir,
   }, dp.reusedMaps.length ? 'datapath up (reusing pinned maps)' : 'datapath up');
 
   // Backends that leave a frontend: the sockets the socket LB sent to them are destroyed (each family's by its own map).
-  const v6Maps = dp.maps.family(6);
-  const families: IpFamily[] = v6Maps ? ['IPv4', 'IPv6'] : ['IPv4'];
+  const { v4, v6 } = dp.maps;
+  const families: IpFamily[] = v6 ? ['IPv4', 'IPv6'] : ['IPv4'];
   const metrics = new AgentMetrics({ families, ...(cfg.build ? { build: cfg.build } : {}) });
   const syncer = new FamilySyncers(
-    new Syncer(new MapsAdapter(dp.maps), { onBackendsRemoved: (removed) => terminator.enqueue(removed, 4) }),
-    v6Maps ? new Syncer(new MapsAdapter(v6Maps), { onBackendsRemoved: (removed) => terminator.enqueue(removed, 6) }) : undefined,
+    new Syncer(new MapsAdapter(v4), { onBackendsRemoved: (removed) => terminator.enqueue(removed, 4) }),
+    v6 ? new Syncer(new MapsAdapter(v6), { onBackendsRemoved: (removed) => terminator.enqueue(removed, 6) }) : undefined,
     (family, full, ms) => metrics.kubeProxy.synced(family === 6 ? 'IPv6' : 'IPv4', full, ms),
   );
   log.info({ frontends: syncer.state.frontends.size, backends: syncer.state.backends.size }, 'read current map state');
@@ -95,25 +103,30 @@ export async function runAgent(cfg: AgentConfig, log: Logger): Promise<RunningAg
     pinDir: cfg.pinDir, cgroup: cfg.cgroup, tcp: cfg.destroyTcpSockets ?? false,
     ...(cfg.objectDir ? { objectDir: cfg.objectDir } : {}), ...(cfg.forceCompile ? { forceCompile: true } : {}),
   }, log, metrics.registry);
+  parts.add('socket terminator', () => terminator.close());
   const counters = dp.maps.counters;
   if (counters) metrics.readDatapathCountersWith(() => readDatapathCounters(counters));
   // Live connection counts (lc, sed, nq): the GC takes collected flows off them and recounts tc's.
-  const counter = (family: 4 | 6) => SocketCounter.load({
+  const counter = (family: Family) => SocketCounter.load({
     pinDir: cfg.pinDir, family, ...(cfg.objectDir ? { objectDir: cfg.objectDir } : {}), ...(cfg.forceCompile ? { forceCompile: true } : {}),
   }, log);
-  const sockets = dp.maps.conns ? counter(4) : undefined;
-  const v6 = dp.maps.v6?.conns;
-  const conns = dp.maps.conns ? new ConnCounts({ conns: dp.maps.conns, backends: dp.maps.backends }, dp.tc.programFd(CONNS_ADJUST_PROGRAM), sockets,
-    v6 ? { maps: { conns: v6, backends: dp.maps.v6!.backends }, sockets: sockets ? counter(6) : undefined } : undefined) : undefined;
-  const ctGc = dp.maps.ct ? new CtGc(dp.maps.ct, { ...cfg.ctGc, metrics, log, map6: dp.maps.ct6, ...(conns ? { conns } : {}) }) : undefined;
-  ctGc?.start();
+  const sockets = v4.conns ? counter(4) : undefined;
+  const conns = v4.conns ? new ConnCounts({ conns: v4.conns, backends: v4.backends }, dp.tc.programFd(CONNS_ADJUST_PROGRAM), sockets,
+    v6?.conns ? { maps: { conns: v6.conns, backends: v6.backends }, sockets: sockets ? counter(6) : undefined } : undefined) : undefined;
+  if (conns) parts.add('connection counts', () => conns.close());
+  const ctGc = v4.ct ? new CtGc(v4.ct, { ...cfg.ctGc, metrics, log, map6: v6?.ct, ...(conns ? { conns } : {}) }) : undefined;
+  if (ctGc) {
+    ctGc.start();
+    parts.add('conntrack GC', () => ctGc.stop());
+  }
   // Kubernetes Events about what could not be programmed: only where there is an API server to hold them.
   const events = k8s ? k8s.startKubernetesEvents(kc!, cfg.nodeName!, log, metrics) : undefined;
+  if (events) parts.add('events', () => events.stop());
   const heap = new HeapReclaimer(log);
   const statusArgs = [metrics, log, { afterFullSync: () => heap.afterFullSync() }] as const;
   const status = events?.syncStatus(...statusArgs) ?? new SyncStatus(...statusArgs);
   const problems = countingProblemReporter(log, metrics, events?.problems);
-  const tcDatapath = new TcDatapath(dp.tc, { config: dp.maps.config!, devAddr: dp.maps.devAddr!, devAddr6: dp.maps.devAddr6 }, cfg.pinDir, log, cfg.devices, cfg.tcAttach ?? 'auto');
+  const tcDatapath = new TcDatapath(dp.tc, { config: dp.maps.config!, devAddr: v4.devAddr!, devAddr6: v6?.devAddr }, cfg.pinDir, log, cfg.devices, cfg.tcAttach ?? 'auto');
   const attachTc = (node: { name: string; addresses: string[] } | undefined) => {
     try {
       tcDatapath.update(node);
@@ -126,18 +139,19 @@ export async function runAgent(cfg: AgentConfig, log: Logger): Promise<RunningAg
   else attachTc(undefined); // the SNAT addresses, and the devices with routes out of the node
   // From now on the node's address and route changes are followed without a restart.
   tcDatapath.follow();
+  parts.add('tc datapath', () => tcDatapath.stop());
   const healthTimeoutMs = cfg.healthTimeoutMs ?? Math.max(60_000, 2 * cfg.minSyncIntervalMs);
   const healthChecks = new HealthCheckPorts(log, () => proxyHealthy(status.health, healthTimeoutMs));
-  const servers: Server[] = [];
+  parts.add('health check ports', () => healthChecks.close());
   const running: Partial<RunningAgent> = {};
   if (cfg.metrics) {
     const m = await serveMetrics(metrics, cfg.metrics);
-    servers.push(m.server);
+    parts.add('metrics server', () => m.server.close());
     running.metricsPort = m.port;
   }
   if (cfg.health) {
     const h = await serveHealth(() => status.health, healthTimeoutMs, { ...cfg.health, families });
-    servers.push(h.server);
+    parts.add('health server', () => h.server.close());
     running.healthPort = h.port;
   }
   log.info({
@@ -204,11 +218,9 @@ export async function runAgent(cfg: AgentConfig, log: Logger): Promise<RunningAg
     },
   });
   loop.start();
+  parts.add('sync loop', () => loop.stop());
   await started();
-  const stopSource = () => {
-    loop?.stop();
-    source.stop();
-  };
+  parts.add('source', () => source.stop());
 
   let resolveStopped!: () => void;
   const stopped = new Promise<void>((r) => (resolveStopped = r));
@@ -216,18 +228,7 @@ export async function runAgent(cfg: AgentConfig, log: Logger): Promise<RunningAg
   const stop = () => {
     if (done) return;
     done = true;
-    stopSource();
-    events?.stop();
-    ctGc?.stop();
-    tcDatapath.stop();
-    conns?.close();
-    terminator.close();
-    healthChecks.close();
-    for (const s of servers) s.close();
-    dp.maps.close();
-    dp.sock.close(); // pins and links stay: the datapath keeps working
-    dp.tc.close();
-    dp.pinLock.release(); // from here svcmap cleanup no longer asks for --force
+    parts.stop();
     log.info('agent stopped; datapath left in place (svcmap cleanup removes it)');
     resolveStopped();
   };

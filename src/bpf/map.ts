@@ -7,7 +7,6 @@ import { cString, native } from './native.ts';
 
 export const BPF_ANY = 0n;
 export const BPF_NOEXIST = 1n;
-export const BPF_EXIST = 2n;
 
 export const MAP_TYPE_NAMES: Record<number, string> = {
   1: 'hash', 2: 'array', 9: 'lru_hash', 13: 'hash_of_maps', 11: 'lpm_trie', 10: 'lru_percpu_hash', 5: 'percpu_hash', 6: 'percpu_array',

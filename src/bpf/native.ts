@@ -7,7 +7,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import koffi, { type LibraryHandle } from 'koffi';
 
-/** The repository (or installed package) root: the nearest folder above this file with native/. */
+/** The repository (or installed package) root: the nearest folder above this file with package.json and bpf/. */
 export function packageRoot(): string {
   let dir = dirname(fileURLToPath(import.meta.url));
   for (;;) {
@@ -146,7 +146,7 @@ let trim: ((pad: number) => number) | null | undefined;
 
 /**
  * glibc's malloc_trim(0): hands the free memory of every malloc arena back
- * to the system (after the heap reclaim, src/agent/heap.ts: measured -25 MiB
+ * to the system (after the heap reclaim, src/agent/loops/heap.ts: measured -25 MiB
  * RSS at 10k Services). False where there is no glibc to ask.
  */
 export function mallocTrim(): boolean {

@@ -2,9 +2,9 @@
 import { z } from 'zod';
 import { defaultCgroup } from '../bpf/environment.ts';
 import { type AgentSource, runAgent } from '../agent/agent.ts';
-import { DEFAULT_CT_GC_INTERVAL_MS, DEFAULT_CT_LIFETIMES } from '../agent/ct-gc.ts';
+import { DEFAULT_CT_GC_INTERVAL_MS, DEFAULT_CT_LIFETIMES } from '../agent/loops/ct-gc.ts';
 import { createLogger } from '../agent/log.ts';
-import { LB_ALGORITHMS_IMPLEMENTED } from '../maps/constants.ts';
+import { LB_ALGORITHM_NAMES, SVCMAP_AFFINITY_MAX, SVCMAP_BACKENDS_MAX, SVCMAP_CT_MAX, SVCMAP_SERVICES_MAX } from '../maps/constants.ts';
 import { UsageError, command, duration, intString, parseFlags, pinDirFlag } from './args.ts';
 import { bindAddressFlag } from './bind-address.ts';
 import { buildIdentity } from './version.ts';
@@ -32,10 +32,10 @@ export const agentCommand = command({
     'pin-dir': pinDirFlag,
     'bpf-dir': { value: 'DIR', schema: z.string(), otherwise: 'build/bpf', help: 'where compiled BPF objects are cached' },
     compile: { help: 'compiles the BPF programs even if a cached object matches' },
-    'max-services': capacity('services map', 65536),
-    'max-backends': capacity('backends map', 65536),
-    'max-conntrack': capacity('tc connection tracking', 262144),
-    'max-affinity': { ...capacity('session affinity (ClientIP) map', 65536), help: 'session affinity (ClientIP) map capacity for a new map: clients x services remembered (LRU)' },
+    'max-services': capacity('services map', SVCMAP_SERVICES_MAX),
+    'max-backends': capacity('backends map', SVCMAP_BACKENDS_MAX),
+    'max-conntrack': capacity('tc connection tracking', SVCMAP_CT_MAX),
+    'max-affinity': { ...capacity('session affinity (ClientIP) map', SVCMAP_AFFINITY_MAX), help: 'session affinity (ClientIP) map capacity for a new map: clients x services remembered (LRU)' },
     devices: {
       value: 'LIST',
       schema: z.string().regex(/^[A-Za-z0-9_.:@-]{1,15}(,[A-Za-z0-9_.:@-]{1,15})*$/, 'must be a comma-separated list of interface names'),
@@ -48,7 +48,7 @@ export const agentCommand = command({
     'ct-udp-timeout': { value: 'D', schema: lifetime, otherwise: `${L.otherMs / 1000}s`, help: 'idle lifetime of a UDP flow' },
     'lb-algorithm': {
       value: 'ALG',
-      schema: z.enum(LB_ALGORITHMS_IMPLEMENTED, { message: `must be one of ${LB_ALGORITHMS_IMPLEMENTED.join(', ')}` }),
+      schema: z.enum(LB_ALGORITHM_NAMES, { message: `must be one of ${LB_ALGORITHM_NAMES.join(', ')}` }),
       default: 'random',
       help: 'how a frontend picks a backend when its Service has no svcmap.io/lb-algorithm annotation (see docs/architecture.md)',
     },

@@ -2,13 +2,14 @@
 // flags and its backends in slot order. Pure.
 import type { BackendConns, BackendValue, RevNatValue, SvcKey, SvcValue, ZoneName } from '../maps/codecs.ts';
 import { BACKEND_F_LOCAL, BACKEND_STATE_TERMINATING, SVC_SCOPE_INT, flagNames, lbAlgorithmName, protoName } from '../maps/constants.ts';
-import { ipv4ToU32 } from '../maps/ipv4.ts';
-import { ipv6SortKey } from '../maps/ipv6.ts';
+import { ipv4ToU32 } from '../util/ipv4.ts';
+import { ipv6SortKey } from '../util/ipv6.ts';
+import { familyOf } from '../util/family.ts';
 import { type Column, PLAIN, type TableStyle, printed, renderColumns } from './format.ts';
 
 /** "10.0.0.1:80", "[fd00::1]:80". */
 export function hostPort(addr: string, port: number): string {
-  return addr.includes(':') ? `[${addr}]:${port}` : `${addr}:${port}`;
+  return familyOf(addr) === 6 ? `[${addr}]:${port}` : `${addr}:${port}`;
 }
 
 export interface BackendView {
@@ -118,7 +119,7 @@ export function buildDumpView(
 
 /** IPv4 before IPv6, each in numeric order. */
 function cmpAddr(a: string, b: string): number {
-  const [a6, b6] = [a.includes(':'), b.includes(':')];
+  const [a6, b6] = [familyOf(a) === 6, familyOf(b) === 6];
   if (a6 !== b6) return a6 ? 1 : -1;
   if (!a6) return ipv4ToU32(a) - ipv4ToU32(b);
   const [x, y] = [ipv6SortKey(a), ipv6SortKey(b)];

@@ -51,12 +51,8 @@ function render(maps: DatapathMaps, f: Parsed<typeof dumpCommand.flags>, out: (s
   }
   // Both families, IPv4 first (each family's ids are its own, so each is decoded against its own maps).
   // Zone ids are one table for both families.
-  const v6 = maps.v6;
   const zoneOf = maps.zones ? zoneNames(maps.zones.entries()) : undefined;
-  const view = [
-    ...buildDumpView(maps.services.entries(), maps.backends.entries(), maps.revNat.entries(), maps.conns?.entries(), zoneOf),
-    ...(v6 ? buildDumpView(v6.services.entries(), v6.backends.entries(), v6.revNat.entries(), v6.conns?.entries(), zoneOf) : []),
-  ];
+  const view = [maps.v4, maps.v6].flatMap((f) => (f ? buildDumpView(f.services.entries(), f.backends.entries(), f.revNat.entries(), f.conns?.entries(), zoneOf) : []));
   out(isTable(f.output) ? renderTable(view, tableStyle(f)) : formatData({ frontends: view }, f.output));
 }
 

@@ -23,6 +23,7 @@ import {
 } from '../maps/constants.ts';
 import { type BackendView, type ZoneNameOf, backendView, hostPort } from './dump-view.ts';
 import { type Column, PLAIN, type TableStyle, renderColumns } from './format.ts';
+import { familyOf } from '../util/family.ts';
 
 export interface ExplainReaders {
   service(key: SvcKey): SvcValue | undefined;
@@ -116,9 +117,9 @@ const NSEC_PER_SEC = 1_000_000_000n;
 
 /** Per family: a loopback address, and the wildcard NodePort entry it finds (sock4_xlate_addr, sock6_xlate_fwd). */
 const isLoopback = (addr: string) => addr.startsWith('127.') || addr === '::1';
-const wildcardOf = (addr: string) => (addr.includes(':') ? '::' : '0.0.0.0');
+const wildcardOf = (addr: string) => (familyOf(addr) === 6 ? '::' : '0.0.0.0');
 /** The affinity origins of the socket hooks and of tc for a frontend of the address's family (ids are per family). */
-const originsOf = (addr: string): readonly number[] => (addr.includes(':') ? [AFFINITY_ORIGIN_SOCK6, AFFINITY_ORIGIN_TC6] : [AFFINITY_ORIGIN_SOCK, AFFINITY_ORIGIN_TC]);
+const originsOf = (addr: string): readonly number[] => (familyOf(addr) === 6 ? [AFFINITY_ORIGIN_SOCK6, AFFINITY_ORIGIN_TC6] : [AFFINITY_ORIGIN_SOCK, AFFINITY_ORIGIN_TC]);
 const isSocketOrigin = (origin: number) => origin === AFFINITY_ORIGIN_SOCK || origin === AFFINITY_ORIGIN_SOCK6;
 
 const ALGORITHM_TEXT: Record<LbAlgorithmName, string> = {

@@ -5,12 +5,13 @@ import { readFileSync } from 'node:fs';
 import { z } from 'zod';
 import { DatapathMaps } from '../maps/datapath-maps.ts';
 import { IPPROTO_TCP, IPPROTO_UDP } from '../maps/constants.ts';
-import { canonicalIpv6, formatIpv6, isV4Mapped, parseIpv6 } from '../maps/ipv6.ts';
+import { canonicalIpv6, formatIpv6, isV4Mapped, parseIpv6 } from '../util/ipv6.ts';
 import { UsageError, command, noHeadersFlag, parseFlagsAndArg, pinDirFlag } from './args.ts';
 import { zoneNames } from './dump-view.ts';
 import { type ExplainQuery, type ExplainReaders, explain as explainView, queryText, renderExplanation } from './explain-view.ts';
 import { formatData, outputFlag, tableStyle } from './format.ts';
 import { pinDirExists, withPinAccess } from './pin-access.ts';
+import { type Family, familyOf } from '../util/family.ts';
 
 /** An IPv4 address, an IPv6 one in brackets (canonical text), or an IPv4-mapped one (its IPv4 address, as the socket hooks translate it). */
 function targetAddress(host: string | undefined, bracketed: string | undefined): { addr: string; mapped?: true } | undefined {
@@ -61,7 +62,7 @@ export const explainCommand = command({
 function checkClientFamily(t: ExplainQuery, from: string): void {
   const asked = queryText(t);
   if (t.mapped) throw new UsageError(`svcmap explain: --from: ${asked} is IPv4-mapped, which only the socket hooks translate; for tc ask for the IPv4 VIP`);
-  const [vip, client] = [t.addr.includes(':') ? 6 : 4, from.includes(':') ? 6 : 4];
+  const [vip, client] = [familyOf(t.addr), familyOf(from)];
   if (vip !== client) {
     throw new UsageError(`svcmap explain: --from: ${from} is an IPv${client} address and ${asked} an IPv${vip} frontend; tc translates a packet within its family, so the client must be IPv${vip}`);
   }
@@ -79,7 +80,7 @@ export function bootTimeNs(uptime = readFileSync('/proc/uptime', 'utf8')): bigin
 }
 
 /** Readers of one family's maps (the affinity map is shared). */
-function readersOf(maps: DatapathMaps, family: 4 | 6, pinDir: string): ExplainReaders {
+function readersOf(maps: DatapathMaps, family: Family, pinDir: string): ExplainReaders {
   const { affinity } = maps;
   const fm = maps.family(family);
   if (!fm) throw new Error(`the datapath pinned at ${pinDir} has no IPv6 maps (svcmap_svc6): it predates IPv6 frontends`);
@@ -104,7 +105,7 @@ export function explain(argv: string[], out: (s: string) => void): void {
   withPinAccess(f['pin-dir'], () => {
     const maps = DatapathMaps.openPinned(f['pin-dir']);
     try {
-      const family = arg.addr.includes(':') ? 6 : 4;
+      const family = familyOf(arg.addr);
       const e = explainView({ ...arg, ...(f.from ? { from: f.from } : {}) }, readersOf(maps, family, f['pin-dir']));
       out(f.output === 'json' ? formatData(e, 'json') : renderExplanation(e, tableStyle(f)));
     } finally {

@@ -7,7 +7,7 @@
 import { statSync } from 'node:fs';
 import { join } from 'node:path';
 import { BpfError } from '../bpf/errors.ts';
-import { MAP_SERVICES } from '../maps/constants.ts';
+import { SVCMAP_MAP_SERVICES } from '../maps/constants.ts';
 
 export class PermissionError extends Error {
   constructor(message: string) {
@@ -33,7 +33,7 @@ function errnoCode(err: unknown): string | undefined {
  * itself cannot. Throws PermissionError for either.
  */
 export function pinDirExists(pinDir: string): boolean {
-  for (const path of [pinDir, join(pinDir, MAP_SERVICES)]) {
+  for (const path of [pinDir, join(pinDir, SVCMAP_MAP_SERVICES)]) {
     try {
       statSync(path);
     } catch (err) {

@@ -6,11 +6,12 @@
 // comes out in host order as the map's readers see it.
 import { type AffinityKey, affinityKey } from './codecs.ts';
 import { AFFINITY_ORIGIN_TC, AFFINITY_ORIGIN_TC6 } from './constants.ts';
-import { bytesToIpv6, ipv6ToBytes } from './ipv6.ts';
+import { bytesToIpv6, ipv6ToBytes } from '../util/ipv6.ts';
+import { familyOf } from '../util/family.ts';
 
 /** The key of the entry that tc reads for a client address (IPv4 text, or canonical IPv6 text) and frontend. */
 export function tcAffinityKey(client: string, revNatId: number): AffinityKey {
-  if (!client.includes(':')) return { netns_cookie: 0n, client_addr: client, rev_nat_id: revNatId, origin: AFFINITY_ORIGIN_TC };
+  if (familyOf(client) === 4) return { netns_cookie: 0n, client_addr: client, rev_nat_id: revNatId, origin: AFFINITY_ORIGIN_TC };
   const a = ipv6ToBytes(client);
   const buf = Buffer.alloc(24);
   buf.set(a.subarray(0, 8), 0);

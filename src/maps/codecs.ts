@@ -1,7 +1,7 @@
 // One codec per BPF map key and value: typed TypeScript objects to and from
 // the bytes the datapath reads. The layouts mirror bpf/include/svcmap_maps.h
 // and are checked against its BTF at load (see btf-check.ts).
-import { ZONE_NAME_LEN } from './constants.ts';
+import { SVCMAP_ZONE_NAME_LEN } from './constants.ts';
 import { type StructLayout, decoderOf, encoderOf, field, pad, scalar, scalarCodecOf, struct, text } from './layout.ts';
 
 export interface Codec<T> {
@@ -145,7 +145,7 @@ export interface ZoneName {
   name: string;
 }
 export const zoneId = scalarCodec(scalar('__u32', 'u32'));
-export const zoneNameValue = codec<ZoneName>(struct('zone_name', ZONE_NAME_LEN, [text('name', 0, ZONE_NAME_LEN)]));
+export const zoneNameValue = codec<ZoneName>(struct('zone_name', SVCMAP_ZONE_NAME_LEN, [text('name', 0, SVCMAP_ZONE_NAME_LEN)]));
 
 export const revNatValue = codec<RevNatValue>(struct('rev_nat_value', 8, [
   field('addr', 0, 'ipv4'),

@@ -8,109 +8,84 @@ import type { BpfObject } from '../bpf/object.ts';
 import type * as c from './codecs.ts';
 import { LayoutDriftError, codecDrift, mapSizeDrift } from './btf-check.ts';
 import {
-  ALL_MAPS, zonesMap, affinityMap, backendConns6Map, backendConnsMap, backends6Map, maglev6Map, backendsMap, revNat6Map, services6Map, skRevNat6Map, configMap, ct6Map, ctMap, devAddr6Map, devAddrMap, maglevMap, metricsMap, revNatMap, servicesMap, skRevNatMap, srcRange6Map, srcRangeMap,
+  ALL_MAPS, FAMILY_MAPS, type MapSpec, affinityMap, backendsMap, configMap, metricsMap, revNatMap, servicesMap, skRevNatMap, zonesMap,
 } from './registry.ts';
 import { MaglevTables } from './maglev-tables.ts';
 import { TypedMap } from './typed-map.ts';
+import type { Family } from '../util/family.ts';
 
-/** The maps of one address family that the sync engine writes. */
+/** The maps of one address family: every family has one of each (FAMILY_MAPS). */
 export interface FamilyMaps {
-  services: TypedMap<c.SvcKey, c.SvcValue>;
-  backends: TypedMap<number, c.BackendValue>;
-  revNat: TypedMap<number, c.RevNatValue>;
-  /** loadBalancerSourceRanges (tc). */
-  srcRange?: TypedMap<c.SrcRangeKey, number> | undefined;
-  /** Maglev tables, keyed by the family's reverse-NAT ids. */
-  maglev?: MaglevTables | undefined;
+  readonly family: Family;
+  readonly services: TypedMap<c.SvcKey, c.SvcValue>;
+  readonly backends: TypedMap<number, c.BackendValue>;
+  readonly revNat: TypedMap<number, c.RevNatValue>;
+  /** Per-socket reverse NAT; IPv6's is absent in pins older than it. */
+  readonly skRevNat: TypedMap<c.SkRevNatKey, c.SkRevNatValue> | undefined;
   /** Live connections per backend id of the family. */
-  conns?: TypedMap<number, c.BackendConns> | undefined;
+  readonly conns: TypedMap<number, c.BackendConns> | undefined;
+  /** Maglev tables, keyed by the family's reverse-NAT ids. */
+  readonly maglev: MaglevTables | undefined;
+  /** The same map as a list (rev_nat_id -> inner map id), for status and dump. */
+  readonly maglevIndex: TypedMap<number, number> | undefined;
+  /** The tc datapath's: conntrack, loadBalancerSourceRanges, SNAT address per egress device. */
+  readonly ct: TypedMap<c.CtKey, c.CtValue> | undefined;
+  readonly srcRange: TypedMap<c.SrcRangeKey, number> | undefined;
+  readonly devAddr: TypedMap<number, c.DevAddrValue> | undefined;
 }
 
 /** The maps every pinned datapath has (the others are opened when present). */
 const REQUIRED = [servicesMap, backendsMap, revNatMap, skRevNatMap];
 
+/** One family's maps, built alike for both; undefined when its service maps are not there (pins older than them). */
+function familyMaps(family: Family, open: (name: string) => BpfMap | undefined): FamilyMaps | undefined {
+  const s = FAMILY_MAPS[family];
+  const typed = <K, V>(spec: MapSpec<K, V>) => {
+    const m = open(spec.name);
+    return m ? new TypedMap(spec, m) : undefined;
+  };
+  const [services, backends, revNat] = [typed(s.services), typed(s.backends), typed(s.revNat)];
+  if (!services || !backends || !revNat) return undefined;
+  const maglev = open(s.maglev.name);
+  return {
+    family, services, backends, revNat, skRevNat: typed(s.skRevNat), conns: typed(s.conns),
+    maglev: maglev ? new MaglevTables(maglev) : undefined, maglevIndex: maglev ? new TypedMap(s.maglev, maglev) : undefined,
+    ct: typed(s.ct), srcRange: typed(s.srcRange), devAddr: typed(s.devAddr),
+  };
+}
+
 export class DatapathMaps {
-  readonly services: TypedMap<c.SvcKey, c.SvcValue>;
-  readonly backends: TypedMap<number, c.BackendValue>;
-  readonly revNat: TypedMap<number, c.RevNatValue>;
-  readonly skRevNat: TypedMap<c.SkRevNatKey, c.SkRevNatValue>;
-  /** Session affinity; absent only in the pins of a datapath older than it. */
+  readonly v4: FamilyMaps;
+  /** The IPv6 maps; absent in pins older than them. */
+  readonly v6: FamilyMaps | undefined;
+  /** Session affinity (both families, apart by origin); absent only in the pins of a datapath older than it. */
   readonly affinity: TypedMap<c.AffinityKey, c.AffinityValue> | undefined;
-  /** The tc datapath's maps, when it is loaded. */
-  readonly ct: TypedMap<c.CtKey, c.CtValue> | undefined;
-  readonly srcRange: TypedMap<c.SrcRangeKey, number> | undefined;
+  /** The tc datapath's configuration, when it is loaded. */
   readonly config: TypedMap<number, c.SvcmapConfig> | undefined;
-  /** SNAT address per egress device; absent in pins older than it. */
-  readonly devAddr: TypedMap<number, c.DevAddrValue> | undefined;
-  /** Live connections per backend; absent only in the pins of a datapath older than it. */
-  readonly conns: TypedMap<number, c.BackendConns> | undefined;
   /** The datapath's counters (per CPU: read with readDatapathCounters()); absent in pins older than it. */
   readonly counters: BpfMap | undefined;
-  /** The IPv6 service maps; absent in pins older than them. */
-  readonly v6: FamilyMaps | undefined;
-  readonly skRevNat6: TypedMap<c.SkRevNatKey, c.SkRevNatValue> | undefined;
-  /** The tc datapath's IPv6 conntrack and SNAT addresses; absent in pins older than them. */
-  readonly ct6: TypedMap<c.CtKey, c.CtValue> | undefined;
-  readonly devAddr6: TypedMap<number, c.DevAddrValue> | undefined;
-  /** Maglev tables; absent only in the pins of a datapath older than them. */
-  readonly maglev: MaglevTables | undefined;
-  /** The same map as a list (rev_nat_id -> inner map id), for status and dump. */
-  readonly maglevIndex: TypedMap<number, number> | undefined;
-  /** svcmap_maglev6 as a list. */
-  readonly maglev6Index: TypedMap<number, number> | undefined;
   /** Zone id -> name, for the backends' zone field; absent in pins older than it. */
   readonly zones: TypedMap<number, c.ZoneName> | undefined;
 
   private constructor(open: (name: string) => BpfMap | undefined) {
-    const need = (name: string) => {
-      const m = open(name);
-      if (!m) throw new Error(`map ${name} is missing`);
-      return m;
-    };
-    this.services = new TypedMap(servicesMap, need(servicesMap.name));
-    this.backends = new TypedMap(backendsMap, need(backendsMap.name));
-    this.revNat = new TypedMap(revNatMap, need(revNatMap.name));
-    this.skRevNat = new TypedMap(skRevNatMap, need(skRevNatMap.name));
+    const missing = REQUIRED.filter((spec) => !open(spec.name));
+    if (missing.length) throw new Error(`map ${missing[0]!.name} is missing`);
+    this.v4 = familyMaps(4, open)!;
+    this.v6 = familyMaps(6, open);
     const affinity = open(affinityMap.name);
     this.affinity = affinity ? new TypedMap(affinityMap, affinity) : undefined;
-    const ct = open(ctMap.name);
-    const srcRange = open(srcRangeMap.name);
     const config = open(configMap.name);
-    this.ct = ct ? new TypedMap(ctMap, ct) : undefined;
-    this.srcRange = srcRange ? new TypedMap(srcRangeMap, srcRange) : undefined;
     this.config = config ? new TypedMap(configMap, config) : undefined;
-    const devAddr = open(devAddrMap.name);
-    this.devAddr = devAddr ? new TypedMap(devAddrMap, devAddr) : undefined;
     this.counters = open(metricsMap.name);
-    const conns = open(backendConnsMap.name);
-    this.conns = conns ? new TypedMap(backendConnsMap, conns) : undefined;
-    const maglev = open(maglevMap.name);
-    this.maglev = maglev ? new MaglevTables(maglev) : undefined;
-    this.maglevIndex = maglev ? new TypedMap(maglevMap, maglev) : undefined;
-    const [svc6, be6, rn6] = [open(services6Map.name), open(backends6Map.name), open(revNat6Map.name)];
-    const [mgl6, conns6, srcRange6] = [open(maglev6Map.name), open(backendConns6Map.name), open(srcRange6Map.name)];
-    this.v6 = svc6 && be6 && rn6
-      ? {
-        services: new TypedMap(services6Map, svc6), backends: new TypedMap(backends6Map, be6), revNat: new TypedMap(revNat6Map, rn6),
-        maglev: mgl6 ? new MaglevTables(mgl6) : undefined,
-        conns: conns6 ? new TypedMap(backendConns6Map, conns6) : undefined,
-        srcRange: srcRange6 ? new TypedMap(srcRange6Map, srcRange6) : undefined,
-      }
-      : undefined;
-    this.maglev6Index = mgl6 ? new TypedMap(maglev6Map, mgl6) : undefined;
     const zones = open(zonesMap.name);
     this.zones = zones ? new TypedMap(zonesMap, zones) : undefined;
-    const ct6 = open(ct6Map.name);
-    this.ct6 = ct6 ? new TypedMap(ct6Map, ct6) : undefined;
-    const devAddr6 = open(devAddr6Map.name);
-    this.devAddr6 = devAddr6 ? new TypedMap(devAddr6Map, devAddr6) : undefined;
-    const sk6 = open(skRevNat6Map.name);
-    this.skRevNat6 = sk6 ? new TypedMap(skRevNat6Map, sk6) : undefined;
   }
 
-  /** The maps the sync engine writes for one family (IPv6: undefined when the datapath has none). */
-  family(family: 4 | 6): FamilyMaps | undefined {
-    return family === 4 ? this : this.v6;
+  /** One family's maps (IPv6: undefined when the datapath has none). */
+  family(family: 4): FamilyMaps;
+  family(family: Family): FamilyMaps | undefined;
+  family(family: Family): FamilyMaps | undefined {
+    return family === 4 ? this.v4 : this.v6;
   }
 
   /**
@@ -150,8 +125,8 @@ export class DatapathMaps {
   }
 
   all(): Array<TypedMap<unknown, unknown>> {
-    const v6 = this.v6 ? [this.v6.services, this.v6.backends, this.v6.revNat, this.skRevNat6, this.v6.conns, this.maglev6Index, this.ct6, this.v6.srcRange, this.devAddr6] : [];
-    return [this.services, this.backends, this.revNat, this.skRevNat, this.affinity, this.ct, this.srcRange, this.config, this.devAddr, this.conns, this.maglevIndex, this.zones, ...v6]
+    const family = (f: FamilyMaps | undefined) => (f ? [f.services, f.backends, f.revNat, f.skRevNat, f.conns, f.maglevIndex, f.ct, f.srcRange, f.devAddr] : []);
+    return [...family(this.v4), this.affinity, this.config, this.zones, ...family(this.v6)]
       .filter((m) => m !== undefined) as Array<TypedMap<unknown, unknown>>;
   }
 

@@ -2,15 +2,15 @@
 // here and used two ways: to encode/decode map entries, and to be checked
 // against the BTF clang emitted for the same structs.
 import { endianness } from 'node:os';
-import { ipv4ToU32, u32ToIpv4 } from './ipv4.ts';
-import { bytesToIpv6, ipv6ToBytes } from './ipv6.ts';
+import { ipv4ToU32, u32ToIpv4 } from '../util/ipv4.ts';
+import { bytesToIpv6, ipv6ToBytes } from '../util/ipv6.ts';
 
 const LE = endianness() === 'LE';
 
 /**
  * u8/u16/u32/u64: host byte order (ids, counts, flags); s64: signed, host order.
  * be16/ipv4/ipv6: network byte order (ports, addresses), as packets and socket hooks carry them;
- * ipv6 is 16 bytes (__be32 addr[4] in C), as canonical text (src/maps/ipv6.ts).
+ * ipv6 is 16 bytes (__be32 addr[4] in C), as canonical text (src/util/ipv6.ts).
  * text: a char array holding UTF-8 text, NUL-terminated (so at most size - 1 bytes), zero-filled.
  * pad: reserved bytes, written as zero and not decoded.
  */
@@ -162,15 +162,7 @@ export function scalarCodecOf(layout: StructLayout): { encode: ScalarEncoder; de
   return { encode: compileEncoder(layout, true) as unknown as ScalarEncoder, decode: compileDecoder(layout, true) as unknown as ScalarDecoder };
 }
 
-export function encodeInto(layout: StructLayout, obj: Decoded, buf: Buffer, off: number): void {
-  encoderOf(layout)(obj, buf, off);
-}
-
-export function decodeFrom(layout: StructLayout, buf: Buffer, off: number): Decoded {
-  return decoderOf(layout)(buf, off);
-}
-
-/** Problems in a layout itself: overlaps, fields past the end. Checked by tests and at load. */
+/** Problems in a layout itself: overlaps, fields past the end (test/maps/codecs.test.ts checks every map's). */
 export function layoutProblems(layout: StructLayout): string[] {
   const problems: string[] = [];
   const sorted = [...layout.fields].sort((a, b) => a.offset - b.offset);

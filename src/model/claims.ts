@@ -1,5 +1,5 @@
 // Who keeps a frontend that several Services claim, stated once for the full
-// model (desired.ts) and the incremental one (incremental.ts), which a
+// model (the tests' oracle, test/model/desired.ts) and the incremental one (incremental.ts), which a
 // property test holds equal: the Service whose namespace/name sorts first.
 // The callers differ only in how they know that owner.
 import type { SourcedFrontend } from './frontends.ts';

@@ -4,9 +4,9 @@
 
 import type { Backend, NodeInfo, Protocol } from './types.ts';
 import type { Endpoint, EndpointPort, EndpointSlice } from './schemas.ts';
-import { ipv4ToU32 } from '../maps/ipv4.ts';
-import { ipv6SortKey } from '../maps/ipv6.ts';
-import { ipFamily } from './ip.ts';
+import { ipv4ToU32 } from '../util/ipv4.ts';
+import { ipv6SortKey } from '../util/ipv6.ts';
+import { familyOf } from '../util/family.ts';
 
 /** A slice of addressType IPv4 or IPv6 (FQDN slices are not proxied); one family per slice, as the controller writes them. */
 export type IpSlice = Extract<EndpointSlice, { addressType: 'IPv4' | 'IPv6' }>;
@@ -181,6 +181,6 @@ export function selectBackends(candidates: readonly Candidate[], node: NodeInfo 
 
 /** Sorts by address, then port: a number for IPv4 (cheap, the common case), a fixed-width string for IPv6. */
 export function ipOrder(ip: string, port: number): number | string {
-  if (ipFamily(ip) === 4) return ipv4ToU32(ip) * 65536 + port;
+  if (familyOf(ip) === 4) return ipv4ToU32(ip) * 65536 + port;
   return ipv6SortKey(ip) + port.toString(16).padStart(4, '0');
 }

@@ -7,9 +7,9 @@
 import type { Backend, Frontend, FrontendType, NodeInfo, Problem, Protocol } from './types.ts';
 import { DEFAULT_AFFINITY_TIMEOUT_SECONDS, type Service } from './schemas.ts';
 import { isLocal, mergeEndpoints, type ModelSlice, selectBackends, topologyFilter } from './endpoints.ts';
-import { ipFamily } from './ip.ts';
+import { type Family, familyOf } from '../util/family.ts';
 import { problemAbout } from './problems.ts';
-import { flat } from '../maps/flat-string.ts';
+import { flat } from '../util/flat-string.ts';
 import { serviceOptions } from './service-options.ts';
 
 /** A frontend and the Service field it came from, for naming it in conflict reports. */
@@ -22,11 +22,9 @@ export const WILDCARD_IP = '0.0.0.0';
 export const WILDCARD_IP6 = '::';
 
 export function frontendKey(ip: string, port: number, protocol: Protocol, scope: Frontend['scope']): string {
-  const addr = ipFamily(ip) === 6 ? flat('[', ip, ']') : ip;
+  const addr = familyOf(ip) === 6 ? flat('[', ip, ']') : ip;
   return scope === 'internal' ? flat(addr, ':', port, '/', protocol, '/internal') : flat(addr, ':', port, '/', protocol);
 }
-
-type Family = 4 | 6;
 
 /** "spec.ports[i]", one flat string per index for every Service (each frontend keeps its path; a template held a cons string per Service). */
 const PORT_PATHS: string[] = [];
@@ -44,12 +42,12 @@ type FrontendFlags = Partial<Pick<Frontend, 'externalLocal' | 'internalLocal' | 
 function ofFamily(svc: Service, ips: readonly string[], family: Family, served: ReadonlySet<Family>, path: string, problems: Problem[]): string[] {
   // Reported once: while the first family the Service serves is built.
   if (family === (served.has(4) ? 4 : 6)) {
-    const orphans = ips.filter((ip) => !served.has(ipFamily(ip)));
+    const orphans = ips.filter((ip) => !served.has(familyOf(ip)));
     if (orphans.length > 0) {
       problems.push(problemAbout(svc, 'warning', path, `${orphans.join(', ')} skipped: the Service has no cluster IP of that family`));
     }
   }
-  return ips.filter((ip) => ipFamily(ip) === family);
+  return ips.filter((ip) => familyOf(ip) === family);
 }
 
 /**
@@ -63,7 +61,7 @@ function ofFamily(svc: Service, ips: readonly string[], family: Family, served: 
 function familyRanges(svc: Service, family: Family, hasFrontends: boolean, problems: Problem[]): string[] {
   const all = svc.spec.loadBalancerSourceRanges;
   if (all.length === 0) return NO_RANGES;
-  const ranges = all.filter((r) => ipFamily(r) === family);
+  const ranges = all.filter((r) => familyOf(r) === family);
   if (ranges.length === 0 && hasFrontends) {
     problems.push(problemAbout(svc, 'warning', 'spec.loadBalancerSourceRanges',
       `holds no IPv${family} range: its IPv${family} LoadBalancer frontends accept every client (kube-proxy ignores ranges of the other family)`));
@@ -85,7 +83,7 @@ function externalAddresses(svc: Service, node: NodeInfo | undefined, family: Fam
   external: ExternalAddress[];
 } {
   const spec = svc.spec;
-  const nodeIPs = [...new Set((family === 4 ? node?.addresses : node?.addresses6) ?? [])].filter((ip) => ipFamily(ip) === family);
+  const nodeIPs = [...new Set((family === 4 ? node?.addresses : node?.addresses6) ?? [])].filter((ip) => familyOf(ip) === family);
 
   const lb: ExternalAddress[] = [];
   if (spec.type === 'LoadBalancer') {
@@ -123,13 +121,13 @@ export function serviceFrontends(
   const allClusterIPs = (usesClusterIPs ? spec.clusterIPs : [spec.clusterIP]).filter((ip) => ip !== '' && ip !== 'None');
   // Like kube-proxy's proxier of each family, a Service without a cluster IP of
   // a family is not a service of that family at all: no NodePorts or external IPs either.
-  const served = new Set(allClusterIPs.map(ipFamily));
+  const served = new Set(allClusterIPs.map(familyOf));
   const out: SourcedFrontend[] = [];
   const portsReported = new Set<number>();
   const options = serviceOptions(svc, problems);
   for (const family of [4, 6] as const) {
     if (!served.has(family)) continue;
-    const clusterIPs = allClusterIPs.filter((ip) => ipFamily(ip) === family);
+    const clusterIPs = allClusterIPs.filter((ip) => familyOf(ip) === family);
     const own = slices.filter((sl) => (sl.addressType === 'IPv4' ? 4 : 6) === family);
     out.push(...familyFrontends(svc, family, served, clusterIPs, own, node, options, problems, portsReported));
   }

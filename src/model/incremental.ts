@@ -1,15 +1,15 @@
 // The desired state, kept up to date one object at a time: a change to a
 // Service or an EndpointSlice recomputes that Service's frontends only, so an
 // endpoint change costs the same with 10 or 100,000 Services. It applies the
-// same rules as buildDesiredState (and a property test holds the two equal),
+// same rules as buildDesiredState (the tests' oracle, test/model/desired.ts: a property test holds the two equal),
 // including who wins when two Services claim one frontend: the one whose
 // namespace/name sorts first (claims.ts, shared with buildDesiredState).
-import { isProxied, objectId, sliceService } from './desired.ts';
+import { isProxied, objectId, sliceService } from './proxied.ts';
 import { type IpSlice, type ModelSlice, modelSlice } from './endpoints.ts';
 import { serviceFrontends, type SourcedFrontend } from './frontends.ts';
 import { keepClaimedFrontends } from './claims.ts';
 import { sameFrontends } from './same.ts';
-import { OneToMany } from '../sync/one-to-many.ts';
+import { OneToMany } from '../util/one-to-many.ts';
 import type { EndpointSlice, Service } from './schemas.ts';
 import type { Frontend, NodeInfo, Problem } from './types.ts';
 

@@ -7,10 +7,11 @@
 // unknown enum value, a bad address, a rule broken) gets undefined and goes
 // through zod, which also reports every error. test/model/lean-service.test.ts
 // holds the two equal.
-import { canonicalIpv4 } from '../maps/ipv4.ts';
-import { canonicalIpv6 } from '../maps/ipv6.ts';
+import { canonicalIpv4 } from '../util/ipv4.ts';
+import { canonicalIpv6 } from '../util/ipv6.ts';
 import { isPortNumber, isRecord, leanList as list, leanMeta, leanPortName, NO_ITEMS, PROTOCOLS } from './lean.ts';
 import { DEFAULT_AFFINITY_TIMEOUT_SECONDS, SERVICE_ANNOTATIONS, SERVICE_ENUMS, type Service, type ServiceAnnotation, type ServicePort } from './schemas.ts';
+import { familyOf } from '../util/family.ts';
 
 type Rec = Record<string, unknown>;
 type Spec = Service['spec'];
@@ -74,7 +75,7 @@ function specRulesHold(spec: Spec): boolean {
   const first = spec.clusterIPs[0];
   if (spec.clusterIP !== '' && first !== undefined && first !== spec.clusterIP) return false;
   const ips = spec.clusterIPs.filter((ip) => ip !== '' && ip !== 'None');
-  const families = ips.map((ip) => (ip.includes(':') ? 'IPv6' : 'IPv4'));
+  const families = ips.map((ip) => (familyOf(ip) === 6 ? 'IPv6' : 'IPv4'));
   if (ips.length > 2 || (families.length === 2 && families[0] === families[1])) return false;
   const fams = spec.ipFamilies;
   if (fams.length > 2 || (fams.length === 2 && fams[0] === fams[1])) return false;

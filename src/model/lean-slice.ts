@@ -6,7 +6,7 @@
 // where zod would keep one, an unknown protocol, a bad address, an IPv6 or
 // FQDN slice) gets undefined, and goes through zod, which also reports every
 // error. test/model/lean-slice.test.ts holds the two equal.
-import { canonicalIpv4 } from '../maps/ipv4.ts';
+import { canonicalIpv4 } from '../util/ipv4.ts';
 import { isPortNumber, isRecord, leanList as list, leanMeta, leanPortName, PROTOCOLS } from './lean.ts';
 import { triggerTime } from './names.ts';
 import type { Endpoint, EndpointPort, EndpointSlice } from './schemas.ts';

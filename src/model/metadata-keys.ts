@@ -2,7 +2,7 @@
 // once: the model and the sources take their names from here, and the
 // reference docs (docs/reference/annotations.md, `make docs`) are written
 // from this table. Pure data.
-import { LB_ALGORITHMS_IMPLEMENTED, MAGLEV_DEFAULT_M, MAGLEV_TABLE_SIZES } from '../maps/constants.ts';
+import { LB_ALGORITHM_NAMES, MAGLEV_TABLE_SIZES, SVCMAP_MAGLEV_DEFAULT_M } from '../maps/constants.ts';
 
 export interface MetadataKey {
   /** The annotation or label, as written in metadata. */
@@ -26,7 +26,7 @@ export const METADATA_KEYS = {
     kind: 'annotation',
     on: ['Service'],
     setBy: 'the user',
-    values: LB_ALGORITHMS_IMPLEMENTED.join(', '),
+    values: LB_ALGORITHM_NAMES.join(', '),
     otherwise: "the node's default (svcmap agent --lb-algorithm, chart value lbAlgorithm); an unknown value is a warning on the Service (an UnknownAnnotationValue Event)",
     meaning: 'How each frontend of the Service picks a backend for a new connection, in the socket LB and at tc.',
   },
@@ -45,7 +45,7 @@ export const METADATA_KEYS = {
     on: ['Service'],
     setBy: 'the user',
     values: MAGLEV_TABLE_SIZES.join(', '),
-    otherwise: String(MAGLEV_DEFAULT_M),
+    otherwise: String(SVCMAP_MAGLEV_DEFAULT_M),
     meaning: 'The Maglev lookup table size M of each frontend (lb-algorithm maglev only); keep it above ~100x the backends. Memory: 2 bytes per position per frontend.',
   },
   serviceProxyName: {

@@ -3,8 +3,8 @@
 
 import type { NodeInfo } from './types.ts';
 import type { Node } from './schemas.ts';
-import { ipFamily } from './ip.ts';
 import { METADATA_KEYS } from './metadata-keys.ts';
+import { type Family, familyOf } from '../util/family.ts';
 
 export const ZONE_LABEL = METADATA_KEYS.zone.key;
 /** The cluster autoscaler's taint on a node it is about to delete. */
@@ -16,11 +16,11 @@ export function nodeEligible(node: Node): boolean {
 }
 
 /** InternalIP then ExternalIP addresses of one family, in that order, without duplicates. */
-function addressesOf(node: Node, family: 4 | 6): string[] {
+function addressesOf(node: Node, family: Family): string[] {
   const addresses: string[] = [];
   for (const type of ['InternalIP', 'ExternalIP']) {
     for (const a of node.status.addresses) {
-      if (a.type === type && ipFamily(a.address) === family && !addresses.includes(a.address)) addresses.push(a.address);
+      if (a.type === type && familyOf(a.address) === family && !addresses.includes(a.address)) addresses.push(a.address);
     }
   }
   return addresses;

@@ -9,11 +9,12 @@
 // nil semantics, so the model never has to think about absent values.
 
 import * as z from 'zod';
-import { canonicalCidrv4, canonicalIpv4 } from '../maps/ipv4.ts';
+import { canonicalCidrv4, canonicalIpv4 } from '../util/ipv4.ts';
+import { canonicalCidrv6, canonicalIpv6 } from '../util/ipv6.ts';
 import { METADATA_KEYS } from './metadata-keys.ts';
-import { canonicalCidrv6, canonicalIpv6 } from '../maps/ipv6.ts';
 import type { Problem } from './types.ts';
 import { DNS_LABEL, DNS_SUBDOMAIN, PORT_NAME, triggerTime } from './names.ts';
+import { familyOf } from '../util/family.ts';
 
 export const DEFAULT_AFFINITY_TIMEOUT_SECONDS = 10800;
 
@@ -69,7 +70,7 @@ const protocol = orDefault(
 
 /**
  * Address text read the way kube-proxy reads it (IPv4: ParseIPSloppy, leading
- * zeros are decimal, src/maps/ipv4.ts; IPv6: src/maps/ipv6.ts) and made
+ * zeros are decimal, src/util/ipv4.ts; IPv6: src/util/ipv6.ts) and made
  * canonical, so that "010.96.0.1" and "10.96.0.1" (or "FD00:0::1" and
  * "fd00::1") are one address everywhere after validation.
  */
@@ -86,7 +87,7 @@ function canonicalized(canonical: (text: string) => string | undefined, message:
 
 const ipv4 = canonicalized(canonicalIpv4, 'must be an IPv4 address');
 // IPv6 in any valid spelling, kept in the canonical form the API server
-// writes (src/maps/ipv6.ts); IPv4-mapped addresses are IPv4 to Kubernetes.
+// writes (src/util/ipv6.ts); IPv4-mapped addresses are IPv4 to Kubernetes.
 const ipv6 = canonicalized(canonicalIpv6, 'must be an IPv6 address');
 const ipAddress = z.union([ipv4, ipv6], { error: 'must be an IP address' });
 
@@ -216,7 +217,7 @@ function dualStackRules(
   ctx: z.RefinementCtx,
 ): void {
   const ips = spec.clusterIPs.filter((ip) => ip !== '' && ip !== 'None');
-  const families = ips.map((ip) => (ip.includes(':') ? 'IPv6' : 'IPv4'));
+  const families = ips.map((ip) => (familyOf(ip) === 6 ? 'IPv6' : 'IPv4'));
   if (ips.length > 2 || (families.length === 2 && families[0] === families[1])) {
     ctx.addIssue({ code: 'custom', path: ['clusterIPs'], message: 'may hold at most one address of each family', input: spec.clusterIPs });
   }

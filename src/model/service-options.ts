@@ -4,7 +4,7 @@
 // and the accepted values (field path metadata.annotations["..."], so the
 // agent reports it as an UnknownAnnotationValue Event); the Service is still
 // programmed, with the default.
-import { type ImplementedLbAlgorithm, LB_ALGORITHMS_IMPLEMENTED, MAGLEV_DEFAULT_M, MAGLEV_TABLE_SIZES } from '../maps/constants.ts';
+import { type LbAlgorithmName, LB_ALGORITHM_NAMES, SVCMAP_MAGLEV_DEFAULT_M, MAGLEV_TABLE_SIZES } from '../maps/constants.ts';
 import { METADATA_KEYS } from './metadata-keys.ts';
 import { problemAbout } from './problems.ts';
 import type { Service } from './schemas.ts';
@@ -19,10 +19,10 @@ const NOT_YET = new Set<string>([]);
 
 export interface ServiceOptions {
   /** The algorithm the Service asks for; undefined: the node's default (--lb-algorithm). */
-  algorithm?: ImplementedLbAlgorithm;
+  algorithm?: LbAlgorithmName;
   /** sh at tc hashes the client's source port too. */
   sourceHashPort: boolean;
-  /** svcmap.io/maglev-table-size, when valid; undefined: MAGLEV_DEFAULT_M. Used by maglev only. */
+  /** svcmap.io/maglev-table-size, when valid; undefined: SVCMAP_MAGLEV_DEFAULT_M. Used by maglev only. */
   maglevTableSize?: number;
 }
 
@@ -36,12 +36,12 @@ export function serviceOptions(svc: Service, problems: Problem[]): ServiceOption
   const alg = a?.[LB_ALGORITHM_ANNOTATION];
   if (alg !== undefined) {
     const v = alg.trim();
-    if ((LB_ALGORITHMS_IMPLEMENTED as readonly string[]).includes(v)) {
-      out.algorithm = v as ImplementedLbAlgorithm;
+    if ((LB_ALGORITHM_NAMES as readonly string[]).includes(v)) {
+      out.algorithm = v as LbAlgorithmName;
     } else {
       const what = NOT_YET.has(v) ? `"${v}" is not implemented yet` : `unknown value ${JSON.stringify(alg)}`;
       problems.push(problemAbout(svc, 'warning', path(LB_ALGORITHM_ANNOTATION),
-        `${what}; accepted values: ${LB_ALGORITHMS_IMPLEMENTED.join(', ')}; using the node's default`));
+        `${what}; accepted values: ${LB_ALGORITHM_NAMES.join(', ')}; using the node's default`));
     }
   }
   const port = a?.[SOURCE_HASH_PORT_ANNOTATION];
@@ -60,7 +60,7 @@ export function serviceOptions(svc: Service, problems: Problem[]): ServiceOption
     if ((MAGLEV_TABLE_SIZES as readonly number[]).includes(n)) out.maglevTableSize = n;
     else {
       problems.push(problemAbout(svc, 'warning', path(MAGLEV_TABLE_SIZE_ANNOTATION),
-        `unknown value ${JSON.stringify(size)}; accepted values (primes): ${MAGLEV_TABLE_SIZES.join(', ')}; using ${MAGLEV_DEFAULT_M}`));
+        `unknown value ${JSON.stringify(size)}; accepted values (primes): ${MAGLEV_TABLE_SIZES.join(', ')}; using ${SVCMAP_MAGLEV_DEFAULT_M}`));
     }
   }
   return out;

@@ -1,8 +1,9 @@
 // The desired state: what the BPF maps should hold, derived from Kubernetes
 // objects by pure functions in this folder. src/sync/ compares it with what the
-// maps hold; nothing here knows about maps, files or the API server.
+// maps hold; nothing here knows map layouts, files or the API server (of the
+// datapath it knows only the load-balancing algorithms' names).
 
-import type { ImplementedLbAlgorithm } from '../maps/constants.ts';
+import type { LbAlgorithmName } from '../maps/constants.ts';
 
 export type Protocol = 'TCP' | 'UDP';
 
@@ -10,7 +11,7 @@ export type Protocol = 'TCP' | 'UDP';
 export type BackendState = 'active' | 'terminating';
 
 export interface Backend {
-  ip: string; // dotted IPv4, or canonical IPv6 (src/maps/ipv6.ts): a frontend's backends are of its own family
+  ip: string; // dotted IPv4, or canonical IPv6 (src/util/ipv6.ts): a frontend's backends are of its own family
   port: number; // 1..65535
   protocol: Protocol;
   state: BackendState;
@@ -50,7 +51,7 @@ export interface Frontend {
   /** A twin entry with scope 'internal' exists (ETP=Local). */
   twoScopes: boolean;
   /** svcmap.io/lb-algorithm; absent: the node's default (--lb-algorithm). */
-  algorithm?: ImplementedLbAlgorithm;
+  algorithm?: LbAlgorithmName;
   /** svcmap.io/lb-source-hash-port: "true": sh at tc hashes the source port too. */
   sourceHashPort: boolean;
   /** svcmap.io/maglev-table-size, when the Service gives a valid one (maglev's table size M). */

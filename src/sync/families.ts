@@ -5,6 +5,7 @@
 import type { Capacity } from './plan.ts';
 import type { Syncer, SyncReport } from './syncer.ts';
 import type { FrontendTarget } from './targets.ts';
+import { type Family, familyOf } from '../util/family.ts';
 
 /** What the agent's loops need of a sync engine: a Syncer, or one per family. */
 export interface SyncEngine {
@@ -17,11 +18,9 @@ export interface SyncEngine {
   readonly state: { frontends: { size: number }; backends: { size: number } };
 }
 
-export type Family = 4 | 6;
-
 /** The family of a target, by its frontend address. */
 export function targetFamily(t: FrontendTarget): Family {
-  return t.key.addr.includes(':') ? 6 : 4;
+  return familyOf(t.key.addr);
 }
 
 /** Told how long each family's part of a sync attempt took, failed attempts too (an attempt stops at the first family that fails). */

@@ -2,7 +2,7 @@
 // state back (whole, or the entries a failed plan touched), know their
 // capacities, write batches. One Syncer per family, each over its adapter.
 import type { BackendValue, RevNatValue, SrcRangeKey, SvcKey, SvcValue } from '../maps/codecs.ts';
-import { MAP_SERVICES6, MAP_SRC_RANGE, MAP_SRC_RANGE6 } from '../maps/constants.ts';
+import { SVCMAP_MAP_SERVICES6, SVCMAP_MAP_SRC_RANGE, SVCMAP_MAP_SRC_RANGE6 } from '../maps/constants.ts';
 import type { FamilyMaps } from '../maps/datapath-maps.ts';
 import type { MapWriter } from './apply.ts';
 import type { Capacity, SlotWrite } from './plan.ts';
@@ -53,7 +53,7 @@ export class MapsAdapter implements MapSource, MapWriter {
   deleteServices(keys: readonly SvcKey[]): void { this.maps.services.deleteMany(keys); }
   putSrcRanges(keys: readonly SrcRangeKey[]): void {
     if (keys.length && !this.maps.srcRange) {
-      const map = this.maps.services.spec.name === MAP_SERVICES6 ? MAP_SRC_RANGE6 : MAP_SRC_RANGE;
+      const map = this.maps.services.spec.name === SVCMAP_MAP_SERVICES6 ? SVCMAP_MAP_SRC_RANGE6 : SVCMAP_MAP_SRC_RANGE;
       throw new Error(`loadBalancerSourceRanges need the tc datapath's ${map} map, which is not loaded`);
     }
     this.maps.srcRange?.putMany(keys.map((k) => [k, 1] as const));

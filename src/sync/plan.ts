@@ -26,8 +26,8 @@
 // slot away.
 import type { BackendValue, RevNatValue, SrcRangeKey, SvcKey, SvcValue } from '../maps/codecs.ts';
 import { type FrontendState, type MapState, frontendId, srcRangeKey } from './state.ts';
-import { BackendTable } from './backend-table.ts';
-import { IdDeltas } from './id-deltas.ts';
+import { BackendTable } from './tables/backend-table.ts';
+import { IdDeltas } from './tables/id-deltas.ts';
 import type { FrontendTarget } from './targets.ts';
 import { maglevName, maglevSlotTable } from './maglev.ts';
 

@@ -1,5 +1,5 @@
 // Which backends a plan takes out of which frontends: what socket
-// termination needs (src/agent/socket-terminator.ts) to end the connected
+// termination needs (src/agent/datapath/socket-terminator.ts) to end the connected
 // sockets the socket LB pointed at them. Pure, computed from the state
 // before the plan is committed and the plan itself; O(frontends changed).
 import type { Plan } from './plan.ts';

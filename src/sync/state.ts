@@ -3,9 +3,9 @@
 // the indexes an incremental update needs (backend id by address and slot
 // references per backend, both in the backend table; entry counts). Read
 // back from the pinned maps at start, so a restarted agent keeps every id.
-import { flat } from '../maps/flat-string.ts';
+import { flat } from '../util/flat-string.ts';
 import type { BackendValue, RevNatValue, SrcRangeKey, SvcKey, SvcValue } from '../maps/codecs.ts';
-import { BackendTable } from './backend-table.ts';
+import { BackendTable } from './tables/backend-table.ts';
 
 export interface FrontendKey {
   addr: string;
@@ -30,7 +30,7 @@ export interface EntryCounts {
 
 export interface MapState {
   frontends: Map<string, FrontendState>;
-  /** By id (a Map's interface, stored as columns: backend-table.ts), with the backend id by address and the slot references per id. */
+  /** By id (a Map's interface, stored as columns: tables/backend-table.ts), with the backend id by address and the slot references per id. */
   backends: BackendTable;
   revNat: Map<number, RevNatValue>;
   /** loadBalancerSourceRanges by reverse NAT id (the frontend's), as CIDR strings. */

@@ -9,7 +9,7 @@ import { type EntryReader, readBack, readBackCost } from './read-back.ts';
 import type { EntryCounts, MapState } from './state.ts';
 import type { FrontendTarget } from './targets.ts';
 import { type RemovedBackend, removedBackends } from './removed.ts';
-import { OneToMany } from './one-to-many.ts';
+import { OneToMany } from '../util/one-to-many.ts';
 
 export interface MapSource extends EntryReader {
   /** Reads what the maps hold now. */

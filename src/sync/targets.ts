@@ -1,5 +1,5 @@
 // What the sync engine is asked to program: one frontend as map keys, master
-// flags and backend values. Built from the model by src/agent/targets.ts.
+// flags and backend values. Built from the model by src/agent/loops/targets.ts.
 import type { BackendValue } from '../maps/codecs.ts';
 import type { FrontendKey } from './state.ts';
 

@@ -9,7 +9,7 @@
 // failed sync keeps it for the retry, whose delay is part of the latency.
 // Each is kept with the address family of its slice (kube-proxy observes it
 // per family: the two slices of a dual-stack Service carry the same time).
-import type { Family } from './families.ts';
+import type { Family } from '../util/family.ts';
 
 /** A trigger time and the family of the slice that carried it, as one key ("4 1700000000000"). */
 type Keyed = string;

@@ -5,7 +5,7 @@
 // id (publish(), before the sync), and a name is deleted only once no
 // backend entry names it (prune(), after a full sync), so every id a
 // backend holds has its name. Ids are kept across restarts (read back).
-import { ZONE_NAME_LEN, ZONES_MAX } from '../maps/constants.ts';
+import { SVCMAP_ZONE_NAME_LEN, SVCMAP_ZONES_MAX } from '../maps/constants.ts';
 import type { ZoneName } from '../maps/codecs.ts';
 
 /** What the table needs of svcmap_zones (a TypedMap). */
@@ -39,10 +39,10 @@ export class ZoneNames {
     if (!name) return 0;
     const known = this.#ids.get(name);
     if (known !== undefined) return known;
-    if (Buffer.byteLength(name, 'utf8') >= ZONE_NAME_LEN) return this.#unusable(name, `zone name longer than ${ZONE_NAME_LEN - 1} bytes: its backends show no zone`);
+    if (Buffer.byteLength(name, 'utf8') >= SVCMAP_ZONE_NAME_LEN) return this.#unusable(name, `zone name longer than ${SVCMAP_ZONE_NAME_LEN - 1} bytes: its backends show no zone`);
     let id = 1;
     while (this.#names.has(id)) id++;
-    if (id > ZONES_MAX) return this.#unusable(name, `more than ${ZONES_MAX} zones: the backends of this one show no zone`);
+    if (id > SVCMAP_ZONES_MAX) return this.#unusable(name, `more than ${SVCMAP_ZONES_MAX} zones: the backends of this one show no zone`);
     this.#ids.set(name, id);
     this.#names.set(id, name);
     this.#pending.add(id);

@@ -1,10 +1,10 @@
-// How a conntrack GC pass reads the backends map (src/agent/conn-counts.ts
+// How a conntrack GC pass reads the backends map (src/agent/datapath/conn-counts.ts
 // backendLookup): by id, each id once, only the ids the pass asks for, and
 // past BACKENDS_FULL_READ distinct ids one read of the whole map instead.
 // The map is the test's (a Map behind get/entries that counts its calls); the
 // pass itself against real maps is test/bpf/tc-conn-counts.test.ts.
 import t from 'tap';
-import { BACKENDS_FULL_READ, backendLookup } from '../../src/agent/conn-counts.ts';
+import { BACKENDS_FULL_READ, backendLookup } from '../../src/agent/datapath/conn-counts.ts';
 import type { BackendValue } from '../../src/maps/codecs.ts';
 
 function countingMap(n: number) {

@@ -8,8 +8,8 @@ import { AgentEvents, eventForProblem, eventsForDeferred } from '../../src/agent
 import { truncateNote } from '../../src/agent/events/k8s-sink.ts';
 import { DEFAULT_LIMITS, type EventInput, EventBook, type EventLimits, type EventWrite, TokenBucket } from '../../src/agent/events/recorder.ts';
 import { type EventSeries, type EventSink, EventSinkError, type NewEvent, EventRecorder } from '../../src/agent/events/sender.ts';
-import { AgentMetrics } from '../../src/agent/metrics.ts';
-import { ProblemReporter } from '../../src/agent/problems-log.ts';
+import { AgentMetrics } from '../../src/agent/http/metrics.ts';
+import { ProblemReporter } from '../../src/agent/loops/problems-log.ts';
 import { frontendConflict, problemAbout } from '../../src/model/problems.ts';
 import type { Problem } from '../../src/model/types.ts';
 import type { SyncReport } from '../../src/sync/syncer.ts';

@@ -4,11 +4,11 @@
 // counts and answers.
 import pino from 'pino';
 import t from 'tap';
-import { healthCheckBody, healthCheckOf } from '../../src/agent/health-check-ports.ts';
-import { serveHealth } from '../../src/agent/http-servers.ts';
-import { AgentMetrics } from '../../src/agent/metrics.ts';
-import { SyncStatus } from '../../src/agent/sync-status.ts';
-import { buildDesiredState } from '../../src/model/desired.ts';
+import { healthCheckBody, healthCheckOf } from '../../src/agent/http/health-check-ports.ts';
+import { serveHealth } from '../../src/agent/http/http-servers.ts';
+import { AgentMetrics } from '../../src/agent/http/metrics.ts';
+import { SyncStatus } from '../../src/agent/loops/sync-status.ts';
+import { buildDesiredState } from '../model/desired.ts';
 import type { EndpointSlice, Service } from '../../src/model/schemas.ts';
 import { validateObject } from '../../src/model/validate.ts';
 import { ApplyError } from '../../src/sync/apply.ts';

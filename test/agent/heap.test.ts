@@ -1,11 +1,11 @@
-// The collection after a full sync that grew the heap (src/agent/heap.ts):
+// The collection after a full sync that grew the heap (src/agent/loops/heap.ts):
 // when it runs, that it runs once per growth, and that it is V8's
 // memory-reducing kind. The gc function and the heap size are the test's, so
 // nothing here depends on the real heap; the real effect on RSS is measured
 // by test/agent/memory-probe.ts and make bench.
 import { pino } from 'pino';
 import t from 'tap';
-import { HeapReclaimer, RECLAIM_GROWTH_BYTES } from '../../src/agent/heap.ts';
+import { HeapReclaimer, RECLAIM_GROWTH_BYTES } from '../../src/agent/loops/heap.ts';
 
 const MiB = 2 ** 20;
 const turn = () => new Promise((r) => setImmediate(r));

@@ -4,8 +4,8 @@
 // stale ones go; nothing rewritten that did not change).
 import type { NetworkInterfaceInfo } from 'node:os';
 import t from 'tap';
-import { syncDeviceAddresses } from '../../src/agent/device-addresses.ts';
-import { type HostNet, defaultDevices, deviceAddresses, hostDevices, parseProcNetIpv6Route, parseProcNetRoute } from '../../src/agent/host-net.ts';
+import { syncDeviceAddresses } from '../../src/agent/datapath/device-addresses.ts';
+import { type HostNet, defaultDevices, deviceAddresses, hostDevices, parseProcNetIpv6Route, parseProcNetRoute } from '../../src/agent/datapath/host-net.ts';
 import { BpfMap } from '../../src/bpf/map.ts';
 import { devAddrMap } from '../../src/maps/registry.ts';
 import { TypedMap } from '../../src/maps/typed-map.ts';

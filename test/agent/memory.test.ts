@@ -2,7 +2,7 @@
 // with the Kubernetes source, fed 1,000 Services x 10 endpoints by the test
 // API server (lab/apiserver), must stay under a resident-set bound once it has
 // synced and settled (the highest reading over 12 s after the collection that
-// follows its first full sync, src/agent/heap.ts: past one conntrack GC pass;
+// follows its first full sync, src/agent/loops/heap.ts: past one conntrack GC pass;
 // the probe waits for it). The bound is the highest of four runs under tap
 // on 2026-12-01 (146-151 MiB; 122-124 MiB from a shell, the same probe)
 // times 1.2: the readings vary by a few MiB between runs, while what the

@@ -6,9 +6,9 @@
 // a range is written. The datapath's side is test/bpf/tc-policy.test.ts and
 // tc6-nodeport.test.ts; the user's view is test/e2e/tc-source-ranges.test.ts.
 import t from 'tap';
-import { normalizeCidr, toTargets } from '../../src/agent/targets.ts';
+import { normalizeCidr, toTargets } from '../../src/agent/loops/targets.ts';
 import { SVC_F_SRC_RANGES } from '../../src/maps/constants.ts';
-import { buildDesiredState } from '../../src/model/desired.ts';
+import { buildDesiredState } from '../model/desired.ts';
 import type { Service } from '../../src/model/schemas.ts';
 import type { Problem } from '../../src/model/types.ts';
 import { validateObject } from '../../src/model/validate.ts';

@@ -9,10 +9,10 @@
 import pino from 'pino';
 import t, { type Test } from 'tap';
 import { endpointSlice, service } from '../../lab/apiserver/objects.ts';
-import { SyncLoop } from '../../src/agent/sync-loop.ts';
-import { AgentMetrics } from '../../src/agent/metrics.ts';
-import { ProblemReporter } from '../../src/agent/problems-log.ts';
-import { SyncStatus } from '../../src/agent/sync-status.ts';
+import { SyncLoop } from '../../src/agent/loops/sync-loop.ts';
+import { AgentMetrics } from '../../src/agent/http/metrics.ts';
+import { ProblemReporter } from '../../src/agent/loops/problems-log.ts';
+import { SyncStatus } from '../../src/agent/loops/sync-status.ts';
 import { IncrementalModel } from '../../src/model/incremental.ts';
 import { type EndpointSlice, type Service } from '../../src/model/schemas.ts';
 import { validateObject } from '../../src/model/validate.ts';

@@ -11,7 +11,7 @@ import { nftDelta, nftFull } from '../../bench/nftables.ts';
 import { pairedMedianRatio } from '../../bench/stats.ts';
 import type { LineFile } from '../../bench/textfile.ts';
 import { makeServices, makeServices6, vipOf, withChangedEndpoint } from '../../bench/workload.ts';
-import { canonicalIpv6 } from '../../src/maps/ipv6.ts';
+import { canonicalIpv6 } from '../../src/util/ipv6.ts';
 
 function lines(gen: (o: LineFile) => void): string[] {
   const out: string[] = [];

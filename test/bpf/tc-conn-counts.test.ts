@@ -11,8 +11,8 @@
 // gone; the agent changes a count only through svcmap_conns_adjust (an
 // atomic add).
 import t from 'tap';
-import { CONNS_ADJUST_PROGRAM, ConnCounts, type RecountResult } from '../../src/agent/conn-counts.ts';
-import { CtGc } from '../../src/agent/ct-gc.ts';
+import { CONNS_ADJUST_PROGRAM, ConnCounts, type RecountResult } from '../../src/agent/datapath/conn-counts.ts';
+import { CtGc } from '../../src/agent/loops/ct-gc.ts';
 import { progRunSyscall } from '../../src/bpf/test-run.ts';
 import { connsAdjust } from '../../src/maps/codecs.ts';
 import { CONNS_FIELD_SOCK, CT_DIR_FWD, CT_F_COUNTED, LB_ALG_LC, SVC_F_NODEPORT } from '../../src/maps/constants.ts';

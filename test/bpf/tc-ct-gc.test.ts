@@ -1,12 +1,12 @@
-// The conntrack GC (src/agent/ct-gc.ts) against the CT map of a loaded tc
+// The conntrack GC (src/agent/loops/ct-gc.ts) against the CT map of a loaded tc
 // object, with packets through BPF_PROG_TEST_RUN (nothing attached): the
 // datapath's last_seen and the agent's clock are the same clock; a closed
 // flow's two entries go once the closing lifetime has passed and its SNAT
 // port serves a new flow; established, unanswered and UDP flows go after
 // their own lifetimes.
 import t from 'tap';
-import { CtGc } from '../../src/agent/ct-gc.ts';
-import { AgentMetrics } from '../../src/agent/metrics.ts';
+import { CtGc } from '../../src/agent/loops/ct-gc.ts';
+import { AgentMetrics } from '../../src/agent/http/metrics.ts';
 import { CT_F_CLOSING, SVC_F_NODEPORT } from '../../src/maps/constants.ts';
 import { TCP_ACK, TCP_FIN, TCP_SYN, buildIpv4, parseIpv4 } from './fixtures/packets.ts';
 import { CT_DIR_FWD, CT_DIR_REPLY_IN, CT_DIR_REPLY_OUT } from './fixtures/tc-codecs.ts';

@@ -11,7 +11,7 @@ import t, { type Test } from 'tap';
 import {
   IPPROTO_TCP, LB_ALG_DH, LB_ALG_LC, LB_ALG_MAGLEV, LB_ALG_NQ, LB_ALG_RR, LB_ALG_SED, LB_ALG_SH, SVC_F_AFFINITY, SVC_F_NODEPORT, SVC_F_SH_PORT, SVC_SCOPE_EXT,
 } from '../../src/maps/constants.ts';
-import { CONNS_ADJUST_PROGRAM, ConnCounts } from '../../src/agent/conn-counts.ts';
+import { CONNS_ADJUST_PROGRAM, ConnCounts } from '../../src/agent/datapath/conn-counts.ts';
 import { TCP_RST, TCP_SYN, buildIpv4 } from './fixtures/packets.ts';
 import { buildIpv6 } from './fixtures/packets6.ts';
 import { translated, translated6 } from './fixtures/tc-expect.ts';

@@ -28,11 +28,13 @@ h.configure(NODE_IP);
 // The maps the sync engine writes, from the tc object alone (DatapathMaps
 // wants the socket object's too; these are all that MapsAdapter touches).
 const maps = {
-  services: h.services, backends: h.backends, srcRange: h.srcRange,
-  revNat: new TypedMap(revNatMap, h.object.map(revNatMap.name)),
-  maglev: new MaglevTables(h.object.map(maglevMap.name)),
+  v4: {
+    services: h.services, backends: h.backends, srcRange: h.srcRange,
+    revNat: new TypedMap(revNatMap, h.object.map(revNatMap.name)),
+    maglev: new MaglevTables(h.object.map(maglevMap.name)),
+  },
 } as unknown as DatapathMaps;
-const adapter = new MapsAdapter(maps);
+const adapter = new MapsAdapter(maps.v4);
 
 const backends = (n: number, skip = -1) =>
   Array.from({ length: n }, (_, i) => i).filter((i) => i !== skip)
@@ -70,7 +72,7 @@ const moved = (a: string[], b: string[]) => a.filter((x, i) => x !== b[i]).lengt
 
 t.test('one flow key, one backend; all backends used; two agents agree; removing 1 of 10 moves ~1/10', async (t) => {
   sync([frontend(backends(10))]);
-  const table = maps.maglev!.read(state.frontends.get(`${NODE_IP}:${PORT}/6/0`)!.master.rev_nat_id);
+  const table = maps.v4.maglev!.read(state.frontends.get(`${NODE_IP}:${PORT}/6/0`)!.master.rev_nat_id);
   t.equal(table?.[0], 16381, 'the frontend\'s table is in svcmap_maglev, M at index 0');
   const rn = state.frontends.get(`${NODE_IP}:${PORT}/6/0`)!.master.rev_nat_id;
   t.same([...(adapter.readState().maglevSizes ?? [])], [[rn, 16381]], 'read back from the kernel (a restarted agent\'s view): the size by rev_nat_id');
@@ -101,7 +103,7 @@ t.test('one flow key, one backend; all backends used; two agents agree; removing
 t.test('a maglev frontend without its table is served at random', async (t) => {
   sync([frontend(backends(3))]);
   const rn = state.frontends.get(`${NODE_IP}:${PORT}/6/0`)!.master.rev_nat_id;
-  t.ok(maps.maglev!.delete(rn), 'table deleted behind the agent\'s back');
+  t.ok(maps.v4.maglev!.delete(rn), 'table deleted behind the agent\'s back');
   const got = new Set(route());
   t.ok(got.size > 1, `random spread without a table (${[...got].join(', ')})`);
 });

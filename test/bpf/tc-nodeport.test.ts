@@ -4,7 +4,7 @@
 // back into frontend -> client, each flow keeps its backend, and SNAT ports
 // never collide.
 import t from 'tap';
-import { SNAT_PORT_MAX as SNAT_MAX, SNAT_PORT_MIN as SNAT_MIN } from '../../src/agent/tc-datapath.ts';
+import { SNAT_PORT_MAX as SNAT_MAX, SNAT_PORT_MIN as SNAT_MIN } from '../../src/agent/datapath/tc-datapath.ts';
 import { SVC_F_NODEPORT } from '../../src/maps/constants.ts';
 import { TCP_ACK, TCP_SYN, buildIpv4, diffOffsets, parseIpv4 } from './fixtures/packets.ts';
 import { CT_DIR_FWD, CT_DIR_REPLY_IN, CT_F_SNAT } from './fixtures/tc-codecs.ts';

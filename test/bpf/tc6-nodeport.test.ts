@@ -8,8 +8,8 @@
 // Each output's TCP/UDP checksum is recomputed from scratch over the IPv6
 // pseudo-header (packets6.ts).
 import t, { type Test } from 'tap';
-import { CtGc } from '../../src/agent/ct-gc.ts';
-import { SNAT_PORT_MAX as SNAT_MAX, SNAT_PORT_MIN as SNAT_MIN } from '../../src/agent/tc-datapath.ts';
+import { CtGc } from '../../src/agent/loops/ct-gc.ts';
+import { SNAT_PORT_MAX as SNAT_MAX, SNAT_PORT_MIN as SNAT_MIN } from '../../src/agent/datapath/tc-datapath.ts';
 import { SVC_F_ETP_LOCAL, SVC_F_LOADBALANCER, SVC_F_NODEPORT, SVC_F_SRC_RANGES } from '../../src/maps/constants.ts';
 import { ETH_P_IPV6, TCP_ACK, TCP_FIN, TCP_SYN, ethHeader } from './fixtures/packets.ts';
 import {

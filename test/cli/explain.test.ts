@@ -79,8 +79,8 @@ t.test('an affinity service after a connection: the pod\'s entry and its backend
   const maps = DatapathMaps.openPinned(c.pinDir);
   t.teardown(() => maps.close());
   const key = { addr: STICKY, port: 80, proto: IPPROTO_TCP, scope: SVC_SCOPE_EXT };
-  const revNatId = maps.services.get({ ...key, slot: 0 })!.rev_nat_id;
-  const [slot1, slot2] = [1, 2].map((slot) => maps.services.get({ ...key, slot })!.backend_id);
+  const revNatId = maps.v4.services.get({ ...key, slot: 0 })!.rev_nat_id;
+  const [slot1, slot2] = [1, 2].map((slot) => maps.v4.services.get({ ...key, slot })!.backend_id);
   const client = (addr: string) => ({ netns_cookie: 0n, client_addr: addr, rev_nat_id: revNatId, origin: AFFINITY_ORIGIN_TC });
   maps.affinity!.put(client('192.0.2.10'), { last_used: bootTimeNs(), backend_id: slot2!, slot: 2 });
   maps.affinity!.put(client('192.0.2.11'), { last_used: bootTimeNs(), backend_id: slot1!, slot: 2 });

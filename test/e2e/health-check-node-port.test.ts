@@ -15,7 +15,7 @@ import { assertBuilt } from '../../lab/agent-process.ts';
 import { Lab, type LabClient, type LabPod } from '../../lab/index.ts';
 import { ensureBpffs, sweepStalePins } from '../../lab/pins.ts';
 import { hostPort } from '../../lab/protocol.ts';
-import { HC_LISTENING } from '../../src/agent/health-check-ports.ts';
+import { HC_LISTENING } from '../../src/agent/http/health-check-ports.ts';
 import { type EndpointSpec, type ServiceSpec, serviceObject, sliceObject } from './fixtures/manifests.ts';
 import { CLIENT_IP, NODE_IPS, type NodeAgent, makeTcNode, startNodeAgent } from './fixtures/tc-nodes.ts';
 

@@ -12,7 +12,7 @@
 // step waits for the agent's sync.
 import t, { type Test } from 'tap';
 import { endpointSlice, node, service } from '../../lab/apiserver/index.ts';
-import { HEADLESS_LABEL, SERVICE_PROXY_NAME_LABEL } from '../../src/model/desired.ts';
+import { HEADLESS_LABEL, SERVICE_PROXY_NAME_LABEL } from '../../src/model/proxied.ts';
 import { POD_IPS, POD_NAMES, TCP_PORT } from './fixtures/cluster.ts';
 import { startK8sCluster } from './fixtures/k8s-cluster.ts';
 

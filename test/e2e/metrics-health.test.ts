@@ -169,7 +169,7 @@ t.test('a sync the kernel refuses: /healthz and /livez 503 once the change waite
   try {
     for (; full === undefined; junk++) {
       try {
-        maps.services.put({ addr: `10.99.0.${junk + 1}`, port: 1, slot: 0, proto: IPPROTO_TCP, scope: SVC_SCOPE_EXT },
+        maps.v4.services.put({ addr: `10.99.0.${junk + 1}`, port: 1, slot: 0, proto: IPPROTO_TCP, scope: SVC_SCOPE_EXT },
           { backend_id: 0, rev_nat_id: 0, count: 0, flags: 0, algorithm: 0, affinity_timeout: 0 });
       } catch (err) {
         full = err;

@@ -87,7 +87,7 @@ t.test('with ClientIP affinity every connection from one pod reaches one backend
 
 t.test('the client is the network namespace: one entry per pod, each honoured on its own', async (t) => {
   const master = { addr: STICKY, port: 80, proto: IPPROTO_TCP, scope: SVC_SCOPE_EXT, slot: 0 };
-  const revNatId = withAffinity((_, maps) => maps.services.get(master)!.rev_nat_id);
+  const revNatId = withAffinity((_, maps) => maps.v4.services.get(master)!.rev_nat_id);
   const entriesOfFrontend = () => withAffinity((aff) => aff.entries().filter(([k]) => k.rev_nat_id === revNatId));
   // Forget the frontend's entries, then let each client make its own, one after the other.
   withAffinity((aff) => { for (const [k] of entriesOfFrontend()) aff.delete(k); });
@@ -109,7 +109,7 @@ t.test('the client is the network namespace: one entry per pod, each honoured on
 
   // Point the two clients at two different backends: each follows its own entry.
   withAffinity((aff, maps) => {
-    const slot = (s: number) => ({ slot: s, backend_id: maps.services.get({ ...master, slot: s })!.backend_id });
+    const slot = (s: number) => ({ slot: s, backend_id: maps.v4.services.get({ ...master, slot: s })!.backend_id });
     aff.put(key1, { ...aff.get(key1)!, ...slot(1) });
     aff.put(key2!, { ...aff.get(key2!)!, ...slot(2) });
   });

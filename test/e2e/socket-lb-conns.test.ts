@@ -280,7 +280,7 @@ t.test('svcmap dump shows each backend\'s zone and live count, and a zone that c
   const maps = DatapathMaps.openPinned(c.pinDir);
   try {
     const names = new Map(maps.zones!.entries().map(([id, v]) => [id, v.name]));
-    const named = [...maps.backends.entries(), ...(maps.v6?.backends.entries() ?? [])].filter(([, b]) => b.zone !== 0);
+    const named = [maps.v4, maps.v6].flatMap((f) => (f ? [...f.backends.entries()] : [])).filter(([, b]) => b.zone !== 0);
     t.ok(named.length >= 6, 'the TCP and UDP backends of the lc Service carry zone ids');
     t.ok(named.every(([, b]) => names.has(b.zone)), 'every zone id a backend holds has its name in svcmap_zones');
   } finally {

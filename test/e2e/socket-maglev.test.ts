@@ -9,7 +9,7 @@
 // move (Maglev's consistency), and they move to the pods that remain.
 import t from 'tap';
 import type { LabClient } from '../../lab/index.ts';
-import { LB_ALG_MAGLEV, MAGLEV_DEFAULT_M } from '../../src/maps/constants.ts';
+import { LB_ALG_MAGLEV, SVCMAP_MAGLEV_DEFAULT_M } from '../../src/maps/constants.ts';
 import { DatapathMaps } from '../../src/maps/datapath-maps.ts';
 import { type Cluster, FAMILIES, POD_IPS, POD_IPS6, POD_NAMES, dualStackEchoService, masterEntry, secondClient, startCluster } from './fixtures/cluster.ts';
 import type { ServiceSpec } from './fixtures/manifests.ts';
@@ -47,7 +47,7 @@ for (const f of FAMILIES) {
     const maps = DatapathMaps.openPinned(c.pinDir);
     try {
       const table = maps.family(f.family)?.maglev?.read(master!.rev_nat_id);
-      t.equal(table?.[0], MAGLEV_DEFAULT_M, 'its table is pinned, M at index 0');
+      t.equal(table?.[0], SVCMAP_MAGLEV_DEFAULT_M, 'its table is pinned, M at index 0');
       t.same([...new Set(table!.subarray(1))].sort(), [1, 2, 3], 'and names the 3 slots');
     } finally {
       maps.close();

@@ -13,10 +13,10 @@ import { compileBpf } from '../../src/bpf/compile.ts';
 import { loadPinned } from '../../src/bpf/loader.ts';
 import type { BpfObject } from '../../src/bpf/object.ts';
 import { buildDumpView } from '../../src/cli/dump-view.ts';
-import { SyncLoop } from '../../src/agent/sync-loop.ts';
-import { AgentMetrics } from '../../src/agent/metrics.ts';
-import { countingProblemReporter } from '../../src/agent/problems-log.ts';
-import { SyncStatus } from '../../src/agent/sync-status.ts';
+import { SyncLoop } from '../../src/agent/loops/sync-loop.ts';
+import { AgentMetrics } from '../../src/agent/http/metrics.ts';
+import { countingProblemReporter } from '../../src/agent/loops/problems-log.ts';
+import { SyncStatus } from '../../src/agent/loops/sync-status.ts';
 import type { BackendValue, RevNatValue, SrcRangeKey, SvcKey, SvcValue } from '../../src/maps/codecs.ts';
 import { DatapathMaps } from '../../src/maps/datapath-maps.ts';
 import type { Problem } from '../../src/model/types.ts';
@@ -142,7 +142,7 @@ export function startSync(kc: KubeConfig, nodeName = 'node1'): SyncHarness {
     for (const program of ['sock', 'tc'] as const) objects.push(loadPinned({ objectPath: compileBpf({ program }).path, pinDir, maxEntries: () => 4096 }).object);
     const dp = DatapathMaps.fromObjects(objects);
     maps = dp;
-    const syncer = new CheckedSyncer(new Recorder(new MapsAdapter(dp)));
+    const syncer = new CheckedSyncer(new Recorder(new MapsAdapter(dp.v4)));
     const log = pino({ level: 'silent' });
     const metrics = new AgentMetrics();
     const status = new SyncStatus(metrics, log);
@@ -161,7 +161,7 @@ export function startSync(kc: KubeConfig, nodeName = 'node1'): SyncHarness {
     return {
       syncer, source: src, metrics, status, invalid, informerErrors,
       frontends() {
-        const view = buildDumpView(dp.services.entries(), dp.backends.entries(), dp.revNat.entries());
+        const view = buildDumpView(dp.v4.services.entries(), dp.v4.backends.entries(), dp.v4.revNat.entries());
         return new Map(view.map((f) => [f.frontend, f.backends.map((b) => `${b.address} ${b.state}`).sort()]));
       },
       stop() {

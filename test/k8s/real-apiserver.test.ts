@@ -17,7 +17,7 @@
 // The faults a real server cannot make (objects it would refuse, a stream cut
 // mid-event, a stall, 503 answers) stay on lab/apiserver: sync.test.ts.
 import t, { type Test } from 'tap';
-import { HEADLESS_LABEL, SERVICE_PROXY_NAME_LABEL } from '../../src/model/desired.ts';
+import { HEADLESS_LABEL, SERVICE_PROXY_NAME_LABEL } from '../../src/model/proxied.ts';
 import { type SyncHarness, eventually, startSync } from './fixtures.ts';
 import { NODE, type RealApiServer, Workload, recordRequests, recordWatchErrors, startRealApiServer } from './fixtures-cluster.ts';
 

@@ -1,5 +1,6 @@
 import t from 'tap';
-import { buildDesiredState, nodeInfoFromNode } from '../../src/model/desired.ts';
+import { buildDesiredState } from './desired.ts';
+import { nodeInfoFromNode } from '../../src/model/node.ts';
 import { type EndpointSlice, type Node, type Service } from '../../src/model/schemas.ts';
 import { validateObject } from '../../src/model/validate.ts';
 import type { DesiredState, Frontend, NodeInfo } from '../../src/model/types.ts';

@@ -4,7 +4,7 @@
 // at a time; after each step the union of what the incremental model emitted
 // equals buildDesiredState over the same objects.
 import t from 'tap';
-import { buildDesiredState } from '../../src/model/desired.ts';
+import { buildDesiredState } from './desired.ts';
 import { IncrementalModel } from '../../src/model/incremental.ts';
 import { type EndpointSlice, type Service } from '../../src/model/schemas.ts';
 import { validateObject } from '../../src/model/validate.ts';

@@ -5,9 +5,9 @@
 // and the node's default applies.
 import t from 'tap';
 import { eventForProblem } from '../../src/agent/events/agent-events.ts';
-import { toTarget } from '../../src/agent/targets.ts';
+import { toTarget } from '../../src/agent/loops/targets.ts';
 import { LB_ALGORITHMS, LB_ALG_DH, LB_ALG_LC, LB_ALG_MAGLEV, LB_ALG_NQ, LB_ALG_RANDOM, LB_ALG_RR, LB_ALG_SED, LB_ALG_SH, SVC_F_SH_PORT } from '../../src/maps/constants.ts';
-import { buildDesiredState } from '../../src/model/desired.ts';
+import { buildDesiredState } from './desired.ts';
 import { type Service } from '../../src/model/schemas.ts';
 import { validateObject } from '../../src/model/validate.ts';
 
@@ -96,7 +96,7 @@ t.test('lc, sed, nq and dh: accepted from the annotation and as the node default
     slices: [],
   });
   t.same(problems, [], 'no warning for any of them');
-  const ids = names.map((n, i) => toTarget(state.frontends.get(`10.96.2.${40 + i}:80/TCP`)!).algorithm);
+  const ids = names.map((_, i) => toTarget(state.frontends.get(`10.96.2.${40 + i}:80/TCP`)!).algorithm);
   t.same(ids, [LB_ALG_LC, LB_ALG_SED, LB_ALG_NQ, LB_ALG_DH], 'the map target carries each one\'s id');
   t.equal(new Set(Object.values(LB_ALGORITHMS)).size, Object.keys(LB_ALGORITHMS).length, 'no two names share an id');
   const plain = buildDesiredState({ services: [svc('p', '10.96.2.50', {})], slices: [] }).state.frontends.get('10.96.2.50:80/TCP')!;

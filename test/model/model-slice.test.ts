@@ -7,8 +7,8 @@
 // stripped to what the model reads, through the full model and the
 // incremental one (the Kubernetes source's).
 import t from 'tap';
-import { toTargets } from '../../src/agent/targets.ts';
-import { buildDesiredState } from '../../src/model/desired.ts';
+import { toTargets } from '../../src/agent/loops/targets.ts';
+import { buildDesiredState } from './desired.ts';
 import { type IpSlice, modelSlice } from '../../src/model/endpoints.ts';
 import { IncrementalModel } from '../../src/model/incremental.ts';
 import { type EndpointSlice, type Service } from '../../src/model/schemas.ts';

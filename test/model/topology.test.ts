@@ -8,7 +8,7 @@
 // the node's name, as kube-proxy 1.34 has them. A Local traffic policy's set
 // is the node's own, hints or not.
 import t from 'tap';
-import { buildDesiredState } from '../../src/model/desired.ts';
+import { buildDesiredState } from './desired.ts';
 import { nodeInfoFromNode } from '../../src/model/node.ts';
 import { type EndpointSlice, type Service } from '../../src/model/schemas.ts';
 import { validateObject } from '../../src/model/validate.ts';

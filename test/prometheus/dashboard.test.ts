@@ -10,7 +10,7 @@ import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'no
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import t from 'tap';
-import { AgentMetrics } from '../../src/agent/metrics.ts';
+import { AgentMetrics } from '../../src/agent/http/metrics.ts';
 import { ROOT } from '../chart/helm.ts';
 import { PROMTOOL, promtool } from './promtool.ts';
 

@@ -6,7 +6,8 @@ import { fileURLToPath } from 'node:url';
 import { isManifestName, loadManifestDir, loadManifestFile, type LoadResult, objectKeyOf } from '../../src/sources/file/load.ts';
 import { sameValue } from '../../src/sources/file/same-value.ts';
 import { flattenLists, parseManifest } from '../../src/sources/file/parse.ts';
-import { buildDesiredState, nodeInfoFromNode } from '../../src/model/desired.ts';
+import { buildDesiredState } from '../model/desired.ts';
+import { nodeInfoFromNode } from '../../src/model/node.ts';
 import type { EndpointSlice, Service } from '../../src/model/schemas.ts';
 
 const fixtures = fileURLToPath(new URL('../fixtures/manifests/', import.meta.url));

@@ -64,7 +64,7 @@ t.test('on the kernel maps: IPv6 frontends in svcmap_svc6/be6/revnat6, read back
     pins.release();
   });
   const v6 = maps.family(6)!;
-  const s = new FamilySyncers(new Syncer(new MapsAdapter(maps)), new Syncer(new MapsAdapter(v6)));
+  const s = new FamilySyncers(new Syncer(new MapsAdapter(maps.v4)), new Syncer(new MapsAdapter(v6)));
   const want = [
     svc('web', f4.vip(10), [f4.pod(1)]),
     svc('web', f6.vip(10), [f6.pod(1), `[${f6.pod(0x1234)}]:443`]),
@@ -75,7 +75,7 @@ t.test('on the kernel maps: IPv6 frontends in svcmap_svc6/be6/revnat6, read back
     [`${f6.vip(10)}:80/6/0`, [`${f6.pod(0x1234)}:443`, `${f6.pod(1)}:8080`]],
     ['fd00:10:96:ffff:ffff:ffff:ffff:fffe:80/6/0', [`${f6.pod(2)}:8080`]],
   ]);
-  t.same(sorted(kernelView(maps)), [[`${f4.vip(10)}:80/6/0`, [`${f4.pod(1)}:8080`]]], 'the IPv4 maps hold the IPv4 frontend only');
+  t.same(sorted(kernelView(maps.v4)), [[`${f4.vip(10)}:80/6/0`, [`${f4.pod(1)}:8080`]]], 'the IPv4 maps hold the IPv4 frontend only');
   t.same(normState(s.v6!.state), normState(new MapsAdapter(v6).readState()), 'a fresh read of the IPv6 maps equals the tracked state');
   // A restarted agent keeps every IPv6 id: nothing to write.
   const again = new Syncer(new MapsAdapter(v6));

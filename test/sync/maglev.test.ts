@@ -5,7 +5,7 @@
 // before its master and stale slots, naming only slots 1..count, and drops it
 // when the frontend goes or leaves maglev.
 import t from 'tap';
-import { LB_ALG_MAGLEV, MAGLEV_DEFAULT_M, MAGLEV_TABLE_SIZES } from '../../src/maps/constants.ts';
+import { LB_ALG_MAGLEV, SVCMAP_MAGLEV_DEFAULT_M, MAGLEV_TABLE_SIZES } from '../../src/maps/constants.ts';
 import { maglevDisruption, maglevSlotTable, maglevTable } from '../../src/sync/maglev.ts';
 import { Syncer } from '../../src/sync/syncer.ts';
 import { FailingMaps } from './failing-maps.ts';
@@ -22,11 +22,11 @@ function shares(table: Int32Array, n: number): number[] {
 t.test('every allowed size is prime', async (t) => {
   const prime = (m: number) => { for (let d = 2; d * d <= m; d++) if (m % d === 0) return false; return m > 1; };
   for (const m of MAGLEV_TABLE_SIZES) t.ok(prime(m), `${m}`);
-  t.ok((MAGLEV_TABLE_SIZES as readonly number[]).includes(MAGLEV_DEFAULT_M));
+  t.ok((MAGLEV_TABLE_SIZES as readonly number[]).includes(SVCMAP_MAGLEV_DEFAULT_M));
 });
 
 t.test('the table is full and each backend gets ~M/N entries', async (t) => {
-  for (const [n, m] of [[1, 251], [3, 251], [10, MAGLEV_DEFAULT_M], [100, MAGLEV_DEFAULT_M], [7, 65521]] as const) {
+  for (const [n, m] of [[1, 251], [3, 251], [10, SVCMAP_MAGLEV_DEFAULT_M], [100, SVCMAP_MAGLEV_DEFAULT_M], [7, 65521]] as const) {
     const table = maglevTable(names(n), m);
     t.notOk(table.includes(-1), `N=${n} M=${m}: every entry names a backend`);
     const c = shares(table, n);
@@ -49,15 +49,15 @@ t.test('the table does not depend on the order of the backends (two agents agree
 t.test('removing one of N backends moves ~1/N of the entries', async (t) => {
   for (const n of [3, 10, 50]) {
     const before = names(n);
-    const table = maglevTable(before, MAGLEV_DEFAULT_M);
+    const table = maglevTable(before, SVCMAP_MAGLEV_DEFAULT_M);
     for (const gone of [0, Math.floor(n / 2), n - 1]) {
       const after = before.filter((_, i) => i !== gone);
-      const moved = maglevDisruption(table, before, maglevTable(after, MAGLEV_DEFAULT_M), after);
+      const moved = maglevDisruption(table, before, maglevTable(after, SVCMAP_MAGLEV_DEFAULT_M), after);
       t.ok(moved >= 1 / n - 0.01 && moved <= 1 / n + 0.03, `N=${n}, backend ${gone} removed: ${(moved * 100).toFixed(1)}% moved (ideal ${(100 / n).toFixed(1)}%)`);
     }
     // Adding one back moves about as little.
     const grown = [...before, names(1, 1000)[0]!];
-    const moved = maglevDisruption(table, before, maglevTable(grown, MAGLEV_DEFAULT_M), grown);
+    const moved = maglevDisruption(table, before, maglevTable(grown, SVCMAP_MAGLEV_DEFAULT_M), grown);
     t.ok(moved <= 1 / (n + 1) + 0.03, `N=${n} -> ${n + 1}: ${(moved * 100).toFixed(1)}% moved`);
   }
 });

@@ -4,7 +4,7 @@
 // and names that cannot be stored get id 0 with one report each.
 import t from 'tap';
 import type { ZoneName } from '../../src/maps/codecs.ts';
-import { ZONE_NAME_LEN, ZONES_MAX } from '../../src/maps/constants.ts';
+import { SVCMAP_ZONE_NAME_LEN, SVCMAP_ZONES_MAX } from '../../src/maps/constants.ts';
 import { type ZoneMap, ZoneNames } from '../../src/sync/zones.ts';
 
 class RecordingMap implements ZoneMap {
@@ -83,13 +83,13 @@ t.test('names that cannot be stored get 0 and one report each', async (t) => {
   const reports: string[] = [];
   const m = new RecordingMap();
   const z = new ZoneNames(m, (msg, name) => reports.push(`${name.length}: ${msg}`));
-  const long = 'z'.repeat(ZONE_NAME_LEN);
-  t.equal(z.id(long), 0, 'a name of ZONE_NAME_LEN bytes does not fit (the NUL)');
+  const long = 'z'.repeat(SVCMAP_ZONE_NAME_LEN);
+  t.equal(z.id(long), 0, 'a name of SVCMAP_ZONE_NAME_LEN bytes does not fit (the NUL)');
   t.equal(z.id(long), 0);
-  t.equal(z.id('z'.repeat(ZONE_NAME_LEN - 1)), 1, 'ZONE_NAME_LEN - 1 bytes fit');
-  const ids = Array.from({ length: ZONES_MAX - 1 }, (_, i) => z.id(`zone-${i + 2}`));
-  t.same(ids, Array.from({ length: ZONES_MAX - 1 }, (_, i) => i + 2), 'ids 2..ZONES_MAX for the next names');
-  t.equal(z.id('one-too-many'), 0, 'past ZONES_MAX: 0');
+  t.equal(z.id('z'.repeat(SVCMAP_ZONE_NAME_LEN - 1)), 1, 'SVCMAP_ZONE_NAME_LEN - 1 bytes fit');
+  const ids = Array.from({ length: SVCMAP_ZONES_MAX - 1 }, (_, i) => z.id(`zone-${i + 2}`));
+  t.same(ids, Array.from({ length: SVCMAP_ZONES_MAX - 1 }, (_, i) => i + 2), 'ids 2..ZONES_MAX for the next names');
+  t.equal(z.id('one-too-many'), 0, 'past SVCMAP_ZONES_MAX: 0');
   t.equal(reports.length, 2, 'one report per name');
   t.match(reports[0], /longer than 63 bytes/);
   t.match(reports[1], /more than 1024 zones/);

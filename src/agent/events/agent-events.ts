@@ -8,8 +8,8 @@ import { Counter, type Registry } from 'prom-client';
 import type { Problem } from '../../model/types.ts';
 import type { SyncReport } from '../../sync/syncer.ts';
 import type { Logger } from '../log.ts';
-import type { AgentMetrics } from '../metrics.ts';
-import { SyncStatus } from '../sync-status.ts';
+import type { AgentMetrics } from '../http/metrics.ts';
+import { SyncStatus } from '../loops/sync-status.ts';
 import { DEFAULT_LIMITS, type EventInput, EventBook, type EventLimits, type EventReason } from './recorder.ts';
 import { type DropReason, type EventSink, EventRecorder } from './sender.ts';
 

@@ -11,7 +11,7 @@ import * as z from 'zod';
 import type { KubeConfig } from '../../sources/kubernetes/client-node.ts';
 import { apiRequest } from '../../sources/kubernetes/request.ts';
 import type { Logger } from '../log.ts';
-import type { AgentMetrics } from '../metrics.ts';
+import type { AgentMetrics } from '../http/metrics.ts';
 import { AgentEvents, type AgentEventsOptions } from './agent-events.ts';
 import type { Regarding } from './recorder.ts';
 import { type EventSeries, type EventSink, EventSinkError, type NewEvent } from './sender.ts';

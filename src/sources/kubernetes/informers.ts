@@ -16,7 +16,7 @@
 import { type KubeConfig, type KubernetesObject, ListWatch, Watch } from './client-node.ts';
 import { type ValidationResult } from '../../model/schemas.ts';
 import { validateObject } from '../../model/validate.ts';
-import { NOT_PROXIED_LABELS } from '../../model/desired.ts';
+import { NOT_PROXIED_LABELS } from '../../model/proxied.ts';
 import { listAll } from './list.ts';
 
 export type InformerKind = 'Service' | 'EndpointSlice' | 'Node';

@@ -12,6 +12,7 @@ import { type EndpointSlice, type Node, type Service, identify } from '../../mod
 import { validateObject } from '../../model/validate.ts';
 import type { NodeInfo } from '../../model/types.ts';
 import { type CachedObject, type InformerKind, type RunningInformer, makeInformers } from './informers.ts';
+import type { Family } from '../../util/family.ts';
 
 export interface SourceEvents {
   /** The model changed; run a sync soon. */
@@ -25,7 +26,7 @@ export interface SourceEvents {
   /** An EndpointSlice / Service event arrived (added, updated or deleted), before anything else is made of it. */
   event?(kind: 'Service' | 'EndpointSlice'): void;
   /** An EndpointSlice arrived with a last-change-trigger-time it did not have before, for the latency metric. */
-  sliceTrigger?(serviceId: string, at: number, family: 4 | 6): void;
+  sliceTrigger?(serviceId: string, at: number, family: Family): void;
 }
 
 // client-node 2.x stops an informer for good on any error but a 410 (a cut

@@ -7,18 +7,18 @@
 // a safety net, so an address change needs no restart.
 import { existsSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { detachPinnedLink } from '../bpf/link.ts';
-import { linkPinDir } from '../bpf/loader.ts';
-import { type NetlinkWatch, RTMGRP_IPV4_IFADDR, RTMGRP_IPV4_ROUTE, RTMGRP_IPV6_IFADDR, RTMGRP_IPV6_ROUTE, RTMGRP_LINK, watchNetlink } from '../bpf/netlink.ts';
-import { type TcMode, attachTc } from '../bpf/tc.ts';
-import type { BpfObject } from '../bpf/object.ts';
-import type { DevAddrValue, SvcmapConfig } from '../maps/codecs.ts';
-import type { TypedMap } from '../maps/typed-map.ts';
-import type { NodeInfo } from '../model/types.ts';
+import { detachPinnedLink } from '../../bpf/link.ts';
+import { linkPinDir } from '../../bpf/loader.ts';
+import { type NetlinkWatch, RTMGRP_IPV4_IFADDR, RTMGRP_IPV4_ROUTE, RTMGRP_IPV6_IFADDR, RTMGRP_IPV6_ROUTE, RTMGRP_LINK, watchNetlink } from '../../bpf/netlink.ts';
+import { type TcMode, attachTc } from '../../bpf/tc.ts';
+import type { BpfObject } from '../../bpf/object.ts';
+import type { DevAddrValue, SvcmapConfig } from '../../maps/codecs.ts';
+import type { TypedMap } from '../../maps/typed-map.ts';
+import type { NodeInfo } from '../../model/types.ts';
 import { TC_PROGRAMS } from './datapath.ts';
 import { syncDeviceAddresses } from './device-addresses.ts';
 import { type HostNet, defaultDevices, deviceAddresses, readHostNet } from './host-net.ts';
-import type { Logger } from './log.ts';
+import type { Logger } from '../log.ts';
 
 /**
  * SNAT source ports: above Linux's default ephemeral range (32768-60999), so

@@ -8,28 +8,29 @@
 // A kernel that cannot load the object (no socket storage iterators, no
 // BTF) leaves the socket recount off, said once in the log.
 import { closeSync } from 'node:fs';
-import { btfStruct } from '../bpf/btf.ts';
-import { compileBpf } from '../bpf/compile.ts';
-import { loadPinned } from '../bpf/loader.ts';
-import { libbpfText } from '../bpf/map.ts';
-import { native } from '../bpf/native.ts';
-import type { BpfObject } from '../bpf/object.ts';
-import { mapSizeDrift, structDrift } from '../maps/btf-check.ts';
-import { type SkBackend, skBackend6Value, skBackendValue, skCountValue } from '../maps/codecs.ts';
-import { MAP_SK_BACKEND, MAP_SK_BACKEND6, MAP_SK_COUNT, MAP_SK_COUNT6 } from '../maps/constants.ts';
-import type { MapSpec } from '../maps/registry.ts';
-import { TypedMap } from '../maps/typed-map.ts';
-import type { Logger } from './log.ts';
+import { btfStruct } from '../../bpf/btf.ts';
+import { compileBpf } from '../../bpf/compile.ts';
+import { loadPinned } from '../../bpf/loader.ts';
+import { libbpfText } from '../../bpf/map.ts';
+import { native } from '../../bpf/native.ts';
+import type { BpfObject } from '../../bpf/object.ts';
+import { mapSizeDrift, structDrift } from '../../maps/btf-check.ts';
+import { type SkBackend, skBackend6Value, skBackendValue, skCountValue } from '../../maps/codecs.ts';
+import { SVCMAP_MAP_SK_BACKEND, SVCMAP_MAP_SK_BACKEND6, SVCMAP_MAP_SK_COUNT, SVCMAP_MAP_SK_COUNT6 } from '../../maps/constants.ts';
+import type { MapSpec } from '../../maps/registry.ts';
+import { TypedMap } from '../../maps/typed-map.ts';
+import type { Logger } from '../log.ts';
+import type { Family } from '../../util/family.ts';
 
 /** Each family's iterator program, the storage map it walks and the counts it fills. */
 const FAMILY = {
   4: {
-    program: 'svcmap_sk_recount', storage: MAP_SK_BACKEND, value: skBackendValue,
-    counts: { name: MAP_SK_COUNT, key: skBackendValue, value: skCountValue, purpose: 'socket recount: live sockets per backend, for one run (not pinned)' } as MapSpec<SkBackend, bigint>,
+    program: 'svcmap_sk_recount', storage: SVCMAP_MAP_SK_BACKEND, value: skBackendValue,
+    counts: { name: SVCMAP_MAP_SK_COUNT, key: skBackendValue, value: skCountValue, purpose: 'socket recount: live sockets per backend, for one run (not pinned)' } as MapSpec<SkBackend, bigint>,
   },
   6: {
-    program: 'svcmap_sk_recount6', storage: MAP_SK_BACKEND6, value: skBackend6Value,
-    counts: { name: MAP_SK_COUNT6, key: skBackend6Value, value: skCountValue, purpose: 'socket recount: live sockets per IPv6 backend, for one run (not pinned)' } as MapSpec<SkBackend, bigint>,
+    program: 'svcmap_sk_recount6', storage: SVCMAP_MAP_SK_BACKEND6, value: skBackend6Value,
+    counts: { name: SVCMAP_MAP_SK_COUNT6, key: skBackend6Value, value: skCountValue, purpose: 'socket recount: live sockets per IPv6 backend, for one run (not pinned)' } as MapSpec<SkBackend, bigint>,
   },
 } as const;
 
@@ -40,7 +41,7 @@ export interface SocketCount extends SkBackend {
 export interface SocketCounterOptions {
   pinDir: string;
   /** Which storage to count: svcmap_sk_be (4, the default) or svcmap_sk_be6 (6). */
-  family?: 4 | 6;
+  family?: Family;
   objectDir?: string;
   forceCompile?: boolean;
 }
@@ -50,7 +51,7 @@ export class SocketCounter {
   readonly #counts: TypedMap<SkBackend, bigint>;
   readonly #link: number;
 
-  private constructor(object: BpfObject, f: (typeof FAMILY)[4 | 6]) {
+  private constructor(object: BpfObject, f: (typeof FAMILY)[Family]) {
     this.#object = object;
     this.#counts = new TypedMap(f.counts, object.map(f.counts.name));
     const fd = native().iterMapLinkCreate(object.programFd(f.program), object.map(f.storage).fd) as number;

@@ -1,4 +1,4 @@
-// The sync engine's backends by id, stored as columns (src/sync/backend-table.ts):
+// The sync engine's backends by id, stored as columns (src/sync/tables/backend-table.ts):
 // it answers as a Map<number, BackendValue> would through random sets and
 // deletes (rows reused, columns grown, its hash tables grown and shrunk by
 // backward shift), its address index and reference counts answer as the
@@ -6,8 +6,8 @@
 // counts that outlive their backend), and it refuses a value the backends
 // map's fields cannot hold.
 import t from 'tap';
-import { BackendTable } from '../../src/sync/backend-table.ts';
-import type { BackendValue } from '../../src/maps/codecs.ts';
+import { BackendTable } from '../../../src/sync/tables/backend-table.ts';
+import type { BackendValue } from '../../../src/maps/codecs.ts';
 
 function rng(seed: number): () => number {
   let x = seed >>> 0 || 1;

@@ -8,7 +8,8 @@
 // (the main tables).
 import { readFileSync } from 'node:fs';
 import { networkInterfaces } from 'node:os';
-import { ifIndex } from '../bpf/tc.ts';
+import { ifIndex } from '../../bpf/tc.ts';
+import type { Family } from '../../util/family.ts';
 
 export interface HostDevice {
   name: string;
@@ -130,7 +131,7 @@ export function defaultDevices(net: HostNet, nodeAddresses: readonly string[]): 
 }
 
 /** The device map's desired content: ifindex -> primary IPv4 address (family 6: first global IPv6 address). */
-export function deviceAddresses(net: HostNet, family: 4 | 6 = 4): Map<number, string> {
+export function deviceAddresses(net: HostNet, family: Family = 4): Map<number, string> {
   const out = new Map<number, string>();
   for (const d of net.devices) {
     const a = family === 4 ? d.addr : d.addr6;

@@ -1,10 +1,10 @@
 // Reports each problem with an object once while it lasts: a manifest or an
 // API object that stays broken is logged when it breaks, not on every sync,
 // and its recovery is logged too.
-import { formatProblem } from '../model/problems.ts';
-import type { Problem } from '../model/types.ts';
-import type { Logger } from './log.ts';
-import type { AgentMetrics } from './metrics.ts';
+import { formatProblem } from '../../model/problems.ts';
+import type { Problem } from '../../model/types.ts';
+import type { Logger } from '../log.ts';
+import type { AgentMetrics } from '../http/metrics.ts';
 
 function problemId(p: Problem): string {
   return `${p.severity}|${formatProblem(p)}|${p.path}`;

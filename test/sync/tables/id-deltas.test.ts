@@ -1,9 +1,9 @@
-// IdDeltas (src/sync/id-deltas.ts), a plan's reference changes by backend id:
+// IdDeltas (src/sync/tables/id-deltas.ts), a plan's reference changes by backend id:
 // it sums as a Map<number, number> would, through growth, ids at the ends of
 // the u32 range and ids whose hashes collide, and iterates in the order the
 // ids came, as a Map does.
 import t from 'tap';
-import { IdDeltas } from '../../src/sync/id-deltas.ts';
+import { IdDeltas } from '../../../src/sync/tables/id-deltas.ts';
 
 t.test('sums and iterates as a Map, in insertion order', async (t) => {
   let x = 12345;

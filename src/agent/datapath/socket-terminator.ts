@@ -26,19 +26,20 @@
 import { closeSync, fstatSync, openSync, readFileSync, readdirSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { Counter, type Registry } from 'prom-client';
-import { btfStruct } from '../bpf/btf.ts';
-import { compileBpf } from '../bpf/compile.ts';
-import { loadPinned } from '../bpf/loader.ts';
-import { libbpfText } from '../bpf/map.ts';
-import { native } from '../bpf/native.ts';
-import type { BpfObject } from '../bpf/object.ts';
-import { mapSizeDrift, structDrift } from '../maps/btf-check.ts';
-import { type SockTermKey, sockTerm6Key, sockTermKey, sockTermValue } from '../maps/codecs.ts';
-import { IPPROTO_TCP, IPPROTO_UDP, MAP_SK_TERM, MAP_SK_TERM6, SK_TERM_MAX } from '../maps/constants.ts';
-import type { MapSpec } from '../maps/registry.ts';
-import { TypedMap } from '../maps/typed-map.ts';
-import type { RemovedBackend } from '../sync/removed.ts';
-import type { Logger } from './log.ts';
+import { btfStruct } from '../../bpf/btf.ts';
+import { compileBpf } from '../../bpf/compile.ts';
+import { loadPinned } from '../../bpf/loader.ts';
+import { libbpfText } from '../../bpf/map.ts';
+import { native } from '../../bpf/native.ts';
+import type { BpfObject } from '../../bpf/object.ts';
+import { mapSizeDrift, structDrift } from '../../maps/btf-check.ts';
+import { type SockTermKey, sockTerm6Key, sockTermKey, sockTermValue } from '../../maps/codecs.ts';
+import { IPPROTO_TCP, IPPROTO_UDP, SVCMAP_MAP_SK_TERM, SVCMAP_MAP_SK_TERM6, SVCMAP_SK_TERM_MAX } from '../../maps/constants.ts';
+import type { MapSpec } from '../../maps/registry.ts';
+import { TypedMap } from '../../maps/typed-map.ts';
+import type { RemovedBackend } from '../../sync/removed.ts';
+import type { Logger } from '../log.ts';
+import type { Family } from '../../util/family.ts';
 
 /** The programs of bpf/sock_destroy.c. */
 const TERM_PROGRAMS = { udp: 'svcmap_term_udp', tcp: 'svcmap_term_tcp' } as const;
@@ -46,18 +47,18 @@ const TERM_PROGRAMS = { udp: 'svcmap_term_udp', tcp: 'svcmap_term_tcp' } as cons
 const BPF_TRACE_ITER = 28;
 
 const sockTermMap: MapSpec<SockTermKey, number> = {
-  name: MAP_SK_TERM, key: sockTermKey, value: sockTermValue,
+  name: SVCMAP_MAP_SK_TERM, key: sockTermKey, value: sockTermValue,
   purpose: 'socket termination: backends that left a frontend, for one run (not pinned)',
 };
 /** The same for IPv6 backends (their frontends' ids are of svcmap_revnat6). */
 const sockTerm6Map: MapSpec<SockTermKey, number> = {
-  name: MAP_SK_TERM6, key: sockTerm6Key, value: sockTermValue,
+  name: SVCMAP_MAP_SK_TERM6, key: sockTerm6Key, value: sockTermValue,
   purpose: 'socket termination: IPv6 backends that left a frontend, for one run (not pinned)',
 };
 
 /** A (backend, frontend) pair to look for, with the family whose map it goes to. */
 interface TermKey {
-  family: 4 | 6;
+  family: Family;
   key: SockTermKey;
 }
 
@@ -187,8 +188,8 @@ export class SocketTerminator {
     this.#destroyed = socketsDestroyedCounter(registry);
     if (!object) return;
     this.#object = object;
-    this.#map = new TypedMap(sockTermMap, object.map(MAP_SK_TERM));
-    this.#map6 = new TypedMap(sockTerm6Map, object.map(MAP_SK_TERM6));
+    this.#map = new TypedMap(sockTermMap, object.map(SVCMAP_MAP_SK_TERM));
+    this.#map6 = new TypedMap(sockTerm6Map, object.map(SVCMAP_MAP_SK_TERM6));
     try {
       this.#links.udp = this.#link(TERM_PROGRAMS.udp);
       if (opts.tcp) this.#links.tcp = this.#link(TERM_PROGRAMS.tcp);
@@ -241,7 +242,7 @@ export class SocketTerminator {
   }
 
   /** Backends left frontends of the family (the sync applied it): their sockets are destroyed soon, off the sync path. */
-  enqueue(removed: readonly RemovedBackend[], family: 4 | 6 = 4): void {
+  enqueue(removed: readonly RemovedBackend[], family: Family = 4): void {
     if (!this.enabled) return;
     for (const r of removed) {
       if (r.proto !== IPPROTO_UDP && !(r.proto === IPPROTO_TCP && this.#opts.tcp)) continue;
@@ -285,8 +286,8 @@ export class SocketTerminator {
     const namespaces: Namespace[] = [{ label: 'the agent\'s own', fd: -1 }, ...openCgroupNamespaces(this.#opts.cgroup, netnsId('/proc/self/ns/net'))];
     result.namespaces = namespaces.length;
     try {
-      for (let i = 0; i < keys.length; i += SK_TERM_MAX) {
-        const batch = keys.slice(i, i + SK_TERM_MAX);
+      for (let i = 0; i < keys.length; i += SVCMAP_SK_TERM_MAX) {
+        const batch = keys.slice(i, i + SVCMAP_SK_TERM_MAX);
         const protos = { udp: batch.some((k) => k.key.proto === IPPROTO_UDP), tcp: batch.some((k) => k.key.proto === IPPROTO_TCP) };
         put(batch);
         try {

@@ -5,13 +5,13 @@
 // their BTF, and attaches the socket hooks to the cgroup through pinned
 // links. The tc programs are attached separately, once the devices are known.
 import { join } from 'node:path';
-import { type BpfProgramName, compileBpf } from '../bpf/compile.ts';
-import { checkCgroup, checkPrivileges, ensureBpffs } from '../bpf/environment.ts';
-import { type LinkAction, ensureCgroupLink, linkPinDir, loadPinned } from '../bpf/loader.ts';
-import type { BpfObject } from '../bpf/object.ts';
-import { type PinDirLock, holdPinDir } from '../bpf/pin-lock.ts';
-import { DatapathMaps } from '../maps/datapath-maps.ts';
-import { type MapSizes, mapSize } from '../maps/registry.ts';
+import { type BpfProgramName, compileBpf } from '../../bpf/compile.ts';
+import { checkCgroup, checkPrivileges, ensureBpffs } from '../../bpf/environment.ts';
+import { type LinkAction, ensureCgroupLink, linkPinDir, loadPinned } from '../../bpf/loader.ts';
+import type { BpfObject } from '../../bpf/object.ts';
+import { type PinDirLock, holdPinDir } from '../../bpf/pin-lock.ts';
+import { DatapathMaps } from '../../maps/datapath-maps.ts';
+import { type MapSizes, mapSize } from '../../maps/registry.ts';
 
 /** The socket hooks, by program name (the SEC names give the attach types). */
 export const SOCK_PROGRAMS = [

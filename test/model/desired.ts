@@ -1,51 +1,22 @@
-// Services + EndpointSlices (+ the agent's node) -> the desired state of the
-// maps. Pure and deterministic: inputs are sorted first, so the same set of
+// The tests' oracle: Services + EndpointSlices (+ the agent's node) -> the
+// desired state of the maps, from scratch. The agent builds the same state
+// incrementally (src/model/incremental.ts); tests and benchmarks hold it to
+// this. Pure and deterministic: inputs are sorted first, so the same set of
 // objects always gives the same frontends, backends and problems, whatever
 // order the informers or the file source delivered them in.
 
-import type { DesiredState, Frontend, NodeInfo, Problem } from './types.ts';
-import type { EndpointSlice, Service } from './schemas.ts';
-import { ipOrder, type IpSlice, type ModelSlice, modelSlice } from './endpoints.ts';
-import { serviceFrontends } from './frontends.ts';
-import { flat } from '../maps/flat-string.ts';
-import { keepClaimedFrontends } from './claims.ts';
-import { METADATA_KEYS } from './metadata-keys.ts';
-import { problemAbout } from './problems.ts';
-
-export { nodeInfoFromNode } from './node.ts';
-
-export const SERVICE_NAME_LABEL = METADATA_KEYS.serviceName.key;
-/** Services (and their slices) carrying this label belong to another proxy. */
-export const SERVICE_PROXY_NAME_LABEL = METADATA_KEYS.serviceProxyName.key;
-/**
- * Set by the EndpointSlice controller on slices of headless Services; a
- * Service carrying it (whatever its clusterIP) is left to DNS as well.
- */
-export const HEADLESS_LABEL = METADATA_KEYS.headless.key;
-/**
- * kube-proxy's Service and EndpointSlice informers both select
- * `!service-proxy-name,!headless` (cmd/kube-proxy/app/server.go): an object
- * with either label, whatever its value, is not seen at all. The Kubernetes
- * source asks the API server for the same selection; the model applies it to
- * what the file source reads.
- */
-export const NOT_PROXIED_LABELS = [SERVICE_PROXY_NAME_LABEL, HEADLESS_LABEL] as const;
-
-/** The object carries a label that keeps kube-proxy (and svcmap) away from it. */
-export function hasNotProxiedLabel(labels: Readonly<Record<string, string>>): boolean {
-  return NOT_PROXIED_LABELS.some((l) => Object.hasOwn(labels, l));
-}
+import type { DesiredState, Frontend, NodeInfo, Problem } from '../../src/model/types.ts';
+import { isProxied, type Named, objectId, sliceService } from '../../src/model/proxied.ts';
+import type { EndpointSlice, Service } from '../../src/model/schemas.ts';
+import { ipOrder, type IpSlice, type ModelSlice, modelSlice } from '../../src/model/endpoints.ts';
+import { serviceFrontends } from '../../src/model/frontends.ts';
+import { keepClaimedFrontends } from '../../src/model/claims.ts';
+import { problemAbout } from '../../src/model/problems.ts';
 
 export interface DesiredInput {
   services: readonly Service[];
   slices: readonly EndpointSlice[];
   node?: NodeInfo;
-}
-
-type Named = { metadata: { namespace: string; name: string } };
-
-export function objectId(obj: Named): string {
-  return flat(obj.metadata.namespace, '/', obj.metadata.name);
 }
 
 /**
@@ -65,50 +36,6 @@ function sortedUnique<T extends Named & { kind: string }>(objs: readonly T[], pr
     }
   }
   return out;
-}
-
-/**
- * Whether kube-proxy would program this Service. Headless (clusterIP None or
- * the headless label), ExternalName and other proxies' Services are skipped
- * silently: that is their normal state.
- */
-export function isProxied(svc: Service, problems: Problem[]): boolean {
-  const spec = svc.spec;
-  if (hasNotProxiedLabel(svc.metadata.labels)) return false;
-  if (spec.type === 'ExternalName') return false;
-  const primary = spec.clusterIPs[0] ?? spec.clusterIP;
-  if (primary === 'None') return false;
-  if (primary === '') {
-    // The API server always allocates one; from a manifest this is a mistake.
-    problems.push(problemAbout(svc, 'error', 'spec.clusterIP', 'is empty (no address allocated); Service not proxied'));
-    return false;
-  }
-  return true;
-}
-
-/**
- * The Service (namespace/name) an EndpointSlice feeds, or undefined for a
- * slice kube-proxy would not use (another proxy's, headless, unlabelled,
- * FQDN), reporting what is worth reporting.
- */
-export function sliceService(slice: EndpointSlice, problems: Problem[]): string | undefined {
-  const labels = slice.metadata.labels;
-  // kube-proxy's informer does not even see these.
-  if (hasNotProxiedLabel(labels)) return undefined;
-  const svcName = labels[SERVICE_NAME_LABEL];
-  if (svcName === undefined || svcName === '') {
-    problems.push(
-      problemAbout(slice, 'warning', `metadata.labels["${SERVICE_NAME_LABEL}"]`, 'is missing; the EndpointSlice belongs to no Service'),
-    );
-    return undefined;
-  }
-  if (slice.addressType === 'FQDN') return undefined; // FQDN slices are not proxied by kube-proxy either
-  slice.ports.forEach((p, i) => {
-    if (p.port === undefined) {
-      problems.push(problemAbout(slice, 'warning', `ports[${i}].port`, 'is not set (all ports); this port is ignored'));
-    }
-  });
-  return flat(slice.metadata.namespace, '/', svcName);
 }
 
 /** The IP slices (both families) of each proxied Service, keyed by namespace/name, reporting slices that cannot be used. */

@@ -5,8 +5,8 @@
 // sees a device's old address or its new one, never a mix; new and changed
 // entries go in before stale ones go, so a device that keeps an address is
 // never without one.
-import type { DevAddrValue } from '../maps/codecs.ts';
-import type { TypedMap } from '../maps/typed-map.ts';
+import type { DevAddrValue } from '../../maps/codecs.ts';
+import type { TypedMap } from '../../maps/typed-map.ts';
 
 export interface DeviceAddressChanges {
   /** ifindex -> the address written (new or changed). */

@@ -1,10 +1,10 @@
-// IdIndex (src/sync/id-index.ts): values by id answer as a Map would,
+// IdIndex (src/sync/tables/id-index.ts): values by id answer as a Map would,
 // whether the id sits in the dense array (small ids) or the hash table
 // (ids that climbed far past the count held: a long-running agent's), across
 // the dense array's growth (hashed ids move into it) and deletions by
 // backward shift in the hash table.
 import t, { type Test } from 'tap';
-import { IdIndex } from '../../src/sync/id-index.ts';
+import { IdIndex } from '../../../src/sync/tables/id-index.ts';
 
 function check(t: Test, seed: number, pick: (r: number, step: number) => number): void {
   let x = seed;

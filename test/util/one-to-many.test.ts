@@ -1,8 +1,8 @@
 // Keys to sets of strings with lone values stored as themselves
-// (src/sync/one-to-many.ts): through random adds and removes it answers as a
+// (src/util/one-to-many.ts): through random adds and removes it answers as a
 // Map of Sets does, values in the same (insertion) order, empty keys gone.
 import t from 'tap';
-import { OneToMany } from '../../src/sync/one-to-many.ts';
+import { OneToMany } from '../../src/util/one-to-many.ts';
 
 t.test('answers as a Map of Sets through random adds, removes and clears', async (t) => {
   for (const seed of [1, 7, 99]) {

@@ -1,13 +1,13 @@
 // What both sync loops share: recording each sync's outcome in metrics,
 // logs and the health state.
-import { ApplyError } from '../sync/apply.ts';
-import type { Capacity } from '../sync/plan.ts';
-import type { SyncKind } from '../sync/retry.ts';
-import type { SyncReport } from '../sync/syncer.ts';
-import type { HealthState } from './http-servers.ts';
-import type { Logger } from './log.ts';
-import type { AgentMetrics } from './metrics.ts';
-import { MAP_BACKENDS, MAP_BACKENDS6, MAP_REVNAT, MAP_REVNAT6, MAP_SERVICES, MAP_SERVICES6 } from '../maps/constants.ts';
+import { ApplyError } from '../../sync/apply.ts';
+import type { Capacity } from '../../sync/plan.ts';
+import type { SyncKind } from '../../sync/retry.ts';
+import type { SyncReport } from '../../sync/syncer.ts';
+import type { HealthState } from '../http/http-servers.ts';
+import type { Logger } from '../log.ts';
+import type { AgentMetrics } from '../http/metrics.ts';
+import { SVCMAP_MAP_BACKENDS, SVCMAP_MAP_BACKENDS6, SVCMAP_MAP_REVNAT, SVCMAP_MAP_REVNAT6, SVCMAP_MAP_SERVICES, SVCMAP_MAP_SERVICES6 } from '../../maps/constants.ts';
 
 /** A failed sync and what happens next. */
 export interface SyncFailure {
@@ -48,19 +48,19 @@ export class SyncStatus {
   succeeded(r: SyncReport, capacity: Capacity, frontends: number, extra: Record<string, unknown> = {}): void {
     const m = this.#metrics;
     m.syncDuration.observe({ kind: r.full ? 'full' : 'partial' }, r.durationMs / 1000);
-    m.mapEntries.set({ map: MAP_SERVICES }, r.entries.services);
-    m.mapEntries.set({ map: MAP_BACKENDS }, r.entries.backends);
-    m.mapEntries.set({ map: MAP_REVNAT }, r.entries.revNat);
-    m.mapCapacity.set({ map: MAP_SERVICES }, capacity.services);
-    m.mapCapacity.set({ map: MAP_BACKENDS }, capacity.backends);
-    m.mapCapacity.set({ map: MAP_REVNAT }, capacity.revNat);
+    m.mapEntries.set({ map: SVCMAP_MAP_SERVICES }, r.entries.services);
+    m.mapEntries.set({ map: SVCMAP_MAP_BACKENDS }, r.entries.backends);
+    m.mapEntries.set({ map: SVCMAP_MAP_REVNAT }, r.entries.revNat);
+    m.mapCapacity.set({ map: SVCMAP_MAP_SERVICES }, capacity.services);
+    m.mapCapacity.set({ map: SVCMAP_MAP_BACKENDS }, capacity.backends);
+    m.mapCapacity.set({ map: SVCMAP_MAP_REVNAT }, capacity.revNat);
     if (r.v6) {
-      m.mapEntries.set({ map: MAP_SERVICES6 }, r.v6.entries.services);
-      m.mapEntries.set({ map: MAP_BACKENDS6 }, r.v6.entries.backends);
-      m.mapEntries.set({ map: MAP_REVNAT6 }, r.v6.entries.revNat);
-      m.mapCapacity.set({ map: MAP_SERVICES6 }, r.v6.capacity.services);
-      m.mapCapacity.set({ map: MAP_BACKENDS6 }, r.v6.capacity.backends);
-      m.mapCapacity.set({ map: MAP_REVNAT6 }, r.v6.capacity.revNat);
+      m.mapEntries.set({ map: SVCMAP_MAP_SERVICES6 }, r.v6.entries.services);
+      m.mapEntries.set({ map: SVCMAP_MAP_BACKENDS6 }, r.v6.entries.backends);
+      m.mapEntries.set({ map: SVCMAP_MAP_REVNAT6 }, r.v6.entries.revNat);
+      m.mapCapacity.set({ map: SVCMAP_MAP_SERVICES6 }, r.v6.capacity.services);
+      m.mapCapacity.set({ map: SVCMAP_MAP_BACKENDS6 }, r.v6.capacity.backends);
+      m.mapCapacity.set({ map: SVCMAP_MAP_REVNAT6 }, r.v6.capacity.revNat);
     }
     m.frontends.set(frontends);
     m.lastSync.set(Date.now() / 1000);

@@ -11,8 +11,8 @@
 // numbers (linear probing, deletion by backward shift) compared against the
 // columns, 4 bytes a slot, at most half full, and rows by id an IdIndex.
 // get() builds the value it returns; same() compares without building one.
-import type { BackendValue } from '../maps/codecs.ts';
-import { parseIpv4 } from '../maps/ipv4.ts';
+import type { BackendValue } from '../../maps/codecs.ts';
+import { parseIpv4 } from '../../util/ipv4.ts';
 import { IdIndex } from './id-index.ts';
 import { grown, homeSlot, movesBack } from './open-addressing.ts';
 

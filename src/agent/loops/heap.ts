@@ -9,8 +9,8 @@
 // which bin/svcmap passes. Without it (node run by hand) nothing is done.
 // Then malloc's arenas, which the first list and the BPF load grew too, are
 // trimmed (glibc's malloc_trim; at 10k x 10 another 25 MiB).
-import { mallocTrim } from '../bpf/native.ts';
-import type { Logger } from './log.ts';
+import { mallocTrim } from '../../bpf/native.ts';
+import type { Logger } from '../log.ts';
 
 /** Heap growth since the last collection that makes the next full sync collect. */
 export const RECLAIM_GROWTH_BYTES = 32 * 2 ** 20;

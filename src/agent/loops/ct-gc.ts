@@ -35,19 +35,19 @@
 //
 // IPv6 flows live in svcmap_ct6 under the same rules (16-byte addresses);
 // each pass collects both maps, the same code over either layout (CtFormat).
-import { BpfError, errnoNumber } from '../bpf/errors.ts';
-import { type BpfMap, libbpfText } from '../bpf/map.ts';
-import { native } from '../bpf/native.ts';
-import { type Codec, type CtKey, type CtValue, ct6Key, ct6Value, ctKey, ctValue } from '../maps/codecs.ts';
+import { BpfError, errnoNumber } from '../../bpf/errors.ts';
+import { type BpfMap, libbpfText } from '../../bpf/map.ts';
+import { native } from '../../bpf/native.ts';
+import { type Codec, type CtKey, type CtValue, ct6Key, ct6Value, ctKey, ctValue } from '../../maps/codecs.ts';
 import {
-  CT_DIR_FWD, CT_DIR_REPLY_IN, CT_DIR_REPLY_OUT, CT_F_CLOSING, CT_F_SEEN_REPLY, CT_F_SNAT, IPPROTO_TCP, MAP_CT, MAP_CT6,
-} from '../maps/constants.ts';
-import type { StructLayout } from '../maps/layout.ts';
-import type { TypedMap } from '../maps/typed-map.ts';
-import type { ConnCounts, RecountResult } from './conn-counts.ts';
-import type { Logger } from './log.ts';
-import type { AgentMetrics } from './metrics.ts';
-import type { PackedCt } from './ct-packed.ts';
+  CT_DIR_FWD, CT_DIR_REPLY_IN, CT_DIR_REPLY_OUT, CT_F_CLOSING, CT_F_SEEN_REPLY, CT_F_SNAT, IPPROTO_TCP, SNAT_TAKE_OVER_MAX_NS, SVCMAP_MAP_CT, SVCMAP_MAP_CT6,
+} from '../../maps/constants.ts';
+import type { StructLayout } from '../../maps/layout.ts';
+import type { TypedMap } from '../../maps/typed-map.ts';
+import type { ConnCounts, RecountResult } from '../datapath/conn-counts.ts';
+import type { Logger } from '../log.ts';
+import type { AgentMetrics } from '../http/metrics.ts';
+import type { PackedCt } from '../datapath/ct-packed.ts';
 
 /** How long a flow may stay idle (no packet in either direction), by state. */
 export interface CtLifetimes {
@@ -71,8 +71,8 @@ export const DEFAULT_CT_LIFETIMES: Readonly<CtLifetimes> = {
 
 export const DEFAULT_CT_GC_INTERVAL_MS = 10_000;
 
-/** SNAT_TAKE_OVER_MAX_NS in bpf/lib/nat.h, in ms: the closing lifetime must be longer (see Races above). */
-export const SNAT_TAKE_OVER_MAX_MS = 9_000;
+/** The datapath's SNAT take-over limit in ms: the closing lifetime must be longer (see Races above). */
+export const SNAT_TAKE_OVER_MAX_MS = SNAT_TAKE_OVER_MAX_NS / 1e6;
 
 export type CtFlowState = 'tcp_established' | 'tcp_syn' | 'tcp_closing' | 'other';
 
@@ -82,15 +82,6 @@ export function ctFlowState(proto: number, flags: number): CtFlowState {
   if (flags & CT_F_CLOSING) return 'tcp_closing';
   if (flags & CT_F_SEEN_REPLY) return 'tcp_established';
   return 'tcp_syn';
-}
-
-export function lifetimeMs(state: CtFlowState, l: CtLifetimes): number {
-  switch (state) {
-    case 'tcp_established': return l.tcpEstablishedMs;
-    case 'tcp_syn': return l.tcpSynMs;
-    case 'tcp_closing': return l.tcpClosingMs;
-    default: return l.otherMs;
-  }
 }
 
 /** A conntrack entry's "leave the address" (either family). */
@@ -164,8 +155,8 @@ function ctFormat(map: string, key: Codec<CtKey>, value: Codec<CtValue>, addrWor
 }
 
 /** svcmap_ct (IPv4) and svcmap_ct6 (IPv6). */
-export const CT4_FORMAT = ctFormat(MAP_CT, ctKey, ctValue, 1);
-export const CT6_FORMAT = ctFormat(MAP_CT6, ct6Key, ct6Value, 4);
+export const CT4_FORMAT = ctFormat(SVCMAP_MAP_CT, ctKey, ctValue, 1);
+export const CT6_FORMAT = ctFormat(SVCMAP_MAP_CT6, ct6Key, ct6Value, 4);
 
 /** A conntrack map's entries as the kernel hands them over: `count` packed keys and values. */
 export interface PackedSelection {
@@ -476,8 +467,8 @@ export class CtGc {
       throw new Error(`conntrack GC: lifetime tcpClosingMs must be more than the datapath's SNAT take-over limit of ${SNAT_TAKE_OVER_MAX_MS} ms (got ${this.lifetimes.tcpClosingMs})`);
     }
     if (!(Number.isFinite(this.#intervalMs) && this.#intervalMs >= 0)) throw new Error(`conntrack GC: interval must be 0 or more (got ${this.#intervalMs})`);
-    this.#metrics?.mapCapacity.set({ map: MAP_CT }, map.raw.maxEntries);
-    if (this.#map6) this.#metrics?.mapCapacity.set({ map: MAP_CT6 }, this.#map6.raw.maxEntries);
+    this.#metrics?.mapCapacity.set({ map: SVCMAP_MAP_CT }, map.raw.maxEntries);
+    if (this.#map6) this.#metrics?.mapCapacity.set({ map: SVCMAP_MAP_CT6 }, this.#map6.raw.maxEntries);
   }
 
   /** One map's part of a pass: read, select, delete (forward entries first). */

@@ -5,6 +5,7 @@
 import { type Server, createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { AgentMetrics } from './metrics.ts';
+import { familyOf } from '../../util/family.ts';
 
 export interface HealthState {
   /** Set after the first full sync: the maps reflect the cluster. */
@@ -32,7 +33,7 @@ export interface ServerOptions {
 }
 
 function listen(server: Server, opts: ServerOptions, what: string): Promise<number> {
-  const host = opts.bindAddress.includes(':') ? `[${opts.bindAddress}]` : opts.bindAddress;
+  const host = familyOf(opts.bindAddress) === 6 ? `[${opts.bindAddress}]` : opts.bindAddress;
   return new Promise((resolve, reject) => {
     server.once('error', (err) => reject(new Error(`cannot serve ${what} on ${host}:${opts.port}: ${err.message}`)));
     server.listen(opts.port, opts.bindAddress, () => resolve((server.address() as AddressInfo).port));

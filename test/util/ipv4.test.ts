@@ -1,8 +1,8 @@
-// The one IPv4 parser (src/maps/ipv4.ts) reads addresses as kube-proxy does
+// The one IPv4 parser (src/util/ipv4.ts) reads addresses as kube-proxy does
 // with k8s.io/utils/net ParseIPSloppy / ParseCIDRSloppy: leading zeros are
 // decimal, everything else that is not four octets of 0-255 is refused.
 import t from 'tap';
-import { canonicalCidrv4, canonicalIpv4, ipv4ToU32, parseIpv4, u32ToIpv4 } from '../../src/maps/ipv4.ts';
+import { canonicalCidrv4, canonicalIpv4, ipv4ToU32, parseIpv4, u32ToIpv4 } from '../../src/util/ipv4.ts';
 
 t.test('dotted decimal to a number and back', async (t) => {
   t.equal(parseIpv4('0.0.0.0'), 0);

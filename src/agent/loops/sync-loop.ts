@@ -7,21 +7,22 @@
 // by the runner with backoff: a partial one as a partial sync of the same
 // Services (plus whatever changed meanwhile), and only after repeated
 // failures as a full resync (src/sync/retry.ts).
-import type { Frontend } from '../model/types.ts';
-import type { IncrementalModel } from '../model/incremental.ts';
-import { RetryState, type SyncKind } from '../sync/retry.ts';
-import { type Backoff, BoundedFrequencyRunner, type RunReason, type Timers } from '../sync/runner.ts';
-import type { SyncReport } from '../sync/syncer.ts';
-import type { SyncEngine } from '../sync/families.ts';
-import type { ZoneNames } from '../sync/zones.ts';
-import type { FrontendTarget } from '../sync/targets.ts';
-import { TriggerTimes } from '../sync/trigger-times.ts';
-import type { ImplementedLbAlgorithm } from '../maps/constants.ts';
+import type { Frontend } from '../../model/types.ts';
+import type { IncrementalModel } from '../../model/incremental.ts';
+import { RetryState, type SyncKind } from '../../sync/retry.ts';
+import { type Backoff, BoundedFrequencyRunner, type RunReason, type Timers } from '../../sync/runner.ts';
+import type { SyncReport } from '../../sync/syncer.ts';
+import type { SyncEngine } from '../../sync/families.ts';
+import type { ZoneNames } from '../../sync/zones.ts';
+import type { FrontendTarget } from '../../sync/targets.ts';
+import { TriggerTimes } from '../../sync/trigger-times.ts';
+import type { LbAlgorithmName } from '../../maps/constants.ts';
 import { DEFAULT_LB_ALGORITHM, toTarget } from './targets.ts';
-import type { Logger } from './log.ts';
-import type { AgentMetrics } from './metrics.ts';
+import type { Logger } from '../log.ts';
+import type { AgentMetrics } from '../http/metrics.ts';
 import type { ProblemReporter } from './problems-log.ts';
 import type { SyncStatus } from './sync-status.ts';
+import type { Family } from '../../util/family.ts';
 
 export interface LoopOptions {
   minIntervalMs: number;
@@ -35,7 +36,7 @@ export interface LoopOptions {
   /** When the agent started (ms since the epoch): trigger times before it are not measured. Default: now. */
   startedAt?: number;
   /** The algorithm of frontends whose Service names none (--lb-algorithm; default random). */
-  lbAlgorithm?: ImplementedLbAlgorithm;
+  lbAlgorithm?: LbAlgorithmName;
   /** The names of the backends' zones (svcmap_zones); without it every backend's zone id is 0. */
   zones?: ZoneNames;
   /** After a successful sync: the Services whose frontends changed, with their frontends now; after a full sync (full = true), every Service. */
@@ -68,7 +69,7 @@ export class SyncLoop {
   /** When the last full sync succeeded (the runner's clock). */
   #lastFullAt: number;
   readonly #syncPeriodMs: number;
-  readonly #lbAlgorithm: ImplementedLbAlgorithm;
+  readonly #lbAlgorithm: LbAlgorithmName;
   readonly #zones: ZoneNames | undefined;
 
   constructor(source: ModelSource, syncer: SyncEngine, status: SyncStatus, metrics: AgentMetrics, problems: ProblemReporter, log: Logger, opts: LoopOptions) {
@@ -118,7 +119,7 @@ export class SyncLoop {
   }
 
   /** An EndpointSlice of this Service (of this address family) arrived carrying this last-change-trigger-time (ms since the epoch). */
-  trigger(serviceId: string, at: number, family: 4 | 6 = 4): void {
+  trigger(serviceId: string, at: number, family: Family = 4): void {
     this.#triggers.arrived(serviceId, at, family);
   }
 

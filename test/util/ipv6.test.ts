@@ -1,5 +1,5 @@
 import t from 'tap';
-import { bytesToIpv6, canonicalCidrv6, canonicalIpv6, formatIpv6, ipv6SortKey, ipv6ToBytes, parseIpv6 } from '../../src/maps/ipv6.ts';
+import { bytesToIpv6, canonicalCidrv6, canonicalIpv6, formatIpv6, ipv6SortKey, ipv6ToBytes, parseIpv6 } from '../../src/util/ipv6.ts';
 
 // The WHATWG URL parser writes IPv6 hosts in RFC 5952 form: an independent
 // implementation to hold ours to.

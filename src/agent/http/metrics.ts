@@ -4,7 +4,7 @@
 // unchanged), and the process's under Prometheus' standard names (process_*,
 // nodejs_*), as every Node exporter names them.
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
-import type { DpCounterRow } from '../maps/datapath-counters.ts';
+import type { DpCounterRow } from '../../maps/datapath-counters.ts';
 import { type IpFamily, KubeProxyMetrics } from './kube-proxy-metrics.ts';
 
 /** What svcmap_build_info says: the release and commit running, and the Node it runs on. */

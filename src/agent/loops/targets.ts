@@ -1,19 +1,19 @@
 // The model's frontends turned into what the services map should hold: map
 // keys, master flags and backend values. Pure. It lives here, above both the
 // model and the sync engine, so that neither has to know the other.
-import { flat } from '../maps/flat-string.ts';
-import { cidrv4Network } from '../maps/ipv4.ts';
-import { cidrv6Network } from '../maps/ipv6.ts';
+import { flat } from '../../util/flat-string.ts';
+import { cidrv4Network } from '../../util/ipv4.ts';
+import { cidrv6Network } from '../../util/ipv6.ts';
 import {
-  BACKEND_F_LOCAL, BACKEND_STATE_ACTIVE, BACKEND_STATE_TERMINATING, type ImplementedLbAlgorithm, LB_ALGORITHMS, MAGLEV_DEFAULT_M,
+  BACKEND_F_LOCAL, BACKEND_STATE_ACTIVE, BACKEND_STATE_TERMINATING, type LbAlgorithmName, LB_ALGORITHMS, SVCMAP_MAGLEV_DEFAULT_M,
   SVC_F_AFFINITY, SVC_F_CLUSTERIP, SVC_F_ETP_LOCAL, SVC_F_EXTERNALIP, SVC_F_ITP_LOCAL,
   SVC_F_LOADBALANCER, SVC_F_NODEPORT, SVC_F_SH_PORT, SVC_F_SRC_RANGES, SVC_F_TWO_SCOPES, SVC_F_WILDCARD,
   SVC_SCOPE_EXT, SVC_SCOPE_INT, protoNumber,
-} from '../maps/constants.ts';
-import type { DesiredState, Frontend } from '../model/types.ts';
-import { type FrontendKey, frontendId } from '../sync/state.ts';
-import type { FrontendTarget } from '../sync/targets.ts';
-import { ipFamily } from '../model/ip.ts';
+} from '../../maps/constants.ts';
+import type { DesiredState, Frontend } from '../../model/types.ts';
+import { type FrontendKey, frontendId } from '../../sync/state.ts';
+import type { FrontendTarget } from '../../sync/targets.ts';
+import { familyOf } from '../../util/family.ts';
 
 const TYPE_FLAGS: Record<Frontend['type'], number> = {
   ClusterIP: SVC_F_CLUSTERIP,
@@ -23,13 +23,13 @@ const TYPE_FLAGS: Record<Frontend['type'], number> = {
 };
 
 /** The node-wide algorithm (--lb-algorithm) when a Service names none. */
-export const DEFAULT_LB_ALGORITHM: ImplementedLbAlgorithm = 'random';
+export const DEFAULT_LB_ALGORITHM: LbAlgorithmName = 'random';
 
-export function frontendAlgorithm(fe: Frontend, nodeDefault: ImplementedLbAlgorithm = DEFAULT_LB_ALGORITHM): ImplementedLbAlgorithm {
+export function frontendAlgorithm(fe: Frontend, nodeDefault: LbAlgorithmName = DEFAULT_LB_ALGORITHM): LbAlgorithmName {
   return fe.algorithm ?? nodeDefault;
 }
 
-export function frontendFlags(fe: Frontend, nodeDefault: ImplementedLbAlgorithm = DEFAULT_LB_ALGORITHM): number {
+export function frontendFlags(fe: Frontend, nodeDefault: LbAlgorithmName = DEFAULT_LB_ALGORITHM): number {
   let flags = TYPE_FLAGS[fe.type];
   if (fe.externalLocal) flags |= SVC_F_ETP_LOCAL;
   if (fe.internalLocal) flags |= SVC_F_ITP_LOCAL;
@@ -44,7 +44,7 @@ export function frontendFlags(fe: Frontend, nodeDefault: ImplementedLbAlgorithm 
 /** A zone name's id in svcmap_zones (src/sync/zones.ts); without one every backend's zone is 0. */
 export type ZoneIdOf = (zone: string | undefined) => number;
 
-export function toTarget(fe: Frontend, nodeDefault: ImplementedLbAlgorithm = DEFAULT_LB_ALGORITHM, zoneId?: ZoneIdOf): FrontendTarget {
+export function toTarget(fe: Frontend, nodeDefault: LbAlgorithmName = DEFAULT_LB_ALGORITHM, zoneId?: ZoneIdOf): FrontendTarget {
   const key: FrontendKey = {
     addr: fe.ip,
     port: fe.port,
@@ -58,7 +58,7 @@ export function toTarget(fe: Frontend, nodeDefault: ImplementedLbAlgorithm = DEF
     algorithm: LB_ALGORITHMS[frontendAlgorithm(fe, nodeDefault)],
     affinityTimeout: fe.affinityTimeoutSeconds,
     // Each family's tables are keyed by its own reverse-NAT ids (svcmap_maglev, svcmap_maglev6).
-    ...(frontendAlgorithm(fe, nodeDefault) === 'maglev' ? { maglevSize: fe.maglevTableSize ?? MAGLEV_DEFAULT_M } : {}),
+    ...(frontendAlgorithm(fe, nodeDefault) === 'maglev' ? { maglevSize: fe.maglevTableSize ?? SVCMAP_MAGLEV_DEFAULT_M } : {}),
     backends: fe.backends.map((b) => ({
       addr: b.ip,
       port: b.port,
@@ -76,9 +76,9 @@ export function toTarget(fe: Frontend, nodeDefault: ImplementedLbAlgorithm = DEF
 
 /** "10.1.2.3/8" -> "10.0.0.0/8", "fd00::1/64" -> "fd00::/64": the LPM trie matches on the network part only. */
 export function normalizeCidr(cidr: string): string {
-  return ipFamily(cidr) === 6 ? cidrv6Network(cidr) : cidrv4Network(cidr);
+  return familyOf(cidr) === 6 ? cidrv6Network(cidr) : cidrv4Network(cidr);
 }
 
-export function toTargets(state: DesiredState, nodeDefault: ImplementedLbAlgorithm = DEFAULT_LB_ALGORITHM): FrontendTarget[] {
+export function toTargets(state: DesiredState, nodeDefault: LbAlgorithmName = DEFAULT_LB_ALGORITHM): FrontendTarget[] {
   return [...state.frontends.values()].map((fe) => toTarget(fe, nodeDefault)).sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
 }

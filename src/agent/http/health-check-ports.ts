@@ -14,8 +14,9 @@
 // 0.0.0.0.
 import { type Server, createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import type { Frontend } from '../model/types.ts';
-import type { Logger } from './log.ts';
+import type { Frontend } from '../../model/types.ts';
+import type { Logger } from '../log.ts';
+import { familyOf } from '../../util/family.ts';
 
 export interface HealthCheckService {
   namespace: string;
@@ -36,7 +37,7 @@ export function healthCheckOf(frontends: readonly Frontend[]): HealthCheckServic
   const ext = frontends.filter((f) => f.scope === 'external' && f.healthCheckNodePort !== undefined);
   if (!ext.length) return undefined;
   const local = { 4: new Set<string>(), 6: new Set<string>() };
-  for (const f of ext) for (const b of f.backends) if (b.local && b.state === 'active') local[b.ip.includes(':') ? 6 : 4].add(b.ip);
+  for (const f of ext) for (const b of f.backends) if (b.local && b.state === 'active') local[familyOf(b.ip)].add(b.ip);
   const f = ext[0]!;
   return { namespace: f.service.namespace, name: f.service.name, port: f.healthCheckNodePort!, localEndpoints: Math.max(local[4].size, local[6].size) };
 }

@@ -26,14 +26,15 @@
 // svcmap_conns_adjust, a BPF_PROG_TYPE_SYSCALL program run with
 // BPF_PROG_RUN), never a map write, which would overwrite the datapath's
 // concurrent adds.
-import { progRunSyscall } from '../bpf/test-run.ts';
-import { type BackendConns, type BackendValue, type Codec, type CtKey, type CtValue, connsAdjust, ct6Key, ct6Value, ctKey, ctValue } from '../maps/codecs.ts';
-import { CONNS_FIELD_SOCK, CONNS_FIELD_TC, CT_DIR_FWD, CT_F_CLOSING, CT_F_COUNTED } from '../maps/constants.ts';
-import { ipv4ToU32 } from '../maps/ipv4.ts';
-import { ipv6ToBytes } from '../maps/ipv6.ts';
-import type { TypedMap } from '../maps/typed-map.ts';
+import { progRunSyscall } from '../../bpf/test-run.ts';
+import { type BackendConns, type BackendValue, type Codec, type CtKey, type CtValue, connsAdjust, ct6Key, ct6Value, ctKey, ctValue } from '../../maps/codecs.ts';
+import { CONNS_FIELD_SOCK, CONNS_FIELD_TC, CT_DIR_FWD, CT_F_CLOSING, CT_F_COUNTED } from '../../maps/constants.ts';
+import { ipv4ToU32 } from '../../util/ipv4.ts';
+import { ipv6ToBytes } from '../../util/ipv6.ts';
+import type { TypedMap } from '../../maps/typed-map.ts';
 import type { PackedCt } from './ct-packed.ts';
 import type { SocketCounter } from './socket-recount.ts';
+import type { Family } from '../../util/family.ts';
 
 export const CONNS_ADJUST_PROGRAM = 'svcmap_conns_adjust';
 
@@ -167,7 +168,7 @@ export class ConnCounts {
   }
 
   /** Adds delta to a backend's count (field 'sock' or 'tc'; family 6: an IPv6 backend id), atomically in the kernel. */
-  adjust(backendId: number, field: 'sock' | 'tc', delta: number, family: 4 | 6 = 4): void {
+  adjust(backendId: number, field: 'sock' | 'tc', delta: number, family: Family = 4): void {
     const ctx = Buffer.alloc(connsAdjust.layout.size);
     connsAdjust.encode({ backend_id: backendId, field: field === 'sock' ? CONNS_FIELD_SOCK : CONNS_FIELD_TC, family, delta: BigInt(delta) }, ctx, 0);
     const rc = progRunSyscall(this.#adjustFd, ctx);
@@ -199,7 +200,7 @@ export class ConnCounts {
   }
 
   /** Takes the open counted flows the pass removed off their backends, and counts those left. */
-  #tcPass(family: 4 | 6, L: CountedLayout, read: CtPassRead, backend: (id: number) => BackendValue | undefined): TcPass {
+  #tcPass(family: Family, L: CountedLayout, read: CtPassRead, backend: (id: number) => BackendValue | undefined): TcPass {
     const { ct, deleted } = read;
     const keys = Buffer.from(ct.keys.buffer, ct.keys.byteOffset, ct.keys.byteLength);
     const values = Buffer.from(ct.values.buffer, ct.values.byteOffset, ct.values.byteLength);
@@ -236,7 +237,7 @@ export class ConnCounts {
    * socket counts (with a counter) and, given `tc`, the tc counts set to what
    * was found, each unless it moved during the pass.
    */
-  #recount(family: 4 | 6, maps: ConnCountMaps, backend: (id: number) => BackendValue | undefined, before: ReadonlyMap<number, BackendConns>,
+  #recount(family: Family, maps: ConnCountMaps, backend: (id: number) => BackendValue | undefined, before: ReadonlyMap<number, BackendConns>,
     sockets: SocketCounter | undefined, tc?: TcPass): { sock?: FieldRecount; removed: number } {
     const out: { sock?: FieldRecount; removed: number } = { removed: 0 };
     let expectedSock: Map<number, number> | undefined;
@@ -271,7 +272,7 @@ export class ConnCounts {
   }
 
   /** Sets one field of one backend to `want` unless the datapath moved it during the pass (`moved` not 0). */
-  #settle(family: 4 | 6, id: number, field: 'sock' | 'tc', r: FieldRecount, moved: bigint, now: bigint, want: number): void {
+  #settle(family: Family, id: number, field: 'sock' | 'tc', r: FieldRecount, moved: bigint, now: bigint, want: number): void {
     if (moved !== 0n) {
       r.busy++;
       return;
