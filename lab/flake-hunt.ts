@@ -98,8 +98,11 @@ function stopLoad(child: ChildProcess | undefined): void {
 
 export function runFile(file: string): Promise<{ status: number | null; output: string }> {
   return new Promise((resolve, reject) => {
-    // The project's Node (node_modules/.bin/node) for the tests, whatever node is first on PATH.
-    const env = { ...process.env, PATH: `${BIN}:${process.env.PATH ?? ''}` };
+    // The project's Node (node_modules/.bin/node) for the tests, whatever node is first on PATH;
+    // a run of its own even when this process is itself a test under tap (test/lab/flake-hunt.test.ts):
+    // tap's variables for its children (TAP*, _TAPJS_*, the loaders in NODE_OPTIONS) are not passed on.
+    const env = Object.fromEntries(Object.entries(process.env).filter(([k]) => !/^(TAP|_TAPJS_|NODE_OPTIONS$)/.test(k)));
+    env.PATH = `${BIN}:${process.env.PATH ?? ''}`;
     const child = spawn(TAP, ['--reporter=tap', '--jobs=1', file], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
     let output = '';
     child.stdout.on('data', (d: Buffer) => { output += d.toString(); });
