@@ -42,7 +42,7 @@ t.test('bad flags are named', async (t) => {
   r = run(['agent', '--manifests', tmp, '--no-such-flag']);
   t.match(r.stderr, /svcmap agent: unknown flag --no-such-flag \(see svcmap agent --help\)\n$/);
   r = run(['dump', '-o', 'xml']);
-  t.match(r.stderr, /svcmap dump: --output: must be table, json or yaml/);
+  t.match(r.stderr, /svcmap dump: --output: must be table, wide, json or yaml/);
   r = run(['frobnicate']);
   t.match(r.stderr, /unknown command "frobnicate"; run svcmap help/);
 });
