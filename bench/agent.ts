@@ -21,12 +21,20 @@ export function isSyncDone(l: LogLine): boolean {
  * Starts the agent and waits for its first full sync that programmed `frontends`
  * frontends (an earlier, smaller one - e.g. before every informer listed - is skipped).
  */
-export async function startAgent(args: string[], frontends: number, timeoutMs: number, onSpawn?: (a: AgentProcess) => void): Promise<StartedAgent> {
+export async function startAgent(
+  args: string[],
+  frontends: number,
+  timeoutMs: number,
+  onSpawn?: (a: AgentProcess) => void,
+): Promise<StartedAgent> {
   const t0 = performance.now();
   const agent = new AgentProcess(args);
   onSpawn?.(agent); // so that teardown on a signal finds it while it starts
   try {
-    const line = await agent.waitFor((l) => isSyncDone(l) && l.full === true && Number(l.frontends) >= frontends, { timeoutMs, what: `"sync done" with ${frontends} frontends` });
+    const line = await agent.waitFor((l) => isSyncDone(l) && l.full === true && Number(l.frontends) >= frontends, {
+      timeoutMs,
+      what: `"sync done" with ${frontends} frontends`,
+    });
     const startToSyncMs = performance.now() - t0;
     const serving = agent.lines.find((l) => l.msg === 'serving metrics and health');
     const port = serving?.metricsPort;

@@ -46,7 +46,11 @@ export class Budget {
     if (dead) return { run: false, reason: dead };
     const predictedMs = this.predict(op, n);
     if (predictedMs !== undefined && predictedMs > this.budgetMs) {
-      return { run: false, predictedMs, reason: `predicted ${fmtDuration(predictedMs)} from smaller N (at least quadratic growth), over the ${fmtDuration(this.budgetMs)} budget` };
+      return {
+        run: false,
+        predictedMs,
+        reason: `predicted ${fmtDuration(predictedMs)} from smaller N (at least quadratic growth), over the ${fmtDuration(this.budgetMs)} budget`,
+      };
     }
     return predictedMs === undefined ? { run: true } : { run: true, predictedMs };
   }

@@ -52,9 +52,8 @@ function panel(p: Panel, x0: number): string {
     lo = 10 ** Math.floor(Math.log10(Math.min(...all, hi)));
     hi = 10 ** Math.ceil(Math.log10(Math.max(...all, lo * 10)));
   }
-  const sy = (v: number) => (p.log
-    ? y0 + PH - ((Math.log10(v) - Math.log10(lo)) / (Math.log10(hi) - Math.log10(lo))) * PH
-    : y0 + PH - ((v - lo) / (hi - lo)) * PH);
+  const sy = (v: number) =>
+    p.log ? y0 + PH - ((Math.log10(v) - Math.log10(lo)) / (Math.log10(hi) - Math.log10(lo))) * PH : y0 + PH - ((v - lo) / (hi - lo)) * PH;
   const step = p.xs.length > 1 ? PW / (p.xs.length - 1) : 0;
   const sx = (i: number) => (p.xs.length > 1 ? x0 + i * step : x0 + PW / 2);
 
@@ -69,7 +68,9 @@ function panel(p: Panel, x0: number): string {
     out.push(`<line x1="${x0}" y1="${y.toFixed(1)}" x2="${x0 + PW}" y2="${y.toFixed(1)}" stroke="#e5e7eb"/>`);
     out.push(`<text x="${x0 - 6}" y="${(y + 4).toFixed(1)}" text-anchor="end" font-size="11" fill="#374151">${esc(p.fmt(v))}</text>`);
   }
-  out.push(`<text transform="translate(${x0 - 56},${y0 + PH / 2}) rotate(-90)" text-anchor="middle" font-size="12" fill="#374151">${esc(p.yLabel)}</text>`);
+  out.push(
+    `<text transform="translate(${x0 - 56},${y0 + PH / 2}) rotate(-90)" text-anchor="middle" font-size="12" fill="#374151">${esc(p.yLabel)}</text>`,
+  );
   // x ticks
   p.xs.forEach((n, i) => {
     out.push(`<text x="${sx(i).toFixed(1)}" y="${y0 + PH + 18}" text-anchor="middle" font-size="12" fill="#374151">${fmtN(n)}</text>`);
@@ -88,14 +89,17 @@ function panel(p: Panel, x0: number): string {
       path += `${pen ? 'L' : 'M'}${pt[0]!.toFixed(1)},${pt[1]!.toFixed(1)} `;
       pen = true;
     }
-    if (path) out.push(`<path d="${path.trim()}" fill="none" stroke="${s.color}" stroke-width="2.2"${s.dashed ? ' stroke-dasharray="6 4"' : ''}/>`);
+    if (path)
+      out.push(`<path d="${path.trim()}" fill="none" stroke="${s.color}" stroke-width="2.2"${s.dashed ? ' stroke-dasharray="6 4"' : ''}/>`);
     for (const pt of pts) if (pt) out.push(`<circle cx="${pt[0]!.toFixed(1)}" cy="${pt[1]!.toFixed(1)}" r="3.5" fill="${s.color}"/>`);
   }
   // legend
   p.series.forEach((s, i) => {
     const ly = y0 + PH + 58 + Math.floor(i / 2) * 18;
     const lx = x0 + (i % 2) * (PW / 2);
-    out.push(`<line x1="${lx}" y1="${ly - 4}" x2="${lx + 22}" y2="${ly - 4}" stroke="${s.color}" stroke-width="2.5"${s.dashed ? ' stroke-dasharray="6 4"' : ''}/>`);
+    out.push(
+      `<line x1="${lx}" y1="${ly - 4}" x2="${lx + 22}" y2="${ly - 4}" stroke="${s.color}" stroke-width="2.5"${s.dashed ? ' stroke-dasharray="6 4"' : ''}/>`,
+    );
     out.push(`<text x="${lx + 28}" y="${ly}" font-size="11.5" fill="#111827">${esc(s.name)}</text>`);
   });
   return out.join('\n');
@@ -120,7 +124,12 @@ export function chartSvg(r: BenchResults & { realKubeProxy?: RealKpResult }): st
     xs: dxs,
     fmt: (v) => (v >= 1000 ? `${(v / 1000).toFixed(v >= 10_000 ? 0 : 1)}k` : v.toFixed(0)),
     series: [
-      { name: 'direct to pod (floor)', color: COLORS.direct, dashed: true, values: r.datapath.map((p) => modeResult(p, 'direct')?.connPerSec) },
+      {
+        name: 'direct to pod (floor)',
+        color: COLORS.direct,
+        dashed: true,
+        values: r.datapath.map((p) => modeResult(p, 'direct')?.connPerSec),
+      },
       { name: 'svcmap socket LB', color: COLORS.svcmap, values: r.datapath.map((p) => modeResult(p, 'svcmap')?.connPerSec) },
       { name: 'kube-proxy iptables', color: COLORS.iptables, values: r.datapath.map((p) => modeResult(p, 'iptables')?.connPerSec) },
       { name: 'kube-proxy nftables', color: COLORS.nftables, values: r.datapath.map((p) => modeResult(p, 'nftables')?.connPerSec) },
@@ -143,7 +152,12 @@ export function chartSvg(r: BenchResults & { realKubeProxy?: RealKpResult }): st
       { name: 'svcmap agent sync', color: COLORS.svcmap, values: cxs.map((n) => agent(n)?.fullSyncMs) },
       { name: 'svcmap agent start -> synced', color: COLORS.svcmap2, dashed: true, values: cxs.map((n) => agent(n)?.startToSyncMs) },
       { name: 'iptables-restore --noflush', color: COLORS.iptables, values: cp?.netfilter.map((p) => opMs(p.iptables.fullNoflush)) ?? [] },
-      { name: 'iptables-restore (replace)', color: COLORS.iptables2, dashed: true, values: cp?.netfilter.map((p) => opMs(p.iptables.fullReplace)) ?? [] },
+      {
+        name: 'iptables-restore (replace)',
+        color: COLORS.iptables2,
+        dashed: true,
+        values: cp?.netfilter.map((p) => opMs(p.iptables.fullReplace)) ?? [],
+      },
       { name: 'nft -f', color: COLORS.nftables, values: cp?.netfilter.map((p) => opMs(p.nftables.full)) ?? [] },
     ],
   };
@@ -155,9 +169,19 @@ export function chartSvg(r: BenchResults & { realKubeProxy?: RealKpResult }): st
     fmt: fmtPow10,
     series: [
       { name: 'svcmap agent (API -> maps, p50)', color: COLORS.svcmap, values: cxs.map((n) => agent(n)?.change.wallP50) },
-      { name: 'svcmap engine (partial sync)', color: COLORS.svcmap2, dashed: true, values: cxs.map((n) => cp?.engine.find((x) => x.n === n)?.changePartialMs.p50) },
+      {
+        name: 'svcmap engine (partial sync)',
+        color: COLORS.svcmap2,
+        dashed: true,
+        values: cxs.map((n) => cp?.engine.find((x) => x.n === n)?.changePartialMs.p50),
+      },
       { name: 'iptables full restore', color: COLORS.iptables, values: cp?.netfilter.map((p) => opMs(p.iptables.changeFull)) ?? [] },
-      { name: 'iptables partial restore', color: COLORS.iptables2, dashed: true, values: cp?.netfilter.map((p) => opMs(p.iptables.changePartial)) ?? [] },
+      {
+        name: 'iptables partial restore',
+        color: COLORS.iptables2,
+        dashed: true,
+        values: cp?.netfilter.map((p) => opMs(p.iptables.changePartial)) ?? [],
+      },
       { name: 'nft delta', color: COLORS.nftables, values: cp?.netfilter.map((p) => opMs(p.nftables.changeDelta)) ?? [] },
     ],
   };
@@ -165,7 +189,9 @@ export function chartSvg(r: BenchResults & { realKubeProxy?: RealKpResult }): st
     const x = r.realKubeProxy?.points.find((p) => p.n === n)?.proxies.find((y) => y.proxy === proxy);
     return x && !isRealSkipped(x) ? x.rssAfterSync / 2 ** 20 : undefined;
   };
-  const mxs = [...new Set([...(cp?.agent.map((a) => a.n) ?? []), ...(r.realKubeProxy?.points.map((p) => p.n) ?? [])])].sort((a, b) => a - b);
+  const mxs = [...new Set([...(cp?.agent.map((a) => a.n) ?? []), ...(r.realKubeProxy?.points.map((p) => p.n) ?? [])])].sort(
+    (a, b) => a - b,
+  );
   const memory: Panel = {
     title: `Agent memory, N services x ${e} endpoints`,
     yLabel: 'RSS after the first sync, MiB (lower is better)',
@@ -173,7 +199,14 @@ export function chartSvg(r: BenchResults & { realKubeProxy?: RealKpResult }): st
     xs: mxs,
     fmt: (v) => v.toFixed(0),
     series: [
-      { name: 'svcmap agent (bench API server)', color: COLORS.svcmap, values: mxs.map((n) => { const a = agent(n); return a ? a.rssAfterSync / 2 ** 20 : undefined; }) },
+      {
+        name: 'svcmap agent (bench API server)',
+        color: COLORS.svcmap,
+        values: mxs.map((n) => {
+          const a = agent(n);
+          return a ? a.rssAfterSync / 2 ** 20 : undefined;
+        }),
+      },
       { name: 'svcmap agent (real kube-apiserver)', color: COLORS.svcmap2, dashed: true, values: mxs.map((n) => real(n, 'svcmap')) },
       { name: 'kube-proxy iptables (real)', color: COLORS.iptables, values: mxs.map((n) => real(n, 'iptables')) },
       { name: 'kube-proxy nftables (real)', color: COLORS.nftables, values: mxs.map((n) => real(n, 'nftables')) },

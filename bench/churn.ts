@@ -84,7 +84,14 @@ export async function runChurn(o: ChurnOptions): Promise<ChurnResult> {
   const load0 = o.loadavg();
   try {
     const kubeconfig = await writeKubeconfig(join(o.workDir, 'kubeconfig-churn'), api);
-    const started = await startAgent(['--kubeconfig', kubeconfig, '--node-name', 'bench-node', ...agentArgs(o.cgroup, o.pinDir, n, o.endpointsPerService)], n, o.timeoutMs, (a) => { agent = a; });
+    const started = await startAgent(
+      ['--kubeconfig', kubeconfig, '--node-name', 'bench-node', ...agentArgs(o.cgroup, o.pinDir, n, o.endpointsPerService)],
+      n,
+      o.timeoutMs,
+      (a) => {
+        agent = a;
+      },
+    );
     const port = started.metricsPort;
     const current = [...o.services];
     let changeNo = 4_000_000;
@@ -96,7 +103,9 @@ export async function runChurn(o: ChurnOptions): Promise<ChurnResult> {
       const heapUsed = port === undefined ? NaN : heapUsedOf(await scrape(port));
       const s = { atS: (performance.now() - t0) / 1000, rss: memoryOf(started.pid).rss, heapUsed, changes };
       samples.push(s);
-      o.log(`churn: ${s.atS.toFixed(0)} s, ${changes} changes, RSS ${(s.rss / 2 ** 20).toFixed(1)} MiB, heap used ${(heapUsed / 2 ** 20).toFixed(1)} MiB`);
+      o.log(
+        `churn: ${s.atS.toFixed(0)} s, ${changes} changes, RSS ${(s.rss / 2 ** 20).toFixed(1)} MiB, heap used ${(heapUsed / 2 ** 20).toFixed(1)} MiB`,
+      );
     };
     await sample();
     let nextSample = t0 + o.sampleMs;
@@ -124,10 +133,20 @@ export async function runChurn(o: ChurnOptions): Promise<ChurnResult> {
     const rssPeakGrowthPct = peakGrowthPct(samples, warm.atS);
     const heapGrowthPct = ((last.heapUsed - warm.heapUsed) / warm.heapUsed) * 100;
     return {
-      n, endpointsPerService: o.endpointsPerService, ratePerSec: o.ratePerSec,
-      warmupS: o.warmupMs / 1000, measuredS: last.atS - warm.atS, changes,
-      achievedPerSec: changes / last.atS, samples, rssGrowthPct, rssPeakGrowthPct, heapGrowthPct,
-      flatPct: o.flatPct, flat: rssGrowthPct < o.flatPct, loadavg: [load0, o.loadavg()],
+      n,
+      endpointsPerService: o.endpointsPerService,
+      ratePerSec: o.ratePerSec,
+      warmupS: o.warmupMs / 1000,
+      measuredS: last.atS - warm.atS,
+      changes,
+      achievedPerSec: changes / last.atS,
+      samples,
+      rssGrowthPct,
+      rssPeakGrowthPct,
+      heapGrowthPct,
+      flatPct: o.flatPct,
+      flat: rssGrowthPct < o.flatPct,
+      loadavg: [load0, o.loadavg()],
     };
   } finally {
     await stopAgent(agent);

@@ -118,20 +118,39 @@ export class BenchCluster {
   }
 
   /** Replaces the agent's services: restarts it on the new manifests (same pins, same cgroup) and waits for the sync. */
-  async programSvcmap(services: readonly BenchService[], timeoutMs: number): Promise<{ startToSyncMs: number; syncMs: number; rss: number }> {
+  async programSvcmap(
+    services: readonly BenchService[],
+    timeoutMs: number,
+  ): Promise<{ startToSyncMs: number; syncMs: number; rss: number }> {
     await stopAgent(this.agent);
     this.agent = undefined;
     writeManifestDir(this.manifests, services);
-    const started = await startAgent([
-      '--manifests', this.manifests, '--cgroup', this.cgSvcmap, '--pin-dir', this.pinDir,
-      '--max-services', String(this.#maxServices), '--max-backends', String(this.#maxBackends),
-      '--metrics-bind-address', '127.0.0.1:0', '--healthz-bind-address', '127.0.0.1:0',
-      ...(this.#lbAlgorithm ? ['--lb-algorithm', this.#lbAlgorithm] : []),
-    ], services.length, timeoutMs, (a) => {
-      this.agent = a;
-      // Keep the agent (its parsing, its GC) off the CPU that clients and servers share.
-      if (a.child.pid !== undefined) pinToCpu(a.child.pid, this.agentCpu);
-    });
+    const started = await startAgent(
+      [
+        '--manifests',
+        this.manifests,
+        '--cgroup',
+        this.cgSvcmap,
+        '--pin-dir',
+        this.pinDir,
+        '--max-services',
+        String(this.#maxServices),
+        '--max-backends',
+        String(this.#maxBackends),
+        '--metrics-bind-address',
+        '127.0.0.1:0',
+        '--healthz-bind-address',
+        '127.0.0.1:0',
+        ...(this.#lbAlgorithm ? ['--lb-algorithm', this.#lbAlgorithm] : []),
+      ],
+      services.length,
+      timeoutMs,
+      (a) => {
+        this.agent = a;
+        // Keep the agent (its parsing, its GC) off the CPU that clients and servers share.
+        if (a.child.pid !== undefined) pinToCpu(a.child.pid, this.agentCpu);
+      },
+    );
     return { startToSyncMs: started.startToSyncMs, syncMs: Number(started.firstSync.durationMs), rss: memoryOf(started.pid).rss };
   }
 

@@ -40,18 +40,34 @@ export async function runControlPlane(o: ControlPlaneOptions): Promise<ControlPl
   for (const n of o.sizes) {
     const services = makeServices(n, o.endpointsPerService);
     o.log(`control plane N=${n} x ${o.endpointsPerService}: sync engine in-process`);
-    const e = runEngine({ pinDir: join(o.pinRoot, `engine-${n}`), services, endpointsPerService: o.endpointsPerService, partialReps: o.engineReps.partial, fullReps: o.engineReps.full });
-    o.log(`  engine: full sync ${e.fullSyncMs.toFixed(1)} ms, one change ${e.changePartialMs.p50.toFixed(3)} ms (partial) / ${e.changeFullMs.p50.toFixed(1)} ms (full plan)`);
+    const e = runEngine({
+      pinDir: join(o.pinRoot, `engine-${n}`),
+      services,
+      endpointsPerService: o.endpointsPerService,
+      partialReps: o.engineReps.partial,
+      fullReps: o.engineReps.full,
+    });
+    o.log(
+      `  engine: full sync ${e.fullSyncMs.toFixed(1)} ms, one change ${e.changePartialMs.p50.toFixed(3)} ms (partial) / ${e.changeFullMs.p50.toFixed(1)} ms (full plan)`,
+    );
     out.engine.push(e);
 
     o.log(`control plane N=${n}: agent with the Kubernetes source`);
     try {
       const a = await runAgentControlPlane({
-        services, endpointsPerService: o.endpointsPerService, cgroup, pinDir: join(o.pinRoot, `agent-${n}`), workDir: o.workDir,
-        changeReps: o.agentChangeReps, timeoutMs: o.agentTimeoutMs, log: o.log,
+        services,
+        endpointsPerService: o.endpointsPerService,
+        cgroup,
+        pinDir: join(o.pinRoot, `agent-${n}`),
+        workDir: o.workDir,
+        changeReps: o.agentChangeReps,
+        timeoutMs: o.agentTimeoutMs,
+        log: o.log,
         ...(n === o.stream.n ? { stream: { changes: o.stream.changes, ratePerSec: o.stream.ratePerSec } } : {}),
       });
-      o.log(`  agent: start->synced ${a.startToSyncMs.toFixed(0)} ms, sync ${a.fullSyncMs.toFixed(1)} ms, RSS ${(a.rssAfterSync / 2 ** 20).toFixed(0)} MiB, one change p50 ${a.change.wallP50.toFixed(2)} ms`);
+      o.log(
+        `  agent: start->synced ${a.startToSyncMs.toFixed(0)} ms, sync ${a.fullSyncMs.toFixed(1)} ms, RSS ${(a.rssAfterSync / 2 ** 20).toFixed(0)} MiB, one change p50 ${a.change.wallP50.toFixed(2)} ms`,
+      );
       out.agent.push(a);
     } catch (err) {
       // A failing agent at one size is a result too (e.g. too slow to list 100k services); the rest goes on.
@@ -60,7 +76,13 @@ export async function runControlPlane(o: ControlPlaneOptions): Promise<ControlPl
       out.agent.push({ n, skipped: `failed: ${msg}` });
     }
 
-    out.netfilter.push(await runNetfilterControlPlane({ lab: o.lab, iptNs, nftNs, workDir: o.workDir, budget: o.budget, changeReps: o.netfilterChangeReps, log: o.log }, services, o.endpointsPerService));
+    out.netfilter.push(
+      await runNetfilterControlPlane(
+        { lab: o.lab, iptNs, nftNs, workDir: o.workDir, budget: o.budget, changeReps: o.netfilterChangeReps, log: o.log },
+        services,
+        o.endpointsPerService,
+      ),
+    );
   }
   return out;
 }

@@ -11,7 +11,17 @@ import { join } from 'node:path';
 import { startApiServer, writeKubeconfig } from '../lab/apiserver/index.ts';
 import { registerTeardown, unregisterTeardown } from '../lab/index.ts';
 import { cleanupPins } from '../src/cli/cleanup.ts';
-import { diffHistogram, histogramQuantile, isSyncDone, memoryOf, parseHistogram, scrape, settledRss, startAgent, stopAgent } from './agent.ts';
+import {
+  diffHistogram,
+  histogramQuantile,
+  isSyncDone,
+  memoryOf,
+  parseHistogram,
+  scrape,
+  settledRss,
+  startAgent,
+  stopAgent,
+} from './agent.ts';
 import { serviceObject, sliceObject } from './manifests.ts';
 import { median, percentile } from './stats.ts';
 import { type BenchService, withChangedEndpoint } from './workload.ts';
@@ -67,8 +77,18 @@ export function agentArgs(cgroup: string, pinDir: string, n: number, endpointsPe
   const svcEntries = Math.ceil(n * (1 + endpointsPerService) * 1.05) + 1024;
   const beEntries = Math.ceil(n * endpointsPerService * 1.05) + 1024;
   return [
-    '--cgroup', cgroup, '--pin-dir', pinDir, '--max-services', String(svcEntries), '--max-backends', String(beEntries),
-    '--metrics-bind-address', '127.0.0.1:0', '--healthz-bind-address', '127.0.0.1:0',
+    '--cgroup',
+    cgroup,
+    '--pin-dir',
+    pinDir,
+    '--max-services',
+    String(svcEntries),
+    '--max-backends',
+    String(beEntries),
+    '--metrics-bind-address',
+    '127.0.0.1:0',
+    '--healthz-bind-address',
+    '127.0.0.1:0',
   ];
 }
 
@@ -84,7 +104,14 @@ export async function runAgentControlPlane(o: AgentCpOptions): Promise<AgentCpRe
   registerTeardown(teardown);
   try {
     const kubeconfig = await writeKubeconfig(join(o.workDir, 'kubeconfig'), api);
-    const started = await startAgent(['--kubeconfig', kubeconfig, '--node-name', 'bench-node', ...agentArgs(o.cgroup, o.pinDir, n, o.endpointsPerService)], n, o.timeoutMs, (a) => { agent = a; });
+    const started = await startAgent(
+      ['--kubeconfig', kubeconfig, '--node-name', 'bench-node', ...agentArgs(o.cgroup, o.pinDir, n, o.endpointsPerService)],
+      n,
+      o.timeoutMs,
+      (a) => {
+        agent = a;
+      },
+    );
     const running = started.agent;
     const rssAtSync = memoryOf(started.pid).rss;
     const rssAfterSync = await settledRss(started);
@@ -133,7 +160,10 @@ export async function runAgentControlPlane(o: AgentCpOptions): Promise<AgentCpRe
         after = parseHistogram(await scrape(port), LATENCY_METRIC);
       }
       const h = diffHistogram(after, before);
-      const syncs = running.lines.slice(from).filter((l) => isSyncDone(l) && l.full === false).map((l) => Number(l.durationMs));
+      const syncs = running.lines
+        .slice(from)
+        .filter((l) => isSyncDone(l) && l.full === false)
+        .map((l) => Number(l.durationMs));
       stream = {
         changes: count,
         ratePerSec: o.stream.ratePerSec,
@@ -153,7 +183,13 @@ export async function runAgentControlPlane(o: AgentCpOptions): Promise<AgentCpRe
       rssAtSync,
       rssAfterSync,
       rssAfterChanges,
-      change: { wallP50: median(wall), wallP99: percentile(wall, 0.99), syncP50: median(sync), syncP99: percentile(sync, 0.99), reps: wall.length },
+      change: {
+        wallP50: median(wall),
+        wallP99: percentile(wall, 0.99),
+        syncP50: median(sync),
+        syncP99: percentile(sync, 0.99),
+        reps: wall.length,
+      },
       ...(stream ? { stream } : {}),
     };
   } finally {

@@ -54,7 +54,14 @@ export async function runFileSource(o: FileSourceOptions): Promise<FileSourceRes
   const teardown = { emergency: () => agent?.kill('SIGKILL') };
   registerTeardown(teardown);
   try {
-    const started = await startAgent(['--manifests', o.dir, ...agentArgs(o.cgroup, o.pinDir, n, o.endpointsPerService)], n, o.timeoutMs, (a) => { agent = a; });
+    const started = await startAgent(
+      ['--manifests', o.dir, ...agentArgs(o.cgroup, o.pinDir, n, o.endpointsPerService)],
+      n,
+      o.timeoutMs,
+      (a) => {
+        agent = a;
+      },
+    );
     const running = started.agent;
     const up = running.lines.find((l) => typeof l.msg === 'string' && l.msg.startsWith('datapath up'));
     const manifestsToSyncMs = Number(started.firstSync.time) - Number(up?.time);
@@ -79,12 +86,26 @@ export async function runFileSource(o: FileSourceOptions): Promise<FileSourceRes
       if (line.full === false) partial++;
       await sleep(200);
     }
-    o.log(`file source N=${n} (${o.layout}): start -> synced ${started.startToSyncMs.toFixed(0)} ms (manifests -> synced ${manifestsToSyncMs.toFixed(0)} ms), one changed file -> sync p50 ${median(wall).toFixed(1)} ms`);
+    o.log(
+      `file source N=${n} (${o.layout}): start -> synced ${started.startToSyncMs.toFixed(0)} ms (manifests -> synced ${manifestsToSyncMs.toFixed(0)} ms), one changed file -> sync p50 ${median(wall).toFixed(1)} ms`,
+    );
     return {
-      n, layout: o.layout, endpointsPerService: o.endpointsPerService, files,
-      startToSyncMs: started.startToSyncMs, manifestsToSyncMs, fullSyncMs: Number(started.firstSync.durationMs),
+      n,
+      layout: o.layout,
+      endpointsPerService: o.endpointsPerService,
+      files,
+      startToSyncMs: started.startToSyncMs,
+      manifestsToSyncMs,
+      fullSyncMs: Number(started.firstSync.durationMs),
       rssAfterSync: rssAfterSync || memoryOf(started.pid).rss,
-      change: { wallP50: median(wall), wallP99: percentile(wall, 0.99), syncP50: median(sync), syncP99: percentile(sync, 0.99), partial, reps: wall.length },
+      change: {
+        wallP50: median(wall),
+        wallP99: percentile(wall, 0.99),
+        syncP50: median(sync),
+        syncP99: percentile(sync, 0.99),
+        partial,
+        reps: wall.length,
+      },
     };
   } finally {
     await stopAgent(agent);
@@ -103,7 +124,10 @@ const LAYOUT_NAMES: Record<ManifestLayout, string> = {
 };
 
 export function fileSourceTable(rs: readonly FileSourceResult[]): string {
-  const rows = rs.map((r) => `| ${r.n} x ${r.endpointsPerService} | ${LAYOUT_NAMES[r.layout ?? 'json']} (${r.files} files) | ${ms(r.startToSyncMs)} | ${ms(r.manifestsToSyncMs)} | ${ms(r.fullSyncMs)} | ${mib(r.rssAfterSync)} | ${ms(r.change.wallP50)} / ${ms(r.change.wallP99)} | ${ms(r.change.syncP50)} | ${r.change.partial}/${r.change.reps} |`);
+  const rows = rs.map(
+    (r) =>
+      `| ${r.n} x ${r.endpointsPerService} | ${LAYOUT_NAMES[r.layout ?? 'json']} (${r.files} files) | ${ms(r.startToSyncMs)} | ${ms(r.manifestsToSyncMs)} | ${ms(r.fullSyncMs)} | ${mib(r.rssAfterSync)} | ${ms(r.change.wallP50)} / ${ms(r.change.wallP99)} | ${ms(r.change.syncP50)} | ${r.change.partial}/${r.change.reps} |`,
+  );
   return [
     '| services | manifests | spawn -> synced | manifests -> synced (target <= 1 s at 10k) | first full sync | RSS after reading | one changed file -> synced p50 / p99 | that sync | partial syncs |',
     '| --- | --- | --- | --- | --- | --- | --- | --- | --- |',

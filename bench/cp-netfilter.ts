@@ -42,7 +42,14 @@ export interface NetfilterCpOptions {
 }
 
 /** Runs fn under the budget for op at size n: reps times (median), or skipped. */
-async function measure(o: NetfilterCpOptions, op: string, n: number, reps: number, fn: (rep: number) => Promise<number>, gate?: string): Promise<Op> {
+async function measure(
+  o: NetfilterCpOptions,
+  op: string,
+  n: number,
+  reps: number,
+  fn: (rep: number) => Promise<number>,
+  gate?: string,
+): Promise<Op> {
   if (gate) return { skipped: gate };
   const a = o.budget.attempt(op, n);
   if (!a.run) return { skipped: a.reason ?? 'over budget' };
@@ -60,7 +67,11 @@ async function measure(o: NetfilterCpOptions, op: string, n: number, reps: numbe
   return { ms, reps: all.length, all };
 }
 
-export async function runNetfilterControlPlane(o: NetfilterCpOptions, services: readonly BenchService[], endpointsPerService: number): Promise<NetfilterCpPoint> {
+export async function runNetfilterControlPlane(
+  o: NetfilterCpOptions,
+  services: readonly BenchService[],
+  endpointsPerService: number,
+): Promise<NetfilterCpPoint> {
   const n = services.length;
   const hard = o.budget.hardLimitMs;
   const ipt = new NetfilterNs(o.lab, o.iptNs, o.workDir);
@@ -91,20 +102,34 @@ export async function runNetfilterControlPlane(o: NetfilterCpOptions, services: 
   const current = [...services];
   let changeNo = 3_000_000;
   const notLoaded = loaded ? undefined : 'no table to change (loading it was skipped)';
-  const changeFull = await measure(o, 'cp-iptables-change-full', n, o.changeReps, async (r) => {
-    const i = (r * 7919) % n;
-    const next = withChangedEndpoint(current[i]!, changeNo++);
-    const stale = staleSepChains(current[i]!, next);
-    current[i] = next;
-    return ipt.iptablesNoflush('change-full.rules', (out) => iptablesFull(out, current, stale), hard);
-  }, notLoaded ?? (isOp(fullNoflush) ? undefined : `as slow as the first sync, which was skipped (${fullNoflush.skipped})`));
-  const changePartial = await measure(o, 'cp-iptables-change-partial', n, o.changeReps, async (r) => {
-    const i = (r * 104729) % n;
-    const next = withChangedEndpoint(current[i]!, changeNo++);
-    const stale = staleSepChains(current[i]!, next);
-    current[i] = next;
-    return ipt.iptablesNoflush('change-partial.rules', (out) => iptablesPartial(out, current, new Set([i]), stale), hard);
-  }, notLoaded);
+  const changeFull = await measure(
+    o,
+    'cp-iptables-change-full',
+    n,
+    o.changeReps,
+    async (r) => {
+      const i = (r * 7919) % n;
+      const next = withChangedEndpoint(current[i]!, changeNo++);
+      const stale = staleSepChains(current[i]!, next);
+      current[i] = next;
+      return ipt.iptablesNoflush('change-full.rules', (out) => iptablesFull(out, current, stale), hard);
+    },
+    notLoaded ?? (isOp(fullNoflush) ? undefined : `as slow as the first sync, which was skipped (${fullNoflush.skipped})`),
+  );
+  const changePartial = await measure(
+    o,
+    'cp-iptables-change-partial',
+    n,
+    o.changeReps,
+    async (r) => {
+      const i = (r * 104729) % n;
+      const next = withChangedEndpoint(current[i]!, changeNo++);
+      const stale = staleSepChains(current[i]!, next);
+      current[i] = next;
+      return ipt.iptablesNoflush('change-partial.rules', (out) => iptablesPartial(out, current, new Set([i]), stale), hard);
+    },
+    notLoaded,
+  );
   await ipt.flush();
 
   // nftables
@@ -116,13 +141,20 @@ export async function runNetfilterControlPlane(o: NetfilterCpOptions, services: 
     return ms;
   });
   const nftCurrent = [...services];
-  const changeDelta = await measure(o, 'cp-nftables-delta', n, o.changeReps, async (r) => {
-    const i = (r * 7919) % n;
-    const prev = nftCurrent[i]!;
-    const next = withChangedEndpoint(prev, changeNo++);
-    nftCurrent[i] = next;
-    return nft.nft('delta.nft', (out) => nftDelta(out, prev, next), hard);
-  }, nftLoaded ? undefined : 'no table to change (loading it was skipped)');
+  const changeDelta = await measure(
+    o,
+    'cp-nftables-delta',
+    n,
+    o.changeReps,
+    async (r) => {
+      const i = (r * 7919) % n;
+      const prev = nftCurrent[i]!;
+      const next = withChangedEndpoint(prev, changeNo++);
+      nftCurrent[i] = next;
+      return nft.nft('delta.nft', (out) => nftDelta(out, prev, next), hard);
+    },
+    nftLoaded ? undefined : 'no table to change (loading it was skipped)',
+  );
   await nft.flush();
 
   const counts = nftObjectCount(services);

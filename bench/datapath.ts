@@ -111,7 +111,10 @@ const ALG_VIP_BASE = ipNum('10.110.0.1');
 /** One service per algorithm, on the measured pods (the node default, random, is the svcmap mode's own). */
 export function algorithmServices(names: readonly string[], firstIndex: number): BenchService[] {
   return names.map((algorithm, k) => ({
-    index: firstIndex + k, name: `alg-${algorithm}`, vip: ipStr(ALG_VIP_BASE + k), endpoints: [...BACKEND_IPS],
+    index: firstIndex + k,
+    name: `alg-${algorithm}`,
+    vip: ipStr(ALG_VIP_BASE + k),
+    endpoints: [...BACKEND_IPS],
     annotations: { 'svcmap.io/lb-algorithm': algorithm },
   }));
 }
@@ -125,7 +128,13 @@ export async function runDatapath(c: BenchCluster, o: DatapathOptions): Promise<
     const pods = v6 ? BACKEND_IPS6 : BACKEND_IPS;
     const services = v6 ? makeServices6(n, pods.length, pods) : makeServices(n, pods.length, pods);
     const vip = services.at(-1)!.vip;
-    const point: DatapathPoint = { n, ...(v6 ? { family: 6 as const } : {}), endpointsPerService: pods.length, programming: {}, results: [] };
+    const point: DatapathPoint = {
+      n,
+      ...(v6 ? { family: 6 as const } : {}),
+      endpointsPerService: pods.length,
+      programming: {},
+      results: [],
+    };
     const available = new Map<Mode, { ns: LabPod; cgroup: string; ips: string; port: number }>();
     available.set('direct', { ns: c.clientSm, cgroup: c.cgPlain, ips: pods.join(','), port: TARGET_PORT });
     const skipped = new Map<Mode, string>();
@@ -135,12 +144,18 @@ export async function runDatapath(c: BenchCluster, o: DatapathOptions): Promise<
     const algs = !v6 && o.algorithms && o.algorithms.sizes.includes(n) ? algorithmServices(o.algorithms.names, n) : [];
     o.log(`${tag}: programming svcmap${algs.length ? ` (and ${algs.length} services of the other algorithms)` : ''}`);
     const sm = await c.programSvcmap([...services, ...algs], o.agentTimeoutMs);
-    point.programming.svcmap = { ms: sm.startToSyncMs, note: `agent start to first full sync (file source; sync itself ${fmtDuration(sm.syncMs)})` };
+    point.programming.svcmap = {
+      ms: sm.startToSyncMs,
+      note: `agent start to first full sync (file source; sync itself ${fmtDuration(sm.syncMs)})`,
+    };
     available.set('svcmap', { ns: c.clientSm, cgroup: c.cgSvcmap, ips: vip, port: PORT });
 
-    for (const [mode, nf, op] of [['iptables', ipt, 'dp-iptables'], ['nftables', nft, 'dp-nftables']] as const) {
+    for (const [mode, nf, op] of [
+      ['iptables', ipt, 'dp-iptables'],
+      ['nftables', nft, 'dp-nftables'],
+    ] as const) {
       if (v6) {
-        skipped.set(mode, 'not run: the bench\'s kube-proxy rule shapes are IPv4 ones');
+        skipped.set(mode, "not run: the bench's kube-proxy rule shapes are IPv4 ones");
         continue;
       }
       await nf.flush();
@@ -152,9 +167,13 @@ export async function runDatapath(c: BenchCluster, o: DatapathOptions): Promise<
       }
       o.log(`datapath N=${n}: loading ${mode} rules${a.predictedMs ? ` (predicted ${fmtDuration(a.predictedMs)})` : ''}`);
       try {
-        const ms = mode === 'iptables' ? await nf.iptablesReplace(services, o.budget.hardLimitMs) : await nf.nftFull(services, o.budget.hardLimitMs);
+        const ms =
+          mode === 'iptables' ? await nf.iptablesReplace(services, o.budget.hardLimitMs) : await nf.nftFull(services, o.budget.hardLimitMs);
         o.budget.record(op, n, ms);
-        point.programming[mode] = { ms, note: mode === 'iptables' ? 'iptables-restore of the whole nat+filter tables (no --noflush), from empty' : 'nft -f, from empty' };
+        point.programming[mode] = {
+          ms,
+          note: mode === 'iptables' ? 'iptables-restore of the whole nat+filter tables (no --noflush), from empty' : 'nft -f, from empty',
+        };
         available.set(mode, { ns: mode === 'iptables' ? c.clientIpt : c.clientNft, cgroup: c.cgPlain, ips: vip, port: PORT });
       } catch (err) {
         if (!(err instanceof TimeoutError)) throw err;
@@ -168,7 +187,8 @@ export async function runDatapath(c: BenchCluster, o: DatapathOptions): Promise<
     const order = MODES.filter((m) => available.has(m));
     for (let r = 0; r < o.reps; r++) {
       const rotated = [...order.slice(r % order.length), ...order.slice(0, r % order.length)];
-      for (const mode of rotated) (runs.get(mode) ?? runs.set(mode, []).get(mode)!).push(await runClient(c, o, available.get(mode)!, `${tag} ${mode}`));
+      for (const mode of rotated)
+        (runs.get(mode) ?? runs.set(mode, []).get(mode)!).push(await runClient(c, o, available.get(mode)!, `${tag} ${mode}`));
     }
     const direct = summarize('direct', runs.get('direct')!);
     for (const mode of MODES) {
@@ -182,12 +202,19 @@ export async function runDatapath(c: BenchCluster, o: DatapathOptions): Promise<
       point.results.push(s);
     }
     for (const r of point.results) {
-      o.log(isSkipped(r) ? `  ${r.mode.padEnd(9)} skipped: ${r.skipped}` : `  ${r.mode.padEnd(9)} ${r.connPerSec.toFixed(0).padStart(7)} conn/s  p50 ${r.p50Us.toFixed(1)} µs  p99 ${r.p99Us.toFixed(1)} µs${r.vsDirect ? `  x${r.vsDirect.perConn.toFixed(3)} vs direct` : ''}`);
+      o.log(
+        isSkipped(r)
+          ? `  ${r.mode.padEnd(9)} skipped: ${r.skipped}`
+          : `  ${r.mode.padEnd(9)} ${r.connPerSec.toFixed(0).padStart(7)} conn/s  p50 ${r.p50Us.toFixed(1)} µs  p99 ${r.p99Us.toFixed(1)} µs${r.vsDirect ? `  x${r.vsDirect.perConn.toFixed(3)} vs direct` : ''}`,
+      );
     }
     if (algs.length) {
       o.log(`datapath N=${n}: ${algs.length} algorithms, each paired with random`);
       point.algorithms = await algorithmCosts(c, o, n, available.get('svcmap')!, algs);
-      for (const a of point.algorithms) o.log(`  ${a.algorithm.padEnd(9)} ${a.connPerSec.toFixed(0).padStart(7)} conn/s  p50 ${a.p50Us.toFixed(1)} µs  x${a.vsRandom.perConn.toFixed(3)} vs random`);
+      for (const a of point.algorithms)
+        o.log(
+          `  ${a.algorithm.padEnd(9)} ${a.connPerSec.toFixed(0).padStart(7)} conn/s  p50 ${a.p50Us.toFixed(1)} µs  x${a.vsRandom.perConn.toFixed(3)} vs random`,
+        );
     }
     points.push(point);
   }
@@ -207,7 +234,9 @@ interface Target {
 async function runClient(c: BenchCluster, o: DatapathOptions, t: Target, what: string): Promise<ClientRun> {
   const flushed = await flushConntrack(c, t.ns);
   const out = await runProgram(c.lab, t.ns, c.bins.client, [t.ips, String(t.port), String(o.durationMs), String(o.warmupMs)], {
-    cgroup: t.cgroup, cpu: c.cpu, timeoutMs: o.durationMs + o.warmupMs + 60_000,
+    cgroup: t.cgroup,
+    cpu: c.cpu,
+    timeoutMs: o.durationMs + o.warmupMs + 60_000,
   });
   const run = { ...(JSON.parse(out) as Omit<ClientRun, 'conntrackFlushed'>), conntrackFlushed: flushed };
   if (run.ok === 0) throw new Error(`${what}: no connection succeeded (${JSON.stringify(run.errors)})`);
@@ -220,7 +249,13 @@ async function runClient(c: BenchCluster, o: DatapathOptions, t: Target, what: s
  * ratio within one pair is two runs a second apart, tighter than a round of
  * every mode (this VM's rates jump between levels for seconds at a time).
  */
-async function algorithmCosts(c: BenchCluster, o: DatapathOptions, n: number, random: Target, algs: readonly BenchService[]): Promise<AlgorithmResult[]> {
+async function algorithmCosts(
+  c: BenchCluster,
+  o: DatapathOptions,
+  n: number,
+  random: Target,
+  algs: readonly BenchService[],
+): Promise<AlgorithmResult[]> {
   type Side = { runs: ClientRun[]; ns: Array<{ connect4: number; sockRelease: number }> };
   const pairs = algs.map(() => ({ random: { runs: [], ns: [] } as Side, alg: { runs: [], ns: [] } as Side }));
   const stats = await BpfStats.start(c);
@@ -254,9 +289,24 @@ async function algorithmCosts(c: BenchCluster, o: DatapathOptions, n: number, ra
     const s = summarize('svcmap', alg.runs);
     const ns = (side: Side, f: 'connect4' | 'sockRelease') => median(side.ns.map((x) => x[f]));
     return {
-      algorithm: a.annotations!['svcmap.io/lb-algorithm']!, vip: a.vip, connPerSec: s.connPerSec, p50Us: s.p50Us, p99Us: s.p99Us,
-      vsRandom: pairedCost(rnd.runs, alg.runs), runs: alg.runs, randomRuns: rnd.runs,
-      ...(alg.ns.length ? { bpfNs: { connect4: ns(alg, 'connect4'), sockRelease: ns(alg, 'sockRelease'), randomConnect4: ns(rnd, 'connect4'), randomSockRelease: ns(rnd, 'sockRelease') } } : {}),
+      algorithm: a.annotations!['svcmap.io/lb-algorithm']!,
+      vip: a.vip,
+      connPerSec: s.connPerSec,
+      p50Us: s.p50Us,
+      p99Us: s.p99Us,
+      vsRandom: pairedCost(rnd.runs, alg.runs),
+      runs: alg.runs,
+      randomRuns: rnd.runs,
+      ...(alg.ns.length
+        ? {
+            bpfNs: {
+              connect4: ns(alg, 'connect4'),
+              sockRelease: ns(alg, 'sockRelease'),
+              randomConnect4: ns(rnd, 'connect4'),
+              randomSockRelease: ns(rnd, 'sockRelease'),
+            },
+          }
+        : {}),
     };
   });
 }
@@ -323,9 +373,18 @@ function summarize(mode: Mode, runs: ClientRun[]): ModeResult {
 /** Cost relative to `base` (direct, or random), paired by round: runs[i] of every mode ran in round i. */
 export function pairedCost(base: readonly ClientRun[], runs: readonly ClientRun[]): NonNullable<ModeResult['vsDirect']> {
   return {
-    perConn: pairedMedianRatio(base.map((r) => r.connPerSec), runs.map((r) => r.connPerSec)),
-    p50: pairedMedianRatio(runs.map((r) => r.connectUs.p50), base.map((r) => r.connectUs.p50)),
-    p99: pairedMedianRatio(runs.map((r) => r.connectUs.p99), base.map((r) => r.connectUs.p99)),
+    perConn: pairedMedianRatio(
+      base.map((r) => r.connPerSec),
+      runs.map((r) => r.connPerSec),
+    ),
+    p50: pairedMedianRatio(
+      runs.map((r) => r.connectUs.p50),
+      base.map((r) => r.connectUs.p50),
+    ),
+    p99: pairedMedianRatio(
+      runs.map((r) => r.connectUs.p99),
+      base.map((r) => r.connectUs.p99),
+    ),
   };
 }
 

@@ -68,7 +68,11 @@ export function runEngine(o: EngineOptions): EngineResult {
   mkdirSync(o.pinDir, { recursive: true });
   const svcEntries = Math.ceil(n * (1 + o.endpointsPerService) * 1.05) + 1024;
   const beEntries = Math.ceil(n * o.endpointsPerService * 1.05) + 1024;
-  const sizes = new Map([[SVCMAP_MAP_SERVICES, svcEntries], [SVCMAP_MAP_BACKENDS, beEntries], [SVCMAP_MAP_REVNAT, n + 1024]]);
+  const sizes = new Map([
+    [SVCMAP_MAP_SERVICES, svcEntries],
+    [SVCMAP_MAP_BACKENDS, beEntries],
+    [SVCMAP_MAP_REVNAT, n + 1024],
+  ]);
   const loaded = loadPinned({ objectPath: obj.path, pinDir: o.pinDir, maxEntries: (name) => sizes.get(name) });
   let maps: DatapathMaps | undefined;
   try {

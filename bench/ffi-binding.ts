@@ -91,7 +91,11 @@ function ffiNapiBinding(dir: string): Binding | string {
       continue;
     }
     let version = '?';
-    try { version = (req(`${pkg}/package.json`) as { version: string }).version; } catch { /* no package.json export */ }
+    try {
+      version = (req(`${pkg}/package.json`) as { version: string }).version;
+    } catch {
+      /* no package.json export */
+    }
     const libbpf = ffi.Library('libbpf.so.1', {
       libbpf_major_version: ['uint32', []],
       bpf_map_update_elem: ['int', ['int', 'pointer', 'pointer', 'uint64']],
@@ -193,7 +197,8 @@ function measureJs(b: Binding, op: Op, w: Workload, targetMs: number): number {
 
 function measureC(bin: string, op: Op, w: Workload, targetMs: number): number {
   const r = spawnSync(bin, [op, String(targetMs), String(w.batch)], {
-    stdio: ['ignore', 'pipe', 'inherit', w.map.fd], encoding: 'utf8',
+    stdio: ['ignore', 'pipe', 'inherit', w.map.fd],
+    encoding: 'utf8',
   });
   if (r.status !== 0) throw new Error(`ffi-baseline ${op} exited with ${r.status ?? r.signal}`);
   const [ops, seconds] = r.stdout.trim().split(' ').map(Number);
@@ -237,12 +242,16 @@ async function main(): Promise<void> {
   const names = ['C', ...bindings.map((b) => b.name)];
 
   const w = workload(Number(args.entries), Number(args.batch));
-  const closeAndExit = (code: number) => { w.map.close(); process.exit(code); };
+  const closeAndExit = (code: number) => {
+    w.map.close();
+    process.exit(code);
+  };
   process.once('SIGINT', () => closeAndExit(130));
   process.once('SIGTERM', () => closeAndExit(143));
   const samples = new Map<string, number[]>(); // `${op}/${name}` -> per-round rates
   try {
-    for (let r = 0; r <= rounds; r++) { // round 0 warms up and is dropped
+    for (let r = 0; r <= rounds; r++) {
+      // round 0 warms up and is dropped
       for (const op of OPS) {
         const order = names.map((_, i) => names[(i + r) % names.length]!);
         for (const name of order) {
@@ -264,10 +273,12 @@ async function main(): Promise<void> {
   const libbpf = koffi.load('libbpf.so.1');
   const minor = (libbpf.func('uint32_t libbpf_minor_version(void)') as () => number)();
   const major = (libbpf.func('uint32_t libbpf_major_version(void)') as () => number)();
-  console.log(`${new Date().toISOString().slice(0, 10)}: ${cpus()[0]?.model.trim() ?? 'unknown CPU'}, ${cpus().length} vCPUs, Linux ${release()}, ` +
-    `Node ${process.version}, libbpf ${major}.${minor}; ${rounds} rounds of ${ms} ms per call and binding (medians); ` +
-    `hash map u32 -> ${VALUE_SIZE} bytes, ${w.entries} entries, full; load average ${loadBefore.toFixed(2)} before, ${loadavg()[0]!.toFixed(2)} after` +
-    (gc ? '' : '; run with --expose-gc for a GC between measurements'));
+  console.log(
+    `${new Date().toISOString().slice(0, 10)}: ${cpus()[0]?.model.trim() ?? 'unknown CPU'}, ${cpus().length} vCPUs, Linux ${release()}, ` +
+      `Node ${process.version}, libbpf ${major}.${minor}; ${rounds} rounds of ${ms} ms per call and binding (medians); ` +
+      `hash map u32 -> ${VALUE_SIZE} bytes, ${w.entries} entries, full; load average ${loadBefore.toFixed(2)} before, ${loadavg()[0]!.toFixed(2)} after` +
+      (gc ? '' : '; run with --expose-gc for a GC between measurements'),
+  );
   if (typeof ffiNapi === 'string') console.log(`ffi-napi: ${ffiNapi}`);
   console.log('');
   const rows: Array<[Op, string]> = [

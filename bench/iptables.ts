@@ -32,7 +32,8 @@ const NAT_JUMPS = [
 /** The jumps kube-proxy adds to the built-in chains (with iptables -I, once, before its first sync). */
 export function iptablesBase(out: LineFile): void {
   out.line('*filter');
-  for (const c of ['KUBE-PROXY-FIREWALL', 'KUBE-NODEPORTS', 'KUBE-EXTERNAL-SERVICES', 'KUBE-FORWARD', 'KUBE-SERVICES']) out.line(`:${c} - [0:0]`);
+  for (const c of ['KUBE-PROXY-FIREWALL', 'KUBE-NODEPORTS', 'KUBE-EXTERNAL-SERVICES', 'KUBE-FORWARD', 'KUBE-SERVICES'])
+    out.line(`:${c} - [0:0]`);
   for (const l of FILTER_JUMPS) out.line(l);
   out.line('COMMIT');
   out.line('*nat');
@@ -65,11 +66,14 @@ export function probability(k: number): string {
 
 function filterTable(out: LineFile, jumps = false): void {
   out.line('*filter');
-  for (const c of ['KUBE-NODEPORTS', 'KUBE-SERVICES', 'KUBE-EXTERNAL-SERVICES', 'KUBE-FORWARD', 'KUBE-PROXY-FIREWALL']) out.line(`:${c} - [0:0]`);
+  for (const c of ['KUBE-NODEPORTS', 'KUBE-SERVICES', 'KUBE-EXTERNAL-SERVICES', 'KUBE-FORWARD', 'KUBE-PROXY-FIREWALL'])
+    out.line(`:${c} - [0:0]`);
   if (jumps) for (const l of FILTER_JUMPS) out.line(l);
   out.line('-A KUBE-FORWARD -m conntrack --ctstate INVALID -j DROP');
   out.line(`-A KUBE-FORWARD -m comment --comment "kubernetes forwarding rules" -m mark --mark ${MASQ_MARK}/${MASQ_MARK} -j ACCEPT`);
-  out.line('-A KUBE-FORWARD -m comment --comment "kubernetes forwarding conntrack rule" -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT');
+  out.line(
+    '-A KUBE-FORWARD -m comment --comment "kubernetes forwarding conntrack rule" -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT',
+  );
   out.line('COMMIT');
 }
 
@@ -94,7 +98,9 @@ function servicesRule(s: BenchService, n: SvcNames): string {
 }
 
 function svcChainRules(out: LineFile, s: BenchService, n: SvcNames, large: boolean): void {
-  out.line(`-A ${n.svcChain} -m comment --comment "${n.portName} cluster IP" -m tcp -p tcp -d ${s.vip}/32 --dport ${PORT} ! -s ${CLUSTER_CIDR} -j KUBE-MARK-MASQ`);
+  out.line(
+    `-A ${n.svcChain} -m comment --comment "${n.portName} cluster IP" -m tcp -p tcp -d ${s.vip}/32 --dport ${PORT} ! -s ${CLUSTER_CIDR} -j KUBE-MARK-MASQ`,
+  );
   const k = n.seps.length;
   n.seps.forEach((sep, i) => {
     const comment = large ? '' : ` -m comment --comment "${n.portName} -> ${sep.ip}:${TARGET_PORT}"`;
@@ -119,7 +125,8 @@ function sepChainRules(out: LineFile, n: SvcNames, large: boolean): void {
   }
 }
 
-const NODEPORTS_LAST = '-A KUBE-SERVICES -m comment --comment "kubernetes service nodeports; NOTE: this must be the last rule in this chain" -m addrtype --dst-type LOCAL -j KUBE-NODEPORTS';
+const NODEPORTS_LAST =
+  '-A KUBE-SERVICES -m comment --comment "kubernetes service nodeports; NOTE: this must be the last rule in this chain" -m addrtype --dst-type LOCAL -j KUBE-NODEPORTS';
 
 function isLarge(services: readonly BenchService[]): boolean {
   let total = 0;
@@ -134,7 +141,12 @@ function isLarge(services: readonly BenchService[]): boolean {
  * `jumps`, the built-in chains' jumps are in it too, for a restore that
  * replaces whole tables (no --noflush).
  */
-export function iptablesFull(out: LineFile, services: readonly BenchService[], stale: readonly string[] = [], opts: { jumps?: boolean } = {}): void {
+export function iptablesFull(
+  out: LineFile,
+  services: readonly BenchService[],
+  stale: readonly string[] = [],
+  opts: { jumps?: boolean } = {},
+): void {
   const large = isLarge(services);
   filterTable(out, opts.jumps);
   natHeader(out);
@@ -165,7 +177,12 @@ export function iptablesFull(out: LineFile, services: readonly BenchService[], s
  * and the other top-level chains in full, but only the chains of the changed
  * services; stale chains deleted.
  */
-export function iptablesPartial(out: LineFile, services: readonly BenchService[], changed: ReadonlySet<number>, stale: readonly string[]): void {
+export function iptablesPartial(
+  out: LineFile,
+  services: readonly BenchService[],
+  changed: ReadonlySet<number>,
+  stale: readonly string[],
+): void {
   const large = isLarge(services);
   filterTable(out);
   natHeader(out);

@@ -53,7 +53,17 @@ import type { Binaries } from './native.ts';
 import { runProgram } from './proc.ts';
 import { histogramOf, parseSamples, type Sample } from './prom.ts';
 import { median, pairedMedianRatio, percentile } from './stats.ts';
-import { type BenchService, CLUSTER_CIDR, makeServices, NAMESPACE, PORT, SERVICE_CIDR, TARGET_PORT, vipOf, withChangedEndpoint } from './workload.ts';
+import {
+  type BenchService,
+  CLUSTER_CIDR,
+  makeServices,
+  NAMESPACE,
+  PORT,
+  SERVICE_CIDR,
+  TARGET_PORT,
+  vipOf,
+  withChangedEndpoint,
+} from './workload.ts';
 
 export const REAL_PROXIES = ['nftables', 'iptables', 'ipvs', 'svcmap'] as const;
 export type RealProxy = (typeof REAL_PROXIES)[number];
@@ -89,7 +99,14 @@ export interface RealProxyResult {
     p50: Quantile | undefined;
     p99: Quantile | undefined;
     /** Syncs during the stream: count, p50 / p99 (kube-proxy: histogram quantiles, interpolated; svcmap: exact from its log), mean. */
-    syncs: { count: number; p50Ms: number | undefined; p99Ms: number | undefined; p50BucketLeMs?: number; p99BucketLeMs?: number; meanMs: number };
+    syncs: {
+      count: number;
+      p50Ms: number | undefined;
+      p99Ms: number | undefined;
+      p50BucketLeMs?: number;
+      p99BucketLeMs?: number;
+      meanMs: number;
+    };
   };
   datapath?: {
     connPerSec: number;
@@ -166,11 +183,14 @@ export function ipvsUnavailable(): string | undefined {
     modprobe = 'modprobe ip_vs succeeded but /proc/net/ip_vs is missing';
   } catch (e) {
     const err = e as Error & { code?: string; stderr?: Buffer };
-    modprobe = err.code === 'ENOENT' ? 'no modprobe on this system' : `modprobe ip_vs failed: ${err.stderr?.toString().trim() || err.message}`;
+    modprobe =
+      err.code === 'ENOENT' ? 'no modprobe on this system' : `modprobe ip_vs failed: ${err.stderr?.toString().trim() || err.message}`;
   }
   let config = '';
   try {
-    const cfg = execFileSync('sh', ['-c', 'zcat /proc/config.gz 2>/dev/null | grep -E "^(# )?CONFIG_(IP_VS|MODULES)[ =]"'], { encoding: 'utf8' }).trim();
+    const cfg = execFileSync('sh', ['-c', 'zcat /proc/config.gz 2>/dev/null | grep -E "^(# )?CONFIG_(IP_VS|MODULES)[ =]"'], {
+      encoding: 'utf8',
+    }).trim();
     if (cfg) config = ` (kernel config: ${cfg.split('\n').join(', ')})`;
   } catch {
     /* no /proc/config.gz */
@@ -195,17 +215,31 @@ class ApiClient {
   request(method: string, path: string, body?: unknown): Promise<{ status: number; text: string }> {
     const payload = body === undefined ? undefined : Buffer.from(JSON.stringify(body));
     return new Promise((resolve, reject) => {
-      const req = httpsRequest({
-        socketPath: this.#socket, path, method, agent: this.#agent, servername: 'kubernetes',
-        headers: {
-          host: 'kubernetes', authorization: `Bearer ${this.#token}`, accept: 'application/json',
-          ...(payload ? { 'content-type': 'application/json', 'content-length': payload.length } : {}),
+      const req = httpsRequest(
+        {
+          socketPath: this.#socket,
+          path,
+          method,
+          agent: this.#agent,
+          servername: 'kubernetes',
+          headers: {
+            host: 'kubernetes',
+            authorization: `Bearer ${this.#token}`,
+            accept: 'application/json',
+            ...(payload ? { 'content-type': 'application/json', 'content-length': payload.length } : {}),
+          },
+          timeout: 60_000,
         },
-        timeout: 60_000,
-      }, (res) => {
-        let text = '';
-        res.setEncoding('utf8').on('data', (d: string) => { text += d; }).on('end', () => resolve({ status: res.statusCode ?? 0, text }));
-      });
+        (res) => {
+          let text = '';
+          res
+            .setEncoding('utf8')
+            .on('data', (d: string) => {
+              text += d;
+            })
+            .on('end', () => resolve({ status: res.statusCode ?? 0, text }));
+        },
+      );
       req.on('timeout', () => req.destroy(new Error(`${method} ${path}: timed out`)));
       req.on('error', reject);
       req.end(payload);
@@ -237,9 +271,11 @@ class ApiClient {
 /** Runs f over items with at most `concurrency` in flight. */
 async function pool<T>(items: readonly T[], concurrency: number, f: (x: T) => Promise<void>): Promise<void> {
   let next = 0;
-  await Promise.all(Array.from({ length: Math.min(concurrency, items.length) }, async () => {
-    while (next < items.length) await f(items[next++]!);
-  }));
+  await Promise.all(
+    Array.from({ length: Math.min(concurrency, items.length) }, async () => {
+      while (next < items.length) await f(items[next++]!);
+    }),
+  );
 }
 
 // ---------------------------------------------------------------- processes
@@ -250,12 +286,24 @@ class Proc {
   readonly logFile: string;
   readonly name: string;
 
-  constructor(lab: Lab, ns: LabNs, name: string, cmd: string, args: readonly string[], logDir: string, opts: { cpu?: number; cgroup?: string } = {}) {
+  constructor(
+    lab: Lab,
+    ns: LabNs,
+    name: string,
+    cmd: string,
+    args: readonly string[],
+    logDir: string,
+    opts: { cpu?: number; cgroup?: string } = {},
+  ) {
     this.name = name;
     this.logFile = join(logDir, `${name}.log`);
     const fd = openSync(this.logFile, 'a');
     try {
-      this.child = lab.spawn(ns, cmd, args, { stdio: ['ignore', fd, fd], ...(opts.cpu !== undefined ? { cpu: opts.cpu } : {}), ...(opts.cgroup !== undefined ? { cgroup: opts.cgroup } : {}) });
+      this.child = lab.spawn(ns, cmd, args, {
+        stdio: ['ignore', fd, fd],
+        ...(opts.cpu !== undefined ? { cpu: opts.cpu } : {}),
+        ...(opts.cgroup !== undefined ? { cgroup: opts.cgroup } : {}),
+      });
     } finally {
       closeSync(fd);
     }
@@ -267,7 +315,10 @@ class Proc {
 
   logTail(lines = 20): string {
     try {
-      return readFileSync(this.logFile, 'utf8').split('\n').slice(-lines - 1).join('\n');
+      return readFileSync(this.logFile, 'utf8')
+        .split('\n')
+        .slice(-lines - 1)
+        .join('\n');
     } catch {
       return '(no log)';
     }
@@ -275,7 +326,9 @@ class Proc {
 
   checkRunning(): void {
     if (!hasExited(this.child)) return;
-    throw new Error(`${this.name} stopped (${this.child.signalCode ?? `exit ${this.child.exitCode}`}); last lines of ${this.logFile}:\n${this.logTail()}`);
+    throw new Error(
+      `${this.name} stopped (${this.child.signalCode ?? `exit ${this.child.exitCode}`}); last lines of ${this.logFile}:\n${this.logTail()}`,
+    );
   }
 
   stop(): Promise<void> {
@@ -373,7 +426,10 @@ export async function runRealKubeProxy(o: RealKpOptions): Promise<RealKpResult> 
   const env: Env = { o, lab, cp, node, client, cgPlain, cgSvcmap, proxyCpu, dir, logDir, pki, kubeconfig, socket: join(dir, 'api.sock') };
 
   const result: RealKpResult = {
-    kubernetesVersion: version, endpointsPerService: o.endpointsPerService, points: [], ipvs,
+    kubernetesVersion: version,
+    endpointsPerService: o.endpointsPerService,
+    points: [],
+    ipvs,
     safety: { rootRulesetUnchanged: true, sysctlsUnchanged: true, restored: [] },
     notes: [],
   };
@@ -385,13 +441,17 @@ export async function runRealKubeProxy(o: RealKpOptions): Promise<RealKpResult> 
       if (lastLoad) {
         const predicted = lastLoad.ms * (n / lastLoad.n);
         if (predicted > o.loadBudgetMs) {
-          point.load = { skipped: `loading ${(2 * n).toLocaleString('en-US')} objects predicted to take ${fmtDuration(predicted)} (linearly from ${fmtDuration(lastLoad.ms)} at N=${lastLoad.n}), over the ${fmtDuration(o.loadBudgetMs)} budget` };
+          point.load = {
+            skipped: `loading ${(2 * n).toLocaleString('en-US')} objects predicted to take ${fmtDuration(predicted)} (linearly from ${fmtDuration(lastLoad.ms)} at N=${lastLoad.n}), over the ${fmtDuration(o.loadBudgetMs)} budget`,
+          };
           o.log(`real kube-proxy N=${n}: ${point.load.skipped}`);
           for (const p of proxies) point.proxies.push({ proxy: p, skipped: 'the API server was not loaded at this N' });
           continue;
         }
       }
-      await runPoint(env, point, proxies, (ms) => { lastLoad = { n, ms }; });
+      await runPoint(env, point, proxies, (ms) => {
+        lastLoad = { n, ms };
+      });
     }
   } finally {
     for (const s of servers) await stopProcess(s, 1000);
@@ -410,8 +470,10 @@ export async function runRealKubeProxy(o: RealKpOptions): Promise<RealKpResult> 
       }
     }
     result.safety.rootRulesetUnchanged = rootRuleset() === rulesBefore;
-    if (!result.safety.rootRulesetUnchanged) o.log('real kube-proxy: WARNING: the root namespace\'s nftables ruleset changed during the run');
-    if (!result.safety.sysctlsUnchanged) o.log(`real kube-proxy: WARNING: kernel settings changed and were restored: ${result.safety.restored.join(', ')}`);
+    if (!result.safety.rootRulesetUnchanged)
+      o.log("real kube-proxy: WARNING: the root namespace's nftables ruleset changed during the run");
+    if (!result.safety.sysctlsUnchanged)
+      o.log(`real kube-proxy: WARNING: kernel settings changed and were restored: ${result.safety.restored.join(', ')}`);
     rmSync(dir, { recursive: true, force: true });
   }
   return result;
@@ -424,8 +486,15 @@ async function runPoint(env: Env, point: RealKpPoint, proxies: readonly RealProx
   const services = makeServices(n, o.endpointsPerService, BACKEND_IPS).map((s) => ({ ...s, vip: vipOf(s.index + 1) }));
   const cpDir = join(env.dir, `cp-${n}`);
   const control = new ControlPlane({
-    lab, netns: cp.ns, cgroup: await lab.cgroup(`kpr-cp-${n}`), dir: cpDir, logDir: env.logDir, pki: env.pki,
-    advertiseIp: CP_IP, serviceCidrs: [SERVICE_CIDR], log: o.log,
+    lab,
+    netns: cp.ns,
+    cgroup: await lab.cgroup(`kpr-cp-${n}`),
+    dir: cpDir,
+    logDir: env.logDir,
+    pki: env.pki,
+    advertiseIp: CP_IP,
+    serviceCidrs: [SERVICE_CIDR],
+    log: o.log,
     // Serve many writes and the big lists: the admin is exempt from APF anyway.
     apiserverArgs: ['--max-requests-inflight', '800', '--max-mutating-requests-inflight', '400'],
   });
@@ -436,20 +505,40 @@ async function runPoint(env: Env, point: RealKpPoint, proxies: readonly RealProx
     control.startEtcd();
     control.startApiserver();
     await control.waitApiserverReady(120_000);
-    relay = lab.spawn(cp, process.execPath, ['--disable-warning=ExperimentalWarning', join(import.meta.dirname, '..', 'lab', 'cluster', 'relay.ts'), env.socket, '127.0.0.1', String(API_PORT)], {
-      env: helperEnv(), stdio: ['ignore', 'pipe', 'pipe'],
-    });
+    relay = lab.spawn(
+      cp,
+      process.execPath,
+      [
+        '--disable-warning=ExperimentalWarning',
+        join(import.meta.dirname, '..', 'lab', 'cluster', 'relay.ts'),
+        env.socket,
+        '127.0.0.1',
+        String(API_PORT),
+      ],
+      {
+        env: helperEnv(),
+        stdio: ['ignore', 'pipe', 'pipe'],
+      },
+    );
     await waitReady(relay, new JsonLines(relay), 'API relay');
     api = new ApiClient(env.socket, env.pki, o.concurrency);
 
     await api.must('POST', '/api/v1/namespaces', { apiVersion: 'v1', kind: 'Namespace', metadata: { name: NAMESPACE } });
     await api.must('POST', '/api/v1/nodes', {
-      apiVersion: 'v1', kind: 'Node',
+      apiVersion: 'v1',
+      kind: 'Node',
       metadata: { name: NODE_NAME, labels: { 'kubernetes.io/hostname': NODE_NAME } },
       spec: { podCIDR: env.node.cidr, podCIDRs: [env.node.cidr] },
-      status: { addresses: [{ type: 'InternalIP', address: NODE_IP }, { type: 'Hostname', address: NODE_NAME }] },
+      status: {
+        addresses: [
+          { type: 'InternalIP', address: NODE_IP },
+          { type: 'Hostname', address: NODE_NAME },
+        ],
+      },
     });
-    o.log(`real kube-proxy N=${n}: writing ${n} Services and ${n} EndpointSlices (x ${o.endpointsPerService}) through the API, ${o.concurrency} at a time`);
+    o.log(
+      `real kube-proxy N=${n}: writing ${n} Services and ${n} EndpointSlices (x ${o.endpointsPerService}) through the API, ${o.concurrency} at a time`,
+    );
     const t0 = performance.now();
     await pool(services, o.concurrency, async (s) => {
       await api!.must('POST', `/api/v1/namespaces/${NAMESPACE}/services`, serviceObject(s));
@@ -472,18 +561,26 @@ async function runPoint(env: Env, point: RealKpPoint, proxies: readonly RealProx
         o.log(`real kube-proxy N=${n}: ${proxy} skipped (${a.reason})`);
         continue;
       }
-      o.log(`real kube-proxy N=${n}: ${proxy === 'svcmap' ? 'svcmap agent' : `kube-proxy --proxy-mode ${proxy}`}${a.predictedMs ? ` (first sync predicted ${fmtDuration(a.predictedMs)})` : ''}`);
+      o.log(
+        `real kube-proxy N=${n}: ${proxy === 'svcmap' ? 'svcmap agent' : `kube-proxy --proxy-mode ${proxy}`}${a.predictedMs ? ` (first sync predicted ${fmtDuration(a.predictedMs)})` : ''}`,
+      );
       const change = async (i: number): Promise<void> => {
         const next = withChangedEndpoint(current[i]!, changeNo++);
         current[i] = next;
-        await api!.must('PUT', `/apis/discovery.k8s.io/v1/namespaces/${NAMESPACE}/endpointslices/${next.name}-bench`, sliceObject(next, new Date()));
+        await api!.must(
+          'PUT',
+          `/apis/discovery.k8s.io/v1/namespaces/${NAMESPACE}/endpointslices/${next.name}-bench`,
+          sliceObject(next, new Date()),
+        );
       };
       try {
         const r = proxy === 'svcmap' ? await runSvcmap(env, services, change) : await runKubeProxy(env, proxy, services, change);
         o.budget.record(op, n, r.startToSyncedMs);
         point.proxies.push(r);
         const s = r.stream;
-        o.log(`  ${proxy}: synced in ${fmtDuration(r.startToSyncedMs)} (sync ${fmtDuration(r.firstSyncMs)}), RSS ${(r.rssAfterSync / 2 ** 20).toFixed(0)} MiB${s ? `, programming p50 ${s.p50 ? fmtDuration(s.p50.value * 1000) : 'n/a'} p99 ${s.p99 ? fmtDuration(s.p99.value * 1000) : 'n/a'} (${s.observed} obs)` : ''}${r.datapath ? `, ${Math.round(r.datapath.connPerSec)} conn/s (x${r.datapath.vsDirect.perConn.toFixed(2)} vs direct)` : ''}`);
+        o.log(
+          `  ${proxy}: synced in ${fmtDuration(r.startToSyncedMs)} (sync ${fmtDuration(r.firstSyncMs)}), RSS ${(r.rssAfterSync / 2 ** 20).toFixed(0)} MiB${s ? `, programming p50 ${s.p50 ? fmtDuration(s.p50.value * 1000) : 'n/a'} p99 ${s.p99 ? fmtDuration(s.p99.value * 1000) : 'n/a'} (${s.observed} obs)` : ''}${r.datapath ? `, ${Math.round(r.datapath.connPerSec)} conn/s (x${r.datapath.vsDirect.perConn.toFixed(2)} vs direct)` : ''}`,
+        );
       } catch (err) {
         const msg = (err as Error).message.split('\n')[0] ?? String(err);
         if (err instanceof SyncTimeout) o.budget.kill(op, n);
@@ -504,7 +601,9 @@ async function runPoint(env: Env, point: RealKpPoint, proxies: readonly RealProx
 class SyncTimeout extends Error {}
 
 async function scrapeIn(env: Env, port: number): Promise<Sample[]> {
-  const text = await env.lab.exec(env.node, 'curl', ['-sS', '--fail', '--max-time', '10', `http://127.0.0.1:${port}/metrics`], { timeoutMs: 15_000 });
+  const text = await env.lab.exec(env.node, 'curl', ['-sS', '--fail', '--max-time', '10', `http://127.0.0.1:${port}/metrics`], {
+    timeoutMs: 15_000,
+  });
   return parseSamples(text);
 }
 
@@ -524,7 +623,9 @@ async function clientRun(env: Env, ips: string, port: number, cgroup: string): P
   const { o } = env;
   const flushed = await flushConntrack(env);
   const out = await runProgram(env.lab, env.client, o.bins.client, [ips, String(port), String(o.durationMs), String(o.warmupMs)], {
-    cgroup, cpu: o.cpu, timeoutMs: o.durationMs + o.warmupMs + 60_000,
+    cgroup,
+    cpu: o.cpu,
+    timeoutMs: o.durationMs + o.warmupMs + 60_000,
   });
   const run = { ...(JSON.parse(out) as Omit<ClientRun, 'conntrackFlushed'>), conntrackFlushed: flushed };
   if (run.ok === 0) throw new Error(`client to ${ips}:${port}: no connection succeeded (${JSON.stringify(run.errors)})`);
@@ -537,8 +638,12 @@ async function datapath(env: Env, vip: string, cgroup: string): Promise<NonNulla
   const through: ClientRun[] = [];
   for (let r = 0; r < env.o.reps; r++) {
     const steps: Array<() => Promise<void>> = [
-      async () => { direct.push(await clientRun(env, BACKEND_IPS.join(','), TARGET_PORT, env.cgPlain)); },
-      async () => { through.push(await clientRun(env, vip, PORT, cgroup)); },
+      async () => {
+        direct.push(await clientRun(env, BACKEND_IPS.join(','), TARGET_PORT, env.cgPlain));
+      },
+      async () => {
+        through.push(await clientRun(env, vip, PORT, cgroup));
+      },
     ];
     if (r % 2) steps.reverse();
     for (const s of steps) await s();
@@ -548,9 +653,18 @@ async function datapath(env: Env, vip: string, cgroup: string): Promise<NonNulla
     p50Us: median(through.map((x) => x.connectUs.p50)),
     p99Us: median(through.map((x) => x.connectUs.p99)),
     vsDirect: {
-      perConn: pairedMedianRatio(direct.map((x) => x.connPerSec), through.map((x) => x.connPerSec)),
-      p50: pairedMedianRatio(through.map((x) => x.connectUs.p50), direct.map((x) => x.connectUs.p50)),
-      p99: pairedMedianRatio(through.map((x) => x.connectUs.p99), direct.map((x) => x.connectUs.p99)),
+      perConn: pairedMedianRatio(
+        direct.map((x) => x.connPerSec),
+        through.map((x) => x.connPerSec),
+      ),
+      p50: pairedMedianRatio(
+        through.map((x) => x.connectUs.p50),
+        direct.map((x) => x.connectUs.p50),
+      ),
+      p99: pairedMedianRatio(
+        through.map((x) => x.connectUs.p99),
+        direct.map((x) => x.connectUs.p99),
+      ),
     },
     runs: through,
     directRuns: direct,
@@ -581,27 +695,58 @@ function quantileMs(h: Histogram, q: number): { ms: number | undefined; leMs: nu
   return { ms: x ? x.value * 1000 : undefined, leMs: x ? x.bucketLe * 1000 : undefined };
 }
 
-async function runKubeProxy(env: Env, mode: 'iptables' | 'nftables' | 'ipvs', services: readonly BenchService[], change: (i: number) => Promise<void>): Promise<RealProxyResult> {
+async function runKubeProxy(
+  env: Env,
+  mode: 'iptables' | 'nftables' | 'ipvs',
+  services: readonly BenchService[],
+  change: (i: number) => Promise<void>,
+): Promise<RealProxyResult> {
   const { o, lab, node } = env;
   const n = services.length;
   const kpArgs = [
-    '--kubeconfig', env.kubeconfig,
-    '--proxy-mode', mode,
-    '--hostname-override', NODE_NAME,
-    '--cluster-cidr', CLUSTER_CIDR,
+    '--kubeconfig',
+    env.kubeconfig,
+    '--proxy-mode',
+    mode,
+    '--hostname-override',
+    NODE_NAME,
+    '--cluster-cidr',
+    CLUSTER_CIDR,
     // Kernel-wide conntrack settings stay as they are (see lab/cluster/kube-proxy.ts).
-    '--conntrack-max-per-core', '0',
-    '--conntrack-tcp-timeout-established', '0',
-    '--conntrack-tcp-timeout-close-wait', '0',
-    '--healthz-bind-address', `127.0.0.1:${KP_HEALTHZ}`,
-    '--metrics-bind-address', `127.0.0.1:${KP_METRICS}`,
-    '-v', '2',
+    '--conntrack-max-per-core',
+    '0',
+    '--conntrack-tcp-timeout-established',
+    '0',
+    '--conntrack-tcp-timeout-close-wait',
+    '0',
+    '--healthz-bind-address',
+    `127.0.0.1:${KP_HEALTHZ}`,
+    '--metrics-bind-address',
+    `127.0.0.1:${KP_METRICS}`,
+    '-v',
+    '2',
   ];
   // A mount namespace of its own with a private /run (its xtables lock), then exec kube-proxy: same pid.
   const script = 'mount -t tmpfs -o mode=0755 svcmap-bench-kp-run /run && exec "$0" "$@"';
   const t0 = performance.now();
-  const kp = new Proc(lab, node, `kube-proxy-${mode}-${n}`, 'unshare', ['--mount', '--propagation', 'private', '--', 'sh', '-c', script, bin('kube-proxy'), ...kpArgs], env.logDir, { cpu: env.proxyCpu, cgroup: env.cgPlain });
-  const teardown = { emergency: () => { try { process.kill(kp.pid, 'SIGKILL'); } catch { /* gone */ } } };
+  const kp = new Proc(
+    lab,
+    node,
+    `kube-proxy-${mode}-${n}`,
+    'unshare',
+    ['--mount', '--propagation', 'private', '--', 'sh', '-c', script, bin('kube-proxy'), ...kpArgs],
+    env.logDir,
+    { cpu: env.proxyCpu, cgroup: env.cgPlain },
+  );
+  const teardown = {
+    emergency: () => {
+      try {
+        process.kill(kp.pid, 'SIGKILL');
+      } catch {
+        /* gone */
+      }
+    },
+  };
   registerTeardown(teardown);
   try {
     // Synced: its first sync_proxy_rules observation (kube-proxy syncs only once its Service and EndpointSlice informers have listed everything).
@@ -617,7 +762,10 @@ async function runKubeProxy(env: Env, mode: 'iptables' | 'nftables' | 'ipvs', se
       } catch {
         /* not serving yet */
       }
-      if (performance.now() > deadline) throw new SyncTimeout(`kube-proxy ${mode}: its first sync did not finish within ${fmtDuration(o.budget.hardLimitMs)}\nlast lines of its log:\n${kp.logTail()}`);
+      if (performance.now() > deadline)
+        throw new SyncTimeout(
+          `kube-proxy ${mode}: its first sync did not finish within ${fmtDuration(o.budget.hardLimitMs)}\nlast lines of its log:\n${kp.logTail()}`,
+        );
       await sleep(100);
     }
     const startToSyncedMs = performance.now() - t0;
@@ -629,8 +777,10 @@ async function runKubeProxy(env: Env, mode: 'iptables' | 'nftables' | 'ipvs', se
     const rssAfterSync = memoryOf(kp.pid).rss;
     const ruleset = await lab.exec(node, 'nft', ['list', 'ruleset'], { timeoutMs: 600_000 });
     const rulesetLines = ruleset.split('\n').length;
-    if (mode === 'nftables' && !/table ip kube-proxy/.test(ruleset)) throw new Error('kube-proxy nftables: no `ip kube-proxy` table in the node namespace');
-    if (mode === 'iptables' && !/KUBE-SERVICES/.test(ruleset)) throw new Error('kube-proxy iptables: no KUBE-SERVICES chain in the node namespace');
+    if (mode === 'nftables' && !/table ip kube-proxy/.test(ruleset))
+      throw new Error('kube-proxy nftables: no `ip kube-proxy` table in the node namespace');
+    if (mode === 'iptables' && !/KUBE-SERVICES/.test(ruleset))
+      throw new Error('kube-proxy iptables: no KUBE-SERVICES chain in the node namespace');
 
     o.log(`  ${mode}: synced (${fmtDuration(startToSyncedMs)}); datapath`);
     const dp = await datapath(env, services.at(-1)!.vip, env.cgPlain);
@@ -646,7 +796,8 @@ async function runKubeProxy(env: Env, mode: 'iptables' | 'nftables' | 'ipvs', se
       for (;;) {
         kp.checkRunning();
         after = await scrapeIn(env, KP_METRICS);
-        if (histogramOf(after, PROG_METRIC, pf).count - histogramOf(before, PROG_METRIC, pf).count >= count || performance.now() > end) break;
+        if (histogramOf(after, PROG_METRIC, pf).count - histogramOf(before, PROG_METRIC, pf).count >= count || performance.now() > end)
+          break;
         await sleep(250);
       }
       const prog = diffHistogram(histogramOf(after, PROG_METRIC, pf), histogramOf(before, PROG_METRIC, pf));
@@ -654,17 +805,32 @@ async function runKubeProxy(env: Env, mode: 'iptables' | 'nftables' | 'ipvs', se
       const s50 = quantileMs(syncs, 0.5);
       const s99 = quantileMs(syncs, 0.99);
       stream = {
-        changes: count, ratePerSec: o.stream.ratePerSec, observed: prog.count,
-        p50: histogramQuantile(prog, 0.5), p99: histogramQuantile(prog, 0.99),
+        changes: count,
+        ratePerSec: o.stream.ratePerSec,
+        observed: prog.count,
+        p50: histogramQuantile(prog, 0.5),
+        p99: histogramQuantile(prog, 0.99),
         syncs: {
-          count: syncs.count, p50Ms: s50.ms, p99Ms: s99.ms,
-          ...(s50.leMs !== undefined ? { p50BucketLeMs: s50.leMs } : {}), ...(s99.leMs !== undefined ? { p99BucketLeMs: s99.leMs } : {}),
+          count: syncs.count,
+          p50Ms: s50.ms,
+          p99Ms: s99.ms,
+          ...(s50.leMs !== undefined ? { p50BucketLeMs: s50.leMs } : {}),
+          ...(s99.leMs !== undefined ? { p99BucketLeMs: s99.leMs } : {}),
           meanMs: syncs.count ? (syncs.sum / syncs.count) * 1000 : 0,
         },
       };
     }
     const rssAfterChanges = memoryOf(kp.pid).rss;
-    return { proxy: mode, startToSyncedMs, firstSyncMs, rssAfterSync, rssAfterChanges, ...(stream ? { stream } : {}), datapath: dp, rulesetLines };
+    return {
+      proxy: mode,
+      startToSyncedMs,
+      firstSyncMs,
+      rssAfterSync,
+      rssAfterChanges,
+      ...(stream ? { stream } : {}),
+      datapath: dp,
+      rulesetLines,
+    };
   } finally {
     await kp.stop();
     unregisterTeardown(teardown);
@@ -682,13 +848,32 @@ async function runSvcmap(env: Env, services: readonly BenchService[], change: (i
   registerTeardown(teardown);
   try {
     const t0 = performance.now();
-    agent = new AgentProcess([
-      '--kubeconfig', env.kubeconfig, '--node-name', NODE_NAME, '--cgroup', env.cgSvcmap, '--pin-dir', pinDir,
-      '--max-services', String(svcEntries), '--max-backends', String(beEntries),
-      '--metrics-bind-address', '127.0.0.1:0', '--healthz-bind-address', '127.0.0.1:0',
-    ], (cmd, args) => lab.spawn(node, o.svcmapBin ?? cmd, args, { cpu: env.proxyCpu, stdio: ['ignore', 'pipe', 'pipe'] }));
+    agent = new AgentProcess(
+      [
+        '--kubeconfig',
+        env.kubeconfig,
+        '--node-name',
+        NODE_NAME,
+        '--cgroup',
+        env.cgSvcmap,
+        '--pin-dir',
+        pinDir,
+        '--max-services',
+        String(svcEntries),
+        '--max-backends',
+        String(beEntries),
+        '--metrics-bind-address',
+        '127.0.0.1:0',
+        '--healthz-bind-address',
+        '127.0.0.1:0',
+      ],
+      (cmd, args) => lab.spawn(node, o.svcmapBin ?? cmd, args, { cpu: env.proxyCpu, stdio: ['ignore', 'pipe', 'pipe'] }),
+    );
     const running = agent;
-    const first = await running.waitFor((l) => isSyncDone(l) && l.full === true && Number(l.frontends) >= n, { timeoutMs: o.budget.hardLimitMs, what: `"sync done" with ${n} frontends` });
+    const first = await running.waitFor((l) => isSyncDone(l) && l.full === true && Number(l.frontends) >= n, {
+      timeoutMs: o.budget.hardLimitMs,
+      what: `"sync done" with ${n} frontends`,
+    });
     const startToSyncedMs = performance.now() - t0;
     const pid = running.child.pid!;
     const port = running.lines.find((l) => l.msg === 'serving metrics and health')?.metricsPort;
@@ -711,15 +896,34 @@ async function runSvcmap(env: Env, services: readonly BenchService[], change: (i
         await sleep(100);
       }
       const prog = diffHistogram(after, before);
-      const syncs = running.lines.slice(from).filter((l: LogLine) => isSyncDone(l) && l.full === false).map((l) => Number(l.durationMs));
+      const syncs = running.lines
+        .slice(from)
+        .filter((l: LogLine) => isSyncDone(l) && l.full === false)
+        .map((l) => Number(l.durationMs));
       stream = {
-        changes: count, ratePerSec: o.stream.ratePerSec, observed: prog.count,
-        p50: histogramQuantile(prog, 0.5), p99: histogramQuantile(prog, 0.99),
-        syncs: { count: syncs.length, p50Ms: median(syncs), p99Ms: percentile(syncs, 0.99), meanMs: syncs.reduce((a, b) => a + b, 0) / (syncs.length || 1) },
+        changes: count,
+        ratePerSec: o.stream.ratePerSec,
+        observed: prog.count,
+        p50: histogramQuantile(prog, 0.5),
+        p99: histogramQuantile(prog, 0.99),
+        syncs: {
+          count: syncs.length,
+          p50Ms: median(syncs),
+          p99Ms: percentile(syncs, 0.99),
+          meanMs: syncs.reduce((a, b) => a + b, 0) / (syncs.length || 1),
+        },
       };
     }
     const rssAfterChanges = memoryOf(pid).rss;
-    return { proxy: 'svcmap', startToSyncedMs, firstSyncMs: Number(first.durationMs), rssAfterSync, rssAfterChanges, ...(stream ? { stream } : {}), datapath: dp };
+    return {
+      proxy: 'svcmap',
+      startToSyncedMs,
+      firstSyncMs: Number(first.durationMs),
+      rssAfterSync,
+      rssAfterChanges,
+      ...(stream ? { stream } : {}),
+      datapath: dp,
+    };
   } finally {
     await stopAgent(agent);
     unregisterTeardown(teardown);

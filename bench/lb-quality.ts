@@ -16,7 +16,11 @@ import { rewriteServiceFile } from './manifests.ts';
 import { type BenchService, PORT, TARGET_PORT } from './workload.ts';
 import { LB_ALGORITHM_NAMES } from '../src/maps/constants.ts';
 
-const PODS: Array<[string, string]> = [['lb-x', '10.244.0.21'], ['lb-y', '10.244.0.22'], ['lb-z', '10.244.0.23']];
+const PODS: Array<[string, string]> = [
+  ['lb-x', '10.244.0.21'],
+  ['lb-y', '10.244.0.22'],
+  ['lb-z', '10.244.0.23'],
+];
 const LB_SERVICE: BenchService = { index: 0, name: 'lb-rolling', vip: '10.111.0.1', endpoints: [] };
 
 export interface LbTrial {
@@ -65,7 +69,10 @@ async function settle(h: ConnHolder, count: number, quietMs: number, timeoutMs: 
   }
 }
 
-export async function runLbQuality(c: BenchCluster, o: { connections: number; trials: number; agentTimeoutMs: number; log: (s: string) => void; algorithms?: readonly string[] }): Promise<LbResult[]> {
+export async function runLbQuality(
+  c: BenchCluster,
+  o: { connections: number; trials: number; agentTimeoutMs: number; log: (s: string) => void; algorithms?: readonly string[] },
+): Promise<LbResult[]> {
   const pods: LabPod[] = [];
   for (const [name, ip] of PODS) pods.push(await c.lab.pod(c.node, name, ip));
   const servers = new Map<string, EchoServer>();
@@ -106,11 +113,18 @@ export async function runLbQuality(c: BenchCluster, o: { connections: number; tr
         for (const p of [y, z]) serverOpen[p.name] = (await servers.get(p.name)!.stats()).open;
         const counts = [after.byPod[y.name] ?? 0, after.byPod[z.name] ?? 0];
         const trial: LbTrial = {
-          replaced: x.name, kept: y.name, added: z.name,
-          before: before.byPod, after: after.byPod, serverOpen, reconnects: after.reconnects,
+          replaced: x.name,
+          kept: y.name,
+          added: z.name,
+          before: before.byPod,
+          after: after.byPod,
+          serverOpen,
+          reconnects: after.reconnects,
           maxOverMean: Math.max(...counts) / (o.connections / 2),
         };
-        o.log(`lb ${algorithm} trial ${t + 1}: ${x.name} replaced by ${z.name}: ${JSON.stringify(after.byPod)} max/mean ${trial.maxOverMean.toFixed(2)}`);
+        o.log(
+          `lb ${algorithm} trial ${t + 1}: ${x.name} replaced by ${z.name}: ${JSON.stringify(after.byPod)} max/mean ${trial.maxOverMean.toFixed(2)}`,
+        );
         trials.push(trial);
       } finally {
         await holder.stop();

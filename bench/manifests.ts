@@ -63,7 +63,10 @@ export function yamlList(services: readonly BenchService[]): string {
 export function yamlDocuments(services: readonly BenchService[]): string {
   const docs: string[] = [];
   for (const s of services) {
-    docs.push(`---\n# Source: bench/templates/${s.name}.yaml\n${yamlOf(serviceObject(s))}`, `---\n# Source: bench/templates/${s.name}.yaml\n${yamlOf(sliceObject(s))}`);
+    docs.push(
+      `---\n# Source: bench/templates/${s.name}.yaml\n${yamlOf(serviceObject(s))}`,
+      `---\n# Source: bench/templates/${s.name}.yaml\n${yamlOf(sliceObject(s))}`,
+    );
   }
   return docs.join('');
 }
@@ -96,7 +99,8 @@ export function writeManifestDir(dir: string, services: readonly BenchService[],
   for (const f of readdirSync(dir)) rmSync(join(dir, f), { force: true, recursive: true });
   const per = PER_FILE[layout];
   let files = 0;
-  for (let i = 0; i < services.length; i += per) writeFileSync(join(dir, fileName(layout, files++)), fileText(layout, services.slice(i, i + per)));
+  for (let i = 0; i < services.length; i += per)
+    writeFileSync(join(dir, fileName(layout, files++)), fileText(layout, services.slice(i, i + per)));
   return files;
 }
 

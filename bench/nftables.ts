@@ -24,16 +24,29 @@ function base(out: Pick<LineFile, 'line'>): void {
     ['filter-forward', 'type filter hook forward priority -110'],
     ['filter-output', 'type filter hook output priority -110'],
     ['filter-output-post-dnat', 'type filter hook output priority -90'],
-    ['mark-for-masquerade'], ['masquerading'], ['services'],
-    ['service-endpoints-check'], ['nodeport-endpoints-check'], ['firewall-check'], ['cluster-ips-check'],
+    ['mark-for-masquerade'],
+    ['masquerading'],
+    ['services'],
+    ['service-endpoints-check'],
+    ['nodeport-endpoints-check'],
+    ['firewall-check'],
+    ['cluster-ips-check'],
   ];
   for (const [c, hook] of chains) out.line(hook ? `add chain ${T} ${c} { ${hook} ; }` : `add chain ${T} ${c}`);
   out.line(`add set ${T} cluster-ips { type ipv4_addr ; comment "Active ClusterIPs" ; }`);
   out.line(`add set ${T} nodeport-ips { type ipv4_addr ; comment "IPs that accept NodePort traffic" ; }`);
-  out.line(`add map ${T} no-endpoint-services { type ipv4_addr . inet_proto . inet_service : verdict ; comment "vmap to drop or reject packets to services with no endpoints" ; }`);
-  out.line(`add map ${T} no-endpoint-nodeports { type inet_proto . inet_service : verdict ; comment "vmap to drop or reject packets to service nodeports with no endpoints" ; }`);
-  out.line(`add map ${T} firewall-ips { type ipv4_addr . inet_proto . inet_service : verdict ; comment "destinations that are subject to LoadBalancerSourceRanges" ; }`);
-  out.line(`add map ${T} service-ips { type ipv4_addr . inet_proto . inet_service : verdict ; comment "ClusterIP, ExternalIP and LoadBalancer IP traffic" ; }`);
+  out.line(
+    `add map ${T} no-endpoint-services { type ipv4_addr . inet_proto . inet_service : verdict ; comment "vmap to drop or reject packets to services with no endpoints" ; }`,
+  );
+  out.line(
+    `add map ${T} no-endpoint-nodeports { type inet_proto . inet_service : verdict ; comment "vmap to drop or reject packets to service nodeports with no endpoints" ; }`,
+  );
+  out.line(
+    `add map ${T} firewall-ips { type ipv4_addr . inet_proto . inet_service : verdict ; comment "destinations that are subject to LoadBalancerSourceRanges" ; }`,
+  );
+  out.line(
+    `add map ${T} service-ips { type ipv4_addr . inet_proto . inet_service : verdict ; comment "ClusterIP, ExternalIP and LoadBalancer IP traffic" ; }`,
+  );
   out.line(`add map ${T} service-nodeports { type inet_proto . inet_service : verdict ; comment "NodePort traffic" ; }`);
   out.line(`add rule ${T} nat-prerouting jump services`);
   out.line(`add rule ${T} nat-output jump services`);
@@ -112,11 +125,14 @@ export function nftDelta(out: Pick<LineFile, 'line'>, prev: BenchService, next: 
 /** Chains and rules a full sync writes (counted from nftFull's own lines): for the report. */
 export function nftObjectCount(services: readonly BenchService[]): { chains: number; rules: number } {
   const n = { chains: 0, rules: 0 };
-  nftFull({
-    line: (l) => {
-      if (l.startsWith('add chain ')) n.chains++;
-      else if (l.startsWith('add rule ')) n.rules++;
+  nftFull(
+    {
+      line: (l) => {
+        if (l.startsWith('add chain ')) n.chains++;
+        else if (l.startsWith('add rule ')) n.rules++;
+      },
     },
-  }, services);
+    services,
+  );
   return n;
 }

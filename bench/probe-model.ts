@@ -20,7 +20,9 @@ import { FileSource } from '../src/sources/file/file-source.ts';
 import { type KubeObject, ServiceSchema } from '../src/model/schemas.ts';
 import * as z from 'zod';
 
-const { values } = parseArgs({ options: { n: { type: 'string', default: '10000' }, reps: { type: 'string', default: '5' }, only: { type: 'string' } } });
+const { values } = parseArgs({
+  options: { n: { type: 'string', default: '10000' }, reps: { type: 'string', default: '5' }, only: { type: 'string' } },
+});
 const n = Number(values.n);
 const reps = Number(values.reps);
 const services = makeServices(n, 10);
@@ -51,10 +53,24 @@ for (let r = 0; r < reps; r++) {
   const svcs = rawServices();
   const slices = rawSlices();
   let validated: KubeObject[] = [];
-  await phase('validate services', () => { validated = svcs.map((s) => { const v = validateObject(s, 'api'); if (!v.ok) throw new Error('invalid'); return v.obj; }); });
-  await phase('validate services, zod only (before)', () => { for (const s of svcs) if (!z.safeParse(ServiceSchema, s, { reportInput: true }).success) throw new Error('invalid'); });
+  await phase('validate services', () => {
+    validated = svcs.map((s) => {
+      const v = validateObject(s, 'api');
+      if (!v.ok) throw new Error('invalid');
+      return v.obj;
+    });
+  });
+  await phase('validate services, zod only (before)', () => {
+    for (const s of svcs) if (!z.safeParse(ServiceSchema, s, { reportInput: true }).success) throw new Error('invalid');
+  });
   let vslices: KubeObject[] = [];
-  await phase('validate slices', () => { vslices = slices.map((s) => { const v = validateObject(s, 'api'); if (!v.ok) throw new Error('invalid'); return v.obj; }); });
+  await phase('validate slices', () => {
+    vslices = slices.map((s) => {
+      const v = validateObject(s, 'api');
+      if (!v.ok) throw new Error('invalid');
+      return v.obj;
+    });
+  });
   if (!validated.length) validated = svcs.map((s) => (validateObject(s, 'api') as { obj: KubeObject }).obj);
   if (!vslices.length) vslices = slices.map((s) => (validateObject(s, 'api') as { obj: KubeObject }).obj);
   await phase('model upsert + takeChanges', () => {
@@ -81,8 +97,10 @@ for (let r = 0; r < reps; r++) {
     await fs.start();
     fs.model.takeChanges();
     const t0 = performance.now();
-    const done = new Promise<void>((r) => { read = r; });
-    const next = withChangedEndpoint(current[r * 7919 % n]!, 1_000_000 + r);
+    const done = new Promise<void>((r) => {
+      read = r;
+    });
+    const next = withChangedEndpoint(current[(r * 7919) % n]!, 1_000_000 + r);
     current[next.index] = next;
     rewriteServiceFile(dir, current, next);
     await done;
@@ -94,4 +112,5 @@ for (let r = 0; r < reps; r++) {
 }
 rmSync(dir, { recursive: true, force: true });
 const med = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
-for (const [name, xs] of [...times].sort((a, b) => (a[0] < b[0] ? -1 : 1))) console.log(`${name}: median ${med(xs).toFixed(1)} ms  (${xs.map((x) => x.toFixed(0)).join(' ')})`);
+for (const [name, xs] of [...times].sort((a, b) => (a[0] < b[0] ? -1 : 1)))
+  console.log(`${name}: median ${med(xs).toFixed(1)} ms  (${xs.map((x) => x.toFixed(0)).join(' ')})`);

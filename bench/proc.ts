@@ -3,14 +3,22 @@
 import type { Lab, LabNs } from '../lab/index.ts';
 import { outputTail } from '../lab/index.ts';
 
-export function runProgram(lab: Lab, ns: LabNs, cmd: string, args: string[], opts: { cgroup?: string; cpu?: number; timeoutMs: number }): Promise<string> {
+export function runProgram(
+  lab: Lab,
+  ns: LabNs,
+  cmd: string,
+  args: string[],
+  opts: { cgroup?: string; cpu?: number; timeoutMs: number },
+): Promise<string> {
   const child = lab.spawn(ns, cmd, args, {
     stdio: ['ignore', 'pipe', 'pipe'],
     ...(opts.cgroup !== undefined ? { cgroup: opts.cgroup } : {}),
     ...(opts.cpu !== undefined ? { cpu: opts.cpu } : {}),
   });
   let out = '';
-  child.stdout!.setEncoding('utf8').on('data', (d: string) => { out += d; });
+  child.stdout!.setEncoding('utf8').on('data', (d: string) => {
+    out += d;
+  });
   return new Promise((resolve, reject) => {
     const timer = setTimeout(() => {
       child.kill('SIGKILL');

@@ -38,7 +38,10 @@ function spreadNote(r: BenchResults): string[] {
   });
   if (!spreads.length) return [];
   const widest = spreads.reduce((a, b) => (b.hi / b.lo > a.hi / a.lo ? b : a));
-  return [`Noise: the direct connect alone ranged from ${int(widest.lo)} to ${int(widest.hi)} conn/s over the ${widest.runs} one-second rounds at N=${fmtN(widest.n)} (x${(widest.hi / widest.lo).toFixed(2)}), the widest spread of this run; ratios are paired within rounds for that reason.`, ''];
+  return [
+    `Noise: the direct connect alone ranged from ${int(widest.lo)} to ${int(widest.hi)} conn/s over the ${widest.runs} one-second rounds at N=${fmtN(widest.n)} (x${(widest.hi / widest.lo).toFixed(2)}), the widest spread of this run; ratios are paired within rounds for that reason.`,
+    '',
+  ];
 }
 
 /**
@@ -61,7 +64,7 @@ export function datapath6Table(r: BenchResults): string {
     return [fmtN(p6.n), cell(p4, 'direct'), cell(p4, 'svcmap'), lat(p4), cell(p6, 'direct'), cell(p6, 'svcmap'), lat(p6)];
   });
   return [
-    'IPv6-only Services (N x 4 endpoints, the pods\' IPv6 addresses) beside the IPv4 rows of the same N: conn/s to the last-programmed service, in brackets svcmap\'s time per connection relative to connecting to the pods directly over the same family; then svcmap\'s connect() p50 / p99 relative to direct. kube-proxy\'s rule shapes are IPv4 only here.',
+    "IPv6-only Services (N x 4 endpoints, the pods' IPv6 addresses) beside the IPv4 rows of the same N: conn/s to the last-programmed service, in brackets svcmap's time per connection relative to connecting to the pods directly over the same family; then svcmap's connect() p50 / p99 relative to direct. kube-proxy's rule shapes are IPv4 only here.",
     '',
     table(['N services', 'IPv4 direct', 'IPv4 svcmap', 'IPv4 p50 / p99', 'IPv6 direct', 'IPv6 svcmap', 'IPv6 p50 / p99'], rows),
     '',
@@ -124,7 +127,11 @@ export function algorithmCostTable(r: BenchResults): string {
     const a = p.algorithms!.find((x) => x.algorithm === name);
     return a ? `${int(a.connPerSec)} (**${a.vsRandom.perConn.toFixed(3)}x**, p50 ${a.vsRandom.p50.toFixed(3)}x)` : 'n/a';
   };
-  const rows = points.map((p) => [fmtN(p.n), int(median(p.algorithms!.flatMap((a) => a.randomRuns.map((x) => x.connPerSec)))), ...names.map((n) => cell(p, n))]);
+  const rows = points.map((p) => [
+    fmtN(p.n),
+    int(median(p.algorithms!.flatMap((a) => a.randomRuns.map((x) => x.connPerSec)))),
+    ...names.map((n) => cell(p, n)),
+  ]);
   const withNs = points.filter((p) => p.algorithms!.some((a) => a.bpfNs));
   const nsCell = (p: (typeof points)[number], name: string) => {
     const b = p.algorithms!.find((x) => x.algorithm === name)?.bpfNs;
@@ -140,12 +147,17 @@ export function algorithmCostTable(r: BenchResults): string {
     `**Datapath cost per algorithm**: conn/s to a service of each algorithm (\`svcmap.io/lb-algorithm\`, the same ${r.datapath[0]?.endpointsPerService ?? 4} pods) among the N services, each run right beside a run of random (the svcmap column's service, the node default; the pair's order alternating); in brackets the time per connection and the connect() p50 relative to random (the median of the ratios within the ${points[0]!.algorithms![0]!.runs.length} pairs; 1.000x = no cost):`,
     '',
     table(['N services', 'random', ...names], rows),
-    ...(withNs.length ? [
-      '',
-      '**BPF run time per connection** in the same runs (the kernel\'s BPF statistics, `bench/bpfstats.c`): the `connect4` program + the `sock_release` program, ns per call, medians over the runs; in brackets the difference from random. The programs only: what the kernel does around them (allocating and freeing a socket\'s storage is partly outside) is in the rates above.',
-      '',
-      table(['N services', 'random', ...names], withNs.map((p) => [fmtN(p.n), randomNs(p), ...names.map((n) => nsCell(p, n))])),
-    ] : []),
+    ...(withNs.length
+      ? [
+          '',
+          "**BPF run time per connection** in the same runs (the kernel's BPF statistics, `bench/bpfstats.c`): the `connect4` program + the `sock_release` program, ns per call, medians over the runs; in brackets the difference from random. The programs only: what the kernel does around them (allocating and freeing a socket's storage is partly outside) is in the rates above.",
+          '',
+          table(
+            ['N services', 'random', ...names],
+            withNs.map((p) => [fmtN(p.n), randomNs(p), ...names.map((n) => nsCell(p, n))]),
+          ),
+        ]
+      : []),
   ].join('\n');
 }
 
@@ -181,51 +193,93 @@ export function controlPlaneTables(r: BenchResults): string {
       op(p.nftables.changeDelta),
     ];
   });
-  const mem = cp.agent.map((a) => isAgentResult(a)
-    ? [fmtN(a.n), int(a.n * e), `${(a.rssAfterSync / MiB).toFixed(0)} MiB`, `${(a.rssAfterChanges / MiB).toFixed(0)} MiB`]
-    : [fmtN(a.n), int(a.n * e), a.skipped, '']);
+  const mem = cp.agent.map((a) =>
+    isAgentResult(a)
+      ? [fmtN(a.n), int(a.n * e), `${(a.rssAfterSync / MiB).toFixed(0)} MiB`, `${(a.rssAfterChanges / MiB).toFixed(0)} MiB`]
+      : [fmtN(a.n), int(a.n * e), a.skipped, ''],
+  );
   const streamed = cp.agent.filter(isAgentResult).filter((a) => a.stream);
   const stream = streamed.map((a) => {
     const s = a.stream!;
     const q = (x: typeof s.p50) => (x ? `${(x.value * 1000).toFixed(2)} ms (bucket <= ${(x.bucketLe * 1000).toFixed(1)} ms)` : 'n/a');
-    return [fmtN(a.n), `${s.changes} at ${s.ratePerSec}/s`, String(s.observed), q(s.p50), q(s.p99), `${s.syncMs.p50.toFixed(2)} / ${s.syncMs.p99.toFixed(2)} ms (${s.syncMs.syncs} syncs)`];
+    return [
+      fmtN(a.n),
+      `${s.changes} at ${s.ratePerSec}/s`,
+      String(s.observed),
+      q(s.p50),
+      q(s.p99),
+      `${s.syncMs.p50.toFixed(2)} / ${s.syncMs.p99.toFixed(2)} ms (${s.syncMs.syncs} syncs)`,
+    ];
   });
   const rules = cp.netfilter.map((p) => [fmtN(p.n), int(p.iptables.rules), `${int(p.nftables.chains)} / ${int(p.nftables.rules)}`]);
   const skips = cp.netfilter.flatMap((p) => {
     const ops: Array<[string, Op]> = [
-      ['iptables-restore --noflush', p.iptables.fullNoflush], ['iptables-restore replace', p.iptables.fullReplace],
-      ['iptables full restore (one change)', p.iptables.changeFull], ['iptables partial restore (one change)', p.iptables.changePartial],
-      ['nft -f', p.nftables.full], ['nft delta (one change)', p.nftables.changeDelta],
+      ['iptables-restore --noflush', p.iptables.fullNoflush],
+      ['iptables-restore replace', p.iptables.fullReplace],
+      ['iptables full restore (one change)', p.iptables.changeFull],
+      ['iptables partial restore (one change)', p.iptables.changePartial],
+      ['nft -f', p.nftables.full],
+      ['nft delta (one change)', p.nftables.changeDelta],
     ];
     return ops.filter(([, o]) => !isOp(o)).map(([name, o]) => `- N=${fmtN(p.n)}, ${name}: ${isOp(o) ? '' : o.skipped}`);
   });
   return [
     `**Program N services x ${e} endpoints from empty.** svcmap agent: its "sync done" (plan + batched map writes) and from process start to synced (BPF load, informer lists from the API server, model, sync); engine: src/sync against real maps in-process, no source. iptables: kube-proxy's \`iptables-restore --noflush\` of every KUBE-* chain (nft backend, as on this host), and a plain replace of the tables as a lower bound. nftables: \`nft -f\` of kube-proxy's table.`,
     '',
-    table(['N services', 'svcmap agent sync', 'svcmap agent start -> synced', 'svcmap engine', 'iptables-restore --noflush (kube-proxy)', 'iptables-restore replace', 'nft -f'], full),
+    table(
+      [
+        'N services',
+        'svcmap agent sync',
+        'svcmap agent start -> synced',
+        'svcmap engine',
+        'iptables-restore --noflush (kube-proxy)',
+        'iptables-restore replace',
+        'nft -f',
+      ],
+      full,
+    ),
     '',
-    '**One endpoint change.** svcmap agent: an EndpointSlice update on the API server until the agent logs the partial sync (p50 / p99), and that sync\'s own duration; engine: a partial sync of one Service in-process, and a full plan over all N (what the file source and the periodic resync do). iptables: a full `--noflush` restore with one KUBE-SEP replaced (kube-proxy < 1.27, and its periodic full resync), and a partial restore (kube-proxy >= 1.27: KUBE-SERVICES in full plus the changed chains). nftables: kube-proxy\'s delta transaction.',
+    "**One endpoint change.** svcmap agent: an EndpointSlice update on the API server until the agent logs the partial sync (p50 / p99), and that sync's own duration; engine: a partial sync of one Service in-process, and a full plan over all N (what the file source and the periodic resync do). iptables: a full `--noflush` restore with one KUBE-SEP replaced (kube-proxy < 1.27, and its periodic full resync), and a partial restore (kube-proxy >= 1.27: KUBE-SERVICES in full plus the changed chains). nftables: kube-proxy's delta transaction.",
     '',
-    table(['N services', 'svcmap agent (wall p50 / p99)', 'svcmap agent sync', 'svcmap engine partial', 'svcmap full plan', 'iptables full restore', 'iptables partial restore', 'nft delta'], change),
+    table(
+      [
+        'N services',
+        'svcmap agent (wall p50 / p99)',
+        'svcmap agent sync',
+        'svcmap engine partial',
+        'svcmap full plan',
+        'iptables full restore',
+        'iptables partial restore',
+        'nft delta',
+      ],
+      change,
+    ),
     '',
     '**svcmap agent memory** (VmRSS):',
     '',
     table(['N services', 'endpoints', 'RSS after full sync', 'RSS after the changes'], mem),
     '',
-    ...(stream.length ? [
-      '**Network programming latency** (`svcmap_network_programming_duration_seconds`, from the EndpointSlice\'s last-change-trigger-time to the map write; histogram quantiles interpolated inside Prometheus buckets) under a stream of endpoint changes to distinct services:',
-      '',
-      table(['N services', 'changes', 'observed', 'p50', 'p99', 'partial sync p50 / p99'], stream),
-      '',
-    ] : []),
-    'Size of kube-proxy\'s rulesets:',
+    ...(stream.length
+      ? [
+          "**Network programming latency** (`svcmap_network_programming_duration_seconds`, from the EndpointSlice's last-change-trigger-time to the map write; histogram quantiles interpolated inside Prometheus buckets) under a stream of endpoint changes to distinct services:",
+          '',
+          table(['N services', 'changes', 'observed', 'p50', 'p99', 'partial sync p50 / p99'], stream),
+          '',
+        ]
+      : []),
+    "Size of kube-proxy's rulesets:",
     '',
     table(['N services', 'iptables rules', 'nftables chains / rules'], rules),
     ...(skips.length ? ['', 'Skipped:', '', ...skips] : []),
   ].join('\n');
 }
 
-const REAL_LABEL: Record<string, string> = { nftables: 'kube-proxy nftables', iptables: 'kube-proxy iptables', ipvs: 'kube-proxy ipvs', svcmap: 'svcmap agent' };
+const REAL_LABEL: Record<string, string> = {
+  nftables: 'kube-proxy nftables',
+  iptables: 'kube-proxy iptables',
+  ipvs: 'kube-proxy ipvs',
+  svcmap: 'svcmap agent',
+};
 
 /** The real kube-proxy (its own binary, its own metrics) beside svcmap under one real kube-apiserver. */
 export function realKubeProxyTables(r: BenchResults & { realKubeProxy?: RealKpResult }): string {
@@ -233,7 +287,10 @@ export function realKubeProxyTables(r: BenchResults & { realKubeProxy?: RealKpRe
   if (!k) return '_the real kube-proxy was not run_';
   const ms = (x: number | undefined) => (x === undefined || Number.isNaN(x) ? 'n/a' : fmtDuration(x));
   // +Inf is null once through JSON (latest.json, --render).
-  const q = (x: { value: number; bucketLe: number | null } | undefined) => (x ? `${fmtDuration(x.value * 1000)} (<= ${x.bucketLe === null || x.bucketLe === Infinity ? '+Inf' : fmtDuration(x.bucketLe * 1000)})` : 'n/a');
+  const q = (x: { value: number; bucketLe: number | null } | undefined) =>
+    x
+      ? `${fmtDuration(x.value * 1000)} (<= ${x.bucketLe === null || x.bucketLe === Infinity ? '+Inf' : fmtDuration(x.bucketLe * 1000)})`
+      : 'n/a';
   const rows: string[][] = [];
   const skips: string[] = [];
   for (const p of k.points) {
@@ -247,13 +304,14 @@ export function realKubeProxyTables(r: BenchResults & { realKubeProxy?: RealKpRe
       const y: RealProxyResult = x;
       const s = y.stream;
       const sync = s
-        ? (y.proxy === 'svcmap'
+        ? y.proxy === 'svcmap'
           ? `${ms(s.syncs.p50Ms)} / ${ms(s.syncs.p99Ms)} (${s.syncs.count})`
-          : `${ms(s.syncs.p50Ms)} / ${ms(s.syncs.p99Ms)} (<= ${ms(s.syncs.p50BucketLeMs)} / <= ${ms(s.syncs.p99BucketLeMs)}; ${s.syncs.count}, mean ${ms(s.syncs.meanMs)})`)
+          : `${ms(s.syncs.p50Ms)} / ${ms(s.syncs.p99Ms)} (<= ${ms(s.syncs.p50BucketLeMs)} / <= ${ms(s.syncs.p99BucketLeMs)}; ${s.syncs.count}, mean ${ms(s.syncs.meanMs)})`
         : 'n/a';
       const dp = y.datapath;
       rows.push([
-        fmtN(p.n), name,
+        fmtN(p.n),
+        name,
         `${fmtDuration(y.startToSyncedMs)} (sync ${fmtDuration(y.firstSyncMs)})`,
         `${(y.rssAfterSync / MiB).toFixed(0)} / ${(y.rssAfterChanges / MiB).toFixed(0)} MiB`,
         sync,
@@ -264,14 +322,29 @@ export function realKubeProxyTables(r: BenchResults & { realKubeProxy?: RealKpRe
       ]);
     }
   }
-  const loads = k.points.map((p) => ('skipped' in p.load
-    ? `- N=${fmtN(p.n)}: not loaded: ${p.load.skipped}`
-    : `- N=${fmtN(p.n)}: ${int(p.load.objects)} objects in ${fmtDuration(p.load.ms)} (${int(p.load.perSec)}/s, ${p.load.concurrency} concurrent requests)`));
+  const loads = k.points.map((p) =>
+    'skipped' in p.load
+      ? `- N=${fmtN(p.n)}: not loaded: ${p.load.skipped}`
+      : `- N=${fmtN(p.n)}: ${int(p.load.objects)} objects in ${fmtDuration(p.load.ms)} (${int(p.load.perSec)}/s, ${p.load.concurrency} concurrent requests)`,
+  );
   const stream = k.points.flatMap((p) => p.proxies).find((x): x is RealProxyResult => !isRealSkipped(x) && x.stream !== undefined)?.stream;
   return [
     `${k.kubernetesVersion} (its own binary) and the svcmap agent, one after the other, each against the same kube-apiserver + etcd holding N Services x ${k.endpointsPerService} endpoints (written through the API; a fresh etcd per N), in the bench's node namespace. **synced**: process start to its first full sync of the N services (that sync's own duration in brackets: kube-proxy's \`kubeproxy_sync_proxy_rules_duration_seconds\`, svcmap's "sync done"). **RSS** after that sync / after the changes. Under ${stream ? `${stream.changes} EndpointSlice changes to distinct services at ${stream.ratePerSec}/s` : 'a stream of EndpointSlice changes'} (each carrying \`endpoints.kubernetes.io/last-change-trigger-time\`): the syncs (kube-proxy: its sync histogram, interpolated inside its buckets, bucket bound after "<="; svcmap: exact, from its log) and the **network programming latency** (\`kubeproxy_network_programming_duration_seconds\` / \`svcmap_network_programming_duration_seconds\`, histogram quantiles; observed/changes). **conn/s** to the last service from a client pod on the node (4 backend pods), in brackets the time per connection relative to the same client connecting to the pods directly, paired round by round; kube-proxy with its default settings (e.g. min sync period 1 s).`,
     '',
-    table(['N services', 'proxy', 'synced (first sync)', 'RSS sync / changes', 'syncs under changes p50 / p99', 'programming p50', 'programming p99', 'conn/s (vs direct)', 'direct conn/s'], rows),
+    table(
+      [
+        'N services',
+        'proxy',
+        'synced (first sync)',
+        'RSS sync / changes',
+        'syncs under changes p50 / p99',
+        'programming p50',
+        'programming p99',
+        'conn/s (vs direct)',
+        'direct conn/s',
+      ],
+      rows,
+    ),
     '',
     'Loading the API server (Services and EndpointSlices, from empty):',
     '',
@@ -305,9 +378,24 @@ export function lbTable(r: BenchResults): string {
 export function snatTable(r: BenchResults): string {
   const s = r.snat;
   if (!s) return '';
-  const label: Record<string, string> = { svcmap: 'svcmap (tc, SNAT to the egress device\'s address)', iptables: 'kube-proxy iptables (MASQUERADE --random-fully)' };
-  const rows = s.modes.map((m) => [label[m.mode] ?? m.mode, int(m.connPerSec), int(Math.min(...m.runs.map((x) => x.connPerSec))), int(Math.max(...m.runs.map((x) => x.connPerSec))),
-    int(m.ok), `${m.failed}${m.failed ? ` (${Object.entries(m.errors).map(([k, v]) => `${k} ${v}`).join(', ')})` : ''}`]);
+  const label: Record<string, string> = {
+    svcmap: "svcmap (tc, SNAT to the egress device's address)",
+    iptables: 'kube-proxy iptables (MASQUERADE --random-fully)',
+  };
+  const rows = s.modes.map((m) => [
+    label[m.mode] ?? m.mode,
+    int(m.connPerSec),
+    int(Math.min(...m.runs.map((x) => x.connPerSec))),
+    int(Math.max(...m.runs.map((x) => x.connPerSec))),
+    int(m.ok),
+    `${m.failed}${
+      m.failed
+        ? ` (${Object.entries(m.errors)
+            .map(([k, v]) => `${k} ${v}`)
+            .join(', ')})`
+        : ''
+    }`,
+  ]);
   return [
     `**New SNATed TCP connections per second** from outside to a NodePort whose one backend is on another node (externalTrafficPolicy Cluster: DNAT + SNAT on the node), ${s.processes} client processes at once, each opening one connection after another (RST on close), ${s.durationMs / 1000} s per run, ${s.reps} rounds (median; min and max of the rounds). svcmap is ${s.svcmapVsIptables.toFixed(2)}x MASQUERADE's rate (median of the per-round ratios); svcmap dropped ${s.snatPortsExhausted} SYNs for want of a SNAT port.`,
     '',
@@ -316,7 +404,10 @@ export function snatTable(r: BenchResults): string {
 }
 
 export function targetsTable(r: BenchResults): string {
-  return table(['target', 'goal', 'measured', 'met'], r.targets.map((t) => [t.what, t.target, t.measured, t.met === undefined ? 'n/a' : t.met ? 'yes' : '**no**']));
+  return table(
+    ['target', 'goal', 'measured', 'met'],
+    r.targets.map((t) => [t.what, t.target, t.measured, t.met === undefined ? 'n/a' : t.met ? 'yes' : '**no**']),
+  );
 }
 
 /** Plain statements of where svcmap is behind, derived from the numbers. */
@@ -327,54 +418,81 @@ export function behind(r: BenchResults): string[] {
     const v = modeResult(p, 'svcmap')?.vsDirect;
     return v && v.perConn <= 1.05 && v.perConn > 1.04 ? [`N=${fmtN(p.n)} (${v.perConn.toFixed(3)}x)`] : [];
   });
-  if (close.length) out.push(`Datapath: within the 1.05x target but only just at ${close.join(', ')}; another run on this VM can land on either side.`);
+  if (close.length)
+    out.push(`Datapath: within the 1.05x target but only just at ${close.join(', ')}; another run on this VM can land on either side.`);
   for (const p of r.datapath) {
     const s = modeResult(p, 'svcmap');
     if (!s) continue;
     for (const m of ['iptables', 'nftables'] as const) {
       const k = modeResult(p, m);
-      if (k && k.connPerSec > s.connPerSec * 1.02) out.push(`At N=${fmtN(p.n)} the ${m} shape set up more connections per second than svcmap (${int(k.connPerSec)} vs ${int(s.connPerSec)}).`);
-      if (k && k.p50Us < s.p50Us * 0.98) out.push(`At N=${fmtN(p.n)} the ${m} shape had a lower p50 connect latency than svcmap (${k.p50Us.toFixed(1)} vs ${s.p50Us.toFixed(1)} µs).`);
+      if (k && k.connPerSec > s.connPerSec * 1.02)
+        out.push(
+          `At N=${fmtN(p.n)} the ${m} shape set up more connections per second than svcmap (${int(k.connPerSec)} vs ${int(s.connPerSec)}).`,
+        );
+      if (k && k.p50Us < s.p50Us * 0.98)
+        out.push(
+          `At N=${fmtN(p.n)} the ${m} shape had a lower p50 connect latency than svcmap (${k.p50Us.toFixed(1)} vs ${s.p50Us.toFixed(1)} µs).`,
+        );
     }
   }
   const slowSetups = r.datapath.flatMap((p) => {
     const sm = p.programming.svcmap?.ms;
     const others = (['iptables', 'nftables'] as const).filter((m) => sm !== undefined && p.programming[m] && p.programming[m].ms < sm);
-    return others.length ? [`N=${fmtN(p.n)}: ${fmtDuration(sm!)} vs ${others.map((m) => `${m} ${fmtDuration(p.programming[m]!.ms)}`).join(', ')}`] : [];
+    return others.length
+      ? [`N=${fmtN(p.n)}: ${fmtDuration(sm!)} vs ${others.map((m) => `${m} ${fmtDuration(p.programming[m]!.ms)}`).join(', ')}`]
+      : [];
   });
-  if (slowSetups.length) out.push(`Getting the datapath benchmark's services in place (svcmap: agent start with the file source to its first sync; the others: one restore of the whole ruleset) took svcmap longer: ${slowSetups.join('; ')}.`);
+  if (slowSetups.length)
+    out.push(
+      `Getting the datapath benchmark's services in place (svcmap: agent start with the file source to its first sync; the others: one restore of the whole ruleset) took svcmap longer: ${slowSetups.join('; ')}.`,
+    );
   const cp = r.controlPlane;
   if (cp) {
     const agents = cp.agent.filter(isAgentResult);
     for (const p of cp.netfilter) {
       const a = agents.find((x) => x.n === p.n);
-      if (a && isOp(p.nftables.changeDelta) && p.nftables.changeDelta.ms < a.change.wallP50) out.push(`At N=${fmtN(p.n)} an nftables delta (${fmtDuration(p.nftables.changeDelta.ms)}) applied one endpoint change faster than the agent reflected it (${fmtDuration(a.change.wallP50)} p50, API server to map write).`);
+      if (a && isOp(p.nftables.changeDelta) && p.nftables.changeDelta.ms < a.change.wallP50)
+        out.push(
+          `At N=${fmtN(p.n)} an nftables delta (${fmtDuration(p.nftables.changeDelta.ms)}) applied one endpoint change faster than the agent reflected it (${fmtDuration(a.change.wallP50)} p50, API server to map write).`,
+        );
     }
     // Cold start against a one-shot restore, at every N where both ran.
     const slowStarts = cp.netfilter.flatMap((p) => {
       const a = agents.find((x) => x.n === p.n);
       return a && isOp(p.iptables.fullReplace) && p.iptables.fullReplace.ms < a.startToSyncMs
-        ? [`${fmtDuration(a.startToSyncMs)} vs ${fmtDuration(p.iptables.fullReplace.ms)} at N=${fmtN(p.n)}`] : [];
+        ? [`${fmtDuration(a.startToSyncMs)} vs ${fmtDuration(p.iptables.fullReplace.ms)} at N=${fmtN(p.n)}`]
+        : [];
     });
     if (slowStarts.length) {
-      out.push(`Cold start: from process start to synced (runtime and BPF load, informer lists, model, sync), the agent took longer than one iptables-restore of the same rules: ${slowStarts.join(', ')}. kube-proxy pays its start once too, but its first sync is not slower than its restore.`);
+      out.push(
+        `Cold start: from process start to synced (runtime and BPF load, informer lists, model, sync), the agent took longer than one iptables-restore of the same rules: ${slowStarts.join(', ')}. kube-proxy pays its start once too, but its first sync is not slower than its restore.`,
+      );
     }
     const largest = agents.at(-1);
     const tenK = agents.find((a) => a.n === 10_000);
     if (largest && tenK && largest.n > tenK.n && largest.fullSyncMs / tenK.fullSyncMs > (largest.n / tenK.n) * 1.3) {
-      out.push(`The full sync grows faster than N: ${fmtDuration(tenK.fullSyncMs)} at 10k services, ${fmtDuration(largest.fullSyncMs)} at ${fmtN(largest.n)} (x ${cp.endpointsPerService} endpoints).`);
+      out.push(
+        `The full sync grows faster than N: ${fmtDuration(tenK.fullSyncMs)} at 10k services, ${fmtDuration(largest.fullSyncMs)} at ${fmtN(largest.n)} (x ${cp.endpointsPerService} endpoints).`,
+      );
     }
     const slow = agents.filter((a) => a.change.wallP99 > 10);
     if (slow.length) {
-      out.push(`Single endpoint changes, from the API server write to the agent's sync, reached ${slow.map((a) => `${fmtDuration(a.change.wallP99)} at N=${fmtN(a.n)}`).join(', ')} at p99 (p50 ${slow.map((a) => fmtDuration(a.change.wallP50)).join(' / ')}), while the syncs themselves took at most ${fmtDuration(Math.max(...slow.map((a) => a.change.syncP99)))} at p99: the tail is outside the map writes (watch delivery, informer, event loop; the bench's in-process API server included).`);
+      out.push(
+        `Single endpoint changes, from the API server write to the agent's sync, reached ${slow.map((a) => `${fmtDuration(a.change.wallP99)} at N=${fmtN(a.n)}`).join(', ')} at p99 (p50 ${slow.map((a) => fmtDuration(a.change.wallP50)).join(' / ')}), while the syncs themselves took at most ${fmtDuration(Math.max(...slow.map((a) => a.change.syncP99)))} at p99: the tail is outside the map writes (watch delivery, informer, event loop; the bench's in-process API server included).`,
+      );
     }
     const rss = agents.map((a) => `${(a.rssAfterSync / MiB).toFixed(0)} MiB at ${fmtN(a.n)}`).join(', ');
     const smallest = agents[0];
     if (agents.some((a) => a.rssAfterSync > 150 * MiB)) {
-      out.push(`Memory: agent RSS ${rss} services (x ${cp.endpointsPerService} endpoints)${smallest && smallest.rssAfterSync > 100 * MiB ? `; even with ${smallest.n} service${smallest.n === 1 ? '' : 's'} it holds ${(smallest.rssAfterSync / MiB).toFixed(0)} MiB` : ''}.`);
+      out.push(
+        `Memory: agent RSS ${rss} services (x ${cp.endpointsPerService} endpoints)${smallest && smallest.rssAfterSync > 100 * MiB ? `; even with ${smallest.n} service${smallest.n === 1 ? '' : 's'} it holds ${(smallest.rssAfterSync / MiB).toFixed(0)} MiB` : ''}.`,
+      );
     }
     const eng = cp.engine.find((e) => e.n === 10_000) ?? cp.engine.at(-1);
-    if (eng && eng.changeFullMs.p50 > 10) out.push(`A full pass (the periodic full resync of either source, --sync-period; and reading every manifest at start) costs validating every object (${fmtDuration(eng.validateMs)} at N=${fmtN(eng.n)}), building the model (${fmtDuration(eng.modelMs)}) and a full plan over all frontends (${fmtDuration(eng.changeFullMs.p50)}); a change syncs only the Services it touched, with either source.`);
+    if (eng && eng.changeFullMs.p50 > 10)
+      out.push(
+        `A full pass (the periodic full resync of either source, --sync-period; and reading every manifest at start) costs validating every object (${fmtDuration(eng.validateMs)} at N=${fmtN(eng.n)}), building the model (${fmtDuration(eng.modelMs)}) and a full plan over all frontends (${fmtDuration(eng.changeFullMs.p50)}); a change syncs only the Services it touched, with either source.`,
+      );
     for (const a of cp.agent) if (!isAgentResult(a)) out.push(`The agent did not complete at N=${fmtN(a.n)}: ${a.skipped}.`);
   }
   const real = (r as BenchResults & { realKubeProxy?: RealKpResult }).realKubeProxy;
@@ -384,24 +502,41 @@ export function behind(r: BenchResults): string[] {
     const kps = ok.filter((x) => x.proxy !== 'svcmap');
     if (!sm || kps.length === 0) continue;
     const leaner = kps.filter((k) => k.rssAfterSync < sm.rssAfterSync);
-    if (leaner.length) out.push(`Memory beside the real kube-proxy at N=${fmtN(p.n)} (x ${p.endpointsPerService}): svcmap agent ${(sm.rssAfterSync / MiB).toFixed(0)} MiB vs ${leaner.map((k) => `kube-proxy ${k.proxy} ${(k.rssAfterSync / MiB).toFixed(0)} MiB`).join(', ')} (RSS after the first sync, same API server).`);
+    if (leaner.length)
+      out.push(
+        `Memory beside the real kube-proxy at N=${fmtN(p.n)} (x ${p.endpointsPerService}): svcmap agent ${(sm.rssAfterSync / MiB).toFixed(0)} MiB vs ${leaner.map((k) => `kube-proxy ${k.proxy} ${(k.rssAfterSync / MiB).toFixed(0)} MiB`).join(', ')} (RSS after the first sync, same API server).`,
+      );
     const faster = kps.filter((k) => k.startToSyncedMs < sm.startToSyncedMs);
-    if (faster.length) out.push(`Start to synced beside the real kube-proxy at N=${fmtN(p.n)}: svcmap agent ${fmtDuration(sm.startToSyncedMs)} vs ${faster.map((k) => `kube-proxy ${k.proxy} ${fmtDuration(k.startToSyncedMs)}`).join(', ')}.`);
+    if (faster.length)
+      out.push(
+        `Start to synced beside the real kube-proxy at N=${fmtN(p.n)}: svcmap agent ${fmtDuration(sm.startToSyncedMs)} vs ${faster.map((k) => `kube-proxy ${k.proxy} ${fmtDuration(k.startToSyncedMs)}`).join(', ')}.`,
+      );
     const more = kps.filter((k) => k.datapath && sm.datapath && k.datapath.vsDirect.perConn < sm.datapath.vsDirect.perConn * 0.98);
-    if (more.length) out.push(`Datapath beside the real kube-proxy at N=${fmtN(p.n)}: ${more.map((k) => `kube-proxy ${k.proxy} ${k.datapath!.vsDirect.perConn.toFixed(2)}x`).join(', ')} vs svcmap ${sm.datapath!.vsDirect.perConn.toFixed(2)}x the time per connection of direct.`);
+    if (more.length)
+      out.push(
+        `Datapath beside the real kube-proxy at N=${fmtN(p.n)}: ${more.map((k) => `kube-proxy ${k.proxy} ${k.datapath!.vsDirect.perConn.toFixed(2)}x`).join(', ')} vs svcmap ${sm.datapath!.vsDirect.perConn.toFixed(2)}x the time per connection of direct.`,
+      );
   }
   for (const p of r.datapath) {
     const over = (p.algorithms ?? []).filter((a) => a.vsRandom.perConn > 1.03);
-    if (over.length) out.push(`Datapath cost per algorithm at N=${fmtN(p.n)}: ${over.map((a) => `${a.algorithm} ${a.vsRandom.perConn.toFixed(3)}x`).join(', ')} the time per connection of random, over the issue's 3% target.`);
+    if (over.length)
+      out.push(
+        `Datapath cost per algorithm at N=${fmtN(p.n)}: ${over.map((a) => `${a.algorithm} ${a.vsRandom.perConn.toFixed(3)}x`).join(', ')} the time per connection of random, over the issue's 3% target.`,
+      );
   }
   // sh, maglev and dh hash the client or the frontend: with the scenario's one client pod they are no balancing at all, by design.
   const lc = r.lb.find((l) => l.algorithm === 'lc');
   for (const l of r.lb) {
     if (l.algorithm === 'sh' || l.algorithm === 'dh' || l.algorithm === 'maglev' || l.maxOverMean <= 1.1) continue;
-    const fix = l.algorithm === 'lc' || l.algorithm === 'sed' || l.algorithm === 'nq'
-      ? 'the least-connection choice missed its target (1.10)'
-      : lc && lc.maxOverMean <= 1.1 ? `lc gives ${lc.maxOverMean.toFixed(2)} in the same scenario (svcmap.io/lb-algorithm: lc)` : 'a least-connections scheduler is needed to fix it';
-    out.push(`Load-balancing quality: with ${l.algorithm} selection a rolling update leaves the kept backend with ${(l.keptShare * 100).toFixed(0)}% of the connections (max/mean ${l.maxOverMean.toFixed(2)}); ${fix}.`);
+    const fix =
+      l.algorithm === 'lc' || l.algorithm === 'sed' || l.algorithm === 'nq'
+        ? 'the least-connection choice missed its target (1.10)'
+        : lc && lc.maxOverMean <= 1.1
+          ? `lc gives ${lc.maxOverMean.toFixed(2)} in the same scenario (svcmap.io/lb-algorithm: lc)`
+          : 'a least-connections scheduler is needed to fix it';
+    out.push(
+      `Load-balancing quality: with ${l.algorithm} selection a rolling update leaves the kept backend with ${(l.keptShare * 100).toFixed(0)}% of the connections (max/mean ${l.maxOverMean.toFixed(2)}); ${fix}.`,
+    );
   }
   return out;
 }
@@ -440,7 +575,9 @@ export function summaryMarkdown(r: BenchResults, chartPath: string): string {
     '',
     lbTable(r),
     ...(r.snat ? ['', '### SNAT rate beside MASQUERADE', '', snatTable(r)] : []),
-    ...((r as BenchResults & { realKubeProxy?: RealKpResult }).realKubeProxy ? ['', '### The real kube-proxy beside svcmap', '', realKubeProxyTables(r)] : []),
+    ...((r as BenchResults & { realKubeProxy?: RealKpResult }).realKubeProxy
+      ? ['', '### The real kube-proxy beside svcmap', '', realKubeProxyTables(r)]
+      : []),
     ...(r.notes.length ? ['', '### Notes', '', ...r.notes.map((n) => `- ${n}`)] : []),
     '',
   ].join('\n');

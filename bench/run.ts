@@ -41,7 +41,18 @@ import { type FileSourceResult, fileSourceTable, runFileSource } from './cp-file
 import { MANIFEST_LAYOUTS, type ManifestLayout } from './manifests.ts';
 import { makeServices } from './workload.ts';
 import { LB_ALGORITHM_NAMES } from '../src/maps/constants.ts';
-import { algorithmCostTable, controlPlaneTables, datapath6Table, datapathTables, lbTable, realKubeProxyTables, snatTable, summaryMarkdown, targetsTable, behind } from './report.ts';
+import {
+  algorithmCostTable,
+  controlPlaneTables,
+  datapath6Table,
+  datapathTables,
+  lbTable,
+  realKubeProxyTables,
+  snatTable,
+  summaryMarkdown,
+  targetsTable,
+  behind,
+} from './report.ts';
 import type { AgentTargetInputs } from './agent-targets.ts';
 import { type BenchResults, evaluateTargets } from './results.ts';
 
@@ -66,7 +77,14 @@ interface Config {
   budgetMs: number;
   agentTimeoutMs: number;
   /** The real kube-proxy beside svcmap under a real kube-apiserver (bench/kube-proxy-real.ts). */
-  real: { sizes: number[]; proxies: RealProxy[]; reps: number; stream: { changes: number; ratePerSec: number }; loadBudgetMs: number; concurrency: number };
+  real: {
+    sizes: number[];
+    proxies: RealProxy[];
+    reps: number;
+    stream: { changes: number; ratePerSec: number };
+    loadBudgetMs: number;
+    concurrency: number;
+  };
   /** New SNATed TCP flows/s through a NodePort, svcmap beside MASQUERADE (bench/snat.ts). */
   snat: { reps: number; durationMs: number; warmupMs: number; processes: number };
   /** The file source through the agent: N services from a manifest directory laid out each way, and one changed file (bench/cp-files.ts). */
@@ -92,7 +110,14 @@ const FULL: Config = {
   lb: { connections: 200, trials: 3 },
   budgetMs: 300_000,
   agentTimeoutMs: 600_000,
-  real: { sizes: [1000, 10_000, 100_000], proxies: ['nftables', 'iptables', 'ipvs', 'svcmap'], reps: 10, stream: { changes: 1000, ratePerSec: 100 }, loadBudgetMs: 180_000, concurrency: 32 },
+  real: {
+    sizes: [1000, 10_000, 100_000],
+    proxies: ['nftables', 'iptables', 'ipvs', 'svcmap'],
+    reps: 10,
+    stream: { changes: 1000, ratePerSec: 100 },
+    loadBudgetMs: 180_000,
+    concurrency: 32,
+  },
   snat: { reps: 3, durationMs: 30_000, warmupMs: 1000, processes: 4 },
   files: { sizes: [1000, 10_000], layouts: MANIFEST_LAYOUTS, changeReps: 10 },
   // The issue's soak: 1k services, ~100 changes/s, 2 min warm-up, then to minute 30.
@@ -116,7 +141,14 @@ const SMOKE: Config = {
   lb: { connections: 20, trials: 2, algorithms: ['random', 'lc'] },
   budgetMs: 30_000,
   agentTimeoutMs: 60_000,
-  real: { sizes: [100], proxies: ['nftables', 'iptables', 'svcmap'], reps: 1, stream: { changes: 20, ratePerSec: 100 }, loadBudgetMs: 30_000, concurrency: 16 },
+  real: {
+    sizes: [100],
+    proxies: ['nftables', 'iptables', 'svcmap'],
+    reps: 1,
+    stream: { changes: 20, ratePerSec: 100 },
+    loadBudgetMs: 30_000,
+    concurrency: 16,
+  },
   snat: { reps: 1, durationMs: 300, warmupMs: 50, processes: 2 },
   files: { sizes: [100], layouts: MANIFEST_LAYOUTS, changeReps: 2 },
   churn: { n: 100, ratePerSec: 50, warmupMs: 5000, durationMs: 10_000, sampleMs: 5000, flatPct: 2 },
@@ -173,11 +205,12 @@ async function main(): Promise<void> {
   if (process.getuid?.() !== 0) throw new Error('the bench needs root (network namespaces, cgroups, BPF, netfilter)');
   const cfg: Config = { ...(values.smoke ? SMOKE : FULL) };
   if (values['budget-s']) cfg.budgetMs = Number(values['budget-s']) * 1000;
-  const sizes = (v: string) => v.split(',').map((x) => {
-    const n = Number(x.trim().replace(/k$/i, '000'));
-    if (!Number.isInteger(n) || n < 1 || n > 400_000) throw new Error(`bad size ${x}`);
-    return n;
-  });
+  const sizes = (v: string) =>
+    v.split(',').map((x) => {
+      const n = Number(x.trim().replace(/k$/i, '000'));
+      if (!Number.isInteger(n) || n < 1 || n > 400_000) throw new Error(`bad size ${x}`);
+      return n;
+    });
   if (values['datapath-sizes']) cfg.datapathSizes = sizes(values['datapath-sizes']);
   if (values['algorithm-sizes']) cfg.algorithmCost = { ...cfg.algorithmCost, sizes: sizes(values['algorithm-sizes']) };
   if (values['control-sizes']) {
@@ -188,19 +221,29 @@ async function main(): Promise<void> {
   if (values['file-sizes']) cfg.files = { ...cfg.files, sizes: sizes(values['file-sizes']) };
   if (values['file-layouts']) {
     const layouts = values['file-layouts'].split(',').map((x) => x.trim());
-    for (const l of layouts) if (!(MANIFEST_LAYOUTS as readonly string[]).includes(l)) throw new Error(`--file-layouts: unknown layout ${l} (${MANIFEST_LAYOUTS.join(', ')})`);
+    for (const l of layouts)
+      if (!(MANIFEST_LAYOUTS as readonly string[]).includes(l))
+        throw new Error(`--file-layouts: unknown layout ${l} (${MANIFEST_LAYOUTS.join(', ')})`);
     cfg.files = { ...cfg.files, layouts: layouts as ManifestLayout[] };
   }
   if (values['churn-minutes']) {
     const m = Number(values['churn-minutes']);
-    if (!(m > 0)) throw new Error(`--churn-minutes: must be more than 0 (the minutes measured after the warm-up), not ${values['churn-minutes']}`);
+    if (!(m > 0))
+      throw new Error(`--churn-minutes: must be more than 0 (the minutes measured after the warm-up), not ${values['churn-minutes']}`);
     cfg.churn = { ...cfg.churn, durationMs: m * 60_000 };
   }
   // The real kube-proxy needs Kubernetes' binaries and a real API server per N: part of the full run, not of the smoke run unless asked for.
-  const only = new Set((values.only ?? (values.smoke ? 'datapath,datapath6,lb,control,files,churn,snat' : 'datapath,datapath6,lb,control,files,churn,snat,real-kube-proxy')).split(',').map((s) => s.trim()));
+  const only = new Set(
+    (
+      values.only ??
+      (values.smoke ? 'datapath,datapath6,lb,control,files,churn,snat' : 'datapath,datapath6,lb,control,files,churn,snat,real-kube-proxy')
+    )
+      .split(',')
+      .map((s) => s.trim()),
+  );
   const PARTS = ['datapath', 'datapath6', 'lb', 'control', 'files', 'churn', 'snat', 'real-kube-proxy'];
   for (const o of only) if (!PARTS.includes(o)) throw new Error(`--only: unknown part ${o} (${PARTS.join(', ')})`);
-  const cpu = values.cpu !== undefined ? Number(values.cpu) : (execFileSync('nproc', { encoding: 'utf8' }).trim() === '1' ? 0 : 1);
+  const cpu = values.cpu !== undefined ? Number(values.cpu) : execFileSync('nproc', { encoding: 'utf8' }).trim() === '1' ? 0 : 1;
 
   assertBuilt();
   checkTools();
@@ -209,7 +252,9 @@ async function main(): Promise<void> {
   const bins = buildNative();
   const machine = describeMachine();
   const startedAt = new Date();
-  log(`${cfg.mode} run on ${machine.cpuModel}, ${machine.vcpus} vCPUs, Linux ${machine.kernel}; load average ${machine.loadavgAtStart.toFixed(2)}`);
+  log(
+    `${cfg.mode} run on ${machine.cpuModel}, ${machine.vcpus} vCPUs, Linux ${machine.kernel}; load average ${machine.loadavgAtStart.toFixed(2)}`,
+  );
   if (machine.loadavgAtStart > 0.7) log('warning: the machine is busy (load average above 0.7): numbers will be noisier');
 
   const lab = await Lab.create({ prefix: 'bn' });
@@ -239,18 +284,20 @@ async function main(): Promise<void> {
   let churn: ChurnResult | undefined;
   const notes: string[] = [
     `iptables: \`iptables-restore\` here is the ${iptablesBackend()} backend, which is what kube-proxy would use on this host; its rules are kube-proxy's own layout and chain names (large-cluster mode above 1000 endpoints).`,
-    'nftables: kube-proxy\'s nftables-mode table (`ip kube-proxy`), chain names and delta transactions.',
+    "nftables: kube-proxy's nftables-mode table (`ip kube-proxy`), chain names and delta transactions.",
     `Operations predicted to take longer than ${Math.round(cfg.budgetMs / 1000)} s (from their growth at smaller N) are skipped and say so; one that runs past ${Math.round(budget.hardLimitMs / 1000)} s is killed.`,
     'Conntrack is flushed in the client namespace before every datapath run (bench/ctflush.c: the ctnetlink flush that `conntrack -F` sends).',
-    'The datapath client (bench/client.c) opens one connection after another (SO_LINGER 0, so no TIME_WAIT), client and servers pinned to one CPU, the agent to the other. Each mode runs once per round, back to back, the order rotating; the absolute numbers are medians over the rounds, and each ratio to direct is the median over the rounds of the ratio within a round, so that the VM\'s slow and fast phases (its rates jump between two levels for seconds at a time) do not decide a ratio.',
-    'The control plane\'s API server (lab/apiserver) runs inside the bench process: the agent\'s numbers through it include that server\'s own pauses (at 100k services it holds 200k objects).',
+    "The datapath client (bench/client.c) opens one connection after another (SO_LINGER 0, so no TIME_WAIT), client and servers pinned to one CPU, the agent to the other. Each mode runs once per round, back to back, the order rotating; the absolute numbers are medians over the rounds, and each ratio to direct is the median over the rounds of the ratio within a round, so that the VM's slow and fast phases (its rates jump between two levels for seconds at a time) do not decide a ratio.",
+    "The control plane's API server (lab/apiserver) runs inside the bench process: the agent's numbers through it include that server's own pauses (at 100k services it holds 200k objects).",
   ];
   let cluster: BenchCluster | undefined;
   try {
     if (only.has('datapath') || only.has('datapath6') || only.has('lb')) {
       const maxN = Math.max(1, ...(only.has('datapath') ? cfg.datapathSizes : []), ...(only.has('datapath6') ? cfg.datapath6Sizes : []));
       cluster = new BenchCluster({
-        lab, bins, cpu,
+        lab,
+        bins,
+        cpu,
         maxServices: Math.ceil(maxN * 5 * 1.05) + 1024,
         maxBackends: Math.ceil(maxN * 4 * 1.05) + 1024,
         pinDir: join(pinRoot, 'datapath'),
@@ -259,16 +306,29 @@ async function main(): Promise<void> {
       await cluster.setup();
       if (only.has('datapath')) {
         datapath = await runDatapath(cluster, {
-          sizes: cfg.datapathSizes, reps: cfg.reps, durationMs: cfg.durationMs, warmupMs: cfg.warmupMs,
-          agentTimeoutMs: cfg.agentTimeoutMs, budget, workDir, log,
+          sizes: cfg.datapathSizes,
+          reps: cfg.reps,
+          durationMs: cfg.durationMs,
+          warmupMs: cfg.warmupMs,
+          agentTimeoutMs: cfg.agentTimeoutMs,
+          budget,
+          workDir,
+          log,
           // Relative to random, the node default: another --lb-algorithm has no random row to compare with.
           ...(values['lb-algorithm'] && values['lb-algorithm'] !== 'random' ? {} : { algorithms: cfg.algorithmCost }),
         });
       }
       if (only.has('datapath6')) {
         datapath6 = await runDatapath(cluster, {
-          sizes: cfg.datapath6Sizes, reps: cfg.reps, durationMs: cfg.durationMs, warmupMs: cfg.warmupMs,
-          agentTimeoutMs: cfg.agentTimeoutMs, budget, workDir, log, family: 6,
+          sizes: cfg.datapath6Sizes,
+          reps: cfg.reps,
+          durationMs: cfg.durationMs,
+          warmupMs: cfg.warmupMs,
+          agentTimeoutMs: cfg.agentTimeoutMs,
+          budget,
+          workDir,
+          log,
+          family: 6,
         });
       }
       if (only.has('lb')) lb = await runLbQuality(cluster, { ...cfg.lb, agentTimeoutMs: cfg.agentTimeoutMs, log });
@@ -277,19 +337,37 @@ async function main(): Promise<void> {
     }
     if (only.has('control')) {
       controlPlane = await runControlPlane({
-        lab, sizes: cfg.controlSizes, endpointsPerService: cfg.controlEndpoints, engineReps: cfg.engineReps,
-        agentChangeReps: cfg.agentChangeReps, netfilterChangeReps: cfg.netfilterChangeReps, stream: cfg.stream,
-        agentTimeoutMs: cfg.agentTimeoutMs, budget, workDir, pinRoot, log,
+        lab,
+        sizes: cfg.controlSizes,
+        endpointsPerService: cfg.controlEndpoints,
+        engineReps: cfg.engineReps,
+        agentChangeReps: cfg.agentChangeReps,
+        netfilterChangeReps: cfg.netfilterChangeReps,
+        stream: cfg.stream,
+        agentTimeoutMs: cfg.agentTimeoutMs,
+        budget,
+        workDir,
+        pinRoot,
+        log,
       });
     }
     if (only.has('files')) {
       const cgroup = await lab.cgroup('cp-files');
       for (const n of cfg.files.sizes) {
         for (const layout of cfg.files.layouts) {
-          fileSource.push(await runFileSource({
-            services: makeServices(n, cfg.controlEndpoints), endpointsPerService: cfg.controlEndpoints, layout, dir: join(workDir, `manifests-${n}-${layout}`),
-            cgroup, pinDir: join(pinRoot, `files-${n}-${layout}`), changeReps: cfg.files.changeReps, timeoutMs: cfg.agentTimeoutMs, log,
-          }));
+          fileSource.push(
+            await runFileSource({
+              services: makeServices(n, cfg.controlEndpoints),
+              endpointsPerService: cfg.controlEndpoints,
+              layout,
+              dir: join(workDir, `manifests-${n}-${layout}`),
+              cgroup,
+              pinDir: join(pinRoot, `files-${n}-${layout}`),
+              changeReps: cfg.files.changeReps,
+              timeoutMs: cfg.agentTimeoutMs,
+              log,
+            }),
+          );
         }
       }
     }
@@ -297,9 +375,15 @@ async function main(): Promise<void> {
       const c = cfg.churn;
       log(`churn soak: ${c.n} services, ${c.ratePerSec} changes/s, ${c.warmupMs / 1000} s warm-up + ${c.durationMs / 1000} s`);
       churn = await runChurn({
-        services: makeServices(c.n, cfg.controlEndpoints), endpointsPerService: cfg.controlEndpoints, ...c,
-        cgroup: await lab.cgroup('cp-churn'), pinDir: join(pinRoot, 'churn'), workDir, timeoutMs: cfg.agentTimeoutMs,
-        loadavg: () => loadavg()[0] ?? 0, log,
+        services: makeServices(c.n, cfg.controlEndpoints),
+        endpointsPerService: cfg.controlEndpoints,
+        ...c,
+        cgroup: await lab.cgroup('cp-churn'),
+        pinDir: join(pinRoot, 'churn'),
+        workDir,
+        timeoutMs: cfg.agentTimeoutMs,
+        loadavg: () => loadavg()[0] ?? 0,
+        log,
       });
     }
     if (only.has('snat')) {
@@ -308,9 +392,22 @@ async function main(): Promise<void> {
     }
     if (only.has('real-kube-proxy')) {
       realKubeProxy = await runRealKubeProxy({
-        lab, bins, cpu, sizes: cfg.real.sizes, endpointsPerService: cfg.controlEndpoints, proxies: cfg.real.proxies,
-        reps: cfg.real.reps, durationMs: cfg.durationMs, warmupMs: cfg.warmupMs, stream: cfg.real.stream,
-        loadBudgetMs: cfg.real.loadBudgetMs, concurrency: cfg.real.concurrency, budget, workDir, pinRoot, log,
+        lab,
+        bins,
+        cpu,
+        sizes: cfg.real.sizes,
+        endpointsPerService: cfg.controlEndpoints,
+        proxies: cfg.real.proxies,
+        reps: cfg.real.reps,
+        durationMs: cfg.durationMs,
+        warmupMs: cfg.warmupMs,
+        stream: cfg.real.stream,
+        loadBudgetMs: cfg.real.loadBudgetMs,
+        concurrency: cfg.real.concurrency,
+        budget,
+        workDir,
+        pinRoot,
+        log,
       });
     }
   } finally {
@@ -326,7 +423,14 @@ async function main(): Promise<void> {
   }
 
   const finishedAt = new Date();
-  const partial = { datapath, controlPlane, ...(snat ? { snat } : {}), ...(fileSource.length ? { fileSource } : {}), ...(churn ? { churn } : {}), ...(realKubeProxy ? { realKubeProxy } : {}) };
+  const partial = {
+    datapath,
+    controlPlane,
+    ...(snat ? { snat } : {}),
+    ...(fileSource.length ? { fileSource } : {}),
+    ...(churn ? { churn } : {}),
+    ...(realKubeProxy ? { realKubeProxy } : {}),
+  };
   const results: BenchResults & { realKubeProxy?: RealKpResult; fileSource?: FileSourceResult[]; churn?: ChurnResult } = {
     schema: 'svcmap-bench/1',
     mode: cfg.mode,
@@ -355,7 +459,9 @@ async function main(): Promise<void> {
   writeReport(results, outDir);
 
   say(`\n# svcmap bench (${cfg.mode}), ${results.startedAt}, ${Math.round(results.durationS)} s\n`);
-  say(`${machine.cpuModel}, ${machine.vcpus} vCPUs, Linux ${machine.kernel}, load average ${machine.loadavgAtStart.toFixed(2)} -> ${results.machine.loadavgAtEnd.toFixed(2)}\n`);
+  say(
+    `${machine.cpuModel}, ${machine.vcpus} vCPUs, Linux ${machine.kernel}, load average ${machine.loadavgAtStart.toFixed(2)} -> ${results.machine.loadavgAtEnd.toFixed(2)}\n`,
+  );
   if (datapath.length) say(`## Datapath\n\n${datapathTables(results)}\n`);
   if (datapath6.length) say(`## Datapath, IPv6\n\n${datapath6Table(results)}\n`);
   if (algorithmCostTable(results)) say(`${algorithmCostTable(results)}\n`);
@@ -368,7 +474,9 @@ async function main(): Promise<void> {
   say(`## Targets\n\n${targetsTable(results)}\n`);
   const b = behind(results);
   say(`## Where svcmap is behind\n\n${b.length ? b.map((x) => `- ${x}`).join('\n') : '- nowhere in this run'}\n`);
-  say(`results: ${join(outDir, `${stamp}.json`)} (and latest.json), chart: ${join(outDir, 'chart.svg')}, README fragment: ${join(outDir, 'summary.md')}`);
+  say(
+    `results: ${join(outDir, `${stamp}.json`)} (and latest.json), chart: ${join(outDir, 'chart.svg')}, README fragment: ${join(outDir, 'summary.md')}`,
+  );
 }
 
 /** chart.svg and summary.md (the README's fragment) from one run's results. */

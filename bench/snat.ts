@@ -133,13 +133,36 @@ export async function runSnat(o: SnatOptions): Promise<SnatResult> {
     service.spec.type = 'NodePort';
     service.spec.externalTrafficPolicy = 'Cluster';
     service.spec.ports[0]!.nodePort = NODE_PORT;
-    const node = { apiVersion: 'v1', kind: 'Node', metadata: { name: NODE_NAME }, status: { addresses: [{ type: 'InternalIP', address: NETS.svcmap.front[0] }] } };
-    writeFileSync(join(manifests, 'snat.json'), JSON.stringify({ apiVersion: 'v1', kind: 'List', items: [service, sliceObject(svc), node] }));
+    const node = {
+      apiVersion: 'v1',
+      kind: 'Node',
+      metadata: { name: NODE_NAME },
+      status: { addresses: [{ type: 'InternalIP', address: NETS.svcmap.front[0] }] },
+    };
+    writeFileSync(
+      join(manifests, 'snat.json'),
+      JSON.stringify({ apiVersion: 'v1', kind: 'List', items: [service, sliceObject(svc), node] }),
+    );
     const cgroup = await lab.cgroup('snat-agent'); // the socket hooks need a cgroup; nothing runs in it
-    agent = new AgentProcess([
-      '--manifests', manifests, '--cgroup', cgroup, '--pin-dir', pinDir, '--node-name', NODE_NAME, '--devices', 'eth0,eth1',
-      '--metrics-bind-address', '127.0.0.1:0', '--healthz-bind-address', '127.0.0.1:0',
-    ], (cmd, args) => lab.spawn(nodes.svcmap, cmd, args, { stdio: ['ignore', 'pipe', 'pipe'] }));
+    agent = new AgentProcess(
+      [
+        '--manifests',
+        manifests,
+        '--cgroup',
+        cgroup,
+        '--pin-dir',
+        pinDir,
+        '--node-name',
+        NODE_NAME,
+        '--devices',
+        'eth0,eth1',
+        '--metrics-bind-address',
+        '127.0.0.1:0',
+        '--healthz-bind-address',
+        '127.0.0.1:0',
+      ],
+      (cmd, args) => lab.spawn(nodes.svcmap, cmd, args, { stdio: ['ignore', 'pipe', 'pipe'] }),
+    );
     if (agent.child.pid !== undefined) pinToCpu(agent.child.pid, o.agentCpu);
     await agent.waitFor((l) => l.msg === 'tc datapath attached', { timeoutMs: o.agentTimeoutMs, what: 'tc datapath attached' });
     await agent.waitForSync(0, o.agentTimeoutMs);
@@ -161,13 +184,23 @@ export async function runSnat(o: SnatOptions): Promise<SnatResult> {
       const errors: Record<string, number> = {};
       for (const x of rs) for (const [k, v] of Object.entries(x.errors)) errors[k] = (errors[k] ?? 0) + v;
       return {
-        mode, connPerSec: median(rs.map((x) => x.connPerSec)), ok: rs.reduce((a, x) => a + x.ok, 0),
-        failed: rs.reduce((a, x) => a + x.failed, 0), errors, runs: rs,
+        mode,
+        connPerSec: median(rs.map((x) => x.connPerSec)),
+        ok: rs.reduce((a, x) => a + x.ok, 0),
+        failed: rs.reduce((a, x) => a + x.failed, 0),
+        errors,
+        runs: rs,
       };
     });
     return {
-      processes: o.processes, durationMs: o.durationMs, reps: o.reps, modes,
-      svcmapVsIptables: pairedMedianRatio(runs.svcmap.map((x) => x.connPerSec), runs.iptables.map((x) => x.connPerSec)),
+      processes: o.processes,
+      durationMs: o.durationMs,
+      reps: o.reps,
+      modes,
+      svcmapVsIptables: pairedMedianRatio(
+        runs.svcmap.map((x) => x.connPerSec),
+        runs.iptables.map((x) => x.connPerSec),
+      ),
       snatPortsExhausted: exhaustedAfter - exhaustedBefore,
     };
   } finally {
@@ -189,15 +222,20 @@ async function clientRound(env: Env, mode: SnatMode): Promise<SnatRun> {
     const r = JSON.parse(out) as { flushed: boolean; error?: string };
     if (!r.flushed) throw new Error(`conntrack flush in sn-kp failed: ${r.error}`);
   }
-  const one = () => runProgram(o.lab, env.client, o.bins.client, [NETS[mode].front[0], String(NODE_PORT), String(o.durationMs), String(o.warmupMs)], {
-    cpu: o.cpu, timeoutMs: o.durationMs + o.warmupMs + 60_000,
-  }).then((s) => JSON.parse(s) as Omit<ClientRun, 'conntrackFlushed'>);
+  const one = () =>
+    runProgram(o.lab, env.client, o.bins.client, [NETS[mode].front[0], String(NODE_PORT), String(o.durationMs), String(o.warmupMs)], {
+      cpu: o.cpu,
+      timeoutMs: o.durationMs + o.warmupMs + 60_000,
+    }).then((s) => JSON.parse(s) as Omit<ClientRun, 'conntrackFlushed'>);
   const all = await Promise.all(Array.from({ length: o.processes }, one));
   const errors: Record<string, number> = {};
   for (const x of all) for (const [k, v] of Object.entries(x.errors)) errors[k] = (errors[k] ?? 0) + v;
   const run: SnatRun = {
-    ok: all.reduce((a, x) => a + x.ok, 0), failed: all.reduce((a, x) => a + x.failed, 0), errors,
-    connPerSec: all.reduce((a, x) => a + x.connPerSec, 0), seconds: Math.max(...all.map((x) => x.seconds)),
+    ok: all.reduce((a, x) => a + x.ok, 0),
+    failed: all.reduce((a, x) => a + x.failed, 0),
+    errors,
+    connPerSec: all.reduce((a, x) => a + x.connPerSec, 0),
+    seconds: Math.max(...all.map((x) => x.seconds)),
   };
   if (run.ok === 0) throw new Error(`snat ${mode}: no connection succeeded (${JSON.stringify(errors)})`);
   return run;
@@ -205,7 +243,8 @@ async function clientRound(env: Env, mode: SnatMode): Promise<SnatRun> {
 
 /** svcmap's tc_ingress snat_ports_exhausted counter, read from the pins (svcmap status in "sm"). */
 async function snatExhausted(env: Env, pinDir: string): Promise<number> {
-  const s = JSON.parse(await env.o.lab.exec(env.nodes.svcmap, SVCMAP, ['status', '-o', 'json', '--pin-dir', pinDir])) as
-    { counters: Array<{ hook: string; reason: string; packets: number }> };
+  const s = JSON.parse(await env.o.lab.exec(env.nodes.svcmap, SVCMAP, ['status', '-o', 'json', '--pin-dir', pinDir])) as {
+    counters: Array<{ hook: string; reason: string; packets: number }>;
+  };
   return s.counters.find((c) => c.hook === 'tc_ingress' && c.reason === 'snat_ports_exhausted')?.packets ?? 0;
 }

@@ -29,8 +29,13 @@ import { makeServices } from './workload.ts';
 
 const { values: args } = parseArgs({
   options: {
-    n: { type: 'string', default: '10000' }, e: { type: 'string', default: '10' }, reps: { type: 'string', default: '5' },
-    other: { type: 'string' }, prof: { type: 'string' }, heap: { type: 'boolean', default: false }, 'no-maps': { type: 'boolean', default: false },
+    n: { type: 'string', default: '10000' },
+    e: { type: 'string', default: '10' },
+    reps: { type: 'string', default: '5' },
+    other: { type: 'string' },
+    prof: { type: 'string' },
+    heap: { type: 'boolean', default: false },
+    'no-maps': { type: 'boolean', default: false },
   },
 });
 const n = Number(args.n);
@@ -46,7 +51,7 @@ function targetsOf(count: number, perService: number): FrontendTarget[] {
     for (const raw of [serviceObject(s), sliceObject(s)]) {
       const r = validateObject(raw, 'bench');
       if (!r.ok) throw new Error(`bench object invalid: ${JSON.stringify(r.problems)}`);
-      (r.obj.kind === 'Service' ? svcs : slices as unknown[]).push(r.obj as never);
+      (r.obj.kind === 'Service' ? svcs : (slices as unknown[])).push(r.obj as never);
     }
   }
   return toTargets(buildDesiredState({ services: svcs, slices }).state);
@@ -65,7 +70,11 @@ interface Variant {
 async function variant(name: string, root: string): Promise<Variant> {
   const at = (p: string) => import(resolve(root, p));
   const [plan, apply, state, adapter, dm] = await Promise.all([
-    at('src/sync/plan.ts'), at('src/sync/apply.ts'), at('src/sync/state.ts'), at('src/sync/maps-adapter.ts'), at('src/maps/datapath-maps.ts'),
+    at('src/sync/plan.ts'),
+    at('src/sync/apply.ts'),
+    at('src/sync/state.ts'),
+    at('src/sync/maps-adapter.ts'),
+    at('src/maps/datapath-maps.ts'),
   ]);
   return { name, plan, apply, state, adapter: adapter.MapsAdapter, openPinned: (dir) => dm.DatapathMaps.openPinned(dir) };
 }
@@ -90,10 +99,14 @@ function runOnce(v: Variant, targets: readonly FrontendTarget[], writer: object 
   const st = v.state.emptyState();
   let plan: unknown;
   gc!();
-  out.plan = timed(() => { plan = v.plan.planSync(st, targets, CAPACITY); });
+  out.plan = timed(() => {
+    plan = v.plan.planSync(st, targets, CAPACITY);
+  });
   if (writer) out.writes = timed(() => v.apply.applyPlan(plan, writer));
   out.commit = timed(() => v.plan.commitPlan(st, plan));
-  out.unchanged = timed(() => { plan = v.plan.planSync(st, targets, CAPACITY); });
+  out.unchanged = timed(() => {
+    plan = v.plan.planSync(st, targets, CAPACITY);
+  });
   // 200 partial syncs of one Service each (one endpoint's port changed), plan + commit: what one change costs the engine.
   out.partial200 = timed(() => {
     for (let k = 0; k < 200; k++) {
@@ -119,7 +132,11 @@ function syncedState(v: Variant, targets: readonly FrontendTarget[]): object {
 
 /** Live heap the tracked state of a full sync adds, after collections (the targets, which it shares strings and keys with, already live). */
 function stateHeapMiB(v: Variant, targets: readonly FrontendTarget[]): number {
-  const used = () => { gc!(); gc!(); return process.memoryUsage().heapUsed; };
+  const used = () => {
+    gc!();
+    gc!();
+    return process.memoryUsage().heapUsed;
+  };
   const before = used();
   const holder: { st?: object } = { st: syncedState(v, targets) };
   const after = used();
@@ -127,7 +144,10 @@ function stateHeapMiB(v: Variant, targets: readonly FrontendTarget[]): number {
   return (after - before) / 2 ** 20;
 }
 
-const median = (xs: number[]) => { const s = [...xs].sort((a, b) => a - b); return s[s.length >> 1]!; };
+const median = (xs: number[]) => {
+  const s = [...xs].sort((a, b) => a - b);
+  return s[s.length >> 1]!;
+};
 
 const variants = [await variant('this', resolve(import.meta.dirname, '..'))];
 if (args.other) variants.push(await variant('other', args.other));
@@ -135,7 +155,8 @@ const targets = targetsOf(n, e);
 
 if (args.heap) {
   for (let r = 0; r < reps; r++) {
-    for (const v of variants) process.stdout.write(`${JSON.stringify({ variant: v.name, n, e, stateHeapMiB: +stateHeapMiB(v, targets).toFixed(2) })}\n`);
+    for (const v of variants)
+      process.stdout.write(`${JSON.stringify({ variant: v.name, n, e, stateHeapMiB: +stateHeapMiB(v, targets).toFixed(2) })}\n`);
   }
 } else {
   let pinDir: string | undefined;
@@ -147,11 +168,18 @@ if (args.heap) {
       pinDir = labPinDir(newRunId(), 'sync', 'bench');
       mkdirSync(pinDir, { recursive: true });
       const entries = Math.ceil(n * (e + 1) * 1.05) + 1024;
-      const sizes = new Map([[SVCMAP_MAP_SERVICES, entries], [SVCMAP_MAP_BACKENDS, entries], [SVCMAP_MAP_REVNAT, n + 1024]]);
+      const sizes = new Map([
+        [SVCMAP_MAP_SERVICES, entries],
+        [SVCMAP_MAP_BACKENDS, entries],
+        [SVCMAP_MAP_REVNAT, n + 1024],
+      ]);
       const loaded = loadPinned({ objectPath: compileBpf({ program: 'sock' }).path, pinDir, maxEntries: (name) => sizes.get(name) });
       const opened = variants.map((v) => v.openPinned(pinDir!));
       variants.forEach((v, i) => writers.set(v, new v.adapter(opened[i]!.family(4))));
-      close = () => { for (const m of opened) m.close(); loaded.object.close(); };
+      close = () => {
+        for (const m of opened) m.close();
+        loaded.object.close();
+      };
     }
     const samples = new Map<Variant, Sample[]>(variants.map((v) => [v, []]));
     // Warm-up (JIT), then the reps, the variants taking turns.
@@ -171,7 +199,12 @@ if (args.heap) {
         const wall = list.map((s) => s[k]!.wall);
         const cpu = list.map((s) => s[k]!.cpu);
         const sys = list.map((s) => s[k]!.sys);
-        summary[k] = { wallMedian: +median(wall).toFixed(1), wallMin: +Math.min(...wall).toFixed(1), cpuMedian: +median(cpu).toFixed(1), sysMedian: +median(sys).toFixed(1) };
+        summary[k] = {
+          wallMedian: +median(wall).toFixed(1),
+          wallMin: +Math.min(...wall).toFixed(1),
+          cpuMedian: +median(cpu).toFixed(1),
+          sysMedian: +median(sys).toFixed(1),
+        };
       }
       process.stdout.write(`${JSON.stringify(summary)}\n`);
     }

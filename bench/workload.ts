@@ -54,9 +54,8 @@ export function makeServices(n: number, perService: number, measured?: readonly 
   if (n * perService > 4_000_000) throw new Error('too many endpoints for the filler range');
   const out: BenchService[] = new Array(n);
   for (let i = 0; i < n; i++) {
-    const endpoints = i === n - 1 && measured
-      ? [...measured]
-      : Array.from({ length: perService }, (_, k) => ipStr(FILLER_BASE + i * perService + k));
+    const endpoints =
+      i === n - 1 && measured ? [...measured] : Array.from({ length: perService }, (_, k) => ipStr(FILLER_BASE + i * perService + k));
     out[i] = { index: i, name: serviceName(i), vip: vipOf(i), endpoints };
   }
   return out;
@@ -82,9 +81,10 @@ export function makeServices6(n: number, perService: number, measured?: readonly
   const v6 = (prefix: readonly number[], x: number) => formatIpv6([...prefix, Math.floor(x / 0x10000) & 0xffff, x & 0xffff]);
   const out: BenchService[] = new Array(n);
   for (let i = 0; i < n; i++) {
-    const endpoints = i === n - 1 && measured
-      ? [...measured]
-      : Array.from({ length: perService }, (_, k) => v6([0xfd00, 0x10, 0x128, 0, 0, 0], i * perService + k));
+    const endpoints =
+      i === n - 1 && measured
+        ? [...measured]
+        : Array.from({ length: perService }, (_, k) => v6([0xfd00, 0x10, 0x128, 0, 0, 0], i * perService + k));
     out[i] = { index: i, name: serviceName(i), vip: v6([0xfd00, 0x10, 0x96, 0, 0, 0], i + 1), endpoints };
   }
   return out;

@@ -42,21 +42,29 @@ function measure(name: string, texts: () => string[], load: Loader, reps: number
     for (const t of ts) load(t);
     times.push(performance.now() - t0);
   }
-  gc!(); gc!();
+  gc!();
+  gc!();
   const before = process.memoryUsage().heapUsed;
   let kept: unknown[][] = [];
   {
     const ts = texts();
     kept = ts.map((t) => load(t));
   }
-  gc!(); gc!();
+  gc!();
+  gc!();
   const retained = process.memoryUsage().heapUsed - before;
   const n = kept.reduce((a, k) => a + k.length, 0);
   kept = [];
   return `| ${name} | ${median(times).toFixed(0)} ms | ${(retained / 2 ** 20).toFixed(1)} MiB (${n} documents) |`;
 }
 
-const { values } = parseArgs({ options: { reps: { type: 'string', default: '5' }, services: { type: 'string', default: '10000' }, files: { type: 'string', default: '1000' } } });
+const { values } = parseArgs({
+  options: {
+    reps: { type: 'string', default: '5' },
+    services: { type: 'string', default: '10000' },
+    files: { type: 'string', default: '1000' },
+  },
+});
 const reps = Number(values.reps);
 const big = makeServices(Number(values.services), 10);
 const small = makeServices(Number(values.files), 10);
@@ -69,6 +77,8 @@ for (const [c, make] of cases) {
   const made = make();
   const f = () => made;
   const bytes = f().reduce((a, t) => a + t.length, 0);
-  process.stdout.write(`\n${c} (${(bytes / 2 ** 20).toFixed(1)} MiB of text)\n\n| loader | read | heap retained after |\n| --- | --- | --- |\n`);
+  process.stdout.write(
+    `\n${c} (${(bytes / 2 ** 20).toFixed(1)} MiB of text)\n\n| loader | read | heap retained after |\n| --- | --- | --- |\n`,
+  );
   for (const [name, load] of Object.entries(LOADERS)) process.stdout.write(`${measure(name, f, load, reps)}\n`);
 }

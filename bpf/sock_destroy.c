@@ -27,8 +27,8 @@ int svcmap_term_tcp(struct bpf_iter__tcp *ctx)
 	if (!sk)
 		return 0;
 	state = sk->skc_state;
-	if (state == SVCMAP_TCP_TIME_WAIT || state == SVCMAP_TCP_NEW_SYN_RECV ||
-	    state == SVCMAP_TCP_LISTEN || state == SVCMAP_TCP_CLOSE)
+	if (state == SVCMAP_TCP_TIME_WAIT || state == SVCMAP_TCP_NEW_SYN_RECV || state == SVCMAP_TCP_LISTEN ||
+	    state == SVCMAP_TCP_CLOSE)
 		return 0;
 	sock_term(ctx->meta, sk, IPPROTO_TCP);
 	return 0;

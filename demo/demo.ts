@@ -13,7 +13,11 @@ import { cleanupPins } from '../src/cli/cleanup.ts';
 import { ensureBpffs as mountBpffs, labPinDir, sweepStalePins } from '../lab/pins.ts';
 
 const MANIFESTS = fileURLToPath(new URL('./manifests', import.meta.url));
-const PODS = [['pod-a', '10.244.0.11', 'fd00:10:244::11'], ['pod-b', '10.244.0.12', 'fd00:10:244::12'], ['pod-c', '10.244.0.13', 'fd00:10:244::13']] as const;
+const PODS = [
+  ['pod-a', '10.244.0.11', 'fd00:10:244::11'],
+  ['pod-b', '10.244.0.12', 'fd00:10:244::12'],
+  ['pod-c', '10.244.0.13', 'fd00:10:244::13'],
+] as const;
 /** The node bridge's and the client's IPv6 addresses (unique local: inside the demo's namespaces only). */
 const NODE_IP6 = 'fd00:10:244::1';
 const CLIENT_IP6 = 'fd00:10:244::100';
@@ -44,7 +48,11 @@ async function main(): Promise<void> {
   const teardown = {
     emergency() {
       agent?.kill('SIGKILL');
-      try { cleanupPins(pinDir); } catch { /* best effort */ }
+      try {
+        cleanupPins(pinDir);
+      } catch {
+        /* best effort */
+      }
       rmSync(manifests, { recursive: true, force: true });
     },
   };
@@ -69,7 +77,20 @@ async function main(): Promise<void> {
     say('   (the VIPs 10.96.0.x and fd00:10:96::x exist nowhere: no route, no address; only svcmap makes them work)');
 
     say(`\n== 2. svcmap agent --manifests ${MANIFESTS} --cgroup ${cgroup}`);
-    agent = new AgentProcess(['--manifests', manifests, '--cgroup', cgroup, '--pin-dir', pinDir, '--node-name', 'demo-node', '--metrics-bind-address', '127.0.0.1:0', '--healthz-bind-address', '127.0.0.1:0']);
+    agent = new AgentProcess([
+      '--manifests',
+      manifests,
+      '--cgroup',
+      cgroup,
+      '--pin-dir',
+      pinDir,
+      '--node-name',
+      'demo-node',
+      '--metrics-bind-address',
+      '127.0.0.1:0',
+      '--healthz-bind-address',
+      '127.0.0.1:0',
+    ]);
     const synced = await agent.waitForSync(0, 60000);
     const up = agent.lines.find((l) => String(l.msg).startsWith('datapath up'));
     say(`   BPF objects: ${(up?.objects as string[] | undefined)?.join(', ') ?? '?'}`);
@@ -77,9 +98,10 @@ async function main(): Promise<void> {
 
     say('\n== 3. 100 connections / datagrams to each VIP, from the client namespace');
     for (const t of TARGETS) {
-      const r = t.proto === 'tcp'
-        ? await client.tcpConnect({ ip: t.ip, port: t.port, count: 100, timeoutMs: 2000, concurrency: 4 })
-        : await client.udpSend({ ip: t.ip, port: t.port, count: 100, connected: false, timeoutMs: 2000 });
+      const r =
+        t.proto === 'tcp'
+          ? await client.tcpConnect({ ip: t.ip, port: t.port, count: 100, timeoutMs: 2000, concurrency: 4 })
+          : await client.udpSend({ ip: t.ip, port: t.port, count: 100, connected: false, timeoutMs: 2000 });
       say(`   ${t.what}: ${r.ok} ok, ${r.failed} failed${r.failed ? ` ${JSON.stringify(r.errors)}` : ''}`);
       for (const [name] of PODS) {
         const n = r.byPod[name] ?? 0;

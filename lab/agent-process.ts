@@ -74,7 +74,9 @@ export class AgentProcess {
         });
       }
     });
-    this.child.stderr!.setEncoding('utf8').on('data', (c: string) => { this.stderr += c; });
+    this.child.stderr!.setEncoding('utf8').on('data', (c: string) => {
+      this.stderr += c;
+    });
     this.exited = new Promise((resolve) => this.child.on('exit', (code) => resolve(code)));
   }
 
@@ -89,14 +91,36 @@ export class AgentProcess {
     if (hit) return Promise.resolve(hit);
     return new Promise((resolve, reject) => {
       const timer = setTimeout(() => {
-        reject(new Error(`agent: no log line ${opts.what ?? ''} within ${opts.timeoutMs ?? 15000} ms; last lines:\n${this.lines.slice(-8).map((l) => JSON.stringify(l)).join('\n')}\nstderr: ${this.stderr}`));
+        reject(
+          new Error(
+            `agent: no log line ${opts.what ?? ''} within ${opts.timeoutMs ?? 15000} ms; last lines:\n${this.lines
+              .slice(-8)
+              .map((l) => JSON.stringify(l))
+              .join('\n')}\nstderr: ${this.stderr}`,
+          ),
+        );
       }, opts.timeoutMs ?? 15000);
       const onExit = (code: number | null) => {
         clearTimeout(timer);
-        reject(new Error(`agent exited with ${code} while waiting for ${opts.what ?? 'a log line'}; stderr: ${this.stderr}\nlast lines:\n${this.lines.slice(-8).map((l) => JSON.stringify(l)).join('\n')}`));
+        reject(
+          new Error(
+            `agent exited with ${code} while waiting for ${opts.what ?? 'a log line'}; stderr: ${this.stderr}\nlast lines:\n${this.lines
+              .slice(-8)
+              .map((l) => JSON.stringify(l))
+              .join('\n')}`,
+          ),
+        );
       };
       this.child.once('exit', onExit);
-      this.#waiters.push({ pred, from, resolve: (l) => { clearTimeout(timer); this.child.off('exit', onExit); resolve(l); } });
+      this.#waiters.push({
+        pred,
+        from,
+        resolve: (l) => {
+          clearTimeout(timer);
+          this.child.off('exit', onExit);
+          resolve(l);
+        },
+      });
     });
   }
 

@@ -71,9 +71,7 @@ class Tally {
   }
 }
 
-type ConnOutcome =
-  | { ok: true; reply: EchoReply; peer: string; connectMs: number }
-  | { ok: false; code: string };
+type ConnOutcome = { ok: true; reply: EchoReply; peer: string; connectMs: number } | { ok: false; code: string };
 
 function parseReply(line: string): EchoReply | undefined {
   try {

@@ -73,13 +73,18 @@ export function failingChecks(tapOutput: string): string[] {
   if (out.length) return out;
   // A subtest (or the file) that failed with no failing check of its own: it crashed, timed out or missed its plan.
   const why = lastComment ? ` (${lastComment})` : '';
-  return failedSubtests.length ? [`${failedSubtests[0]}: failed with no failing check${why}`] : [`no failing check reported${why || ' (tap exited non-zero)'}`];
+  return failedSubtests.length
+    ? [`${failedSubtests[0]}: failed with no failing check${why}`]
+    : [`no failing check reported${why || ' (tap exited non-zero)'}`];
 }
 
 /** stress-ng on every core, at the lowest priority (the tests keep the CPU they get, but never an idle core), in its own process group. */
 function startLoad(): ChildProcess {
   const cpus = availableParallelism();
-  const child = spawn('nice', ['-n', '19', 'stress-ng', '--cpu', String(cpus), '--cpu-load', '100', '--quiet'], { detached: true, stdio: 'ignore' });
+  const child = spawn('nice', ['-n', '19', 'stress-ng', '--cpu', String(cpus), '--cpu-load', '100', '--quiet'], {
+    detached: true,
+    stdio: 'ignore',
+  });
   child.on('error', (err) => {
     process.stderr.write(`flake-hunt: stress-ng: ${err.message}\n`);
     process.exit(1);
@@ -105,8 +110,12 @@ export function runFile(file: string): Promise<{ status: number | null; output: 
     env.PATH = `${BIN}:${process.env.PATH ?? ''}`;
     const child = spawn(TAP, ['--reporter=tap', '--jobs=1', file], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
     let output = '';
-    child.stdout.on('data', (d: Buffer) => { output += d.toString(); });
-    child.stderr.on('data', (d: Buffer) => { output += d.toString(); });
+    child.stdout.on('data', (d: Buffer) => {
+      output += d.toString();
+    });
+    child.stderr.on('data', (d: Buffer) => {
+      output += d.toString();
+    });
     child.on('error', reject);
     child.on('close', (status) => resolve({ status, output }));
   });
@@ -149,13 +158,20 @@ async function main(): Promise<number> {
   }
   // Stopped here, not only on exit: the child would keep the process (and its 'exit') from coming.
   stop();
-  process.stdout.write(`flake-hunt: ${runs} runs of ${files.length} files (N=${n}${load ? ', under stress-ng' : ''}): ${failedRuns} failed runs, ${failures.length} failing checks\n`);
+  process.stdout.write(
+    `flake-hunt: ${runs} runs of ${files.length} files (N=${n}${load ? ', under stress-ng' : ''}): ${failedRuns} failed runs, ${failures.length} failing checks\n`,
+  );
   return failedRuns === 0 ? 0 : 1;
 }
 
 if (import.meta.main) {
-  main().then((code) => { process.exitCode = code; }, (err: unknown) => {
-    process.stderr.write(`flake-hunt: ${(err as Error).message}\n`);
-    process.exitCode = 2;
-  });
+  main().then(
+    (code) => {
+      process.exitCode = code;
+    },
+    (err: unknown) => {
+      process.stderr.write(`flake-hunt: ${(err as Error).message}\n`);
+      process.exitCode = 2;
+    },
+  );
 }

@@ -241,11 +241,7 @@ export class Lab {
       bridgeIp,
       bridge: 'br0',
     }));
-    await ipBatchIn(node.ns, [
-      'link add br0 type bridge',
-      `addr add ${bridgeIp}/${cidr.prefix} dev br0`,
-      'link set br0 up',
-    ]);
+    await ipBatchIn(node.ns, ['link add br0 type bridge', `addr add ${bridgeIp}/${cidr.prefix} dev br0`, 'link set br0 up']);
     if (opts.forward) await this.forward(node);
     return node;
   }
@@ -263,7 +259,8 @@ export class Lab {
     parseIpv4(addr.ip);
     if (addr.prefix !== cidr.prefix || !cidrContains(cidr, addr.ip)) throw new Error(`${ip} is not in node ${node.name}'s ${node.cidr}`);
     const broadcast = nthHost(cidr, 2 ** (32 - cidr.prefix) - 1);
-    if (addr.ip === cidr.network || addr.ip === broadcast || addr.ip === node.bridgeIp) throw new Error(`${ip} is reserved in ${node.cidr}`);
+    if (addr.ip === cidr.network || addr.ip === broadcast || addr.ip === node.bridgeIp)
+      throw new Error(`${ip} is reserved in ${node.cidr}`);
     const pod = await this.#newNs<LabPod>(name, (ns) => ({
       kind: 'pod',
       name,
@@ -418,7 +415,12 @@ export class Lab {
   }
 
   /** A lab helper script (node + args) in the namespace, once it reported ready; stopped again if it never does. */
-  async #startHelper(ns: LabNs, args: readonly string[], opts: Pick<ClientOptions, 'cgroup' | 'cpu'>, what: string): Promise<{ child: ChildProcess; lines: JsonLines }> {
+  async #startHelper(
+    ns: LabNs,
+    args: readonly string[],
+    opts: Pick<ClientOptions, 'cgroup' | 'cpu'>,
+    what: string,
+  ): Promise<{ child: ChildProcess; lines: JsonLines }> {
     const child = this.spawn(ns, HELPER_NODE, [...NODE_FLAGS, ...args], {
       env: helperEnv(),
       stdio: ['pipe', 'pipe', 'pipe'],

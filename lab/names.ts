@@ -89,7 +89,10 @@ export function checkIfName(name: string): string {
 /** A cgroup directory name for a run: `svcmap-<id>` or `svcmap-<id>-<name>`. */
 export function cgroupName(runId: string, name?: string): string {
   if (name === undefined || name === '') return `${CGROUP_PREFIX}${runId}`;
-  const clean = name.toLowerCase().replace(/[^a-z0-9-]/g, '-').slice(0, 32);
+  const clean = name
+    .toLowerCase()
+    .replace(/[^a-z0-9-]/g, '-')
+    .slice(0, 32);
   if (!/^[a-z0-9-]{1,32}$/.test(clean)) throw new Error(`bad cgroup name ${JSON.stringify(name)}`);
   return `${CGROUP_PREFIX}${runId}-${clean}`;
 }
@@ -141,7 +144,7 @@ export function parseIfAddr(s: string): { ip: string; prefix: number } {
 
 export function cidrContains(cidr: Cidr, ip: string): boolean {
   const mask = maskOf(cidr.prefix);
-  return ((parseIpv4(ip) & mask) >>> 0) === parseIpv4(cidr.network);
+  return (parseIpv4(ip) & mask) >>> 0 === parseIpv4(cidr.network);
 }
 
 /** The n-th host address of a CIDR (n = 1 is the first usable host). */

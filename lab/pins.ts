@@ -51,7 +51,11 @@ export function removePinDir(dir: string): string[] {
 /** Detaches and removes the pins of lab runs whose owning process is gone. Returns what it removed. */
 export function sweepStalePins(): string[] {
   if (!existsSync(PIN_ROOT)) return [];
-  const live = new Set(readRecords().filter(ownerAlive).map((r) => r.id));
+  const live = new Set(
+    readRecords()
+      .filter(ownerAlive)
+      .map((r) => r.id),
+  );
   const removed: string[] = [];
   for (const name of readdirSync(PIN_ROOT)) {
     const id = PIN_NAME.exec(name)?.[1];

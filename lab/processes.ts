@@ -176,11 +176,18 @@ export interface ScriptResult {
  */
 export function runNodeScript(script: string, args: readonly string[]): Promise<ScriptResult> {
   return new Promise((resolve) => {
-    const child = spawn(process.execPath, ['--disable-warning=ExperimentalWarning', script, ...args], { env: helperEnv(), stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, ['--disable-warning=ExperimentalWarning', script, ...args], {
+      env: helperEnv(),
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
     let stdout = '';
     let stderr = '';
-    child.stdout!.setEncoding('utf8').on('data', (d: string) => { stdout += d; });
-    child.stderr!.setEncoding('utf8').on('data', (d: string) => { stderr += d; });
+    child.stdout!.setEncoding('utf8').on('data', (d: string) => {
+      stdout += d;
+    });
+    child.stderr!.setEncoding('utf8').on('data', (d: string) => {
+      stderr += d;
+    });
     const kill = () => child.kill('SIGTERM');
     process.once('exit', kill);
     child.on('close', (code) => {

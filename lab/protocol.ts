@@ -167,9 +167,7 @@ export interface ClientRequest<K extends ClientOp = ClientOp> {
   args: ClientOps[K]['args'];
 }
 
-export type ClientResponse =
-  | { id: number; ok: true; result: unknown }
-  | { id: number; ok: false; error: string };
+export type ClientResponse = { id: number; ok: true; result: unknown } | { id: number; ok: false; error: string };
 
 export interface ClientReady {
   ready: true;

@@ -38,7 +38,7 @@ export function run(cmd: string, args: readonly string[], opts: RunOptions = {})
       (err, stdout, stderr) => {
         if (err) {
           const e = err as NodeJS.ErrnoException & { killed?: boolean; signal?: string };
-          const code = e.killed ? 'TIMEOUT' : (typeof e.code === 'number' || typeof e.code === 'string' ? e.code : (e.signal ?? null));
+          const code = e.killed ? 'TIMEOUT' : typeof e.code === 'number' || typeof e.code === 'string' ? e.code : (e.signal ?? null);
           reject(new CommandError(cmd, args, code, stdout, stderr || e.message));
         } else {
           resolve(stdout);

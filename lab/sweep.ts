@@ -21,7 +21,9 @@ const { values } = parseArgs({
 });
 
 if (values.help) {
-  process.stdout.write('usage: node lab/sweep.ts [--prefix sm] [--orphans] [--json]\n  removes namespaces, cgroups and processes of lab runs whose owner died;\n  --orphans also lab-named ones without any run record\n');
+  process.stdout.write(
+    'usage: node lab/sweep.ts [--prefix sm] [--orphans] [--json]\n  removes namespaces, cgroups and processes of lab runs whose owner died;\n  --orphans also lab-named ones without any run record\n',
+  );
   process.exit(0);
 }
 

@@ -19,7 +19,12 @@ const ROOT = fileURLToPath(new URL('..', import.meta.url));
 export const INCLUDE_DIR = join(ROOT, 'bpf/include');
 export const GENERATED = join(ROOT, 'src/maps/generated/constants.gen.ts');
 
-interface Constant { name: string; text: string; value: number | bigint | string; doc?: string }
+interface Constant {
+  name: string;
+  text: string;
+  value: number | bigint | string;
+  doc?: string;
+}
 
 /** Every .h file under dir, in a stable order. */
 function headers(dir: string): string[] {
@@ -45,7 +50,8 @@ interface Scope {
   ahead: (name: string) => Constant | undefined;
 }
 
-const literal = (value: number | bigint | string) => (typeof value === 'string' ? `'${value}'` : typeof value === 'bigint' ? `${value}n` : String(value));
+const literal = (value: number | bigint | string) =>
+  typeof value === 'string' ? `'${value}'` : typeof value === 'bigint' ? `${value}n` : String(value);
 
 /**
  * raw as TypeScript: a name generated before it is referred to by name, one
@@ -112,7 +118,8 @@ function parse(text: string, scope: Scope, file: string): Constant[] {
       const member = /^\s*(\w+)\s*(?:=\s*([^,/]+?))?\s*,?\s*(\/\*.*\*\/|\/\/.*)?\s*$/.exec(lines[i]!);
       if (!member) continue;
       const v = member[2] === undefined ? { value: next, text: String(next) } : valueOf(member[2], scope);
-      if (!v || typeof v.value !== 'number') throw new Error(`${file}: enum member ${member[1]} has a value this generator cannot read: ${member[2]}`);
+      if (!v || typeof v.value !== 'number')
+        throw new Error(`${file}: enum member ${member[1]} has a value this generator cannot read: ${member[2]}`);
       next = v.value + 1;
       const doc = docOf(member[3]);
       add({ name: member[1]!, ...v, ...(doc ? { doc } : {}) });
@@ -163,7 +170,11 @@ export function generateConstants(includeDir = INCLUDE_DIR): string {
 if (process.argv[1] === fileURLToPath(import.meta.url)) {
   const text = generateConstants();
   let old = '';
-  try { old = readFileSync(GENERATED, 'utf8'); } catch { /* first run */ }
+  try {
+    old = readFileSync(GENERATED, 'utf8');
+  } catch {
+    /* first run */
+  }
   if (process.argv.includes('--check')) {
     if (old !== text) {
       console.error(`${relative(ROOT, GENERATED)} is stale: run make constants`);

@@ -25,15 +25,18 @@
 /* Newer than the UAPI headers of Debian 12; the values are kernel ABI. */
 #ifndef BPF_TCX_INGRESS
 #define SVCMAP_TCX_INGRESS 46
-#define SVCMAP_TCX_EGRESS 47
+#define SVCMAP_TCX_EGRESS  47
 #else
 #define SVCMAP_TCX_INGRESS BPF_TCX_INGRESS
-#define SVCMAP_TCX_EGRESS BPF_TCX_EGRESS
+#define SVCMAP_TCX_EGRESS  BPF_TCX_EGRESS
 #endif
 
 #define SHIM_API __attribute__((visibility("default")))
 
-SHIM_API int svcmap_shim_abi_version(void) { return 3; }
+SHIM_API int svcmap_shim_abi_version(void)
+{
+	return 3;
+}
 
 /* ---- libbpf's own messages, captured so errors can carry them ---------- */
 
@@ -100,14 +103,11 @@ SHIM_API int svcmap_log_take(char *buf, size_t size)
  * libbpf would otherwise pin them under /sys/fs/bpf, so a private copy of
  * an object (a test, a tool) would share the node's maps.
  */
-SHIM_API struct bpf_object *svcmap_open(const char *path, const char *pin_root,
-					 char *log_buf, size_t log_size, __u32 log_level)
+SHIM_API struct bpf_object *svcmap_open(const char *path, const char *pin_root, char *log_buf, size_t log_size,
+					__u32 log_level)
 {
-	LIBBPF_OPTS(bpf_object_open_opts, opts,
-		    .pin_root_path = pin_root,
-		    .kernel_log_buf = log_buf,
-		    .kernel_log_size = log_size,
-		    .kernel_log_level = log_level);
+	LIBBPF_OPTS(bpf_object_open_opts, opts, .pin_root_path = pin_root, .kernel_log_buf = log_buf,
+		    .kernel_log_size = log_size, .kernel_log_level = log_level);
 	struct bpf_object *obj = bpf_object__open_file(path, &opts);
 	struct bpf_map *map;
 	int err;
@@ -132,9 +132,8 @@ SHIM_API struct bpf_object *svcmap_open(const char *path, const char *pin_root,
 
 /* ---- info about maps, programs and links -------------------------------- */
 
-SHIM_API int svcmap_map_info(int fd, __u32 *type, __u32 *id, __u32 *key_size,
-			     __u32 *value_size, __u32 *max_entries, __u32 *map_flags,
-			     char *name, size_t name_size)
+SHIM_API int svcmap_map_info(int fd, __u32 *type, __u32 *id, __u32 *key_size, __u32 *value_size, __u32 *max_entries,
+			     __u32 *map_flags, char *name, size_t name_size)
 {
 	struct bpf_map_info info;
 	__u32 len = sizeof(info);
@@ -154,8 +153,7 @@ SHIM_API int svcmap_map_info(int fd, __u32 *type, __u32 *id, __u32 *key_size,
 	return 0;
 }
 
-SHIM_API int svcmap_prog_info(int fd, __u32 *type, __u32 *id, char *tag_hex,
-			      char *name, size_t name_size)
+SHIM_API int svcmap_prog_info(int fd, __u32 *type, __u32 *id, char *tag_hex, char *name, size_t name_size)
 {
 	struct bpf_prog_info info;
 	__u32 len = sizeof(info);
@@ -174,8 +172,7 @@ SHIM_API int svcmap_prog_info(int fd, __u32 *type, __u32 *id, char *tag_hex,
 }
 
 /* target: the cgroup id for cgroup links, the ifindex for tcx links. */
-SHIM_API int svcmap_link_info(int fd, __u32 *type, __u32 *id, __u32 *prog_id,
-			      __u32 *attach_type, __u64 *target)
+SHIM_API int svcmap_link_info(int fd, __u32 *type, __u32 *id, __u32 *prog_id, __u32 *attach_type, __u64 *target)
 {
 	struct bpf_link_info info;
 	__u32 len = sizeof(info);
@@ -203,8 +200,7 @@ SHIM_API int svcmap_link_info(int fd, __u32 *type, __u32 *id, __u32 *prog_id,
 
 /* ---- batch map operations (elem_flags lives in an opts struct) ---------- */
 
-SHIM_API int svcmap_map_update_batch(int fd, const void *keys, const void *values,
-				     __u32 *count, __u64 elem_flags)
+SHIM_API int svcmap_map_update_batch(int fd, const void *keys, const void *values, __u32 *count, __u64 elem_flags)
 {
 	LIBBPF_OPTS(bpf_map_batch_opts, opts, .elem_flags = elem_flags);
 
@@ -219,8 +215,7 @@ SHIM_API int svcmap_map_delete_batch(int fd, const void *keys, __u32 *count)
 }
 
 /* in_batch NULL starts from the beginning; -ENOENT means this was the last chunk. */
-SHIM_API int svcmap_map_lookup_batch(int fd, void *in_batch, void *out_batch,
-				     void *keys, void *values, __u32 *count)
+SHIM_API int svcmap_map_lookup_batch(int fd, void *in_batch, void *out_batch, void *keys, void *values, __u32 *count)
 {
 	LIBBPF_OPTS(bpf_map_batch_opts, opts);
 
@@ -250,13 +245,11 @@ SHIM_API int svcmap_tcx_attach_type(int ingress)
 }
 
 /* Classic clsact + cls_bpf in direct-action mode, for kernels without tcx. */
-SHIM_API int svcmap_tc_attach(int ifindex, int ingress, int prog_fd, __u32 handle,
-			      __u32 priority, int replace)
+SHIM_API int svcmap_tc_attach(int ifindex, int ingress, int prog_fd, __u32 handle, __u32 priority, int replace)
 {
-	LIBBPF_OPTS(bpf_tc_hook, hook, .ifindex = ifindex,
-		    .attach_point = ingress ? BPF_TC_INGRESS : BPF_TC_EGRESS);
-	LIBBPF_OPTS(bpf_tc_opts, opts, .prog_fd = prog_fd, .handle = handle,
-		    .priority = priority, .flags = replace ? BPF_TC_F_REPLACE : 0);
+	LIBBPF_OPTS(bpf_tc_hook, hook, .ifindex = ifindex, .attach_point = ingress ? BPF_TC_INGRESS : BPF_TC_EGRESS);
+	LIBBPF_OPTS(bpf_tc_opts, opts, .prog_fd = prog_fd, .handle = handle, .priority = priority,
+		    .flags = replace ? BPF_TC_F_REPLACE : 0);
 	int err = bpf_tc_hook_create(&hook);
 
 	if (err && err != -EEXIST)
@@ -266,19 +259,16 @@ SHIM_API int svcmap_tc_attach(int ifindex, int ingress, int prog_fd, __u32 handl
 
 SHIM_API int svcmap_tc_detach(int ifindex, int ingress, __u32 handle, __u32 priority)
 {
-	LIBBPF_OPTS(bpf_tc_hook, hook, .ifindex = ifindex,
-		    .attach_point = ingress ? BPF_TC_INGRESS : BPF_TC_EGRESS);
+	LIBBPF_OPTS(bpf_tc_hook, hook, .ifindex = ifindex, .attach_point = ingress ? BPF_TC_INGRESS : BPF_TC_EGRESS);
 	LIBBPF_OPTS(bpf_tc_opts, opts, .handle = handle, .priority = priority);
 
 	return bpf_tc_detach(&hook, &opts);
 }
 
 /* Returns the attached program id in *prog_id, or -ENOENT. */
-SHIM_API int svcmap_tc_query(int ifindex, int ingress, __u32 handle, __u32 priority,
-			     __u32 *prog_id)
+SHIM_API int svcmap_tc_query(int ifindex, int ingress, __u32 handle, __u32 priority, __u32 *prog_id)
 {
-	LIBBPF_OPTS(bpf_tc_hook, hook, .ifindex = ifindex,
-		    .attach_point = ingress ? BPF_TC_INGRESS : BPF_TC_EGRESS);
+	LIBBPF_OPTS(bpf_tc_hook, hook, .ifindex = ifindex, .attach_point = ingress ? BPF_TC_INGRESS : BPF_TC_EGRESS);
 	LIBBPF_OPTS(bpf_tc_opts, opts, .handle = handle, .priority = priority);
 	int err = bpf_tc_query(&hook, &opts);
 
@@ -289,18 +279,13 @@ SHIM_API int svcmap_tc_query(int ifindex, int ingress, __u32 handle, __u32 prior
 
 /* ---- BPF_PROG_TEST_RUN ---------------------------------------------------- */
 
-SHIM_API int svcmap_prog_test_run(int prog_fd, const void *data_in, __u32 size_in,
-				  void *data_out, __u32 *size_out,
-				  const void *ctx_in, __u32 ctx_size_in,
-				  void *ctx_out, __u32 *ctx_size_out,
+SHIM_API int svcmap_prog_test_run(int prog_fd, const void *data_in, __u32 size_in, void *data_out, __u32 *size_out,
+				  const void *ctx_in, __u32 ctx_size_in, void *ctx_out, __u32 *ctx_size_out,
 				  __u32 repeat, __u32 *retval, __u32 *duration)
 {
-	LIBBPF_OPTS(bpf_test_run_opts, opts,
-		    .data_in = data_in, .data_size_in = size_in,
-		    .data_out = data_out, .data_size_out = *size_out,
-		    .ctx_in = ctx_in, .ctx_size_in = ctx_size_in,
-		    .ctx_out = ctx_out, .ctx_size_out = ctx_size_out ? *ctx_size_out : 0,
-		    .repeat = repeat);
+	LIBBPF_OPTS(bpf_test_run_opts, opts, .data_in = data_in, .data_size_in = size_in, .data_out = data_out,
+		    .data_size_out = *size_out, .ctx_in = ctx_in, .ctx_size_in = ctx_size_in, .ctx_out = ctx_out,
+		    .ctx_size_out = ctx_size_out ? *ctx_size_out : 0, .repeat = repeat);
 	int err = bpf_prog_test_run_opts(prog_fd, &opts);
 
 	if (err)
@@ -327,8 +312,7 @@ static const struct btf_type *find_struct(const struct btf *btf, const char *nam
 }
 
 /* Size and member count of struct `name`, or -ENOENT. */
-SHIM_API int svcmap_btf_struct(const struct btf *btf, const char *name, __u32 *size,
-			       __u32 *members)
+SHIM_API int svcmap_btf_struct(const struct btf *btf, const char *name, __u32 *size, __u32 *members)
 {
 	const struct btf_type *t = find_struct(btf, name, NULL);
 
@@ -341,9 +325,8 @@ SHIM_API int svcmap_btf_struct(const struct btf *btf, const char *name, __u32 *s
 
 /* Member idx of struct `name`: its name, bit offset, bitfield size (0 if
  * none) and byte size. */
-SHIM_API int svcmap_btf_member(const struct btf *btf, const char *name, __u32 idx,
-			       char *member_name, size_t name_size, __u32 *bit_offset,
-			       __u32 *bitfield_size, __u32 *byte_size)
+SHIM_API int svcmap_btf_member(const struct btf *btf, const char *name, __u32 idx, char *member_name, size_t name_size,
+			       __u32 *bit_offset, __u32 *bitfield_size, __u32 *byte_size)
 {
 	const struct btf_type *t = find_struct(btf, name, NULL);
 	const struct btf_member *m;

@@ -10,7 +10,9 @@ const SRC = fileURLToPath(new URL('../src', import.meta.url));
 const LAYERS = ['cli', 'agent', 'sources', 'model', 'sync', 'maps', 'bpf', 'util'];
 
 function files(dir: string): string[] {
-  return readdirSync(dir, { withFileTypes: true }).flatMap((e) => (e.isDirectory() ? files(join(dir, e.name)) : e.name.endsWith('.ts') ? [join(dir, e.name)] : []));
+  return readdirSync(dir, { withFileTypes: true }).flatMap((e) =>
+    e.isDirectory() ? files(join(dir, e.name)) : e.name.endsWith('.ts') ? [join(dir, e.name)] : [],
+  );
 }
 
 const layerOf = (path: string) => relative(SRC, path).split('/')[0]!;

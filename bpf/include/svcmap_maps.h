@@ -28,52 +28,52 @@
 #include <linux/types.h>
 
 /* Map names (at most 15 characters: the kernel's BPF_OBJ_NAME_LEN - 1). */
-#define SVCMAP_MAP_SERVICES  svcmap_svc
-#define SVCMAP_MAP_BACKENDS  svcmap_be
-#define SVCMAP_MAP_REVNAT    svcmap_revnat
-#define SVCMAP_MAP_SK_REVNAT svcmap_sk_rnat
-#define SVCMAP_MAP_CT        svcmap_ct
-#define SVCMAP_MAP_SRC_RANGE svcmap_srcrng
-#define SVCMAP_MAP_CONFIG    svcmap_cfg
-#define SVCMAP_MAP_AFFINITY  svcmap_affin
-#define SVCMAP_MAP_METRICS   svcmap_metrics
-#define SVCMAP_MAP_DEV_ADDR  svcmap_devaddr
-#define SVCMAP_MAP_BE_CONNS  svcmap_be_conns
+#define SVCMAP_MAP_SERVICES   svcmap_svc
+#define SVCMAP_MAP_BACKENDS   svcmap_be
+#define SVCMAP_MAP_REVNAT     svcmap_revnat
+#define SVCMAP_MAP_SK_REVNAT  svcmap_sk_rnat
+#define SVCMAP_MAP_CT         svcmap_ct
+#define SVCMAP_MAP_SRC_RANGE  svcmap_srcrng
+#define SVCMAP_MAP_CONFIG     svcmap_cfg
+#define SVCMAP_MAP_AFFINITY   svcmap_affin
+#define SVCMAP_MAP_METRICS    svcmap_metrics
+#define SVCMAP_MAP_DEV_ADDR   svcmap_devaddr
+#define SVCMAP_MAP_BE_CONNS   svcmap_be_conns
 #define SVCMAP_MAP_SK_BACKEND svcmap_sk_be
-#define SVCMAP_MAP_MAGLEV    svcmap_maglev
-#define SVCMAP_MAP_ZONES     svcmap_zones
-#define SVCMAP_MAP_SK_COUNT svcmap_sk_count /* not pinned: the recount's working set */
-#define SVCMAP_MAP_SK_TERM svcmap_sk_term   /* not pinned: socket termination's working set */
+#define SVCMAP_MAP_MAGLEV     svcmap_maglev
+#define SVCMAP_MAP_ZONES      svcmap_zones
+#define SVCMAP_MAP_SK_COUNT   svcmap_sk_count /* not pinned: the recount's working set */
+#define SVCMAP_MAP_SK_TERM    svcmap_sk_term  /* not pinned: socket termination's working set */
 
 /* The IPv6 twins. */
-#define SVCMAP_MAP_SERVICES6 svcmap_svc6
-#define SVCMAP_MAP_BACKENDS6 svcmap_be6
-#define SVCMAP_MAP_REVNAT6   svcmap_revnat6
-#define SVCMAP_MAP_SK_REVNAT6 svcmap_sk_rnat6
-#define SVCMAP_MAP_CT6       svcmap_ct6
-#define SVCMAP_MAP_SRC_RANGE6 svcmap_srcrng6
-#define SVCMAP_MAP_DEV_ADDR6 svcmap_devaddr6
+#define SVCMAP_MAP_SERVICES6   svcmap_svc6
+#define SVCMAP_MAP_BACKENDS6   svcmap_be6
+#define SVCMAP_MAP_REVNAT6     svcmap_revnat6
+#define SVCMAP_MAP_SK_REVNAT6  svcmap_sk_rnat6
+#define SVCMAP_MAP_CT6         svcmap_ct6
+#define SVCMAP_MAP_SRC_RANGE6  svcmap_srcrng6
+#define SVCMAP_MAP_DEV_ADDR6   svcmap_devaddr6
 #define SVCMAP_MAP_BE_CONNS6   svcmap_conns6
 #define SVCMAP_MAP_SK_BACKEND6 svcmap_sk_be6
 #define SVCMAP_MAP_MAGLEV6     svcmap_maglev6
 #define SVCMAP_MAP_SK_COUNT6   svcmap_sk_cnt6
-#define SVCMAP_MAP_SK_TERM6 svcmap_sk_term6
+#define SVCMAP_MAP_SK_TERM6    svcmap_sk_term6
 
 /* Default capacities (each IPv6 twin as its IPv4 map); the agent may resize
  * before load (--max-*). */
-#define SVCMAP_SERVICES_MAX   65536
-#define SVCMAP_BACKENDS_MAX   65536
-#define SVCMAP_REVNAT_MAX     65536
-#define SVCMAP_SK_REVNAT_MAX  262144
-#define SVCMAP_CT_MAX         262144
-#define SVCMAP_SRC_RANGE_MAX  16384
-#define SVCMAP_AFFINITY_MAX   65536
-#define SVCMAP_DEV_ADDR_MAX   1024
-#define SVCMAP_BE_CONNS_MAX   65536
-#define SVCMAP_MAGLEV_MAX     65536
-#define SVCMAP_ZONES_MAX      1024
-#define SVCMAP_SK_COUNT_MAX 65536
-#define SVCMAP_SK_TERM_MAX 1024
+#define SVCMAP_SERVICES_MAX  65536
+#define SVCMAP_BACKENDS_MAX  65536
+#define SVCMAP_REVNAT_MAX    65536
+#define SVCMAP_SK_REVNAT_MAX 262144
+#define SVCMAP_CT_MAX        262144
+#define SVCMAP_SRC_RANGE_MAX 16384
+#define SVCMAP_AFFINITY_MAX  65536
+#define SVCMAP_DEV_ADDR_MAX  1024
+#define SVCMAP_BE_CONNS_MAX  65536
+#define SVCMAP_MAGLEV_MAX    65536
+#define SVCMAP_ZONES_MAX     1024
+#define SVCMAP_SK_COUNT_MAX  65536
+#define SVCMAP_SK_TERM_MAX   1024
 
 /* ==== Services: svcmap_svc, svcmap_svc6 ==== */
 
@@ -138,11 +138,11 @@
  * 1..count, then the backend id it holds.
  */
 struct svc_key {
-	__be32 addr;   /* frontend address (ClusterIP, node IP, LB IP, ...) */
-	__be16 port;   /* frontend port */
-	__u16 slot;    /* 0 = master entry, 1..count = backend slot */
-	__u8 proto;    /* IPPROTO_TCP or IPPROTO_UDP */
-	__u8 scope;    /* SVC_SCOPE_* */
+	__be32 addr; /* frontend address (ClusterIP, node IP, LB IP, ...) */
+	__be16 port; /* frontend port */
+	__u16 slot;  /* 0 = master entry, 1..count = backend slot */
+	__u8 proto;  /* IPPROTO_TCP or IPPROTO_UDP */
+	__u8 scope;  /* SVC_SCOPE_* */
 	__u8 pad[2];
 };
 
@@ -164,11 +164,11 @@ struct svc6_key {
  * other fields change, which restarts the rotation: harmless.
  */
 struct svc_value {
-	__u32 backend_id;       /* slot > 0: the backend; master: rr counter */
-	__u32 rev_nat_id;       /* master: key into the reverse NAT map */
-	__u16 count;            /* master: number of backend slots */
-	__u16 flags;            /* master: SVC_F_* */
-	__u8 algorithm;         /* master: LB_ALG_* */
+	__u32 backend_id; /* slot > 0: the backend; master: rr counter */
+	__u32 rev_nat_id; /* master: key into the reverse NAT map */
+	__u16 count;      /* master: number of backend slots */
+	__u16 flags;      /* master: SVC_F_* */
+	__u8 algorithm;   /* master: LB_ALG_* */
 	__u8 pad[3];
 	__u32 affinity_timeout; /* master: seconds, with SVC_F_AFFINITY */
 };
@@ -212,20 +212,20 @@ struct backend_value {
 	__be32 addr;
 	__be16 port;
 	__u8 proto;
-	__u8 state;    /* BACKEND_STATE_* */
-	__u8 flags;    /* BACKEND_F_* */
+	__u8 state; /* BACKEND_STATE_* */
+	__u8 flags; /* BACKEND_F_* */
 	__u8 pad;
-	__u16 zone;    /* zone id (svcmap_zones), 0 = none given */
+	__u16 zone; /* zone id (svcmap_zones), 0 = none given */
 };
 
 struct backend6_value {
 	__be32 addr[4];
 	__be16 port;
 	__u8 proto;
-	__u8 state;     /* BACKEND_STATE_* */
-	__u8 flags;     /* BACKEND_F_* */
+	__u8 state; /* BACKEND_STATE_* */
+	__u8 flags; /* BACKEND_F_* */
 	__u8 pad;
-	__u16 zone;     /* zone id (svcmap_zones), 0 = none given */
+	__u16 zone; /* zone id (svcmap_zones), 0 = none given */
 };
 
 /*
@@ -262,15 +262,15 @@ struct rev_nat6_value {
  * was sent to a backend. recvmsg4 and getpeername4 use it to show the VIP.
  */
 struct sk_rev_nat_key {
-	__u64 cookie;  /* bpf_get_socket_cookie() */
-	__be32 addr;   /* backend address */
-	__be16 port;   /* backend port */
+	__u64 cookie; /* bpf_get_socket_cookie() */
+	__be32 addr;  /* backend address */
+	__be16 port;  /* backend port */
 	__u16 pad;
 };
 
 struct sk_rev_nat_value {
-	__be32 addr;   /* frontend address */
-	__be16 port;   /* frontend port */
+	__be32 addr; /* frontend address */
+	__be16 port; /* frontend port */
 	__u16 pad;
 	__u32 rev_nat_id;
 };
@@ -336,7 +336,7 @@ struct sk_rev_nat6_value {
 /* The flow counts for its backend (struct backend_conns, tc): set on the
  * forward entry when a flow to a frontend whose algorithm reads the counts
  * is created open; only such a flow's close takes the count down. */
-#define CT_F_COUNTED    0x40
+#define CT_F_COUNTED 0x40
 /* A closed flow's lone reply entry quiet for this long is left to the
  * agent's conntrack GC, not taken over by a new SNAT flow (the reasons are
  * at its use in bpf/lib/nat.h). The GC's closing lifetime must be longer:
@@ -349,7 +349,7 @@ struct ct_key {
 	__be16 sport;
 	__be16 dport;
 	__u8 proto;
-	__u8 dir;      /* CT_DIR_* */
+	__u8 dir; /* CT_DIR_* */
 	__u8 pad[2];
 };
 
@@ -363,21 +363,21 @@ struct ct6_key {
 	__be32 daddr[4];
 	__be16 sport;
 	__be16 dport;
-	__u8 proto;    /* IPPROTO_TCP or IPPROTO_UDP */
-	__u8 dir;      /* CT_DIR_* (no CT_DIR_FRAG: IPv6 fragments are passed) */
+	__u8 proto; /* IPPROTO_TCP or IPPROTO_UDP */
+	__u8 dir;   /* CT_DIR_* (no CT_DIR_FRAG: IPv6 fragments are passed) */
 	__u8 pad[2];
 };
 
 struct ct_value {
-	__be32 new_saddr;  /* 0: leave the source address */
-	__be32 new_daddr;  /* 0: leave the destination address */
-	__be16 new_sport;  /* 0: leave the source port */
-	__be16 new_dport;  /* 0: leave the destination port */
-	__u32 backend_id;  /* CT_DIR_FWD: the backend chosen for the flow */
+	__be32 new_saddr; /* 0: leave the source address */
+	__be32 new_daddr; /* 0: leave the destination address */
+	__be16 new_sport; /* 0: leave the source port */
+	__be16 new_dport; /* 0: leave the destination port */
+	__u32 backend_id; /* CT_DIR_FWD: the backend chosen for the flow */
 	__u32 rev_nat_id;
-	__u8 flags;        /* CT_F_* */
+	__u8 flags; /* CT_F_* */
 	__u8 pad[3];
-	__u64 last_seen;   /* bpf_ktime_get_ns() (CLOCK_MONOTONIC), refreshed at most once a second */
+	__u64 last_seen; /* bpf_ktime_get_ns() (CLOCK_MONOTONIC), refreshed at most once a second */
 };
 
 struct ct6_value {
@@ -387,9 +387,9 @@ struct ct6_value {
 	__be16 new_dport;
 	__u32 backend_id;
 	__u32 rev_nat_id;
-	__u8 flags;          /* CT_F_* */
+	__u8 flags; /* CT_F_* */
 	__u8 pad[3];
-	__u64 last_seen;     /* as struct ct_value's */
+	__u64 last_seen; /* as struct ct_value's */
 };
 
 /* ==== loadBalancerSourceRanges (tc): svcmap_srcrng, svcmap_srcrng6 ==== */
@@ -444,8 +444,8 @@ struct src_range6_key {
  * affinity_timeout (counted from its last use) and its slot of the frontend
  * still holds its backend; otherwise a new choice overwrites it.
  */
-#define AFFINITY_ORIGIN_SOCK 1
-#define AFFINITY_ORIGIN_TC   2
+#define AFFINITY_ORIGIN_SOCK  1
+#define AFFINITY_ORIGIN_TC    2
 #define AFFINITY_ORIGIN_SOCK6 3
 #define AFFINITY_ORIGIN_TC6   4
 
@@ -458,9 +458,9 @@ struct affinity_key {
 };
 
 struct affinity_value {
-	__u64 last_used;    /* bpf_ktime_get_boot_ns() (CLOCK_BOOTTIME) of the last connection */
-	__u32 backend_id;   /* the backend chosen */
-	__u16 slot;         /* the frontend slot (1..count) that held it when chosen */
+	__u64 last_used;  /* bpf_ktime_get_boot_ns() (CLOCK_BOOTTIME) of the last connection */
+	__u32 backend_id; /* the backend chosen */
+	__u16 slot;       /* the frontend slot (1..count) that held it when chosen */
 	__u16 pad;
 };
 
@@ -545,9 +545,9 @@ struct conns_adjust {
 
 /* The node's settings for the tc datapath: array map, one entry at key 0. */
 struct svcmap_config {
-	__be32 node_ip;        /* the node's InternalIP (for dump; SNAT uses svcmap_devaddr) */
-	__u16 snat_port_min;   /* SNAT source ports, host order: above the */
-	__u16 snat_port_max;   /* kernel's ephemeral range by default */
+	__be32 node_ip;      /* the node's InternalIP (for dump; SNAT uses svcmap_devaddr) */
+	__u16 snat_port_min; /* SNAT source ports, host order: above the */
+	__u16 snat_port_max; /* kernel's ephemeral range by default */
 	__u32 flags;
 };
 
@@ -581,32 +581,32 @@ struct dev_addr6_value {
  * occurs at every hook (src/maps/constants.ts says which do).
  */
 enum dp_hook {
-	DP_HOOK_TC_INGRESS  = 0,
-	DP_HOOK_TC_EGRESS   = 1,
-	DP_HOOK_CONNECT4    = 2,
-	DP_HOOK_SENDMSG4    = 3,
-	DP_HOOK_RECVMSG4    = 4,
+	DP_HOOK_TC_INGRESS   = 0,
+	DP_HOOK_TC_EGRESS    = 1,
+	DP_HOOK_CONNECT4     = 2,
+	DP_HOOK_SENDMSG4     = 3,
+	DP_HOOK_RECVMSG4     = 4,
 	DP_HOOK_GETPEERNAME4 = 5,
-	DP_HOOK_CONNECT6    = 6,
-	DP_HOOK_SENDMSG6    = 7,
-	DP_HOOK_RECVMSG6    = 8,
+	DP_HOOK_CONNECT6     = 6,
+	DP_HOOK_SENDMSG6     = 7,
+	DP_HOOK_RECVMSG6     = 8,
 	DP_HOOK_GETPEERNAME6 = 9,
-	DP_HOOK_MAX         = 10,
+	DP_HOOK_MAX          = 10,
 };
 
 enum dp_reason {
 	/* Handed on untouched. */
-	DP_R_PASSED            = 0,  /* not for svcmap: no frontend, no tracked flow (also for an ICMP error's quote) */
-	DP_R_OTHER_PROTO       = 1,  /* tc: not IP TCP, UDP or an ICMP error (ARP, ICMP echo, ICMPv6 neighbour discovery, ...) */
-	DP_R_MALFORMED         = 2,  /* tc: IPv4 or L4 header cut short or invalid: the stack judges it */
+	DP_R_PASSED            = 0, /* not for svcmap: no frontend, no tracked flow (also for an ICMP error's quote) */
+	DP_R_OTHER_PROTO       = 1, /* tc: not IP TCP, UDP or an ICMP error (ARP, ICMP echo, ICMPv6 neighbour discovery, ...) */
+	DP_R_MALFORMED         = 2, /* tc: IPv4 or L4 header cut short or invalid: the stack judges it */
 	/* Translated. */
-	DP_R_TRANSLATED        = 3,  /* to a backend: tc forwarded it; socket: sent to the backend */
-	DP_R_REPLY_TRANSLATED  = 4,  /* back to the frontend: tc reply; socket: recvmsg/getpeername show the VIP */
-	DP_R_TO_STACK_NO_ROUTE = 5,  /* tc: translated, but no forwardable route (local, blackhole, forwarding off): to the stack */
-	DP_R_TO_STACK_MTU      = 6,  /* tc: translated, larger than the egress MTU: to the stack (fragments or ICMP) */
-	DP_R_TO_STACK_TTL      = 7,  /* tc: translated, the TTL runs out: to the stack (ICMP time exceeded) */
-	DP_R_ICMP_TRANSLATED   = 8,  /* tc: an ICMP error about a tracked flow, translated back */
-	DP_R_SK_REVNAT_FAILED  = 9,  /* socket: translated, but the per-socket reverse entry could not be written */
+	DP_R_TRANSLATED        = 3, /* to a backend: tc forwarded it; socket: sent to the backend */
+	DP_R_REPLY_TRANSLATED  = 4, /* back to the frontend: tc reply; socket: recvmsg/getpeername show the VIP */
+	DP_R_TO_STACK_NO_ROUTE = 5, /* tc: translated, but no forwardable route (local, blackhole, forwarding off): to the stack */
+	DP_R_TO_STACK_MTU      = 6, /* tc: translated, larger than the egress MTU: to the stack (fragments or ICMP) */
+	DP_R_TO_STACK_TTL      = 7, /* tc: translated, the TTL runs out: to the stack (ICMP time exceeded) */
+	DP_R_ICMP_TRANSLATED   = 8, /* tc: an ICMP error about a tracked flow, translated back */
+	DP_R_SK_REVNAT_FAILED  = 9, /* socket: translated, but the per-socket reverse entry could not be written */
 	/* Dropped (tc) or refused with ECONNREFUSED (socket). */
 	DP_R_NO_BACKEND        = 10, /* the frontend has no backends (or its slot's backend is gone) */
 	DP_R_NO_LOCAL_ENDPOINT = 11, /* tc: externalTrafficPolicy Local and no endpoint on this node */
@@ -643,20 +643,20 @@ struct dp_counter {
  */
 
 struct sock_term_key {
-	__be32 addr;       /* backend address */
-	__be16 port;       /* backend port */
-	__u8 proto;        /* IPPROTO_TCP or IPPROTO_UDP */
+	__be32 addr; /* backend address */
+	__be16 port; /* backend port */
+	__u8 proto;  /* IPPROTO_TCP or IPPROTO_UDP */
 	__u8 pad;
-	__u32 rev_nat_id;  /* the frontend the backend left */
+	__u32 rev_nat_id; /* the frontend the backend left */
 };
 
 /* Socket termination of IPv6 sockets (svcmap_sk_term6), as struct sock_term_key. */
 struct sock_term6_key {
-	__be32 addr[4];    /* backend address */
-	__be16 port;       /* backend port */
-	__u8 proto;        /* IPPROTO_TCP or IPPROTO_UDP */
+	__be32 addr[4]; /* backend address */
+	__be16 port;    /* backend port */
+	__u8 proto;     /* IPPROTO_TCP or IPPROTO_UDP */
 	__u8 pad;
-	__u32 rev_nat_id;  /* the frontend (of svcmap_revnat6) the backend left */
+	__u32 rev_nat_id; /* the frontend (of svcmap_revnat6) the backend left */
 };
 
 #endif /* SVCMAP_MAPS_H */

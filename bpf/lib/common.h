@@ -34,12 +34,10 @@
  * the IPv6 struct T6 both have, by name, of the struct at ptr: an lvalue of
  * the field's type. With a constant family the compiler keeps one branch.
  */
-#define fam_field(family, T4, T6, ptr, f) \
-	(*((family) == AF_INET6 ? &((T6 *)(ptr))->f : &((T4 *)(ptr))->f))
+#define fam_field(family, T4, T6, ptr, f) (*((family) == AF_INET6 ? &((T6 *)(ptr))->f : &((T4 *)(ptr))->f))
 
 /* Member f of the struct at ptr (T4 or T6), as a void pointer. */
-#define fam_ptr(family, T4, T6, ptr, f) \
-	((family) == AF_INET6 ? (void *)&((T6 *)(ptr))->f : (void *)&((T4 *)(ptr))->f)
+#define fam_ptr(family, T4, T6, ptr, f) ((family) == AF_INET6 ? (void *)&((T6 *)(ptr))->f : (void *)&((T4 *)(ptr))->f)
 
 /* The address field f (__be32 in T4, __be32[4] in T6) of the struct at ptr,
  * as a pointer to its first word, for the addr_*() helpers below. */

@@ -29,14 +29,13 @@ static __always_inline __u64 csum_l4_flags(const struct pkt4 *p)
 /* Replace an IPv4 address (at IP4_SADDR_OFF or IP4_DADDR_OFF). 0 or a negative errno.
  * A fragment after the first has no L4 checksum (csum_off 0): the first
  * fragment's covers the whole datagram. */
-static __always_inline int csum4_store_addr(struct __sk_buff *skb, const struct pkt4 *p,
-					    __u32 off, __be32 from, __be32 to)
+static __always_inline int csum4_store_addr(struct __sk_buff *skb, const struct pkt4 *p, __u32 off, __be32 from,
+					    __be32 to)
 {
 	int err;
 
 	if (p->csum_off) {
-		err = bpf_l4_csum_replace(skb, p->csum_off, from, to,
-					  csum_l4_flags(p) | BPF_F_PSEUDO_HDR | sizeof(to));
+		err = bpf_l4_csum_replace(skb, p->csum_off, from, to, csum_l4_flags(p) | BPF_F_PSEUDO_HDR | sizeof(to));
 		if (err < 0)
 			return err;
 	}
@@ -47,8 +46,8 @@ static __always_inline int csum4_store_addr(struct __sk_buff *skb, const struct 
 }
 
 /* Replace a TCP/UDP port (at l4_off + L4_SPORT_OFF or L4_DPORT_OFF), either family. */
-static __always_inline int csum_store_port(struct __sk_buff *skb, __u32 csum_off, __u8 proto,
-					   __u32 off, __be16 from, __be16 to)
+static __always_inline int csum_store_port(struct __sk_buff *skb, __u32 csum_off, __u8 proto, __u32 off, __be16 from,
+					   __be16 to)
 {
 	int err;
 

@@ -152,7 +152,8 @@ static __always_inline void ct_peer_key(const int family, void *k, const void *s
 	if (ct_key_f(family, self, dir) != CT_DIR_FWD)
 		ct_key_f(family, k, dir) = CT_DIR_FWD;
 	else
-		ct_key_f(family, k, dir) = (ct_val_f(family, v, flags) & CT_F_SNAT) ? CT_DIR_REPLY_IN : CT_DIR_REPLY_OUT;
+		ct_key_f(family, k, dir) = (ct_val_f(family, v, flags) & CT_F_SNAT) ? CT_DIR_REPLY_IN :
+										      CT_DIR_REPLY_OUT;
 }
 
 /* Whether keys a and b name the same tuple (addresses and ports). */

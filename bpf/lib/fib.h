@@ -35,15 +35,14 @@
 
 #include "csum.h"
 
-
 /*
  * After the FIB lookup (its result rc, the answer in *fib) for a translated
  * packet whose TTL (IPv4) or hop limit (IPv6) is ttl: 1 when the program
  * forwards it out of fib->ifindex itself, 0 when it goes to the stack, with
  * *reason (DP_R_TO_STACK_*) saying why. Either family.
  */
-static __always_inline int fib_forwardable(struct __sk_buff *skb, long rc, const struct bpf_fib_lookup *fib,
-					   __u8 ttl, enum dp_reason *reason)
+static __always_inline int fib_forwardable(struct __sk_buff *skb, long rc, const struct bpf_fib_lookup *fib, __u8 ttl,
+					   enum dp_reason *reason)
 {
 	__u32 mtu = 0; /* 0: check skb->len */
 

@@ -57,12 +57,12 @@
 #include "csum.h"
 #include "ct.h"
 
-#define ICMP_DEST_UNREACH 3
+#define ICMP_DEST_UNREACH  3
 #define ICMP_TIME_EXCEEDED 11
 
-#define ICMPV6_DEST_UNREACH   1
-#define ICMPV6_PKT_TOOBIG     2
-#define ICMPV6_TIME_EXCEED    3
+#define ICMPV6_DEST_UNREACH 1
+#define ICMPV6_PKT_TOOBIG   2
+#define ICMPV6_TIME_EXCEED  3
 
 /* Offsets inside the ICMP (ICMPv6) message. */
 #define ICMP_CSUM_OFF  2
@@ -109,7 +109,7 @@ struct icmp_quote {
 	__u32 l4_off;      /* the quoted TCP/UDP header */
 	__u32 l4_csum_off; /* its checksum; 0: not there to update */
 	__u16 icmp_csum;
-	__u16 ip_csum;     /* IPv4: the quoted header's checksum */
+	__u16 ip_csum; /* IPv4: the quoted header's checksum */
 	__u16 l4_csum;
 	__be16 sport;
 	__be16 dport;
@@ -250,8 +250,8 @@ static __always_inline int icmp_outer_store(const int family, struct __sk_buff *
  * negative errno, after which the packet may be half rewritten and must be
  * dropped.
  */
-static __always_inline int icmp_rewrite(const int family, struct __sk_buff *skb, void *p,
-					const struct icmp_quote *q, const void *v)
+static __always_inline int icmp_rewrite(const int family, struct __sk_buff *skb, void *p, const struct icmp_quote *q,
+					const void *v)
 {
 	const __u32 alen = family == AF_INET6 ? 16 : 4;
 	__be16 new_sport = ct_val_f(family, v, new_sport);
@@ -294,11 +294,14 @@ static __always_inline int icmp_rewrite(const int family, struct __sk_buff *skb,
 	if (q->l4_csum_off)
 		icmp_csum = csum16_replace2(icmp_csum, q->l4_csum, l4_csum);
 
-	err = icmp_store(skb, q->ip_off + (family == AF_INET6 ? offsetof(struct ipv6hdr, saddr) :
-				       offsetof(struct iphdr, saddr)), saddr, alen);
+	err = icmp_store(
+		skb, q->ip_off + (family == AF_INET6 ? offsetof(struct ipv6hdr, saddr) : offsetof(struct iphdr, saddr)),
+		saddr, alen);
 	if (!err)
-		err = icmp_store(skb, q->ip_off + (family == AF_INET6 ? offsetof(struct ipv6hdr, daddr) :
-					       offsetof(struct iphdr, daddr)), daddr, alen);
+		err = icmp_store(skb,
+				 q->ip_off + (family == AF_INET6 ? offsetof(struct ipv6hdr, daddr) :
+								   offsetof(struct iphdr, daddr)),
+				 daddr, alen);
 	if (!err && family == AF_INET)
 		err = icmp_store(skb, q->ip_off + offsetof(struct iphdr, check), &ip_csum, sizeof(ip_csum));
 	if (!err)

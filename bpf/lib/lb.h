@@ -103,8 +103,8 @@ static __always_inline __u32 lb_hash64(__u64 v)
  */
 struct lb_scan_state {
 	__u32 count;
-	__u32 start;         /* 0-based slot the scan starts at */
-	__u32 best_slot;     /* 1..count */
+	__u32 start;     /* 0-based slot the scan starts at */
+	__u32 best_slot; /* 1..count */
 	__u64 best;
 };
 
@@ -265,8 +265,8 @@ static __always_inline __u16 lb_pick_slot(const int family, const struct svc_val
 {
 	if (lb_alg_counts(svc->algorithm))
 		return lb_least_loaded(family, svc, fe);
-	return lb_pick_slot_common(family == AF_INET6 ? (void *)&SVCMAP_MAP_MAGLEV6 : (void *)&SVCMAP_MAP_MAGLEV,
-				   svc, lb_key_addr32(family, fe), svc_key_f(family, fe, port), client_hash);
+	return lb_pick_slot_common(family == AF_INET6 ? (void *)&SVCMAP_MAP_MAGLEV6 : (void *)&SVCMAP_MAP_MAGLEV, svc,
+				   lb_key_addr32(family, fe), svc_key_f(family, fe, port), client_hash);
 }
 
 /*
@@ -276,8 +276,7 @@ static __always_inline __u16 lb_pick_slot(const int family, const struct svc_val
  * only the narrow window of a reader that saw the old count; it falls back
  * to slot 1, which always exists while count > 0.
  */
-static __always_inline void *lb_slot_backend(void *svc_map, void *be_map, void *key, __u16 *slot,
-					     __u32 *backend_id)
+static __always_inline void *lb_slot_backend(void *svc_map, void *be_map, void *key, __u16 *slot, __u32 *backend_id)
 {
 	struct svc_value *v;
 
@@ -298,8 +297,7 @@ static __always_inline void *lb_select_backend(const int family, void *key, cons
 					       __u32 client_hash, __u32 *backend_id)
 {
 	svc_key_f(family, key, slot) = lb_pick_slot(family, svc, key, client_hash);
-	return lb_slot_backend(lb_svc_map(family), lb_be_map(family), key, &svc_key_f(family, key, slot),
-			       backend_id);
+	return lb_slot_backend(lb_svc_map(family), lb_be_map(family), key, &svc_key_f(family, key, slot), backend_id);
 }
 
 #define NSEC_PER_SEC 1000000000ULL
@@ -327,8 +325,8 @@ static __always_inline void *lb_select_backend(const int family, void *key, cons
  * the slots hold is what may be used.
  */
 static __always_inline void *lb_affinity_current(void *svc_map, void *be_map, const struct affinity_value *aff,
-						 void *key, __u16 *slot, const struct svc_value *svc,
-						 __u32 *backend_id, __u64 now)
+						 void *key, __u16 *slot, const struct svc_value *svc, __u32 *backend_id,
+						 __u64 now)
 {
 	/* Each field read once: another CPU may be replacing the entry. */
 	__u64 last = aff->last_used;
@@ -361,9 +359,9 @@ static __always_inline void *lb_affinity_current(void *svc_map, void *be_map, co
  * otherwise the frontend's algorithm chooses, as without affinity, and the
  * choice is remembered (lb_affinity_remember()).
  */
-static __always_inline void *lb_affinity_find(void *svc_map, void *be_map, const struct affinity_key *akey,
-					      void *key, __u16 *slot, const struct svc_value *svc,
-					      __u32 *backend_id, __u64 now, struct affinity_value **entry)
+static __always_inline void *lb_affinity_find(void *svc_map, void *be_map, const struct affinity_key *akey, void *key,
+					      __u16 *slot, const struct svc_value *svc, __u32 *backend_id, __u64 now,
+					      struct affinity_value **entry)
 {
 	struct affinity_value *aff;
 	void *be;
@@ -382,9 +380,8 @@ static __always_inline void *lb_affinity_find(void *svc_map, void *be_map, const
  * stale (aff) or missing (NULL): stored, unless a concurrent first choice
  * of the same client won, which is then followed. */
 static __always_inline void *lb_affinity_remember(void *svc_map, void *be_map, const struct affinity_key *akey,
-						  void *key, __u16 *slot, const struct svc_value *svc,
-						  void *be, __u32 *backend_id, __u64 now,
-						  struct affinity_value *aff)
+						  void *key, __u16 *slot, const struct svc_value *svc, void *be,
+						  __u32 *backend_id, __u64 now, struct affinity_value *aff)
 {
 	struct affinity_value fresh = {};
 

@@ -58,9 +58,9 @@
  *    client's SYN retransmit (1 s) goes through.
  * The endpoints keep their own TIME_WAIT (the client's, for its own port).
  */
-#define SNAT_CLOSED_HOLD_NS 1000000000ULL
+#define SNAT_CLOSED_HOLD_NS     1000000000ULL
 #define SNAT_CLOSED_HOLD_MIN_NS 10000000ULL
-#define SNAT_PORT_TRIES_LAST 8
+#define SNAT_PORT_TRIES_LAST    8
 
 /*
  * A closed flow's reply entry with no forward entry (the agent's conntrack
@@ -82,8 +82,8 @@
 
 /* The packet's source (dst 0) or destination address becomes the one entry v
  * sets, if it sets one (non-zero) other than the packet's, with checksums. */
-static __always_inline int nat_rewrite_addr(const int family, struct __sk_buff *skb, void *pkt,
-					    const void *val, const int dst)
+static __always_inline int nat_rewrite_addr(const int family, struct __sk_buff *skb, void *pkt, const void *val,
+					    const int dst)
 {
 	int err;
 
@@ -123,8 +123,8 @@ static __always_inline int nat_rewrite_port(const int family, struct __sk_buff *
 
 	if (!to || to == *port)
 		return 0;
-	err = csum_store_port(skb, pkt_f(family, p, csum_off), pkt_f(family, p, proto),
-			      pkt_f(family, p, l4_off) + off, *port, to);
+	err = csum_store_port(skb, pkt_f(family, p, csum_off), pkt_f(family, p, proto), pkt_f(family, p, l4_off) + off,
+			      *port, to);
 	if (err < 0)
 		return err;
 	*port = to;
@@ -155,8 +155,7 @@ static __always_inline int nat_rewrite(const int family, struct __sk_buff *skb, 
 
 /* The SNAT source port range of cfg, host order, inclusive: the one place
  * that reads it, so choosing a port and recognising a reply agree. */
-static __always_inline void nat_snat_range(const struct svcmap_config *cfg,
-					    __u32 *min, __u32 *max)
+static __always_inline void nat_snat_range(const struct svcmap_config *cfg, __u32 *min, __u32 *max)
 {
 	*min = cfg->snat_port_min;
 	*max = cfg->snat_port_max;
@@ -183,8 +182,8 @@ static __always_inline int nat_snat_port(__be16 port)
 /* A hash of the flow a SNAT port is chosen for: client address and port,
  * backend address and port, protocol (murmur3's finalizer steps); IPv6
  * addresses folded to 32 bits (addr6_fold()). */
-static __always_inline __u32 nat_flow_hash(__u32 backend_addr, __be16 backend_port, __u8 proto,
-					   __u32 client_addr, __be16 client_port)
+static __always_inline __u32 nat_flow_hash(__u32 backend_addr, __be16 backend_port, __u8 proto, __u32 client_addr,
+					   __be16 client_port)
 {
 	__u32 h = 0x9e3779b9;
 
@@ -237,8 +236,8 @@ static __always_inline __u32 nat_first_port(__u32 min, __u32 max, __be16 client_
  * has_fwd 0) must both have been quiet for `hold`, and a reply entry alone
  * for less than SNAT_TAKE_OVER_MAX_NS (older ones are the GC's).
  */
-static __always_inline int nat_take_over_allowed(__u8 flags, __u64 seen, int has_fwd, __u64 fwd_seen,
-						 __u64 now, __u64 hold)
+static __always_inline int nat_take_over_allowed(__u8 flags, __u64 seen, int has_fwd, __u64 fwd_seen, __u64 now,
+						 __u64 hold)
 {
 	if (!(flags & CT_F_CLOSING) || (__s64)(now - seen) < (__s64)hold)
 		return 0;
@@ -280,8 +279,8 @@ static __always_inline int nat_fwd_names(const int family, const void *fwd, cons
 	       ((const struct ct_value *)fwd)->new_daddr == ((const struct ct_key *)reply)->saddr;
 }
 
-static __always_inline int nat_snat_take_over(const int family, const void *reply, const void *reply_val,
-					      __u64 now, __u64 hold)
+static __always_inline int nat_snat_take_over(const int family, const void *reply, const void *reply_val, __u64 now,
+					      __u64 hold)
 {
 	union ct_key_any fk;
 	void *old, *fwd;

@@ -49,7 +49,7 @@ struct pkt4 {
 	__be32 daddr;
 	__be16 sport;
 	__be16 dport;
-	__u8 proto;     /* IPPROTO_TCP, IPPROTO_UDP or IPPROTO_ICMP */
+	__u8 proto; /* IPPROTO_TCP, IPPROTO_UDP or IPPROTO_ICMP */
 	__u8 ttl;
 	__u8 tos;
 	__u8 tcp_flags; /* TCP only: the flags byte (TCP_FLAG_*) */
@@ -62,7 +62,7 @@ struct pkt4 {
 
 /* The L4 header's fields the tc programs need, either family. */
 struct pkt_l4 {
-	__be16 sport;   /* TCP/UDP; 0 for ICMP */
+	__be16 sport; /* TCP/UDP; 0 for ICMP */
 	__be16 dport;
 	__u8 tcp_flags; /* TCP only */
 	__u32 csum_off; /* the L4 checksum field, from the start of the frame */
@@ -74,8 +74,8 @@ struct pkt_l4 {
  * *l4 filled, DP_R_OTHER_PROTO for another protocol, DP_R_MALFORMED when
  * the header is cut short (the checksum helpers write into all of it).
  */
-static __always_inline enum dp_reason pkt_l4_parse(struct __sk_buff *skb, __u8 proto, __u8 icmp_proto,
-						   __u32 l4_off, __u32 l4_len, struct pkt_l4 *l4)
+static __always_inline enum dp_reason pkt_l4_parse(struct __sk_buff *skb, __u8 proto, __u8 icmp_proto, __u32 l4_off,
+						   __u32 l4_len, struct pkt_l4 *l4)
 {
 	__be16 ports[2] = {};
 	__u32 l4_min, csum_at;

@@ -30,9 +30,9 @@ struct pkt6 {
 	__be32 daddr[4];
 	__be16 sport;
 	__be16 dport;
-	__u8 proto;      /* IPPROTO_TCP, IPPROTO_UDP or IPPROTO_ICMPV6 */
+	__u8 proto; /* IPPROTO_TCP, IPPROTO_UDP or IPPROTO_ICMPV6 */
 	__u8 hop_limit;
-	__u8 tcp_flags;  /* TCP only: the flags byte (TCP_FLAG_*) */
+	__u8 tcp_flags; /* TCP only: the flags byte (TCP_FLAG_*) */
 	__u8 pad;
 	__be32 flowinfo; /* traffic class and flow label, for the FIB lookup */
 	__u32 l4_off;    /* from the start of the frame */

@@ -21,8 +21,7 @@
  * size; fib_redirect() deals with that). */
 static __always_inline int snat_route_found(long rc)
 {
-	return rc == BPF_FIB_LKUP_RET_SUCCESS || rc == BPF_FIB_LKUP_RET_NO_NEIGH ||
-	       rc == BPF_FIB_LKUP_RET_FRAG_NEEDED;
+	return rc == BPF_FIB_LKUP_RET_SUCCESS || rc == BPF_FIB_LKUP_RET_NO_NEIGH || rc == BPF_FIB_LKUP_RET_FRAG_NEEDED;
 }
 
 /*

@@ -221,8 +221,8 @@ static __always_inline int sock_loopback(const int family, const __be32 *addr)
  * under `hook`; a connect() (`connect`) counts the socket for its backend
  * where the frontend's algorithm reads the counts.
  */
-static __always_inline int sock_xlate_addr(const int family, struct bpf_sock_addr *ctx, __be32 *addr,
-					   __be16 *port, __u8 proto, enum dp_hook hook, int connect)
+static __always_inline int sock_xlate_addr(const int family, struct bpf_sock_addr *ctx, __be32 *addr, __be16 *port,
+					   __u8 proto, enum dp_hook hook, int connect)
 {
 	union {
 		struct svc_key v4;
@@ -319,8 +319,8 @@ static __always_inline int sock_xlate_fwd(const int family, struct bpf_sock_addr
  * *port) becomes the frontend's again: 1 when it did. IPv4-mapped IPv6
  * sockets use the IPv4 entries.
  */
-static __always_inline int sock_xlate_rev_addr(const int family, struct bpf_sock_addr *ctx, __be32 *addr,
-					       __be16 *port, enum dp_hook hook)
+static __always_inline int sock_xlate_rev_addr(const int family, struct bpf_sock_addr *ctx, __be32 *addr, __be16 *port,
+					       enum dp_hook hook)
 {
 	union sk_rnat_key_any key;
 	void *val, *rnat;

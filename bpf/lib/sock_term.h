@@ -28,7 +28,6 @@
 
 #include <linux/in6.h>
 
-
 /* TCP states (include/net/tcp_states.h) a socket is not destroyed in: it is
  * no connection (listening, closed) or not a full socket (the iterator also
  * shows time-wait and request sockets, which have no struct sock). */

@@ -83,8 +83,8 @@ struct {
 /* Member f of the family's buffers. */
 #define tc_buf(family, b, f) fam_ptr(family, struct tc4_bufs, struct tc6_scratch, b, f)
 /* A field of either family's backend. */
-#define be_f(family, be, f)    fam_field(family, struct backend_value, struct backend6_value, be, f)
-#define be_addr(family, be)    fam_addr(family, struct backend_value, struct backend6_value, be, addr)
+#define be_f(family, be, f) fam_field(family, struct backend_value, struct backend6_value, be, f)
+#define be_addr(family, be) fam_addr(family, struct backend_value, struct backend6_value, be, addr)
 
 /* The family's buffers: the caller's (IPv4, on its stack) or the per-CPU scratch (IPv6). */
 static __always_inline void *tc_bufs(const int family, void *stack_bufs)
@@ -252,8 +252,7 @@ static __always_inline void *lb_tc_select(const int family, const void *p, void 
  * stack untouched), or the reason the packet is dropped: for a frontend
  * that must not or cannot take it.
  */
-static __always_inline enum dp_reason lb_tc_new_flow(const int family, struct __sk_buff *skb, const void *p,
-						     void *bufs)
+static __always_inline enum dp_reason lb_tc_new_flow(const int family, struct __sk_buff *skb, const void *p, void *bufs)
 {
 	union {
 		struct svc_key v4;
@@ -297,9 +296,9 @@ static __always_inline enum dp_reason lb_tc_new_flow(const int family, struct __
 	ct_val_f(family, fwd, flags) = (be_f(family, be, flags) & BACKEND_F_LOCAL) ? CT_F_LOCAL : 0;
 	/* A first packet with a FIN or RST (of a connection whose entries are
 	 * gone) puts that in the new flow's state, so the GC treats it so. */
-	ct_val_f(family, fwd, flags) = ct_state_merge(ct_val_f(family, fwd, flags),
-						      ct_state_of(pkt_f(family, p, proto),
-								  pkt_f(family, p, tcp_flags), CT_DIR_FWD));
+	ct_val_f(family, fwd, flags) =
+		ct_state_merge(ct_val_f(family, fwd, flags),
+			       ct_state_of(pkt_f(family, p, proto), pkt_f(family, p, tcp_flags), CT_DIR_FWD));
 	ct_val_f(family, fwd, last_seen) = now;
 
 	/* Replies look like frontend -> client again. */

@@ -6,8 +6,14 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import {
-  CoreV1Api, DiscoveryV1Api, KubeConfig, ListWatch, Watch,
-  type KubernetesListObject, type KubernetesObject, type ListWatchOptions,
+  CoreV1Api,
+  DiscoveryV1Api,
+  KubeConfig,
+  ListWatch,
+  Watch,
+  type KubernetesListObject,
+  type KubernetesObject,
+  type ListWatchOptions,
 } from '@kubernetes/client-node';
 import { writeKubeconfig } from './kubeconfig.ts';
 import type { ApiServer } from './server.ts';
@@ -54,8 +60,11 @@ export function listFn(kc: KubeConfig, kind: Kind, o: ListOpts = {}): () => Prom
       ...(o.fieldSelector !== undefined ? { fieldSelector: o.fieldSelector } : {}),
     };
     if (kind === 'Node') return core.listNode(p);
-    if (kind === 'Service') return o.namespace !== undefined ? core.listNamespacedService({ namespace: o.namespace, ...p }) : core.listServiceForAllNamespaces(p);
-    return o.namespace !== undefined ? discovery.listNamespacedEndpointSlice({ namespace: o.namespace, ...p }) : discovery.listEndpointSliceForAllNamespaces(p);
+    if (kind === 'Service')
+      return o.namespace !== undefined ? core.listNamespacedService({ namespace: o.namespace, ...p }) : core.listServiceForAllNamespaces(p);
+    return o.namespace !== undefined
+      ? discovery.listNamespacedEndpointSlice({ namespace: o.namespace, ...p })
+      : discovery.listEndpointSliceForAllNamespaces(p);
   };
   return async () => {
     const first = await page(undefined);
@@ -105,7 +114,12 @@ export interface InformerOpts extends ListOpts {
 export function recordingInformer(t: Teardown, kc: KubeConfig, kind: Kind, o: InformerOpts = {}): RecordingInformer {
   const path = watchPath(kind, o.namespace) + (o.watchQuery ? `?${o.watchQuery}` : '');
   const informer = new ListWatch<KubernetesObject>(
-    path, o.watch ?? new Watch(kc), listFn(kc, kind, o), false, o.labelSelector, o.fieldSelector,
+    path,
+    o.watch ?? new Watch(kc),
+    listFn(kc, kind, o),
+    false,
+    o.labelSelector,
+    o.fieldSelector,
     o.delayFn ? { delayFn: o.delayFn } : undefined,
   );
   const events: Recorded[] = [];
@@ -130,7 +144,11 @@ export function recordingInformer(t: Teardown, kc: KubeConfig, kind: Kind, o: In
     informer,
     events,
     errors: () => events.filter((e) => e.type === 'error').map((e) => e.err),
-    cache: () => informer.list().map((x) => `${x.metadata?.namespace ?? ''}/${x.metadata?.name}@${x.metadata?.resourceVersion}`).sort(),
+    cache: () =>
+      informer
+        .list()
+        .map((x) => `${x.metadata?.namespace ?? ''}/${x.metadata?.name}@${x.metadata?.resourceVersion}`)
+        .sort(),
     stop,
   };
   // Through rec, so that wrappers (restartOnError) are torn down too.

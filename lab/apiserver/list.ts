@@ -42,9 +42,12 @@ export function decodeContinue(token: string): { start: string; rv: number } {
     throw badRequest(`continue key is not valid: ${err instanceof Error ? err.message : String(err)}`);
   }
   const c = parsed as { v?: unknown; rv?: unknown; start?: unknown };
-  if (c.v !== 'meta.k8s.io/v1') throw badRequest(`continue key is not valid: server does not recognize this encoded version "${String(c.v)}"`);
-  if (typeof c.rv !== 'number' || !Number.isInteger(c.rv) || c.rv === 0) throw badRequest('continue key is not valid: incorrect encoded start resourceVersion (version meta.k8s.io/v1)');
-  if (typeof c.start !== 'string' || c.start === '') throw badRequest('continue key is not valid: encoded start key empty (version meta.k8s.io/v1)');
+  if (c.v !== 'meta.k8s.io/v1')
+    throw badRequest(`continue key is not valid: server does not recognize this encoded version "${String(c.v)}"`);
+  if (typeof c.rv !== 'number' || !Number.isInteger(c.rv) || c.rv === 0)
+    throw badRequest('continue key is not valid: incorrect encoded start resourceVersion (version meta.k8s.io/v1)');
+  if (typeof c.start !== 'string' || c.start === '')
+    throw badRequest('continue key is not valid: encoded start key empty (version meta.k8s.io/v1)');
   return { start: c.start, rv: c.rv };
 }
 
@@ -65,12 +68,18 @@ function validate(p: ListParams): void {
     if (!p.resourceVersion) forbid('resourceVersionMatch', 'resourceVersionMatch is forbidden unless resourceVersion is provided');
     if (p.continue) forbid('resourceVersionMatch', 'resourceVersionMatch is forbidden when continue is provided');
     if (match !== 'Exact' && match !== 'NotOlderThan') {
-      causes.push({ reason: 'FieldValueNotSupported', message: `Unsupported value: "${match}": supported values: "Exact", "NotOlderThan", ""`, field: 'resourceVersionMatch' });
+      causes.push({
+        reason: 'FieldValueNotSupported',
+        message: `Unsupported value: "${match}": supported values: "Exact", "NotOlderThan", ""`,
+        field: 'resourceVersionMatch',
+      });
     }
-    if (match === 'Exact' && p.resourceVersion === '0') forbid('resourceVersionMatch', 'resourceVersionMatch "exact" is forbidden for resourceVersion "0"');
+    if (match === 'Exact' && p.resourceVersion === '0')
+      forbid('resourceVersionMatch', 'resourceVersionMatch "exact" is forbidden for resourceVersion "0"');
   }
   if (causes.length) throw invalid('ListOptions', 'meta.k8s.io', '', causes);
-  if (p.continue && p.resourceVersion && p.resourceVersion !== '0') throw badRequest('specifying resource version is not allowed when using continue');
+  if (p.continue && p.resourceVersion && p.resourceVersion !== '0')
+    throw badRequest('specifying resource version is not allowed when using continue');
 }
 
 export async function listObjects(store: Store, r: Resource, p: ListParams, opts: { tooLargeWaitMs: number }): Promise<ListBody> {
@@ -132,7 +141,8 @@ export async function listObjects(store: Store, r: Resource, p: ListParams, opts
   if (more) {
     metadata.continue = encodeContinue(page[page.length - 1]![0] + '\u0000', snapshotRv);
     // The real server only knows the remaining count when nothing is filtered out.
-    if (p.labelSelector.empty && p.fieldSelector.empty && (p.namespace === undefined || inNamespace)) metadata.remainingItemCount = end - from - page.length;
+    if (p.labelSelector.empty && p.fieldSelector.empty && (p.namespace === undefined || inNamespace))
+      metadata.remainingItemCount = end - from - page.length;
   }
   return { kind: r.listKind, apiVersion: r.apiVersion, metadata, items: page.map(([, o]) => listItem(o)) };
 }

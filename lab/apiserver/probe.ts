@@ -11,7 +11,13 @@ export interface HttpResult {
 }
 
 /** One HTTP request to the server; JSON bodies in and out. */
-export async function http(server: ApiServer, method: string, path: string, body?: unknown, contentType = 'application/json'): Promise<HttpResult> {
+export async function http(
+  server: ApiServer,
+  method: string,
+  path: string,
+  body?: unknown,
+  contentType = 'application/json',
+): Promise<HttpResult> {
   const init: RequestInit = { method, headers: { 'Content-Type': contentType } };
   if (body !== undefined) init.body = JSON.stringify(body);
   const res = await fetch(server.url + path, init);

@@ -33,18 +33,42 @@ function spec(obj: KubeObject): Record<string, unknown> {
 
 export const RESOURCES: readonly Resource[] = [
   {
-    kind: 'Service', listKind: 'ServiceList', plural: 'services', group: '', version: 'v1', apiVersion: 'v1',
-    namespaced: true, statusSubresource: true, clearStatusOnCreate: true, returnDeletedObject: true,
+    kind: 'Service',
+    listKind: 'ServiceList',
+    plural: 'services',
+    group: '',
+    version: 'v1',
+    apiVersion: 'v1',
+    namespaced: true,
+    statusSubresource: true,
+    clearStatusOnCreate: true,
+    returnDeletedObject: true,
     extraFields: { 'spec.clusterIP': (o) => str(spec(o)['clusterIP']), 'spec.type': (o) => str(spec(o)['type']) },
   },
   {
-    kind: 'EndpointSlice', listKind: 'EndpointSliceList', plural: 'endpointslices', group: 'discovery.k8s.io', version: 'v1',
-    apiVersion: 'discovery.k8s.io/v1', namespaced: true, statusSubresource: false, clearStatusOnCreate: false,
-    returnDeletedObject: false, extraFields: {},
+    kind: 'EndpointSlice',
+    listKind: 'EndpointSliceList',
+    plural: 'endpointslices',
+    group: 'discovery.k8s.io',
+    version: 'v1',
+    apiVersion: 'discovery.k8s.io/v1',
+    namespaced: true,
+    statusSubresource: false,
+    clearStatusOnCreate: false,
+    returnDeletedObject: false,
+    extraFields: {},
   },
   {
-    kind: 'Node', listKind: 'NodeList', plural: 'nodes', group: '', version: 'v1', apiVersion: 'v1',
-    namespaced: false, statusSubresource: true, clearStatusOnCreate: false, returnDeletedObject: false,
+    kind: 'Node',
+    listKind: 'NodeList',
+    plural: 'nodes',
+    group: '',
+    version: 'v1',
+    apiVersion: 'v1',
+    namespaced: false,
+    statusSubresource: true,
+    clearStatusOnCreate: false,
+    returnDeletedObject: false,
     extraFields: { 'spec.unschedulable': (o) => (spec(o)['unschedulable'] === true ? 'true' : 'false') },
   },
 ];
@@ -53,7 +77,10 @@ export const RESOURCES: readonly Resource[] = [
 export function resourceFor(kindOrPlural: string): Resource {
   const k = kindOrPlural.toLowerCase();
   const r = RESOURCES.find((x) => x.kind.toLowerCase() === k || x.plural === k || x.listKind.toLowerCase() === k);
-  if (!r) throw new Error(`test API server: unknown resource ${JSON.stringify(kindOrPlural)} (serves ${RESOURCES.map((x) => x.kind).join(', ')})`);
+  if (!r)
+    throw new Error(
+      `test API server: unknown resource ${JSON.stringify(kindOrPlural)} (serves ${RESOURCES.map((x) => x.kind).join(', ')})`,
+    );
   return r;
 }
 
@@ -75,7 +102,10 @@ export interface ParsedPath {
  * twin. Returns undefined for anything else (the caller answers 404).
  */
 export function parsePath(pathname: string): ParsedPath | undefined {
-  const parts = pathname.split('/').filter((p) => p !== '').map(decodeURIComponent);
+  const parts = pathname
+    .split('/')
+    .filter((p) => p !== '')
+    .map(decodeURIComponent);
   let group: string;
   let version: string;
   let rest: string[];

@@ -7,7 +7,16 @@ import { listObjects } from './list.ts';
 import { parsePath, type ParsedPath } from './resources.ts';
 import { parseFieldSelector, parseLabelSelector } from './selectors.ts';
 import {
-  ApiError, badRequest, deleted, internalError, methodNotAllowed, notFound, pathNotFound, serviceUnavailable, unauthorized, unsupportedMediaType,
+  ApiError,
+  badRequest,
+  deleted,
+  internalError,
+  methodNotAllowed,
+  notFound,
+  pathNotFound,
+  serviceUnavailable,
+  unauthorized,
+  unsupportedMediaType,
 } from './status.ts';
 import type { Store } from './store.ts';
 import type { KubeObject } from './types.ts';
@@ -108,7 +117,14 @@ function requireObject(body: unknown): KubeObject {
   return body as KubeObject;
 }
 
-async function handleResource(req: IncomingMessage, res: ServerResponse, rec: RequestRecord, url: URL, parsed: ParsedPath, ctx: RouterContext): Promise<void> {
+async function handleResource(
+  req: IncomingMessage,
+  res: ServerResponse,
+  rec: RequestRecord,
+  url: URL,
+  parsed: ParsedPath,
+  ctx: RouterContext,
+): Promise<void> {
   const { resource: r, namespace, name, subresource } = parsed;
   const q = url.searchParams;
   const method = req.method ?? 'GET';
@@ -141,9 +157,14 @@ async function handleResource(req: IncomingMessage, res: ServerResponse, rec: Re
       }
       const limit = parseInteger('limit', q.get('limit'));
       const cont = q.get('continue');
-      const body = await listObjects(ctx.store, r, { ...common, ...(limit !== undefined ? { limit } : {}), ...(cont ? { continue: cont } : {}) }, {
-        tooLargeWaitMs: ctx.tooLargeWaitMs,
-      });
+      const body = await listObjects(
+        ctx.store,
+        r,
+        { ...common, ...(limit !== undefined ? { limit } : {}), ...(cont ? { continue: cont } : {}) },
+        {
+          tooLargeWaitMs: ctx.tooLargeWaitMs,
+        },
+      );
       send(res, rec, 200, body);
       return;
     }
@@ -172,7 +193,8 @@ async function handleResource(req: IncomingMessage, res: ServerResponse, rec: Re
     case 'PUT': {
       const obj = requireObject((await readJson(req)).body);
       const meta = obj.metadata ?? {};
-      if (meta.name !== undefined && meta.name !== name) throw badRequest(`the name of the object (${meta.name}) does not match the name on the URL (${name})`);
+      if (meta.name !== undefined && meta.name !== name)
+        throw badRequest(`the name of the object (${meta.name}) does not match the name on the URL (${name})`);
       if (r.namespaced && meta.namespace !== undefined && meta.namespace !== namespace) {
         throw badRequest('the namespace of the provided object does not match the namespace sent on the request');
       }
@@ -192,7 +214,10 @@ async function handleResource(req: IncomingMessage, res: ServerResponse, rec: Re
     case 'DELETE': {
       if (subresource) throw methodNotAllowed();
       const opts = (await readJson(req)).body;
-      const pre = isPlainObject(opts) && isPlainObject(opts['preconditions']) ? (opts['preconditions'] as { uid?: string; resourceVersion?: string }) : {};
+      const pre =
+        isPlainObject(opts) && isPlainObject(opts['preconditions'])
+          ? (opts['preconditions'] as { uid?: string; resourceVersion?: string })
+          : {};
       const old = ctx.store.delete(r, namespace, name, pre);
       send(res, rec, 200, r.returnDeletedObject ? old : deleted(r, name, old.metadata.uid));
       return;

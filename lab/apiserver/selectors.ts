@@ -19,12 +19,17 @@ function checkKey(key: string): void {
   const prefix = slash >= 0 ? key.slice(0, slash) : undefined;
   const name = slash >= 0 ? key.slice(slash + 1) : key;
   const ok = name.length <= 63 && NAME.test(name) && (prefix === undefined || (prefix.length <= 253 && DNS_SUBDOMAIN.test(prefix)));
-  if (!ok) throw badRequest(`unable to parse requirement: invalid label key "${key}": name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character`);
+  if (!ok)
+    throw badRequest(
+      `unable to parse requirement: invalid label key "${key}": name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character`,
+    );
 }
 
 function checkValue(value: string): void {
   if (value !== '' && !(value.length <= 63 && NAME.test(value))) {
-    throw badRequest(`unable to parse requirement: invalid label value: "${value}": a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character`);
+    throw badRequest(
+      `unable to parse requirement: invalid label value: "${value}": a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character`,
+    );
   }
 }
 
@@ -62,7 +67,8 @@ function parseRequirement(raw: string): Requirement {
     const [, key, op, list] = m as unknown as [string, string, string, string];
     checkKey(key);
     const values = list.split(',').map((v) => v.trim());
-    if (values.length === 0 || (values.length === 1 && values[0] === '')) throw badRequest(`unable to parse requirement: for 'in', 'notin' operators, values set can't be empty`);
+    if (values.length === 0 || (values.length === 1 && values[0] === ''))
+      throw badRequest(`unable to parse requirement: for 'in', 'notin' operators, values set can't be empty`);
     values.forEach(checkValue);
     const set = new Set(values);
     return op === 'in' ? (l) => key in l && set.has(l[key]!) : (l) => !(key in l) || !set.has(l[key]!);

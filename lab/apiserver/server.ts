@@ -268,7 +268,12 @@ export class ApiServer {
 
   /** LIST requests (GET of a collection without watch). */
   lists(kind?: string, since?: number): RequestRecord[] {
-    return this.requests({ method: 'GET', watch: false, ...(kind ? { kind: resourceFor(kind).kind } : {}), ...(since !== undefined ? { since } : {}) }).filter((r) => r.name === undefined);
+    return this.requests({
+      method: 'GET',
+      watch: false,
+      ...(kind ? { kind: resourceFor(kind).kind } : {}),
+      ...(since !== undefined ? { since } : {}),
+    }).filter((r) => r.name === undefined);
   }
 
   /** WATCH requests. */

@@ -54,8 +54,14 @@ export function alreadyExists(r: Resource, name: string): ApiError {
   return new ApiError(failure(409, 'AlreadyExists', `${qualifiedName(r)} "${name}" already exists`, resourceDetails(r, name)));
 }
 
-export function conflict(r: Resource, name: string, why = 'the object has been modified; please apply your changes to the latest version and try again'): ApiError {
-  return new ApiError(failure(409, 'Conflict', `Operation cannot be fulfilled on ${qualifiedName(r)} "${name}": ${why}`, resourceDetails(r, name)));
+export function conflict(
+  r: Resource,
+  name: string,
+  why = 'the object has been modified; please apply your changes to the latest version and try again',
+): ApiError {
+  return new ApiError(
+    failure(409, 'Conflict', `Operation cannot be fulfilled on ${qualifiedName(r)} "${name}": ${why}`, resourceDetails(r, name)),
+  );
 }
 
 /** 410 Gone / Expired: a resourceVersion or continue token older than the kept history. */
@@ -99,7 +105,13 @@ export function pathNotFound(): ApiError {
 }
 
 export function unsupportedMediaType(type: string): ApiError {
-  return new ApiError(failure(415, 'UnsupportedMediaType', `the body of the request was in an unknown format - accepted media types include: application/json, application/merge-patch+json (got ${type})`));
+  return new ApiError(
+    failure(
+      415,
+      'UnsupportedMediaType',
+      `the body of the request was in an unknown format - accepted media types include: application/json, application/merge-patch+json (got ${type})`,
+    ),
+  );
 }
 
 export function unauthorized(): ApiError {

@@ -120,7 +120,9 @@ export class Store {
 
   /** Current objects in key order (namespace/name), as etcd returns a range. */
   list(r: Resource, namespace?: string): StoredObject[] {
-    return sortByKey(this.#map(r)).filter(([, o]) => namespace === undefined || o.metadata.namespace === namespace).map(([, o]) => o);
+    return sortByKey(this.#map(r))
+      .filter(([, o]) => namespace === undefined || o.metadata.namespace === namespace)
+      .map(([, o]) => o);
   }
 
   /** The objects as they were at resourceVersion rv, in key order; 410 if history no longer reaches back that far. */
@@ -158,7 +160,8 @@ export class Store {
     if (obj.apiVersion !== undefined && obj.apiVersion !== r.apiVersion) {
       throw badRequest(`the API version in the data (${obj.apiVersion}) does not match the expected API version (${r.apiVersion})`);
     }
-    if (obj.kind !== undefined && obj.kind !== r.kind) throw badRequest(`the kind in the data (${obj.kind}) does not match the expected kind (${r.kind})`);
+    if (obj.kind !== undefined && obj.kind !== r.kind)
+      throw badRequest(`the kind in the data (${obj.kind}) does not match the expected kind (${r.kind})`);
     obj.apiVersion = r.apiVersion;
     obj.kind = r.kind;
     if (typeof obj.metadata !== 'object' || obj.metadata === null) obj.metadata = {};
@@ -190,7 +193,9 @@ export class Store {
       while (this.get(r, meta.namespace, meta.name));
     }
     if (!meta.name) {
-      throw invalid(r.kind, r.group, '', [{ reason: 'FieldValueRequired', message: 'Required value: name or generateName is required', field: 'metadata.name' }]);
+      throw invalid(r.kind, r.group, '', [
+        { reason: 'FieldValueRequired', message: 'Required value: name or generateName is required', field: 'metadata.name' },
+      ]);
     }
     if (r.namespaced && !meta.namespace) meta.namespace = opts.defaultNamespace ?? 'default';
     if (this.get(r, meta.namespace, meta.name)) throw alreadyExists(r, meta.name);
@@ -211,7 +216,9 @@ export class Store {
     const obj = this.#normalize(r, input);
     const meta = obj.metadata as ObjectMeta;
     if (!meta.name) {
-      throw invalid(r.kind, r.group, '', [{ reason: 'FieldValueRequired', message: 'Required value: name is required', field: 'metadata.name' }]);
+      throw invalid(r.kind, r.group, '', [
+        { reason: 'FieldValueRequired', message: 'Required value: name is required', field: 'metadata.name' },
+      ]);
     }
     if (r.namespaced && !meta.namespace) meta.namespace = opts.defaultNamespace ?? 'default';
     const old = this.get(r, meta.namespace, meta.name);
@@ -248,7 +255,11 @@ export class Store {
       throw conflict(r, name, `Precondition failed: UID in precondition: ${pre.uid}, UID in object meta: ${old.metadata.uid}`);
     }
     if (pre.resourceVersion !== undefined && pre.resourceVersion !== old.metadata.resourceVersion) {
-      throw conflict(r, name, `Precondition failed: ResourceVersion in precondition: ${pre.resourceVersion}, ResourceVersion in object meta: ${old.metadata.resourceVersion}`);
+      throw conflict(
+        r,
+        name,
+        `Precondition failed: ResourceVersion in precondition: ${pre.resourceVersion}, ResourceVersion in object meta: ${old.metadata.resourceVersion}`,
+      );
     }
     const rv = String(++this.#rv);
     const tomb = { ...old, metadata: { ...old.metadata, resourceVersion: rv } };

@@ -27,4 +27,3 @@ export async function waitFor(cond: () => boolean, what: string, limitMs = 15_00
 }
 
 export const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
-

@@ -43,7 +43,8 @@ export function validateWatch(p: WatchParams): void {
     causes.push({ reason: 'FieldValueForbidden', message: `Forbidden: ${msg}`, field });
   };
   if (p.sendInitialEvents !== undefined) {
-    if (p.resourceVersionMatch !== 'NotOlderThan') forbid('resourceVersionMatch', 'sendInitialEvents requires setting resourceVersionMatch to NotOlderThan');
+    if (p.resourceVersionMatch !== 'NotOlderThan')
+      forbid('resourceVersionMatch', 'sendInitialEvents requires setting resourceVersionMatch to NotOlderThan');
     if (!p.allowWatchBookmarks) forbid('allowWatchBookmarks', 'sendInitialEvents requires setting allowWatchBookmarks to true');
   } else if (p.resourceVersionMatch) {
     forbid('resourceVersionMatch', 'resourceVersionMatch is forbidden for watch unless sendInitialEvents is provided');

@@ -22,10 +22,15 @@ export interface ApiForward {
 }
 
 export async function forwardApi(lab: Lab, ns: LabNs, socketPath: string, host: string, port: number): Promise<ApiForward> {
-  const relay: ChildProcess = lab.spawn(ns, process.execPath, ['--disable-warning=ExperimentalWarning', RELAY, socketPath, host, String(port)], {
-    env: helperEnv(),
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
+  const relay: ChildProcess = lab.spawn(
+    ns,
+    process.execPath,
+    ['--disable-warning=ExperimentalWarning', RELAY, socketPath, host, String(port)],
+    {
+      env: helperEnv(),
+      stdio: ['ignore', 'pipe', 'pipe'],
+    },
+  );
   await waitReady(relay, new JsonLines(relay), `API relay in ${ns.name}`);
   let paused = false;
   const open = new Set<() => void>();

@@ -34,7 +34,9 @@ if (positionals[0] === 'sweep') {
 
 const cluster = await Cluster.up({ nodes: Number(values.nodes), images: values.image ?? [] });
 const outside = cluster.net.outside.ns.ns;
-process.stdout.write(`\ncluster ${cluster.lab.id} is up. kubectl:\n  nsenter --net=/run/netns/${outside} ${bin('kubectl')} --kubeconfig ${cluster.adminKubeconfig} get nodes -o wide\n`);
+process.stdout.write(
+  `\ncluster ${cluster.lab.id} is up. kubectl:\n  nsenter --net=/run/netns/${outside} ${bin('kubectl')} --kubeconfig ${cluster.adminKubeconfig} get nodes -o wide\n`,
+);
 for (const n of cluster.nodes) process.stdout.write(`node ${n.name}: ${n.argv('sh', []).join(' ')}\n`);
 process.stdout.write('Ctrl-C removes it.\n');
 await new Promise<void>((resolve) => {

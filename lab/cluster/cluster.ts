@@ -39,7 +39,11 @@ export interface ClusterOptions {
 }
 
 interface NodeKubeStatus {
-  items: Array<{ metadata: { name: string }; spec: { podCIDR?: string }; status: { conditions?: Array<{ type: string; status: string }> } }>;
+  items: Array<{
+    metadata: { name: string };
+    spec: { podCIDR?: string };
+    status: { conditions?: Array<{ type: string; status: string }> };
+  }>;
 }
 
 export class Cluster {
@@ -108,17 +112,33 @@ export class Cluster {
     this.net = await this.step(`network: ${names.join(', ')}, outside, switch`, () => createClusterNet(this.lab, names));
     const cp = this.net.nodes[0]!;
     this.pki = await this.step('certificates and tokens', async () =>
-      makePki({ dir: join(this.dir, 'pki'), apiserverIps: [cp.ip, KUBERNETES_SERVICE_IP, '127.0.0.1'], nodes: names }));
+      makePki({ dir: join(this.dir, 'pki'), apiserverIps: [cp.ip, KUBERNETES_SERVICE_IP, '127.0.0.1'], nodes: names }),
+    );
     const cgroups = new Map<string, string>();
     for (const n of names) cgroups.set(n, await this.lab.cgroup(n));
 
     const controlPlaneCgroup = join(cgroups.get(cp.name)!, 'control-plane');
     mkdirSync(controlPlaneCgroup);
     this.controlPlane = new ControlPlane({
-      lab: this.lab, netns: cp.ns.ns, cgroup: controlPlaneCgroup, dir: join(this.dir, 'control-plane'), logDir: this.logDir,
-      pki: this.pki, advertiseIp: cp.ip, serviceCidrs: this.net.serviceCidrs, apiserverArgs: opts.apiserverArgs ?? [], ...(opts.controllers !== undefined ? { controllers: opts.controllers } : {}), log: this.log,
+      lab: this.lab,
+      netns: cp.ns.ns,
+      cgroup: controlPlaneCgroup,
+      dir: join(this.dir, 'control-plane'),
+      logDir: this.logDir,
+      pki: this.pki,
+      advertiseIp: cp.ip,
+      serviceCidrs: this.net.serviceCidrs,
+      apiserverArgs: opts.apiserverArgs ?? [],
+      ...(opts.controllers !== undefined ? { controllers: opts.controllers } : {}),
+      log: this.log,
     });
-    this.adminKubeconfig = writeKubeconfig(join(this.dir, 'admin.kubeconfig'), `https://${cp.ip}:${API_PORT}`, this.pki.caCert, 'admin', this.pki.adminToken);
+    this.adminKubeconfig = writeKubeconfig(
+      join(this.dir, 'admin.kubeconfig'),
+      `https://${cp.ip}:${API_PORT}`,
+      this.pki.caCert,
+      'admin',
+      this.pki.adminToken,
+    );
     this.kubectl = new Kubectl(this.net.outside.ns.ns, this.adminKubeconfig, join(this.dir, 'kube-cache'));
 
     const cpReady = this.step('etcd and kube-apiserver ready', async () => {
@@ -144,16 +164,31 @@ export class Cluster {
       const file = mntnsFile(this.lab.id, n.name);
       this.#mountNss.push(file);
       createMountNs(file, { cgroupV2: cgroups.get(n.name)!, hostname: n.name });
-      this.nodes.push(new LabNode({
-        lab: this.lab, net: n, mountNs: file, cgroupV2: cgroups.get(n.name)!, cgroupRoot: `/${name}`,
-        dir: join(this.dir, n.name), logDir: this.logDir, apiServer: `https://${cp.ip}:${API_PORT}`,
-        caCert: this.pki.caCert, token: this.pki.nodeTokens.get(n.name)!, clusterDns: CLUSTER_DNS_IP, resolvConf,
-      }));
+      this.nodes.push(
+        new LabNode({
+          lab: this.lab,
+          net: n,
+          mountNs: file,
+          cgroupV2: cgroups.get(n.name)!,
+          cgroupRoot: `/${name}`,
+          dir: join(this.dir, n.name),
+          logDir: this.logDir,
+          apiServer: `https://${cp.ip}:${API_PORT}`,
+          caCert: this.pki.caCert,
+          token: this.pki.nodeTokens.get(n.name)!,
+          clusterDns: CLUSTER_DNS_IP,
+          resolvConf,
+        }),
+      );
     }
-    const runtimes = Promise.all(this.nodes.map((n) => this.step(`${n.name}: containerd`, async () => {
-      await n.startContainerd();
-      if (opts.images?.length) await this.step(`${n.name}: ${opts.images.length} images imported`, () => n.importImages(opts.images!));
-    })));
+    const runtimes = Promise.all(
+      this.nodes.map((n) =>
+        this.step(`${n.name}: containerd`, async () => {
+          await n.startContainerd();
+          if (opts.images?.length) await this.step(`${n.name}: ${opts.images.length} images imported`, () => n.importImages(opts.images!));
+        }),
+      ),
+    );
     await Promise.all([cpReady, runtimes]);
     await this.#startControllers();
     await this.step(`kubelets on ${this.nodes.map((n) => n.name).join(', ')}: nodes Ready`, async () => {
@@ -177,11 +212,17 @@ export class Cluster {
 
   async waitNodesReady(timeoutMs = 120_000): Promise<void> {
     const want = this.nodes.map((n) => n.name);
-    await waitUntil(`nodes ${want.join(', ')} Ready`, async () => {
-      const list = await this.kubectl.json<NodeKubeStatus>(['get', 'nodes']);
-      const ready = list.items.filter((n) => n.status.conditions?.some((c) => c.type === 'Ready' && c.status === 'True')).map((n) => n.metadata.name);
-      return want.every((w) => ready.includes(w));
-    }, { timeoutMs, intervalMs: 500, alive: this.nodes.map((n) => n.containerd), check: () => this.nodes.forEach((n) => n.checkKubelet()) });
+    await waitUntil(
+      `nodes ${want.join(', ')} Ready`,
+      async () => {
+        const list = await this.kubectl.json<NodeKubeStatus>(['get', 'nodes']);
+        const ready = list.items
+          .filter((n) => n.status.conditions?.some((c) => c.type === 'Ready' && c.status === 'True'))
+          .map((n) => n.metadata.name);
+        return want.every((w) => ready.includes(w));
+      },
+      { timeoutMs, intervalMs: 500, alive: this.nodes.map((n) => n.containerd), check: () => this.nodes.forEach((n) => n.checkKubelet()) },
+    );
   }
 
   /** Every kubelet restart so far, "node: how: cause" (see LabNode.superviseKubelet). */
@@ -200,7 +241,15 @@ export class Cluster {
   async #setPodCidrs(): Promise<void> {
     for (const n of this.nodes) {
       const { podCidr, podCidr6 } = n.opts.net;
-      await this.kubectl.run(['patch', 'node', n.name, '--type', 'merge', '-p', JSON.stringify({ spec: { podCIDR: podCidr, podCIDRs: [podCidr, podCidr6] } })]);
+      await this.kubectl.run([
+        'patch',
+        'node',
+        n.name,
+        '--type',
+        'merge',
+        '-p',
+        JSON.stringify({ spec: { podCIDR: podCidr, podCIDRs: [podCidr, podCidr6] } }),
+      ]);
     }
   }
 

@@ -34,7 +34,9 @@ export class Component {
     this.name = spec.name;
     this.logFile = join(logDir, `${spec.name}.log`);
     const fd = openSync(this.logFile, 'a');
-    const [cmd, args] = spec.mountNs ? [inMountNs(spec.mountNs)[0] as string, [...inMountNs(spec.mountNs).slice(1), spec.cmd, ...spec.args]] : [spec.cmd, [...spec.args]];
+    const [cmd, args] = spec.mountNs
+      ? [inMountNs(spec.mountNs)[0] as string, [...inMountNs(spec.mountNs).slice(1), spec.cmd, ...spec.args]]
+      : [spec.cmd, [...spec.args]];
     try {
       this.child = lab.spawn(spec.netns, cmd, args, {
         stdio: ['ignore', fd, fd],
@@ -83,7 +85,9 @@ export class Component {
     if (this.running) return;
     const how = this.child.signalCode ?? `exit ${this.child.exitCode}`;
     const cause = this.crashLines();
-    throw new Error(`${this.name} stopped (${how})${cause ? `; the cause, from its log:\n${cause}\n` : ''}; last lines of ${this.logFile}:\n${this.logTail()}`);
+    throw new Error(
+      `${this.name} stopped (${how})${cause ? `; the cause, from its log:\n${cause}\n` : ''}; last lines of ${this.logFile}:\n${this.logTail()}`,
+    );
   }
 
   /** SIGTERM, then SIGKILL after graceMs. */
@@ -104,7 +108,11 @@ export class Component {
  * within timeoutMs, or as soon as one of the components it depends on stops
  * (alive), or check() throws.
  */
-export async function waitUntil(what: string, probe: () => Promise<boolean> | boolean, opts: { timeoutMs: number; intervalMs?: number; alive?: readonly Component[]; check?: () => void }): Promise<void> {
+export async function waitUntil(
+  what: string,
+  probe: () => Promise<boolean> | boolean,
+  opts: { timeoutMs: number; intervalMs?: number; alive?: readonly Component[]; check?: () => void },
+): Promise<void> {
   const deadline = Date.now() + opts.timeoutMs;
   let lastError = '';
   for (;;) {
@@ -115,7 +123,10 @@ export async function waitUntil(what: string, probe: () => Promise<boolean> | bo
     } catch (e) {
       lastError = (e as Error).message;
     }
-    if (Date.now() > deadline) throw new Error(`timed out after ${opts.timeoutMs / 1000} s waiting for ${what}${lastError ? ` (last error: ${lastError.split('\n')[0]})` : ''}`);
+    if (Date.now() > deadline)
+      throw new Error(
+        `timed out after ${opts.timeoutMs / 1000} s waiting for ${what}${lastError ? ` (last error: ${lastError.split('\n')[0]})` : ''}`,
+      );
     await new Promise((r) => setTimeout(r, opts.intervalMs ?? 250));
   }
 }

@@ -92,8 +92,14 @@ export function stateOf(c: JunitCase): SpecState {
 
 /** The first meaningful lines of a failure, for a one-line summary. */
 export function shortReason(message: string, maxLen = 300): string {
-  const lines = message.split('\n').map((l) => l.trim()).filter((l) => l && !/^In \[\w+\] at:/.test(l) && !/^\[FAILED\]\s*$/.test(l));
-  const text = lines.slice(0, 3).join(' | ').replace(/^\[(FAILED|PANICKED|TIMEDOUT|INTERRUPTED)\]\s*/, '');
+  const lines = message
+    .split('\n')
+    .map((l) => l.trim())
+    .filter((l) => l && !/^In \[\w+\] at:/.test(l) && !/^\[FAILED\]\s*$/.test(l));
+  const text = lines
+    .slice(0, 3)
+    .join(' | ')
+    .replace(/^\[(FAILED|PANICKED|TIMEDOUT|INTERRUPTED)\]\s*/, '');
   return text.length > maxLen ? `${text.slice(0, maxLen - 3)}...` : text;
 }
 
@@ -117,12 +123,14 @@ export function mergeResults(
   const suiteFailures: SpecResult[] = [];
   for (const s of shards) {
     if (s.cases === undefined) {
-      for (const name of s.assigned) byName.set(name, { name, state: 'failed', seconds: 0, reason: `no report: ${s.error ?? 'e2e.test wrote none'}`, shard: s.shard });
+      for (const name of s.assigned)
+        byName.set(name, { name, state: 'failed', seconds: 0, reason: `no report: ${s.error ?? 'e2e.test wrote none'}`, shard: s.shard });
       continue;
     }
     for (const c of s.cases) {
       if (isSuiteNode(c)) {
-        if (stateOf(c) === 'failed') suiteFailures.push({ name: c.name, state: 'failed', seconds: c.seconds, reason: shortReason(c.message), shard: s.shard });
+        if (stateOf(c) === 'failed')
+          suiteFailures.push({ name: c.name, state: 'failed', seconds: c.seconds, reason: shortReason(c.message), shard: s.shard });
         continue;
       }
       if (c.filteredOut) continue;

@@ -171,27 +171,44 @@ interface ShardRun {
 
 function e2eArgs(cluster: Cluster, opts: ConformanceOptions, dir: string, focus: readonly string[]): string[] {
   return [
-    '--kubeconfig', cluster.adminKubeconfig,
-    '--provider', 'local',
-    '--kubectl-path', bin('kubectl'),
-    '--num-nodes', String(cluster.nodes.length),
-    '--report-dir', dir,
-    '--e2e-output-dir', dir,
+    '--kubeconfig',
+    cluster.adminKubeconfig,
+    '--provider',
+    'local',
+    '--kubectl-path',
+    bin('kubectl'),
+    '--num-nodes',
+    String(cluster.nodes.length),
+    '--report-dir',
+    dir,
+    '--e2e-output-dir',
+    dir,
     // Nodes and kube-system are Ready already (checked before): fail fast if not.
-    '--system-pods-startup-timeout', '2m',
-    '--node-schedulable-timeout', '2m',
-    '--allowed-not-ready-nodes', '0',
+    '--system-pods-startup-timeout',
+    '2m',
+    '--node-schedulable-timeout',
+    '2m',
+    '--allowed-not-ready-nodes',
+    '0',
     // Log dumps of masters and nodes need ssh and a cloud provider.
     '--disable-log-dump',
     ...focus.flatMap((f) => ['--ginkgo.focus', f]),
     ...(opts.skip ? ['--ginkgo.skip', opts.skip] : []),
-    '--ginkgo.timeout', opts.timeout,
+    '--ginkgo.timeout',
+    opts.timeout,
     '--ginkgo.v',
     '--ginkgo.no-color',
   ];
 }
 
-async function runShard(cluster: Cluster, opts: ConformanceOptions, shard: number, assigned: string[], focus: readonly string[], out: (line: string) => void): Promise<ShardRun> {
+async function runShard(
+  cluster: Cluster,
+  opts: ConformanceOptions,
+  shard: number,
+  assigned: string[],
+  focus: readonly string[],
+  out: (line: string) => void,
+): Promise<ShardRun> {
   const dir = join(opts.artifacts, `shard-${shard}`);
   mkdirSync(dir, { recursive: true });
   const logFile = join(dir, 'e2e.log');
@@ -204,7 +221,11 @@ async function runShard(cluster: Cluster, opts: ConformanceOptions, shard: numbe
     HOME: join(cluster.dir, `home-${shard}`),
   };
   mkdirSync(env.HOME!, { recursive: true });
-  const child = cluster.lab.spawn(cluster.net.outside.ns, bin('e2e.test'), e2eArgs(cluster, opts, dir, focus), { env, cwd: dir, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = cluster.lab.spawn(cluster.net.outside.ns, bin('e2e.test'), e2eArgs(cluster, opts, dir, focus), {
+    env,
+    cwd: dir,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   const tag = opts.parallel > 1 ? `s${shard} | ` : '';
   const lineReader = (stream: NodeJS.ReadableStream | null) => {
     let rest = '';
@@ -257,8 +278,16 @@ export async function runConformance(opts: ConformanceOptions): Promise<Conforma
   rmSync(opts.artifacts, { recursive: true, force: true });
   mkdirSync(opts.artifacts, { recursive: true });
   const summary: ConformanceSummary = {
-    proxy: opts.proxy, focus: opts.focus, ...(opts.skip ? { skip: opts.skip } : {}), parallel: opts.parallel,
-    startedAt: new Date(t0).toISOString(), durations, counts: { passed: 0, failed: 0, skipped: 0 }, specs: [], suiteFailures: [], artifacts: opts.artifacts,
+    proxy: opts.proxy,
+    focus: opts.focus,
+    ...(opts.skip ? { skip: opts.skip } : {}),
+    parallel: opts.parallel,
+    startedAt: new Date(t0).toISOString(),
+    durations,
+    counts: { passed: 0, failed: 0, skipped: 0 },
+    specs: [],
+    suiteFailures: [],
+    artifacts: opts.artifacts,
   };
 
   // Which specs, split how (before anything is built: a bad regex fails at once).
@@ -277,16 +306,19 @@ export async function runConformance(opts: ConformanceOptions): Promise<Conforma
     selected = listed.map((s) => s.name).filter((n) => focusRe.test(n));
     const runnable = selected.filter((n) => !skipRe?.test(n));
     if (runnable.length === 0) throw new Error(`no spec matches --focus '${opts.focus}'${opts.skip ? ` --skip '${opts.skip}'` : ''}`);
-    shardFocus = opts.parallel <= 1
-      ? [{ assigned: runnable, focus: [opts.focus] }]
-      : splitSpecs(runnable, opts.parallel).map((names) => ({ assigned: names, focus: names.map(quoteRegex) }));
+    shardFocus =
+      opts.parallel <= 1
+        ? [{ assigned: runnable, focus: [opts.focus] }]
+        : splitSpecs(runnable, opts.parallel).map((names) => ({ assigned: names, focus: names.map(quoteRegex) }));
   }
   const nRun = shardFocus.reduce((n, s) => n + s.assigned.length, 0);
-  out(`${selected.length || 'the'} specs matching '${opts.focus}'${opts.skip ? `, ${nRun} not matching '${opts.skip}'` : ''}; ${shardFocus.length} e2e.test process${shardFocus.length > 1 ? 'es' : ''}; proxy: ${opts.proxy}`);
+  out(
+    `${selected.length || 'the'} specs matching '${opts.focus}'${opts.skip ? `, ${nRun} not matching '${opts.skip}'` : ''}; ${shardFocus.length} e2e.test process${shardFocus.length > 1 ? 'es' : ''}; proxy: ${opts.proxy}`,
+  );
 
-  const names = opts.proxy === 'svcmap' ? [...CLUSTER_IMAGES, 'svcmap'] as const : CLUSTER_IMAGES;
+  const names = opts.proxy === 'svcmap' ? ([...CLUSTER_IMAGES, 'svcmap'] as const) : CLUSTER_IMAGES;
   const images = await phase('images', () => buildImages({ only: [...names], log: out }));
-  const ref = (n: typeof names[number]) => {
+  const ref = (n: (typeof names)[number]) => {
     const img = images.get(n);
     if (!img) throw new Error(`buildImages did not return the ${n} image`);
     return img.ref;
@@ -295,7 +327,9 @@ export async function runConformance(opts: ConformanceOptions): Promise<Conforma
   let proxies: KubeProxy[] = [];
   const diagnostics = async (): Promise<string> => {
     try {
-      return opts.proxy === 'svcmap' ? await svcmapDiagnostics(cluster) : `${await kubeProxyDiagnostics(proxies)}\n${await clusterState(cluster)}`;
+      return opts.proxy === 'svcmap'
+        ? await svcmapDiagnostics(cluster)
+        : `${await kubeProxyDiagnostics(proxies)}\n${await clusterState(cluster)}`;
     } catch (e) {
       return `(diagnostics failed: ${(e as Error).message})`;
     }
@@ -312,7 +346,9 @@ export async function runConformance(opts: ConformanceOptions): Promise<Conforma
       // client's retry backoff for another ~20 s once the Service works.
       await phase('coredns', async () => {
         await deployCoreDns(cluster.kubectl, ref('coredns'));
-        await cluster.kubectl.run(['-n', 'kube-system', 'rollout', 'status', 'deployment/coredns', '--timeout=180s'], { timeoutMs: 190_000 });
+        await cluster.kubectl.run(['-n', 'kube-system', 'rollout', 'status', 'deployment/coredns', '--timeout=180s'], {
+          timeoutMs: 190_000,
+        });
       });
     } catch (e) {
       const d = await diagnostics();
@@ -322,7 +358,10 @@ export async function runConformance(opts: ConformanceOptions): Promise<Conforma
     }
 
     const runs = await phase('e2e', () => Promise.all(shardFocus.map((s, i) => runShard(cluster, opts, i + 1, s.assigned, s.focus, out))));
-    const merged = mergeResults(runs.map((r) => ({ shard: r.shard, assigned: r.assigned, cases: r.cases, ...(r.error ? { error: r.error } : {}) })), selected);
+    const merged = mergeResults(
+      runs.map((r) => ({ shard: r.shard, assigned: r.assigned, cases: r.cases, ...(r.error ? { error: r.error } : {}) })),
+      selected,
+    );
     for (const r of merged.specs) if (r.reason === 'not run' && skipRe?.test(r.name)) r.reason = `left out by --skip '${opts.skip}'`;
     summary.specs = merged.specs;
     summary.suiteFailures = merged.suiteFailures;
@@ -349,7 +388,10 @@ export async function runConformance(opts: ConformanceOptions): Promise<Conforma
 /** kube-system pods and events, for the kube-proxy reference's diagnostics. */
 async function clusterState(cluster: Cluster): Promise<string> {
   const parts: string[] = [];
-  for (const [title, args] of [['pods', ['get', 'pods', '-A', '-o', 'wide']], ['events', ['get', 'events', '-A', '--sort-by=.lastTimestamp']]] as const) {
+  for (const [title, args] of [
+    ['pods', ['get', 'pods', '-A', '-o', 'wide']],
+    ['events', ['get', 'events', '-A', '--sort-by=.lastTimestamp']],
+  ] as const) {
     try {
       parts.push(`==== ${title}\n${(await cluster.kubectl.run(args)).trimEnd()}`);
     } catch (e) {
@@ -369,7 +411,12 @@ export function formatSummary(s: ConformanceSummary): string {
   for (const r of s.suiteFailures) lines.push(`  FAIL (suite) ${r.name}: ${r.reason}`);
   if (s.error) lines.push(`  setup failed: ${s.error.split('\n')[0]}`);
   const d = s.durations;
-  lines.push(`durations: ${['images', 'cluster', 'proxy', 'coredns', 'e2e', 'teardown', 'total'].filter((k) => d[k] !== undefined).map((k) => `${k} ${fmtSeconds(d[k]!)}`).join(', ')}`);
+  lines.push(
+    `durations: ${['images', 'cluster', 'proxy', 'coredns', 'e2e', 'teardown', 'total']
+      .filter((k) => d[k] !== undefined)
+      .map((k) => `${k} ${fmtSeconds(d[k]!)}`)
+      .join(', ')}`,
+  );
   lines.push(`artifacts: ${s.artifacts}`);
   const failed = s.counts.failed + s.suiteFailures.length + (s.error ? 1 : 0);
   lines.push(`${s.counts.passed} passed, ${failed} failed, ${s.counts.skipped} skipped`);
@@ -396,7 +443,10 @@ export interface RunnerDefaults {
 }
 
 export const CONFORMANCE_DEFAULTS: RunnerDefaults = {
-  command: 'node lab/cluster/conformance.ts', focus: DEFAULT_FOCUS, parallel: 4, timeout: '25m',
+  command: 'node lab/cluster/conformance.ts',
+  focus: DEFAULT_FOCUS,
+  parallel: 4,
+  timeout: '25m',
   artifactsRoot: join(REPO_ROOT, '.tools', 'conformance'),
 };
 
@@ -413,7 +463,10 @@ const usage = (d: RunnerDefaults) => `usage: ${d.command} [--proxy svcmap|kube-p
 `;
 
 /** The CLI: runs, prints the summary (its last line the counts) and returns the exit status. */
-export async function main(argv: readonly string[], d: RunnerDefaults = CONFORMANCE_DEFAULTS): Promise<{ code: number; summary?: ConformanceSummary }> {
+export async function main(
+  argv: readonly string[],
+  d: RunnerDefaults = CONFORMANCE_DEFAULTS,
+): Promise<{ code: number; summary?: ConformanceSummary }> {
   const USAGE = usage(d);
   const { values } = parseArgs({
     args: [...argv],
@@ -478,8 +531,11 @@ export function isMain(moduleUrl: string): boolean {
 }
 
 if (isMain(import.meta.url)) {
-  main(process.argv.slice(2)).then(({ code }) => process.exit(code), (e: unknown) => {
-    process.stderr.write(`conformance: ${(e as Error).stack ?? String(e)}\n`);
-    process.exit(1);
-  });
+  main(process.argv.slice(2)).then(
+    ({ code }) => process.exit(code),
+    (e: unknown) => {
+      process.stderr.write(`conformance: ${(e as Error).stack ?? String(e)}\n`);
+      process.exit(1);
+    },
+  );
 }

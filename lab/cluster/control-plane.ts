@@ -47,7 +47,13 @@ export class ControlPlane {
   constructor(opts: ControlPlaneOptions) {
     this.opts = opts;
     mkdirSync(opts.dir, { recursive: true });
-    this.localKubeconfig = writeKubeconfig(join(opts.dir, 'admin-local.kubeconfig'), `https://127.0.0.1:${API_PORT}`, opts.pki.caCert, 'admin', opts.pki.adminToken);
+    this.localKubeconfig = writeKubeconfig(
+      join(opts.dir, 'admin-local.kubeconfig'),
+      `https://127.0.0.1:${API_PORT}`,
+      opts.pki.caCert,
+      'admin',
+      opts.pki.adminToken,
+    );
     this.kubectl = new Kubectl(opts.netns, this.localKubeconfig, join(opts.dir, 'kube-cache'));
   }
 
@@ -58,16 +64,24 @@ export class ControlPlane {
   startEtcd(): Component {
     const dir = this.opts.dir;
     this.etcd = this.#start('etcd', bin('etcd'), [
-      '--name', 'lab',
-      '--data-dir', join(dir, 'etcd'),
-      '--listen-client-urls', ETCD_CLIENT,
-      '--advertise-client-urls', ETCD_CLIENT,
-      '--listen-peer-urls', 'http://127.0.0.1:2380',
-      '--initial-advertise-peer-urls', 'http://127.0.0.1:2380',
-      '--initial-cluster', 'lab=http://127.0.0.1:2380',
+      '--name',
+      'lab',
+      '--data-dir',
+      join(dir, 'etcd'),
+      '--listen-client-urls',
+      ETCD_CLIENT,
+      '--advertise-client-urls',
+      ETCD_CLIENT,
+      '--listen-peer-urls',
+      'http://127.0.0.1:2380',
+      '--initial-advertise-peer-urls',
+      'http://127.0.0.1:2380',
+      '--initial-cluster',
+      'lab=http://127.0.0.1:2380',
       // A lab cluster lives for one run: durability is not worth the fsyncs.
       '--unsafe-no-fsync',
-      '--log-level', 'warn',
+      '--log-level',
+      'warn',
     ]);
     return this.etcd;
   }
@@ -75,23 +89,39 @@ export class ControlPlane {
   startApiserver(): Component {
     const { pki } = this.opts;
     this.apiserver = this.#start('kube-apiserver', bin('kube-apiserver'), [
-      '--etcd-servers', ETCD_CLIENT,
-      '--bind-address', '0.0.0.0',
-      '--advertise-address', this.opts.advertiseIp,
-      '--secure-port', String(API_PORT),
-      '--tls-cert-file', pki.apiserverCert,
-      '--tls-private-key-file', pki.apiserverKey,
-      '--client-ca-file', pki.caCert,
-      '--service-account-issuer', 'https://kubernetes.default.svc.cluster.local',
-      '--service-account-key-file', pki.saPub,
-      '--service-account-signing-key-file', pki.saKey,
-      '--token-auth-file', pki.tokensFile,
-      '--authorization-mode', 'Node,RBAC',
-      '--service-cluster-ip-range', this.opts.serviceCidrs.join(','),
+      '--etcd-servers',
+      ETCD_CLIENT,
+      '--bind-address',
+      '0.0.0.0',
+      '--advertise-address',
+      this.opts.advertiseIp,
+      '--secure-port',
+      String(API_PORT),
+      '--tls-cert-file',
+      pki.apiserverCert,
+      '--tls-private-key-file',
+      pki.apiserverKey,
+      '--client-ca-file',
+      pki.caCert,
+      '--service-account-issuer',
+      'https://kubernetes.default.svc.cluster.local',
+      '--service-account-key-file',
+      pki.saPub,
+      '--service-account-signing-key-file',
+      pki.saKey,
+      '--token-auth-file',
+      pki.tokensFile,
+      '--authorization-mode',
+      'Node,RBAC',
+      '--service-cluster-ip-range',
+      this.opts.serviceCidrs.join(','),
       '--allow-privileged=true',
-      '--kubelet-preferred-address-types', 'InternalIP',
-      '--kubelet-client-certificate', pki.kubeletClientCert,
-      '--kubelet-client-key', pki.kubeletClientKey,
+      '--kubelet-preferred-address-types',
+      'InternalIP',
+      '--kubelet-client-certificate',
+      pki.kubeletClientCert,
+      '--kubelet-client-key',
+      pki.kubeletClientKey,
       '--profiling=false',
       ...(this.opts.apiserverArgs ?? []),
     ]);
@@ -102,18 +132,28 @@ export class ControlPlane {
     const { pki } = this.opts;
     const kc = this.localKubeconfig;
     this.controllerManager = this.#start('kube-controller-manager', bin('kube-controller-manager'), [
-      '--kubeconfig', kc,
-      '--authentication-kubeconfig', kc,
-      '--authorization-kubeconfig', kc,
-      '--service-account-private-key-file', pki.saKey,
-      '--root-ca-file', pki.caCert,
-      '--cluster-signing-cert-file', pki.caCert,
-      '--cluster-signing-key-file', pki.caKey,
+      '--kubeconfig',
+      kc,
+      '--authentication-kubeconfig',
+      kc,
+      '--authorization-kubeconfig',
+      kc,
+      '--service-account-private-key-file',
+      pki.saKey,
+      '--root-ca-file',
+      pki.caCert,
+      '--cluster-signing-cert-file',
+      pki.caCert,
+      '--cluster-signing-key-file',
+      pki.caKey,
       '--use-service-account-credentials=true',
-      '--controllers', this.opts.controllers ?? '*',
+      '--controllers',
+      this.opts.controllers ?? '*',
       '--leader-elect=false',
-      '--bind-address', '127.0.0.1',
-      '--service-cluster-ip-range', this.opts.serviceCidrs.join(','),
+      '--bind-address',
+      '127.0.0.1',
+      '--service-cluster-ip-range',
+      this.opts.serviceCidrs.join(','),
       '--profiling=false',
     ]);
     return this.controllerManager;
@@ -122,11 +162,15 @@ export class ControlPlane {
   startScheduler(): Component {
     const kc = this.localKubeconfig;
     this.scheduler = this.#start('kube-scheduler', bin('kube-scheduler'), [
-      '--kubeconfig', kc,
-      '--authentication-kubeconfig', kc,
-      '--authorization-kubeconfig', kc,
+      '--kubeconfig',
+      kc,
+      '--authentication-kubeconfig',
+      kc,
+      '--authorization-kubeconfig',
+      kc,
       '--leader-elect=false',
-      '--bind-address', '127.0.0.1',
+      '--bind-address',
+      '127.0.0.1',
       '--profiling=false',
     ]);
     return this.scheduler;
@@ -138,15 +182,21 @@ export class ControlPlane {
 
   /** The token controller has run once the default namespace's ServiceAccount exists. */
   waitControllersReady(timeoutMs = 60_000): Promise<void> {
-    return waitUntil('the default ServiceAccount (kube-controller-manager)', async () => {
-      await this.kubectl.run(['get', 'serviceaccount', 'default', '-n', 'default'], { timeoutMs: 5000 });
-      return true;
-    }, { timeoutMs, alive: [this.apiserver, this.controllerManager] });
+    return waitUntil(
+      'the default ServiceAccount (kube-controller-manager)',
+      async () => {
+        await this.kubectl.run(['get', 'serviceaccount', 'default', '-n', 'default'], { timeoutMs: 5000 });
+        return true;
+      },
+      { timeoutMs, alive: [this.apiserver, this.controllerManager] },
+    );
   }
 
   /** etcd's JSON gateway (POST /v3/...), from inside the node namespace. */
   async etcdCall<T = unknown>(path: string, body: unknown): Promise<T> {
-    const out = await this.kubectl.exec('curl', ['-sS', '--fail', '-X', 'POST', `${ETCD_CLIENT}${path}`, '-d', JSON.stringify(body)], { timeoutMs: 10_000 });
+    const out = await this.kubectl.exec('curl', ['-sS', '--fail', '-X', 'POST', `${ETCD_CLIENT}${path}`, '-d', JSON.stringify(body)], {
+      timeoutMs: 10_000,
+    });
     return JSON.parse(out) as T;
   }
 

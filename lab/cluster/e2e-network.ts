@@ -25,7 +25,10 @@ export const SKIPS: ReadonlyArray<{ pattern: string; why: string }> = [
   { pattern: 'Alpha|Beta|Experimental|Federation', why: 'not generally available' },
   { pattern: 'Disruptive|Serial', why: 'disrupt the cluster or need it to themselves (the run is parallel)' },
   { pattern: 'Slow|Flaky', why: 'marked slow or flaky upstream' },
-  { pattern: 'LoadBalancers|GCE|NEG|Firewall|Feature:Ingress', why: 'need a cloud provider (load balancers, GCE, network endpoint groups, firewalls, ingress controllers)' },
+  {
+    pattern: 'LoadBalancers|GCE|NEG|Firewall|Feature:Ingress',
+    why: 'need a cloud provider (load balancers, GCE, network endpoint groups, firewalls, ingress controllers)',
+  },
   { pattern: 'NetworkPolicy|Netpol', why: "NetworkPolicy is the network plugin's job, not the service proxy's" },
   { pattern: 'SCTPConnectivity', why: 'this kernel has no SCTP' },
   { pattern: 'KubeProxy|kube-proxy', why: 'about the kube-proxy binary itself (its metrics, its conntrack settings, restarting it)' },
@@ -82,18 +85,24 @@ export function mergeTable(summaries: Partial<Record<ProxyKind, ConformanceSumma
   return table;
 }
 
-const cell = (r: TableRow['results'][ProxyKind]) => (r ? `${r.state === 'passed' ? 'pass' : r.state === 'failed' ? '**FAIL**' : 'skip'} (${r.seconds.toFixed(1)})` : '-');
+const cell = (r: TableRow['results'][ProxyKind]) =>
+  r ? `${r.state === 'passed' ? 'pass' : r.state === 'failed' ? '**FAIL**' : 'skip'} (${r.seconds.toFixed(1)})` : '-';
 const escape = (s: string) => s.replace(/\|/g, '\\|').replace(/\s+/g, ' ').trim();
 
 export function tableMarkdown(t: Table): string {
   const lines = ['| proxy | passed | failed | skipped | run |', '| --- | --- | --- | --- | --- |'];
   for (const p of PROXIES) {
     const r = t.runs[p];
-    if (r) lines.push(`| ${p} | ${r.counts.passed} | ${r.counts.failed} | ${r.counts.skipped} | ${r.startedAt}, ${Math.round(r.seconds)} s${r.error ? `, setup failed: ${escape(r.error.split('\n')[0]!)}` : ''} |`);
+    if (r)
+      lines.push(
+        `| ${p} | ${r.counts.passed} | ${r.counts.failed} | ${r.counts.skipped} | ${r.startedAt}, ${Math.round(r.seconds)} s${r.error ? `, setup failed: ${escape(r.error.split('\n')[0]!)}` : ''} |`,
+      );
   }
   lines.push('', '| spec | svcmap | kube-proxy | failure |', '| --- | --- | --- | --- |');
   for (const row of t.rows) {
-    const failure = PROXIES.map((p) => (row.results[p]?.state === 'failed' ? `${p}: ${escape(row.results[p]!.reason).slice(0, 300)}` : '')).filter(Boolean).join('; ');
+    const failure = PROXIES.map((p) => (row.results[p]?.state === 'failed' ? `${p}: ${escape(row.results[p]!.reason).slice(0, 300)}` : ''))
+      .filter(Boolean)
+      .join('; ');
     lines.push(`| ${escape(row.name)} | ${cell(row.results.svcmap)} | ${cell(row.results['kube-proxy'])} | ${failure} |`);
   }
   return `${lines.join('\n')}\n`;
@@ -121,15 +130,18 @@ if (isMain(import.meta.url)) {
     process.stdout.write(`${md}\n${json}\n`);
     process.exit(0);
   }
-  main(args, NETWORK_DEFAULTS).then(({ code, summary }) => {
-    if (summary) {
-      const { md } = writeTable();
-      // On stderr: .ci/run finds the count line on stdout by its pattern.
-      process.stderr.write(`per-spec table: ${md}\n`);
-    }
-    process.exit(code);
-  }, (e: unknown) => {
-    process.stderr.write(`e2e-network: ${(e as Error).stack ?? String(e)}\n`);
-    process.exit(1);
-  });
+  main(args, NETWORK_DEFAULTS).then(
+    ({ code, summary }) => {
+      if (summary) {
+        const { md } = writeTable();
+        // On stderr: .ci/run finds the count line on stdout by its pattern.
+        process.stderr.write(`per-spec table: ${md}\n`);
+      }
+      process.exit(code);
+    },
+    (e: unknown) => {
+      process.stderr.write(`e2e-network: ${(e as Error).stack ?? String(e)}\n`);
+      process.exit(1);
+    },
+  );
 }

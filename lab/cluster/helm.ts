@@ -18,7 +18,11 @@ export class Helm {
   }
 
   run(args: readonly string[], timeoutMs = 600_000): Promise<string> {
-    const env = { HELM_CACHE_HOME: join(this.#home, 'cache'), HELM_CONFIG_HOME: join(this.#home, 'config'), HELM_DATA_HOME: join(this.#home, 'data') };
+    const env = {
+      HELM_CACHE_HOME: join(this.#home, 'cache'),
+      HELM_CONFIG_HOME: join(this.#home, 'config'),
+      HELM_DATA_HOME: join(this.#home, 'data'),
+    };
     return this.kubectl.exec(HELM, args, { timeoutMs, env });
   }
 

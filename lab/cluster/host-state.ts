@@ -108,7 +108,9 @@ export function createCgroupV1(name: string): string[] {
 
 function subdirs(dir: string): string[] {
   try {
-    return readdirSync(dir, { withFileTypes: true }).filter((d) => d.isDirectory()).map((d) => join(dir, d.name));
+    return readdirSync(dir, { withFileTypes: true })
+      .filter((d) => d.isDirectory())
+      .map((d) => join(dir, d.name));
   } catch {
     return [];
   }

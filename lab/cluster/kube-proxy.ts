@@ -71,7 +71,9 @@ export class KubeProxy {
   /** True once /healthz answers 200: the first full sync of its rules is done. */
   async healthy(): Promise<boolean> {
     try {
-      await this.node.exec('curl', ['-sSf', '-o', '/dev/null', '--max-time', '2', `http://127.0.0.1:${HEALTHZ_PORT}/healthz`], { timeoutMs: 5000 });
+      await this.node.exec('curl', ['-sSf', '-o', '/dev/null', '--max-time', '2', `http://127.0.0.1:${HEALTHZ_PORT}/healthz`], {
+        timeoutMs: 5000,
+      });
       return true;
     } catch {
       return false;
@@ -103,7 +105,9 @@ export async function startKubeProxies(cluster: Cluster, opts: KubeProxyOptions 
   for (const n of cluster.nodes) {
     const v = await bridgeNfCallIptables(n);
     if (v !== '1') {
-      throw new Error(`${n.name}: net.bridge.bridge-nf-call-iptables is ${v} in the node's namespace; kube-proxy needs bridged replies to pass its rules (br_netfilter), and this harness does not change kernel-wide settings`);
+      throw new Error(
+        `${n.name}: net.bridge.bridge-nf-call-iptables is ${v} in the node's namespace; kube-proxy needs bridged replies to pass its rules (br_netfilter), and this harness does not change kernel-wide settings`,
+      );
     }
   }
   await cluster.kubectl.apply(RBAC);
@@ -113,32 +117,49 @@ export async function startKubeProxies(cluster: Cluster, opts: KubeProxyOptions 
   const kubeconfig = writeKubeconfig(join(cluster.dir, 'kube-proxy.kubeconfig'), server, cluster.pki.caCert, KUBE_PROXY_SA, token);
   const proxies = cluster.nodes.map((n) => {
     const o = n.opts;
-    const component = new Component(o.lab, {
-      name: `${n.name}-kube-proxy`,
-      netns: o.net.ns.ns,
-      mountNs: o.mountNs,
-      cgroup: join(o.cgroupV2, 'system'),
-      cmd: bin('kube-proxy'),
-      args: [
-        '--kubeconfig', kubeconfig,
-        '--proxy-mode', mode,
-        '--hostname-override', n.name,
-        '--cluster-cidr', cluster.net.clusterCidrs.join(','),
-        // Kernel-wide conntrack settings stay as they are (see the top of this file).
-        '--conntrack-max-per-core', '0',
-        '--conntrack-tcp-timeout-established', '0',
-        '--conntrack-tcp-timeout-close-wait', '0',
-        '--healthz-bind-address', `0.0.0.0:${HEALTHZ_PORT}`,
-        '--metrics-bind-address', '127.0.0.1:10249',
-        '-v', String(opts.verbosity ?? 2),
-      ],
-    }, o.logDir);
+    const component = new Component(
+      o.lab,
+      {
+        name: `${n.name}-kube-proxy`,
+        netns: o.net.ns.ns,
+        mountNs: o.mountNs,
+        cgroup: join(o.cgroupV2, 'system'),
+        cmd: bin('kube-proxy'),
+        args: [
+          '--kubeconfig',
+          kubeconfig,
+          '--proxy-mode',
+          mode,
+          '--hostname-override',
+          n.name,
+          '--cluster-cidr',
+          cluster.net.clusterCidrs.join(','),
+          // Kernel-wide conntrack settings stay as they are (see the top of this file).
+          '--conntrack-max-per-core',
+          '0',
+          '--conntrack-tcp-timeout-established',
+          '0',
+          '--conntrack-tcp-timeout-close-wait',
+          '0',
+          '--healthz-bind-address',
+          `0.0.0.0:${HEALTHZ_PORT}`,
+          '--metrics-bind-address',
+          '127.0.0.1:10249',
+          '-v',
+          String(opts.verbosity ?? 2),
+        ],
+      },
+      o.logDir,
+    );
     return new KubeProxy(n, component);
   });
   await cluster.step(`kube-proxy (${mode}) on ${cluster.nodes.map((n) => n.name).join(', ')}: synced`, () =>
     waitUntil('kube-proxy /healthz on every node', async () => (await Promise.all(proxies.map((p) => p.healthy()))).every(Boolean), {
-      timeoutMs: 60_000, intervalMs: 500, alive: proxies.map((p) => p.component),
-    }));
+      timeoutMs: 60_000,
+      intervalMs: 500,
+      alive: proxies.map((p) => p.component),
+    }),
+  );
   return proxies;
 }
 
@@ -146,10 +167,14 @@ export async function startKubeProxies(cluster: Cluster, opts: KubeProxyOptions 
 export async function kubeProxyDiagnostics(proxies: readonly KubeProxy[]): Promise<string> {
   const out: string[] = [];
   for (const p of proxies) {
-    out.push(`==== ${p.node.name}: kube-proxy (${p.component.running ? 'running' : 'stopped'}), last lines of ${p.component.logFile}\n${p.component.logTail(60).trimEnd()}`);
+    out.push(
+      `==== ${p.node.name}: kube-proxy (${p.component.running ? 'running' : 'stopped'}), last lines of ${p.component.logFile}\n${p.component.logTail(60).trimEnd()}`,
+    );
     try {
       const rules = await p.ruleset();
-      out.push(`==== ${p.node.name}: nft list table ip kube-proxy (${rules.split('\n').length} lines; first 150)\n${rules.split('\n').slice(0, 150).join('\n')}`);
+      out.push(
+        `==== ${p.node.name}: nft list table ip kube-proxy (${rules.split('\n').length} lines; first 150)\n${rules.split('\n').slice(0, 150).join('\n')}`,
+      );
     } catch (e) {
       out.push(`==== ${p.node.name}: nft list table ip kube-proxy\n(failed: ${(e as Error).message.split('\n')[0]})`);
     }

@@ -22,7 +22,11 @@ export class Kubectl {
   }
 
   /** Any command inside the namespace, with KUBECONFIG set. */
-  exec(cmd: string, args: readonly string[], opts: { input?: string; timeoutMs?: number; env?: Record<string, string> } = {}): Promise<string> {
+  exec(
+    cmd: string,
+    args: readonly string[],
+    opts: { input?: string; timeoutMs?: number; env?: Record<string, string> } = {},
+  ): Promise<string> {
     const env = Object.entries({ KUBECONFIG: this.kubeconfig, KUBECACHEDIR: this.#cacheDir, ...opts.env }).map(([k, v]) => `${k}=${v}`);
     return run('nsenter', [`--net=${netnsPath(this.netns)}`, '--', 'env', ...env, cmd, ...args], {
       timeoutMs: opts.timeoutMs ?? 60_000,

@@ -76,20 +76,33 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
  * hostPort, kube-proxy no more than svcmap.
  */
 function cniConfig(net: NodeNet, ipamDir: string): string {
-  return `${JSON.stringify({
-    cniVersion: '0.4.0',
-    name: 'lab',
-    plugins: [{
-      type: 'bridge', bridge: 'cni0', isGateway: true, ipMasq: false, hairpinMode: true,
-      ipam: {
-        type: 'host-local', dataDir: ipamDir,
-        ranges: [[{ subnet: net.podCidr }], [{ subnet: net.podCidr6 }]],
-        routes: [{ dst: '0.0.0.0/0' }, { dst: '::/0' }],
-      },
-    }, {
-      type: 'portmap', capabilities: { portMappings: true },
-    }],
-  }, null, 2)}\n`;
+  return `${JSON.stringify(
+    {
+      cniVersion: '0.4.0',
+      name: 'lab',
+      plugins: [
+        {
+          type: 'bridge',
+          bridge: 'cni0',
+          isGateway: true,
+          ipMasq: false,
+          hairpinMode: true,
+          ipam: {
+            type: 'host-local',
+            dataDir: ipamDir,
+            ranges: [[{ subnet: net.podCidr }], [{ subnet: net.podCidr6 }]],
+            routes: [{ dst: '0.0.0.0/0' }, { dst: '::/0' }],
+          },
+        },
+        {
+          type: 'portmap',
+          capabilities: { portMappings: true },
+        },
+      ],
+    },
+    null,
+    2,
+  )}\n`;
 }
 
 function kubeletConfig(o: NodeOptions): string {
@@ -152,7 +165,11 @@ export class LabNode {
 
   #component(name: string, cmd: string, args: readonly string[]): Component {
     const o = this.opts;
-    return new Component(o.lab, { name: `${this.name}-${name}`, netns: o.net.ns.ns, mountNs: o.mountNs, cmd, args, cgroup: join(o.cgroupV2, 'system') }, o.logDir);
+    return new Component(
+      o.lab,
+      { name: `${this.name}-${name}`, netns: o.net.ns.ns, mountNs: o.mountNs, cmd, args, cgroup: join(o.cgroupV2, 'system') },
+      o.logDir,
+    );
   }
 
   async startContainerd(): Promise<void> {
@@ -164,15 +181,20 @@ export class LabNode {
     const config = join(o.dir, 'containerd.toml');
     writeFileSync(config, containerdConfig(o.dir, cniConf));
     this.containerd = this.#component('containerd', 'containerd', ['--config', config]);
-    await waitUntil(`containerd on ${this.name}`, async () => {
-      await this.exec('ctr', ['version'], { timeoutMs: 3000 });
-      return true;
-    }, { timeoutMs: 30_000, intervalMs: 100, alive: [this.containerd] });
+    await waitUntil(
+      `containerd on ${this.name}`,
+      async () => {
+        await this.exec('ctr', ['version'], { timeoutMs: 3000 });
+        return true;
+      },
+      { timeoutMs: 30_000, intervalMs: 100, alive: [this.containerd] },
+    );
   }
 
   /** Imports OCI archives into the node's containerd (namespace k8s.io, where the kubelet looks). */
   async importImages(archives: readonly string[]): Promise<void> {
-    for (const a of archives) await this.exec('ctr', ['-n', 'k8s.io', 'images', 'import', '--all-platforms', '--no-unpack', a], { timeoutMs: 300_000 });
+    for (const a of archives)
+      await this.exec('ctr', ['-n', 'k8s.io', 'images', 'import', '--all-platforms', '--no-unpack', a], { timeoutMs: 300_000 });
   }
 
   /** Gives an imported image a second name (e.g. a new tag for an upgrade). */
@@ -186,14 +208,21 @@ export class LabNode {
     const config = join(o.dir, 'kubelet.yaml');
     writeFileSync(config, kubeletConfig(o));
     this.kubelet = this.#component('kubelet', bin('kubelet'), [
-      '--config', config,
-      '--kubeconfig', kubeconfig,
-      '--root-dir', join(o.dir, 'kubelet'),
-      '--cert-dir', join(o.dir, 'kubelet', 'pki'),
-      '--hostname-override', this.name,
+      '--config',
+      config,
+      '--kubeconfig',
+      kubeconfig,
+      '--root-dir',
+      join(o.dir, 'kubelet'),
+      '--cert-dir',
+      join(o.dir, 'kubelet', 'pki'),
+      '--hostname-override',
+      this.name,
       // Both families: the Node's InternalIPs (IPv4 first, the primary family).
-      '--node-ip', `${o.net.ip},${o.net.ip6}`,
-      '-v', '1',
+      '--node-ip',
+      `${o.net.ip},${o.net.ip6}`,
+      '-v',
+      '1',
     ]);
     return this.kubelet;
   }
@@ -212,7 +241,9 @@ export class LabNode {
       const how = this.kubelet.child.signalCode ?? `exit ${this.kubelet.child.exitCode}`;
       const cause = this.kubelet.crashLines() || '(nothing in its log says why)';
       this.kubeletRestarts.push(`${how}: ${cause}`);
-      log(`${this.name}: the kubelet stopped (${how}); started again, as systemd would on a node (restart ${this.kubeletRestarts.length} of at most ${KUBELET_RESTART_LIMIT}). From its log:\n${cause}`);
+      log(
+        `${this.name}: the kubelet stopped (${how}); started again, as systemd would on a node (restart ${this.kubeletRestarts.length} of at most ${KUBELET_RESTART_LIMIT}). From its log:\n${cause}`,
+      );
       this.startKubelet();
     }, intervalMs);
     timer.unref();

@@ -14,8 +14,17 @@ export const STATE_ROOT = '/var/lib/svcmap-lab';
 export const MNTNS_DIR = '/run/svcmap-lab/mntns';
 
 export type ClusterBinary =
-  | 'etcd' | 'kube-apiserver' | 'kube-controller-manager' | 'kube-scheduler' | 'kubelet' | 'kube-proxy' | 'kubectl'
-  | 'e2e.test' | 'agnhost' | 'regression-issue-74839' | 'coredns';
+  | 'etcd'
+  | 'kube-apiserver'
+  | 'kube-controller-manager'
+  | 'kube-scheduler'
+  | 'kubelet'
+  | 'kube-proxy'
+  | 'kubectl'
+  | 'e2e.test'
+  | 'agnhost'
+  | 'regression-issue-74839'
+  | 'coredns';
 
 export function bin(name: ClusterBinary): string {
   return join(CLUSTER_BIN, name);

@@ -47,14 +47,91 @@ const DNS_NAMES = ['kubernetes', 'kubernetes.default', 'kubernetes.default.svc',
 export function makePki(opts: PkiOptions): Pki {
   const dir = opts.dir;
   mkdirSync(dir, { recursive: true, mode: 0o700 });
-  openssl(['req', '-x509', '-new', '-nodes', '-newkey', 'rsa:2048', '-keyout', 'ca.key', '-out', 'ca.crt', '-days', '2', '-subj', '/CN=svcmap-lab-ca'], dir);
+  openssl(
+    [
+      'req',
+      '-x509',
+      '-new',
+      '-nodes',
+      '-newkey',
+      'rsa:2048',
+      '-keyout',
+      'ca.key',
+      '-out',
+      'ca.crt',
+      '-days',
+      '2',
+      '-subj',
+      '/CN=svcmap-lab-ca',
+    ],
+    dir,
+  );
   const san = [...DNS_NAMES.map((d) => `DNS:${d}`), ...opts.apiserverIps.map((ip) => `IP:${ip}`)].join(',');
-  writeFileSync(join(dir, 'apiserver.ext'), `subjectAltName=${san}\nextendedKeyUsage=serverAuth\nkeyUsage=digitalSignature,keyEncipherment\n`);
-  openssl(['req', '-new', '-nodes', '-newkey', 'rsa:2048', '-keyout', 'apiserver.key', '-out', 'apiserver.csr', '-subj', '/CN=kube-apiserver'], dir);
-  openssl(['x509', '-req', '-in', 'apiserver.csr', '-CA', 'ca.crt', '-CAkey', 'ca.key', '-CAcreateserial', '-out', 'apiserver.crt', '-days', '2', '-extfile', 'apiserver.ext'], dir);
+  writeFileSync(
+    join(dir, 'apiserver.ext'),
+    `subjectAltName=${san}\nextendedKeyUsage=serverAuth\nkeyUsage=digitalSignature,keyEncipherment\n`,
+  );
+  openssl(
+    ['req', '-new', '-nodes', '-newkey', 'rsa:2048', '-keyout', 'apiserver.key', '-out', 'apiserver.csr', '-subj', '/CN=kube-apiserver'],
+    dir,
+  );
+  openssl(
+    [
+      'x509',
+      '-req',
+      '-in',
+      'apiserver.csr',
+      '-CA',
+      'ca.crt',
+      '-CAkey',
+      'ca.key',
+      '-CAcreateserial',
+      '-out',
+      'apiserver.crt',
+      '-days',
+      '2',
+      '-extfile',
+      'apiserver.ext',
+    ],
+    dir,
+  );
   writeFileSync(join(dir, 'client.ext'), 'extendedKeyUsage=clientAuth\nkeyUsage=digitalSignature,keyEncipherment\n');
-  openssl(['req', '-new', '-nodes', '-newkey', 'rsa:2048', '-keyout', 'kubelet-client.key', '-out', 'kubelet-client.csr', '-subj', '/O=system:masters/CN=kube-apiserver-kubelet-client'], dir);
-  openssl(['x509', '-req', '-in', 'kubelet-client.csr', '-CA', 'ca.crt', '-CAkey', 'ca.key', '-CAcreateserial', '-out', 'kubelet-client.crt', '-days', '2', '-extfile', 'client.ext'], dir);
+  openssl(
+    [
+      'req',
+      '-new',
+      '-nodes',
+      '-newkey',
+      'rsa:2048',
+      '-keyout',
+      'kubelet-client.key',
+      '-out',
+      'kubelet-client.csr',
+      '-subj',
+      '/O=system:masters/CN=kube-apiserver-kubelet-client',
+    ],
+    dir,
+  );
+  openssl(
+    [
+      'x509',
+      '-req',
+      '-in',
+      'kubelet-client.csr',
+      '-CA',
+      'ca.crt',
+      '-CAkey',
+      'ca.key',
+      '-CAcreateserial',
+      '-out',
+      'kubelet-client.crt',
+      '-days',
+      '2',
+      '-extfile',
+      'client.ext',
+    ],
+    dir,
+  );
   openssl(['genrsa', '-out', 'sa.key', '2048'], dir);
   openssl(['rsa', '-in', 'sa.key', '-pubout', '-out', 'sa.pub'], dir);
 

@@ -58,11 +58,17 @@ interface DaemonSetStatus {
 
 /** The DaemonSet rolled out on every node, each agent Ready (its readiness probe is /readyz: first full sync done). */
 export async function waitAgentsReady(cluster: Cluster, timeoutMs = 180_000): Promise<void> {
-  await cluster.kubectl.run(['-n', NAMESPACE, 'rollout', 'status', `daemonset/${RELEASE}`, `--timeout=${timeoutMs / 1000}s`], { timeoutMs: timeoutMs + 10_000 });
-  await waitUntil('an agent Ready on every node', async () => {
-    const ds = await cluster.kubectl.json<DaemonSetStatus>(['-n', NAMESPACE, 'get', 'daemonset', RELEASE]);
-    return ds.status.numberReady === cluster.nodes.length && ds.status.desiredNumberScheduled === cluster.nodes.length;
-  }, { timeoutMs: 30_000 });
+  await cluster.kubectl.run(['-n', NAMESPACE, 'rollout', 'status', `daemonset/${RELEASE}`, `--timeout=${timeoutMs / 1000}s`], {
+    timeoutMs: timeoutMs + 10_000,
+  });
+  await waitUntil(
+    'an agent Ready on every node',
+    async () => {
+      const ds = await cluster.kubectl.json<DaemonSetStatus>(['-n', NAMESPACE, 'get', 'daemonset', RELEASE]);
+      return ds.status.numberReady === cluster.nodes.length && ds.status.desiredNumberScheduled === cluster.nodes.length;
+    },
+    { timeoutMs: 30_000 },
+  );
 }
 
 /**
@@ -79,8 +85,12 @@ export async function svcmapDiagnostics(cluster: Cluster): Promise<string> {
     }
   };
   await add('pods', () => cluster.kubectl.run(['get', 'pods', '-A', '-o', 'wide']));
-  await add('agent logs', () => cluster.kubectl.run(['-n', NAMESPACE, 'logs', '-l', AGENT_SELECTOR, '--all-containers', '--prefix', '--tail=200']));
-  await add('agent logs (previous)', () => cluster.kubectl.run(['-n', NAMESPACE, 'logs', '-l', AGENT_SELECTOR, '--all-containers', '--prefix', '--previous', '--tail=50']));
+  await add('agent logs', () =>
+    cluster.kubectl.run(['-n', NAMESPACE, 'logs', '-l', AGENT_SELECTOR, '--all-containers', '--prefix', '--tail=200']),
+  );
+  await add('agent logs (previous)', () =>
+    cluster.kubectl.run(['-n', NAMESPACE, 'logs', '-l', AGENT_SELECTOR, '--all-containers', '--prefix', '--previous', '--tail=50']),
+  );
   for (const n of cluster.nodes) {
     await add(`${n.name}: svcmap status`, () => n.exec(join(REPO_ROOT, 'bin', 'svcmap'), ['status', '--pin-dir', PIN_DIR]));
   }

@@ -23,7 +23,11 @@ function list(dir: string): string[] {
 
 /** Removes what dead cluster runs left; returns their run ids. */
 export function sweepStaleClusters(): string[] {
-  const live = new Set(readRecords().filter(ownerAlive).map((r) => r.id));
+  const live = new Set(
+    readRecords()
+      .filter(ownerAlive)
+      .map((r) => r.id),
+  );
   const ids = new Set<string>();
   for (const d of list(STATE_ROOT)) if (isRunId(d)) ids.add(d);
   for (const f of list(MNTNS_DIR)) {

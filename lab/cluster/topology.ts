@@ -92,7 +92,14 @@ export async function createClusterNet(lab: Lab, nodeNames: readonly string[]): 
   const nodes: NodeNet[] = [];
   for (const [i, name] of nodeNames.entries()) {
     const ns = await lab.netns(name);
-    const node: NodeNet = { name, ns, ip: `${NET}.${10 + i}`, ip6: `${NET6}:${10 + i}`, podCidr: `10.244.${i + 1}.0/24`, podCidr6: `fd00:10:244:${i + 1}::/64` };
+    const node: NodeNet = {
+      name,
+      ns,
+      ip: `${NET}.${10 + i}`,
+      ip6: `${NET6}:${10 + i}`,
+      podCidr: `10.244.${i + 1}.0/24`,
+      podCidr6: `fd00:10:244:${i + 1}::/64`,
+    };
     await nodeSysctls(lab, ns);
     await plug(lab, sw, ns, node.ip, node.ip6);
     nodes.push(node);
@@ -108,7 +115,13 @@ export async function createClusterNet(lab: Lab, nodeNames: readonly string[]): 
   const outside = { ns: outsideNs, ip: `${NET}.100`, ip6: `${NET6}:100` };
   await plug(lab, sw, outsideNs, outside.ip, outside.ip6);
   return {
-    switch: sw, gateway, gateway6, prefixLen: PREFIX, nodes, outside,
-    serviceCidrs: [SERVICE_CIDR, SERVICE_CIDR6], clusterCidrs: [CLUSTER_CIDR, CLUSTER_CIDR6],
+    switch: sw,
+    gateway,
+    gateway6,
+    prefixLen: PREFIX,
+    nodes,
+    outside,
+    serviceCidrs: [SERVICE_CIDR, SERVICE_CIDR6],
+    clusterCidrs: [CLUSTER_CIDR, CLUSTER_CIDR6],
   };
 }

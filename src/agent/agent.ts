@@ -65,13 +65,20 @@ export interface RunningAgent {
 
 export async function runAgent(cfg: AgentConfig, log: Logger): Promise<RunningAgent> {
   // The Kubernetes client (client-node's config and informers, without its generated API): loaded only when it is the source.
-  const k8s = cfg.source.kind === 'kubernetes'
-    ? { ...(await import('../sources/kubernetes/config.ts')), ...(await import('../sources/kubernetes/source.ts')), ...(await import('./events/k8s-sink.ts')) }
-    : undefined;
+  const k8s =
+    cfg.source.kind === 'kubernetes'
+      ? {
+          ...(await import('../sources/kubernetes/config.ts')),
+          ...(await import('../sources/kubernetes/source.ts')),
+          ...(await import('./events/k8s-sink.ts')),
+        }
+      : undefined;
   // Fail on bad credentials before touching the datapath.
   const kc = cfg.source.kind === 'kubernetes' ? k8s!.loadKubeConfig(cfg.source) : undefined;
   if (cfg.source.kind === 'kubernetes' && !cfg.nodeName) {
-    throw new Error('the Kubernetes source needs this node\'s name: --node-name NAME or the NODE_NAME environment variable (from the downward API: spec.nodeName)');
+    throw new Error(
+      "the Kubernetes source needs this node's name: --node-name NAME or the NODE_NAME environment variable (from the downward API: spec.nodeName)",
+    );
   }
 
   const dp = bringUpDatapath(cfg, (msg, fields) => log.info(fields ?? {}, msg));
@@ -84,9 +91,16 @@ export async function runAgent(cfg: AgentConfig, log: Logger): Promise<RunningAg
     dp.pinLock.release(); // from here svcmap cleanup no longer asks for --force
   });
   for (const n of dp.notes) log.warn(n);
-  log.info({
-    objects: dp.objectPaths, reusedMaps: dp.reusedMaps, links: dp.links, cgroup: cfg.cgroup, pinDir: cfg.pinDir,
-  }, dp.reusedMaps.length ? 'datapath up (reusing pinned maps)' : 'datapath up');
+  log.info(
+    {
+      objects: dp.objectPaths,
+      reusedMaps: dp.reusedMaps,
+      links: dp.links,
+      cgroup: cfg.cgroup,
+      pinDir: cfg.pinDir,
+    },
+    dp.reusedMaps.length ? 'datapath up (reusing pinned maps)' : 'datapath up',
+  );
 
   // Backends that leave a frontend: the sockets the socket LB sent to them are destroyed (each family's by its own map).
   const { v4, v6 } = dp.maps;
@@ -99,20 +113,40 @@ export async function runAgent(cfg: AgentConfig, log: Logger): Promise<RunningAg
   );
   log.info({ frontends: syncer.state.frontends.size, backends: syncer.state.backends.size }, 'read current map state');
 
-  const terminator = SocketTerminator.start({
-    pinDir: cfg.pinDir, cgroup: cfg.cgroup, tcp: cfg.destroyTcpSockets ?? false,
-    ...(cfg.objectDir ? { objectDir: cfg.objectDir } : {}), ...(cfg.forceCompile ? { forceCompile: true } : {}),
-  }, log, metrics.registry);
+  const terminator = SocketTerminator.start(
+    {
+      pinDir: cfg.pinDir,
+      cgroup: cfg.cgroup,
+      tcp: cfg.destroyTcpSockets ?? false,
+      ...(cfg.objectDir ? { objectDir: cfg.objectDir } : {}),
+      ...(cfg.forceCompile ? { forceCompile: true } : {}),
+    },
+    log,
+    metrics.registry,
+  );
   parts.add('socket terminator', () => terminator.close());
   const counters = dp.maps.counters;
   if (counters) metrics.readDatapathCountersWith(() => readDatapathCounters(counters));
   // Live connection counts (lc, sed, nq): the GC takes collected flows off them and recounts tc's.
-  const counter = (family: Family) => SocketCounter.load({
-    pinDir: cfg.pinDir, family, ...(cfg.objectDir ? { objectDir: cfg.objectDir } : {}), ...(cfg.forceCompile ? { forceCompile: true } : {}),
-  }, log);
+  const counter = (family: Family) =>
+    SocketCounter.load(
+      {
+        pinDir: cfg.pinDir,
+        family,
+        ...(cfg.objectDir ? { objectDir: cfg.objectDir } : {}),
+        ...(cfg.forceCompile ? { forceCompile: true } : {}),
+      },
+      log,
+    );
   const sockets = v4.conns ? counter(4) : undefined;
-  const conns = v4.conns ? new ConnCounts({ conns: v4.conns, backends: v4.backends }, dp.tc.programFd(CONNS_ADJUST_PROGRAM), sockets,
-    v6?.conns ? { maps: { conns: v6.conns, backends: v6.backends }, sockets: sockets ? counter(6) : undefined } : undefined) : undefined;
+  const conns = v4.conns
+    ? new ConnCounts(
+        { conns: v4.conns, backends: v4.backends },
+        dp.tc.programFd(CONNS_ADJUST_PROGRAM),
+        sockets,
+        v6?.conns ? { maps: { conns: v6.conns, backends: v6.backends }, sockets: sockets ? counter(6) : undefined } : undefined,
+      )
+    : undefined;
   if (conns) parts.add('connection counts', () => conns.close());
   const ctGc = v4.ct ? new CtGc(v4.ct, { ...cfg.ctGc, metrics, log, map6: v6?.ct, ...(conns ? { conns } : {}) }) : undefined;
   if (ctGc) {
@@ -126,7 +160,14 @@ export async function runAgent(cfg: AgentConfig, log: Logger): Promise<RunningAg
   const statusArgs = [metrics, log, { afterFullSync: () => heap.afterFullSync() }] as const;
   const status = events?.syncStatus(...statusArgs) ?? new SyncStatus(...statusArgs);
   const problems = countingProblemReporter(log, metrics, events?.problems);
-  const tcDatapath = new TcDatapath(dp.tc, { config: dp.maps.config!, devAddr: v4.devAddr!, devAddr6: v6?.devAddr }, cfg.pinDir, log, cfg.devices, cfg.tcAttach ?? 'auto');
+  const tcDatapath = new TcDatapath(
+    dp.tc,
+    { config: dp.maps.config!, devAddr: v4.devAddr!, devAddr6: v6?.devAddr },
+    cfg.pinDir,
+    log,
+    cfg.devices,
+    cfg.tcAttach ?? 'auto',
+  );
   const attachTc = (node: { name: string; addresses: string[] } | undefined) => {
     try {
       tcDatapath.update(node);
@@ -154,14 +195,21 @@ export async function runAgent(cfg: AgentConfig, log: Logger): Promise<RunningAg
     parts.add('health server', () => h.server.close());
     running.healthPort = h.port;
   }
-  log.info({
-    metricsPort: running.metricsPort, healthPort: running.healthPort, metricsAddress: cfg.metrics?.bindAddress, healthAddress: cfg.health?.bindAddress,
-  }, 'serving metrics and health');
+  log.info(
+    {
+      metricsPort: running.metricsPort,
+      healthPort: running.healthPort,
+      metricsAddress: cfg.metrics?.bindAddress,
+      healthAddress: cfg.health?.bindAddress,
+    },
+    'serving metrics and health',
+  );
 
   // One sync loop for both sources; the source only feeds its model.
   let loop: SyncLoop | undefined;
   const changed = () => loop?.poke();
-  const countEvent = (kind: 'Service' | 'EndpointSlice') => (kind === 'Service' ? metrics.kubeProxy.serviceEvent() : metrics.kubeProxy.endpointSliceEvent());
+  const countEvent = (kind: 'Service' | 'EndpointSlice') =>
+    kind === 'Service' ? metrics.kubeProxy.serviceEvent() : metrics.kubeProxy.endpointSliceEvent();
   let source: ModelSource & { stop(): void };
   let started: () => Promise<void>;
   if (cfg.source.kind === 'files') {
@@ -188,12 +236,16 @@ export async function runAgent(cfg: AgentConfig, log: Logger): Promise<RunningAg
       changed,
       informerError: (kind, err, retryMs) => {
         metrics.syncErrors.inc({ kind: 'source' });
-        log.warn({ informer: kind, err: String((err as Error)?.message ?? err), retryMs }, 'watch failed; the maps keep their state, retrying');
+        log.warn(
+          { informer: kind, err: String((err as Error)?.message ?? err), retryMs },
+          'watch failed; the maps keep their state, retrying',
+        );
       },
       sliceTrigger: (svc, at, family) => loop?.trigger(svc, at, family),
       node: (node) => attachTc(node),
       nodeEligible: (eligible) => {
-        if (eligible !== status.health.nodeEligible) log.warn({ node: cfg.nodeName, eligible }, eligible ? 'node eligible again' : 'node is being deleted: /healthz answers 503');
+        if (eligible !== status.health.nodeEligible)
+          log.warn({ node: cfg.nodeName, eligible }, eligible ? 'node eligible again' : 'node is being deleted: /healthz answers 503');
         status.health.nodeEligible = eligible;
       },
       event: countEvent,
@@ -207,7 +259,8 @@ export async function runAgent(cfg: AgentConfig, log: Logger): Promise<RunningAg
     };
   }
   loop = new SyncLoop(source, syncer, status, metrics, problems, log, {
-    minIntervalMs: cfg.minSyncIntervalMs, syncPeriodMs: cfg.syncPeriodMs,
+    minIntervalMs: cfg.minSyncIntervalMs,
+    syncPeriodMs: cfg.syncPeriodMs,
     ...(cfg.lbAlgorithm ? { lbAlgorithm: cfg.lbAlgorithm } : {}),
     ...(dp.maps.zones ? { zones: new ZoneNames(dp.maps.zones, (msg, zone) => log.warn({ zone }, msg)) } : {}),
     onServices: (changed, full) => {

@@ -42,10 +42,12 @@ export function defaultObjectDir(): string {
 }
 
 function defineFlags(defines: Record<string, string | number> = {}): string[] {
-  return Object.keys(defines).sort().map((k) => {
-    if (!/^[A-Z_][A-Z0-9_]*$/.test(k)) throw new Error(`invalid BPF feature switch name ${JSON.stringify(k)}`);
-    return `-D${k}=${defines[k]}`;
-  });
+  return Object.keys(defines)
+    .sort()
+    .map((k) => {
+      if (!/^[A-Z_][A-Z0-9_]*$/.test(k)) throw new Error(`invalid BPF feature switch name ${JSON.stringify(k)}`);
+      return `-D${k}=${defines[k]}`;
+    });
 }
 
 /** Every file the compile reads from bpf/: the entry file and all headers. */
@@ -104,11 +106,15 @@ export function compileBpf(req: CompileRequest): CompiledObject {
   const args = [
     ...BPF_CFLAGS,
     ...defineFlags(req.defines),
-    '-I', join(dir, 'include'),
-    '-I', join(dir, 'lib'),
+    '-I',
+    join(dir, 'include'),
+    '-I',
+    join(dir, 'lib'),
     ...multiarchInclude(),
-    '-c', join(dir, `${req.program}.c`),
-    '-o', tmp,
+    '-c',
+    join(dir, `${req.program}.c`),
+    '-o',
+    tmp,
   ];
   try {
     execFileSync(clang, args, { stdio: ['ignore', 'pipe', 'pipe'] });
@@ -116,7 +122,9 @@ export function compileBpf(req: CompileRequest): CompiledObject {
     rmSync(tmp, { force: true });
     const e = err as { code?: string; stderr?: Buffer };
     if (e.code === 'ENOENT') {
-      throw new Error(`cannot compile bpf/${req.program}.c: ${clang} is not installed (apt-get install clang llvm libbpf-dev), and no prebuilt object matches at ${path}`);
+      throw new Error(
+        `cannot compile bpf/${req.program}.c: ${clang} is not installed (apt-get install clang llvm libbpf-dev), and no prebuilt object matches at ${path}`,
+      );
     }
     throw new Error(`clang failed on bpf/${req.program}.c:\n${e.stderr?.toString() ?? String(err)}`);
   }

@@ -76,18 +76,26 @@ export function ensureBpffs(pinDir: string, mountIfMissing: boolean): void {
     try {
       execFileSync('mount', ['-t', 'bpf', 'bpf', mountPoint], { stdio: ['ignore', 'ignore', 'pipe'] });
     } catch (err) {
-      throw new EnvironmentError(`bpffs is not mounted at /sys/fs/bpf and mounting it failed (${(err as Error).message.trim()}): mount -t bpf bpf /sys/fs/bpf`);
+      throw new EnvironmentError(
+        `bpffs is not mounted at /sys/fs/bpf and mounting it failed (${(err as Error).message.trim()}): mount -t bpf bpf /sys/fs/bpf`,
+      );
     }
     if (fsType(existingAncestor(pinDir)) === BPF_FS_MAGIC) return;
   }
   if (mountPoint === '/sys/fs/bpf') throw new EnvironmentError('bpffs is not mounted at /sys/fs/bpf: mount -t bpf bpf /sys/fs/bpf');
-  throw new EnvironmentError(`--pin-dir ${pinDir} is not on a bpffs, which pins need: use a directory under /sys/fs/bpf, or mount -t bpf bpf ${at}`);
+  throw new EnvironmentError(
+    `--pin-dir ${pinDir} is not on a bpffs, which pins need: use a directory under /sys/fs/bpf, or mount -t bpf bpf ${at}`,
+  );
 }
 
 /** Mount points of cgroup v2 filesystems, from /proc/self/mounts. */
 export function cgroup2Mounts(): string[] {
   const text = readFileSync('/proc/self/mounts', 'utf8');
-  return text.split('\n').map((l) => l.split(' ')).filter((f) => f[2] === 'cgroup2').map((f) => f[1]!.replace(/\\040/g, ' '));
+  return text
+    .split('\n')
+    .map((l) => l.split(' '))
+    .filter((f) => f[2] === 'cgroup2')
+    .map((f) => f[1]!.replace(/\\040/g, ' '));
 }
 
 export function defaultCgroup(): string {
@@ -103,8 +111,10 @@ export function checkCgroup(path: string): void {
   if (!existsSync(path)) throw new EnvironmentError(`cgroup ${path} does not exist`);
   if (fsType(path) !== CGROUP2_SUPER_MAGIC) {
     const mounts = cgroup2Mounts();
-    throw new EnvironmentError(mounts.length === 0
-      ? `no cgroup v2 mount found (${path} is not cgroup v2): mount -t cgroup2 none /sys/fs/cgroup/unified`
-      : `${path} is not a cgroup v2 directory; cgroup v2 is mounted at ${mounts.join(', ')}`);
+    throw new EnvironmentError(
+      mounts.length === 0
+        ? `no cgroup v2 mount found (${path} is not cgroup v2): mount -t cgroup2 none /sys/fs/cgroup/unified`
+        : `${path} is not a cgroup v2 directory; cgroup v2 is mounted at ${mounts.join(', ')}`,
+    );
   }
 }

@@ -151,7 +151,12 @@ export function progInfo(fd: number): ProgInfo {
   const name = Buffer.alloc(32);
   const rc = native().progInfo(fd, type, id, tag, name, name.length) as number;
   if (rc < 0) throw new BpfError(`program info of fd ${fd}`, rc, libbpfText(rc));
-  return { type: type.readUInt32LE(), id: id.readUInt32LE(), tag: tag.toString('utf8', 0, 16), name: name.toString('utf8', 0, name.indexOf(0)) };
+  return {
+    type: type.readUInt32LE(),
+    id: id.readUInt32LE(),
+    tag: tag.toString('utf8', 0, 16),
+    name: name.toString('utf8', 0, name.indexOf(0)),
+  };
 }
 
 export function progInfoById(id: number): ProgInfo | undefined {

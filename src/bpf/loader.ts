@@ -50,10 +50,14 @@ export function loadPinned(opts: LoadOptions): LoadResult {
           const wantKey = object.mapKeySize(name);
           const wantValue = object.mapValueSize(name);
           if (pinned.keySize !== wantKey || pinned.valueSize !== wantValue) {
-            throw new Error(`the map pinned at ${path} has key/value sizes ${pinned.keySize}/${pinned.valueSize}, this build of the datapath expects ${wantKey}/${wantValue}: the layout changed. Remove the old datapath with svcmap cleanup --pin-dir ${opts.pinDir} (services are unreachable until the agent re-syncs), then start the agent again`);
+            throw new Error(
+              `the map pinned at ${path} has key/value sizes ${pinned.keySize}/${pinned.valueSize}, this build of the datapath expects ${wantKey}/${wantValue}: the layout changed. Remove the old datapath with svcmap cleanup --pin-dir ${opts.pinDir} (services are unreachable until the agent re-syncs), then start the agent again`,
+            );
           }
           if (want !== undefined && want !== pinned.maxEntries) {
-            notes.push(`map ${name} is pinned with ${pinned.maxEntries} entries; keeping that size rather than ${want} (resizing needs svcmap cleanup)`);
+            notes.push(
+              `map ${name} is pinned with ${pinned.maxEntries} entries; keeping that size rather than ${want} (resizing needs svcmap cleanup)`,
+            );
           }
           object.setMaxEntries(name, pinned.maxEntries);
           reusedMaps.push(name);

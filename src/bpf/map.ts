@@ -9,7 +9,14 @@ export const BPF_ANY = 0n;
 export const BPF_NOEXIST = 1n;
 
 export const MAP_TYPE_NAMES: Record<number, string> = {
-  1: 'hash', 2: 'array', 9: 'lru_hash', 13: 'hash_of_maps', 11: 'lpm_trie', 10: 'lru_percpu_hash', 5: 'percpu_hash', 6: 'percpu_array',
+  1: 'hash',
+  2: 'array',
+  9: 'lru_hash',
+  13: 'hash_of_maps',
+  11: 'lpm_trie',
+  10: 'lru_percpu_hash',
+  5: 'percpu_hash',
+  6: 'percpu_array',
 };
 
 /** Map types whose value is one per possible CPU (BPF_MAP_TYPE_PERCPU_HASH, _ARRAY, LRU_PERCPU_HASH). */
@@ -121,11 +128,19 @@ export class BpfMap {
     return new BpfMap(fd, label);
   }
 
-  get keySize(): number { return this.info.keySize; }
-  get valueSize(): number { return this.info.valueSize; }
-  get maxEntries(): number { return this.info.maxEntries; }
+  get keySize(): number {
+    return this.info.keySize;
+  }
+  get valueSize(): number {
+    return this.info.valueSize;
+  }
+  get maxEntries(): number {
+    return this.info.maxEntries;
+  }
   /** One value per possible CPU: read with lookupPerCpu(). */
-  get isPerCpu(): boolean { return PERCPU_TYPES.has(this.info.type); }
+  get isPerCpu(): boolean {
+    return PERCPU_TYPES.has(this.info.type);
+  }
 
   /** Per-CPU maps hold nCPU values per key: a one-value buffer would be overrun. */
   #notPerCpu(op: string): void {
@@ -236,7 +251,8 @@ export class BpfMap {
         }
         this.#fail('lookup batch', rc);
       }
-      if (rc === -ENOSPC) { // one hash bucket holds more than `chunk` entries
+      if (rc === -ENOSPC) {
+        // one hash bucket holds more than `chunk` entries
         chunk *= 2;
         continue;
       }
@@ -261,8 +277,10 @@ export class BpfMap {
   updateBatch(keys: Buffer, values: Buffer, count: number, flags: bigint = BPF_ANY): void {
     this.#notPerCpu('update batch');
     if (count === 0) return;
-    if (keys.length !== count * this.keySize) throw new Error(`update batch ${this.label}: ${keys.length} key bytes for ${count} keys of ${this.keySize}`);
-    if (values.length !== count * this.valueSize) throw new Error(`update batch ${this.label}: ${values.length} value bytes for ${count} values of ${this.valueSize}`);
+    if (keys.length !== count * this.keySize)
+      throw new Error(`update batch ${this.label}: ${keys.length} key bytes for ${count} keys of ${this.keySize}`);
+    if (values.length !== count * this.valueSize)
+      throw new Error(`update batch ${this.label}: ${values.length} value bytes for ${count} values of ${this.valueSize}`);
     if (this.#batchOk) {
       const n = Buffer.alloc(4);
       n.writeUInt32LE(count);
@@ -276,8 +294,12 @@ export class BpfMap {
       }
     }
     for (let i = 0; i < count; i++) {
-      const rc = native().mapUpdate(this.fd, keys.subarray(i * this.keySize, (i + 1) * this.keySize),
-        values.subarray(i * this.valueSize, (i + 1) * this.valueSize), flags) as number;
+      const rc = native().mapUpdate(
+        this.fd,
+        keys.subarray(i * this.keySize, (i + 1) * this.keySize),
+        values.subarray(i * this.valueSize, (i + 1) * this.valueSize),
+        flags,
+      ) as number;
       if (rc < 0) throw new BatchError(`update ${this.label}`, rc, i, count);
     }
   }
@@ -288,7 +310,8 @@ export class BpfMap {
    * returned, in order.
    */
   deleteBatch(keys: Buffer, count: number): number[] {
-    if (keys.length !== count * this.keySize) throw new Error(`delete batch ${this.label}: ${keys.length} key bytes for ${count} keys of ${this.keySize}`);
+    if (keys.length !== count * this.keySize)
+      throw new Error(`delete batch ${this.label}: ${keys.length} key bytes for ${count} keys of ${this.keySize}`);
     const gone: number[] = [];
     let from = 0;
     while (this.#batchOk && from < count) {

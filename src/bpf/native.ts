@@ -75,7 +75,9 @@ function bind() {
     probeHelper: libbpf.func('int libbpf_probe_bpf_helper(int prog_type, int helper_id, const void *opts)'),
 
     // libbpf: the syscall wrappers (flat arguments, NULL opts)
-    mapCreate: libbpf.func('int bpf_map_create(int map_type, const char *name, uint32_t key_size, uint32_t value_size, uint32_t max_entries, void *opts)'),
+    mapCreate: libbpf.func(
+      'int bpf_map_create(int map_type, const char *name, uint32_t key_size, uint32_t value_size, uint32_t max_entries, void *opts)',
+    ),
     mapUpdate: libbpf.func('int bpf_map_update_elem(int fd, const void *key, const void *value, uint64_t flags)'),
     mapLookup: libbpf.func('int bpf_map_lookup_elem(int fd, const void *key, void *value)'),
     mapDelete: libbpf.func('int bpf_map_delete_elem(int fd, const void *key)'),
@@ -94,20 +96,30 @@ function bind() {
     logCapture: shim.func('void svcmap_log_capture(int echo_level)'),
     logTake: shim.func('int svcmap_log_take(void *buf, size_t size)'),
     open: shim.func('bpf_object *svcmap_open(const char *path, const char *pin_root, void *log_buf, size_t log_size, uint32_t log_level)'),
-    mapInfo: shim.func('int svcmap_map_info(int fd, void *type, void *id, void *key_size, void *value_size, void *max_entries, void *map_flags, void *name, size_t name_size)'),
+    mapInfo: shim.func(
+      'int svcmap_map_info(int fd, void *type, void *id, void *key_size, void *value_size, void *max_entries, void *map_flags, void *name, size_t name_size)',
+    ),
     progInfo: shim.func('int svcmap_prog_info(int fd, void *type, void *id, void *tag_hex, void *name, size_t name_size)'),
     linkInfo: shim.func('int svcmap_link_info(int fd, void *type, void *id, void *prog_id, void *attach_type, void *target)'),
-    mapUpdateBatch: shim.func('int svcmap_map_update_batch(int fd, const void *keys, const void *values, void *count, uint64_t elem_flags)'),
+    mapUpdateBatch: shim.func(
+      'int svcmap_map_update_batch(int fd, const void *keys, const void *values, void *count, uint64_t elem_flags)',
+    ),
     mapDeleteBatch: shim.func('int svcmap_map_delete_batch(int fd, const void *keys, void *count)'),
-    mapLookupBatch: shim.func('int svcmap_map_lookup_batch(int fd, void *in_batch, void *out_batch, void *keys, void *values, void *count)'),
+    mapLookupBatch: shim.func(
+      'int svcmap_map_lookup_batch(int fd, void *in_batch, void *out_batch, void *keys, void *values, void *count)',
+    ),
     tcxLinkCreate: shim.func('int svcmap_tcx_link_create(int prog_fd, int ifindex, int ingress)'),
     tcxAttachType: shim.func('int svcmap_tcx_attach_type(int ingress)'),
     tcAttach: shim.func('int svcmap_tc_attach(int ifindex, int ingress, int prog_fd, uint32_t handle, uint32_t priority, int replace)'),
     tcDetach: shim.func('int svcmap_tc_detach(int ifindex, int ingress, uint32_t handle, uint32_t priority)'),
     tcQuery: shim.func('int svcmap_tc_query(int ifindex, int ingress, uint32_t handle, uint32_t priority, void *prog_id)'),
-    progTestRun: shim.func('int svcmap_prog_test_run(int prog_fd, const void *data_in, uint32_t size_in, void *data_out, void *size_out, const void *ctx_in, uint32_t ctx_size_in, void *ctx_out, void *ctx_size_out, uint32_t repeat, void *retval, void *duration)'),
+    progTestRun: shim.func(
+      'int svcmap_prog_test_run(int prog_fd, const void *data_in, uint32_t size_in, void *data_out, void *size_out, const void *ctx_in, uint32_t ctx_size_in, void *ctx_out, void *ctx_size_out, uint32_t repeat, void *retval, void *duration)',
+    ),
     btfStruct: shim.func('int svcmap_btf_struct(const btf *btf, const char *name, void *size, void *members)'),
-    btfMember: shim.func('int svcmap_btf_member(const btf *btf, const char *name, uint32_t idx, void *member_name, size_t name_size, void *bit_offset, void *bitfield_size, void *byte_size)'),
+    btfMember: shim.func(
+      'int svcmap_btf_member(const btf *btf, const char *name, uint32_t idx, void *member_name, size_t name_size, void *bit_offset, void *bitfield_size, void *byte_size)',
+    ),
     iterRunInNetns: shim.func('int64_t svcmap_iter_run_in_netns(int link_fd, int netns_fd)'),
     nlWatch: shim.func('int svcmap_nl_watch(uint32_t groups)'),
     iterMapLinkCreate: shim.func('int svcmap_iter_map_link_create(int prog_fd, int map_fd)'),

@@ -24,7 +24,9 @@ export function watchNetlink(groups: number, onChange: () => void): NetlinkWatch
   if (fd < 0) throw new BpfError('subscribe to rtnetlink changes', fd, 'socket(AF_NETLINK, NETLINK_ROUTE)');
   const pipe = new Socket({ fd, readable: true, writable: false });
   pipe.on('data', () => onChange());
-  pipe.on('error', () => { /* closing the pipe is how the watch ends */ });
+  pipe.on('error', () => {
+    /* closing the pipe is how the watch ends */
+  });
   // A watch alone must not keep the process running.
   pipe.unref();
   return { close: () => pipe.destroy() };

@@ -76,8 +76,10 @@ export function holdPinDir(pinDir: string, timeoutMs = 10_000): PinDirLock {
     const errno = flock(fd, LOCK_SH);
     if (errno === 0 && stillThere(fd, pinDir)) return held(fd);
     closeSync(fd);
-    if (errno !== 0 && errno !== EWOULDBLOCK) throw new BpfError(`flock ${pinDir}`, errno, 'cannot take the agent\'s lock on its pin directory');
-    if (Date.now() >= deadline) throw new Error(`${pinDir} stays locked by a svcmap cleanup (flock held exclusively for more than ${timeoutMs / 1000}s)`);
+    if (errno !== 0 && errno !== EWOULDBLOCK)
+      throw new BpfError(`flock ${pinDir}`, errno, "cannot take the agent's lock on its pin directory");
+    if (Date.now() >= deadline)
+      throw new Error(`${pinDir} stays locked by a svcmap cleanup (flock held exclusively for more than ${timeoutMs / 1000}s)`);
     Atomics.wait(pause, 0, 0, 50);
   }
 }
@@ -110,7 +112,8 @@ export function flockHolders(st: { dev: bigint; ino: bigint }, locks = readLocks
   const pids = new Set<number>();
   for (const line of locks.split('\n')) {
     const m = /^\d+:\s+FLOCK\s+\S+\s+\S+\s+(\d+)\s+([0-9a-f]+):([0-9a-f]+):(\d+)\s/.exec(line);
-    if (m && BigInt(`0x${m[2]}`) === major && BigInt(`0x${m[3]}`) === minor && BigInt(m[4]!) === st.ino && m[1] !== '0') pids.add(Number(m[1]));
+    if (m && BigInt(`0x${m[2]}`) === major && BigInt(`0x${m[3]}`) === minor && BigInt(m[4]!) === st.ino && m[1] !== '0')
+      pids.add(Number(m[1]));
   }
   return [...pids].sort((a, b) => a - b);
 }

@@ -31,7 +31,10 @@ const BTF_KIND_FUNC = 12;
 /** The last line of a failed load worth showing: the verifier's or libbpf's last words. */
 function lastWords(err: unknown): string {
   if (!(err instanceof BpfError)) return (err as Error).message;
-  const lines = err.log.split('\n').map((l) => l.trim()).filter((l) => l && !/^verifier log/.test(l) && !/^processed \d+ insns/.test(l));
+  const lines = err.log
+    .split('\n')
+    .map((l) => l.trim())
+    .filter((l) => l && !/^verifier log/.test(l) && !/^processed \d+ insns/.test(l));
   const last = lines.at(-1);
   return `${err.code}: ${err.detail}${last ? ` (${last})` : ''}`;
 }
@@ -88,10 +91,16 @@ export function probeHelper(progType: number, helperId: number, helperName: stri
   const loads = native().probeProgType(progType, null) as number;
   if (loads !== 1) {
     takeLibbpfLog();
-    return { ok: false, detail: `not probed: not even a minimal ${type} program loads here (${loads < 0 ? errnoName(loads) : 'no privilege, or no kernel support'})` };
+    return {
+      ok: false,
+      detail: `not probed: not even a minimal ${type} program loads here (${loads < 0 ? errnoName(loads) : 'no privilege, or no kernel support'})`,
+    };
   }
-  return libbpfProbe(native().probeHelper(progType, helperId, null) as number,
-    `${type} programs may call ${helperName}`, `the kernel does not offer ${helperName} to ${type} programs`);
+  return libbpfProbe(
+    native().probeHelper(progType, helperId, null) as number,
+    `${type} programs may call ${helperName}`,
+    `the kernel does not offer ${helperName} to ${type} programs`,
+  );
 }
 
 /** Whether the kernel's BTF (/sys/kernel/btf/vmlinux) has a function of this name: the kfunc a program would call. */
@@ -104,7 +113,9 @@ export function probeKfunc(name: string): ProbeOutcome {
   }
   try {
     const id = native().btfFindByNameKind(btf, name, BTF_KIND_FUNC) as number;
-    return id > 0 ? { ok: true, detail: `kernel BTF has ${name} (id ${id})` } : { ok: false, detail: `the kernel's BTF has no function ${name}` };
+    return id > 0
+      ? { ok: true, detail: `kernel BTF has ${name} (id ${id})` }
+      : { ok: false, detail: `the kernel's BTF has no function ${name}` };
   } finally {
     native().btfFree(btf);
   }

@@ -99,6 +99,9 @@ export function detachClassicTc(ifindex: number): number {
 
 /** Interface names of this process's network namespace (/proc/net is per namespace; /sys/class/net may not be). */
 export function interfaceNames(): string[] {
-  return readFileSync('/proc/net/dev', 'utf8').split('\n').slice(2)
-    .map((l) => l.split(':')[0]!.trim()).filter((n) => n.length > 0);
+  return readFileSync('/proc/net/dev', 'utf8')
+    .split('\n')
+    .slice(2)
+    .map((l) => l.split(':')[0]!.trim())
+    .filter((n) => n.length > 0);
 }

@@ -48,7 +48,9 @@ function u32Option(name: string, value: number, min: number): number {
 /** Runs the program behind progFd once (or `repeat` times) on `packet`. */
 export function progTestRun(progFd: number, packet: Buffer, opts: TestRunOptions = {}): TestRunResult {
   if (packet.length < TEST_RUN_MIN_PACKET) {
-    throw new RangeError(`prog test run: the packet is ${packet.length} bytes; the kernel needs at least ${TEST_RUN_MIN_PACKET} (an Ethernet header)`);
+    throw new RangeError(
+      `prog test run: the packet is ${packet.length} bytes; the kernel needs at least ${TEST_RUN_MIN_PACKET} (an Ethernet header)`,
+    );
   }
   u32Option('packet length', packet.length, TEST_RUN_MIN_PACKET);
   const repeat = u32Option('repeat', opts.repeat ?? 1, 1);
@@ -69,8 +71,20 @@ export function progTestRun(progFd: number, packet: Buffer, opts: TestRunOptions
   const retval = Buffer.alloc(4);
   const duration = Buffer.alloc(4);
 
-  const rc = native().progTestRun(progFd, packet, packet.length, dataOut, sizeOut,
-    opts.ctx ?? null, opts.ctx?.length ?? 0, ctxOut, ctxSizeOut, repeat, retval, duration) as number;
+  const rc = native().progTestRun(
+    progFd,
+    packet,
+    packet.length,
+    dataOut,
+    sizeOut,
+    opts.ctx ?? null,
+    opts.ctx?.length ?? 0,
+    ctxOut,
+    ctxSizeOut,
+    repeat,
+    retval,
+    duration,
+  ) as number;
   if (rc < 0) {
     const hint = rc === -ENOSPC ? ` (the program left a packet larger than dataOutSize ${outSize})` : '';
     throw new BpfError(`prog test run of fd ${progFd}`, rc, `${libbpfText(rc)}${hint}`);

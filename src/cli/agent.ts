@@ -15,36 +15,76 @@ const REPLACED: Record<string, string> = {
   'health-port': '--healthz-bind-address ADDR:PORT',
   'bind-address': '--metrics-bind-address and --healthz-bind-address',
 };
-const capacity = (what: string, dflt: number) => ({ value: 'N', schema: intString(1, 16_777_216), otherwise: String(dflt), help: `${what} capacity for a new map` }) as const;
+const capacity = (what: string, dflt: number) =>
+  ({ value: 'N', schema: intString(1, 16_777_216), otherwise: String(dflt), help: `${what} capacity for a new map` }) as const;
 const L = DEFAULT_CT_LIFETIMES;
 const lifetime = duration.refine((ms) => ms >= 1000, { message: 'must be at least 1s' });
 
 export const agentCommand = command({
   name: 'agent',
   summary: 'loads the datapath and keeps its maps in sync with the Services',
-  description: 'Loads the datapath, attaches it to a cgroup, and keeps the maps in sync. Its source is the Kubernetes API (with in-cluster credentials, or --kubeconfig), or --manifests for local runs.',
+  description:
+    'Loads the datapath, attaches it to a cgroup, and keeps the maps in sync. Its source is the Kubernetes API (with in-cluster credentials, or --kubeconfig), or --manifests for local runs.',
   flags: {
-    manifests: { value: 'DIR', schema: z.string().min(1), help: 'a directory of Service/EndpointSlice YAML to serve instead of the Kubernetes API (local runs)' },
-    kubeconfig: { value: 'PATH', schema: z.string().min(1), otherwise: 'in-cluster credentials', help: 'the Kubernetes API, with this kubeconfig' },
-    'k8s-api-server': { value: 'URL', schema: z.string(), otherwise: 'env SVCMAP_K8S_API_SERVER', help: 'https://HOST:PORT of the API server, bypassing the kubernetes Service' },
-    'node-name': { value: 'NAME', schema: z.string(), otherwise: 'env NODE_NAME', help: 'this node\'s name; required with the API' },
-    cgroup: { value: 'PATH', schema: z.string().startsWith('/', 'must be an absolute path'), otherwise: 'the cgroup v2 mount root', help: 'cgroup v2 directory to attach the socket hooks to' },
+    manifests: {
+      value: 'DIR',
+      schema: z.string().min(1),
+      help: 'a directory of Service/EndpointSlice YAML to serve instead of the Kubernetes API (local runs)',
+    },
+    kubeconfig: {
+      value: 'PATH',
+      schema: z.string().min(1),
+      otherwise: 'in-cluster credentials',
+      help: 'the Kubernetes API, with this kubeconfig',
+    },
+    'k8s-api-server': {
+      value: 'URL',
+      schema: z.string(),
+      otherwise: 'env SVCMAP_K8S_API_SERVER',
+      help: 'https://HOST:PORT of the API server, bypassing the kubernetes Service',
+    },
+    'node-name': { value: 'NAME', schema: z.string(), otherwise: 'env NODE_NAME', help: "this node's name; required with the API" },
+    cgroup: {
+      value: 'PATH',
+      schema: z.string().startsWith('/', 'must be an absolute path'),
+      otherwise: 'the cgroup v2 mount root',
+      help: 'cgroup v2 directory to attach the socket hooks to',
+    },
     'pin-dir': pinDirFlag,
     'bpf-dir': { value: 'DIR', schema: z.string(), otherwise: 'build/bpf', help: 'where compiled BPF objects are cached' },
     compile: { help: 'compiles the BPF programs even if a cached object matches' },
     'max-services': capacity('services map', SVCMAP_SERVICES_MAX),
     'max-backends': capacity('backends map', SVCMAP_BACKENDS_MAX),
     'max-conntrack': capacity('tc connection tracking', SVCMAP_CT_MAX),
-    'max-affinity': { ...capacity('session affinity (ClientIP) map', SVCMAP_AFFINITY_MAX), help: 'session affinity (ClientIP) map capacity for a new map: clients x services remembered (LRU)' },
+    'max-affinity': {
+      ...capacity('session affinity (ClientIP) map', SVCMAP_AFFINITY_MAX),
+      help: 'session affinity (ClientIP) map capacity for a new map: clients x services remembered (LRU)',
+    },
     devices: {
       value: 'LIST',
       schema: z.string().regex(/^[A-Za-z0-9_.:@-]{1,15}(,[A-Za-z0-9_.:@-]{1,15})*$/, 'must be a comma-separated list of interface names'),
-      otherwise: 'the interfaces holding the node\'s InternalIP/ExternalIP, plus those with a default route or a route through a gateway, followed as routes change',
+      otherwise:
+        "the interfaces holding the node's InternalIP/ExternalIP, plus those with a default route or a route through a gateway, followed as routes change",
       help: 'interfaces for NodePort/LoadBalancer/externalIP traffic from outside (comma-separated)',
     },
-    'tc-attach': { value: 'MODE', schema: z.enum(['auto', 'tcx', 'tc'], { message: 'must be auto, tcx or tc' }), default: 'auto', help: 'auto: tcx links where the kernel has them, else clsact filters; tc: always clsact + cls_bpf' },
-    'ct-gc-interval': { value: 'D', schema: duration, default: `${DEFAULT_CT_GC_INTERVAL_MS / 1000}s`, help: 'how often idle flows are removed from the tc connection tracking map (0 = never: LRU eviction only)' },
-    'ct-tcp-timeout': { value: 'D', schema: lifetime, otherwise: `${L.tcpEstablishedMs / 3_600_000}h`, help: `idle lifetime of an established TCP flow (not yet answered: ${L.tcpSynMs / 1000}s; closing, RST or FIN both ways: ${L.tcpClosingMs / 1000}s)` },
+    'tc-attach': {
+      value: 'MODE',
+      schema: z.enum(['auto', 'tcx', 'tc'], { message: 'must be auto, tcx or tc' }),
+      default: 'auto',
+      help: 'auto: tcx links where the kernel has them, else clsact filters; tc: always clsact + cls_bpf',
+    },
+    'ct-gc-interval': {
+      value: 'D',
+      schema: duration,
+      default: `${DEFAULT_CT_GC_INTERVAL_MS / 1000}s`,
+      help: 'how often idle flows are removed from the tc connection tracking map (0 = never: LRU eviction only)',
+    },
+    'ct-tcp-timeout': {
+      value: 'D',
+      schema: lifetime,
+      otherwise: `${L.tcpEstablishedMs / 3_600_000}h`,
+      help: `idle lifetime of an established TCP flow (not yet answered: ${L.tcpSynMs / 1000}s; closing, RST or FIN both ways: ${L.tcpClosingMs / 1000}s)`,
+    },
     'ct-udp-timeout': { value: 'D', schema: lifetime, otherwise: `${L.otherMs / 1000}s`, help: 'idle lifetime of a UDP flow' },
     'lb-algorithm': {
       value: 'ALG',
@@ -52,18 +92,41 @@ export const agentCommand = command({
       default: 'random',
       help: 'how a frontend picks a backend when its Service has no svcmap.io/lb-algorithm annotation (see docs/architecture.md)',
     },
-    'destroy-tcp-sockets': { help: 'when a backend leaves a Service, also destroys the connected TCP sockets the socket LB sent to it (connected UDP ones always are; needs Linux 6.5+)' },
+    'destroy-tcp-sockets': {
+      help: 'when a backend leaves a Service, also destroys the connected TCP sockets the socket LB sent to it (connected UDP ones always are; needs Linux 6.5+)',
+    },
     'min-sync-interval': { value: 'D', schema: duration, default: '0s', help: 'minimum time between syncs (0s: immediate)' },
-    'sync-period': { value: 'D', schema: duration.refine((ms) => ms > 0, { message: 'must be more than 0' }), default: '1h', help: 'periodic full resync' },
-    'metrics-bind-address': { value: 'ADDR:PORT', schema: bindAddressFlag(10249), default: '127.0.0.1:10249', help: 'Prometheus /metrics (IPv6 as [::1]:10249; [::] both families; port 0 any free port; off)' },
-    'healthz-bind-address': { value: 'ADDR:PORT', schema: bindAddressFlag(10256), default: '0.0.0.0:10256', help: '/healthz, /livez, /readyz (as above). healthCheckNodePort servers always listen on both families, whatever these say' },
-    'healthz-timeout': { value: 'D', schema: duration.refine((ms) => ms > 0, { message: 'must be more than 0' }), otherwise: '60s, kube-proxy\'s; or twice --min-sync-interval if longer', help: 'how long a change may wait for the maps before /healthz and /livez answer 503' },
+    'sync-period': {
+      value: 'D',
+      schema: duration.refine((ms) => ms > 0, { message: 'must be more than 0' }),
+      default: '1h',
+      help: 'periodic full resync',
+    },
+    'metrics-bind-address': {
+      value: 'ADDR:PORT',
+      schema: bindAddressFlag(10249),
+      default: '127.0.0.1:10249',
+      help: 'Prometheus /metrics (IPv6 as [::1]:10249; [::] both families; port 0 any free port; off)',
+    },
+    'healthz-bind-address': {
+      value: 'ADDR:PORT',
+      schema: bindAddressFlag(10256),
+      default: '0.0.0.0:10256',
+      help: '/healthz, /livez, /readyz (as above). healthCheckNodePort servers always listen on both families, whatever these say',
+    },
+    'healthz-timeout': {
+      value: 'D',
+      schema: duration.refine((ms) => ms > 0, { message: 'must be more than 0' }),
+      otherwise: "60s, kube-proxy's; or twice --min-sync-interval if longer",
+      help: 'how long a change may wait for the maps before /healthz and /livez answer 503',
+    },
   },
 });
 
 export async function agent(argv: string[]): Promise<void> {
   for (const [old, now] of Object.entries(REPLACED)) {
-    if (argv.some((a) => a === `--${old}` || a.startsWith(`--${old}=`))) throw new UsageError(`svcmap agent: --${old} was replaced by ${now}`);
+    if (argv.some((a) => a === `--${old}` || a.startsWith(`--${old}=`)))
+      throw new UsageError(`svcmap agent: --${old} was replaced by ${now}`);
   }
   const f = parseFlags(agentCommand, argv);
   if (f.manifests && (f.kubeconfig || f['k8s-api-server'])) {
@@ -75,35 +138,38 @@ export async function agent(argv: string[]): Promise<void> {
   const source: AgentSource = f.manifests
     ? { kind: 'files', dir: f.manifests }
     : { kind: 'kubernetes', ...(f.kubeconfig ? { kubeconfig: f.kubeconfig } : {}), ...(apiServer ? { apiServer } : {}) };
-  const running = await runAgent({
-    source,
-    cgroup: f.cgroup ?? defaultCgroup(),
-    pinDir: f['pin-dir'],
-    ...(nodeName ? { nodeName } : {}),
-    ...(f['bpf-dir'] ? { objectDir: f['bpf-dir'] } : {}),
-    forceCompile: f.compile,
-    ...(f['max-services'] ? { maxServices: f['max-services'] } : {}),
-    ...(f['max-backends'] ? { maxBackends: f['max-backends'] } : {}),
-    ...(f['max-conntrack'] ? { maxConntrack: f['max-conntrack'] } : {}),
-    ...(f['max-affinity'] ? { maxAffinity: f['max-affinity'] } : {}),
-    ...(f.devices ? { devices: f.devices.split(',') } : {}),
-    tcAttach: f['tc-attach'],
-    metrics: f['metrics-bind-address'],
-    health: f['healthz-bind-address'],
-    ...(f['healthz-timeout'] ? { healthTimeoutMs: f['healthz-timeout'] } : {}),
-    build: buildIdentity(),
-    minSyncIntervalMs: f['min-sync-interval'],
-    ctGc: {
-      intervalMs: f['ct-gc-interval'],
-      lifetimes: {
-        ...(f['ct-tcp-timeout'] ? { tcpEstablishedMs: f['ct-tcp-timeout'] } : {}),
-        ...(f['ct-udp-timeout'] ? { otherMs: f['ct-udp-timeout'] } : {}),
+  const running = await runAgent(
+    {
+      source,
+      cgroup: f.cgroup ?? defaultCgroup(),
+      pinDir: f['pin-dir'],
+      ...(nodeName ? { nodeName } : {}),
+      ...(f['bpf-dir'] ? { objectDir: f['bpf-dir'] } : {}),
+      forceCompile: f.compile,
+      ...(f['max-services'] ? { maxServices: f['max-services'] } : {}),
+      ...(f['max-backends'] ? { maxBackends: f['max-backends'] } : {}),
+      ...(f['max-conntrack'] ? { maxConntrack: f['max-conntrack'] } : {}),
+      ...(f['max-affinity'] ? { maxAffinity: f['max-affinity'] } : {}),
+      ...(f.devices ? { devices: f.devices.split(',') } : {}),
+      tcAttach: f['tc-attach'],
+      metrics: f['metrics-bind-address'],
+      health: f['healthz-bind-address'],
+      ...(f['healthz-timeout'] ? { healthTimeoutMs: f['healthz-timeout'] } : {}),
+      build: buildIdentity(),
+      minSyncIntervalMs: f['min-sync-interval'],
+      ctGc: {
+        intervalMs: f['ct-gc-interval'],
+        lifetimes: {
+          ...(f['ct-tcp-timeout'] ? { tcpEstablishedMs: f['ct-tcp-timeout'] } : {}),
+          ...(f['ct-udp-timeout'] ? { otherMs: f['ct-udp-timeout'] } : {}),
+        },
       },
+      syncPeriodMs: f['sync-period'],
+      destroyTcpSockets: f['destroy-tcp-sockets'],
+      lbAlgorithm: f['lb-algorithm'],
     },
-    syncPeriodMs: f['sync-period'],
-    destroyTcpSockets: f['destroy-tcp-sockets'],
-    lbAlgorithm: f['lb-algorithm'],
-  }, log);
+    log,
+  );
   for (const sig of ['SIGTERM', 'SIGINT'] as const) process.once(sig, () => running.stop());
   await running.stopped;
 }

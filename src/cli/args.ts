@@ -65,13 +65,15 @@ export const COMMON_FLAGS = {
     value: 'LEVEL',
     schema: z.enum(LOG_LEVELS, { message: `must be one of ${LOG_LEVELS.join(', ')}` }),
     default: 'info',
-    help: 'what the agent logs; debug also makes any command print an error\'s stack trace (as SVCMAP_DEBUG=1 does)',
+    help: "what the agent logs; debug also makes any command print an error's stack trace (as SVCMAP_DEBUG=1 does)",
   },
-  help: { short: 'h', help: 'prints this command\'s usage' },
+  help: { short: 'h', help: "prints this command's usage" },
 } as const satisfies FlagSpecs;
 
 type ValueOf<F> = F extends { schema: infer S extends z.ZodType }
-  ? (F extends { default: string } ? z.output<S> : z.output<S> | undefined)
+  ? F extends { default: string }
+    ? z.output<S>
+    : z.output<S> | undefined
   : boolean;
 /** What parsing gives for a command's flags: each by its name; undefined for a value not given without default. */
 export type FlagValues<F extends FlagSpecs> = { -readonly [K in keyof F]: ValueOf<F[K]> };
@@ -85,7 +87,9 @@ export function allFlags(spec: CommandSpec): FlagSpecs {
 }
 
 /** Declares a command; `const` keeps each flag's literal shape, so that FlagValues knows which have defaults. */
-export function command<const F extends FlagSpecs, O extends OperandSpec | undefined = undefined>(spec: CommandSpec<F, O>): CommandSpec<F, O> {
+export function command<const F extends FlagSpecs, O extends OperandSpec | undefined = undefined>(
+  spec: CommandSpec<F, O>,
+): CommandSpec<F, O> {
   return spec;
 }
 
@@ -98,19 +102,22 @@ export function helpRequested(argv: readonly string[]): boolean {
 /** Parses argv against a command's declaration: its flags (and the common ones), validated; no argument besides them. */
 export function parseFlags<F extends FlagSpecs>(spec: CommandSpec<F>, argv: string[]): Parsed<F> {
   const { values, positionals } = split(spec, argv);
-  if (positionals.length) throw new UsageError(`svcmap ${spec.name}: unexpected argument ${JSON.stringify(positionals[0])}${seeHelp(spec)}`);
+  if (positionals.length)
+    throw new UsageError(`svcmap ${spec.name}: unexpected argument ${JSON.stringify(positionals[0])}${seeHelp(spec)}`);
   return validate(spec, values) as Parsed<F>;
 }
 
 /** parseFlags for a command with an operand: exactly one argument besides the flags, validated, its first issue reported with its name. */
 export function parseFlagsAndArg<F extends FlagSpecs, A extends z.ZodType>(
-  spec: CommandSpec<F, OperandSpec<A>>, argv: string[],
+  spec: CommandSpec<F, OperandSpec<A>>,
+  argv: string[],
 ): { flags: Parsed<F>; arg: z.output<A> } {
   const { values, positionals } = split(spec, argv);
   const { operand } = spec;
   if (!operand) throw new Error(`svcmap ${spec.name} declares no operand`);
   if (positionals.length === 0) throw new UsageError(`svcmap ${spec.name}: missing ${operand.name}${seeHelp(spec)}`);
-  if (positionals.length > 1) throw new UsageError(`svcmap ${spec.name}: unexpected argument ${JSON.stringify(positionals[1])}${seeHelp(spec)}`);
+  if (positionals.length > 1)
+    throw new UsageError(`svcmap ${spec.name}: unexpected argument ${JSON.stringify(positionals[1])}${seeHelp(spec)}`);
   const flags = validate(spec, values) as Parsed<F>;
   const parsed = operand.schema.safeParse(positionals[0]);
   if (!parsed.success) throw new UsageError(`svcmap ${spec.name}: ${operand.name}: ${parsed.error.issues[0]!.message}`);
@@ -121,7 +128,9 @@ const seeHelp = (spec: CommandSpec) => ` (see svcmap ${spec.name} --help)`;
 
 /** node:util's parseArgs options for a declaration. */
 export function parseArgsOptions(flags: FlagSpecs): NonNullable<ParseArgsConfig['options']> {
-  return Object.fromEntries(Object.entries(flags).map(([name, f]) => [name, { type: isSwitch(f) ? 'boolean' : 'string', ...(f.short ? { short: f.short } : {}) }]));
+  return Object.fromEntries(
+    Object.entries(flags).map(([name, f]) => [name, { type: isSwitch(f) ? 'boolean' : 'string', ...(f.short ? { short: f.short } : {}) }]),
+  );
 }
 
 /** The flag as typed in a message: --name, or -x/--name when it has a short form. */
@@ -133,7 +142,10 @@ function flagName(flags: FlagSpecs, name: string): string {
 function split(spec: CommandSpec, argv: string[]): { values: Record<string, unknown>; positionals: string[] } {
   const flags = allFlags(spec);
   try {
-    return parseArgs({ args: argv, options: parseArgsOptions(flags), allowPositionals: true, strict: true }) as { values: Record<string, unknown>; positionals: string[] };
+    return parseArgs({ args: argv, options: parseArgsOptions(flags), allowPositionals: true, strict: true }) as {
+      values: Record<string, unknown>;
+      positionals: string[];
+    };
   } catch (err) {
     throw new UsageError(`svcmap ${spec.name}: ${parseArgsMessage(err as Error & { code?: string }, flags)}${seeHelp(spec)}`);
   }
@@ -143,11 +155,14 @@ function split(spec: CommandSpec, argv: string[]): { values: Record<string, unkn
 function parseArgsMessage(err: Error & { code?: string }, flags: FlagSpecs): string {
   // parseArgs names the option as typed ('--x', '-x' or '--x <value>').
   const typed = /'(-{1,2}[^' ]+)/.exec(err.message)?.[1];
-  const name = typed && Object.entries(flags).find(([n, f]) => typed === `--${n}` || (f.short !== undefined && typed === `-${f.short}`))?.[0];
+  const name =
+    typed && Object.entries(flags).find(([n, f]) => typed === `--${n}` || (f.short !== undefined && typed === `-${f.short}`))?.[0];
   if (err.code === 'ERR_PARSE_ARGS_UNKNOWN_OPTION') return `unknown flag ${typed ?? err.message}`;
   if (err.code === 'ERR_PARSE_ARGS_INVALID_OPTION_VALUE' && name !== undefined) {
     const f = flags[name]!;
-    return isSwitch(f) ? `${flagName(flags, name)} takes no value` : `${flagName(flags, name)} needs a value: ${flagName(flags, name)} ${f.value}`;
+    return isSwitch(f)
+      ? `${flagName(flags, name)} takes no value`
+      : `${flagName(flags, name)} needs a value: ${flagName(flags, name)} ${f.value}`;
   }
   return err.message;
 }
@@ -180,8 +195,12 @@ export const duration = z.string().transform((s, ctx) => {
   return n * { ms: 1, s: 1000, m: 60_000, h: 3_600_000 }[unit as 'ms' | 's' | 'm' | 'h'];
 });
 
-export const intString = (min: number, max: number) => z.string().regex(/^\d+$/, 'must be a whole number').transform(Number)
-  .refine((n) => n >= min && n <= max, { message: `must be between ${min} and ${max}` });
+export const intString = (min: number, max: number) =>
+  z
+    .string()
+    .regex(/^\d+$/, 'must be a whole number')
+    .transform(Number)
+    .refine((n) => n >= min && n <= max, { message: `must be between ${min} and ${max}` });
 
 export const DEFAULT_PIN_DIR = '/sys/fs/bpf/svcmap';
 
@@ -189,7 +208,7 @@ export const pinDirFlag = {
   value: 'DIR',
   schema: z.string().startsWith('/', 'must be an absolute path'),
   default: DEFAULT_PIN_DIR,
-  help: 'the bpffs directory of svcmap\'s pins',
+  help: "the bpffs directory of svcmap's pins",
 } as const satisfies ValueSpec;
 
 /** --no-headers, for every command that prints tables (-o table or wide), as kubectl's. */

@@ -16,7 +16,8 @@ const BREAKS = 'every Service on this node stops being translated until the agen
 export const cleanupCommand = command({
   name: 'cleanup',
   summary: 'detaches every program svcmap attached and removes its pins',
-  description: 'Detaches every program svcmap attached (cgroup links, tcx links, tc filters) and removes the pinned maps. Services stop being translated at once. Refuses while an agent runs on the pin directory (it holds a lock on it for its lifetime), unless --force.',
+  description:
+    'Detaches every program svcmap attached (cgroup links, tcx links, tc filters) and removes the pinned maps. Services stop being translated at once. Refuses while an agent runs on the pin directory (it holds a lock on it for its lifetime), unless --force.',
   flags: {
     'pin-dir': pinDirFlag,
     force: { help: `cleans up even while an agent runs on the pin directory: ${BREAKS}` },
@@ -49,7 +50,9 @@ export function cleanup(argv: string[], out: (s: string) => void): void {
   const lock = existsSync(pinDir) ? withPinAccess(pinDir, () => lockForCleanup(pinDir)) : undefined;
   if (lock && !lock.free && !f.force) {
     const who = lock.holders.length ? ` (pid ${lock.holders.join(', ')})` : '';
-    throw new Error(`svcmap cleanup: an agent is running on ${pinDir}${who}: cleaning up under it detaches its programs and ${BREAKS}; stop the agent first, or pass --force`);
+    throw new Error(
+      `svcmap cleanup: an agent is running on ${pinDir}${who}: cleaning up under it detaches its programs and ${BREAKS}; stop the agent first, or pass --force`,
+    );
   }
   try {
     const removed = [...cleanupPins(pinDir), ...detachAllClassicTc()];

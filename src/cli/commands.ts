@@ -27,7 +27,15 @@ export const COMMANDS: readonly Command[] = [
   { spec: cleanupCommand, run: cleanup },
   { spec: compileCommand, run: compile },
   { spec: versionCommand, run: version },
-  { spec: completionCommand, run: (argv, out) => completion(argv, out, COMMANDS.map((c) => c.spec)) },
+  {
+    spec: completionCommand,
+    run: (argv, out) =>
+      completion(
+        argv,
+        out,
+        COMMANDS.map((c) => c.spec),
+      ),
+  },
 ];
 
 export const findCommand = (name: string): Command | undefined => COMMANDS.find((c) => c.spec.name === name);

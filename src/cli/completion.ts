@@ -11,7 +11,8 @@ const SHELLS = ['bash', 'zsh'] as const;
 export const completionCommand = command({
   name: 'completion',
   summary: 'a shell completion script for bash or zsh',
-  description: 'Prints a completion script for the shell named: commands, their flags, and the values a flag takes when they are a fixed list (directories and files for DIR and PATH). Load it with: source <(svcmap completion bash), or for zsh: source <(svcmap completion zsh).',
+  description:
+    'Prints a completion script for the shell named: commands, their flags, and the values a flag takes when they are a fixed list (directories and files for DIR and PATH). Load it with: source <(svcmap completion bash), or for zsh: source <(svcmap completion zsh).',
   operand: { name: 'SHELL', synopsis: 'bash|zsh', schema: z.enum(SHELLS, { message: 'must be bash or zsh' }) },
   flags: {},
 });
@@ -31,9 +32,13 @@ export function bashScript(specs: readonly CommandSpec[]): string {
       if (isSwitch(f)) return [];
       const forms = [`--${name}`, ...(f.short ? [`-${f.short}`] : [])].join('|');
       const choices = choicesOf(f);
-      const reply = choices ? `COMPREPLY=($(compgen -W "${words(choices)}" -- "$cur"))`
-        : f.value === 'DIR' ? 'COMPREPLY=($(compgen -d -- "$cur"))'
-          : f.value === 'PATH' ? 'COMPREPLY=($(compgen -f -- "$cur"))' : 'COMPREPLY=()';
+      const reply = choices
+        ? `COMPREPLY=($(compgen -W "${words(choices)}" -- "$cur"))`
+        : f.value === 'DIR'
+          ? 'COMPREPLY=($(compgen -d -- "$cur"))'
+          : f.value === 'PATH'
+            ? 'COMPREPLY=($(compgen -f -- "$cur"))'
+            : 'COMPREPLY=()';
       return [`        ${forms}) ${reply}; return ;;`];
     });
     const all = words(flags.flatMap(([name, f]) => [`--${name}`, ...(f.short ? [`-${f.short}`] : [])]));
@@ -60,9 +65,11 @@ complete -F _svcmap svcmap
 `;
 }
 
-export function completionScript(shell: typeof SHELLS[number], specs: readonly CommandSpec[]): string {
+export function completionScript(shell: (typeof SHELLS)[number], specs: readonly CommandSpec[]): string {
   const bash = bashScript(specs);
-  return shell === 'bash' ? bash : `# svcmap completion for zsh: the bash completion, through zsh's bashcompinit.\nautoload -U +X compinit && compinit\nautoload -U +X bashcompinit && bashcompinit\n${bash}`;
+  return shell === 'bash'
+    ? bash
+    : `# svcmap completion for zsh: the bash completion, through zsh's bashcompinit.\nautoload -U +X compinit && compinit\nautoload -U +X bashcompinit && bashcompinit\n${bash}`;
 }
 
 /** `specs`: every command, handed in by commands.ts (which lists this one too). */

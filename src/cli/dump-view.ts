@@ -30,7 +30,7 @@ export type ZoneNameOf = (id: number) => string | undefined;
 /** Zone ids to names from svcmap_zones' entries. */
 export function zoneNames(entries: ReadonlyArray<readonly [number, ZoneName]>): ZoneNameOf {
   const names = new Map(entries.map(([id, v]) => [id, v.name]));
-  return (id) => (id === 0 ? undefined : names.get(id) ?? `zone#${id}`);
+  return (id) => (id === 0 ? undefined : (names.get(id) ?? `zone#${id}`));
 }
 
 /** A backend's live connections as lc/sed/nq see them (conns_active(): a negative field counts as 0). */
@@ -56,10 +56,18 @@ export interface FrontendView {
 }
 
 /** One backend slot as both dump and explain show it. */
-export function backendView(slot: number, id: number, b: BackendValue, conns?: (id: number) => BackendConns | undefined, zoneOf?: ZoneNameOf): BackendView {
+export function backendView(
+  slot: number,
+  id: number,
+  b: BackendValue,
+  conns?: (id: number) => BackendConns | undefined,
+  zoneOf?: ZoneNameOf,
+): BackendView {
   const zone = zoneOf?.(b.zone);
   return {
-    slot, id, address: hostPort(b.addr, b.port),
+    slot,
+    id,
+    address: hostPort(b.addr, b.port),
     state: b.state === BACKEND_STATE_TERMINATING ? 'terminating' : 'active',
     local: (b.flags & BACKEND_F_LOCAL) !== 0,
     ...(conns ? { connections: activeConnections(conns(id)) } : {}),
@@ -110,11 +118,20 @@ export function buildDumpView(
     const scope = k.scope === SVC_SCOPE_INT ? 'internal' : 'external';
     out.push({
       frontend: `${hostPort(k.addr, k.port)}/${proto}${scope === 'internal' ? ' (internal)' : ''}`,
-      address: k.addr, port: k.port, protocol: proto, scope, flags: flagNames(v.flags),
-      algorithm: lbAlgorithmName(v.algorithm) ?? `alg${v.algorithm}`, revNatId: v.rev_nat_id, backends: list, problems,
+      address: k.addr,
+      port: k.port,
+      protocol: proto,
+      scope,
+      flags: flagNames(v.flags),
+      algorithm: lbAlgorithmName(v.algorithm) ?? `alg${v.algorithm}`,
+      revNatId: v.rev_nat_id,
+      backends: list,
+      problems,
     });
   }
-  return out.sort((a, b) => cmpAddr(a.address, b.address) || a.port - b.port || a.protocol.localeCompare(b.protocol) || a.scope.localeCompare(b.scope));
+  return out.sort(
+    (a, b) => cmpAddr(a.address, b.address) || a.port - b.port || a.protocol.localeCompare(b.protocol) || a.scope.localeCompare(b.scope),
+  );
 }
 
 /** IPv4 before IPv6, each in numeric order. */
@@ -127,8 +144,12 @@ function cmpAddr(a: string, b: string): number {
 }
 
 const DUMP_COLUMNS: readonly Column[] = [
-  { header: 'FRONTEND' }, { header: 'FLAGS' }, { header: 'ALG' }, { header: 'N' },
-  { header: 'REV-NAT', wide: true }, { header: 'BACKEND-IDS', wide: true },
+  { header: 'FRONTEND' },
+  { header: 'FLAGS' },
+  { header: 'ALG' },
+  { header: 'N' },
+  { header: 'REV-NAT', wide: true },
+  { header: 'BACKEND-IDS', wide: true },
   { header: 'BACKENDS', free: true },
 ];
 
@@ -138,16 +159,23 @@ const DUMP_COLUMNS: readonly Column[] = [
  * slot order.
  */
 export function renderTable(views: readonly FrontendView[], style: TableStyle = PLAIN): string {
-  const rows = views.map((v) => [
-    v.frontend,
-    v.flags.join(',') || '-',
-    v.algorithm,
-    String(v.backends.length),
-    String(v.revNatId),
-    v.backends.map((b) => b.id).join(',') || '-',
-    v.backends.length
-      ? v.backends.map((b) => `${b.address}${b.state === 'active' ? '' : ` (${b.state})`}${b.local ? ' [local]' : ''}${b.zone === undefined ? '' : ` zone=${b.zone}`}${b.connections === undefined ? '' : ` conns=${b.connections}`}`).join(', ')
-      : '(none: connections are refused)',
-  ].concat(v.problems.length ? [`!! ${v.problems.join('; ')}`] : []));
+  const rows = views.map((v) =>
+    [
+      v.frontend,
+      v.flags.join(',') || '-',
+      v.algorithm,
+      String(v.backends.length),
+      String(v.revNatId),
+      v.backends.map((b) => b.id).join(',') || '-',
+      v.backends.length
+        ? v.backends
+            .map(
+              (b) =>
+                `${b.address}${b.state === 'active' ? '' : ` (${b.state})`}${b.local ? ' [local]' : ''}${b.zone === undefined ? '' : ` zone=${b.zone}`}${b.connections === undefined ? '' : ` conns=${b.connections}`}`,
+            )
+            .join(', ')
+        : '(none: connections are refused)',
+    ].concat(v.problems.length ? [`!! ${v.problems.join('; ')}`] : []),
+  );
   return printed(renderColumns(DUMP_COLUMNS, rows, style));
 }

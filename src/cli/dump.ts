@@ -38,27 +38,38 @@ export function dump(argv: string[], out: (s: string) => void): void {
 function render(maps: DatapathMaps, f: Parsed<typeof dumpCommand.flags>, out: (s: string) => void): void {
   if (f.map !== undefined) {
     const m = maps.all().find((x) => x.spec.name === f.map);
-    if (!m) throw new UsageError(`svcmap dump: --map: no map ${JSON.stringify(f.map)}; the maps are ${ALL_MAPS.map((s) => s.name).join(', ')}`);
+    if (!m)
+      throw new UsageError(`svcmap dump: --map: no map ${JSON.stringify(f.map)}; the maps are ${ALL_MAPS.map((s) => s.name).join(', ')}`);
     const entries = m.entries().map(([key, value]) => ({
       key: m.spec === affinityMap ? withAffinityOrigin(key as AffinityKey) : key,
       value: m.spec === ctMap ? withCtFlagNames(value as CtValue) : value,
     }));
     // One line an entry, every field in it: no header, and nothing more for wide to add.
-    out(isTable(f.output)
-      ? entries.map((e) => `${JSON.stringify(e.key, bigintReplacer)} => ${JSON.stringify(e.value, bigintReplacer)}`).join('\n') + (entries.length ? '\n' : '')
-      : formatData({ map: m.spec.name, entries }, f.output));
+    out(
+      isTable(f.output)
+        ? entries.map((e) => `${JSON.stringify(e.key, bigintReplacer)} => ${JSON.stringify(e.value, bigintReplacer)}`).join('\n') +
+            (entries.length ? '\n' : '')
+        : formatData({ map: m.spec.name, entries }, f.output),
+    );
     return;
   }
   // Both families, IPv4 first (each family's ids are its own, so each is decoded against its own maps).
   // Zone ids are one table for both families.
   const zoneOf = maps.zones ? zoneNames(maps.zones.entries()) : undefined;
-  const view = [maps.v4, maps.v6].flatMap((f) => (f ? buildDumpView(f.services.entries(), f.backends.entries(), f.revNat.entries(), f.conns?.entries(), zoneOf) : []));
+  const view = [maps.v4, maps.v6].flatMap((f) =>
+    f ? buildDumpView(f.services.entries(), f.backends.entries(), f.revNat.entries(), f.conns?.entries(), zoneOf) : [],
+  );
   out(isTable(f.output) ? renderTable(view, tableStyle(f)) : formatData({ frontends: view }, f.output));
 }
 
 /** Which datapath made an affinity entry, by name: socket (client: netns cookie), tc (client: address), their IPv6 twins socket6 and tc6 (client: the /64 in netns_cookie, the folded interface id in client_addr). */
 function withAffinityOrigin(k: AffinityKey): Omit<AffinityKey, 'origin'> & { origin: string } {
-  const names: Record<number, string> = { [AFFINITY_ORIGIN_SOCK]: 'socket', [AFFINITY_ORIGIN_SOCK6]: 'socket6', [AFFINITY_ORIGIN_TC]: 'tc', [AFFINITY_ORIGIN_TC6]: 'tc6' };
+  const names: Record<number, string> = {
+    [AFFINITY_ORIGIN_SOCK]: 'socket',
+    [AFFINITY_ORIGIN_SOCK6]: 'socket6',
+    [AFFINITY_ORIGIN_TC]: 'tc',
+    [AFFINITY_ORIGIN_TC6]: 'tc6',
+  };
   const origin = names[k.origin] ?? String(k.origin);
   return { ...k, origin };
 }

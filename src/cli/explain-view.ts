@@ -18,8 +18,20 @@
 import type { AffinityKey, AffinityValue, BackendConns, BackendValue, SvcKey, SvcValue } from '../maps/codecs.ts';
 import { tc6ClientText, tcAffinityKey } from '../maps/affinity-client.ts';
 import {
-  AFFINITY_ORIGIN_SOCK, AFFINITY_ORIGIN_SOCK6, AFFINITY_ORIGIN_TC, AFFINITY_ORIGIN_TC6, type LbAlgorithmName, lbAlgorithmName, SVC_F_AFFINITY, SVC_F_SRC_RANGES, SVC_F_TWO_SCOPES, SVC_F_WILDCARD,
-  SVC_SCOPE_EXT, SVC_SCOPE_INT, flagNames, protoName,
+  AFFINITY_ORIGIN_SOCK,
+  AFFINITY_ORIGIN_SOCK6,
+  AFFINITY_ORIGIN_TC,
+  AFFINITY_ORIGIN_TC6,
+  type LbAlgorithmName,
+  lbAlgorithmName,
+  SVC_F_AFFINITY,
+  SVC_F_SRC_RANGES,
+  SVC_F_TWO_SCOPES,
+  SVC_F_WILDCARD,
+  SVC_SCOPE_EXT,
+  SVC_SCOPE_INT,
+  flagNames,
+  protoName,
 } from '../maps/constants.ts';
 import { type BackendView, type ZoneNameOf, backendView, hostPort } from './dump-view.ts';
 import { type Column, PLAIN, type TableStyle, renderColumns } from './format.ts';
@@ -31,10 +43,12 @@ export interface ExplainReaders {
   /** A backend's live connection counts; undefined when no count map is pinned. */
   connections?: ((id: number) => BackendConns | undefined) | undefined;
   /** The session affinity map; undefined when none is pinned. */
-  affinity: {
-    get(key: AffinityKey): AffinityValue | undefined;
-    entries(): ReadonlyArray<readonly [AffinityKey, AffinityValue]>;
-  } | undefined;
+  affinity:
+    | {
+        get(key: AffinityKey): AffinityValue | undefined;
+        entries(): ReadonlyArray<readonly [AffinityKey, AffinityValue]>;
+      }
+    | undefined;
   /** loadBalancerSourceRanges: does the frontend (by rev-NAT id) accept the client? undefined: no source range map pinned. */
   sourceAllowed: ((revNatId: number, client: string) => boolean) | undefined;
   /** Now, in ns on CLOCK_BOOTTIME: the clock of affinity_value.last_used. */
@@ -119,7 +133,8 @@ const NSEC_PER_SEC = 1_000_000_000n;
 const isLoopback = (addr: string) => addr.startsWith('127.') || addr === '::1';
 const wildcardOf = (addr: string) => (familyOf(addr) === 6 ? '::' : '0.0.0.0');
 /** The affinity origins of the socket hooks and of tc for a frontend of the address's family (ids are per family). */
-const originsOf = (addr: string): readonly number[] => (familyOf(addr) === 6 ? [AFFINITY_ORIGIN_SOCK6, AFFINITY_ORIGIN_TC6] : [AFFINITY_ORIGIN_SOCK, AFFINITY_ORIGIN_TC]);
+const originsOf = (addr: string): readonly number[] =>
+  familyOf(addr) === 6 ? [AFFINITY_ORIGIN_SOCK6, AFFINITY_ORIGIN_TC6] : [AFFINITY_ORIGIN_SOCK, AFFINITY_ORIGIN_TC];
 const isSocketOrigin = (origin: number) => origin === AFFINITY_ORIGIN_SOCK || origin === AFFINITY_ORIGIN_SOCK6;
 
 const ALGORITHM_TEXT: Record<LbAlgorithmName, string> = {
@@ -182,7 +197,9 @@ export function explain(q: ExplainQuery, r: ExplainReaders): Explanation {
   const key: SvcKey = { addr: q.addr, port: q.port, proto: q.proto, scope: SVC_SCOPE_EXT, slot: 0 };
 
   let master = r.service(key);
-  let matched: string | undefined = q.mapped ? 'an IPv4-mapped address: the socket hooks translate it through the IPv4 frontend' : undefined;
+  let matched: string | undefined = q.mapped
+    ? 'an IPv4-mapped address: the socket hooks translate it through the IPv4 frontend'
+    : undefined;
   if (!master && path === 'socket' && isLoopback(q.addr)) {
     // sock4_xlate_addr / sock6_xlate_fwd: 127.0.0.1:NodePort, [::1]:NodePort are the wildcard NodePort entry.
     const wildcard = r.service({ ...key, addr: wildcardOf(q.addr) });
@@ -199,7 +216,7 @@ export function explain(q: ExplainQuery, r: ExplainReaders): Explanation {
   let scopeReason: string | undefined;
   if ((master.flags & SVC_F_TWO_SCOPES) !== 0) {
     if (path === 'tc') {
-      scopeReason = 'traffic from outside uses the external entry: only this node\'s endpoints (externalTrafficPolicy Local)';
+      scopeReason = "traffic from outside uses the external entry: only this node's endpoints (externalTrafficPolicy Local)";
     } else {
       // lb4_internal_scope()
       const twin = r.service({ ...key, scope: SVC_SCOPE_INT });
@@ -237,11 +254,14 @@ export function explain(q: ExplainQuery, r: ExplainReaders): Explanation {
   };
   // Entries are keyed by the rev-NAT id of the entry that chose (the twin's,
   // on the socket path of an ETP=Local frontend).
-  const remembered = affinity && r.affinity
-    ? r.affinity.entries().filter(([k]) => k.rev_nat_id === svc.rev_nat_id && originsOf(key.addr).includes(k.origin))
-      .map(([k, v]) => entryView(k, v, key, svc, r))
-      .sort((a, b) => a.lastUsedSecondsAgo - b.lastUsedSecondsAgo || a.client.localeCompare(b.client))
-    : [];
+  const remembered =
+    affinity && r.affinity
+      ? r.affinity
+          .entries()
+          .filter(([k]) => k.rev_nat_id === svc.rev_nat_id && originsOf(key.addr).includes(k.origin))
+          .map(([k, v]) => entryView(k, v, key, svc, r))
+          .sort((a, b) => a.lastUsedSecondsAgo - b.lastUsedSecondsAgo || a.client.localeCompare(b.client))
+      : [];
   const out = { ...base, frontend, remembered };
 
   if (path === 'tc' && (svc.flags & SVC_F_SRC_RANGES) !== 0 && r.sourceAllowed && !r.sourceAllowed(svc.rev_nat_id, q.from!)) {
@@ -250,9 +270,15 @@ export function explain(q: ExplainQuery, r: ExplainReaders): Explanation {
   if (svc.count === 0) return { ...out, verdict: { kind: 'refused', text: NO_ENDPOINTS } };
 
   // kind 'random': the frontend's algorithm chooses (the text names it).
-  const how = {
-    rr: 'round robin', sh: 'source hash', dh: 'destination hash', lc: 'least connections', sed: 'shortest expected delay', nq: 'never queue',
-  }[lbAlgorithmName(svc.algorithm) as 'rr' | 'sh' | 'dh' | 'lc' | 'sed' | 'nq'] ?? 'random';
+  const how =
+    {
+      rr: 'round robin',
+      sh: 'source hash',
+      dh: 'destination hash',
+      lc: 'least connections',
+      sed: 'shortest expected delay',
+      nq: 'never queue',
+    }[lbAlgorithmName(svc.algorithm) as 'rr' | 'sh' | 'dh' | 'lc' | 'sed' | 'nq'] ?? 'random';
   const random = (why: string): Verdict => ({ kind: 'random', among: svc.count, text: `${how} among ${svc.count}${why}` });
   if (!affinity) return { ...out, verdict: random('') };
   const remember = `; the choice is remembered for ${svc.affinity_timeout}s`;
@@ -260,7 +286,12 @@ export function explain(q: ExplainQuery, r: ExplainReaders): Explanation {
     // The client is the connecting socket's network namespace (a pod; the
     // node's own processes share one): no address names it, so no one entry.
     const current = remembered.filter((e) => e.origin === 'socket' && e.current).length;
-    return { ...out, verdict: random(`, unless the connecting pod has a current affinity entry (${current} ha${current === 1 ? 's' : 've'} one, see Remembered)${remember}`) };
+    return {
+      ...out,
+      verdict: random(
+        `, unless the connecting pod has a current affinity entry (${current} ha${current === 1 ? 's' : 've'} one, see Remembered)${remember}`,
+      ),
+    };
   }
   const akey = tcAffinityKey(q.from!, svc.rev_nat_id);
   const v = r.affinity?.get(akey);
@@ -269,20 +300,38 @@ export function explain(q: ExplainQuery, r: ExplainReaders): Explanation {
   if (mine && kept) {
     const backend = kept;
     return {
-      ...out, clientAffinity: mine,
-      verdict: { kind: 'affinity', backend, text: `${backend.address} (slot ${mine.slot}): the affinity entry of ${q.from}, last used ${mine.lastUsedSecondsAgo}s ago` },
+      ...out,
+      clientAffinity: mine,
+      verdict: {
+        kind: 'affinity',
+        backend,
+        text: `${backend.address} (slot ${mine.slot}): the affinity entry of ${q.from}, last used ${mine.lastUsedSecondsAgo}s ago`,
+      },
     };
   }
   // (A current entry whose slot the walk above did not see: the maps changed in between; it chooses again too.)
-  const why = mine ? `: the affinity entry of ${q.from} is stale (${mine.stale ?? 'changed while read'})` : `: ${q.from} has no affinity entry`;
+  const why = mine
+    ? `: the affinity entry of ${q.from} is stale (${mine.stale ?? 'changed while read'})`
+    : `: ${q.from} has no affinity entry`;
   return { ...out, clientAffinity: mine, verdict: random(`${why}${remember}`) };
 }
 
 const backendColumns = (conns: boolean): Column[] => [
-  { header: 'SLOT' }, { header: 'ID' }, { header: 'BACKEND' }, { header: 'STATE' }, { header: 'LOCAL' }, ...(conns ? [{ header: 'CONNS' }] : []), { header: 'ZONE', wide: true },
+  { header: 'SLOT' },
+  { header: 'ID' },
+  { header: 'BACKEND' },
+  { header: 'STATE' },
+  { header: 'LOCAL' },
+  ...(conns ? [{ header: 'CONNS' }] : []),
+  { header: 'ZONE', wide: true },
 ];
 const REMEMBERED_COLUMNS: readonly Column[] = [
-  { header: 'CLIENT' }, { header: 'BACKEND' }, { header: 'BACKEND ID', wide: true }, { header: 'SLOT' }, { header: 'LAST USED' }, { header: 'CURRENT' },
+  { header: 'CLIENT' },
+  { header: 'BACKEND' },
+  { header: 'BACKEND ID', wide: true },
+  { header: 'SLOT' },
+  { header: 'LAST USED' },
+  { header: 'CURRENT' },
 ];
 
 /**
@@ -306,16 +355,35 @@ export function renderExplanation(e: Explanation, style: TableStyle = PLAIN): st
     row('Backends', String(f.backends.length));
     if (f.backends.length) {
       const conns = f.backends.some((b) => b.connections !== undefined);
-      table(backendColumns(conns),
-        f.backends.map((b) => [String(b.slot), String(b.id), b.address, b.state, b.local ? 'yes' : 'no', ...(conns ? [String(b.connections ?? 0)] : []), b.zone ?? '-']));
+      table(
+        backendColumns(conns),
+        f.backends.map((b) => [
+          String(b.slot),
+          String(b.id),
+          b.address,
+          b.state,
+          b.local ? 'yes' : 'no',
+          ...(conns ? [String(b.connections ?? 0)] : []),
+          b.zone ?? '-',
+        ]),
+      );
     }
     if (f.problems.length) row('Problems', f.problems.join('; '));
     if (f.affinityTimeoutSeconds !== null) {
       row('Remembered', `${e.remembered.length} client${e.remembered.length === 1 ? '' : 's'}`);
       const shown = e.remembered.slice(0, 20);
       if (shown.length) {
-        table(REMEMBERED_COLUMNS,
-          shown.map((a) => [`${a.origin} ${a.client}`, a.backend, String(a.backendId), String(a.slot), `${a.lastUsedSecondsAgo}s ago`, a.current ? 'yes' : `no: ${a.stale}`]));
+        table(
+          REMEMBERED_COLUMNS,
+          shown.map((a) => [
+            `${a.origin} ${a.client}`,
+            a.backend,
+            String(a.backendId),
+            String(a.slot),
+            `${a.lastUsedSecondsAgo}s ago`,
+            a.current ? 'yes' : `no: ${a.stale}`,
+          ]),
+        );
       }
       if (e.remembered.length > shown.length) lines.push(`  ... and ${e.remembered.length - shown.length} more (-o json lists them all)`);
     }

@@ -28,7 +28,10 @@ const target = z.string().transform((s, ctx) => {
   const proto = (m?.[4] ?? 'TCP').toUpperCase();
   const addr = m ? targetAddress(m[2], m[1]) : undefined;
   if (!addr || port < 1 || port > 65535 || (proto !== 'TCP' && proto !== 'UDP')) {
-    ctx.addIssue({ code: 'custom', message: `${JSON.stringify(s)} is not a VIP:PORT/PROTO (e.g. 10.96.0.10:53/UDP or [fd00:10:96::a]:53/UDP; the protocol defaults to TCP)` });
+    ctx.addIssue({
+      code: 'custom',
+      message: `${JSON.stringify(s)} is not a VIP:PORT/PROTO (e.g. 10.96.0.10:53/UDP or [fd00:10:96::a]:53/UDP; the protocol defaults to TCP)`,
+    });
     return z.NEVER;
   }
   return { ...addr, port, proto: proto === 'TCP' ? IPPROTO_TCP : IPPROTO_UDP };
@@ -37,7 +40,8 @@ const target = z.string().transform((s, ctx) => {
 export const explainCommand = command({
   name: 'explain',
   summary: 'what the datapath would do with a new connection to VIP:PORT/PROTO',
-  description: 'Walks the pinned maps as the datapath does for a new connection: the frontend, its flags and scope, its backends, the algorithm and session affinity, and which backend the connection would get (or why it would be refused). An IPv6 VIP goes in brackets: [fd00:10:96::a]:53/UDP; [::ffff:10.96.0.10]:80 is the IPv4 VIP, as the socket hooks translate an IPv4-mapped address. Without --from: a connection made on this node (the socket hooks). Reads only; works without a running agent.',
+  description:
+    'Walks the pinned maps as the datapath does for a new connection: the frontend, its flags and scope, its backends, the algorithm and session affinity, and which backend the connection would get (or why it would be refused). An IPv6 VIP goes in brackets: [fd00:10:96::a]:53/UDP; [::ffff:10.96.0.10]:80 is the IPv4 VIP, as the socket hooks translate an IPv4-mapped address. Without --from: a connection made on this node (the socket hooks). Reads only; works without a running agent.',
   operand: { name: 'VIP:PORT/PROTO', synopsis: 'VIP:PORT[/TCP|UDP]', schema: target },
   flags: {
     from: {
@@ -61,10 +65,15 @@ export const explainCommand = command({
 /** tc translates a packet within its family, through the frontends of the address asked for. */
 function checkClientFamily(t: ExplainQuery, from: string): void {
   const asked = queryText(t);
-  if (t.mapped) throw new UsageError(`svcmap explain: --from: ${asked} is IPv4-mapped, which only the socket hooks translate; for tc ask for the IPv4 VIP`);
+  if (t.mapped)
+    throw new UsageError(
+      `svcmap explain: --from: ${asked} is IPv4-mapped, which only the socket hooks translate; for tc ask for the IPv4 VIP`,
+    );
   const [vip, client] = [familyOf(t.addr), familyOf(from)];
   if (vip !== client) {
-    throw new UsageError(`svcmap explain: --from: ${from} is an IPv${client} address and ${asked} an IPv${vip} frontend; tc translates a packet within its family, so the client must be IPv${vip}`);
+    throw new UsageError(
+      `svcmap explain: --from: ${from} is an IPv${client} address and ${asked} an IPv${vip} frontend; tc translates a packet within its family, so the client must be IPv${vip}`,
+    );
   }
 }
 

@@ -6,7 +6,7 @@ import { z } from 'zod';
 import type { ValueSpec } from './args.ts';
 
 const FORMATS = ['table', 'wide', 'json', 'yaml'] as const;
-export type OutputFormat = typeof FORMATS[number];
+export type OutputFormat = (typeof FORMATS)[number];
 
 /** -o FORMAT, for a command that prints some of the formats (table first: the default). */
 export function outputFlag<const F extends readonly [OutputFormat, ...OutputFormat[]]>(formats: F = FORMATS as unknown as F) {
@@ -84,5 +84,10 @@ export const printed = (lines: readonly string[]): string => lines.map((l) => `$
 
 /** A header and rows as aligned columns (the last one not padded), each line indented by two spaces. */
 export function table(header: string[], rows: string[][]): string[] {
-  return renderColumns(header.map((h) => ({ header: h })), rows, PLAIN, '  ');
+  return renderColumns(
+    header.map((h) => ({ header: h })),
+    rows,
+    PLAIN,
+    '  ',
+  );
 }

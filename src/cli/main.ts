@@ -17,7 +17,8 @@ async function main(argv: string[]): Promise<void> {
   if (cmd === 'help') {
     if (args.length === 0) return void write(commandList(COMMANDS.map((c) => c.spec)));
     const c = findCommand(args[0]!);
-    if (!c || args.length > 1) throw args.length > 1 ? new UsageError(`svcmap help: unexpected argument ${JSON.stringify(args[1])}`) : unknown(args[0]!);
+    if (!c || args.length > 1)
+      throw args.length > 1 ? new UsageError(`svcmap help: unexpected argument ${JSON.stringify(args[1])}`) : unknown(args[0]!);
     return void write(commandUsage(c.spec));
   }
   const c = findCommand(cmd === '--version' ? 'version' : cmd);
@@ -27,7 +28,9 @@ async function main(argv: string[]): Promise<void> {
 }
 
 main(process.argv.slice(2)).then(
-  () => { process.exitCode = 0; },
+  () => {
+    process.exitCode = 0;
+  },
   (err: unknown) => {
     const r = reportError(err, debugRequested(process.argv.slice(2), process.env));
     process.stderr.write(r.text);

@@ -17,14 +17,24 @@ import { pinDirExists, withPinAccess } from './pin-access.ts';
 export const statusCommand = command({
   name: 'status',
   summary: 'attached programs, map fill levels, SNAT addresses, datapath counters',
-  description: 'Lists the attached programs and where they are attached (cgroup, tcx or tc), each map\'s fill level, the SNAT address of each device (svcmap_devaddr), and the datapath\'s counters that are not zero (svcmap_datapath_packets_total: per hook, what became of the packets).',
+  description:
+    "Lists the attached programs and where they are attached (cgroup, tcx or tc), each map's fill level, the SNAT address of each device (svcmap_devaddr), and the datapath's counters that are not zero (svcmap_datapath_packets_total: per hook, what became of the packets).",
   flags: { output: outputFlag(), 'no-headers': noHeadersFlag, 'pin-dir': pinDirFlag },
 });
 
 export interface StatusReport {
   pinDir: string;
   /** pin: the link's pin (classic tc filters have none). */
-  programs: Array<{ link: string; pin?: string; program: string; progId: number; tag: string; attachType: string; attachedTo: string; mode: string }>;
+  programs: Array<{
+    link: string;
+    pin?: string;
+    program: string;
+    progId: number;
+    tag: string;
+    attachType: string;
+    attachedTo: string;
+    mode: string;
+  }>;
   maps: Array<{ name: string; id: number; pin: string; type: string; entries: number; maxEntries: number; fill: string; purpose: string }>;
   /** The datapath counters that are not zero, summed over the CPUs. */
   counters: Array<{ hook: string; reason: string; packets: number; drop: boolean }>;
@@ -67,13 +77,21 @@ export function collectStatus(pinDir: string): StatusReport {
       try {
         const info = linkInfo(fd);
         const prog = progInfoById(info.progId);
-        const attachedTo = info.type === LINK_TYPE_CGROUP
-          ? `cgroup ${cgroupPathById(info.target) ?? `id ${info.target}`}`
-          : info.type === LINK_TYPE_TCX ? `device ${name.split('@')[1] ?? `ifindex ${info.target}`}` : '?';
+        const attachedTo =
+          info.type === LINK_TYPE_CGROUP
+            ? `cgroup ${cgroupPathById(info.target) ?? `id ${info.target}`}`
+            : info.type === LINK_TYPE_TCX
+              ? `device ${name.split('@')[1] ?? `ifindex ${info.target}`}`
+              : '?';
         report.programs.push({
-          link: name, pin: join(linkDir, name), program: prog?.name ?? '?', progId: info.progId, tag: prog?.tag ?? '',
+          link: name,
+          pin: join(linkDir, name),
+          program: prog?.name ?? '?',
+          progId: info.progId,
+          tag: prog?.tag ?? '',
           attachType: ATTACH_TYPE_NAMES[info.attachType] ?? String(info.attachType),
-          attachedTo, mode: info.type === LINK_TYPE_TCX ? 'tcx link' : info.type === LINK_TYPE_CGROUP ? 'cgroup link' : `link type ${info.type}`,
+          attachedTo,
+          mode: info.type === LINK_TYPE_TCX ? 'tcx link' : info.type === LINK_TYPE_CGROUP ? 'cgroup link' : `link type ${info.type}`,
         });
       } finally {
         closeSync(fd);
@@ -92,7 +110,15 @@ export function collectStatus(pinDir: string): StatusReport {
       const id = classicTcProgram(idx, dir);
       const prog = id === undefined ? undefined : progInfoById(id);
       if (!prog?.name.startsWith('svcmap_')) continue;
-      report.programs.push({ link: `tc ${dir} ${name}`, program: prog.name, progId: id!, tag: prog.tag, attachType: `tc/${dir}`, attachedTo: `device ${name}`, mode: 'tc filter (clsact)' });
+      report.programs.push({
+        link: `tc ${dir} ${name}`,
+        program: prog.name,
+        progId: id!,
+        tag: prog.tag,
+        attachType: `tc/${dir}`,
+        attachedTo: `device ${name}`,
+        mode: 'tc filter (clsact)',
+      });
     }
   }
   for (const spec of ALL_MAPS) {
@@ -102,8 +128,14 @@ export function collectStatus(pinDir: string): StatusReport {
     try {
       const entries = m.count();
       report.maps.push({
-        name: spec.name, id: m.info.id, pin: path, type: MAP_TYPE_NAMES[m.info.type] ?? String(m.info.type), entries, maxEntries: m.maxEntries,
-        fill: `${((100 * entries) / m.maxEntries).toFixed(1)}%`, purpose: spec.purpose,
+        name: spec.name,
+        id: m.info.id,
+        pin: path,
+        type: MAP_TYPE_NAMES[m.info.type] ?? String(m.info.type),
+        entries,
+        maxEntries: m.maxEntries,
+        fill: `${((100 * entries) / m.maxEntries).toFixed(1)}%`,
+        purpose: spec.purpose,
       });
     } finally {
       m.close();
@@ -117,7 +149,11 @@ export function collectStatus(pinDir: string): StatusReport {
     try {
       const names = new Map<number, string>();
       for (const name of interfaceNames()) {
-        try { names.set(ifIndex(name), name); } catch { /* gone meanwhile */ }
+        try {
+          names.set(ifIndex(name), name);
+        } catch {
+          /* gone meanwhile */
+        }
       }
       for (const [ifindex, v] of m.entries().sort(([a], [b]) => a - b)) {
         const device = names.get(ifindex);
@@ -142,14 +178,29 @@ export function collectStatus(pinDir: string): StatusReport {
 }
 
 const PROGRAM_COLUMNS: readonly Column[] = [
-  { header: 'ATTACH TYPE' }, { header: 'PROGRAM' }, { header: 'ID', right: true }, { header: 'TAG', wide: true }, { header: 'PIN', wide: true }, { header: 'ATTACHED', free: true },
+  { header: 'ATTACH TYPE' },
+  { header: 'PROGRAM' },
+  { header: 'ID', right: true },
+  { header: 'TAG', wide: true },
+  { header: 'PIN', wide: true },
+  { header: 'ATTACHED', free: true },
 ];
 const MAP_COLUMNS: readonly Column[] = [
-  { header: 'NAME' }, { header: 'TYPE' }, { header: 'ENTRIES' }, { header: 'FILL', right: true }, { header: 'ID', wide: true, right: true }, { header: 'PIN', wide: true },
+  { header: 'NAME' },
+  { header: 'TYPE' },
+  { header: 'ENTRIES' },
+  { header: 'FILL', right: true },
+  { header: 'ID', wide: true, right: true },
+  { header: 'PIN', wide: true },
   { header: 'PURPOSE', free: true },
 ];
 const SNAT_COLUMNS: readonly Column[] = [{ header: 'DEVICE' }, { header: 'IFINDEX', wide: true, right: true }, { header: 'ADDRESS' }];
-const COUNTER_COLUMNS: readonly Column[] = [{ header: 'HOOK' }, { header: 'REASON' }, { header: 'PACKETS', right: true }, { header: 'DROP' }];
+const COUNTER_COLUMNS: readonly Column[] = [
+  { header: 'HOOK' },
+  { header: 'REASON' },
+  { header: 'PACKETS', right: true },
+  { header: 'DROP' },
+];
 
 /**
  * The report as sections, each a title and a table (or what stands for an
@@ -161,19 +212,27 @@ const COUNTER_COLUMNS: readonly Column[] = [{ header: 'HOOK' }, { header: 'REASO
 export function renderStatus(r: StatusReport, style: TableStyle = PLAIN): string {
   const sections = [
     {
-      title: 'PROGRAMS', none: '(none attached)', columns: PROGRAM_COLUMNS,
+      title: 'PROGRAMS',
+      none: '(none attached)',
+      columns: PROGRAM_COLUMNS,
       rows: r.programs.map((p) => [p.attachType, p.program, String(p.progId), p.tag || '-', p.pin ?? '-', `${p.mode} on ${p.attachedTo}`]),
     },
     {
-      title: 'MAPS', none: '(none pinned)', columns: MAP_COLUMNS,
+      title: 'MAPS',
+      none: '(none pinned)',
+      columns: MAP_COLUMNS,
       rows: r.maps.map((m) => [m.name, m.type, `${m.entries}/${m.maxEntries}`, m.fill, String(m.id), m.pin, m.purpose]),
     },
     {
-      title: 'SNAT ADDRESSES (svcmap_devaddr, svcmap_devaddr6: a flow SNATed out of a device takes its address of the flow\'s family)', none: '(none)', columns: SNAT_COLUMNS,
+      title: "SNAT ADDRESSES (svcmap_devaddr, svcmap_devaddr6: a flow SNATed out of a device takes its address of the flow's family)",
+      none: '(none)',
+      columns: SNAT_COLUMNS,
       rows: r.snatAddresses.map((a) => [a.device ?? `ifindex ${a.ifindex}`, String(a.ifindex), a.addr]),
     },
     {
-      title: 'DATAPATH COUNTERS (not zero; svcmap_datapath_packets_total)', none: '(all zero)', columns: COUNTER_COLUMNS,
+      title: 'DATAPATH COUNTERS (not zero; svcmap_datapath_packets_total)',
+      none: '(all zero)',
+      columns: COUNTER_COLUMNS,
       rows: r.counters.map((c) => [c.hook, c.reason, String(c.packets), c.drop ? 'drop' : '']),
     },
   ];
@@ -189,7 +248,8 @@ export function renderStatus(r: StatusReport, style: TableStyle = PLAIN): string
 
 export function status(argv: string[], out: (s: string) => void): void {
   const f = parseFlags(statusCommand, argv);
-  if (!pinDirExists(f['pin-dir'])) throw new Error(`nothing is pinned at ${f['pin-dir']}: the agent has not run with this --pin-dir, or svcmap cleanup removed it`);
+  if (!pinDirExists(f['pin-dir']))
+    throw new Error(`nothing is pinned at ${f['pin-dir']}: the agent has not run with this --pin-dir, or svcmap cleanup removed it`);
   const r = withPinAccess(f['pin-dir'], () => collectStatus(f['pin-dir']));
   out(isTable(f.output) ? renderStatus(r, tableStyle(f)) : formatData(r, f.output));
 }

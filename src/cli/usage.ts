@@ -79,7 +79,7 @@ export function commandList(specs: readonly CommandSpec[]): string {
     'Commands:',
     ...specs.map((s) => `  ${s.name.padEnd(col)}${s.summary}`),
     '',
-    'svcmap COMMAND --help (or svcmap help COMMAND) prints a command\'s flags.',
+    "svcmap COMMAND --help (or svcmap help COMMAND) prints a command's flags.",
     'Exit codes: 0 done, 1 failed, 2 the command line is wrong.',
     '',
   ].join('\n');

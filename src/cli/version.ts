@@ -18,7 +18,7 @@ export const KERNEL_BTF = '/sys/kernel/btf/vmlinux';
 
 export const versionCommand = command({
   name: 'version',
-  summary: 'svcmap\'s version and build, and what it runs on',
+  summary: "svcmap's version and build, and what it runs on",
   description: `Prints the svcmap version, the commit and time it was built from, the versions of Node and libbpf it runs on, the kernel release, and whether the kernel has BTF (${KERNEL_BTF}).`,
   flags: { output: outputFlag(['table', 'json']) },
 });
@@ -69,20 +69,25 @@ function releaseAndBuild(): { version: string; commit: string | null; built: str
 
 export function collectVersion(): VersionReport {
   return {
-    ...releaseAndBuild(), node: process.version, libbpf: libbpfVersion(),
-    kernel: release(), kernelBtf: existsSync(KERNEL_BTF),
+    ...releaseAndBuild(),
+    node: process.version,
+    libbpf: libbpfVersion(),
+    kernel: release(),
+    kernelBtf: existsSync(KERNEL_BTF),
   };
 }
 
 /** One fact per line, the name first, so that a bug report can quote the line that matters. */
 export function renderVersion(v: VersionReport): string {
   const build = `commit ${v.commit ?? 'unknown'}${v.built ? `, built ${v.built}` : ''}`;
-  return [
-    `svcmap  ${v.version} (${build})`,
-    `node    ${v.node}`,
-    `libbpf  ${v.libbpf ?? 'unavailable'}`,
-    `kernel  ${v.kernel}, ${v.kernelBtf ? `BTF at ${KERNEL_BTF}` : `no BTF (${KERNEL_BTF} is missing)`}`,
-  ].join('\n') + '\n';
+  return (
+    [
+      `svcmap  ${v.version} (${build})`,
+      `node    ${v.node}`,
+      `libbpf  ${v.libbpf ?? 'unavailable'}`,
+      `kernel  ${v.kernel}, ${v.kernelBtf ? `BTF at ${KERNEL_BTF}` : `no BTF (${KERNEL_BTF} is missing)`}`,
+    ].join('\n') + '\n'
+  );
 }
 
 export function version(argv: string[], out: (s: string) => void): void {

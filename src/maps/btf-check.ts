@@ -55,8 +55,10 @@ export function codecDrift(maps: readonly MapSpec[], lookup: StructLookup): stri
 /** Key and value sizes of an opened map against its codecs. */
 export function mapSizeDrift(spec: MapSpec, keySize: number, valueSize: number): string[] {
   const out: string[] = [];
-  if (keySize !== spec.key.layout.size) out.push(`map ${spec.name}: key_size is ${keySize}, the codec ${spec.key.layout.cName} is ${spec.key.layout.size}`);
-  if (valueSize !== spec.value.layout.size) out.push(`map ${spec.name}: value_size is ${valueSize}, the codec ${spec.value.layout.cName} is ${spec.value.layout.size}`);
+  if (keySize !== spec.key.layout.size)
+    out.push(`map ${spec.name}: key_size is ${keySize}, the codec ${spec.key.layout.cName} is ${spec.key.layout.size}`);
+  if (valueSize !== spec.value.layout.size)
+    out.push(`map ${spec.name}: value_size is ${valueSize}, the codec ${spec.value.layout.cName} is ${spec.value.layout.size}`);
   return out;
 }
 

@@ -10,8 +10,14 @@ export * from './generated/constants.gen.ts';
  * values), every one a Service may ask for, in the order they are listed.
  */
 export const LB_ALGORITHMS = {
-  random: c.LB_ALG_RANDOM, rr: c.LB_ALG_RR, sh: c.LB_ALG_SH, lc: c.LB_ALG_LC,
-  sed: c.LB_ALG_SED, nq: c.LB_ALG_NQ, dh: c.LB_ALG_DH, maglev: c.LB_ALG_MAGLEV,
+  random: c.LB_ALG_RANDOM,
+  rr: c.LB_ALG_RR,
+  sh: c.LB_ALG_SH,
+  lc: c.LB_ALG_LC,
+  sed: c.LB_ALG_SED,
+  nq: c.LB_ALG_NQ,
+  dh: c.LB_ALG_DH,
+  maglev: c.LB_ALG_MAGLEV,
 } as const;
 export type LbAlgorithmName = keyof typeof LB_ALGORITHMS;
 /** The names of LB_ALGORITHMS, as a list (a zod enum, help texts, benchmarks). */
@@ -34,7 +40,11 @@ export function lbAlgorithmName(id: number): LbAlgorithmName | undefined {
  * Datapath counters (enum dp_hook, enum dp_reason in the header): the map's
  * index is hook * DP_REASON_STRIDE + reason. Names are the metric's labels.
  */
-export interface DpHook { id: number; name: string; kind: 'tc' | 'sock' }
+export interface DpHook {
+  id: number;
+  name: string;
+  kind: 'tc' | 'sock';
+}
 /** The hooks, with the label each is exported under. */
 export const DP_HOOKS: readonly DpHook[] = [
   { id: c.DP_HOOK_TC_INGRESS, name: 'tc_ingress', kind: 'tc' },
@@ -67,27 +77,99 @@ const SOCK_REV = ['recvmsg4', 'getpeername4', 'recvmsg6', 'getpeername6'];
 
 /** Every reason, which hooks count it, and what it means (`svcmap status`, docs). */
 export const DP_REASONS: readonly DpReason[] = [
-  { id: c.DP_R_PASSED, name: 'passed', hooks: [...TC, ...SOCK_FWD, ...SOCK_REV], drop: false, help: 'not for svcmap (no frontend, no tracked flow): untouched' },
-  { id: c.DP_R_OTHER_PROTO, name: 'other_protocol', hooks: TC, drop: false, help: 'not IP TCP/UDP or an ICMP error (ARP, ICMP echo, ICMPv6 neighbour discovery): untouched' },
-  { id: c.DP_R_MALFORMED, name: 'malformed', hooks: TC, drop: false, help: 'headers cut short or invalid: untouched, for the stack to judge' },
+  {
+    id: c.DP_R_PASSED,
+    name: 'passed',
+    hooks: [...TC, ...SOCK_FWD, ...SOCK_REV],
+    drop: false,
+    help: 'not for svcmap (no frontend, no tracked flow): untouched',
+  },
+  {
+    id: c.DP_R_OTHER_PROTO,
+    name: 'other_protocol',
+    hooks: TC,
+    drop: false,
+    help: 'not IP TCP/UDP or an ICMP error (ARP, ICMP echo, ICMPv6 neighbour discovery): untouched',
+  },
+  {
+    id: c.DP_R_MALFORMED,
+    name: 'malformed',
+    hooks: TC,
+    drop: false,
+    help: 'headers cut short or invalid: untouched, for the stack to judge',
+  },
   { id: c.DP_R_TRANSLATED, name: 'translated', hooks: [...TC_IN, ...SOCK_FWD], drop: false, help: 'sent to a backend' },
-  { id: c.DP_R_REPLY_TRANSLATED, name: 'reply_translated', hooks: [...TC, ...SOCK_REV], drop: false, help: 'a reply shown as coming from the frontend' },
-  { id: c.DP_R_TO_STACK_NO_ROUTE, name: 'to_stack_no_route', hooks: TC_IN, drop: false, help: 'translated; no forwardable route, left to the stack' },
-  { id: c.DP_R_TO_STACK_MTU, name: 'to_stack_mtu', hooks: TC_IN, drop: false, help: 'translated; larger than the egress MTU, left to the stack' },
+  {
+    id: c.DP_R_REPLY_TRANSLATED,
+    name: 'reply_translated',
+    hooks: [...TC, ...SOCK_REV],
+    drop: false,
+    help: 'a reply shown as coming from the frontend',
+  },
+  {
+    id: c.DP_R_TO_STACK_NO_ROUTE,
+    name: 'to_stack_no_route',
+    hooks: TC_IN,
+    drop: false,
+    help: 'translated; no forwardable route, left to the stack',
+  },
+  {
+    id: c.DP_R_TO_STACK_MTU,
+    name: 'to_stack_mtu',
+    hooks: TC_IN,
+    drop: false,
+    help: 'translated; larger than the egress MTU, left to the stack',
+  },
   { id: c.DP_R_TO_STACK_TTL, name: 'to_stack_ttl', hooks: TC_IN, drop: false, help: 'translated; TTL expires, left to the stack' },
-  { id: c.DP_R_ICMP_TRANSLATED, name: 'icmp_translated', hooks: TC, drop: false, help: 'an ICMP error about a tracked flow, translated back' },
-  { id: c.DP_R_SK_REVNAT_FAILED, name: 'sk_revnat_write_failed', hooks: SOCK_FWD, drop: false, help: 'sent to a backend, but the per-socket reverse entry could not be written' },
+  {
+    id: c.DP_R_ICMP_TRANSLATED,
+    name: 'icmp_translated',
+    hooks: TC,
+    drop: false,
+    help: 'an ICMP error about a tracked flow, translated back',
+  },
+  {
+    id: c.DP_R_SK_REVNAT_FAILED,
+    name: 'sk_revnat_write_failed',
+    hooks: SOCK_FWD,
+    drop: false,
+    help: 'sent to a backend, but the per-socket reverse entry could not be written',
+  },
   { id: c.DP_R_NO_BACKEND, name: 'no_backend', hooks: [...TC_IN, ...SOCK_FWD], drop: true, help: 'the frontend has no backend' },
-  { id: c.DP_R_NO_LOCAL_ENDPOINT, name: 'no_local_endpoint', hooks: TC_IN, drop: true, help: 'externalTrafficPolicy Local, no endpoint on this node' },
+  {
+    id: c.DP_R_NO_LOCAL_ENDPOINT,
+    name: 'no_local_endpoint',
+    hooks: TC_IN,
+    drop: true,
+    help: 'externalTrafficPolicy Local, no endpoint on this node',
+  },
   { id: c.DP_R_SOURCE_DENIED, name: 'source_denied', hooks: TC_IN, drop: true, help: 'outside loadBalancerSourceRanges' },
-  { id: c.DP_R_NO_SNAT_ADDR, name: 'no_snat_address', hooks: TC_IN, drop: true, help: 'SNAT needed, the egress device has no address of the flow\'s family' },
+  {
+    id: c.DP_R_NO_SNAT_ADDR,
+    name: 'no_snat_address',
+    hooks: TC_IN,
+    drop: true,
+    help: "SNAT needed, the egress device has no address of the flow's family",
+  },
   { id: c.DP_R_SNAT_EXHAUSTED, name: 'snat_ports_exhausted', hooks: TC_IN, drop: true, help: 'no free SNAT port towards the backend' },
   { id: c.DP_R_CT_INSERT_FAILED, name: 'ct_insert_failed', hooks: TC_IN, drop: true, help: 'the conntrack entry could not be stored' },
   { id: c.DP_R_REWRITE_FAILED, name: 'rewrite_failed', hooks: TC, drop: true, help: 'a header or checksum write failed' },
   { id: c.DP_R_FRAGMENT, name: 'fragment', hooks: TC, drop: false, help: 'an IP fragment: untouched' },
-  { id: c.DP_R_IPV6_EXT_HDR, name: 'ipv6_ext_header', hooks: TC, drop: false, help: 'IPv6 with extension headers (or a fragment): untouched' },
+  {
+    id: c.DP_R_IPV6_EXT_HDR,
+    name: 'ipv6_ext_header',
+    hooks: TC,
+    drop: false,
+    help: 'IPv6 with extension headers (or a fragment): untouched',
+  },
   { id: c.DP_R_SNAT_NO_ROUTE, name: 'snat_no_route', hooks: TC_IN, drop: true, help: 'SNAT needed, no forwardable route to the backend' },
-  { id: c.DP_R_REVNAT_STALE, name: 'revnat_stale', hooks: SOCK_REV, drop: false, help: "the reverse entry's frontend is gone: removed, the real peer shown" },
+  {
+    id: c.DP_R_REVNAT_STALE,
+    name: 'revnat_stale',
+    hooks: SOCK_REV,
+    drop: false,
+    help: "the reverse entry's frontend is gone: removed, the real peer shown",
+  },
 ];
 
 /** The counters map's index of (hook, reason). */

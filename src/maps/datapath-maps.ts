@@ -8,7 +8,17 @@ import type { BpfObject } from '../bpf/object.ts';
 import type * as c from './codecs.ts';
 import { LayoutDriftError, codecDrift, mapSizeDrift } from './btf-check.ts';
 import {
-  ALL_MAPS, FAMILY_MAPS, type MapSpec, affinityMap, backendsMap, configMap, metricsMap, revNatMap, servicesMap, skRevNatMap, zonesMap,
+  ALL_MAPS,
+  FAMILY_MAPS,
+  type MapSpec,
+  affinityMap,
+  backendsMap,
+  configMap,
+  metricsMap,
+  revNatMap,
+  servicesMap,
+  skRevNatMap,
+  zonesMap,
 } from './registry.ts';
 import { MaglevTables } from './maglev-tables.ts';
 import { TypedMap } from './typed-map.ts';
@@ -48,9 +58,17 @@ function familyMaps(family: Family, open: (name: string) => BpfMap | undefined):
   if (!services || !backends || !revNat) return undefined;
   const maglev = open(s.maglev.name);
   return {
-    family, services, backends, revNat, skRevNat: typed(s.skRevNat), conns: typed(s.conns),
-    maglev: maglev ? new MaglevTables(maglev) : undefined, maglevIndex: maglev ? new TypedMap(s.maglev, maglev) : undefined,
-    ct: typed(s.ct), srcRange: typed(s.srcRange), devAddr: typed(s.devAddr),
+    family,
+    services,
+    backends,
+    revNat,
+    skRevNat: typed(s.skRevNat),
+    conns: typed(s.conns),
+    maglev: maglev ? new MaglevTables(maglev) : undefined,
+    maglevIndex: maglev ? new TypedMap(s.maglev, maglev) : undefined,
+    ct: typed(s.ct),
+    srcRange: typed(s.srcRange),
+    devAddr: typed(s.devAddr),
   };
 }
 
@@ -116,7 +134,9 @@ export class DatapathMaps {
   static openPinned(pinDir: string): DatapathMaps {
     const missing = REQUIRED.map((s) => join(pinDir, s.name)).filter((p) => !existsSync(p));
     if (missing.length) {
-      throw new Error(`no svcmap datapath is pinned at ${pinDir} (missing ${missing.join(', ')}): is the agent running, with --pin-dir ${pinDir}?`);
+      throw new Error(
+        `no svcmap datapath is pinned at ${pinDir} (missing ${missing.join(', ')}): is the agent running, with --pin-dir ${pinDir}?`,
+      );
     }
     return new DatapathMaps((name) => {
       const p = join(pinDir, name);
@@ -125,9 +145,11 @@ export class DatapathMaps {
   }
 
   all(): Array<TypedMap<unknown, unknown>> {
-    const family = (f: FamilyMaps | undefined) => (f ? [f.services, f.backends, f.revNat, f.skRevNat, f.conns, f.maglevIndex, f.ct, f.srcRange, f.devAddr] : []);
-    return [...family(this.v4), this.affinity, this.config, this.zones, ...family(this.v6)]
-      .filter((m) => m !== undefined) as Array<TypedMap<unknown, unknown>>;
+    const family = (f: FamilyMaps | undefined) =>
+      f ? [f.services, f.backends, f.revNat, f.skRevNat, f.conns, f.maglevIndex, f.ct, f.srcRange, f.devAddr] : [];
+    return [...family(this.v4), this.affinity, this.config, this.zones, ...family(this.v6)].filter((m) => m !== undefined) as Array<
+      TypedMap<unknown, unknown>
+    >;
   }
 
   close(): void {
@@ -135,4 +157,3 @@ export class DatapathMaps {
     this.counters?.close();
   }
 }
-

@@ -75,7 +75,8 @@ const decoders = new WeakMap<StructLayout, Decoder>();
 
 function textBytes(layout: StructLayout, f: Field, v: string): Buffer {
   const bytes = Buffer.from(v, 'utf8');
-  if (bytes.length >= f.size) throw new RangeError(`${layout.cName}.${f.name}: ${JSON.stringify(v)} is ${bytes.length} bytes; at most ${f.size - 1} fit`);
+  if (bytes.length >= f.size)
+    throw new RangeError(`${layout.cName}.${f.name}: ${JSON.stringify(v)} is ${bytes.length} bytes; at most ${f.size - 1} fit`);
   return bytes;
 }
 
@@ -94,7 +95,13 @@ function compileEncoder(layout: StructLayout, scalar = false): Encoder {
   const lines = covered === layout.size ? [] : [`buf.fill(0, off, off + ${layout.size});`];
   const zero = (f: Field) => {
     const at = `off + ${f.offset}`;
-    return f.size === 1 ? `buf[${at}] = 0` : f.size === 2 ? `buf.writeUInt16LE(0, ${at})` : f.size === 4 ? `buf.writeUInt32LE(0, ${at})` : `buf.fill(0, ${at}, ${at} + ${f.size})`;
+    return f.size === 1
+      ? `buf[${at}] = 0`
+      : f.size === 2
+        ? `buf.writeUInt16LE(0, ${at})`
+        : f.size === 4
+          ? `buf.writeUInt32LE(0, ${at})`
+          : `buf.fill(0, ${at}, ${at} + ${f.size})`;
   };
   layout.fields.forEach((f, i) => {
     if (f.kind === 'pad') {
@@ -159,7 +166,10 @@ export function decoderOf(layout: StructLayout): Decoder {
 /** The encoder and decoder of a scalar layout, on the value itself. */
 export function scalarCodecOf(layout: StructLayout): { encode: ScalarEncoder; decode: ScalarDecoder } {
   if (layout.isStruct || layout.fields.length !== 1) throw new Error(`${layout.cName} is not a scalar layout`);
-  return { encode: compileEncoder(layout, true) as unknown as ScalarEncoder, decode: compileDecoder(layout, true) as unknown as ScalarDecoder };
+  return {
+    encode: compileEncoder(layout, true) as unknown as ScalarEncoder,
+    decode: compileDecoder(layout, true) as unknown as ScalarDecoder,
+  };
 }
 
 /** Problems in a layout itself: overlaps, fields past the end (test/maps/codecs.test.ts checks every map's). */

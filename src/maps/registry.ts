@@ -7,8 +7,34 @@
 import * as c from './codecs.ts';
 import type { Codec } from './codecs.ts';
 import type { Family } from '../util/family.ts';
-import { SVCMAP_MAP_BACKENDS6, SVCMAP_MAP_BE_CONNS6, SVCMAP_MAP_CT6, SVCMAP_MAP_DEV_ADDR6, SVCMAP_MAP_MAGLEV6, SVCMAP_MAP_REVNAT6, SVCMAP_MAP_SERVICES6, SVCMAP_MAP_SK_BACKEND6, SVCMAP_MAP_SK_REVNAT6, SVCMAP_MAP_SRC_RANGE6 } from './constants.ts';
-import { SVCMAP_MAP_AFFINITY, SVCMAP_MAP_BACKENDS, SVCMAP_MAP_BE_CONNS, SVCMAP_MAP_SK_BACKEND, SVCMAP_MAP_CONFIG, SVCMAP_MAP_CT, SVCMAP_MAP_DEV_ADDR, SVCMAP_MAP_MAGLEV, SVCMAP_MAP_METRICS, SVCMAP_MAP_REVNAT, SVCMAP_MAP_SERVICES, SVCMAP_MAP_SK_REVNAT, SVCMAP_MAP_SRC_RANGE, SVCMAP_MAP_ZONES } from './constants.ts';
+import {
+  SVCMAP_MAP_BACKENDS6,
+  SVCMAP_MAP_BE_CONNS6,
+  SVCMAP_MAP_CT6,
+  SVCMAP_MAP_DEV_ADDR6,
+  SVCMAP_MAP_MAGLEV6,
+  SVCMAP_MAP_REVNAT6,
+  SVCMAP_MAP_SERVICES6,
+  SVCMAP_MAP_SK_BACKEND6,
+  SVCMAP_MAP_SK_REVNAT6,
+  SVCMAP_MAP_SRC_RANGE6,
+} from './constants.ts';
+import {
+  SVCMAP_MAP_AFFINITY,
+  SVCMAP_MAP_BACKENDS,
+  SVCMAP_MAP_BE_CONNS,
+  SVCMAP_MAP_SK_BACKEND,
+  SVCMAP_MAP_CONFIG,
+  SVCMAP_MAP_CT,
+  SVCMAP_MAP_DEV_ADDR,
+  SVCMAP_MAP_MAGLEV,
+  SVCMAP_MAP_METRICS,
+  SVCMAP_MAP_REVNAT,
+  SVCMAP_MAP_SERVICES,
+  SVCMAP_MAP_SK_REVNAT,
+  SVCMAP_MAP_SRC_RANGE,
+  SVCMAP_MAP_ZONES,
+} from './constants.ts';
 
 export interface MapSpec<K = unknown, V = unknown> {
   name: string;
@@ -27,111 +53,172 @@ export type MapSizeOption = 'maxServices' | 'maxBackends' | 'maxConntrack' | 'ma
 export type MapSizes = Partial<Record<MapSizeOption, number>>;
 
 export const servicesMap: MapSpec<c.SvcKey, c.SvcValue> = {
-  name: SVCMAP_MAP_SERVICES, key: c.svcKey, value: c.svcValue,
-  purpose: 'frontend -> master entry and backend slots', size: 'maxServices',
+  name: SVCMAP_MAP_SERVICES,
+  key: c.svcKey,
+  value: c.svcValue,
+  purpose: 'frontend -> master entry and backend slots',
+  size: 'maxServices',
 };
 export const backendsMap: MapSpec<number, c.BackendValue> = {
-  name: SVCMAP_MAP_BACKENDS, key: c.backendId, value: c.backendValue,
-  purpose: 'backend id -> endpoint', size: 'maxBackends',
+  name: SVCMAP_MAP_BACKENDS,
+  key: c.backendId,
+  value: c.backendValue,
+  purpose: 'backend id -> endpoint',
+  size: 'maxBackends',
 };
 export const revNatMap: MapSpec<number, c.RevNatValue> = {
-  name: SVCMAP_MAP_REVNAT, key: c.revNatId, value: c.revNatValue,
-  purpose: 'reverse NAT id -> frontend', size: 'maxServices',
+  name: SVCMAP_MAP_REVNAT,
+  key: c.revNatId,
+  value: c.revNatValue,
+  purpose: 'reverse NAT id -> frontend',
+  size: 'maxServices',
 };
 export const skRevNatMap: MapSpec<c.SkRevNatKey, c.SkRevNatValue> = {
-  name: SVCMAP_MAP_SK_REVNAT, key: c.skRevNatKey, value: c.skRevNatValue,
+  name: SVCMAP_MAP_SK_REVNAT,
+  key: c.skRevNatKey,
+  value: c.skRevNatValue,
   purpose: 'socket -> frontend it asked for (LRU)',
 };
 export const affinityMap: MapSpec<c.AffinityKey, c.AffinityValue> = {
-  name: SVCMAP_MAP_AFFINITY, key: c.affinityKey, value: c.affinityValue,
-  purpose: 'session affinity: client + frontend -> backend (LRU)', size: 'maxAffinity',
+  name: SVCMAP_MAP_AFFINITY,
+  key: c.affinityKey,
+  value: c.affinityValue,
+  purpose: 'session affinity: client + frontend -> backend (LRU)',
+  size: 'maxAffinity',
 };
 
 export const ctMap: MapSpec<c.CtKey, c.CtValue> = {
-  name: SVCMAP_MAP_CT, key: c.ctKey, value: c.ctValue,
-  purpose: 'tc connection tracking: flow -> translation (LRU)', size: 'maxConntrack',
+  name: SVCMAP_MAP_CT,
+  key: c.ctKey,
+  value: c.ctValue,
+  purpose: 'tc connection tracking: flow -> translation (LRU)',
+  size: 'maxConntrack',
 };
 export const srcRangeMap: MapSpec<c.SrcRangeKey, number> = {
-  name: SVCMAP_MAP_SRC_RANGE, key: c.srcRangeKey, value: c.srcRangeValue,
+  name: SVCMAP_MAP_SRC_RANGE,
+  key: c.srcRangeKey,
+  value: c.srcRangeValue,
   purpose: 'loadBalancerSourceRanges (LPM trie)',
 };
 export const configMap: MapSpec<number, c.SvcmapConfig> = {
-  name: SVCMAP_MAP_CONFIG, key: c.configKey, value: c.configValue,
+  name: SVCMAP_MAP_CONFIG,
+  key: c.configKey,
+  value: c.configValue,
   purpose: 'tc datapath settings (node IP, SNAT ports)',
 };
 export const devAddrMap: MapSpec<number, c.DevAddrValue> = {
-  name: SVCMAP_MAP_DEV_ADDR, key: c.devAddrKey, value: c.devAddrValue,
+  name: SVCMAP_MAP_DEV_ADDR,
+  key: c.devAddrKey,
+  value: c.devAddrValue,
   purpose: 'SNAT address per egress device: ifindex -> IPv4',
 };
 export const metricsMap: MapSpec<number, c.DpCounter> = {
-  name: SVCMAP_MAP_METRICS, key: c.dpIndexKey, value: c.dpCounter,
+  name: SVCMAP_MAP_METRICS,
+  key: c.dpIndexKey,
+  value: c.dpCounter,
   purpose: 'datapath counters: hook + reason -> packets (per CPU)',
 };
 
 export const backendConnsMap: MapSpec<number, c.BackendConns> = {
-  name: SVCMAP_MAP_BE_CONNS, key: c.backendId, value: c.backendConnsValue,
-  purpose: 'backend id -> live connections (socket LB, tc)', size: 'maxBackends',
+  name: SVCMAP_MAP_BE_CONNS,
+  key: c.backendId,
+  value: c.backendConnsValue,
+  purpose: 'backend id -> live connections (socket LB, tc)',
+  size: 'maxBackends',
 };
 /** Socket storage: not iterable from user space (its key is a socket fd). */
 export const skBackendMap: MapSpec<number, c.SkBackend> = {
-  name: SVCMAP_MAP_SK_BACKEND, key: c.skBackendKey, value: c.skBackendValue,
-  purpose: 'socket storage: the backend a connected socket counts for', listable: false,
+  name: SVCMAP_MAP_SK_BACKEND,
+  key: c.skBackendKey,
+  value: c.skBackendValue,
+  purpose: 'socket storage: the backend a connected socket counts for',
+  listable: false,
 };
 
 /** Map of maps: the value is an inner map's fd when written, its id when read (src/maps/maglev-tables.ts). */
 export const maglevMap: MapSpec<number, number> = {
-  name: SVCMAP_MAP_MAGLEV, key: c.revNatId, value: c.revNatId,
+  name: SVCMAP_MAP_MAGLEV,
+  key: c.revNatId,
+  value: c.revNatId,
   purpose: 'Maglev tables: reverse NAT id -> lookup table (map of maps)',
 };
 
 /** The names of the backends' zone ids (both families'); the agent's and dump's only. */
 export const zonesMap: MapSpec<number, c.ZoneName> = {
-  name: SVCMAP_MAP_ZONES, key: c.zoneId, value: c.zoneNameValue,
-  purpose: 'zone id -> zone name (the backends\' zone field; for dump)',
+  name: SVCMAP_MAP_ZONES,
+  key: c.zoneId,
+  value: c.zoneNameValue,
+  purpose: "zone id -> zone name (the backends' zone field; for dump)",
 };
 
 export const services6Map: MapSpec<c.SvcKey, c.SvcValue> = {
-  name: SVCMAP_MAP_SERVICES6, key: c.svc6Key, value: c.svcValue,
-  purpose: 'IPv6 frontend -> master entry and backend slots', size: 'maxServices',
+  name: SVCMAP_MAP_SERVICES6,
+  key: c.svc6Key,
+  value: c.svcValue,
+  purpose: 'IPv6 frontend -> master entry and backend slots',
+  size: 'maxServices',
 };
 export const backends6Map: MapSpec<number, c.BackendValue> = {
-  name: SVCMAP_MAP_BACKENDS6, key: c.backendId, value: c.backend6Value,
-  purpose: 'IPv6 backend id -> endpoint', size: 'maxBackends',
+  name: SVCMAP_MAP_BACKENDS6,
+  key: c.backendId,
+  value: c.backend6Value,
+  purpose: 'IPv6 backend id -> endpoint',
+  size: 'maxBackends',
 };
 export const revNat6Map: MapSpec<number, c.RevNatValue> = {
-  name: SVCMAP_MAP_REVNAT6, key: c.revNatId, value: c.revNat6Value,
-  purpose: 'IPv6 reverse NAT id -> frontend', size: 'maxServices',
+  name: SVCMAP_MAP_REVNAT6,
+  key: c.revNatId,
+  value: c.revNat6Value,
+  purpose: 'IPv6 reverse NAT id -> frontend',
+  size: 'maxServices',
 };
 export const skRevNat6Map: MapSpec<c.SkRevNatKey, c.SkRevNatValue> = {
-  name: SVCMAP_MAP_SK_REVNAT6, key: c.skRevNat6Key, value: c.skRevNat6Value,
+  name: SVCMAP_MAP_SK_REVNAT6,
+  key: c.skRevNat6Key,
+  value: c.skRevNat6Value,
   purpose: 'IPv6 socket -> frontend it asked for (LRU)',
 };
 export const skBackend6Map: MapSpec<number, c.SkBackend> = {
-  name: SVCMAP_MAP_SK_BACKEND6, key: c.skBackendKey, value: c.skBackend6Value,
-  purpose: 'socket storage: the IPv6 backend a connected socket counts for', listable: false,
+  name: SVCMAP_MAP_SK_BACKEND6,
+  key: c.skBackendKey,
+  value: c.skBackend6Value,
+  purpose: 'socket storage: the IPv6 backend a connected socket counts for',
+  listable: false,
 };
 export const maglev6Map: MapSpec<number, number> = {
-  name: SVCMAP_MAP_MAGLEV6, key: c.revNatId, value: c.revNatId,
+  name: SVCMAP_MAP_MAGLEV6,
+  key: c.revNatId,
+  value: c.revNatId,
   purpose: 'Maglev tables of IPv6 frontends: reverse NAT id -> lookup table (map of maps)',
 };
 /** The IPv6 maps only the socket hooks have, listed after the IPv4 ones. */
 export const IPV6_MAPS: readonly MapSpec[] = [services6Map, backends6Map, revNat6Map, skRevNat6Map, skBackend6Map, maglev6Map] as MapSpec[];
 /** In both datapaths' objects: svcmap_conns_adjust (tc.c) changes it. */
 export const backendConns6Map: MapSpec<number, c.BackendConns> = {
-  name: SVCMAP_MAP_BE_CONNS6, key: c.backendId, value: c.backendConnsValue,
-  purpose: 'IPv6 backend id -> live connections (socket LB, tc)', size: 'maxBackends',
+  name: SVCMAP_MAP_BE_CONNS6,
+  key: c.backendId,
+  value: c.backendConnsValue,
+  purpose: 'IPv6 backend id -> live connections (socket LB, tc)',
+  size: 'maxBackends',
 };
 
 export const ct6Map: MapSpec<c.CtKey, c.CtValue> = {
-  name: SVCMAP_MAP_CT6, key: c.ct6Key, value: c.ct6Value,
-  purpose: 'tc connection tracking of IPv6 flows (LRU)', size: 'maxConntrack',
+  name: SVCMAP_MAP_CT6,
+  key: c.ct6Key,
+  value: c.ct6Value,
+  purpose: 'tc connection tracking of IPv6 flows (LRU)',
+  size: 'maxConntrack',
 };
 export const srcRange6Map: MapSpec<c.SrcRangeKey, number> = {
-  name: SVCMAP_MAP_SRC_RANGE6, key: c.srcRange6Key, value: c.srcRangeValue,
+  name: SVCMAP_MAP_SRC_RANGE6,
+  key: c.srcRange6Key,
+  value: c.srcRangeValue,
   purpose: 'loadBalancerSourceRanges of IPv6 frontends (LPM trie)',
 };
 export const devAddr6Map: MapSpec<number, c.DevAddrValue> = {
-  name: SVCMAP_MAP_DEV_ADDR6, key: c.devAddrKey, value: c.devAddr6Value,
+  name: SVCMAP_MAP_DEV_ADDR6,
+  key: c.devAddrKey,
+  value: c.devAddr6Value,
   purpose: 'SNAT address per egress device: ifindex -> IPv6',
 };
 /** The tc datapath's IPv6 maps. */
@@ -152,19 +239,47 @@ export interface FamilyMapSpecs {
 
 export const FAMILY_MAPS: Readonly<Record<Family, FamilyMapSpecs>> = {
   4: {
-    services: servicesMap, backends: backendsMap, revNat: revNatMap, skRevNat: skRevNatMap, conns: backendConnsMap,
-    maglev: maglevMap, ct: ctMap, srcRange: srcRangeMap, devAddr: devAddrMap,
+    services: servicesMap,
+    backends: backendsMap,
+    revNat: revNatMap,
+    skRevNat: skRevNatMap,
+    conns: backendConnsMap,
+    maglev: maglevMap,
+    ct: ctMap,
+    srcRange: srcRangeMap,
+    devAddr: devAddrMap,
   },
   6: {
-    services: services6Map, backends: backends6Map, revNat: revNat6Map, skRevNat: skRevNat6Map, conns: backendConns6Map,
-    maglev: maglev6Map, ct: ct6Map, srcRange: srcRange6Map, devAddr: devAddr6Map,
+    services: services6Map,
+    backends: backends6Map,
+    revNat: revNat6Map,
+    skRevNat: skRevNat6Map,
+    conns: backendConns6Map,
+    maglev: maglev6Map,
+    ct: ct6Map,
+    srcRange: srcRange6Map,
+    devAddr: devAddr6Map,
   },
 };
 
 export const ALL_MAPS: readonly MapSpec[] = [
-  servicesMap, backendsMap, revNatMap, skRevNatMap, affinityMap, ctMap, srcRangeMap, configMap, metricsMap, devAddrMap,
-  backendConnsMap, skBackendMap, maglevMap, zonesMap,
-  ...IPV6_MAPS, backendConns6Map, ...TC6_MAPS,
+  servicesMap,
+  backendsMap,
+  revNatMap,
+  skRevNatMap,
+  affinityMap,
+  ctMap,
+  srcRangeMap,
+  configMap,
+  metricsMap,
+  devAddrMap,
+  backendConnsMap,
+  skBackendMap,
+  maglevMap,
+  zonesMap,
+  ...IPV6_MAPS,
+  backendConns6Map,
+  ...TC6_MAPS,
 ] as MapSpec[];
 
 /** The capacity `sizes` asks for map `name` (undefined: its C default). */

@@ -26,7 +26,7 @@ function inBatch<T>(from: number, total: number, write: () => T): T {
   try {
     return write();
   } catch (err) {
-    if (!(err instanceof BatchError) || from === 0 && err.requested === total) throw err;
+    if (!(err instanceof BatchError) || (from === 0 && err.requested === total)) throw err;
     throw new BatchError(err.op, -err.errno, from + err.processed, total);
   }
 }
@@ -43,7 +43,9 @@ export class TypedMap<K, V> {
     this.#keySize = spec.key.layout.size;
     this.#valueSize = spec.value.layout.size;
     if (raw.keySize !== this.#keySize || raw.valueSize !== this.#valueSize) {
-      throw new Error(`map ${raw.label}: key/value sizes ${raw.keySize}/${raw.valueSize} do not match the codecs ${this.#keySize}/${this.#valueSize}`);
+      throw new Error(
+        `map ${raw.label}: key/value sizes ${raw.keySize}/${raw.valueSize} do not match the codecs ${this.#keySize}/${this.#valueSize}`,
+      );
     }
   }
 

@@ -39,13 +39,25 @@ export function keepClaimedFrontends(
     lastAccepted = undefined;
     const dup = mine.get(frontend.key);
     if (dup) {
-      problems.push(problemAbout(svc, 'warning', path, `frontend ${frontend.key} (${frontend.type}) duplicates this Service's ${dup.type} frontend; kept the ${dup.type} one`));
+      problems.push(
+        problemAbout(
+          svc,
+          'warning',
+          path,
+          `frontend ${frontend.key} (${frontend.type}) duplicates this Service's ${dup.type} frontend; kept the ${dup.type} one`,
+        ),
+      );
       continue;
     }
     const owner = ownerOf(frontend.key);
     if (owner) {
-      problems.push(frontendConflict(svc, path,
-        `frontend ${frontend.key} (${frontend.type}) is already used by Service ${owner.id}${owner.type ? ` (${owner.type})` : ''}; this frontend is skipped`));
+      problems.push(
+        frontendConflict(
+          svc,
+          path,
+          `frontend ${frontend.key} (${frontend.type}) is already used by Service ${owner.id}${owner.type ? ` (${owner.type})` : ''}; this frontend is skipped`,
+        ),
+      );
       continue;
     }
     mine.set(frontend.key, frontend);

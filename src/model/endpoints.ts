@@ -49,7 +49,9 @@ export function modelSlice(slice: IpSlice): ModelSlice {
     addressType: slice.addressType,
     ports: slice.ports,
     ips: eps.map((ep) => ep.addresses[0]!),
-    conditions: eps.map((ep) => (ep.conditions.ready ? READY : 0) | (ep.conditions.serving ? SERVING : 0) | (ep.conditions.terminating ? TERMINATING : 0)),
+    conditions: eps.map(
+      (ep) => (ep.conditions.ready ? READY : 0) | (ep.conditions.serving ? SERVING : 0) | (ep.conditions.terminating ? TERMINATING : 0),
+    ),
   };
   const nodeNames = column(eps, (ep) => ep.nodeName);
   if (nodeNames) out.nodeNames = nodeNames;
@@ -100,7 +102,14 @@ export function mergeEndpoints(slices: readonly ModelSlice[], portName: string, 
       for (let i = 0; i < slice.ips.length; i++) {
         const ip = slice.ips[i]!;
         const f = slice.conditions[i]!;
-        const c: Candidate = { ip, port: sp.port, protocol, ready: (f & READY) !== 0, serving: (f & SERVING) !== 0, terminating: (f & TERMINATING) !== 0 };
+        const c: Candidate = {
+          ip,
+          port: sp.port,
+          protocol,
+          ready: (f & READY) !== 0,
+          serving: (f & SERVING) !== 0,
+          terminating: (f & TERMINATING) !== 0,
+        };
         const nodeName = slice.nodeNames?.[i];
         if (nodeName !== undefined) c.nodeName = nodeName;
         const zone = slice.zones?.[i];
@@ -137,7 +146,11 @@ export function topologyFilter(candidates: readonly Candidate[], node: NodeInfo 
 }
 
 /** The candidates meant for `target` by hints(), when every ready one has hints and one is meant for it; else undefined. */
-function hintFilter(candidates: readonly Candidate[], target: string | undefined, hints: (c: Candidate) => readonly string[] | undefined): readonly Candidate[] | undefined {
+function hintFilter(
+  candidates: readonly Candidate[],
+  target: string | undefined,
+  hints: (c: Candidate) => readonly string[] | undefined,
+): readonly Candidate[] | undefined {
   if (!target) return undefined;
   let meant = false;
   for (const c of candidates) {

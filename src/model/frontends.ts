@@ -36,10 +36,19 @@ function portPath(i: number): string {
 const NO_RANGES: string[] = [];
 
 /** The per-frontend fields make() sets from its caller (the rest are the Service port's). */
-type FrontendFlags = Partial<Pick<Frontend, 'externalLocal' | 'internalLocal' | 'wildcard' | 'twoScopes' | 'sourceRanges' | 'healthCheckNodePort'>>;
+type FrontendFlags = Partial<
+  Pick<Frontend, 'externalLocal' | 'internalLocal' | 'wildcard' | 'twoScopes' | 'sourceRanges' | 'healthCheckNodePort'>
+>;
 
 /** The addresses of `family`; the others are reported once, on `path`, when the Service has no cluster IP of their family. */
-function ofFamily(svc: Service, ips: readonly string[], family: Family, served: ReadonlySet<Family>, path: string, problems: Problem[]): string[] {
+function ofFamily(
+  svc: Service,
+  ips: readonly string[],
+  family: Family,
+  served: ReadonlySet<Family>,
+  path: string,
+  problems: Problem[],
+): string[] {
   // Reported once: while the first family the Service serves is built.
   if (family === (served.has(4) ? 4 : 6)) {
     const orphans = ips.filter((ip) => !served.has(familyOf(ip)));
@@ -63,8 +72,14 @@ function familyRanges(svc: Service, family: Family, hasFrontends: boolean, probl
   if (all.length === 0) return NO_RANGES;
   const ranges = all.filter((r) => familyOf(r) === family);
   if (ranges.length === 0 && hasFrontends) {
-    problems.push(problemAbout(svc, 'warning', 'spec.loadBalancerSourceRanges',
-      `holds no IPv${family} range: its IPv${family} LoadBalancer frontends accept every client (kube-proxy ignores ranges of the other family)`));
+    problems.push(
+      problemAbout(
+        svc,
+        'warning',
+        'spec.loadBalancerSourceRanges',
+        `holds no IPv${family} range: its IPv${family} LoadBalancer frontends accept every client (kube-proxy ignores ranges of the other family)`,
+      ),
+    );
   }
   return ranges.length === 0 || ranges.some((r) => r.endsWith('/0')) ? NO_RANGES : ranges;
 }
@@ -77,7 +92,13 @@ interface ExternalAddress {
 }
 
 /** Addresses of the Service of one family reachable from outside the node (not per port, except NodePort). */
-function externalAddresses(svc: Service, node: NodeInfo | undefined, family: Family, served: ReadonlySet<Family>, problems: Problem[]): {
+function externalAddresses(
+  svc: Service,
+  node: NodeInfo | undefined,
+  family: Family,
+  served: ReadonlySet<Family>,
+  problems: Problem[],
+): {
   nodeIPs: string[];
   lb: ExternalAddress[];
   external: ExternalAddress[];
@@ -89,9 +110,7 @@ function externalAddresses(svc: Service, node: NodeInfo | undefined, family: Fam
   if (spec.type === 'LoadBalancer') {
     // ipMode Proxy means the load balancer terminates traffic itself; kube-proxy
     // does not capture such IPs on the node, so neither do we.
-    const ingress = (svc.status?.loadBalancer?.ingress ?? []).flatMap((i) =>
-      i.ip && i.ipMode !== 'Proxy' ? [i.ip] : [],
-    );
+    const ingress = (svc.status?.loadBalancer?.ingress ?? []).flatMap((i) => (i.ip && i.ipMode !== 'Proxy' ? [i.ip] : []));
     const ips = ofFamily(svc, ingress, family, served, 'status.loadBalancer.ingress', problems);
     const ranges = familyRanges(svc, family, ips.length > 0, problems);
     for (const ip of ips) lb.push({ type: 'LoadBalancer', ip, wildcard: false, sourceRanges: ranges });
@@ -151,9 +170,7 @@ function familyFrontends(
   const externalLocal = spec.externalTrafficPolicy === 'Local';
   const internalLocal = spec.internalTrafficPolicy === 'Local';
   const affinityTimeoutSeconds =
-    spec.sessionAffinity === 'ClientIP'
-      ? (spec.sessionAffinityConfig?.clientIP?.timeoutSeconds ?? DEFAULT_AFFINITY_TIMEOUT_SECONDS)
-      : 0;
+    spec.sessionAffinity === 'ClientIP' ? (spec.sessionAffinityConfig?.clientIP?.timeoutSeconds ?? DEFAULT_AFFINITY_TIMEOUT_SECONDS) : 0;
 
   const out: SourcedFrontend[] = [];
   spec.ports.forEach((port, i) => {
@@ -168,7 +185,13 @@ function familyFrontends(
     // Zone hints narrow the cluster-wide set only, as in kube-proxy (a Local policy's set is the node's own).
     const all = selectBackends(topologyFilter(candidates, node), node);
     // Only traffic policies Local need the node-local subset.
-    const local = externalLocal || internalLocal ? selectBackends(candidates.filter((c) => isLocal(c, node)), node) : [];
+    const local =
+      externalLocal || internalLocal
+        ? selectBackends(
+            candidates.filter((c) => isLocal(c, node)),
+            node,
+          )
+        : [];
 
     // One reference to the Service per port, shared by its frontends (read-only, as the Backend objects).
     const service = { namespace: svc.metadata.namespace, name: svc.metadata.name, portName: port.name };

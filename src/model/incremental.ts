@@ -226,11 +226,16 @@ export class IncrementalModel {
   #resolve(id: string, problems: Problem[]): Frontend[] {
     const svc = this.#services.get(id);
     if (!svc) return []; // a deleted Service has no candidates left (takeChanges dropped them)
-    return keepClaimedFrontends(svc, this.#candidates.get(id) ?? [], (key) => {
-      const owner = firstSorted(this.#claims.values(key));
-      if (owner === undefined || owner === id) return undefined;
-      const type = this.#candidates.get(owner)?.find((c) => c.frontend.key === key)?.frontend.type;
-      return type ? { id: owner, type } : { id: owner };
-    }, problems);
+    return keepClaimedFrontends(
+      svc,
+      this.#candidates.get(id) ?? [],
+      (key) => {
+        const owner = firstSorted(this.#claims.values(key));
+        if (owner === undefined || owner === id) return undefined;
+        const type = this.#candidates.get(owner)?.find((c) => c.frontend.key === key)?.frontend.type;
+        return type ? { id: owner, type } : { id: owner };
+      },
+      problems,
+    );
   }
 }

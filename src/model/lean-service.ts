@@ -10,7 +10,14 @@
 import { canonicalIpv4 } from '../util/ipv4.ts';
 import { canonicalIpv6 } from '../util/ipv6.ts';
 import { isPortNumber, isRecord, leanList as list, leanMeta, leanPortName, NO_ITEMS, PROTOCOLS } from './lean.ts';
-import { DEFAULT_AFFINITY_TIMEOUT_SECONDS, SERVICE_ANNOTATIONS, SERVICE_ENUMS, type Service, type ServiceAnnotation, type ServicePort } from './schemas.ts';
+import {
+  DEFAULT_AFFINITY_TIMEOUT_SECONDS,
+  SERVICE_ANNOTATIONS,
+  SERVICE_ENUMS,
+  type Service,
+  type ServiceAnnotation,
+  type ServicePort,
+} from './schemas.ts';
 import { familyOf } from '../util/family.ts';
 
 type Rec = Record<string, unknown>;
@@ -39,7 +46,8 @@ function servicePort(raw: unknown): ServicePort | undefined {
   if (!isRecord(raw)) return undefined;
   const { name, protocol, port, targetPort, nodePort } = raw;
   const n = name === undefined || name === null ? '' : leanPortName(name);
-  const p = protocol === undefined || protocol === null ? 'TCP' : typeof protocol === 'string' && PROTOCOLS.has(protocol) ? protocol : undefined;
+  const p =
+    protocol === undefined || protocol === null ? 'TCP' : typeof protocol === 'string' && PROTOCOLS.has(protocol) ? protocol : undefined;
   if (n === undefined || p === undefined || !isPortNumber(port)) return undefined;
   const out = { name: n, protocol: p, port } as ServicePort;
   if (targetPort !== undefined) {
@@ -98,11 +106,15 @@ function leanSpec(raw: unknown): Spec | undefined {
   const itp = oneOf(raw.internalTrafficPolicy, SERVICE_ENUMS.internalTrafficPolicy, 'Cluster');
   const affinity = oneOf(raw.sessionAffinity, SERVICE_ENUMS.sessionAffinity, 'None');
   const ranges = raw.loadBalancerSourceRanges;
-  if (type === undefined || cip === undefined || !clusterIPs || !ipFamilies || !ports || !externalIPs || !etp || !itp || !affinity) return undefined;
+  if (type === undefined || cip === undefined || !clusterIPs || !ipFamilies || !ports || !externalIPs || !etp || !itp || !affinity)
+    return undefined;
   // Source ranges take zod's trimming and CIDR rules: only an empty list is lean.
   if (!(ranges === undefined || ranges === null || (Array.isArray(ranges) && ranges.length === 0))) return undefined;
   const spec = {
-    type, clusterIP: cip, clusterIPs, ipFamilies,
+    type,
+    clusterIP: cip,
+    clusterIPs,
+    ipFamilies,
   } as Spec;
   if (policy !== undefined) spec.ipFamilyPolicy = policy;
   spec.ports = ports;

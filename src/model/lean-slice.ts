@@ -52,7 +52,9 @@ function endpoint(raw: unknown): Endpoint | undefined {
   let terminating = false;
   if (c !== undefined) {
     if (!isRecord(c)) return undefined;
-    const r = condition(c, 'ready'), s = condition(c, 'serving'), t = condition(c, 'terminating');
+    const r = condition(c, 'ready'),
+      s = condition(c, 'serving'),
+      t = condition(c, 'terminating');
     if (r === null || s === null || t === null) return undefined;
     ready = r ?? true;
     serving = s ?? ready;
@@ -66,7 +68,8 @@ function endpoint(raw: unknown): Endpoint | undefined {
   let zones: string[] | undefined, nodes: string[] | undefined;
   if (hints !== undefined) {
     if (!isRecord(hints)) return undefined;
-    const z = hintNames(hints.forZones), n = hintNames(hints.forNodes);
+    const z = hintNames(hints.forZones),
+      n = hintNames(hints.forNodes);
     if (z === null || n === null) return undefined;
     [zones, nodes] = [z, n];
   }
@@ -76,7 +79,8 @@ function endpoint(raw: unknown): Endpoint | undefined {
 
 /** The validated slice, as the zod schema would give it, or undefined: validate it with zod. */
 export function leanIpv4Slice(raw: unknown): EndpointSlice | undefined {
-  if (!isRecord(raw) || raw.apiVersion !== 'discovery.k8s.io/v1' || raw.kind !== 'EndpointSlice' || raw.addressType !== 'IPv4') return undefined;
+  if (!isRecord(raw) || raw.apiVersion !== 'discovery.k8s.io/v1' || raw.kind !== 'EndpointSlice' || raw.addressType !== 'IPv4')
+    return undefined;
   const m = raw.metadata;
   if (!isRecord(m)) return undefined;
   const { annotations } = m;
@@ -89,6 +93,7 @@ export function leanIpv4Slice(raw: unknown): EndpointSlice | undefined {
   const endpoints = list(raw.endpoints, endpoint);
   if (!ports || !endpoints) return undefined;
   const at = triggerTime(annotations);
-  const metadata = at === undefined ? { name, namespace, labels: ownLabels } : { name, namespace, labels: ownLabels, lastChangeTriggerTime: at };
+  const metadata =
+    at === undefined ? { name, namespace, labels: ownLabels } : { name, namespace, labels: ownLabels, lastChangeTriggerTime: at };
   return { apiVersion: 'discovery.k8s.io/v1', kind: 'EndpointSlice', metadata, ports, addressType: 'IPv4', endpoints };
 }

@@ -27,7 +27,8 @@ export const METADATA_KEYS = {
     on: ['Service'],
     setBy: 'the user',
     values: LB_ALGORITHM_NAMES.join(', '),
-    otherwise: "the node's default (svcmap agent --lb-algorithm, chart value lbAlgorithm); an unknown value is a warning on the Service (an UnknownAnnotationValue Event)",
+    otherwise:
+      "the node's default (svcmap agent --lb-algorithm, chart value lbAlgorithm); an unknown value is a warning on the Service (an UnknownAnnotationValue Event)",
     meaning: 'How each frontend of the Service picks a backend for a new connection, in the socket LB and at tc.',
   },
   sourceHashPort: {
@@ -37,7 +38,8 @@ export const METADATA_KEYS = {
     setBy: 'the user',
     values: 'true, false',
     otherwise: 'false',
-    meaning: 'With lb-algorithm sh, tc hashes the client\'s source port with its address (the socket LB hashes the client\'s network namespace either way).',
+    meaning:
+      "With lb-algorithm sh, tc hashes the client's source port with its address (the socket LB hashes the client's network namespace either way).",
   },
   maglevTableSize: {
     key: 'svcmap.io/maglev-table-size',
@@ -46,7 +48,8 @@ export const METADATA_KEYS = {
     setBy: 'the user',
     values: MAGLEV_TABLE_SIZES.join(', '),
     otherwise: String(SVCMAP_MAGLEV_DEFAULT_M),
-    meaning: 'The Maglev lookup table size M of each frontend (lb-algorithm maglev only); keep it above ~100x the backends. Memory: 2 bytes per position per frontend.',
+    meaning:
+      'The Maglev lookup table size M of each frontend (lb-algorithm maglev only); keep it above ~100x the backends. Memory: 2 bytes per position per frontend.',
   },
   serviceProxyName: {
     key: 'service.kubernetes.io/service-proxy-name',
@@ -55,7 +58,8 @@ export const METADATA_KEYS = {
     setBy: 'the user (another proxy owns the Service)',
     values: 'any (its presence counts)',
     otherwise: 'the Service is proxied',
-    meaning: 'An object carrying it is left alone, as kube-proxy does: the Kubernetes source filters it at the API server; a Service that gains it leaves the maps.',
+    meaning:
+      'An object carrying it is left alone, as kube-proxy does: the Kubernetes source filters it at the API server; a Service that gains it leaves the maps.',
   },
   headless: {
     key: 'service.kubernetes.io/headless',
@@ -71,9 +75,9 @@ export const METADATA_KEYS = {
     kind: 'label',
     on: ['EndpointSlice'],
     setBy: 'the EndpointSlice controller',
-    values: 'the name of a Service in the slice\'s namespace',
+    values: "the name of a Service in the slice's namespace",
     otherwise: 'the slice belongs to no Service (a warning)',
-    meaning: 'Which Service an EndpointSlice\'s endpoints serve.',
+    meaning: "Which Service an EndpointSlice's endpoints serve.",
   },
   lastChangeTriggerTime: {
     key: 'endpoints.kubernetes.io/last-change-trigger-time',
@@ -82,7 +86,8 @@ export const METADATA_KEYS = {
     setBy: 'the EndpointSlice controller',
     values: 'an RFC 3339 time',
     otherwise: 'no latency observed for that change (an unreadable value is ignored)',
-    meaning: 'Start of the network programming latency: svcmap_network_programming_duration_seconds and kubeproxy_network_programming_duration_seconds observe from it to the map write.',
+    meaning:
+      'Start of the network programming latency: svcmap_network_programming_duration_seconds and kubeproxy_network_programming_duration_seconds observe from it to the map write.',
   },
   zone: {
     key: 'topology.kubernetes.io/zone',
@@ -91,6 +96,6 @@ export const METADATA_KEYS = {
     setBy: 'the cloud provider or the cluster admin',
     values: 'a zone name',
     otherwise: 'zone hints are ignored (every endpoint is used)',
-    meaning: 'The node\'s zone: which EndpointSlice zone hints (trafficDistribution PreferClose) apply to this node.',
+    meaning: "The node's zone: which EndpointSlice zone hints (trafficDistribution PreferClose) apply to this node.",
   },
 } as const satisfies Record<string, MetadataKey>;

@@ -29,5 +29,10 @@ function addressesOf(node: Node, family: Family): string[] {
 export function nodeInfoFromNode(node: Node): NodeInfo {
   const v6 = addressesOf(node, 6);
   const zone = node.metadata.labels[ZONE_LABEL];
-  return { name: node.metadata.name, addresses: addressesOf(node, 4), ...(v6.length > 0 ? { addresses6: v6 } : {}), ...(zone ? { zone } : {}) };
+  return {
+    name: node.metadata.name,
+    addresses: addressesOf(node, 4),
+    ...(v6.length > 0 ? { addresses6: v6 } : {}),
+    ...(zone ? { zone } : {}),
+  };
 }

@@ -9,12 +9,7 @@ interface Named {
   metadata: { namespace?: string; name: string };
 }
 
-export function problemAbout(
-  obj: Named,
-  severity: Problem['severity'],
-  path: string,
-  detail: string,
-): Problem {
+export function problemAbout(obj: Named, severity: Problem['severity'], path: string, detail: string): Problem {
   return {
     kind: obj.kind,
     namespace: obj.metadata.namespace ?? '',

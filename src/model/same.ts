@@ -6,8 +6,15 @@
 import type { Backend, Frontend } from './types.ts';
 
 function sameBackend(a: Backend, b: Backend): boolean {
-  return a.ip === b.ip && a.port === b.port && a.protocol === b.protocol && a.state === b.state &&
-    a.nodeName === b.nodeName && a.zone === b.zone && a.local === b.local;
+  return (
+    a.ip === b.ip &&
+    a.port === b.port &&
+    a.protocol === b.protocol &&
+    a.state === b.state &&
+    a.nodeName === b.nodeName &&
+    a.zone === b.zone &&
+    a.local === b.local
+  );
 }
 
 function sameList<T>(a: readonly T[], b: readonly T[], same: (x: T, y: T) => boolean): boolean {
@@ -17,12 +24,28 @@ function sameList<T>(a: readonly T[], b: readonly T[], same: (x: T, y: T) => boo
 }
 
 export function sameFrontend(a: Frontend, b: Frontend): boolean {
-  return a.key === b.key && a.ip === b.ip && a.port === b.port && a.protocol === b.protocol && a.scope === b.scope && a.type === b.type &&
-    a.service.namespace === b.service.namespace && a.service.name === b.service.name && a.service.portName === b.service.portName &&
-    a.externalLocal === b.externalLocal && a.internalLocal === b.internalLocal && a.wildcard === b.wildcard && a.twoScopes === b.twoScopes &&
-    a.algorithm === b.algorithm && a.sourceHashPort === b.sourceHashPort && a.maglevTableSize === b.maglevTableSize && a.affinityTimeoutSeconds === b.affinityTimeoutSeconds &&
-    a.healthCheckNodePort === b.healthCheckNodePort && sameList(a.sourceRanges, b.sourceRanges, Object.is) &&
-    sameList(a.backends, b.backends, sameBackend);
+  return (
+    a.key === b.key &&
+    a.ip === b.ip &&
+    a.port === b.port &&
+    a.protocol === b.protocol &&
+    a.scope === b.scope &&
+    a.type === b.type &&
+    a.service.namespace === b.service.namespace &&
+    a.service.name === b.service.name &&
+    a.service.portName === b.service.portName &&
+    a.externalLocal === b.externalLocal &&
+    a.internalLocal === b.internalLocal &&
+    a.wildcard === b.wildcard &&
+    a.twoScopes === b.twoScopes &&
+    a.algorithm === b.algorithm &&
+    a.sourceHashPort === b.sourceHashPort &&
+    a.maglevTableSize === b.maglevTableSize &&
+    a.affinityTimeoutSeconds === b.affinityTimeoutSeconds &&
+    a.healthCheckNodePort === b.healthCheckNodePort &&
+    sameList(a.sourceRanges, b.sourceRanges, Object.is) &&
+    sameList(a.backends, b.backends, sameBackend)
+  );
 }
 
 /** The same frontends in the same order (absent counts as none). */

@@ -25,7 +25,6 @@ function orDefault<S extends z.ZodType, D extends z.output<S>>(schema: S, fallba
   return schema.nullish().transform((v): z.output<S> => v ?? fallback);
 }
 
-
 const objectName = z
   .string()
   .min(1, { error: 'must not be empty' })
@@ -63,10 +62,7 @@ export const SERVICE_ENUMS = {
   sessionAffinity: ['None', 'ClientIP'],
 } as const;
 
-const protocol = orDefault(
-  z.enum(PROTOCOL_NAMES, { error: 'must be one of TCP, UDP, SCTP' }),
-  'TCP',
-);
+const protocol = orDefault(z.enum(PROTOCOL_NAMES, { error: 'must be one of TCP, UDP, SCTP' }), 'TCP');
 
 /**
  * Address text read the way kube-proxy reads it (IPv4: ParseIPSloppy, leading
@@ -95,7 +91,11 @@ const ipAddress = z.union([ipv4, ipv6], { error: 'must be an IP address' });
 const cidr = z
   .string()
   .trim()
-  .pipe(z.union([canonicalized(canonicalCidrv4, 'must be an IPv4 CIDR'), canonicalized(canonicalCidrv6, 'must be an IPv6 CIDR')], { error: 'must be a CIDR such as 10.0.0.0/8 or fd00::/64' }));
+  .pipe(
+    z.union([canonicalized(canonicalCidrv4, 'must be an IPv4 CIDR'), canonicalized(canonicalCidrv6, 'must be an IPv6 CIDR')], {
+      error: 'must be a CIDR such as 10.0.0.0/8 or fd00::/64',
+    }),
+  );
 
 /** "None" marks a headless service; "" a service whose address is not allocated. */
 const clusterIP = z.union([z.literal('None'), z.literal(''), ipv4, ipv6], {
@@ -115,12 +115,14 @@ export { LAST_CHANGE_TRIGGER_TIME } from './names.ts';
 
 // Only the trigger time is read from annotations (for the network programming
 // latency metric); an unreadable value is ignored, never an error.
-const sliceMeta = namespacedMeta.extend({
-  annotations: z.record(z.string(), z.unknown()).nullish(),
-}).transform(({ annotations, ...meta }) => {
-  const at = triggerTime(annotations);
-  return at === undefined ? meta : { ...meta, lastChangeTriggerTime: at };
-});
+const sliceMeta = namespacedMeta
+  .extend({
+    annotations: z.record(z.string(), z.unknown()).nullish(),
+  })
+  .transform(({ annotations, ...meta }) => {
+    const at = triggerTime(annotations);
+    return at === undefined ? meta : { ...meta, lastChangeTriggerTime: at };
+  });
 
 // ---------------------------------------------------------------- Service (v1)
 
@@ -191,7 +193,12 @@ const serviceSpec = z
       names.add(p.name);
       const pair = `${p.port}/${p.protocol}`;
       if (pairs.has(pair)) {
-        ctx.addIssue({ code: 'custom', path: ['ports', i, 'port'], message: 'duplicates another port with the same protocol', input: p.port });
+        ctx.addIssue({
+          code: 'custom',
+          path: ['ports', i, 'port'],
+          message: 'duplicates another port with the same protocol',
+          input: p.port,
+        });
       }
       pairs.add(pair);
     });
@@ -231,7 +238,12 @@ function dualStackRules(
     }
   });
   if (spec.ipFamilyPolicy === 'SingleStack' && (spec.ipFamilies.length > 1 || ips.length > 1)) {
-    ctx.addIssue({ code: 'custom', path: ['ipFamilyPolicy'], message: 'is SingleStack but the Service has two families', input: spec.ipFamilyPolicy });
+    ctx.addIssue({
+      code: 'custom',
+      path: ['ipFamilyPolicy'],
+      message: 'is SingleStack but the Service has two families',
+      input: spec.ipFamilyPolicy,
+    });
   }
 }
 
@@ -265,18 +277,20 @@ export type ServiceAnnotation = (typeof SERVICE_ANNOTATIONS)[number];
 // one: the rest (last-applied-configuration and the like) is dropped at once.
 // Their values are judged by the model, which reports a bad one on the
 // Service and goes on with the default: never an invalid object.
-const serviceMeta = namespacedMeta.extend({
-  annotations: z.record(z.string(), z.unknown()).nullish(),
-}).transform(({ annotations, ...meta }) => {
-  let kept: Partial<Record<ServiceAnnotation, string>> | undefined;
-  for (const name of SERVICE_ANNOTATIONS) {
-    const v = annotations?.[name];
-    if (typeof v === 'string') (kept ??= {})[name] = v;
-  }
-  const out: typeof meta & { annotations?: Partial<Record<ServiceAnnotation, string>> } = meta;
-  if (kept) out.annotations = kept;
-  return out;
-});
+const serviceMeta = namespacedMeta
+  .extend({
+    annotations: z.record(z.string(), z.unknown()).nullish(),
+  })
+  .transform(({ annotations, ...meta }) => {
+    let kept: Partial<Record<ServiceAnnotation, string>> | undefined;
+    for (const name of SERVICE_ANNOTATIONS) {
+      const v = annotations?.[name];
+      if (typeof v === 'string') (kept ??= {})[name] = v;
+    }
+    const out: typeof meta & { annotations?: Partial<Record<ServiceAnnotation, string>> } = meta;
+    if (kept) out.annotations = kept;
+    return out;
+  });
 
 export const ServiceSchema = z.object({
   apiVersion: z.literal('v1', { error: 'must be v1' }),
@@ -305,13 +319,21 @@ function endpoint<A extends z.ZodType<string>>(address: A) {
   return z.object({
     addresses: z.array(address).min(1, { error: 'must hold at least one address' }),
     conditions,
-    nodeName: z.string().nullish().transform((v) => v ?? undefined),
-    zone: z.string().nullish().transform((v) => v ?? undefined),
+    nodeName: z
+      .string()
+      .nullish()
+      .transform((v) => v ?? undefined),
+    zone: z
+      .string()
+      .nullish()
+      .transform((v) => v ?? undefined),
     // Topology Aware Routing: the zones (PreferClose) and nodes (PreferSameNode) the EndpointSlice controller meant the endpoint for, as names.
-    hints: z.object({
-      forZones: orDefault(z.array(z.object({ name: z.string() })), []),
-      forNodes: orDefault(z.array(z.object({ name: z.string() })), []),
-    }).nullish()
+    hints: z
+      .object({
+        forZones: orDefault(z.array(z.object({ name: z.string() })), []),
+        forNodes: orDefault(z.array(z.object({ name: z.string() })), []),
+      })
+      .nullish()
       .transform((h) => ({
         zones: h?.forZones.length ? h.forZones.map((f) => f.name) : undefined,
         nodes: h?.forNodes.length ? h.forNodes.map((f) => f.name) : undefined,
@@ -362,15 +384,13 @@ export const EndpointSliceSchema = z.discriminatedUnion(
 // ---------------------------------------------------------------- Node (v1)
 
 /** InternalIP and ExternalIP addresses must be IPs (made canonical like every other); other types are host names. */
-const nodeAddress = z
-  .object({ type: z.string(), address: z.string() })
-  .transform((a, ctx) => {
-    if (a.type !== 'InternalIP' && a.type !== 'ExternalIP') return a;
-    const ip = ipAddress.safeParse(a.address);
-    if (ip.success) return { ...a, address: ip.data };
-    ctx.addIssue({ code: 'custom', path: ['address'], message: `must be an IP address (type is ${a.type})`, input: a.address });
-    return z.NEVER;
-  });
+const nodeAddress = z.object({ type: z.string(), address: z.string() }).transform((a, ctx) => {
+  if (a.type !== 'InternalIP' && a.type !== 'ExternalIP') return a;
+  const ip = ipAddress.safeParse(a.address);
+  if (ip.success) return { ...a, address: ip.data };
+  ctx.addIssue({ code: 'custom', path: ['address'], message: `must be an IP address (type is ${a.type})`, input: a.address });
+  return z.NEVER;
+});
 
 // deletionTimestamp and the taints' keys: whether the node is on its way out
 // (kube-proxy's /healthz then fails, so load balancers drain it first).

@@ -40,8 +40,14 @@ export function serviceOptions(svc: Service, problems: Problem[]): ServiceOption
       out.algorithm = v as LbAlgorithmName;
     } else {
       const what = NOT_YET.has(v) ? `"${v}" is not implemented yet` : `unknown value ${JSON.stringify(alg)}`;
-      problems.push(problemAbout(svc, 'warning', path(LB_ALGORITHM_ANNOTATION),
-        `${what}; accepted values: ${LB_ALGORITHM_NAMES.join(', ')}; using the node's default`));
+      problems.push(
+        problemAbout(
+          svc,
+          'warning',
+          path(LB_ALGORITHM_ANNOTATION),
+          `${what}; accepted values: ${LB_ALGORITHM_NAMES.join(', ')}; using the node's default`,
+        ),
+      );
     }
   }
   const port = a?.[SOURCE_HASH_PORT_ANNOTATION];
@@ -49,8 +55,14 @@ export function serviceOptions(svc: Service, problems: Problem[]): ServiceOption
     const v = port.trim();
     if (v === 'true' || v === 'false') out.sourceHashPort = v === 'true';
     else {
-      problems.push(problemAbout(svc, 'warning', path(SOURCE_HASH_PORT_ANNOTATION),
-        `unknown value ${JSON.stringify(port)}; accepted values: true, false; using false`));
+      problems.push(
+        problemAbout(
+          svc,
+          'warning',
+          path(SOURCE_HASH_PORT_ANNOTATION),
+          `unknown value ${JSON.stringify(port)}; accepted values: true, false; using false`,
+        ),
+      );
     }
   }
   const size = a?.[MAGLEV_TABLE_SIZE_ANNOTATION];
@@ -59,8 +71,14 @@ export function serviceOptions(svc: Service, problems: Problem[]): ServiceOption
     const n = /^\d+$/.test(v) ? Number(v) : NaN;
     if ((MAGLEV_TABLE_SIZES as readonly number[]).includes(n)) out.maglevTableSize = n;
     else {
-      problems.push(problemAbout(svc, 'warning', path(MAGLEV_TABLE_SIZE_ANNOTATION),
-        `unknown value ${JSON.stringify(size)}; accepted values (primes): ${MAGLEV_TABLE_SIZES.join(', ')}; using ${SVCMAP_MAGLEV_DEFAULT_M}`));
+      problems.push(
+        problemAbout(
+          svc,
+          'warning',
+          path(MAGLEV_TABLE_SIZE_ANNOTATION),
+          `unknown value ${JSON.stringify(size)}; accepted values (primes): ${MAGLEV_TABLE_SIZES.join(', ')}; using ${SVCMAP_MAGLEV_DEFAULT_M}`,
+        ),
+      );
     }
   }
   return out;

@@ -39,7 +39,10 @@ export function validateObject(raw: unknown, source?: string): ValidationResult 
     return {
       ok: false,
       problems: [
-        problem('kind', `kind: ${raw.kind} (apiVersion ${String(raw.apiVersion)}) is not consumed by svcmap (Service, EndpointSlice, Node)`),
+        problem(
+          'kind',
+          `kind: ${raw.kind} (apiVersion ${String(raw.apiVersion)}) is not consumed by svcmap (Service, EndpointSlice, Node)`,
+        ),
       ],
     };
   }

@@ -26,7 +26,20 @@ function maglevWriter(w: MapWriter): Required<Pick<MapWriter, 'putMaglev' | 'del
   return w as Required<Pick<MapWriter, 'putMaglev' | 'deleteMaglev'>>;
 }
 
-export const PHASES = ['backends', 'revnat', 'source-ranges', 'slots', 'maglev', 'masters', 'removed-masters', 'stale-maglev', 'stale-slots', 'stale-revnat', 'stale-source-ranges', 'stale-backends'] as const;
+export const PHASES = [
+  'backends',
+  'revnat',
+  'source-ranges',
+  'slots',
+  'maglev',
+  'masters',
+  'removed-masters',
+  'stale-maglev',
+  'stale-slots',
+  'stale-revnat',
+  'stale-source-ranges',
+  'stale-backends',
+] as const;
 export type Phase = (typeof PHASES)[number];
 
 export class ApplyError extends Error {
@@ -46,10 +59,20 @@ export function applyPlan(plan: Plan, w: MapWriter): void {
     ['revnat', () => w.putRevNat(plan.revNatUpserts)],
     ['source-ranges', () => w.putSrcRanges(plan.srcRangeUpserts)],
     ['slots', () => w.putSlots(plan.slotUpserts)],
-    ['maglev', () => { if (plan.maglevUpserts.length) maglevWriter(w).putMaglev(plan.maglevUpserts); }],
+    [
+      'maglev',
+      () => {
+        if (plan.maglevUpserts.length) maglevWriter(w).putMaglev(plan.maglevUpserts);
+      },
+    ],
     ['masters', () => w.putServices(plan.masterUpserts)],
     ['removed-masters', () => w.deleteServices(plan.masterDeletes)],
-    ['stale-maglev', () => { if (plan.maglevDeletes.length) maglevWriter(w).deleteMaglev(plan.maglevDeletes); }],
+    [
+      'stale-maglev',
+      () => {
+        if (plan.maglevDeletes.length) maglevWriter(w).deleteMaglev(plan.maglevDeletes);
+      },
+    ],
     ['stale-slots', () => w.deleteServices(plan.slotDeletes)],
     ['stale-revnat', () => w.deleteRevNat(plan.revNatDeletes)],
     ['stale-source-ranges', () => w.deleteSrcRanges(plan.srcRangeDeletes)],

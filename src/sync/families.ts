@@ -76,7 +76,13 @@ export class FamilySyncers implements SyncEngine {
     const [t4, t6] = this.#split(targets);
     const r4 = this.#time(4, true, () => this.v4.sync(t4));
     const v6 = this.v6;
-    return v6 ? merge(r4, this.#time(6, true, () => v6.sync(t6)), v6.capacity()) : r4;
+    return v6
+      ? merge(
+          r4,
+          this.#time(6, true, () => v6.sync(t6)),
+          v6.capacity(),
+        )
+      : r4;
   }
 
   syncOwners(changes: ReadonlyMap<string, readonly FrontendTarget[]>): SyncReport {
@@ -90,7 +96,13 @@ export class FamilySyncers implements SyncEngine {
     }
     const r4 = this.#time(4, false, () => this.v4.syncOwners(c4));
     const v6 = this.v6;
-    return v6 ? merge(r4, this.#time(6, false, () => v6.syncOwners(c6)), v6.capacity()) : r4;
+    return v6
+      ? merge(
+          r4,
+          this.#time(6, false, () => v6.syncOwners(c6)),
+          v6.capacity(),
+        )
+      : r4;
   }
 
   #split(targets: readonly FrontendTarget[]): [FrontendTarget[], FrontendTarget[]] {

@@ -44,7 +44,12 @@ export function maglevTable(names: readonly string[], m: number): Int32Array {
 }
 
 /** The share of the entries of two equally sized tables whose backend name differs. */
-export function maglevDisruption(before: Int32Array, beforeNames: readonly string[], after: Int32Array, afterNames: readonly string[]): number {
+export function maglevDisruption(
+  before: Int32Array,
+  beforeNames: readonly string[],
+  after: Int32Array,
+  afterNames: readonly string[],
+): number {
   let moved = 0;
   for (let j = 0; j < before.length; j++) if (beforeNames[before[j]!] !== afterNames[after[j]!]) moved++;
   return moved / before.length;

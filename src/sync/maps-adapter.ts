@@ -15,15 +15,28 @@ export class MapsAdapter implements MapSource, MapWriter {
     this.maps = maps;
   }
   readState(): MapState {
-    const state = stateFromEntries(this.maps.services.entries(), this.maps.backends.entries(), this.maps.revNat.entries(), this.maps.srcRange?.entries() ?? []);
+    const state = stateFromEntries(
+      this.maps.services.entries(),
+      this.maps.backends.entries(),
+      this.maps.revNat.entries(),
+      this.maps.srcRange?.entries() ?? [],
+    );
     const maglev = this.maps.maglev?.sizes();
     if (maglev?.size) state.maglevSizes = maglev;
     return state;
   }
-  lookupServices(keys: readonly SvcKey[]): Array<SvcValue | undefined> { return keys.map((k) => this.maps.services.get(k)); }
-  lookupBackends(ids: readonly number[]): Array<BackendValue | undefined> { return ids.map((id) => this.maps.backends.get(id)); }
-  lookupRevNat(ids: readonly number[]): Array<RevNatValue | undefined> { return ids.map((id) => this.maps.revNat.get(id)); }
-  readSrcRanges(): SrcRangeKey[] { return this.maps.srcRange?.entries().map(([k]) => k) ?? []; }
+  lookupServices(keys: readonly SvcKey[]): Array<SvcValue | undefined> {
+    return keys.map((k) => this.maps.services.get(k));
+  }
+  lookupBackends(ids: readonly number[]): Array<BackendValue | undefined> {
+    return ids.map((id) => this.maps.backends.get(id));
+  }
+  lookupRevNat(ids: readonly number[]): Array<RevNatValue | undefined> {
+    return ids.map((id) => this.maps.revNat.get(id));
+  }
+  readSrcRanges(): SrcRangeKey[] {
+    return this.maps.srcRange?.entries().map(([k]) => k) ?? [];
+  }
   capacity(): Capacity {
     return {
       services: this.maps.services.raw.maxEntries,
@@ -32,9 +45,15 @@ export class MapsAdapter implements MapSource, MapWriter {
       srcRanges: this.maps.srcRange?.raw.maxEntries ?? 0,
     };
   }
-  putBackends(entries: ReadonlyArray<readonly [number, BackendValue]>): void { this.maps.backends.putMany(entries); }
-  putRevNat(entries: ReadonlyArray<readonly [number, RevNatValue]>): void { this.maps.revNat.putMany(entries); }
-  putServices(entries: ReadonlyArray<readonly [SvcKey, SvcValue]>): void { this.maps.services.putMany(entries); }
+  putBackends(entries: ReadonlyArray<readonly [number, BackendValue]>): void {
+    this.maps.backends.putMany(entries);
+  }
+  putRevNat(entries: ReadonlyArray<readonly [number, RevNatValue]>): void {
+    this.maps.revNat.putMany(entries);
+  }
+  putServices(entries: ReadonlyArray<readonly [SvcKey, SvcValue]>): void {
+    this.maps.services.putMany(entries);
+  }
   putSlots(slots: readonly SlotWrite[]): void {
     const k: SvcKey = { addr: '', port: 0, proto: 0, scope: 0, slot: 0 };
     const v: SvcValue = { backend_id: 0, rev_nat_id: 0, count: 0, flags: 0, algorithm: 0, affinity_timeout: 0 };
@@ -50,7 +69,9 @@ export class MapsAdapter implements MapSource, MapWriter {
       return entry;
     });
   }
-  deleteServices(keys: readonly SvcKey[]): void { this.maps.services.deleteMany(keys); }
+  deleteServices(keys: readonly SvcKey[]): void {
+    this.maps.services.deleteMany(keys);
+  }
   putSrcRanges(keys: readonly SrcRangeKey[]): void {
     if (keys.length && !this.maps.srcRange) {
       const map = this.maps.services.spec.name === SVCMAP_MAP_SERVICES6 ? SVCMAP_MAP_SRC_RANGE6 : SVCMAP_MAP_SRC_RANGE;
@@ -61,8 +82,12 @@ export class MapsAdapter implements MapSource, MapWriter {
   deleteSrcRanges(keys: readonly SrcRangeKey[]): void {
     this.maps.srcRange?.deleteMany(keys);
   }
-  deleteRevNat(ids: readonly number[]): void { this.maps.revNat.deleteMany(ids); }
-  deleteBackends(ids: readonly number[]): void { this.maps.backends.deleteMany(ids); }
+  deleteRevNat(ids: readonly number[]): void {
+    this.maps.revNat.deleteMany(ids);
+  }
+  deleteBackends(ids: readonly number[]): void {
+    this.maps.backends.deleteMany(ids);
+  }
   putMaglev(tables: ReadonlyArray<readonly [number, Uint16Array]>): void {
     const m = this.#maglev();
     for (const [id, table] of tables) m.publish(id, table);
@@ -72,7 +97,10 @@ export class MapsAdapter implements MapSource, MapWriter {
     for (const id of ids) m.delete(id);
   }
   #maglev() {
-    if (!this.maps.maglev) throw new Error(`maglev needs the Maglev tables map of this family (svcmap_maglev, svcmap_maglev6), which the pins of ${this.maps.services.spec.name}'s datapath lack`);
+    if (!this.maps.maglev)
+      throw new Error(
+        `maglev needs the Maglev tables map of this family (svcmap_maglev, svcmap_maglev6), which the pins of ${this.maps.services.spec.name}'s datapath lack`,
+      );
     return this.maps.maglev;
   }
 }

@@ -112,9 +112,21 @@ function straysByFrontend(strays: readonly SvcKey[]): Map<string, SvcKey[]> {
 }
 
 export function planIsEmpty(p: Plan): boolean {
-  return p.backendUpserts.length + p.revNatUpserts.length + p.srcRangeUpserts.length + p.slotUpserts.length + p.masterUpserts.length +
-    p.masterDeletes.length + p.slotDeletes.length + p.revNatDeletes.length + p.srcRangeDeletes.length + p.backendDeletes.length +
-    p.maglevUpserts.length + p.maglevDeletes.length === 0;
+  return (
+    p.backendUpserts.length +
+      p.revNatUpserts.length +
+      p.srcRangeUpserts.length +
+      p.slotUpserts.length +
+      p.masterUpserts.length +
+      p.masterDeletes.length +
+      p.slotDeletes.length +
+      p.revNatDeletes.length +
+      p.srcRangeDeletes.length +
+      p.backendDeletes.length +
+      p.maglevUpserts.length +
+      p.maglevDeletes.length ===
+    0
+  );
 }
 
 const U32_MAX = 0xffffffff;
@@ -131,7 +143,13 @@ function freeId(from: number, used: (id: number) => boolean): number {
 }
 
 function sameMaster(a: SvcValue, b: SvcValue): boolean {
-  return a.rev_nat_id === b.rev_nat_id && a.count === b.count && a.flags === b.flags && a.algorithm === b.algorithm && a.affinity_timeout === b.affinity_timeout;
+  return (
+    a.rev_nat_id === b.rev_nat_id &&
+    a.count === b.count &&
+    a.flags === b.flags &&
+    a.algorithm === b.algorithm &&
+    a.affinity_timeout === b.affinity_timeout
+  );
 }
 
 /**
@@ -193,15 +211,39 @@ function unique(ids: readonly number[]): number[] {
   return [...new Set(ids)];
 }
 
-export function planSync(current: MapState, targets: readonly FrontendTarget[], capacity: Capacity, scope: PlanScope = { full: true }): Plan {
+export function planSync(
+  current: MapState,
+  targets: readonly FrontendTarget[],
+  capacity: Capacity,
+  scope: PlanScope = { full: true },
+): Plan {
   const delta: Plan['delta'] = {
-    frontendSets: new Map(), frontendDeletes: [], refDelta: new IdDeltas(), srcRangeSets: new Map(), resolvedStrays: new Set(), addedServiceEntries: 0,
-    nextBackendId: current.nextBackendId, nextRevNatId: current.nextRevNatId, maglevSets: new Map(),
+    frontendSets: new Map(),
+    frontendDeletes: [],
+    refDelta: new IdDeltas(),
+    srcRangeSets: new Map(),
+    resolvedStrays: new Set(),
+    addedServiceEntries: 0,
+    nextBackendId: current.nextBackendId,
+    nextRevNatId: current.nextRevNatId,
+    maglevSets: new Map(),
   };
   const plan: Plan = {
-    backendUpserts: [], revNatUpserts: [], srcRangeUpserts: [], slotUpserts: [], masterUpserts: [],
-    masterDeletes: [], slotDeletes: [], revNatDeletes: [], srcRangeDeletes: [], backendDeletes: [],
-    maglevUpserts: [], maglevDeletes: [], delta, changed: [], deferred: [],
+    backendUpserts: [],
+    revNatUpserts: [],
+    srcRangeUpserts: [],
+    slotUpserts: [],
+    masterUpserts: [],
+    masterDeletes: [],
+    slotDeletes: [],
+    revNatDeletes: [],
+    srcRangeDeletes: [],
+    backendDeletes: [],
+    maglevUpserts: [],
+    maglevDeletes: [],
+    delta,
+    changed: [],
+    deferred: [],
   };
   // This plan's backend upserts by id, and their ids by address (a backend
   // new to the maps that two frontends share gets one id).
@@ -271,10 +313,23 @@ export function planSync(current: MapState, targets: readonly FrontendTarget[], 
     const haveRanges = (hasRevNat ? current.srcRanges.get(cur!.master.rev_nat_id) : undefined) ?? NO_RANGES;
     let needRanges = 0;
     for (const r of t.sourceRanges) if (!haveRanges.has(r)) needRanges++;
-    const lacking = needServices > budget.services ? 'services' : fresh.length > budget.backends ? 'backends'
-      : needRevNat > budget.revNat ? 'reverse NAT' : needRanges > budget.srcRanges ? 'source ranges' : '';
+    const lacking =
+      needServices > budget.services
+        ? 'services'
+        : fresh.length > budget.backends
+          ? 'backends'
+          : needRevNat > budget.revNat
+            ? 'reverse NAT'
+            : needRanges > budget.srcRanges
+              ? 'source ranges'
+              : '';
     if (lacking) {
-      const cap = { services: capacity.services, backends: capacity.backends, 'reverse NAT': capacity.revNat, 'source ranges': capacity.srcRanges }[lacking];
+      const cap = {
+        services: capacity.services,
+        backends: capacity.backends,
+        'reverse NAT': capacity.revNat,
+        'source ranges': capacity.srcRanges,
+      }[lacking];
       plan.deferred.push({ id: t.id, label: t.label, owner: t.owner, reason: `the ${lacking} map is full (${cap} entries)` });
       if (cur) maglevKept.add(cur.master.rev_nat_id);
       continue; // keeps serving what it had, if anything
@@ -319,7 +374,14 @@ export function planSync(current: MapState, targets: readonly FrontendTarget[], 
       delta.srcRangeSets.set(revNatId, new Set(wantRanges));
       changed = true;
     }
-    const master: SvcValue = { backend_id: 0, rev_nat_id: revNatId, count: newSlots.length, flags: t.flags, algorithm: t.algorithm, affinity_timeout: t.affinityTimeout };
+    const master: SvcValue = {
+      backend_id: 0,
+      rev_nat_id: revNatId,
+      count: newSlots.length,
+      flags: t.flags,
+      algorithm: t.algorithm,
+      affinity_timeout: t.affinityTimeout,
+    };
     if (!cur || !sameMaster(cur.master, master)) {
       plan.masterUpserts.push([svcKey(t, 0), master]);
       changed = true;
@@ -332,7 +394,13 @@ export function planSync(current: MapState, targets: readonly FrontendTarget[], 
       const slotsMoved = newSlots.length !== oldSlots.length || newSlots.some((id, i) => oldSlots[i] !== id);
       if (slotsMoved || current.maglevSizes?.get(revNatId) !== wantM) {
         const nameById = new Map(ids.map((id, i) => [id, maglevName(t.backends[i]!)]));
-        plan.maglevUpserts.push([revNatId, maglevSlotTable(newSlots.map((id) => nameById.get(id)!), wantM)]);
+        plan.maglevUpserts.push([
+          revNatId,
+          maglevSlotTable(
+            newSlots.map((id) => nameById.get(id)!),
+            wantM,
+          ),
+        ]);
         delta.maglevSets.set(revNatId, wantM);
         changed = true;
       }

@@ -33,7 +33,10 @@ function touched(state: MapState, plan: Plan): Touched {
     const id = frontendId(key);
     const had = frontends.get(id);
     const cur = state.frontends.get(id)?.slots.length ?? 0;
-    frontends.set(id, { key: { addr: key.addr, port: key.port, proto: key.proto, scope: key.scope }, lastSlot: Math.max(lastSlot, cur, had?.lastSlot ?? 0) });
+    frontends.set(id, {
+      key: { addr: key.addr, port: key.port, proto: key.proto, scope: key.scope },
+      lastSlot: Math.max(lastSlot, cur, had?.lastSlot ?? 0),
+    });
   };
   for (const fe of plan.delta.frontendSets.values()) add(fe.key, fe.slots.length);
   for (const k of plan.masterDeletes) add(k, 0);

@@ -52,9 +52,14 @@ export function frontendId(k: FrontendKey): string {
 
 export function emptyState(): MapState {
   return {
-    frontends: new Map(), backends: new BackendTable(), revNat: new Map(), srcRanges: new Map(), straySlots: [],
+    frontends: new Map(),
+    backends: new BackendTable(),
+    revNat: new Map(),
+    srcRanges: new Map(),
+    straySlots: [],
     counts: { services: 0, backends: 0, revNat: 0, srcRanges: 0 },
-    nextBackendId: 1, nextRevNatId: 1,
+    nextBackendId: 1,
+    nextRevNatId: 1,
   };
 }
 

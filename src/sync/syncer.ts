@@ -31,7 +31,19 @@ export interface SyncReport {
   changed: number;
   /** Frontends left as they were because a map is full. */
   deferred: Plan['deferred'];
-  ops: Record<'backendUpserts' | 'revNatUpserts' | 'srcRangeUpserts' | 'slotUpserts' | 'masterUpserts' | 'masterDeletes' | 'slotDeletes' | 'revNatDeletes' | 'srcRangeDeletes' | 'backendDeletes', number>;
+  ops: Record<
+    | 'backendUpserts'
+    | 'revNatUpserts'
+    | 'srcRangeUpserts'
+    | 'slotUpserts'
+    | 'masterUpserts'
+    | 'masterDeletes'
+    | 'slotDeletes'
+    | 'revNatDeletes'
+    | 'srcRangeDeletes'
+    | 'backendDeletes',
+    number
+  >;
   durationMs: number;
   entries: EntryCounts;
   /** With one engine per family (families.ts): `entries` are the IPv4 maps', these the IPv6 maps'. */
@@ -141,10 +153,16 @@ export class Syncer {
       changed: plan.changed.length,
       deferred: plan.deferred,
       ops: {
-        backendUpserts: plan.backendUpserts.length, revNatUpserts: plan.revNatUpserts.length, srcRangeUpserts: plan.srcRangeUpserts.length,
-        slotUpserts: plan.slotUpserts.length, masterUpserts: plan.masterUpserts.length,
-        masterDeletes: plan.masterDeletes.length, slotDeletes: plan.slotDeletes.length,
-        revNatDeletes: plan.revNatDeletes.length, srcRangeDeletes: plan.srcRangeDeletes.length, backendDeletes: plan.backendDeletes.length,
+        backendUpserts: plan.backendUpserts.length,
+        revNatUpserts: plan.revNatUpserts.length,
+        srcRangeUpserts: plan.srcRangeUpserts.length,
+        slotUpserts: plan.slotUpserts.length,
+        masterUpserts: plan.masterUpserts.length,
+        masterDeletes: plan.masterDeletes.length,
+        slotDeletes: plan.slotDeletes.length,
+        revNatDeletes: plan.revNatDeletes.length,
+        srcRangeDeletes: plan.srcRangeDeletes.length,
+        backendDeletes: plan.backendDeletes.length,
       },
       durationMs: performance.now() - started,
       entries: { ...this.#state.counts },

@@ -39,7 +39,8 @@ export class ZoneNames {
     if (!name) return 0;
     const known = this.#ids.get(name);
     if (known !== undefined) return known;
-    if (Buffer.byteLength(name, 'utf8') >= SVCMAP_ZONE_NAME_LEN) return this.#unusable(name, `zone name longer than ${SVCMAP_ZONE_NAME_LEN - 1} bytes: its backends show no zone`);
+    if (Buffer.byteLength(name, 'utf8') >= SVCMAP_ZONE_NAME_LEN)
+      return this.#unusable(name, `zone name longer than ${SVCMAP_ZONE_NAME_LEN - 1} bytes: its backends show no zone`);
     let id = 1;
     while (this.#names.has(id)) id++;
     if (id > SVCMAP_ZONES_MAX) return this.#unusable(name, `more than ${SVCMAP_ZONES_MAX} zones: the backends of this one show no zone`);

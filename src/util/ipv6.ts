@@ -51,13 +51,23 @@ export function formatIpv6(groups: readonly number[]): string {
   let bestAt = -1;
   let bestLen = 1; // a single zero group is written as 0, not ::
   for (let i = 0; i < 8; ) {
-    if (groups[i] !== 0) { i++; continue; }
+    if (groups[i] !== 0) {
+      i++;
+      continue;
+    }
     let j = i;
     while (j < 8 && groups[j] === 0) j++;
-    if (j - i > bestLen) { bestAt = i; bestLen = j - i; }
+    if (j - i > bestLen) {
+      bestAt = i;
+      bestLen = j - i;
+    }
     i = j;
   }
-  const hex = (from: number, to: number) => groups.slice(from, to).map((g) => g.toString(16)).join(':');
+  const hex = (from: number, to: number) =>
+    groups
+      .slice(from, to)
+      .map((g) => g.toString(16))
+      .join(':');
   if (bestAt < 0) return hex(0, 8);
   return `${hex(0, bestAt)}::${hex(bestAt + bestLen, 8)}`;
 }
@@ -101,7 +111,10 @@ export function ipv6ToBytes(ip: string): Uint8Array {
   const g = parseIpv6(ip);
   if (g === undefined) throw new Error(`not an IPv6 address: ${JSON.stringify(ip)}`);
   const out = new Uint8Array(16);
-  g.forEach((v, i) => { out[2 * i] = v >> 8; out[2 * i + 1] = v & 255; });
+  g.forEach((v, i) => {
+    out[2 * i] = v >> 8;
+    out[2 * i + 1] = v & 255;
+  });
   return out;
 }
 

@@ -9,10 +9,12 @@ import type { BackendValue } from '../../src/maps/codecs.ts';
 
 function countingMap(n: number) {
   const data = new Map<number, BackendValue>();
-  for (let id = 1; id <= n; id++) data.set(id, { addr: `10.0.${id >> 8 & 255}.${id & 255}`, port: 8080, proto: 6, state: 0, flags: 0, zone: 0 });
+  for (let id = 1; id <= n; id++)
+    data.set(id, { addr: `10.0.${(id >> 8) & 255}.${id & 255}`, port: 8080, proto: 6, state: 0, flags: 0, zone: 0 });
   const calls = { get: 0, entries: 0 };
   return {
-    data, calls,
+    data,
+    calls,
     map: {
       get: (id: number) => (calls.get++, data.get(id)),
       entries: (): Array<[number, BackendValue]> => (calls.entries++, [...data]),
@@ -42,6 +44,6 @@ t.test(`past ${BACKENDS_FULL_READ} distinct ids the whole map is read once`, asy
     const be = backend(id);
     if (be !== data.get(id)) same = false;
   }
-  t.ok(same, 'every answer, before and after the switch, is the map\'s (absent ids too)');
+  t.ok(same, "every answer, before and after the switch, is the map's (absent ids too)");
   t.same(calls, { get: BACKENDS_FULL_READ, entries: 1 }, 'then one read of the whole map, and no more lookups');
 });

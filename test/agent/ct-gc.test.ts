@@ -6,12 +6,32 @@
 import t from 'tap';
 import { AgentMetrics } from '../../src/agent/http/metrics.ts';
 import {
-  CT6_FORMAT, CtGc, DEFAULT_CT_LIFETIMES, SNAT_TAKE_OVER_MAX_MS, ctFlowState, repliesToDelete, ctKeyId, ctPeerKey, readCtPacked, selectExpiredCt, selectExpiredPacked,
+  CT6_FORMAT,
+  CtGc,
+  DEFAULT_CT_LIFETIMES,
+  SNAT_TAKE_OVER_MAX_MS,
+  ctFlowState,
+  repliesToDelete,
+  ctKeyId,
+  ctPeerKey,
+  readCtPacked,
+  selectExpiredCt,
+  selectExpiredPacked,
 } from '../../src/agent/loops/ct-gc.ts';
 import type { CtKey, CtValue } from '../../src/maps/codecs.ts';
 import {
-  CT_DIR_FRAG, CT_DIR_FWD, CT_DIR_REPLY_IN, CT_DIR_REPLY_OUT, CT_F_CLOSING, CT_F_FIN_FWD, CT_F_FIN_REPLY, CT_F_LOCAL, CT_F_SEEN_REPLY,
-  CT_F_SNAT, IPPROTO_TCP, IPPROTO_UDP,
+  CT_DIR_FRAG,
+  CT_DIR_FWD,
+  CT_DIR_REPLY_IN,
+  CT_DIR_REPLY_OUT,
+  CT_F_CLOSING,
+  CT_F_FIN_FWD,
+  CT_F_FIN_REPLY,
+  CT_F_LOCAL,
+  CT_F_SEEN_REPLY,
+  CT_F_SNAT,
+  IPPROTO_TCP,
+  IPPROTO_UDP,
 } from '../../src/maps/constants.ts';
 import { BpfMap } from '../../src/bpf/map.ts';
 import type { Logger } from '../../src/agent/log.ts';
@@ -28,7 +48,17 @@ const T0 = 1_000_000n * S; // a monotonic "now" far from zero
 type Entry = [CtKey, CtValue];
 
 /** The two entries the datapath makes for a SNATed flow (remote backend, Cluster policy). */
-function snatFlow(o: { client?: string; cport?: number; backend?: string; snatPort?: number; proto?: number; flags?: number; fwdSeen: bigint; repSeen?: bigint; repFlags?: number }): [Entry, Entry] {
+function snatFlow(o: {
+  client?: string;
+  cport?: number;
+  backend?: string;
+  snatPort?: number;
+  proto?: number;
+  flags?: number;
+  fwdSeen: bigint;
+  repSeen?: bigint;
+  repFlags?: number;
+}): [Entry, Entry] {
   const client = o.client ?? '203.0.113.7';
   const cport = o.cport ?? 40000;
   const backend = o.backend ?? '10.244.2.5';
@@ -38,17 +68,44 @@ function snatFlow(o: { client?: string; cport?: number; backend?: string; snatPo
   return [
     [
       { saddr: client, daddr: NODE, sport: cport, dport: 30080, proto, dir: CT_DIR_FWD },
-      { new_saddr: NODE, new_daddr: backend, new_sport: snatPort, new_dport: 8080, backend_id: 11, rev_nat_id: 1, flags, last_seen: o.fwdSeen },
+      {
+        new_saddr: NODE,
+        new_daddr: backend,
+        new_sport: snatPort,
+        new_dport: 8080,
+        backend_id: 11,
+        rev_nat_id: 1,
+        flags,
+        last_seen: o.fwdSeen,
+      },
     ],
     [
       { saddr: backend, daddr: NODE, sport: 8080, dport: snatPort, proto, dir: CT_DIR_REPLY_IN },
-      { new_saddr: NODE, new_daddr: client, new_sport: 30080, new_dport: cport, backend_id: 11, rev_nat_id: 1, flags: CT_F_SNAT | (o.repFlags ?? o.flags ?? 0), last_seen: o.repSeen ?? o.fwdSeen },
+      {
+        new_saddr: NODE,
+        new_daddr: client,
+        new_sport: 30080,
+        new_dport: cport,
+        backend_id: 11,
+        rev_nat_id: 1,
+        flags: CT_F_SNAT | (o.repFlags ?? o.flags ?? 0),
+        last_seen: o.repSeen ?? o.fwdSeen,
+      },
     ],
   ];
 }
 
 /** The two entries of a DNAT-only flow (local backend): the reply is rewritten at egress. */
-function dnatFlow(o: { client?: string; cport?: number; frontPort?: number; proto?: number; flags?: number; fwdSeen: bigint; repSeen?: bigint; snatPort?: number /* unused: no SNAT */ }): [Entry, Entry] {
+function dnatFlow(o: {
+  client?: string;
+  cport?: number;
+  frontPort?: number;
+  proto?: number;
+  flags?: number;
+  fwdSeen: bigint;
+  repSeen?: bigint;
+  snatPort?: number /* unused: no SNAT */;
+}): [Entry, Entry] {
   const client = o.client ?? '203.0.113.9';
   const cport = o.cport ?? 41000;
   const frontPort = o.frontPort ?? 30100;
@@ -57,11 +114,29 @@ function dnatFlow(o: { client?: string; cport?: number; frontPort?: number; prot
   return [
     [
       { saddr: client, daddr: NODE, sport: cport, dport: frontPort, proto, dir: CT_DIR_FWD },
-      { new_saddr: '0.0.0.0', new_daddr: '10.244.1.5', new_sport: 0, new_dport: 8080, backend_id: 21, rev_nat_id: 2, flags, last_seen: o.fwdSeen },
+      {
+        new_saddr: '0.0.0.0',
+        new_daddr: '10.244.1.5',
+        new_sport: 0,
+        new_dport: 8080,
+        backend_id: 21,
+        rev_nat_id: 2,
+        flags,
+        last_seen: o.fwdSeen,
+      },
     ],
     [
       { saddr: '10.244.1.5', daddr: client, sport: 8080, dport: cport, proto, dir: CT_DIR_REPLY_OUT },
-      { new_saddr: NODE, new_daddr: '0.0.0.0', new_sport: frontPort, new_dport: 0, backend_id: 21, rev_nat_id: 2, flags, last_seen: o.repSeen ?? o.fwdSeen },
+      {
+        new_saddr: NODE,
+        new_daddr: '0.0.0.0',
+        new_sport: frontPort,
+        new_dport: 0,
+        backend_id: 21,
+        rev_nat_id: 2,
+        flags,
+        last_seen: o.repSeen ?? o.fwdSeen,
+      },
     ],
   ];
 }
@@ -93,7 +168,7 @@ t.test('the state a flow is in', async (t) => {
   t.equal(ctFlowState(IPPROTO_UDP, CT_F_SEEN_REPLY), 'other', 'UDP has one lifetime, answered or not');
 });
 
-t.test('the default lifetimes are Cilium\'s', async (t) => {
+t.test("the default lifetimes are Cilium's", async (t) => {
   t.same(DEFAULT_CT_LIFETIMES, { tcpEstablishedMs: 21_600_000, tcpSynMs: 60_000, tcpClosingMs: 10_000, otherMs: 60_000 });
 });
 
@@ -116,7 +191,11 @@ t.test('each state expires after its own lifetime, both entries of the flow toge
       const sel = selectExpiredCt([...young, ...old], T0);
       t.same(ids(sel.keys), keysOf(...old), `${what} (${kind}): idle ${life + 1}s goes, both entries; idle ${life - 1}s stays`);
       t.equal(sel.entries, 4);
-      t.equal(Object.values(sel.flows).reduce((a, b) => a + b, 0), 1, `${what} (${kind}): one flow counted`);
+      t.equal(
+        Object.values(sel.flows).reduce((a, b) => a + b, 0),
+        1,
+        `${what} (${kind}): one flow counted`,
+      );
     }
   }
 });
@@ -131,7 +210,7 @@ t.test('the newer last_seen of the two entries decides', async (t) => {
   t.same(ids(selectExpiredCt(both, T0).keys), keysOf(...both), 'both older than the lifetime: both go');
 });
 
-t.test('the state is the union of both entries\' flags', async (t) => {
+t.test("the state is the union of both entries' flags", async (t) => {
   // Only the reply entry knows the flow is closing (its copy to the forward entry was lost).
   const flow = snatFlow({ flags: CT_F_SEEN_REPLY, repFlags: CT_F_SEEN_REPLY | CT_F_CLOSING, fwdSeen: ago(11) });
   const sel = selectExpiredCt(flow, T0);
@@ -139,7 +218,7 @@ t.test('the state is the union of both entries\' flags', async (t) => {
   t.equal(sel.flows.tcp_closing, 1);
   // Only the reply entry knows the backend answered: established, not a lone SYN.
   const est = snatFlow({ flags: 0, repFlags: CT_F_SEEN_REPLY, fwdSeen: ago(120), cport: 40003 });
-  t.same(selectExpiredCt(est, T0).keys, [], 'established by the reply entry\'s flag: 120 s idle is fine');
+  t.same(selectExpiredCt(est, T0).keys, [], "established by the reply entry's flag: 120 s idle is fine");
 });
 
 t.test('forward entries come first, so a SNAT port is freed only after the flow that held it', async (t) => {
@@ -149,8 +228,15 @@ t.test('forward entries come first, so a SNAT port is freed only after the flow 
   // The map's order is the hash's: put reply entries first.
   const sel = selectExpiredCt([a[1], b[1], c[1], a[0], b[0], c[0]], T0);
   t.equal(sel.keys.length, 6);
-  t.same(sel.keys.slice(0, 3).map((k) => k.dir), [CT_DIR_FWD, CT_DIR_FWD, CT_DIR_FWD], 'forward entries first');
-  t.ok(sel.keys.slice(3).every((k) => k.dir !== CT_DIR_FWD), 'then the reply entries');
+  t.same(
+    sel.keys.slice(0, 3).map((k) => k.dir),
+    [CT_DIR_FWD, CT_DIR_FWD, CT_DIR_FWD],
+    'forward entries first',
+  );
+  t.ok(
+    sel.keys.slice(3).every((k) => k.dir !== CT_DIR_FWD),
+    'then the reply entries',
+  );
   t.same(sel.flows, { tcp_established: 0, tcp_syn: 0, tcp_closing: 2, other: 1 });
 });
 
@@ -164,16 +250,20 @@ t.test('lone entries (the partner was evicted or replaced) go after the same lif
   t.same(sel.flows, { tcp_established: 0, tcp_syn: 0, tcp_closing: 2, other: 1 });
 });
 
-t.test('a fragmented datagram\'s entry (CT_DIR_FRAG, whose last fragment never came) goes alone, after its protocol\'s lifetime', async (t) => {
-  const frag = (id: number, seen: bigint, proto = IPPROTO_UDP): Entry => [
-    { saddr: '203.0.113.7', daddr: NODE, sport: id, dport: 0, proto, dir: CT_DIR_FRAG },
-    { new_saddr: NODE, new_daddr: '10.244.2.5', new_sport: 0, new_dport: 0, backend_id: 1, rev_nat_id: 1, flags: 0, last_seen: seen },
-  ];
-  const [fwd, rep] = snatFlow({ proto: IPPROTO_UDP, fwdSeen: ago(1) });
-  const old = frag(0x1111, ago(61)), young = frag(0x2222, ago(30));
-  const sel = selectExpiredCt([fwd, rep, old, young], T0);
-  t.same(ids(sel.keys), keysOf(old), 'the 61 s old one goes; the flow and the 30 s old one stay');
-});
+t.test(
+  "a fragmented datagram's entry (CT_DIR_FRAG, whose last fragment never came) goes alone, after its protocol's lifetime",
+  async (t) => {
+    const frag = (id: number, seen: bigint, proto = IPPROTO_UDP): Entry => [
+      { saddr: '203.0.113.7', daddr: NODE, sport: id, dport: 0, proto, dir: CT_DIR_FRAG },
+      { new_saddr: NODE, new_daddr: '10.244.2.5', new_sport: 0, new_dport: 0, backend_id: 1, rev_nat_id: 1, flags: 0, last_seen: seen },
+    ];
+    const [fwd, rep] = snatFlow({ proto: IPPROTO_UDP, fwdSeen: ago(1) });
+    const old = frag(0x1111, ago(61)),
+      young = frag(0x2222, ago(30));
+    const sel = selectExpiredCt([fwd, rep, old, young], T0);
+    t.same(ids(sel.keys), keysOf(old), 'the 61 s old one goes; the flow and the 30 s old one stay');
+  },
+);
 
 t.test('a reply entry whose forward entry was gone at its delete (a SNAT take-over) stays', async (t) => {
   const a = snatFlow({ flags: CT_F_CLOSING, fwdSeen: ago(11), cport: 40030, snatPort: 61030 });
@@ -182,13 +272,24 @@ t.test('a reply entry whose forward entry was gone at its delete (a SNAT take-ov
   const entries: Entry[] = [a[0], a[1], b[0], b[1], lone];
   const keys = Buffer.alloc(entries.length * ctKey.layout.size);
   const values = Buffer.alloc(entries.length * ctValue.layout.size);
-  entries.forEach(([k, v], i) => { ctKey.encode(k, keys, i * ctKey.layout.size); ctValue.encode(v, values, i * ctValue.layout.size); });
+  entries.forEach(([k, v], i) => {
+    ctKey.encode(k, keys, i * ctKey.layout.size);
+    ctValue.encode(v, values, i * ctValue.layout.size);
+  });
   const sel = selectExpiredPacked({ keys, values, count: entries.length }, T0);
   t.equal(sel.forwardCount, 2, 'two forward entries');
   const at = (pos: number) => ctKeyId(entries[sel.indices[pos]!]![0]);
   const fwdOfA = [0, 1].find((p) => at(p) === ctKeyId(a[0][0]))!;
-  t.same(repliesToDelete(sel, []).map(at).sort(), [a[1], b[1], lone].map(([k]) => ctKeyId(k)).sort(), 'every forward entry deleted: every reply entry goes');
-  t.same(repliesToDelete(sel, [fwdOfA]).map(at).sort(), [b[1], lone].map(([k]) => ctKeyId(k)).sort(), "a's forward entry was gone: a's reply entry stays, the lone one goes");
+  t.same(
+    repliesToDelete(sel, []).map(at).sort(),
+    [a[1], b[1], lone].map(([k]) => ctKeyId(k)).sort(),
+    'every forward entry deleted: every reply entry goes',
+  );
+  t.same(
+    repliesToDelete(sel, [fwdOfA]).map(at).sort(),
+    [b[1], lone].map(([k]) => ctKeyId(k)).sort(),
+    "a's forward entry was gone: a's reply entry stays, the lone one goes",
+  );
 });
 
 t.test('a reply entry that another flow took over is not removed with the old forward entry', async (t) => {
@@ -209,7 +310,11 @@ t.test('an entry from the future (last_seen ahead of now) is not idle', async (t
 t.test('lifetimes are options', async (t) => {
   const flow = snatFlow({ flags: CT_F_SEEN_REPLY, fwdSeen: ago(120) });
   t.same(selectExpiredCt(flow, T0).keys, [], 'established, 2 min idle: kept by default');
-  t.equal(selectExpiredCt(flow, T0, { ...DEFAULT_CT_LIFETIMES, tcpEstablishedMs: 60_000 }).keys.length, 2, 'gone with a 1 min TCP lifetime');
+  t.equal(
+    selectExpiredCt(flow, T0, { ...DEFAULT_CT_LIFETIMES, tcpEstablishedMs: 60_000 }).keys.length,
+    2,
+    'gone with a 1 min TCP lifetime',
+  );
   const udp = snatFlow({ proto: IPPROTO_UDP, fwdSeen: ago(20), cport: 40040 });
   t.equal(selectExpiredCt(udp, T0, { ...DEFAULT_CT_LIFETIMES, otherMs: 15_000 }).keys.length, 2, 'UDP with a 15 s lifetime');
 });
@@ -238,17 +343,20 @@ t.test('the collector: reads the map, one batch delete per run, metrics, injecte
   t.match(gc.runOnce(), { entries: 4, deleted: 0 });
   now = T0 + 11n * S;
   t.match(gc.runOnce(), { entries: 4, deleted: 2, flows: { tcp_closing: 1 } });
-  t.same(ids(map.entries().map(([k]) => k)), keysOf(...live), 'the closed flow\'s two entries are gone, the live flow\'s stay');
+  t.same(ids(map.entries().map(([k]) => k)), keysOf(...live), "the closed flow's two entries are gone, the live flow's stay");
 
   const text = await metrics.registry.metrics();
   t.match(text, /^svcmap_conntrack_entries 2$/m, 'entries after the run');
   t.match(text, /^svcmap_conntrack_gc_deleted_total 2$/m, 'deleted so far');
-  t.match(text, /^svcmap_map_capacity\{map="svcmap_ct"\} 4096$/m, 'the map\'s capacity');
+  t.match(text, /^svcmap_map_capacity\{map="svcmap_ct"\} 4096$/m, "the map's capacity");
 });
 
 t.test('the packed reader returns what the map holds, across many batches', async (t) => {
   const entries: Entry[] = [];
-  for (let i = 0; i < 5000; i++) entries.push(...snatFlow({ fwdSeen: T0 + BigInt(i), cport: 1024 + i, snatPort: 1 + (i % 60000), client: `203.0.${i >> 8}.${i & 255}` }));
+  for (let i = 0; i < 5000; i++)
+    entries.push(
+      ...snatFlow({ fwdSeen: T0 + BigInt(i), cport: 1024 + i, snatPort: 1 + (i % 60000), client: `203.0.${i >> 8}.${i & 255}` }),
+    );
   const map = kernelMap(entries, 16384);
   t.teardown(() => map.raw.close());
   const packed = readCtPacked(map.raw);
@@ -266,7 +374,13 @@ t.test('the collector runs on its interval until stopped', async (t) => {
   const map = kernelMap(snatFlow({ flags: CT_F_CLOSING, fwdSeen: T0 }));
   t.teardown(() => map.raw.close());
   let runs = 0;
-  const gc = new CtGc(map, { now: () => { runs++; return T0 + 60n * S; }, intervalMs: 20 });
+  const gc = new CtGc(map, {
+    now: () => {
+      runs++;
+      return T0 + 60n * S;
+    },
+    intervalMs: 20,
+  });
   gc.start();
   gc.start(); // idempotent
   // Waits for the runs themselves, not for a time that should hold them: a
@@ -286,7 +400,14 @@ t.test('a failing run is logged and the next one goes on', async (t) => {
   const warnings: unknown[] = [];
   const log = { warn: (o: unknown) => warnings.push(o), debug: () => {}, info: () => {} } as unknown as Logger;
   let runs = 0;
-  const gc = new CtGc(map, { intervalMs: 10, log, now: () => { runs++; return T0; } });
+  const gc = new CtGc(map, {
+    intervalMs: 10,
+    log,
+    now: () => {
+      runs++;
+      return T0;
+    },
+  });
   map.raw.close(); // every read fails now (EBADF)
   gc.start();
   await runsReach(() => warnings.length, 2);
@@ -299,9 +420,16 @@ t.test('bad settings are refused', async (t) => {
   const map = kernelMap([]);
   t.teardown(() => map.raw.close());
   t.throws(() => new CtGc(map, { lifetimes: { tcpClosingMs: 0 } }), /tcpClosingMs must be more than 0/);
-  t.throws(() => new CtGc(map, { lifetimes: { tcpClosingMs: SNAT_TAKE_OVER_MAX_MS } }), /tcpClosingMs must be more than the datapath's SNAT take-over limit of 9000 ms/);
+  t.throws(
+    () => new CtGc(map, { lifetimes: { tcpClosingMs: SNAT_TAKE_OVER_MAX_MS } }),
+    /tcpClosingMs must be more than the datapath's SNAT take-over limit of 9000 ms/,
+  );
   t.throws(() => new CtGc(map, { intervalMs: -1 }), /interval/);
-  t.same(new CtGc(map, { lifetimes: { otherMs: 5000, tcpSynMs: undefined } }).lifetimes, { ...DEFAULT_CT_LIFETIMES, otherMs: 5000 }, 'unset lifetimes keep their defaults');
+  t.same(
+    new CtGc(map, { lifetimes: { otherMs: 5000, tcpSynMs: undefined } }).lifetimes,
+    { ...DEFAULT_CT_LIFETIMES, otherMs: 5000 },
+    'unset lifetimes keep their defaults',
+  );
 });
 
 t.test("the closing lifetime outlasts the datapath's SNAT take-over limit", async (t) => {
@@ -312,7 +440,17 @@ t.test("the closing lifetime outlasts the datapath's SNAT take-over limit", asyn
 
 t.test('IPv6 entries (svcmap_ct6\'s layout): pairs found over 16-byte addresses, an all-zero address meaning "leave it"', async (t) => {
   const v6 = (e: Entry): Entry => {
-    const map = (a: string) => (a === '0.0.0.0' ? '::' : a === NODE ? 'fd00::1' : `fd00::${a.split('.').map(Number).reduce((x, y) => x * 256 + y, 0).toString(16).slice(-4)}`);
+    const map = (a: string) =>
+      a === '0.0.0.0'
+        ? '::'
+        : a === NODE
+          ? 'fd00::1'
+          : `fd00::${a
+              .split('.')
+              .map(Number)
+              .reduce((x, y) => x * 256 + y, 0)
+              .toString(16)
+              .slice(-4)}`;
     return [
       { ...e[0], saddr: map(e[0].saddr), daddr: map(e[0].daddr) },
       { ...e[1], new_saddr: map(e[1].new_saddr), new_daddr: map(e[1].new_daddr) },

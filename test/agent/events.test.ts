@@ -6,7 +6,14 @@ import { pino } from 'pino';
 import t from 'tap';
 import { AgentEvents, eventForProblem, eventsForDeferred } from '../../src/agent/events/agent-events.ts';
 import { truncateNote } from '../../src/agent/events/k8s-sink.ts';
-import { DEFAULT_LIMITS, type EventInput, EventBook, type EventLimits, type EventWrite, TokenBucket } from '../../src/agent/events/recorder.ts';
+import {
+  DEFAULT_LIMITS,
+  type EventInput,
+  EventBook,
+  type EventLimits,
+  type EventWrite,
+  TokenBucket,
+} from '../../src/agent/events/recorder.ts';
 import { type EventSeries, type EventSink, EventSinkError, type NewEvent, EventRecorder } from '../../src/agent/events/sender.ts';
 import { AgentMetrics } from '../../src/agent/http/metrics.ts';
 import { ProblemReporter } from '../../src/agent/loops/problems-log.ts';
@@ -18,8 +25,14 @@ const MIN = 60_000;
 const T0 = 1_700_000_000_000;
 
 const svc = (name: string, namespace = 'default') => ({ kind: 'Service', metadata: { namespace, name } });
-const input = (name: string, note = 'spec.externalIPs[0]: must be an IP address', reason: EventInput['reason'] = 'InvalidObject'): EventInput => ({
-  regarding: { kind: 'Service', namespace: 'default', name }, reason, note,
+const input = (
+  name: string,
+  note = 'spec.externalIPs[0]: must be an IP address',
+  reason: EventInput['reason'] = 'InvalidObject',
+): EventInput => ({
+  regarding: { kind: 'Service', namespace: 'default', name },
+  reason,
+  note,
 });
 const limits = (over: Partial<EventLimits> = {}): EventLimits => ({ ...DEFAULT_LIMITS, ...over });
 
@@ -63,7 +76,11 @@ t.test('EventBook: one Event per (object, reason, note); repeats extend its seri
   book.observe(input('web', 'spec.ports[0].port: must be between 1 and 65535'), T0 + MIN);
   book.observe(input('web', undefined, 'FrontendConflict'), T0 + MIN);
   book.observe(input('api'), T0 + MIN);
-  t.same(brief(drain(book, T0 + MIN)), ['create web x1', 'create web x1', 'create api x1'], 'another note, another reason, another object: new Events');
+  t.same(
+    brief(drain(book, T0 + MIN)),
+    ['create web x1', 'create web x1', 'create api x1'],
+    'another note, another reason, another object: new Events',
+  );
 });
 
 t.test('EventBook: a repeat after the series window starts a new Event', async (t) => {
@@ -71,7 +88,7 @@ t.test('EventBook: a repeat after the series window starts a new Event', async (
   book.observe(input('web'), T0);
   const [created] = drain(book, T0);
   book.observe(input('web'), T0 + 30 * MIN);
-  t.same(brief(drain(book, T0 + 30 * MIN)), ['patch web x2'], 'at the window\'s edge: still the series');
+  t.same(brief(drain(book, T0 + 30 * MIN)), ['patch web x2'], "at the window's edge: still the series");
   book.observe(input('web'), T0 + 60 * MIN + 1);
   const later = drain(book, T0 + 60 * MIN + 1);
   t.same(brief(later), ['create web x1'], 'past it: a new Event, counting from 1');
@@ -172,7 +189,7 @@ t.test('Event names: unique, and within the 253 characters of an object name', a
     t.ok(w.name.length <= 253, 'short enough');
     names.add(w.name);
   }
-  t.equal(names.size, 25, 'every Event made in the same millisecond has its own name (25: the object\'s burst)');
+  t.equal(names.size, 25, "every Event made in the same millisecond has its own name (25: the object's burst)");
 });
 
 // ---------------------------------------------------------------- the sender
@@ -220,19 +237,31 @@ t.test('EventRecorder: record() returns before any write; repeats patch the seri
   rec.record(input('web'));
   t.same(sink.calls, [], 'nothing written inside record(): the caller (a sync) is never held up');
   await rec.idle();
-  t.same(sink.calls.map((c) => c.op), ['create'], 'written asynchronously');
+  t.same(
+    sink.calls.map((c) => c.op),
+    ['create'],
+    'written asynchronously',
+  );
   const ev = sink.calls[0]!.ev!;
-  t.same([ev.reason, ev.note, ev.eventTime, ev.series], ['InvalidObject', 'spec.externalIPs[0]: must be an IP address', T0, undefined], 'the create');
+  t.same(
+    [ev.reason, ev.note, ev.eventTime, ev.series],
+    ['InvalidObject', 'spec.externalIPs[0]: must be an IP address', T0, undefined],
+    'the create',
+  );
   tick(1000);
   rec.record(input('web'));
   await rec.idle();
   tick(1000);
   rec.record(input('web'));
   await rec.idle();
-  t.same(sink.calls.slice(1).map((c) => [c.op, c.name, c.series]), [
-    ['patch', ev.name, { count: 2, lastObservedTime: T0 + 1000 }],
-    ['patch', ev.name, { count: 3, lastObservedTime: T0 + 2000 }],
-  ], 'each repeat patches the same Event\'s series');
+  t.same(
+    sink.calls.slice(1).map((c) => [c.op, c.name, c.series]),
+    [
+      ['patch', ev.name, { count: 2, lastObservedTime: T0 + 1000 }],
+      ['patch', ev.name, { count: 3, lastObservedTime: T0 + 2000 }],
+    ],
+    "each repeat patches the same Event's series",
+  );
 });
 
 t.test('EventRecorder: a slow API server coalesces repeats instead of queueing them', async (t) => {
@@ -247,13 +276,24 @@ t.test('EventRecorder: a slow API server coalesces repeats instead of queueing t
   sink.gate = undefined;
   open();
   await rec.idle();
-  t.same(sink.calls.map((c) => [c.op, c.series?.count]), [['create', undefined], ['patch', 101]], 'one create, then one patch with all 101');
+  t.same(
+    sink.calls.map((c) => [c.op, c.series?.count]),
+    [
+      ['create', undefined],
+      ['patch', 101],
+    ],
+    'one create, then one patch with all 101',
+  );
 });
 
 t.test('EventRecorder: API errors are logged once per streak, counted, never thrown', async (t) => {
   const sink = new FakeSink();
   const { rec, logs, dropped } = sender(sink);
-  sink.failures = [new EventSinkError('creating Event: HTTP 403', 403), new EventSinkError('creating Event: HTTP 403', 403), new Error('socket hang up')];
+  sink.failures = [
+    new EventSinkError('creating Event: HTTP 403', 403),
+    new EventSinkError('creating Event: HTTP 403', 403),
+    new Error('socket hang up'),
+  ];
   rec.record(input('a'));
   rec.record(input('b'));
   rec.record(input('c'));
@@ -264,7 +304,10 @@ t.test('EventRecorder: API errors are logged once per streak, counted, never thr
   t.same(dropped, ['api_error', 'api_error', 'api_error'], 'each counted');
   rec.record(input('d'));
   await rec.idle();
-  t.ok(logs.some((l) => l.level === 30 && l.msg === 'writing Events works again'), 'recovery is logged');
+  t.ok(
+    logs.some((l) => l.level === 30 && l.msg === 'writing Events works again'),
+    'recovery is logged',
+  );
   sink.failures = [new EventSinkError('HTTP 500', 500)];
   rec.record(input('e'));
   await rec.idle();
@@ -279,7 +322,11 @@ t.test('EventRecorder: an expired Event is re-created, silently', async (t) => {
   sink.failures = [new EventSinkError('patching Event: HTTP 404', 404)];
   rec.record(input('web'));
   await rec.idle();
-  t.same(sink.calls.map((c) => c.op), ['create', 'patch', 'create'], 'the 404 patch is followed by a create');
+  t.same(
+    sink.calls.map((c) => c.op),
+    ['create', 'patch', 'create'],
+    'the 404 patch is followed by a create',
+  );
   t.same(sink.calls[2]!.ev!.series?.count, 2, 'which carries the series');
   t.same(dropped, [], 'nothing dropped');
   t.equal(logs.filter((l) => l.level >= 40).length, 0, 'nothing warned');
@@ -287,7 +334,11 @@ t.test('EventRecorder: an expired Event is re-created, silently', async (t) => {
   sink.failures = [new EventSinkError('reading Service default/gone: HTTP 404', 404)];
   rec.record(input('gone'));
   await rec.idle();
-  t.same([sink.calls.length, dropped, logs.filter((l) => l.level >= 40).length], [4, [], 0], 'a create answered 404 (the Service was deleted meanwhile): not an API error either');
+  t.same(
+    [sink.calls.length, dropped, logs.filter((l) => l.level >= 40).length],
+    [4, [], 0],
+    'a create answered 404 (the Service was deleted meanwhile): not an API error either',
+  );
 });
 
 t.test('EventRecorder: drops are counted; a full queue is warned about once', async (t) => {
@@ -307,32 +358,73 @@ t.test('EventRecorder: drops are counted; a full queue is warned about once', as
   open();
   await rec.idle();
   t.same(dropped, ['rate_limited', 'queue_full', 'queue_full'], 'each drop counted by reason');
-  t.same(sink.calls.map((c) => c.name.split('.')[0]), ['a', 'b', 'c'], 'what was queued is written, in order');
+  t.same(
+    sink.calls.map((c) => c.name.split('.')[0]),
+    ['a', 'b', 'c'],
+    'what was queued is written, in order',
+  );
   t.equal(logs.filter((l) => l.level === 40 && /queue_full/.test(l.msg)).length, 1, 'the full queue warned once');
   t.equal(logs.filter((l) => l.level === 40 && /rate_limited/.test(l.msg)).length, 0, 'rate limiting is not a warning');
   rec.stop();
   rec.record(input('z'));
   await rec.idle();
-  t.notOk(sink.calls.some((c) => c.name.startsWith('z.')), 'nothing is written after stop()');
+  t.notOk(
+    sink.calls.some((c) => c.name.startsWith('z.')),
+    'nothing is written after stop()',
+  );
 });
 
 // ---------------------------------------------------------------- what becomes an Event
 
 t.test('eventForProblem: reasons and notes', async (t) => {
-  const invalid: Problem = { ...problemAbout(svc('web'), 'error', 'spec.externalIPs[0]', 'must be an IP address, got "10.1.2.300"'), source: 'api' };
-  t.same(eventForProblem(invalid), {
-    regarding: { kind: 'Service', namespace: 'default', name: 'web' }, reason: 'InvalidObject',
-    note: 'spec.externalIPs[0]: must be an IP address, got "10.1.2.300" (svcmap ignores this Service until it is valid)',
-  }, 'an invalid Service: InvalidObject, the note names the field');
-  const slice = problemAbout({ kind: 'EndpointSlice', metadata: { namespace: 'ns', name: 'web-abc' } }, 'error', 'endpoints[0].addresses[0]', 'must be an IPv4 address');
-  t.match(eventForProblem(slice), { regarding: { kind: 'EndpointSlice', namespace: 'ns', name: 'web-abc' }, reason: 'InvalidObject' }, 'an invalid EndpointSlice: about the slice');
-  const conflict = frontendConflict(svc('zz'), 'spec.externalIPs[0]', 'frontend 1.2.3.4:80/TCP (ExternalIP) is already used by Service default/aa; this frontend is skipped');
+  const invalid: Problem = {
+    ...problemAbout(svc('web'), 'error', 'spec.externalIPs[0]', 'must be an IP address, got "10.1.2.300"'),
+    source: 'api',
+  };
+  t.same(
+    eventForProblem(invalid),
+    {
+      regarding: { kind: 'Service', namespace: 'default', name: 'web' },
+      reason: 'InvalidObject',
+      note: 'spec.externalIPs[0]: must be an IP address, got "10.1.2.300" (svcmap ignores this Service until it is valid)',
+    },
+    'an invalid Service: InvalidObject, the note names the field',
+  );
+  const slice = problemAbout(
+    { kind: 'EndpointSlice', metadata: { namespace: 'ns', name: 'web-abc' } },
+    'error',
+    'endpoints[0].addresses[0]',
+    'must be an IPv4 address',
+  );
+  t.match(
+    eventForProblem(slice),
+    { regarding: { kind: 'EndpointSlice', namespace: 'ns', name: 'web-abc' }, reason: 'InvalidObject' },
+    'an invalid EndpointSlice: about the slice',
+  );
+  const conflict = frontendConflict(
+    svc('zz'),
+    'spec.externalIPs[0]',
+    'frontend 1.2.3.4:80/TCP (ExternalIP) is already used by Service default/aa; this frontend is skipped',
+  );
   t.same(eventForProblem(conflict)?.reason, 'FrontendConflict', 'a conflict');
-  t.same(eventForProblem(conflict)?.note, conflict.message, 'its note is the model\'s message');
-  const annotation = problemAbout(svc('web'), 'warning', 'metadata.annotations["svcmap.io/lb-algorithm"]', 'unknown value "fastest"; using random');
+  t.same(eventForProblem(conflict)?.note, conflict.message, "its note is the model's message");
+  const annotation = problemAbout(
+    svc('web'),
+    'warning',
+    'metadata.annotations["svcmap.io/lb-algorithm"]',
+    'unknown value "fastest"; using random',
+  );
   t.same(eventForProblem(annotation)?.reason, 'UnknownAnnotationValue', 'a problem with an annotation value, even a warning');
-  t.equal(eventForProblem(problemAbout(svc('web'), 'warning', 'spec.ports[0].protocol', 'SCTP is not supported; port skipped')), undefined, 'other warnings stay in the log');
-  t.equal(eventForProblem(problemAbout({ kind: 'Node', metadata: { name: 'n1' } }, 'error', 'status.addresses[0].address', 'bad')), undefined, 'not about a Node');
+  t.equal(
+    eventForProblem(problemAbout(svc('web'), 'warning', 'spec.ports[0].protocol', 'SCTP is not supported; port skipped')),
+    undefined,
+    'other warnings stay in the log',
+  );
+  t.equal(
+    eventForProblem(problemAbout({ kind: 'Node', metadata: { name: 'n1' } }, 'error', 'status.addresses[0].address', 'bad')),
+    undefined,
+    'not about a Node',
+  );
   t.equal(eventForProblem({ ...invalid, name: '' }), undefined, 'not about an object without a name');
 });
 
@@ -343,8 +435,18 @@ t.test('eventsForDeferred: one MapFull per Service and note', async (t) => {
     { id: '10.96.0.11:80/6/0', label: 'web/api', owner: 'web/api', reason: 'the backends map is full (65536 entries)' },
   ];
   const events = eventsForDeferred(deferred);
-  t.same(events.map((e) => [e.regarding.namespace, e.regarding.name, e.reason]), [['kube-system', 'dns', 'MapFull'], ['web', 'api', 'MapFull']]);
-  t.match(events[0]!.note, /kube-system\/dns:dns .*services map is full \(4096 entries\).*--max-services/, 'the note says which map and what to do');
+  t.same(
+    events.map((e) => [e.regarding.namespace, e.regarding.name, e.reason]),
+    [
+      ['kube-system', 'dns', 'MapFull'],
+      ['web', 'api', 'MapFull'],
+    ],
+  );
+  t.match(
+    events[0]!.note,
+    /kube-system\/dns:dns .*services map is full \(4096 entries\).*--max-services/,
+    'the note says which map and what to do',
+  );
 });
 
 t.test('the wiring: every report of a problem is an observation; deferred frontends too', async (t) => {
@@ -360,18 +462,34 @@ t.test('the wiring: every report of a problem is an observation; deferred fronte
   await events.recorder.idle();
   reporter.reportObject('Service default/bad', []);
   await events.recorder.idle();
-  t.same(sink.calls.map((c) => `${c.op} ${c.ev?.reason ?? ''}${c.series?.count ?? ''}`), ['create InvalidObject', 'patch 2'], 'logged once, but both reports observed; fixed: nothing more');
+  t.same(
+    sink.calls.map((c) => `${c.op} ${c.ev?.reason ?? ''}${c.series?.count ?? ''}`),
+    ['create InvalidObject', 'patch 2'],
+    'logged once, but both reports observed; fixed: nothing more',
+  );
 
   const status = events.syncStatus(metrics, log);
   const report = {
-    full: true, changed: 0, ops: {}, durationMs: 1, entries: { services: 0, backends: 0, revNat: 0, srcRanges: 0 },
+    full: true,
+    changed: 0,
+    ops: {},
+    durationMs: 1,
+    entries: { services: 0, backends: 0, revNat: 0, srcRanges: 0 },
     deferred: [{ id: 'x', label: 'default/big:http', owner: 'default/big', reason: 'the backends map is full (4 entries)' }],
   } as unknown as SyncReport;
   status.succeeded(report, { services: 4, backends: 4, revNat: 4, srcRanges: 4 }, 0);
   await events.recorder.idle();
   t.match(sink.calls.at(-1)?.ev, { reason: 'MapFull', regarding: { name: 'big' } }, 'a deferred frontend: MapFull on its Service');
-  t.match(await metrics.registry.getSingleMetricAsString('svcmap_sync_errors_total'), /kind="map_full"} 1/, 'and the SyncStatus still does its own job');
-  t.match(await metrics.registry.getSingleMetricAsString('svcmap_events_dropped_total'), /reason="queue_full"} 0/, 'svcmap_events_dropped_total is exported, from 0');
+  t.match(
+    await metrics.registry.getSingleMetricAsString('svcmap_sync_errors_total'),
+    /kind="map_full"} 1/,
+    'and the SyncStatus still does its own job',
+  );
+  t.match(
+    await metrics.registry.getSingleMetricAsString('svcmap_events_dropped_total'),
+    /reason="queue_full"} 0/,
+    'svcmap_events_dropped_total is exported, from 0',
+  );
 });
 
 t.test('truncateNote: at most 1 KiB, cut at a character', async (t) => {

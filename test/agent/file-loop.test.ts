@@ -28,11 +28,19 @@ import { MemoryMaps } from '../sync/helpers.ts';
 function objects(name: string, i: number, endpoints: string[], zone?: string): object[] {
   const ip = `10.96.${Math.floor(i / 250)}.${(i % 250) + 1}`;
   return [
-    { apiVersion: 'v1', kind: 'Service', metadata: { name, namespace: 'default' }, spec: { clusterIP: ip, ports: [{ name: 'http', port: 80, targetPort: 8080 }] } },
     {
-      apiVersion: 'discovery.k8s.io/v1', kind: 'EndpointSlice', addressType: 'IPv4',
+      apiVersion: 'v1',
+      kind: 'Service',
+      metadata: { name, namespace: 'default' },
+      spec: { clusterIP: ip, ports: [{ name: 'http', port: 80, targetPort: 8080 }] },
+    },
+    {
+      apiVersion: 'discovery.k8s.io/v1',
+      kind: 'EndpointSlice',
+      addressType: 'IPv4',
       metadata: { name: `${name}-1`, namespace: 'default', labels: { 'kubernetes.io/service-name': name } },
-      ports: [{ name: 'http', port: 8080 }], endpoints: endpoints.map((a) => ({ addresses: [a], ...(zone ? { zone } : {}) })),
+      ports: [{ name: 'http', port: 8080 }],
+      endpoints: endpoints.map((a) => ({ addresses: [a], ...(zone ? { zone } : {}) })),
     },
   ];
 }
@@ -61,7 +69,11 @@ class RecordingSyncer extends Syncer {
   }
 }
 
-async function harness(t: Test, files: Record<string, string>, opts: { zones?: ZoneNames; syncPeriodMs?: number; onWrite?: (maps: MemoryMaps, what: string) => void } = {}) {
+async function harness(
+  t: Test,
+  files: Record<string, string>,
+  opts: { zones?: ZoneNames; syncPeriodMs?: number; onWrite?: (maps: MemoryMaps, what: string) => void } = {},
+) {
   const root = mkdtempSync(join(tmpdir(), 'svcmap-fileloop-'));
   t.teardown(() => rmSync(root, { recursive: true, force: true }));
   const dir = join(root, 'manifests');
@@ -80,11 +92,27 @@ async function harness(t: Test, files: Record<string, string>, opts: { zones?: Z
   const syncer = new RecordingSyncer(maps);
   let wake: (() => void) | undefined;
   const status = new SyncStatus(metrics, log);
-  const loop: SyncLoop = new SyncLoop({ get isSynced() { return src.isSynced; }, get model() { return src.model; } }, syncer, status, metrics, reporter, log, {
-    minIntervalMs: 0, syncPeriodMs: opts.syncPeriodMs ?? 3_600_000,
-    ...(opts.zones ? { zones: opts.zones } : {}),
-    onServices: () => wake?.(),
-  });
+  const loop: SyncLoop = new SyncLoop(
+    {
+      get isSynced() {
+        return src.isSynced;
+      },
+      get model() {
+        return src.model;
+      },
+    },
+    syncer,
+    status,
+    metrics,
+    reporter,
+    log,
+    {
+      minIntervalMs: 0,
+      syncPeriodMs: opts.syncPeriodMs ?? 3_600_000,
+      ...(opts.zones ? { zones: opts.zones } : {}),
+      onServices: () => wake?.(),
+    },
+  );
   const src = new FileSource({ dir, nodeName: 'node-a', debounceMs: 10, changed: () => loop.poke() });
   loop.start();
   t.teardown(() => {
@@ -123,7 +151,10 @@ t.test('a changed file is one partial sync of only its Services', async (t) => {
   t.equal(h.vips().length, 40);
 
   // Two of a's Services get another endpoint; the rest of a, and all of b, are as they were.
-  writeFileSync(join(h.dir, 'a.json'), fileOf('a', 0, 20, (k) => (k === 3 || k === 7 ? ['10.244.0.1', '10.244.0.2'] : ['10.244.0.1'])));
+  writeFileSync(
+    join(h.dir, 'a.json'),
+    fileOf('a', 0, 20, (k) => (k === 3 || k === 7 ? ['10.244.0.1', '10.244.0.2'] : ['10.244.0.1'])),
+  );
   await h.until(() => h.syncer.syncs.length > 1);
   t.same(h.syncer.syncs.slice(1), [{ full: false, owners: ['default/a-3', 'default/a-7'] }], 'only the Services that changed are written');
   t.equal(h.maps.backends.size, 2, 'the new endpoint is in the maps');
@@ -131,10 +162,16 @@ t.test('a changed file is one partial sync of only its Services', async (t) => {
 });
 
 t.test('a malformed file is reported with its path and field; the other files stay programmed', async (t) => {
-  const h = await harness(t, { 'a.json': fileOf('a', 0, 3), 'b.yaml': 'apiVersion: v1\nkind: Service\nmetadata: {name: b}\nspec: {clusterIP: 10.96.9.9, ports: [{port: 80}]}\n' });
+  const h = await harness(t, {
+    'a.json': fileOf('a', 0, 3),
+    'b.yaml': 'apiVersion: v1\nkind: Service\nmetadata: {name: b}\nspec: {clusterIP: 10.96.9.9, ports: [{port: 80}]}\n',
+  });
   t.equal(h.vips().length, 4);
   // b.yaml breaks: a bad port, then a YAML syntax error.
-  writeFileSync(join(h.dir, 'b.yaml'), 'apiVersion: v1\nkind: Service\nmetadata: {name: b}\nspec: {clusterIP: 10.96.9.9, ports: [{port: 0}]}\n');
+  writeFileSync(
+    join(h.dir, 'b.yaml'),
+    'apiVersion: v1\nkind: Service\nmetadata: {name: b}\nspec: {clusterIP: 10.96.9.9, ports: [{port: 0}]}\n',
+  );
   await h.until(() => h.problems.length > 0);
   t.match(h.problems, [{ kind: 'Service', name: 'b', path: 'spec.ports[0].port', source: join(h.dir, 'b.yaml'), severity: 'error' }]);
   await h.until(() => h.syncer.syncs.length > 1);
@@ -155,7 +192,14 @@ t.test('a removed file removes its Services only; a duplicate in an earlier file
     'b.json': list([...objects('a-0', 50, ['10.244.0.1']), ...objects('b-0', 51, ['10.244.0.1'])]),
   });
   t.same(h.vips(), ['10.96.0.2', '10.96.0.3', '10.96.0.51', '10.96.0.52']);
-  t.match(h.problems, [{ severity: 'warning', name: 'a-0', message: `also defined in ${join(h.dir, 'a.json')}; this later definition wins`, source: join(h.dir, 'b.json') }]);
+  t.match(h.problems, [
+    {
+      severity: 'warning',
+      name: 'a-0',
+      message: `also defined in ${join(h.dir, 'a.json')}; this later definition wins`,
+      source: join(h.dir, 'b.json'),
+    },
+  ]);
   unlinkSync(join(h.dir, 'b.json'));
   await h.until(() => h.syncer.syncs.length > 1);
   t.same(h.syncer.syncs.slice(1), [{ full: false, owners: ['default/a-0', 'default/b-0'] }]);
@@ -166,10 +210,16 @@ t.test('a removed file removes its Services only; a duplicate in an earlier file
 t.test('an atomic rename (editors, kubectl cp) and a ConfigMap ..data swap are followed', async (t) => {
   const h = await harness(t, { 'a.json': fileOf('a', 0, 2), 'b.json': fileOf('b', 10, 2) });
   // Write a temp file, rename it over a.json: a-1 moves to another endpoint.
-  writeFileSync(join(h.dir, '.a.json.tmp'), fileOf('a', 0, 2, (k) => [k === 1 ? '10.244.0.9' : '10.244.0.1']));
+  writeFileSync(
+    join(h.dir, '.a.json.tmp'),
+    fileOf('a', 0, 2, (k) => [k === 1 ? '10.244.0.9' : '10.244.0.1']),
+  );
   renameSync(join(h.dir, '.a.json.tmp'), join(h.dir, 'a.json'));
   await h.until(() => h.syncer.syncs.some((s) => !s.full && s.owners.includes('default/a-1')));
-  t.same(h.syncer.syncs.slice(1).flatMap((s) => (s.full ? ['full'] : s.owners)), ['default/a-1']);
+  t.same(
+    h.syncer.syncs.slice(1).flatMap((s) => (s.full ? ['full'] : s.owners)),
+    ['default/a-1'],
+  );
   await h.sameAsFullRead(t);
 
   // A ConfigMap volume: c.json -> ..data/c.json, ..data -> ..v1; the update swaps ..data to ..v2.
@@ -194,19 +244,35 @@ t.test('zone names reach svcmap_zones before any backend names their id, and go 
   const zoneWrites: string[] = [];
   const zoneMap: ZoneMap = {
     entries: () => [...names].map(([id, name]) => [id, { name }]),
-    put: (id, v) => { names.set(id, v.name); zoneWrites.push(`+${v.name}`); },
-    delete: (id) => { zoneWrites.push(`-${names.get(id)}`); return names.delete(id); },
+    put: (id, v) => {
+      names.set(id, v.name);
+      zoneWrites.push(`+${v.name}`);
+    },
+    delete: (id) => {
+      zoneWrites.push(`-${names.get(id)}`);
+      return names.delete(id);
+    },
   };
   const broken: string[] = [];
-  const zoned = (zone: string) => list([...objects('web', 0, ['10.244.0.1', '10.244.0.2'], zone), ...objects('db', 1, ['10.244.0.3'], 'zone-a')]);
-  const h = await harness(t, { 'a.json': zoned('zone-a') }, {
-    zones: new ZoneNames(zoneMap),
-    syncPeriodMs: 300, // periodic full syncs: what prunes
-    // After every single map write: every zone id a backend holds has its name.
-    onWrite: (maps, what) => { for (const [id, b] of maps.backends) if (b.zone && !names.has(b.zone)) broken.push(`${what}: backend ${id} names zone ${b.zone}`); },
-  });
+  const zoned = (zone: string) =>
+    list([...objects('web', 0, ['10.244.0.1', '10.244.0.2'], zone), ...objects('db', 1, ['10.244.0.3'], 'zone-a')]);
+  const h = await harness(
+    t,
+    { 'a.json': zoned('zone-a') },
+    {
+      zones: new ZoneNames(zoneMap),
+      syncPeriodMs: 300, // periodic full syncs: what prunes
+      // After every single map write: every zone id a backend holds has its name.
+      onWrite: (maps, what) => {
+        for (const [id, b] of maps.backends) if (b.zone && !names.has(b.zone)) broken.push(`${what}: backend ${id} names zone ${b.zone}`);
+      },
+    },
+  );
   t.same([...names.values()], ['zone-a'], 'zone-a named');
-  t.ok([...h.maps.backends.values()].every((b) => names.get(b.zone) === 'zone-a'), 'every backend carries zone-a\'s id');
+  t.ok(
+    [...h.maps.backends.values()].every((b) => names.get(b.zone) === 'zone-a'),
+    "every backend carries zone-a's id",
+  );
 
   writeFileSync(join(h.dir, 'a.json'), zoned('zone-b'));
   await h.until(() => [...h.maps.backends.values()].filter((b) => names.get(b.zone) === 'zone-b').length === 2);

@@ -15,10 +15,21 @@ import { ApplyError } from '../../src/sync/apply.ts';
 import type { SyncReport } from '../../src/sync/syncer.ts';
 
 const report = (full: boolean): SyncReport => ({
-  full, changed: 1, deferred: [], durationMs: 1,
+  full,
+  changed: 1,
+  deferred: [],
+  durationMs: 1,
   ops: {
-    backendUpserts: 0, revNatUpserts: 0, srcRangeUpserts: 0, slotUpserts: 0, masterUpserts: 1,
-    masterDeletes: 0, slotDeletes: 0, revNatDeletes: 0, srcRangeDeletes: 0, backendDeletes: 0,
+    backendUpserts: 0,
+    revNatUpserts: 0,
+    srcRangeUpserts: 0,
+    slotUpserts: 0,
+    masterUpserts: 1,
+    masterDeletes: 0,
+    slotDeletes: 0,
+    revNatDeletes: 0,
+    srcRangeDeletes: 0,
+    backendDeletes: 0,
   },
   entries: { services: 1, backends: 0, revNat: 1, srcRanges: 0 },
 });
@@ -71,35 +82,78 @@ const object = <T>(o: unknown): T => {
   return r.obj as T;
 };
 const lbService = object<Service>({
-  apiVersion: 'v1', kind: 'Service', metadata: { name: 'lb', namespace: 'default' },
+  apiVersion: 'v1',
+  kind: 'Service',
+  metadata: { name: 'lb', namespace: 'default' },
   spec: {
-    type: 'LoadBalancer', clusterIP: '10.96.0.5', externalTrafficPolicy: 'Local', healthCheckNodePort: 32000,
-    ports: [{ name: 'a', port: 80, targetPort: 8080, nodePort: 30080 }, { name: 'b', port: 81, targetPort: 8081, nodePort: 30081 }],
+    type: 'LoadBalancer',
+    clusterIP: '10.96.0.5',
+    externalTrafficPolicy: 'Local',
+    healthCheckNodePort: 32000,
+    ports: [
+      { name: 'a', port: 80, targetPort: 8080, nodePort: 30080 },
+      { name: 'b', port: 81, targetPort: 8081, nodePort: 30081 },
+    ],
   },
 });
-const lbSlice = (endpoints: Array<{ ip: string; node: string; ready: boolean; terminating?: boolean }>) => object<EndpointSlice>({
-  apiVersion: 'discovery.k8s.io/v1', kind: 'EndpointSlice', addressType: 'IPv4',
-  metadata: { name: 'lb-1', namespace: 'default', labels: { 'kubernetes.io/service-name': 'lb' } },
-  ports: [{ name: 'a', port: 8080 }, { name: 'b', port: 8081 }],
-  endpoints: endpoints.map((e) => ({ addresses: [e.ip], nodeName: e.node, conditions: { ready: e.ready, serving: true, terminating: e.terminating ?? false } })),
-});
+const lbSlice = (endpoints: Array<{ ip: string; node: string; ready: boolean; terminating?: boolean }>) =>
+  object<EndpointSlice>({
+    apiVersion: 'discovery.k8s.io/v1',
+    kind: 'EndpointSlice',
+    addressType: 'IPv4',
+    metadata: { name: 'lb-1', namespace: 'default', labels: { 'kubernetes.io/service-name': 'lb' } },
+    ports: [
+      { name: 'a', port: 8080 },
+      { name: 'b', port: 8081 },
+    ],
+    endpoints: endpoints.map((e) => ({
+      addresses: [e.ip],
+      nodeName: e.node,
+      conditions: { ready: e.ready, serving: true, terminating: e.terminating ?? false },
+    })),
+  });
 const countOn = (endpoints: Parameters<typeof lbSlice>[0]) => {
-  const { state } = buildDesiredState({ services: [lbService], slices: [lbSlice(endpoints)], node: { name: 'n1', addresses: ['192.168.0.1'] } });
+  const { state } = buildDesiredState({
+    services: [lbService],
+    slices: [lbSlice(endpoints)],
+    node: { name: 'n1', addresses: ['192.168.0.1'] },
+  });
   return healthCheckOf([...state.frontends.values()]);
 };
 
-t.test('healthCheckOf: the node\'s ready endpoints by address (two ports, one endpoint); terminating ones do not count', async (t) => {
-  t.same(countOn([{ ip: '10.0.0.1', node: 'n1', ready: true }, { ip: '10.0.0.2', node: 'n2', ready: true }]),
-    { namespace: 'default', name: 'lb', port: 32000, localEndpoints: 1 }, 'one local pod behind both ports, one remote');
-  t.equal(countOn([{ ip: '10.0.0.1', node: 'n1', ready: true }, { ip: '10.0.0.3', node: 'n1', ready: false, terminating: true }])?.localEndpoints, 1,
-    'a terminating one beside a ready one');
-  const { state } = buildDesiredState({ services: [lbService], slices: [lbSlice([{ ip: '10.0.0.3', node: 'n1', ready: false, terminating: true }])], node: { name: 'n1', addresses: ['192.168.0.1'] } });
+t.test("healthCheckOf: the node's ready endpoints by address (two ports, one endpoint); terminating ones do not count", async (t) => {
+  t.same(
+    countOn([
+      { ip: '10.0.0.1', node: 'n1', ready: true },
+      { ip: '10.0.0.2', node: 'n2', ready: true },
+    ]),
+    { namespace: 'default', name: 'lb', port: 32000, localEndpoints: 1 },
+    'one local pod behind both ports, one remote',
+  );
+  t.equal(
+    countOn([
+      { ip: '10.0.0.1', node: 'n1', ready: true },
+      { ip: '10.0.0.3', node: 'n1', ready: false, terminating: true },
+    ])?.localEndpoints,
+    1,
+    'a terminating one beside a ready one',
+  );
+  const { state } = buildDesiredState({
+    services: [lbService],
+    slices: [lbSlice([{ ip: '10.0.0.3', node: 'n1', ready: false, terminating: true }])],
+    node: { name: 'n1', addresses: ['192.168.0.1'] },
+  });
   const external = [...state.frontends.values()].filter((f) => f.healthCheckNodePort !== undefined && f.scope === 'external');
-  t.ok(external.length > 0 && external.every((f) => f.backends.length === 1 && f.backends[0]!.state === 'terminating'), 'only terminating: still the backend (the fallback)');
+  t.ok(
+    external.length > 0 && external.every((f) => f.backends.length === 1 && f.backends[0]!.state === 'terminating'),
+    'only terminating: still the backend (the fallback)',
+  );
   t.equal(healthCheckOf([...state.frontends.values()])?.localEndpoints, 0, 'but the check counts none');
 });
 
-t.test('healthCheckBody: kube-proxy\'s text, tab-indented without a final newline', async (t) => {
-  t.equal(healthCheckBody({ namespace: 'ns', name: 'web' }, 2, true),
-    '{\n\t"service": {\n\t\t"namespace": "ns",\n\t\t"name": "web"\n\t},\n\t"localEndpoints": 2,\n\t"serviceProxyHealthy": true\n}');
+t.test("healthCheckBody: kube-proxy's text, tab-indented without a final newline", async (t) => {
+  t.equal(
+    healthCheckBody({ namespace: 'ns', name: 'web' }, 2, true),
+    '{\n\t"service": {\n\t\t"namespace": "ns",\n\t\t"name": "web"\n\t},\n\t"localEndpoints": 2,\n\t"serviceProxyHealthy": true\n}',
+  );
 });

@@ -14,7 +14,12 @@ function setup(gc: ((o: unknown) => void) | undefined, trims: string[] = []) {
   const logs: Array<{ msg: string; heapTotalMiB?: number[] }> = [];
   const log = pino({ level: 'info' }, { write: (line: string) => logs.push(JSON.parse(line) as { msg: string }) });
   let heapTotal = 0;
-  const r = new HeapReclaimer(log, gc, () => heapTotal, () => (trims.push('trim'), true));
+  const r = new HeapReclaimer(
+    log,
+    gc,
+    () => heapTotal,
+    () => (trims.push('trim'), true),
+  );
   return { r, logs, setHeap: (n: number) => (heapTotal = n) };
 }
 
@@ -32,7 +37,11 @@ t.test('collects once after a full sync that grew the heap, not again until it g
   r.afterFullSync(); // a second full sync before it ran: still one collection
   t.equal(calls.length, 0, 'not within the sync itself');
   await turn();
-  t.same(calls, [{ type: 'major', execution: 'sync', flavor: 'last-resort' }, 'trim'], "one memory-reducing collection ('last-resort'), then malloc is trimmed");
+  t.same(
+    calls,
+    [{ type: 'major', execution: 'sync', flavor: 'last-resort' }, 'trim'],
+    "one memory-reducing collection ('last-resort'), then malloc is trimmed",
+  );
   t.equal(logs.filter((l) => l.msg === 'heap reclaimed after a full sync').length, 1, 'logged once');
 
   // The fake heap stays at 300 MiB, which is now the baseline.

@@ -5,7 +5,14 @@
 import type { NetworkInterfaceInfo } from 'node:os';
 import t from 'tap';
 import { syncDeviceAddresses } from '../../src/agent/datapath/device-addresses.ts';
-import { type HostNet, defaultDevices, deviceAddresses, hostDevices, parseProcNetIpv6Route, parseProcNetRoute } from '../../src/agent/datapath/host-net.ts';
+import {
+  type HostNet,
+  defaultDevices,
+  deviceAddresses,
+  hostDevices,
+  parseProcNetIpv6Route,
+  parseProcNetRoute,
+} from '../../src/agent/datapath/host-net.ts';
 import { BpfMap } from '../../src/bpf/map.ts';
 import { devAddrMap } from '../../src/maps/registry.ts';
 import { TypedMap } from '../../src/maps/typed-map.ts';
@@ -57,34 +64,93 @@ t.test('/proc/net/ipv6_route: default and gateway routes by device; rejecting an
     ],
     routes: parseProcNetIpv6Route(PROC_NET_IPV6_ROUTE),
   };
-  t.same(defaultDevices(net, ['fd00::5']), ['eth0', 'eth1'], 'an IPv6-only node: its address\'s device and the one with an IPv6 gateway route');
+  t.same(
+    defaultDevices(net, ['fd00::5']),
+    ['eth0', 'eth1'],
+    "an IPv6-only node: its address's device and the one with an IPv6 gateway route",
+  );
 });
 
-const v4 = (address: string, internal = false): NetworkInterfaceInfo =>
-  ({ address, netmask: '255.255.255.0', family: 'IPv4', mac: '00:00:00:00:00:00', internal, cidr: `${address}/24` });
-const v6: NetworkInterfaceInfo = { address: 'fe80::1', netmask: 'ffff:ffff:ffff:ffff::', family: 'IPv6', mac: '00:00:00:00:00:00', internal: false, cidr: 'fe80::1/64', scopeid: 2 };
-
-const v6g = (address: string, internal = false): NetworkInterfaceInfo =>
-  ({ address, netmask: 'ffff:ffff:ffff:ffff::', family: 'IPv6', mac: '00:00:00:00:00:00', internal, cidr: `${address}/64`, scopeid: 0 });
-
-t.test('devices: the first IPv4 address the kernel lists is the SNAT address, and the first global IPv6 one; loopback and link-local-only devices left out', async (t) => {
-  const index: Record<string, number> = { lo: 1, eth0: 2, eth1: 3, v6only: 4, v6global: 5 };
-  const devices = hostDevices({
-    lo: [v4('127.0.0.1', true), v6g('::1', true)], eth1: [v4('192.168.50.1'), v4('192.168.60.1')], eth0: [v6, v4('192.168.100.11'), v6g('fd00:10::11'), v6g('fd00:20::11')],
-    v6only: [v6], v6global: [v6, v6g('fd00:30::5')], gone: [v4('10.0.0.9')],
-  }, (name) => {
-    const i = index[name];
-    if (i === undefined) throw new Error(`no network interface ${name}`);
-    return i;
-  });
-  t.same(devices, [
-    { name: 'eth0', ifindex: 2, addr: '192.168.100.11', addrs: ['192.168.100.11'], addr6: 'fd00:10::11', addrs6: ['fd00:10::11', 'fd00:20::11'] },
-    { name: 'eth1', ifindex: 3, addr: '192.168.50.1', addrs: ['192.168.50.1', '192.168.60.1'], addrs6: [] },
-    { name: 'v6global', ifindex: 5, addrs: [], addr6: 'fd00:30::5', addrs6: ['fd00:30::5'] },
-  ], 'sorted by ifindex; a device gone since getifaddrs is skipped');
-  t.same([...deviceAddresses({ devices, routes: [] })], [[2, '192.168.100.11'], [3, '192.168.50.1']]);
-  t.same([...deviceAddresses({ devices, routes: [] }, 6)], [[2, 'fd00:10::11'], [5, 'fd00:30::5']], 'IPv6: devices with a global address');
+const v4 = (address: string, internal = false): NetworkInterfaceInfo => ({
+  address,
+  netmask: '255.255.255.0',
+  family: 'IPv4',
+  mac: '00:00:00:00:00:00',
+  internal,
+  cidr: `${address}/24`,
 });
+const v6: NetworkInterfaceInfo = {
+  address: 'fe80::1',
+  netmask: 'ffff:ffff:ffff:ffff::',
+  family: 'IPv6',
+  mac: '00:00:00:00:00:00',
+  internal: false,
+  cidr: 'fe80::1/64',
+  scopeid: 2,
+};
+
+const v6g = (address: string, internal = false): NetworkInterfaceInfo => ({
+  address,
+  netmask: 'ffff:ffff:ffff:ffff::',
+  family: 'IPv6',
+  mac: '00:00:00:00:00:00',
+  internal,
+  cidr: `${address}/64`,
+  scopeid: 0,
+});
+
+t.test(
+  'devices: the first IPv4 address the kernel lists is the SNAT address, and the first global IPv6 one; loopback and link-local-only devices left out',
+  async (t) => {
+    const index: Record<string, number> = { lo: 1, eth0: 2, eth1: 3, v6only: 4, v6global: 5 };
+    const devices = hostDevices(
+      {
+        lo: [v4('127.0.0.1', true), v6g('::1', true)],
+        eth1: [v4('192.168.50.1'), v4('192.168.60.1')],
+        eth0: [v6, v4('192.168.100.11'), v6g('fd00:10::11'), v6g('fd00:20::11')],
+        v6only: [v6],
+        v6global: [v6, v6g('fd00:30::5')],
+        gone: [v4('10.0.0.9')],
+      },
+      (name) => {
+        const i = index[name];
+        if (i === undefined) throw new Error(`no network interface ${name}`);
+        return i;
+      },
+    );
+    t.same(
+      devices,
+      [
+        {
+          name: 'eth0',
+          ifindex: 2,
+          addr: '192.168.100.11',
+          addrs: ['192.168.100.11'],
+          addr6: 'fd00:10::11',
+          addrs6: ['fd00:10::11', 'fd00:20::11'],
+        },
+        { name: 'eth1', ifindex: 3, addr: '192.168.50.1', addrs: ['192.168.50.1', '192.168.60.1'], addrs6: [] },
+        { name: 'v6global', ifindex: 5, addrs: [], addr6: 'fd00:30::5', addrs6: ['fd00:30::5'] },
+      ],
+      'sorted by ifindex; a device gone since getifaddrs is skipped',
+    );
+    t.same(
+      [...deviceAddresses({ devices, routes: [] })],
+      [
+        [2, '192.168.100.11'],
+        [3, '192.168.50.1'],
+      ],
+    );
+    t.same(
+      [...deviceAddresses({ devices, routes: [] }, 6)],
+      [
+        [2, 'fd00:10::11'],
+        [5, 'fd00:30::5'],
+      ],
+      'IPv6: devices with a global address',
+    );
+  },
+);
 
 t.test('default devices: those holding a node address, and those with a default route or a route through a gateway', async (t) => {
   const net: HostNet = {
@@ -97,28 +163,84 @@ t.test('default devices: those holding a node address, and those with a default 
     routes: parseProcNetRoute(PROC_NET_ROUTE),
   };
   t.same(defaultDevices(net, ['192.168.100.11']), ['eth0', 'eth1'], 'the pod bridge (connected routes only) is not one');
-  t.same(defaultDevices(net, ['172.16.0.5']), ['eth0', 'eth1', 'mgmt'], 'the InternalIP\'s device, whatever its routes');
+  t.same(defaultDevices(net, ['172.16.0.5']), ['eth0', 'eth1', 'mgmt'], "the InternalIP's device, whatever its routes");
   t.same(defaultDevices(net, ['fd00:10::11']), ['eth0', 'eth1'], 'an IPv6 node address picks its device too');
-  t.same(defaultDevices({ devices: net.devices, routes: [{ device: 'lo', isDefault: false, viaGateway: true }] }, ['192.168.100.11']), ['eth0'], 'never lo');
+  t.same(
+    defaultDevices({ devices: net.devices, routes: [{ device: 'lo', isDefault: false, viaGateway: true }] }, ['192.168.100.11']),
+    ['eth0'],
+    'never lo',
+  );
   t.same(defaultDevices(net, []), [], 'the Node not known yet: none');
-  t.same(defaultDevices(net, ['10.99.0.1']), [], 'no device here holds the node\'s addresses (not the node\'s namespace): none, whatever the routes');
+  t.same(
+    defaultDevices(net, ['10.99.0.1']),
+    [],
+    "no device here holds the node's addresses (not the node's namespace): none, whatever the routes",
+  );
 });
 
 t.test('svcmap_devaddr writes: changed and new entries first, then the stale ones; unchanged ones untouched', async (t) => {
   const raw = BpfMap.create(1 /* BPF_MAP_TYPE_HASH */, 'tst_devaddr', 4, 4, 16);
   t.teardown(() => raw.close());
   const map = new TypedMap(devAddrMap, raw);
-  t.same(syncDeviceAddresses(map, new Map([[2, '192.168.100.11'], [3, '192.168.50.1']])), { set: new Map([[2, '192.168.100.11'], [3, '192.168.50.1']]), removed: [] });
+  t.same(
+    syncDeviceAddresses(
+      map,
+      new Map([
+        [2, '192.168.100.11'],
+        [3, '192.168.50.1'],
+      ]),
+    ),
+    {
+      set: new Map([
+        [2, '192.168.100.11'],
+        [3, '192.168.50.1'],
+      ]),
+      removed: [],
+    },
+  );
   const ops: string[] = [];
   const put = map.put.bind(map);
   const del = map.delete.bind(map);
-  map.put = (k, v) => { ops.push(`put ${k} ${v.addr}`); put(k, v); };
-  map.delete = (k) => { ops.push(`delete ${k}`); return del(k); };
-  const r = syncDeviceAddresses(map, new Map([[3, '192.168.60.1'], [7, '10.0.0.7']]));
+  map.put = (k, v) => {
+    ops.push(`put ${k} ${v.addr}`);
+    put(k, v);
+  };
+  map.delete = (k) => {
+    ops.push(`delete ${k}`);
+    return del(k);
+  };
+  const r = syncDeviceAddresses(
+    map,
+    new Map([
+      [3, '192.168.60.1'],
+      [7, '10.0.0.7'],
+    ]),
+  );
   t.same(ops, ['put 3 192.168.60.1', 'put 7 10.0.0.7', 'delete 2'], 'eth1 changed and a new device in place before the stale entry goes');
-  t.same(r, { set: new Map([[3, '192.168.60.1'], [7, '10.0.0.7']]), removed: [2] });
-  t.same(new Map(map.entries().map(([k, v]) => [k, v.addr])), new Map([[3, '192.168.60.1'], [7, '10.0.0.7']]));
+  t.same(r, {
+    set: new Map([
+      [3, '192.168.60.1'],
+      [7, '10.0.0.7'],
+    ]),
+    removed: [2],
+  });
+  t.same(
+    new Map(map.entries().map(([k, v]) => [k, v.addr])),
+    new Map([
+      [3, '192.168.60.1'],
+      [7, '10.0.0.7'],
+    ]),
+  );
   ops.length = 0;
-  t.same(syncDeviceAddresses(map, new Map([[3, '192.168.60.1'], [7, '10.0.0.7']])), { set: new Map(), removed: [] });
+  t.same(
+    syncDeviceAddresses(
+      map,
+      new Map([
+        [3, '192.168.60.1'],
+        [7, '10.0.0.7'],
+      ]),
+    ),
+    { set: new Map(), removed: [] },
+  );
   t.same(ops, [], 'nothing written when nothing changed');
 });

@@ -55,13 +55,20 @@ function harness(syncPeriodMs: number, problems?: ProblemReporter) {
   const metrics = new AgentMetrics();
   const told: boolean[] = [];
   const loop = new SyncLoop(source, syncer, new SyncStatus(metrics, log), metrics, problems ?? new ProblemReporter(log), log, {
-    minIntervalMs: 0, syncPeriodMs, onServices: (_changed, full) => told.push(full),
+    minIntervalMs: 0,
+    syncPeriodMs,
+    onServices: (_changed, full) => told.push(full),
   });
   const setEndpoints = (n: number) => {
-    model.upsertSlice(valid<EndpointSlice>(endpointSlice('web-a', {
-      service: 'web', ports: [{ name: 'http', port: 8080 }],
-      endpoints: Array.from({ length: n }, (_, i) => ({ addresses: [`10.244.1.${i + 1}`] })),
-    })));
+    model.upsertSlice(
+      valid<EndpointSlice>(
+        endpointSlice('web-a', {
+          service: 'web',
+          ports: [{ name: 'http', port: 8080 }],
+          endpoints: Array.from({ length: n }, (_, i) => ({ addresses: [`10.244.1.${i + 1}`] })),
+        }),
+      ),
+    );
     loop.poke();
   };
   model.upsertService(valid<Service>(service('web', { clusterIP: '10.96.0.10', ports: [{ name: 'http', port: 80, targetPort: 8080 }] })));
@@ -76,7 +83,10 @@ t.test('the first run is a full sync, later changes are partial', async (t) => {
   await until(() => h.syncer.reports.length === 1);
   h.setEndpoints(2);
   await until(() => h.syncer.reports.length === 2);
-  t.same(h.syncer.reports.map((r) => r.full), [true, false]);
+  t.same(
+    h.syncer.reports.map((r) => r.full),
+    [true, false],
+  );
   t.same(h.told, [true, false], 'the health check hook hears which kind of sync it was');
   t.equal(h.syncer.reloads, 0, 'no map re-read before the period is over');
 });
@@ -108,7 +118,16 @@ t.test('invalid objects and frontend conflicts: reported once while they last, c
   const h = harness(3_600_000, reporter);
   h.loop.start();
   t.teardown(() => h.loop.stop());
-  const badPort = [{ kind: 'Service', namespace: 'default', name: 'bad', path: 'spec.ports[0].port', message: 'spec.ports[0].port: too big', severity: 'error' as const }];
+  const badPort = [
+    {
+      kind: 'Service',
+      namespace: 'default',
+      name: 'bad',
+      path: 'spec.ports[0].port',
+      message: 'spec.ports[0].port: too big',
+      severity: 'error' as const,
+    },
+  ];
   // What the Kubernetes source does with an object that fails validation, delivered twice (a relist).
   for (let i = 0; i < 2; i++) {
     h.model.deleteService('default', 'bad');
@@ -117,11 +136,17 @@ t.test('invalid objects and frontend conflicts: reported once while they last, c
     await sleep(20);
   }
   // A valid Service that wants web's ClusterIP:port (web sorts first and keeps it).
-  h.model.upsertService(valid<Service>(service('zz-thief', { clusterIP: '10.96.0.10', ports: [{ name: 'http', port: 80, targetPort: 8080 }] })));
+  h.model.upsertService(
+    valid<Service>(service('zz-thief', { clusterIP: '10.96.0.10', ports: [{ name: 'http', port: 80, targetPort: 8080 }] })),
+  );
   h.loop.poke();
   await sleep(20);
   t.same(counted, ['invalid_object Service bad', 'frontend_conflict Service zz-thief'], 'each problem counted once, by kind');
-  t.equal(logged.filter((m) => /spec\.ports\[0\]\.port: too big/.test(m)).length, 1, 'the invalid object is logged once, not on every delivery');
+  t.equal(
+    logged.filter((m) => /spec\.ports\[0\]\.port: too big/.test(m)).length,
+    1,
+    'the invalid object is logged once, not on every delivery',
+  );
 
   // Recovery: a valid version of the rejected object arrives.
   h.model.accept('Service', 'default', 'bad');

@@ -38,18 +38,40 @@ try {
   const kubeconfig = await writeKubeconfig(join(work, 'kubeconfig'), api);
   // Map sizes as make bench gives them.
   const entries = Math.ceil(services * (endpoints + 1) * 1.05) + 1024;
-  const started = await startAgent([
-    '--kubeconfig', kubeconfig, '--node-name', 'mem-node', '--cgroup', cgroup, '--pin-dir', join(pinDir, 'agent'),
-    '--max-services', String(entries), '--max-backends', String(entries),
-    '--metrics-bind-address', '127.0.0.1:0', '--healthz-bind-address', '127.0.0.1:0',
-  ], services, 150_000, (a) => { agent = a; });
+  const started = await startAgent(
+    [
+      '--kubeconfig',
+      kubeconfig,
+      '--node-name',
+      'mem-node',
+      '--cgroup',
+      cgroup,
+      '--pin-dir',
+      join(pinDir, 'agent'),
+      '--max-services',
+      String(entries),
+      '--max-backends',
+      String(entries),
+      '--metrics-bind-address',
+      '127.0.0.1:0',
+      '--healthz-bind-address',
+      '127.0.0.1:0',
+    ],
+    services,
+    150_000,
+    (a) => {
+      agent = a;
+    },
+  );
   const rssAtSyncMiB = memoryOf(started.pid).rss / 2 ** 20;
   const rssMiB = (await settledRss(started)) / 2 ** 20;
   const fullSyncMs = Number(started.firstSync.durationMs);
   // From the agent's "datapath up" (BPF loaded, the informers start) to the first full sync: the lists, validation, model and sync.
   const up = started.agent.lines.find((l) => typeof l.msg === 'string' && l.msg.startsWith('datapath up'));
   const datapathUpToSyncMs = up ? Number(started.firstSync.time) - Number(up.time) : undefined;
-  process.stdout.write(`${JSON.stringify({ frontends: Number(started.firstSync.frontends), rssMiB, rssAtSyncMiB, fullSyncMs, startToSyncMs: Math.round(started.startToSyncMs), datapathUpToSyncMs })}\n`);
+  process.stdout.write(
+    `${JSON.stringify({ frontends: Number(started.firstSync.frontends), rssMiB, rssAtSyncMiB, fullSyncMs, startToSyncMs: Math.round(started.startToSyncMs), datapathUpToSyncMs })}\n`,
+  );
 } finally {
   await stopAgent(agent);
   await api?.close();

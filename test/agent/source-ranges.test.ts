@@ -19,10 +19,17 @@ const LB6 = '2001:db8:1b::10';
 
 function service(ranges: unknown[], name = 'web'): ReturnType<typeof validateObject> {
   return validateObject({
-    apiVersion: 'v1', kind: 'Service', metadata: { name, namespace: 'shop' },
+    apiVersion: 'v1',
+    kind: 'Service',
+    metadata: { name, namespace: 'shop' },
     spec: {
-      type: 'LoadBalancer', clusterIP: '10.96.0.20', clusterIPs: ['10.96.0.20', 'fd00:96::20'], ipFamilies: ['IPv4', 'IPv6'],
-      ipFamilyPolicy: 'RequireDualStack', ports: [{ port: 80, nodePort: 30080 }], loadBalancerSourceRanges: ranges,
+      type: 'LoadBalancer',
+      clusterIP: '10.96.0.20',
+      clusterIPs: ['10.96.0.20', 'fd00:96::20'],
+      ipFamilies: ['IPv4', 'IPv6'],
+      ipFamilyPolicy: 'RequireDualStack',
+      ports: [{ port: 80, nodePort: 30080 }],
+      loadBalancerSourceRanges: ranges,
     },
     status: { loadBalancer: { ingress: [{ ip: LB4 }, { ip: LB6 }] } },
   });
@@ -47,7 +54,8 @@ t.test('normalizeCidr: the network of either family, in canonical form', async (
     ['2001:db8::1/64', '2001:db8::/64'],
     ['fd00:192:168:100::1ab/120', 'fd00:192:168:100::100/120'],
     ['2001:db8:ffff:ffff::/33', '2001:db8:8000::/33'],
-    ['2001:8db8:abcd:1234:5678::/17', '2001:8000::/17'], ['2001:db8:abcd::/17', '2001::/17'],
+    ['2001:8db8:abcd:1234:5678::/17', '2001:8000::/17'],
+    ['2001:db8:abcd::/17', '2001::/17'],
     ['fd00::1/128', 'fd00::1/128'],
     ['fd00::1/127', 'fd00::/127'],
     ['2001:db8::1/0', '::/0'],
@@ -57,7 +65,13 @@ t.test('normalizeCidr: the network of either family, in canonical form', async (
 });
 
 t.test('a dual-stack LoadBalancer: each family gets its own ranges, host bits cleared, once each', async (t) => {
-  const { byAddr, problems } = targets(['192.0.2.7/24', '192.0.2.0/24', 'FD00:192:168:100::1AB/120', 'fd00:192:168:100::100/120', '2001:db8::/32']);
+  const { byAddr, problems } = targets([
+    '192.0.2.7/24',
+    '192.0.2.0/24',
+    'FD00:192:168:100::1AB/120',
+    'fd00:192:168:100::100/120',
+    '2001:db8::/32',
+  ]);
   t.same(problems, []);
   const v4 = byAddr.get(`${LB4}:80`);
   const v6 = byAddr.get(`${LB6}:80`);
@@ -70,25 +84,36 @@ t.test('a dual-stack LoadBalancer: each family gets its own ranges, host bits cl
   }
 });
 
-t.test('ranges of one family only: the other family\'s frontends are not restricted (kube-proxy), with a warning', async (t) => {
+t.test("ranges of one family only: the other family's frontends are not restricted (kube-proxy), with a warning", async (t) => {
   const only6 = targets(['fd00:192:168:100::100/120']);
   t.same(only6.byAddr.get(`${LB6}:80`)?.sourceRanges, ['fd00:192:168:100::100/120']);
   t.ok(restricted(only6.byAddr.get(`${LB6}:80`)));
   t.same(only6.byAddr.get(`${LB4}:80`)?.sourceRanges, [], 'IPv4: no range of its family');
   t.notOk(restricted(only6.byAddr.get(`${LB4}:80`)), 'IPv4: accepts every client');
-  t.same(only6.problems.map((p) => [p.severity, p.kind, p.namespace, p.name, p.path]), [['warning', 'Service', 'shop', 'web', 'spec.loadBalancerSourceRanges']]);
+  t.same(
+    only6.problems.map((p) => [p.severity, p.kind, p.namespace, p.name, p.path]),
+    [['warning', 'Service', 'shop', 'web', 'spec.loadBalancerSourceRanges']],
+  );
   t.match(only6.problems[0]?.message, /holds no IPv4 range: its IPv4 LoadBalancer frontends accept every client/);
 
   const only4 = targets(['192.0.2.0/24']);
   t.same(only4.byAddr.get(`${LB4}:80`)?.sourceRanges, ['192.0.2.0/24']);
-  t.same([only4.byAddr.get(`${LB6}:80`)?.sourceRanges, restricted(only4.byAddr.get(`${LB6}:80`))], [[], false], 'IPv6: accepts every client');
+  t.same(
+    [only4.byAddr.get(`${LB6}:80`)?.sourceRanges, restricted(only4.byAddr.get(`${LB6}:80`))],
+    [[], false],
+    'IPv6: accepts every client',
+  );
   t.match(only4.problems[0]?.message, /holds no IPv6 range/);
 });
 
 t.test('a /0 of the family means any client, as kube-proxy reads it (the other family keeps its ranges)', async (t) => {
   const { byAddr, problems } = targets(['192.0.2.0/24', '::/0', '2001:db8::/32']);
   t.same(problems, []);
-  t.same([byAddr.get(`${LB6}:80`)?.sourceRanges, restricted(byAddr.get(`${LB6}:80`))], [[], false], 'IPv6: ::/0 among its ranges, unrestricted');
+  t.same(
+    [byAddr.get(`${LB6}:80`)?.sourceRanges, restricted(byAddr.get(`${LB6}:80`))],
+    [[], false],
+    'IPv6: ::/0 among its ranges, unrestricted',
+  );
   t.same(byAddr.get(`${LB4}:80`)?.sourceRanges, ['192.0.2.0/24']);
   const v4 = targets(['10.0.0.0/0']);
   t.notOk(restricted(v4.byAddr.get(`${LB4}:80`)), 'IPv4: 10.0.0.0/0 is a /0 too');
@@ -99,7 +124,11 @@ t.test('a bad IPv6 range: an error naming the Service and the field, and no fron
     const r = service(['192.0.2.0/24', bad]);
     t.notOk(r.ok, bad);
     if (r.ok) continue;
-    t.same(r.problems.map((p) => [p.severity, p.kind, p.namespace, p.name, p.path]), [['error', 'Service', 'shop', 'web', 'spec.loadBalancerSourceRanges[1]']], `${bad}: the Service and the field`);
+    t.same(
+      r.problems.map((p) => [p.severity, p.kind, p.namespace, p.name, p.path]),
+      [['error', 'Service', 'shop', 'web', 'spec.loadBalancerSourceRanges[1]']],
+      `${bad}: the Service and the field`,
+    );
     t.match(r.problems[0]?.message, `got ${JSON.stringify(bad)}`, `${bad}: the value`);
   }
 });

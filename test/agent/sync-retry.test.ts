@@ -46,7 +46,12 @@ class RecordingSyncer extends Syncer {
     return super.sync(...a);
   }
   override syncOwners(...a: Parameters<Syncer['syncOwners']>): SyncReport {
-    this.attempts.push(`${this.#clock.t} partial ${[...a[0].keys()].map((k) => k.replace('default/', '')).sort().join(',')}`);
+    this.attempts.push(
+      `${this.#clock.t} partial ${[...a[0].keys()]
+        .map((k) => k.replace('default/', ''))
+        .sort()
+        .join(',')}`,
+    );
     return super.syncOwners(...a);
   }
 }
@@ -67,23 +72,33 @@ function harness(t: Test) {
   const told: boolean[] = [];
   const startedAt = Date.now();
   const loop = new SyncLoop(source, syncer, status, metrics, new ProblemReporter(log), log, {
-    minIntervalMs: 0, syncPeriodMs: 3_600_000, timers: clock, startedAt, onServices: (_c, full) => told.push(full),
+    minIntervalMs: 0,
+    syncPeriodMs: 3_600_000,
+    timers: clock,
+    startedAt,
+    onServices: (_c, full) => told.push(full),
   });
   for (const [name, vip] of Object.entries(VIPS)) {
     model.upsertService(valid<Service>(service(name, { clusterIP: vip, ports: [{ name: 'http', port: 80, targetPort: 8080 }] })));
   }
   /** The Service's slice now has n endpoints; `trigger` is its last-change-trigger-time, handed on as the source does. */
   const setEndpoints = (svc: string, n: number, trigger?: number) => {
-    model.upsertSlice(valid<EndpointSlice>(endpointSlice(`${svc}-a`, {
-      service: svc, ports: [{ name: 'http', port: 8080 }],
-      endpoints: Array.from({ length: n }, (_, i) => ({ addresses: [`10.244.1.${i + 1}`] })),
-    })));
+    model.upsertSlice(
+      valid<EndpointSlice>(
+        endpointSlice(`${svc}-a`, {
+          service: svc,
+          ports: [{ name: 'http', port: 8080 }],
+          endpoints: Array.from({ length: n }, (_, i) => ({ addresses: [`10.244.1.${i + 1}`] })),
+        }),
+      ),
+    );
     if (trigger !== undefined) loop.trigger(`default/${svc}`, trigger);
     loop.poke();
   };
   const backends = (svc: string) => mem.resolve().get(`${VIPS[svc]}:80/6/0`);
   const metric = async (name: string) => metrics.registry.getSingleMetricAsString(name);
-  const failures = async (kind: string) => Number(new RegExp(`svcmap_sync_failures_total\\{kind="${kind}"\\} (\\d+)`).exec(await metric('svcmap_sync_failures_total'))?.[1]);
+  const failures = async (kind: string) =>
+    Number(new RegExp(`svcmap_sync_failures_total\\{kind="${kind}"\\} (\\d+)`).exec(await metric('svcmap_sync_failures_total'))?.[1]);
   const observed = async () => Number(/_count (\d+)/.exec(await metric('svcmap_network_programming_duration_seconds'))?.[1]);
   loop.start();
   t.teardown(() => loop.stop());
@@ -138,32 +153,35 @@ t.test('a failed partial sync is retried alone with backoff; three failures in a
   t.equal(await h.failures('partial'), 4);
 });
 
-t.test('programming latency: old trigger times, and changes that change nothing, are never observed; a change is, once, when written', async (t) => {
-  const h = harness(t);
-  // The initial list: slices whose trigger times are older than the agent.
-  h.setEndpoints('web', 1, h.startedAt - 3_600_000);
-  h.setEndpoints('api', 1, h.startedAt - 1);
-  h.clock.advance(0);
-  t.equal(await h.observed(), 0, 'the initial list: trigger times before the start are not observed');
+t.test(
+  'programming latency: old trigger times, and changes that change nothing, are never observed; a change is, once, when written',
+  async (t) => {
+    const h = harness(t);
+    // The initial list: slices whose trigger times are older than the agent.
+    h.setEndpoints('web', 1, h.startedAt - 3_600_000);
+    h.setEndpoints('api', 1, h.startedAt - 1);
+    h.clock.advance(0);
+    t.equal(await h.observed(), 0, 'the initial list: trigger times before the start are not observed');
 
-  // A relist delivers the same slice again, with a trigger time after the start: the frontends do not change.
-  h.setEndpoints('web', 1, h.startedAt + 1);
-  h.clock.advance(0);
-  t.equal(await h.observed(), 0, 'a slice that changes no frontend is not observed');
+    // A relist delivers the same slice again, with a trigger time after the start: the frontends do not change.
+    h.setEndpoints('web', 1, h.startedAt + 1);
+    h.clock.advance(0);
+    t.equal(await h.observed(), 0, 'a slice that changes no frontend is not observed');
 
-  // A real change whose write fails: observed only once the retry wrote it.
-  h.maps.fail = () => 0;
-  h.setEndpoints('web', 2, Date.now());
-  h.clock.advance(0);
-  t.equal(await h.observed(), 0, 'not observed while its write failed');
-  h.maps.fail = () => undefined;
-  h.clock.advance(1000);
-  t.same(h.backends('web')?.length, 2);
-  t.equal(await h.observed(), 1, 'observed when the retry wrote it');
+    // A real change whose write fails: observed only once the retry wrote it.
+    h.maps.fail = () => 0;
+    h.setEndpoints('web', 2, Date.now());
+    h.clock.advance(0);
+    t.equal(await h.observed(), 0, 'not observed while its write failed');
+    h.maps.fail = () => undefined;
+    h.clock.advance(1000);
+    t.same(h.backends('web')?.length, 2);
+    t.equal(await h.observed(), 1, 'observed when the retry wrote it');
 
-  // Later syncs of other changes do not observe it again.
-  h.setEndpoints('api', 2);
-  h.clock.advance(0);
-  t.same(h.backends('api')?.length, 2);
-  t.equal(await h.observed(), 1, 'observed once');
-});
+    // Later syncs of other changes do not observe it again.
+    h.setEndpoints('api', 2);
+    h.clock.advance(0);
+    t.same(h.backends('api')?.length, 2);
+    t.equal(await h.observed(), 1, 'observed once');
+  },
+);

@@ -37,9 +37,15 @@ t.test('ERROR 410 in the stream: relist, then watch from the new list RV; no err
   server.create(service('c'));
   server.compact();
   await server.waitForRequest({ watch: true, since: mark, where: (r) => r.query['resourceVersion'] === '1004' });
-  const seq = server.requests({ since: mark }).map((r) => (r.watch ? `watch ${r.query['resourceVersion']}` : `list ${JSON.stringify(r.query)}`));
+  const seq = server
+    .requests({ since: mark })
+    .map((r) => (r.watch ? `watch ${r.query['resourceVersion']}` : `list ${JSON.stringify(r.query)}`));
   t.same(seq, ['watch 1002', 'list {}', 'watch 1004']);
-  t.same(kinds(rec), ['connect', 'add', 'add', 'connect', 'connect', 'delete', 'add'], 'the relist is diffed: delete a, add c, nothing for unchanged b');
+  t.same(
+    kinds(rec),
+    ['connect', 'add', 'add', 'connect', 'connect', 'delete', 'add'],
+    'the relist is diffed: delete a, add c, nothing for unchanged b',
+  );
   t.same(rec.errors(), []);
   t.same(delays, [1000], 'the relist is immediate, the watch after it waits out the back-off (an ERROR event does not reset it)');
 });
@@ -151,7 +157,11 @@ t.test('client-side inactivity timeout (Watch.requestTimeoutMs, 30 s by default)
   t.same(new Set(server.watches().map((r) => r.query['resourceVersion'])), new Set(['1001']));
   t.equal(server.lists().length, 1, 'no relist');
   t.same(delays, [], 'no back-off after a client timeout');
-  t.same(rec.errors().filter((e) => (e as Error).name !== 'AbortError'), [], 'no error event (the AbortError is from stop())');
+  t.same(
+    rec.errors().filter((e) => (e as Error).name !== 'AbortError'),
+    [],
+    'no error event (the AbortError is from stop())',
+  );
 });
 
 t.test('stop() with an open watch emits an AbortError on the error callbacks', async (t) => {
@@ -172,7 +182,11 @@ t.test('what the informer sends and what its cache holds', async (t) => {
   await rec.informer.start();
   await server.waitForRequest({ watch: true });
   t.same(server.lists()[0]!.query, { labelSelector: 'x!=y' }, 'the list is whatever the list function sends');
-  t.same(server.watches()[0]!.query, { watch: 'true', resourceVersion: '1001', labelSelector: 'x!=y' }, 'the watch: no allowWatchBookmarks, no timeoutSeconds');
+  t.same(
+    server.watches()[0]!.query,
+    { watch: 'true', resourceVersion: '1001', labelSelector: 'x!=y' },
+    'the watch: no allowWatchBookmarks, no timeoutSeconds',
+  );
   server.create(service('b'));
   await waitFor(() => rec.cache().length === 2, 'b');
   const listed = rec.informer.get('a', 'default')!;

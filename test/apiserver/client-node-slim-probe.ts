@@ -25,14 +25,27 @@ const ctx = new cn.RequestContext('https://127.0.0.1:6443/api/v1/services', cn.H
 await kc.applySecurityAuthentication(ctx);
 // ListWatch passes its selectors through the (slim) serializer into the watch query.
 let selector: unknown;
-const watch = { watch: async (_path: string, query: Record<string, unknown>) => { selector = query.labelSelector; throw new Error('probe: no watch'); } };
-const lw = new cn.ListWatch('/api/v1/services', watch as never, async () => ({ items: [], metadata: { resourceVersion: '1' } }) as never, false, 'a!=b');
+const watch = {
+  watch: async (_path: string, query: Record<string, unknown>) => {
+    selector = query.labelSelector;
+    throw new Error('probe: no watch');
+  },
+};
+const lw = new cn.ListWatch(
+  '/api/v1/services',
+  watch as never,
+  async () => ({ items: [], metadata: { resourceVersion: '1' } }) as never,
+  false,
+  'a!=b',
+);
 lw.on('error', () => {});
 await lw.start().catch(() => {});
 await lw.stop();
 const dist = new URL('./', import.meta.resolve('@kubernetes/client-node/dist/config.js')).href;
-process.stdout.write(`${JSON.stringify({
-  loaded: [...new Set(loaded.filter((u) => u.startsWith(dist)).map((u) => u.slice(dist.length)))].sort(),
-  authorization: ctx.getHeaders()['Authorization'],
-  selector,
-})}\n`);
+process.stdout.write(
+  `${JSON.stringify({
+    loaded: [...new Set(loaded.filter((u) => u.startsWith(dist)).map((u) => u.slice(dist.length)))].sort(),
+    authorization: ctx.getHeaders()['Authorization'],
+    selector,
+  })}\n`,
+);

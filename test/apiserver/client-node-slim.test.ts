@@ -17,7 +17,8 @@ t.test('the slim entry loads config, cache and watch but no generated API or mod
   t.equal(r.code, 0, `probe exit code 0; stderr:\n${r.stderr.slice(-2000)}`);
   if (r.code !== 0) return;
   const out = JSON.parse(r.stdout.trim()) as { loaded: string[]; authorization: string; selector: string };
-  for (const f of ['config.js', 'cache.js', 'watch.js', 'gen/http/http.js', 'gen/configuration.js', 'gen/servers.js']) t.ok(out.loaded.includes(f), `${f} loaded`);
+  for (const f of ['config.js', 'cache.js', 'watch.js', 'gen/http/http.js', 'gen/configuration.js', 'gen/servers.js'])
+    t.ok(out.loaded.includes(f), `${f} loaded`);
   const heavy = out.loaded.filter((f) => /^gen\/(models|apis|types)\/|^gen\/index\.js$|^serializer\.js$|^index\.js$/.test(f));
   t.same(heavy, [], 'no generated API, model, or the package index');
   t.equal(out.authorization, 'Bearer probe-token', 'KubeConfig authenticates a RequestContext');

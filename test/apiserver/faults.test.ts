@@ -3,9 +3,23 @@
 // informer's cache equal to the server's state.
 
 import t, { type Test } from 'tap';
-import { kubeConfigFor, recordingInformer, restartOnError, serverState, service, startServer, waitFor, type ApiServer, type RecordingInformer } from '../../lab/apiserver/index.ts';
+import {
+  kubeConfigFor,
+  recordingInformer,
+  restartOnError,
+  serverState,
+  service,
+  startServer,
+  waitFor,
+  type ApiServer,
+  type RecordingInformer,
+} from '../../lab/apiserver/index.ts';
 
-const three = () => [service('a', { clusterIP: '10.0.0.1' }), service('b', { clusterIP: '10.0.0.2' }), service('c', { clusterIP: '10.0.0.3' })];
+const three = () => [
+  service('a', { clusterIP: '10.0.0.1' }),
+  service('b', { clusterIP: '10.0.0.2' }),
+  service('c', { clusterIP: '10.0.0.3' }),
+];
 
 /** While the informer is cut off: one update, one delete, one create. */
 function changeThings(server: ApiServer): void {
@@ -39,9 +53,20 @@ t.test('compact + clean cut: the resumed watch gets 410, the informer relists by
   await synced(t, server, rec, 'cache equals server after the relist');
   await server.waitForRequest({ watch: true, since: mark, where: (r) => r.query['resourceVersion'] === server.resourceVersion });
   const after = server.requests({ since: mark, method: 'GET' });
-  t.same(after.map((r) => (r.watch ? `watch rv=${r.query['resourceVersion']}` : 'list')), ['watch rv=1003', 'list', `watch rv=${server.resourceVersion}`]);
+  t.same(
+    after.map((r) => (r.watch ? `watch rv=${r.query['resourceVersion']}` : 'list')),
+    ['watch rv=1003', 'list', `watch rv=${server.resourceVersion}`],
+  );
   t.same(rec.errors(), [], 'a 410 is not reported as an error');
-  t.same(rec.events.filter((e) => ['add', 'update', 'delete'].includes(e.type)).slice(3).map((e) => `${e.type} ${e.name}`).sort(), ['add d', 'delete b', 'update a'], 'the relist diff arrives as events');
+  t.same(
+    rec.events
+      .filter((e) => ['add', 'update', 'delete'].includes(e.type))
+      .slice(3)
+      .map((e) => `${e.type} ${e.name}`)
+      .sort(),
+    ['add d', 'delete b', 'update a'],
+    'the relist diff arrives as events',
+  );
 });
 
 t.test('compact + abrupt cut: error, restart by the owner, 410, relist', async (t) => {
@@ -87,10 +112,16 @@ t.test('server restart keeping its history: the watch resumes, no relist', async
 t.test('server restart with a replaced store and a resourceVersion jump', async (t) => {
   const { server, rec } = await watching(t, { restart: true });
   await server.stop();
-  await server.restart({ resourceVersionJump: 5000, objects: [service('a', { clusterIP: '10.0.0.1' }), service('z', { clusterIP: '10.0.0.26' })] });
+  await server.restart({
+    resourceVersionJump: 5000,
+    objects: [service('a', { clusterIP: '10.0.0.1' }), service('z', { clusterIP: '10.0.0.26' })],
+  });
   t.ok(Number(server.resourceVersion) > 6000);
   await synced(t, server, rec, 'cache equals the replaced store');
-  t.same(rec.cache().map((s) => s.split('@')[0]), ['default/a', 'default/z']);
+  t.same(
+    rec.cache().map((s) => s.split('@')[0]),
+    ['default/a', 'default/z'],
+  );
 });
 
 t.test('an outage (connection refused) with changes meanwhile', async (t) => {

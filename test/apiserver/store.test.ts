@@ -20,7 +20,12 @@ t.test('one global counter; identity filled in on create and kept on update', as
   const n = s.create(NODE, { ...node('n1'), metadata: { name: 'n1', namespace: 'ignored' } });
   t.same([a.metadata.resourceVersion, sl.metadata.resourceVersion, n.metadata.resourceVersion], ['51', '52', '53']);
   t.equal(n.metadata.namespace, undefined, 'cluster-scoped objects drop a namespace');
-  t.match(a.metadata, { namespace: 'default', generation: 1, uid: /^[0-9a-f-]{36}$/, creationTimestamp: /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$/ });
+  t.match(a.metadata, {
+    namespace: 'default',
+    generation: 1,
+    uid: /^[0-9a-f-]{36}$/,
+    creationTimestamp: /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$/,
+  });
   const a2 = s.update(SVC, { ...service('a', { clusterIP: '10.0.0.1' }), metadata: { name: 'a', labels: { x: 'y' } } });
   t.equal(a2.metadata.resourceVersion, '54');
   t.equal(a2.metadata.uid, a.metadata.uid);
@@ -37,7 +42,12 @@ t.test('an update that changes nothing writes nothing', async (t) => {
   s.create(SVC, service('a', { clusterIP: '10.0.0.1', ports: [{ port: 80 }] }));
   const rv = s.resourceVersion;
   // Same content, different key order.
-  const same = s.update(SVC, { spec: { ports: [{ targetPort: 80, protocol: 'TCP', port: 80 }], clusterIPs: ['10.0.0.1'], clusterIP: '10.0.0.1', type: 'ClusterIP' }, metadata: { namespace: 'default', name: 'a' }, kind: 'Service', apiVersion: 'v1' });
+  const same = s.update(SVC, {
+    spec: { ports: [{ targetPort: 80, protocol: 'TCP', port: 80 }], clusterIPs: ['10.0.0.1'], clusterIP: '10.0.0.1', type: 'ClusterIP' },
+    metadata: { namespace: 'default', name: 'a' },
+    kind: 'Service',
+    apiVersion: 'v1',
+  });
   t.equal(s.resourceVersion, rv);
   t.equal(same.metadata.resourceVersion, String(rv));
   t.same(seen, ['ADDED']);
@@ -47,9 +57,15 @@ t.test('conflicts, not found, already exists', async (t) => {
   const s = new Store();
   const a = s.create(SVC, service('a'));
   s.update(SVC, service('a', { labels: { v: '2' } }));
-  t.throws(() => s.update(SVC, { ...service('a'), metadata: { name: 'a', resourceVersion: a.metadata.resourceVersion } }), { code: 409, reason: 'Conflict' });
+  t.throws(() => s.update(SVC, { ...service('a'), metadata: { name: 'a', resourceVersion: a.metadata.resourceVersion } }), {
+    code: 409,
+    reason: 'Conflict',
+  });
   t.throws(() => s.create(SVC, service('a')), { code: 409, reason: 'AlreadyExists', message: 'services "a" already exists' });
-  t.throws(() => s.update(SLICE, endpointSlice('nope', { service: 'x', endpoints: [] })), { code: 404, message: 'endpointslices.discovery.k8s.io "nope" not found' });
+  t.throws(() => s.update(SLICE, endpointSlice('nope', { service: 'x', endpoints: [] })), {
+    code: 404,
+    message: 'endpointslices.discovery.k8s.io "nope" not found',
+  });
   t.throws(() => s.delete(SVC, 'default', 'a', { uid: 'other' }), { code: 409 });
   t.throws(() => s.create(SVC, { kind: 'Node', metadata: { name: 'x' } }), { code: 400 });
   t.throws(() => s.create(SVC, { kind: 'Service', metadata: {} }), { code: 422, reason: 'Invalid' });
@@ -63,12 +79,21 @@ t.test('history: changes after an RV, snapshots at an RV, compaction, limit', as
   s.create(SVC, service('b')); // 2
   s.update(SVC, service('a', { labels: { v: '2' } })); // 3
   s.delete(SVC, 'default', 'b'); // 4
-  t.same(s.changesAfter(SVC, 1).map((c) => `${c.type}@${c.rv}`), ['ADDED@2', 'MODIFIED@3', 'DELETED@4']);
+  t.same(
+    s.changesAfter(SVC, 1).map((c) => `${c.type}@${c.rv}`),
+    ['ADDED@2', 'MODIFIED@3', 'DELETED@4'],
+  );
   const del = s.changesAfter(SVC, 3)[0]!;
   t.equal(del.object.metadata.resourceVersion, '4', 'DELETED carries the deletion RV');
   t.equal(del.prev!.metadata.resourceVersion, '2');
-  t.same(s.listAt(SVC, 2).map(([k, o]) => `${k}@${o.metadata.resourceVersion}`), ['default/a@1', 'default/b@2']);
-  t.same(s.listAt(SVC, 4).map(([k, o]) => `${k}@${o.metadata.resourceVersion}`), ['default/a@3']);
+  t.same(
+    s.listAt(SVC, 2).map(([k, o]) => `${k}@${o.metadata.resourceVersion}`),
+    ['default/a@1', 'default/b@2'],
+  );
+  t.same(
+    s.listAt(SVC, 4).map(([k, o]) => `${k}@${o.metadata.resourceVersion}`),
+    ['default/a@3'],
+  );
   s.create(SVC, service('c')); // 5: the limit drops change 1
   t.equal(s.oldestResourceVersion, 1);
   t.throws(() => s.changesAfter(SVC, 0), { code: 410, reason: 'Expired', message: 'too old resource version: 0 (1)' });
@@ -86,7 +111,10 @@ t.test('replaceAll keeps identity, renumbers, drops history', async (t) => {
   const s = new Store({ initialResourceVersion: 0 });
   const a = s.create(SVC, service('a'));
   s.replaceAll([a, service('z')]);
-  t.same(s.list(SVC).map((o) => o.metadata.name), ['a', 'z']);
+  t.same(
+    s.list(SVC).map((o) => o.metadata.name),
+    ['a', 'z'],
+  );
   t.equal(s.get(SVC, 'default', 'a')!.metadata.uid, a.metadata.uid);
   t.equal(s.get(SVC, 'default', 'a')!.metadata.resourceVersion, '2');
   t.equal(s.oldestResourceVersion, 3);
@@ -132,7 +160,8 @@ t.test('label selectors: equality, existence, sets, numbers, AND', async (t) => 
     ['app=web,!service.kubernetes.io/service-proxy-name', { app: 'web', 'service.kubernetes.io/service-proxy-name': 'x' }, false],
     ['app=', { app: '' }, true],
   ];
-  for (const [sel, labels, want] of cases) t.equal(parseLabelSelector(sel).matches(obj(labels)), want, `${JSON.stringify(sel)} on ${JSON.stringify(labels)}`);
+  for (const [sel, labels, want] of cases)
+    t.equal(parseLabelSelector(sel).matches(obj(labels)), want, `${JSON.stringify(sel)} on ${JSON.stringify(labels)}`);
   t.ok(parseLabelSelector(undefined).empty);
   t.notOk(parseLabelSelector('a').empty);
 });

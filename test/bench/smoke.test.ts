@@ -30,7 +30,10 @@ t.test('bench --smoke runs every part and writes results, chart and summary', { 
 
   const files = readdirSync(out);
   t.ok(files.includes('latest.json'), 'latest.json');
-  t.ok(files.some((f) => /^\d{4}-\d\d-\d\dT.*Z\.json$/.test(f)), 'a timestamped results file');
+  t.ok(
+    files.some((f) => /^\d{4}-\d\d-\d\dT.*Z\.json$/.test(f)),
+    'a timestamped results file',
+  );
   t.ok(files.includes('chart.svg') && files.includes('summary.md'), 'chart.svg and summary.md');
 
   const res = JSON.parse(readFileSync(join(out, 'latest.json'), 'utf8')) as BenchResults;
@@ -38,19 +41,37 @@ t.test('bench --smoke runs every part and writes results, chart and summary', { 
   t.equal(res.mode, 'smoke');
   t.match(res.machine, { cpuModel: String, kernel: String, vcpus: Number });
 
-  t.same(res.datapath.map((p) => p.n), [1, 100], 'datapath at N = 1 and 100');
+  t.same(
+    res.datapath.map((p) => p.n),
+    [1, 100],
+    'datapath at N = 1 and 100',
+  );
   for (const p of res.datapath) {
-    t.same(p.results.map((m) => m.mode), ['direct', 'svcmap', 'iptables', 'nftables'], `N=${p.n}: every mode reported`);
+    t.same(
+      p.results.map((m) => m.mode),
+      ['direct', 'svcmap', 'iptables', 'nftables'],
+      `N=${p.n}: every mode reported`,
+    );
     for (const m of p.results) {
       t.notOk('skipped' in m, `N=${p.n} ${m.mode} ran (smoke sizes are far below the budget)`);
       if ('skipped' in m) continue;
       t.ok(m.connPerSec > 0 && m.p50Us > 0 && m.p99Us >= m.p50Us, `N=${p.n} ${m.mode}: rate and latencies`);
-      t.ok(m.runs.every((run) => run.ok > 0), `N=${p.n} ${m.mode}: connections succeeded`);
+      t.ok(
+        m.runs.every((run) => run.ok > 0),
+        `N=${p.n} ${m.mode}: connections succeeded`,
+      );
       if (m.mode !== 'direct') t.ok(m.vsDirect && m.vsDirect.perConn > 0, `N=${p.n} ${m.mode}: ratio to direct`);
     }
     t.ok(p.programming.svcmap && p.programming.iptables && p.programming.nftables, `N=${p.n}: programming times`);
   }
-  t.same(res.datapath6?.map((p) => [p.n, p.family]), [[1, 6], [100, 6]], 'the IPv6 rows at N = 1 and 100');
+  t.same(
+    res.datapath6?.map((p) => [p.n, p.family]),
+    [
+      [1, 6],
+      [100, 6],
+    ],
+    'the IPv6 rows at N = 1 and 100',
+  );
   for (const p of res.datapath6 ?? []) {
     for (const m of p.results) {
       if (m.mode === 'iptables' || m.mode === 'nftables') {
@@ -61,19 +82,39 @@ t.test('bench --smoke runs every part and writes results, chart and summary', { 
       if (!('skipped' in m) && m.mode === 'svcmap') t.ok(m.vsDirect && m.vsDirect.perConn > 0, `IPv6 N=${p.n} svcmap: ratio to direct`);
     }
   }
-  t.same(res.datapath[0]!.algorithms?.map((a) => a.algorithm), ['lc', 'maglev'], 'N=1: the algorithms beside random');
+  t.same(
+    res.datapath[0]!.algorithms?.map((a) => a.algorithm),
+    ['lc', 'maglev'],
+    'N=1: the algorithms beside random',
+  );
   for (const a of res.datapath[0]!.algorithms ?? []) {
-    t.ok(a.runs.length === 1 && a.randomRuns.length === 1 && a.runs.every((run) => run.ok > 0) && a.vsRandom.perConn > 0, `N=1 ${a.algorithm}: connections succeeded, a ratio to random`);
+    t.ok(
+      a.runs.length === 1 && a.randomRuns.length === 1 && a.runs.every((run) => run.ok > 0) && a.vsRandom.perConn > 0,
+      `N=1 ${a.algorithm}: connections succeeded, a ratio to random`,
+    );
   }
   t.notOk(res.datapath[1]!.algorithms, 'N=100: no algorithm rows (not asked for)');
   const ipt = res.datapath[1]!.results.find((m) => m.mode === 'iptables');
-  t.ok(ipt && !('skipped' in ipt) && ipt.runs.some((run) => run.conntrackFlushed >= 0), 'conntrack is active for the iptables runs (ctflush read nf_conntrack_count, not -1)');
+  t.ok(
+    ipt && !('skipped' in ipt) && ipt.runs.some((run) => run.conntrackFlushed >= 0),
+    'conntrack is active for the iptables runs (ctflush read nf_conntrack_count, not -1)',
+  );
 
   const cp = res.controlPlane!;
   t.ok(cp, 'control plane ran');
-  t.same(cp.engine.map((e) => e.n), [1, 100]);
-  t.same(cp.engine.map((e) => e.entries.services), [11, 1100], 'engine: a master and 10 slots per service');
-  t.same(cp.agent.map((a) => a.n), [1, 100]);
+  t.same(
+    cp.engine.map((e) => e.n),
+    [1, 100],
+  );
+  t.same(
+    cp.engine.map((e) => e.entries.services),
+    [11, 1100],
+    'engine: a master and 10 slots per service',
+  );
+  t.same(
+    cp.agent.map((a) => a.n),
+    [1, 100],
+  );
   for (const a of cp.agent) {
     t.notOk('skipped' in a, `agent ran at N=${a.n}`);
     if ('skipped' in a) continue;
@@ -81,7 +122,10 @@ t.test('bench --smoke runs every part and writes results, chart and summary', { 
     t.equal(a.change.reps, 3, `agent N=${a.n}: single changes`);
   }
   const streamed = cp.agent.find((a) => !('skipped' in a) && a.stream);
-  t.ok(streamed && !('skipped' in streamed) && streamed.stream!.observed >= 1 && streamed.stream!.p99, 'the latency metric observed the stream');
+  t.ok(
+    streamed && !('skipped' in streamed) && streamed.stream!.observed >= 1 && streamed.stream!.p99,
+    'the latency metric observed the stream',
+  );
   for (const p of cp.netfilter) {
     for (const [name, o] of Object.entries({ ...p.iptables, ...p.nftables })) {
       if (typeof o === 'number') continue;
@@ -89,21 +133,39 @@ t.test('bench --smoke runs every part and writes results, chart and summary', { 
     }
   }
 
-  t.same(res.lb.map((l) => l.algorithm), ['random', 'lc'], 'one load-balancing row per algorithm the smoke run asks for');
+  t.same(
+    res.lb.map((l) => l.algorithm),
+    ['random', 'lc'],
+    'one load-balancing row per algorithm the smoke run asks for',
+  );
   t.equal(res.lb[0]!.trials.length, 2, 'two trials (the second starts where the first ended)');
   t.ok(res.lb[1]!.maxOverMean <= 1.1, `lc: the reconnecting clients go to the new backend (max/mean ${res.lb[1]!.maxOverMean})`);
   const trial = res.lb[0]!.trials[0]!;
-  t.equal(Object.values(trial.after).reduce((a, b) => a + b, 0), res.lb[0]!.connections, 'every connection is open again after the rolling update');
+  t.equal(
+    Object.values(trial.after).reduce((a, b) => a + b, 0),
+    res.lb[0]!.connections,
+    'every connection is open again after the rolling update',
+  );
   t.notOk(trial.replaced in trial.after, 'nothing is left on the replaced backend');
 
   const snat = res.snat;
   t.ok(snat, 'the SNAT rate part ran');
-  t.same(snat?.modes.map((m) => m.mode), ['svcmap', 'iptables'], 'svcmap and kube-proxy\'s MASQUERADE');
+  t.same(
+    snat?.modes.map((m) => m.mode),
+    ['svcmap', 'iptables'],
+    "svcmap and kube-proxy's MASQUERADE",
+  );
   for (const m of snat?.modes ?? []) {
     t.equal(m.runs.length, 1, `${m.mode}: one round`);
-    t.ok(m.ok > 0 && m.connPerSec > 0, `${m.mode}: SNATed connections succeeded (the backend's node has no route to the client: only SNATed flows are answered)`);
+    t.ok(
+      m.ok > 0 && m.connPerSec > 0,
+      `${m.mode}: SNATed connections succeeded (the backend's node has no route to the client: only SNATed flows are answered)`,
+    );
   }
-  t.ok(res.targets.some((x) => x.what.startsWith('New SNATed TCP flows') && x.met === undefined), 'the SNAT target is reported, not judged at smoke durations');
+  t.ok(
+    res.targets.some((x) => x.what.startsWith('New SNATed TCP flows') && x.met === undefined),
+    'the SNAT target is reported, not judged at smoke durations',
+  );
 
   t.ok(res.targets.length >= 4, 'targets evaluated');
   const svg = readFileSync(join(out, 'chart.svg'), 'utf8');

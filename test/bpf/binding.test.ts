@@ -49,7 +49,10 @@ t.test('batch update, lookup and delete of 20,000 entries', async (t) => {
   m.updateBatch(keys, values, n);
   const all = m.entries();
   t.equal(all.length, n, 'lookup batch reads every entry');
-  t.ok(all.every(([k, v]) => v.readBigUInt64LE() === BigInt(k.readUInt32LE()) * 3n), 'values match keys');
+  t.ok(
+    all.every(([k, v]) => v.readBigUInt64LE() === BigInt(k.readUInt32LE()) * 3n),
+    'values match keys',
+  );
   t.same(m.deleteBatch(keys.subarray(0, (n / 2) * 4), n / 2), [], 'every key was there');
   t.equal(m.count(), n / 2);
   // Keys 0, 1 and 3 are gone already: the rest go, and those three are reported, by index.

@@ -17,7 +17,10 @@ function nextChange(groups: number): { changed: Promise<void>; close(): void; co
   let n = 0;
   let resolve!: () => void;
   const changed = new Promise<void>((r) => (resolve = r));
-  const w = watchNetlink(groups, () => { n++; resolve(); });
+  const w = watchNetlink(groups, () => {
+    n++;
+    resolve();
+  });
   return { changed, close: () => w.close(), count: () => n };
 }
 

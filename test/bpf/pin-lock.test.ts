@@ -16,7 +16,7 @@ const claim = claimPinDir('pinlock');
 t.teardown(() => claim.release());
 const dir = claim.dir;
 
-t.test('an agent\'s shared lock: cleanup cannot have the directory, and sees who holds it', async (t) => {
+t.test("an agent's shared lock: cleanup cannot have the directory, and sees who holds it", async (t) => {
   const agent = holdPinDir(dir);
   const second = holdPinDir(dir);
   t.pass('two agents on one directory both hold it (a restart overlapping its predecessor)');
@@ -26,7 +26,7 @@ t.test('an agent\'s shared lock: cleanup cannot have the directory, and sees who
   t.equal(lockForCleanup(dir).free, false, 'one agent left still counts');
   second.release();
   const free = lockForCleanup(dir);
-  t.equal(free.free, true, 'no agent: the exclusive lock is cleanup\'s');
+  t.equal(free.free, true, "no agent: the exclusive lock is cleanup's");
   if (free.free) free.lock.release();
 });
 
@@ -43,7 +43,7 @@ t.test('an agent starting while cleanup holds the directory waits; if the cleanu
   agent.release();
 });
 
-t.test('another process\'s exclusive lock (flock(1), as a cleanup holds it): the agent waits until it is let go', async (t) => {
+t.test("another process's exclusive lock (flock(1), as a cleanup holds it): the agent waits until it is let go", async (t) => {
   const holder = spawn('flock', ['-x', dir, 'sleep', '0.5'], { stdio: 'ignore' });
   t.teardown(() => holder.kill());
   // Until flock(1) has the lock (an event, polled; tap's timeout bounds it).

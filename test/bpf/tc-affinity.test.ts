@@ -8,7 +8,12 @@
 import t, { type Test } from 'tap';
 import type { AffinityKey, AffinityValue } from '../../src/maps/codecs.ts';
 import {
-  AFFINITY_ORIGIN_SOCK, AFFINITY_ORIGIN_TC, IPPROTO_TCP, SVC_F_AFFINITY, SVC_F_NODEPORT, SVC_SCOPE_EXT,
+  AFFINITY_ORIGIN_SOCK,
+  AFFINITY_ORIGIN_TC,
+  IPPROTO_TCP,
+  SVC_F_AFFINITY,
+  SVC_F_NODEPORT,
+  SVC_SCOPE_EXT,
 } from '../../src/maps/constants.ts';
 import { TCP_ACK, TCP_SYN, buildIpv4 } from './fixtures/packets.ts';
 import { CT_DIR_FWD } from './fixtures/tc-codecs.ts';
@@ -34,7 +39,13 @@ let nextPort = 20000;
 const freshPort = () => nextPort++;
 
 const affinityService = (port: number, revNatId: number, timeout: number, backends = BACKENDS): ServiceSpec => ({
-  addr: NODE_IP, port, proto: 'tcp', revNatId, flags: SVC_F_NODEPORT | SVC_F_AFFINITY, affinityTimeout: timeout, backends,
+  addr: NODE_IP,
+  port,
+  proto: 'tcp',
+  revNatId,
+  flags: SVC_F_NODEPORT | SVC_F_AFFINITY,
+  affinityTimeout: timeout,
+  backends,
 });
 
 /** The first packet of a new flow from client to NODE_IP:port; returns the backend address it was sent to. */
@@ -43,7 +54,12 @@ function newFlow(tt: Test, client: string, port: number, proto: 'tcp' | 'udp' = 
   return translated(tt, h.ingress(input), input, `new flow from ${client} to :${port}`).daddr;
 }
 
-const tcKey = (client: string, revNatId: number): AffinityKey => ({ netns_cookie: 0n, client_addr: client, rev_nat_id: revNatId, origin: AFFINITY_ORIGIN_TC });
+const tcKey = (client: string, revNatId: number): AffinityKey => ({
+  netns_cookie: 0n,
+  client_addr: client,
+  rev_nat_id: revNatId,
+  origin: AFFINITY_ORIGIN_TC,
+});
 const addrOf = (id: number) => BACKENDS.find((b) => b.id === id)?.addr;
 
 t.test('new flows from one client address reach one backend; other addresses may reach others', async (t) => {
@@ -58,7 +74,7 @@ t.test('new flows from one client address reach one backend; other addresses may
   const entries = h.affinity.entries();
   t.equal(entries.length, 1, 'one affinity entry');
   const [key, val] = entries[0]!;
-  t.same(key, tcKey(CLIENT, 5), 'keyed by the client address and the frontend\'s rev_nat_id, origin tc');
+  t.same(key, tcKey(CLIENT, 5), "keyed by the client address and the frontend's rev_nat_id, origin tc");
   t.equal(addrOf(val.backend_id), [...seen][0], 'holding the backend the flows reached');
   t.equal(BACKENDS[val.slot - 1]?.id, val.backend_id, 'and the slot that holds it');
   t.ok(val.last_used > 0n, 'with the time of its last use');
@@ -79,7 +95,15 @@ t.test('new flows from one client address reach one backend; other addresses may
 t.test('new UDP flows from one client reach one backend too', async (t) => {
   h.clearCt();
   h.clearAffinity();
-  h.addService({ ...affinityService(30501, 6, 10800, BACKENDS.map((b) => ({ ...b, port: 53 }))), proto: 'udp' });
+  h.addService({
+    ...affinityService(
+      30501,
+      6,
+      10800,
+      BACKENDS.map((b) => ({ ...b, port: 53 })),
+    ),
+    proto: 'udp',
+  });
   const seen = new Set<string>();
   for (let i = 0; i < 20; i++) seen.add(newFlow(t, CLIENT, 30501, 'udp'));
   t.equal(seen.size, 1, `20 UDP flows, one backend (${[...seen].join(', ')})`);
@@ -98,7 +122,15 @@ t.test('a known flow keeps its conntrack entry; only a new flow consults the aff
   const other = BACKENDS[otherSlot - 1]!;
   h.affinity.put(tcKey(CLIENT, 7), { ...entry, backend_id: other.id, slot: otherSlot });
 
-  const data = buildIpv4({ saddr: CLIENT, daddr: NODE_IP, proto: 'tcp', sport, dport: 30502, tcpFlags: TCP_ACK, payload: Buffer.from('x') });
+  const data = buildIpv4({
+    saddr: CLIENT,
+    daddr: NODE_IP,
+    proto: 'tcp',
+    sport,
+    dport: 30502,
+    tcpFlags: TCP_ACK,
+    payload: Buffer.from('x'),
+  });
   t.equal(translated(t, h.ingress(data), data, 'data of the known flow').daddr, first, 'the known flow stays on its backend');
   t.equal(newFlow(t, CLIENT, 30502), other.addr, 'a new flow follows the affinity entry');
   t.equal(newFlow(t, CLIENT, 30502), other.addr, 'and the next one too');
@@ -134,19 +166,33 @@ t.test('an entry older than the timeout is replaced by a new choice; a younger o
   t.ok(moved > 0, `after the timeout the choice is made anew (${moved} of 20 rounds left the old backend)`);
 });
 
-t.test('a backend that is no longer in the frontend\'s slots is never used', async (t) => {
+t.test("a backend that is no longer in the frontend's slots is never used", async (t) => {
   h.clearCt();
   h.clearAffinity();
   h.addService(affinityService(30504, 9, 10800));
   const key = (slot: number) => ({ addr: NODE_IP, port: 30504, slot, proto: IPPROTO_TCP, scope: SVC_SCOPE_EXT });
-  const master = (count: number) => ({ backend_id: 0, rev_nat_id: 9, count, flags: SVC_F_NODEPORT | SVC_F_AFFINITY, algorithm: 0, affinity_timeout: 10800 });
-  const fresh = () => { newFlow(t, '203.0.113.250', 30504); return h.affinity.get(tcKey('203.0.113.250', 9))!.last_used; };
+  const master = (count: number) => ({
+    backend_id: 0,
+    rev_nat_id: 9,
+    count,
+    flags: SVC_F_NODEPORT | SVC_F_AFFINITY,
+    algorithm: 0,
+    affinity_timeout: 10800,
+  });
+  const fresh = () => {
+    newFlow(t, '203.0.113.250', 30504);
+    return h.affinity.get(tcKey('203.0.113.250', 9))!.last_used;
+  };
 
   // A backend id the entry names but no slot of the frontend holds (an id
   // freed and reused, or another service's backend): never trusted.
   const STRANGER = { id: 99, addr: '10.244.9.99', port: 8080 };
   h.backends.put(STRANGER.id, { addr: STRANGER.addr, port: STRANGER.port, proto: IPPROTO_TCP, state: 0, flags: 0, zone: 0 });
-  for (const [what, slot] of [['slot 2 holds another backend', 2], ['slot 0 (the master)', 0], ['a slot past the count', 5]] as const) {
+  for (const [what, slot] of [
+    ['slot 2 holds another backend', 2],
+    ['slot 0 (the master)', 0],
+    ['a slot past the count', 5],
+  ] as const) {
     h.affinity.put(tcKey(CLIENT, 9), { backend_id: STRANGER.id, slot, last_used: fresh() });
     const got = newFlow(t, CLIENT, 30504);
     t.not(got, STRANGER.addr, `${what}: not used`);
@@ -160,7 +206,14 @@ t.test('a backend that is no longer in the frontend\'s slots is never used', asy
   const chosen = h.affinity.get(tcKey(CLIENT, 9))!;
   const last = BACKENDS.length;
   if (chosen.slot !== last) {
-    h.services.put(key(chosen.slot), { backend_id: BACKENDS[last - 1]!.id, rev_nat_id: 0, count: 0, flags: 0, algorithm: 0, affinity_timeout: 0 });
+    h.services.put(key(chosen.slot), {
+      backend_id: BACKENDS[last - 1]!.id,
+      rev_nat_id: 0,
+      count: 0,
+      flags: 0,
+      algorithm: 0,
+      affinity_timeout: 0,
+    });
   }
   h.services.put(key(0), master(last - 1));
   h.services.delete(key(last));

@@ -21,12 +21,24 @@ h.configure(NODE_IP);
 /** What the agent does when endpoint A is replaced by B: new backend, slot, then A's id freed. */
 function replaceBackend(port: number, proto: number): void {
   h.backends.put(B.id, { addr: B.addr, port: B.port, proto, state: 0, flags: 0, zone: 0 });
-  h.services.put({ addr: NODE_IP, port, slot: 1, proto, scope: SVC_SCOPE_EXT }, { backend_id: B.id, rev_nat_id: 0, count: 0, flags: 0, algorithm: 0, affinity_timeout: 0 });
+  h.services.put(
+    { addr: NODE_IP, port, slot: 1, proto, scope: SVC_SCOPE_EXT },
+    { backend_id: B.id, rev_nat_id: 0, count: 0, flags: 0, algorithm: 0, affinity_timeout: 0 },
+  );
   h.backends.delete(A.id);
 }
 
 const tcp = (sport: number, flags: number, seq = 1) =>
-  buildIpv4({ saddr: CLIENT, daddr: NODE_IP, proto: 'tcp', sport, dport: 30400, tcpFlags: flags, seq, payload: flags === TCP_SYN ? undefined : Buffer.from('x') });
+  buildIpv4({
+    saddr: CLIENT,
+    daddr: NODE_IP,
+    proto: 'tcp',
+    sport,
+    dport: 30400,
+    tcpFlags: flags,
+    seq,
+    payload: flags === TCP_SYN ? undefined : Buffer.from('x'),
+  });
 
 t.test('TCP: the connection keeps its backend; a new SYN on the same port does not', async (t) => {
   h.clearCt();
@@ -43,22 +55,26 @@ t.test('TCP: the connection keeps its backend; a new SYN on the same port does n
   const again = translated(t, h.ingress(tcp(40000, TCP_SYN, 99)), tcp(40000, TCP_SYN, 99), 'new SYN on the reused port');
   t.equal(again.daddr, B.addr, 'a new connection goes to B');
   const ct = h.ctEntries();
-  t.equal(ct.length, 2, 'the old flow\'s entries were replaced, not added to');
+  t.equal(ct.length, 2, "the old flow's entries were replaced, not added to");
   t.equal(ct.filter(([k, v]) => k.dir === CT_DIR_FWD && v.new_daddr === B.addr).length, 1);
-  t.equal(ct.filter(([k]) => k.dir === CT_DIR_REPLY_IN && k.saddr === A.addr).length, 0, 'A\'s reply entry (and its SNAT port) is released');
+  t.equal(ct.filter(([k]) => k.dir === CT_DIR_REPLY_IN && k.saddr === A.addr).length, 0, "A's reply entry (and its SNAT port) is released");
 });
 
 t.test('UDP: the next datagram after the backend left goes to a live one', async (t) => {
   h.clearCt();
   h.backends.put(A.id, { addr: A.addr, port: A.port, proto: IPPROTO_UDP, state: 0, flags: 0, zone: 0 });
   h.addService({ addr: NODE_IP, port: 30401, proto: 'udp', revNatId: 2, flags: SVC_F_NODEPORT, backends: [{ ...A, port: 53 }] });
-  const dgram = (i: number) => buildIpv4({ saddr: CLIENT, daddr: NODE_IP, proto: 'udp', sport: 40001, dport: 30401, payload: Buffer.from(`query ${i}`) });
+  const dgram = (i: number) =>
+    buildIpv4({ saddr: CLIENT, daddr: NODE_IP, proto: 'udp', sport: 40001, dport: 30401, payload: Buffer.from(`query ${i}`) });
   const first = parseIpv4(h.ingress(dgram(0)).packetOut);
   t.equal(first.daddr, A.addr);
   t.equal(parseIpv4(h.ingress(dgram(1)).packetOut).daddr, A.addr, 'sticky while A exists');
 
   h.backends.put(B.id, { addr: B.addr, port: 53, proto: IPPROTO_UDP, state: 0, flags: 0, zone: 0 });
-  h.services.put({ addr: NODE_IP, port: 30401, slot: 1, proto: IPPROTO_UDP, scope: SVC_SCOPE_EXT }, { backend_id: B.id, rev_nat_id: 0, count: 0, flags: 0, algorithm: 0, affinity_timeout: 0 });
+  h.services.put(
+    { addr: NODE_IP, port: 30401, slot: 1, proto: IPPROTO_UDP, scope: SVC_SCOPE_EXT },
+    { backend_id: B.id, rev_nat_id: 0, count: 0, flags: 0, algorithm: 0, affinity_timeout: 0 },
+  );
   h.backends.delete(A.id);
   const moved = translated(t, h.ingress(dgram(2)), dgram(2), 'datagram after A left');
   t.same([moved.daddr, moved.dport], [B.addr, 53]);

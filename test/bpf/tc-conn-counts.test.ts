@@ -29,8 +29,9 @@ const h = TcHarness.open({ ctMax: 512 });
 t.teardown(() => h.close());
 h.configure(NODE_IP);
 h.configure6(NODE6);
-const counts = new ConnCounts({ conns: h.conns, backends: h.backends }, h.object.programFd(CONNS_ADJUST_PROGRAM), undefined,
-  { maps: { conns: h.conns6, backends: h.backends6 } });
+const counts = new ConnCounts({ conns: h.conns, backends: h.backends }, h.object.programFd(CONNS_ADJUST_PROGRAM), undefined, {
+  maps: { conns: h.conns6, backends: h.backends6 },
+});
 
 /** One family's frontends, backends and packets: the same ids in each family's own maps. */
 interface Family {
@@ -48,15 +49,21 @@ interface Family {
 
 const FAMILIES: Family[] = [
   {
-    family: 4, node: NODE_IP,
-    remote: { id: 71, addr: '10.244.2.71', port: 8080 }, other: '10.244.2.99', local: { id: 72, addr: '10.244.1.72', port: 8080, local: true },
+    family: 4,
+    node: NODE_IP,
+    remote: { id: 71, addr: '10.244.2.71', port: 8080 },
+    other: '10.244.2.99',
+    local: { id: 72, addr: '10.244.1.72', port: 8080, local: true },
     client: (n) => `203.0.113.${n}`,
     build: (spec) => buildIpv4({ ...spec, proto: 'tcp' }),
     translated,
   },
   {
-    family: 6, node: NODE6,
-    remote: { id: 71, addr: 'fd00:10:244:2::47', port: 8080 }, other: 'fd00:10:244:2::99', local: { id: 72, addr: 'fd00:10:244:1::48', port: 8080, local: true },
+    family: 6,
+    node: NODE6,
+    remote: { id: 71, addr: 'fd00:10:244:2::47', port: 8080 },
+    other: 'fd00:10:244:2::99',
+    local: { id: 72, addr: 'fd00:10:244:1::48', port: 8080, local: true },
     client: (n) => `fd00:203:0:113::${n.toString(16)}`,
     build: (spec) => buildIpv6({ ...spec, proto: 'tcp' }),
     translated: translated6,
@@ -79,7 +86,8 @@ function reset(): void {
 for (const f of FAMILIES) {
   t.test(`IPv${f.family}`, async (t) => {
     const { node, family } = f;
-    const REMOTE = f.remote, LOCAL = f.local;
+    const REMOTE = f.remote,
+      LOCAL = f.local;
     const c = f.client;
     const fromClient = (client: string, sport: number, dport: number, flags: number) =>
       f.build({ saddr: client, daddr: node, sport, dport, tcpFlags: flags, ...(flags & TCP_SYN ? {} : { payload: Buffer.from('x') }) });
@@ -88,7 +96,8 @@ for (const f of FAMILIES) {
       f.build({ saddr: LOCAL.addr, daddr: client, sport: LOCAL.port, dport: sport, tcpFlags: flags, payload: Buffer.from('y') });
     const connsOf = (id: number) => h.connsOf(id, family);
     const ctEntries = () => (family === 6 ? h.ct6Entries() : h.ctEntries());
-    const gcOf = (opts: Omit<ConstructorParameters<typeof CtGc>[1] & object, 'map6' | 'conns'>) => new CtGc(h.ct, { ...opts, map6: h.ct6, conns: counts });
+    const gcOf = (opts: Omit<ConstructorParameters<typeof CtGc>[1] & object, 'map6' | 'conns'>) =>
+      new CtGc(h.ct, { ...opts, map6: h.ct6, conns: counts });
     /** This family's part of a pass's recount. */
     const mine = (r: RecountResult | undefined) => (family === 6 ? r?.v6 : r);
 
@@ -111,10 +120,18 @@ for (const f of FAMILIES) {
       for (let i = 0; i < 3; i++) h.ingress(fromClient(c(8), 40070 + i, 30702, TCP_SYN));
       t.equal(connsOf(REMOTE.id).tc, 1, 'three flows through the random one: not counted');
       const fwd = ctEntries().filter(([k]) => k.dir === CT_DIR_FWD);
-      t.same(fwd.map(([k, v]) => [k.dport, (v.flags & CT_F_COUNTED) !== 0]).sort(), [[30700, true], [30702, false], [30702, false], [30702, false]],
-        'only the lc flow\'s forward entry says CT_F_COUNTED');
+      t.same(
+        fwd.map(([k, v]) => [k.dport, (v.flags & CT_F_COUNTED) !== 0]).sort(),
+        [
+          [30700, true],
+          [30702, false],
+          [30702, false],
+          [30702, false],
+        ],
+        "only the lc flow's forward entry says CT_F_COUNTED",
+      );
       for (let i = 0; i < 3; i++) h.ingress(fromClient(c(8), 40070 + i, 30702, TCP_RST));
-      t.equal(connsOf(REMOTE.id).tc, 1, 'their RSTs take nothing off the lc flow\'s count');
+      t.equal(connsOf(REMOTE.id).tc, 1, "their RSTs take nothing off the lc flow's count");
     });
 
     t.test('an RST from the client stops the flow counting, once', async (t) => {
@@ -134,7 +151,7 @@ for (const f of FAMILIES) {
       h.ingress(fromClient(cl, 40020, 30701, TCP_FIN | TCP_ACK));
       t.equal(connsOf(LOCAL.id).tc, 1, 'half-closed by the client: still open, 1');
       h.egress(fromLocal(cl, 40020, TCP_FIN | TCP_ACK));
-      t.equal(connsOf(LOCAL.id).tc, 0, 'the backend\'s FIN closes it: 0');
+      t.equal(connsOf(LOCAL.id).tc, 0, "the backend's FIN closes it: 0");
       h.egress(fromLocal(cl, 40020, TCP_ACK));
       h.ingress(fromClient(cl, 40020, 30701, TCP_ACK));
       t.equal(connsOf(LOCAL.id).tc, 0, 'the last ACKs change nothing');
@@ -178,7 +195,7 @@ for (const f of FAMILIES) {
       h.ingress(fromClient(c(51), 40401, 30700, TCP_SYN));
       t.equal(connsOf(REMOTE.id).tc, 2, 'a flow to the new endpoint: +1');
       const run = gcOf({ intervalMs: 0 }).runOnce();
-      t.match(mine(run.conns), { tc: { corrected: 1, drift: 1 } }, 'the recount: only the new endpoint\'s flow matches the id');
+      t.match(mine(run.conns), { tc: { corrected: 1, drift: 1 } }, "the recount: only the new endpoint's flow matches the id");
       t.equal(connsOf(REMOTE.id).tc, 1, '1');
     });
 
@@ -197,7 +214,7 @@ for (const f of FAMILIES) {
       t.equal(connsOf(REMOTE.id).tc, 0, 'count 0');
     });
 
-    t.test('the recount sets a drifted count right and removes a gone backend\'s entry', async (t) => {
+    t.test("the recount sets a drifted count right and removes a gone backend's entry", async (t) => {
       reset();
       const gc = gcOf({ intervalMs: 0 });
       for (let i = 0; i < 2; i++) h.ingress(fromClient(c(40 + i), 40300 + i, 30700, TCP_SYN));
@@ -210,8 +227,8 @@ for (const f of FAMILIES) {
       t.match(mine(run.conns), { collected: 0, tc: { corrected: 2, drift: 7 }, removed: 1 }, 'two counts set right, one entry removed');
       t.equal(mine(run.conns)!.sock, undefined, 'no socket recount without a SocketCounter');
       t.same(connsOf(REMOTE.id), { sock: 0, tc: 2 }, 'REMOTE: its 2 open flows');
-      t.same(connsOf(LOCAL.id), { sock: 4, tc: 0 }, 'LOCAL: no flow; its socket count is not the recount\'s');
-      t.equal((family === 6 ? h.conns6 : h.conns).get(999), undefined, 'the gone backend\'s entry is gone');
+      t.same(connsOf(LOCAL.id), { sock: 4, tc: 0 }, "LOCAL: no flow; its socket count is not the recount's");
+      t.equal((family === 6 ? h.conns6 : h.conns).get(999), undefined, "the gone backend's entry is gone");
       t.match(mine(gc.runOnce().conns), { tc: { corrected: 0 }, removed: 0 }, 'a second pass finds nothing to correct');
     });
   });

@@ -26,14 +26,34 @@ h.addService({ addr: NODE_IP, port: 30200, proto: 'tcp', revNatId: 2, flags: SVC
 h.addService({ addr: NODE_IP, port: 30300, proto: 'tcp', revNatId: 3, flags: SVC_F_NODEPORT | SVC_F_ETP_LOCAL, backends: [] });
 h.addService({ addr: NODE_IP, port: 30400, proto: 'tcp', revNatId: 4, flags: SVC_F_NODEPORT, backends: [] });
 h.addService({
-  addr: LB_IP, port: 80, proto: 'tcp', revNatId: 5, flags: SVC_F_LOADBALANCER | SVC_F_SRC_RANGES, backends: [REMOTE], sourceRanges: ['203.0.113.0/28'],
+  addr: LB_IP,
+  port: 80,
+  proto: 'tcp',
+  revNatId: 5,
+  flags: SVC_F_LOADBALANCER | SVC_F_SRC_RANGES,
+  backends: [REMOTE],
+  sourceRanges: ['203.0.113.0/28'],
 });
 // A slot whose backend id is not in the backends map (a reader in the middle of a removal).
-h.addService({ addr: NODE_IP, port: 30500, proto: 'tcp', revNatId: 6, flags: SVC_F_NODEPORT, backends: [{ id: 99, addr: '10.244.9.9', port: 8080 }] });
+h.addService({
+  addr: NODE_IP,
+  port: 30500,
+  proto: 'tcp',
+  revNatId: 6,
+  flags: SVC_F_NODEPORT,
+  backends: [{ id: 99, addr: '10.244.9.9', port: 8080 }],
+});
 h.backends.delete(99);
 // A remote backend the FIB (the harness's private namespace) cannot reach.
 privateNetIp('route', 'add', 'unreachable', '10.251.0.0/16');
-h.addService({ addr: NODE_IP, port: 30600, proto: 'tcp', revNatId: 7, flags: SVC_F_NODEPORT, backends: [{ id: 7, addr: '10.251.0.5', port: 8080 }] });
+h.addService({
+  addr: NODE_IP,
+  port: 30600,
+  proto: 'tcp',
+  revNatId: 7,
+  flags: SVC_F_NODEPORT,
+  backends: [{ id: 7, addr: '10.251.0.5', port: 8080 }],
+});
 
 const tcp = (saddr: string, daddr: string, sport: number, dport: number, flags = TCP_SYN) =>
   buildIpv4({ saddr, daddr, proto: 'tcp', sport, dport, tcpFlags: flags });
@@ -51,8 +71,15 @@ t.test('packets handed on untouched count as passed, other protocol, malformed o
   h.clearCt();
   t.equal(one(t, 'unknown port', ingress(tcp(CLIENT, NODE_IP, 40000, 30999)), TC_ACT_OK), 'tc_ingress/passed');
   t.equal(one(t, 'egress, no flow', egress(tcp(NODE_IP, CLIENT, 22, 50000, TCP_ACK)), TC_ACT_OK), 'tc_egress/passed');
-  t.equal(one(t, 'IPv6 to no frontend', ingress(buildIpv6Tcp(30100)), TC_ACT_OK), 'tc_ingress/passed', 'IPv6 is looked up in the IPv6 maps');
-  for (const [what, f] of [['ARP', buildArp(CLIENT, NODE_IP)], ['ICMP echo', buildIcmpEcho(CLIENT, NODE_IP)]] as const) {
+  t.equal(
+    one(t, 'IPv6 to no frontend', ingress(buildIpv6Tcp(30100)), TC_ACT_OK),
+    'tc_ingress/passed',
+    'IPv6 is looked up in the IPv6 maps',
+  );
+  for (const [what, f] of [
+    ['ARP', buildArp(CLIENT, NODE_IP)],
+    ['ICMP echo', buildIcmpEcho(CLIENT, NODE_IP)],
+  ] as const) {
     t.equal(one(t, what, ingress(f), TC_ACT_OK), 'tc_ingress/other_protocol', `${what}: other_protocol at ingress`);
     t.equal(one(t, what, egress(f), TC_ACT_OK), 'tc_egress/other_protocol', `${what}: other_protocol at egress`);
   }
@@ -69,15 +96,30 @@ t.test('packets handed on untouched count as passed, other protocol, malformed o
 t.test('translated packets and replies', async (t) => {
   h.clearCt();
   // Local backend: DNAT only; the reply is translated at egress.
-  t.ok(TRANSLATED_INGRESS.includes(one(t, 'SYN to a local backend', ingress(tcp(CLIENT, NODE_IP, 40001, 30100)), [TC_ACT_OK, TC_ACT_REDIRECT])), 'counted as translated');
-  t.equal(one(t, 'reply at egress', egress(tcp(LOCAL.addr, CLIENT, LOCAL.port, 40001, TCP_SYN | TCP_ACK)), TC_ACT_OK), 'tc_egress/reply_translated');
+  t.ok(
+    TRANSLATED_INGRESS.includes(
+      one(t, 'SYN to a local backend', ingress(tcp(CLIENT, NODE_IP, 40001, 30100)), [TC_ACT_OK, TC_ACT_REDIRECT]),
+    ),
+    'counted as translated',
+  );
+  t.equal(
+    one(t, 'reply at egress', egress(tcp(LOCAL.addr, CLIENT, LOCAL.port, 40001, TCP_SYN | TCP_ACK)), TC_ACT_OK),
+    'tc_egress/reply_translated',
+  );
   // Remote backend: SNAT; the reply comes back at ingress.
   const fwd = h.ingress(tcp(CLIENT, NODE_IP, 40002, 30200));
   const out = parseIpv4(fwd.packetOut);
   const reply = tcp(REMOTE.addr, NODE_IP, REMOTE.port, out.sport, TCP_SYN | TCP_ACK);
   const c = one(t, 'reply to the SNAT port', ingress(reply), [TC_ACT_OK, TC_ACT_REDIRECT]);
-  t.ok(['tc_ingress/reply_translated', ...TRANSLATED_INGRESS.slice(1)].includes(c), `the reply counts as reply_translated or left to the stack (${c})`);
-  t.ok(TRANSLATED_INGRESS.includes(one(t, 'later packet of the flow', ingress(tcp(CLIENT, NODE_IP, 40002, 30200, TCP_ACK)), [TC_ACT_OK, TC_ACT_REDIRECT])));
+  t.ok(
+    ['tc_ingress/reply_translated', ...TRANSLATED_INGRESS.slice(1)].includes(c),
+    `the reply counts as reply_translated or left to the stack (${c})`,
+  );
+  t.ok(
+    TRANSLATED_INGRESS.includes(
+      one(t, 'later packet of the flow', ingress(tcp(CLIENT, NODE_IP, 40002, 30200, TCP_ACK)), [TC_ACT_OK, TC_ACT_REDIRECT]),
+    ),
+  );
 });
 
 t.test('every drop has its own reason', async (t) => {
@@ -90,13 +132,24 @@ t.test('every drop has its own reason', async (t) => {
   // One SNAT port only: the first flow takes it, the second finds none.
   h.configure(NODE_IP, 61000, 61000);
   t.teardown(() => h.configure(NODE_IP));
-  t.ok(TRANSLATED_INGRESS.includes(one(t, 'first flow, the one port', ingress(tcp(CLIENT, NODE_IP, 40014, 30200)), [TC_ACT_OK, TC_ACT_REDIRECT])));
+  t.ok(
+    TRANSLATED_INGRESS.includes(
+      one(t, 'first flow, the one port', ingress(tcp(CLIENT, NODE_IP, 40014, 30200)), [TC_ACT_OK, TC_ACT_REDIRECT]),
+    ),
+  );
   t.equal(one(t, 'second flow, no port left', ingress(tcp(CLIENT, NODE_IP, 40015, 30200)), TC_ACT_SHOT), 'tc_ingress/snat_ports_exhausted');
 
   // The egress device (lo here) has no address to SNAT to.
   h.devAddr.delete(LO_IFINDEX);
-  t.equal(one(t, 'SNAT, the egress device has no address', ingress(tcp(CLIENT, NODE_IP, 40016, 30200)), TC_ACT_SHOT), 'tc_ingress/no_snat_address');
+  t.equal(
+    one(t, 'SNAT, the egress device has no address', ingress(tcp(CLIENT, NODE_IP, 40016, 30200)), TC_ACT_SHOT),
+    'tc_ingress/no_snat_address',
+  );
   h.configure(NODE_IP);
   t.equal(one(t, 'SNAT, no route to the backend', ingress(tcp(CLIENT, NODE_IP, 40017, 30600)), TC_ACT_SHOT), 'tc_ingress/snat_no_route');
-  t.same(h.ctEntries().filter(([k]) => k.sport === 40016 || k.sport === 40017), [], 'neither left a conntrack entry');
+  t.same(
+    h.ctEntries().filter(([k]) => k.sport === 40016 || k.sport === 40017),
+    [],
+    'neither left a conntrack entry',
+  );
 });

@@ -29,7 +29,15 @@ h.addService({ addr: NODE_IP, port: 30601, proto: 'tcp', revNatId: 2, flags: SVC
 h.addService({ addr: NODE_IP, port: 30602, proto: 'udp', revNatId: 3, flags: SVC_F_NODEPORT, backends: [UDP_REMOTE] });
 
 const tcp = (client: string, sport: number, dport: number, flags: number) =>
-  buildIpv4({ saddr: client, daddr: NODE_IP, proto: 'tcp', sport, dport, tcpFlags: flags, payload: flags & TCP_SYN ? undefined : Buffer.from('x') });
+  buildIpv4({
+    saddr: client,
+    daddr: NODE_IP,
+    proto: 'tcp',
+    sport,
+    dport,
+    tcpFlags: flags,
+    payload: flags & TCP_SYN ? undefined : Buffer.from('x'),
+  });
 
 /**
  * A GC over the harness's CT map whose clock the test sets relative to the
@@ -43,9 +51,13 @@ function gcAt(metrics?: AgentMetrics) {
   const seen = () => h.ctEntries().map(([, v]) => v.last_seen);
   const clock = {
     /** The clock at `sec` seconds after the newest entry was last seen: every entry has been idle at least that long. */
-    idle(sec: bigint): void { now = seen().reduce((a, b) => (b > a ? b : a)) + sec * S; },
+    idle(sec: bigint): void {
+      now = seen().reduce((a, b) => (b > a ? b : a)) + sec * S;
+    },
     /** The clock at `sec` seconds after the oldest entry was last seen: no entry has been idle longer. */
-    idleOldest(sec: bigint): void { now = seen().reduce((a, b) => (b < a ? b : a)) + sec * S; },
+    idleOldest(sec: bigint): void {
+      now = seen().reduce((a, b) => (b < a ? b : a)) + sec * S;
+    },
   };
   return { gc, clock };
 }
@@ -66,7 +78,7 @@ function whileFresh<T>(send: () => T): T {
   }
 }
 
-t.test('last_seen is on the agent\'s clock: bpf_ktime_get_ns() and process.hrtime.bigint() are both CLOCK_MONOTONIC', async (t) => {
+t.test("last_seen is on the agent's clock: bpf_ktime_get_ns() and process.hrtime.bigint() are both CLOCK_MONOTONIC", async (t) => {
   h.clearCt();
   const before = process.hrtime.bigint();
   h.ingress(tcp('203.0.113.5', 40000, 30600, TCP_SYN));
@@ -86,7 +98,16 @@ t.test('a closed flow goes after the closing lifetime, both entries, and its SNA
   const syn = tcp(A, 40001, 30600, TCP_SYN);
   const out = translated(t, h.ingress(syn), syn, 'A: SYN');
   t.equal(out.sport, SNAT_ONLY_PORT, 'A holds the only SNAT port');
-  const fromBackend = (flags: number) => buildIpv4({ saddr: REMOTE.addr, daddr: NODE_IP, proto: 'tcp', sport: REMOTE.port, dport: SNAT_ONLY_PORT, tcpFlags: flags, payload: flags & TCP_SYN ? undefined : Buffer.from('y') });
+  const fromBackend = (flags: number) =>
+    buildIpv4({
+      saddr: REMOTE.addr,
+      daddr: NODE_IP,
+      proto: 'tcp',
+      sport: REMOTE.port,
+      dport: SNAT_ONLY_PORT,
+      tcpFlags: flags,
+      payload: flags & TCP_SYN ? undefined : Buffer.from('y'),
+    });
   translated(t, h.ingress(fromBackend(TCP_SYN | TCP_ACK)), fromBackend(TCP_SYN | TCP_ACK), 'A: SYN-ACK');
   translated(t, h.ingress(tcp(A, 40001, 30600, TCP_ACK)), tcp(A, 40001, 30600, TCP_ACK), 'A: ACK');
 
@@ -98,7 +119,10 @@ t.test('a closed flow goes after the closing lifetime, both entries, and its SNA
   h.ingress(tcp(A, 40001, 30600, TCP_FIN | TCP_ACK));
   h.ingress(fromBackend(TCP_FIN | TCP_ACK));
   h.ingress(tcp(A, 40001, 30600, TCP_ACK));
-  t.ok(h.ctEntries().every(([, v]) => v.flags & CT_F_CLOSING), 'both entries are closing');
+  t.ok(
+    h.ctEntries().every(([, v]) => v.flags & CT_F_CLOSING),
+    'both entries are closing',
+  );
   t.equal(whileFresh(() => h.ingress(tcp(B, 40002, 30600, TCP_SYN))).retval, TC_ACT_SHOT, 'B: still no port until the GC runs');
 
   clock.idleOldest(9n);
@@ -126,21 +150,32 @@ t.test('each state keeps its own lifetime against the real map', async (t) => {
 
   // Established (SNAT), established (DNAT-only, reply at egress), SYN only, UDP answered.
   const est = parseIpv4(h.ingress(tcp(C, 41000, 30600, TCP_SYN)).packetOut);
-  h.ingress(buildIpv4({ saddr: est.daddr, daddr: est.saddr, proto: 'tcp', sport: est.dport, dport: est.sport, tcpFlags: TCP_SYN | TCP_ACK }));
+  h.ingress(
+    buildIpv4({ saddr: est.daddr, daddr: est.saddr, proto: 'tcp', sport: est.dport, dport: est.sport, tcpFlags: TCP_SYN | TCP_ACK }),
+  );
   const loc = parseIpv4(h.ingress(tcp(C, 41001, 30601, TCP_SYN)).packetOut);
-  h.egress(buildIpv4({ saddr: loc.daddr, daddr: loc.saddr, proto: 'tcp', sport: loc.dport, dport: loc.sport, tcpFlags: TCP_SYN | TCP_ACK }));
+  h.egress(
+    buildIpv4({ saddr: loc.daddr, daddr: loc.saddr, proto: 'tcp', sport: loc.dport, dport: loc.sport, tcpFlags: TCP_SYN | TCP_ACK }),
+  );
   h.ingress(tcp(C, 41002, 30600, TCP_SYN));
-  const q = parseIpv4(h.ingress(buildIpv4({ saddr: C, daddr: NODE_IP, proto: 'udp', sport: 41003, dport: 30602, payload: Buffer.from('q') })).packetOut);
+  const q = parseIpv4(
+    h.ingress(buildIpv4({ saddr: C, daddr: NODE_IP, proto: 'udp', sport: 41003, dport: 30602, payload: Buffer.from('q') })).packetOut,
+  );
   h.ingress(buildIpv4({ saddr: q.daddr, daddr: q.saddr, proto: 'udp', sport: q.dport, dport: q.sport, payload: Buffer.from('a') }));
   t.equal(h.ctEntries().length, 8, 'four flows, two entries each');
-  const flowsLeft = () => h.ctEntries().filter(([k]) => k.dir === CT_DIR_FWD).map(([k]) => k.sport).sort();
+  const flowsLeft = () =>
+    h
+      .ctEntries()
+      .filter(([k]) => k.dir === CT_DIR_FWD)
+      .map(([k]) => k.sport)
+      .sort();
 
   clock.idleOldest(59n);
   t.match(gc.runOnce(), { deleted: 0 }, 'at 59 s everything stays');
   clock.idle(61n);
   t.match(gc.runOnce(), { deleted: 4, flows: { tcp_syn: 1, other: 1 } }, 'at 61 s the unanswered SYN and the UDP flow go');
   t.same(flowsLeft(), [41000, 41001], 'the established flows stay');
-  t.equal(h.ctEntries().filter(([k]) => k.dir === CT_DIR_REPLY_OUT).length, 1, 'with the DNAT-only flow\'s egress reply entry');
+  t.equal(h.ctEntries().filter(([k]) => k.dir === CT_DIR_REPLY_OUT).length, 1, "with the DNAT-only flow's egress reply entry");
   clock.idleOldest(6n * 3600n - 1n);
   t.match(gc.runOnce(), { deleted: 0 }, 'just under 6 h: still there');
   clock.idle(6n * 3600n + 1n);

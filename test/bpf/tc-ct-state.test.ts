@@ -9,9 +9,7 @@ import { SVC_F_NODEPORT } from '../../src/maps/constants.ts';
 import type { CtKey, CtValue } from '../../src/maps/codecs.ts';
 import { TCP_ACK, TCP_FIN, TCP_RST, TCP_SYN, buildIpv4, parseIpv4 } from './fixtures/packets.ts';
 import { CT_DIR_FWD, CT_DIR_REPLY_IN, CT_DIR_REPLY_OUT, CT_F_LOCAL, CT_F_SNAT } from './fixtures/tc-codecs.ts';
-import {
-  CT_F_CLOSING, CT_F_FIN_FWD, CT_F_FIN_REPLY, CT_F_SEEN_REPLY,
-} from '../../src/maps/constants.ts';
+import { CT_F_CLOSING, CT_F_FIN_FWD, CT_F_FIN_REPLY, CT_F_SEEN_REPLY } from '../../src/maps/constants.ts';
 import { translated } from './fixtures/tc-expect.ts';
 import { TC_ACT_OK, TC_ACT_REDIRECT, TcHarness } from './fixtures/tc-harness.ts';
 
@@ -44,13 +42,29 @@ interface Flow {
 /** Opens a TCP flow with a SYN from sport; remote (SNAT) or local (DNAT only). */
 function open(sport: number, local = false, firstFlags = TCP_SYN): Flow {
   const dport = local ? LOCAL_PORT : SNAT_PORT;
-  const fwd = (flags: number) => buildIpv4({ saddr: CLIENT, daddr: NODE_IP, proto: 'tcp', sport, dport, tcpFlags: flags, payload: flags & TCP_SYN ? undefined : Buffer.from('c') });
+  const fwd = (flags: number) =>
+    buildIpv4({
+      saddr: CLIENT,
+      daddr: NODE_IP,
+      proto: 'tcp',
+      sport,
+      dport,
+      tcpFlags: flags,
+      payload: flags & TCP_SYN ? undefined : Buffer.from('c'),
+    });
   const first = h.ingress(fwd(firstFlags));
   if (first.retval !== TC_ACT_OK && first.retval !== TC_ACT_REDIRECT) throw new Error(`first packet: retval ${first.retval}`);
   const out = parseIpv4(first.packetOut);
-  const reply = (flags: number) => buildIpv4({
-    saddr: out.daddr, daddr: out.saddr, proto: 'tcp', sport: out.dport, dport: out.sport, tcpFlags: flags, payload: flags & TCP_SYN ? undefined : Buffer.from('b'),
-  });
+  const reply = (flags: number) =>
+    buildIpv4({
+      saddr: out.daddr,
+      daddr: out.saddr,
+      proto: 'tcp',
+      sport: out.dport,
+      dport: out.sport,
+      tcpFlags: flags,
+      payload: flags & TCP_SYN ? undefined : Buffer.from('b'),
+    });
   const entries = () => {
     const all = h.ctEntries();
     return {
@@ -86,12 +100,16 @@ for (const local of [false, true]) {
     t.same(state(f), [CT_F_SEEN_REPLY, CT_F_SEEN_REPLY], 'data: no change');
 
     translated(t, h.ingress(f.fwd(TCP_FIN | TCP_ACK)), f.fwd(TCP_FIN | TCP_ACK), 'client FIN');
-    t.same(state(f), [CT_F_SEEN_REPLY | CT_F_FIN_FWD, CT_F_SEEN_REPLY | CT_F_FIN_FWD], 'the client\'s FIN: FIN_FWD on both, not closing yet (a half-close)');
+    t.same(
+      state(f),
+      [CT_F_SEEN_REPLY | CT_F_FIN_FWD, CT_F_SEEN_REPLY | CT_F_FIN_FWD],
+      "the client's FIN: FIN_FWD on both, not closing yet (a half-close)",
+    );
 
     translated(t, f.sendReply(TCP_ACK), f.reply(TCP_ACK), 'backend data after the half-close');
     translated(t, f.sendReply(TCP_FIN | TCP_ACK), f.reply(TCP_FIN | TCP_ACK), 'backend FIN');
     const closed = CT_F_SEEN_REPLY | CT_F_FIN_FWD | CT_F_FIN_REPLY | CT_F_CLOSING;
-    t.same(state(f), [closed, closed], 'the backend\'s FIN: FIN_REPLY and CLOSING on both');
+    t.same(state(f), [closed, closed], "the backend's FIN: FIN_REPLY and CLOSING on both");
     t.equal(f.entries().fwd![1].flags & ~STATE, base, 'the translation flags are untouched');
 
     translated(t, h.ingress(f.fwd(TCP_ACK)), f.fwd(TCP_ACK), 'last ACK');
@@ -124,14 +142,36 @@ for (const local of [false, true]) {
 
 t.test('UDP: the answer sets SEEN_REPLY on both entries; datagrams from the client do not', async (t) => {
   h.clearCt();
-  const q = (i: number) => buildIpv4({ saddr: CLIENT, daddr: NODE_IP, proto: 'udp', sport: 43000, dport: UDP_PORT, payload: Buffer.from(`q${i}`) });
+  const q = (i: number) =>
+    buildIpv4({ saddr: CLIENT, daddr: NODE_IP, proto: 'udp', sport: 43000, dport: UDP_PORT, payload: Buffer.from(`q${i}`) });
   const out = parseIpv4(h.ingress(q(0)).packetOut);
   h.ingress(q(1));
-  const flags = () => h.ctEntries().map(([k, v]) => [k.dir, v.flags & STATE]).sort();
-  t.same(flags(), [[CT_DIR_FWD, 0], [CT_DIR_REPLY_IN, 0]], 'queries only: nothing seen back');
-  const answer = buildIpv4({ saddr: out.daddr, daddr: out.saddr, proto: 'udp', sport: out.dport, dport: out.sport, payload: Buffer.from('a') });
+  const flags = () =>
+    h
+      .ctEntries()
+      .map(([k, v]) => [k.dir, v.flags & STATE])
+      .sort();
+  t.same(
+    flags(),
+    [
+      [CT_DIR_FWD, 0],
+      [CT_DIR_REPLY_IN, 0],
+    ],
+    'queries only: nothing seen back',
+  );
+  const answer = buildIpv4({
+    saddr: out.daddr,
+    daddr: out.saddr,
+    proto: 'udp',
+    sport: out.dport,
+    dport: out.sport,
+    payload: Buffer.from('a'),
+  });
   translated(t, h.ingress(answer), answer, 'answer');
-  t.same(flags(), [[CT_DIR_FWD, CT_F_SEEN_REPLY], [CT_DIR_REPLY_IN, CT_F_SEEN_REPLY]]);
+  t.same(flags(), [
+    [CT_DIR_FWD, CT_F_SEEN_REPLY],
+    [CT_DIR_REPLY_IN, CT_F_SEEN_REPLY],
+  ]);
 });
 
 t.test('without a state change, last_seen is written at most once a second', async (t) => {
@@ -167,14 +207,22 @@ t.test('a SYN on a closed flow starts it afresh; on a live one it keeps the flow
   t.equal(out.daddr, REMOTE.addr);
   const all = h.ctEntries();
   t.equal(all.length, 2, 'one fresh pair, nothing left of the old flow');
-  t.same(all.map(([, v]) => v.flags & STATE), [0, 0], 'with no state');
+  t.same(
+    all.map(([, v]) => v.flags & STATE),
+    [0, 0],
+    'with no state',
+  );
 
   h.clearCt();
   const half = open(42301);
   half.sendReply(TCP_SYN | TCP_ACK);
   h.ingress(half.fwd(TCP_FIN | TCP_ACK));
   h.ingress(half.fwd(TCP_SYN));
-  t.same(h.ctEntries().map(([, v]) => v.flags & STATE), [0, 0], 'after a FIN from one side, a SYN starts afresh too');
+  t.same(
+    h.ctEntries().map(([, v]) => v.flags & STATE),
+    [0, 0],
+    'after a FIN from one side, a SYN starts afresh too',
+  );
 });
 
 t.test('a flow whose first packet is an RST starts out closing', async (t) => {

@@ -14,7 +14,14 @@ import t, { type Test } from 'tap';
 import type { TestRunResult } from '../../src/bpf/test-run.ts';
 import { CT_DIR_FRAG, SVC_F_NODEPORT } from '../../src/maps/constants.ts';
 import {
-  ETH_HLEN, buildIpv4, computeL4Checksum, fragmentIpv4, ipv4HeaderValid, l4ChecksumValid, parseIpv4, reassembleIpv4,
+  ETH_HLEN,
+  buildIpv4,
+  computeL4Checksum,
+  fragmentIpv4,
+  ipv4HeaderValid,
+  l4ChecksumValid,
+  parseIpv4,
+  reassembleIpv4,
 } from './fixtures/packets.ts';
 import { untouched } from './fixtures/tc-expect.ts';
 import { TC_ACT_OK, TC_ACT_REDIRECT, TcHarness } from './fixtures/tc-harness.ts';
@@ -65,23 +72,44 @@ t.test('a fragmented datagram to a remote backend: every fragment DNATed and SNA
   const frags = fragmentIpv4(datagram(CLIENT, NODE_IP, 40000, 30200, 0x1111), 1480);
   t.equal(frags.length, 3, 'three fragments');
   const counts = h.countsOf(() => {
-    const out = fragmentsTranslated(t, frags.map((f) => h.ingress(f)), frags, NODE_IP, REMOTE.addr, 'request');
+    const out = fragmentsTranslated(
+      t,
+      frags.map((f) => h.ingress(f)),
+      frags,
+      NODE_IP,
+      REMOTE.addr,
+      'request',
+    );
     t.equal(out.dport, REMOTE.port, 'to the backend port');
     t.ok(out.sport >= 61000, `from a SNAT port (${out.sport})`);
-    t.equal(fragEntries().length, 0, 'the datagram\'s fragment entry went with its last fragment');
+    t.equal(fragEntries().length, 0, "the datagram's fragment entry went with its last fragment");
 
     const answer = fragmentIpv4(datagram(REMOTE.addr, NODE_IP, REMOTE.port, out.sport, 0x2222), 1480);
-    const back = fragmentsTranslated(t, answer.map((f) => h.ingress(f)), answer, NODE_IP, CLIENT, 'answer');
+    const back = fragmentsTranslated(
+      t,
+      answer.map((f) => h.ingress(f)),
+      answer,
+      NODE_IP,
+      CLIENT,
+      'answer',
+    );
     t.same([back.sport, back.dport], [30200, 40000], 'the client sees the NodePort answer');
   });
   t.equal(counts['tc_ingress/fragment'], undefined, 'no fragment left untranslated');
-  t.equal(h.ctEntries().length, 2, 'the flow\'s two entries remain');
+  t.equal(h.ctEntries().length, 2, "the flow's two entries remain");
 });
 
 t.test('a local backend: DNAT at ingress, the fragmented answer translated at egress', async (t) => {
   h.clearCt();
   const frags = fragmentIpv4(datagram(CLIENT, NODE_IP, 40001, 30201, 0x3333), 1480);
-  const out = fragmentsTranslated(t, frags.map((f) => h.ingress(f)), frags, CLIENT, LOCAL.addr, 'request');
+  const out = fragmentsTranslated(
+    t,
+    frags.map((f) => h.ingress(f)),
+    frags,
+    CLIENT,
+    LOCAL.addr,
+    'request',
+  );
   t.equal(out.dport, LOCAL.port);
   const answer = fragmentIpv4(datagram(LOCAL.addr, CLIENT, LOCAL.port, 40001, 0x4444), 1480);
   const results = answer.map((f) => h.egress(f));
@@ -95,8 +123,16 @@ t.test('fragments svcmap does not translate pass untouched, counted as fragment'
   // Not for a frontend: the first passes (not a frontend), the others find no entry.
   const other = fragmentIpv4(datagram(CLIENT, NODE_IP, 40002, 31999, 0x5555), 1480);
   for (const [i, f] of other.entries()) untouched(t, h.ingress(f), f, `not a frontend, fragment ${i + 1}`);
-  t.same(h.countsOf(() => h.ingress(other[1]!)), { 'tc_ingress/fragment': 1 }, 'a later fragment of it counts as fragment');
-  t.same(h.countsOf(() => h.egress(other[1]!)), { 'tc_egress/fragment': 1 }, 'also at egress');
+  t.same(
+    h.countsOf(() => h.ingress(other[1]!)),
+    { 'tc_ingress/fragment': 1 },
+    'a later fragment of it counts as fragment',
+  );
+  t.same(
+    h.countsOf(() => h.egress(other[1]!)),
+    { 'tc_egress/fragment': 1 },
+    'also at egress',
+  );
   // A later fragment ahead of its first: nothing to translate it by.
   const early = fragmentIpv4(datagram(CLIENT, NODE_IP, 40003, 30200, 0x6666), 1480);
   untouched(t, h.ingress(early[2]!), early[2]!, 'a last fragment ahead of its first');

@@ -11,7 +11,16 @@ import t, { type Test } from 'tap';
 import { SVC_F_NODEPORT } from '../../src/maps/constants.ts';
 import type { TestRunResult } from '../../src/bpf/test-run.ts';
 import {
-  ICMP_DEST_UNREACH, ICMP_TIME_EXCEEDED, TCP_ACK, TCP_SYN, buildIcmpEcho, buildIcmpError, buildIpv4, parseIcmpError, parseIpv4, quoteOf,
+  ICMP_DEST_UNREACH,
+  ICMP_TIME_EXCEEDED,
+  TCP_ACK,
+  TCP_SYN,
+  buildIcmpEcho,
+  buildIcmpError,
+  buildIpv4,
+  parseIcmpError,
+  parseIpv4,
+  quoteOf,
 } from './fixtures/packets.ts';
 import { untouched } from './fixtures/tc-expect.ts';
 import { TC_ACT_OK, TC_ACT_REDIRECT, TcHarness } from './fixtures/tc-harness.ts';
@@ -33,7 +42,13 @@ h.addService({ addr: NODE_IP, port: 30300, proto: 'udp', revNatId: 3, flags: SVC
 const TTL_IN_QUOTE = 61; // routers on the way took some
 
 /** The error came out translated: checksums all verify, the quote is `want` byte for byte. */
-function translatedError(t: Test, res: TestRunResult, input: Buffer, want: { saddr: string; daddr: string; quote: Buffer }, what: string): void {
+function translatedError(
+  t: Test,
+  res: TestRunResult,
+  input: Buffer,
+  want: { saddr: string; daddr: string; quote: Buffer },
+  what: string,
+): void {
   t.ok(res.retval === TC_ACT_OK || res.retval === TC_ACT_REDIRECT, `${what}: passed on (retval ${res.retval})`);
   t.equal(res.packetOut.length, input.length, `${what}: same length`);
   const out = parseIcmpError(res.packetOut);
@@ -45,7 +60,11 @@ function translatedError(t: Test, res: TestRunResult, input: Buffer, want: { sad
   t.ok(out.icmpValid, `${what}: the ICMP checksum verifies`);
   t.ok(out.quoteIpValid, `${what}: the quoted IPv4 header checksum verifies`);
   t.same(out.quote.toString('hex'), want.quote.toString('hex'), `${what}: the quote is the packet the other side sent, checksums included`);
-  t.same(res.packetOut.subarray(ETH_AND_IP + 4, ETH_AND_IP + 8), input.subarray(ETH_AND_IP + 4, ETH_AND_IP + 8), `${what}: the rest of the ICMP header (MTU) kept`);
+  t.same(
+    res.packetOut.subarray(ETH_AND_IP + 4, ETH_AND_IP + 8),
+    input.subarray(ETH_AND_IP + 4, ETH_AND_IP + 8),
+    `${what}: the rest of the ICMP header (MTU) kept`,
+  );
 }
 const ETH_AND_IP = 14 + 20;
 
@@ -62,21 +81,33 @@ t.test('SNATed flow: "fragmentation needed" from a router before the backend rea
     // The router quotes the packet as it reached it: TTL lower, header checksum recomputed.
     const quoted = buildQuoting(POD_ROUTER, NODE_IP, ICMP_DEST_UNREACH, 4, fwd, quoteL4Bytes, 1400);
     let res: TestRunResult | undefined;
-    const moved = h.countsOf(() => { res = h.ingress(quoted); });
-    translatedError(t, res!, quoted, { saddr: POD_ROUTER, daddr: CLIENT, quote: quoteOf(syn, TTL_IN_QUOTE, quoteL4Bytes) },
-      `frag needed quoting ${quoteL4Bytes} bytes of TCP`);
+    const moved = h.countsOf(() => {
+      res = h.ingress(quoted);
+    });
+    translatedError(
+      t,
+      res!,
+      quoted,
+      { saddr: POD_ROUTER, daddr: CLIENT, quote: quoteOf(syn, TTL_IN_QUOTE, quoteL4Bytes) },
+      `frag needed quoting ${quoteL4Bytes} bytes of TCP`,
+    );
     t.equal(Object.keys(moved).length, 1, 'one counter moved');
     t.ok(INGRESS_OK.includes(Object.keys(moved)[0]!), `counted as ${Object.keys(moved)[0]}`);
   }
 });
 
-t.test("SNATed flow: the backend's own \"port unreachable\" comes from the frontend", async (t) => {
+t.test('SNATed flow: the backend\'s own "port unreachable" comes from the frontend', async (t) => {
   h.clearCt();
   const dgram = buildIpv4({ saddr: CLIENT, daddr: NODE_IP, proto: 'udp', sport: 40001, dport: 30300, payload: Buffer.from('query') });
   const fwd = h.ingress(dgram).packetOut;
   const quoted = buildQuoting(REMOTE.addr, NODE_IP, ICMP_DEST_UNREACH, 3, fwd, 8 + 5);
-  translatedError(t, h.ingress(quoted), quoted, { saddr: NODE_IP, daddr: CLIENT, quote: quoteOf(dgram, TTL_IN_QUOTE, 8 + 5) },
-    'port unreachable from the backend (the whole datagram quoted: the UDP checksum is checkable)');
+  translatedError(
+    t,
+    h.ingress(quoted),
+    quoted,
+    { saddr: NODE_IP, daddr: CLIENT, quote: quoteOf(dgram, TTL_IN_QUOTE, 8 + 5) },
+    'port unreachable from the backend (the whole datagram quoted: the UDP checksum is checkable)',
+  );
 });
 
 t.test('SNATed flow: "time exceeded" about a UDP datagram, 8 bytes quoted', async (t) => {
@@ -84,21 +115,39 @@ t.test('SNATed flow: "time exceeded" about a UDP datagram, 8 bytes quoted', asyn
   const dgram = buildIpv4({ saddr: CLIENT, daddr: NODE_IP, proto: 'udp', sport: 40002, dport: 30300, payload: Buffer.alloc(100, 7) });
   const fwd = h.ingress(dgram).packetOut;
   const quoted = buildQuoting(POD_ROUTER, NODE_IP, ICMP_TIME_EXCEEDED, 0, fwd, 8);
-  translatedError(t, h.ingress(quoted), quoted, { saddr: POD_ROUTER, daddr: CLIENT, quote: quoteOf(dgram, TTL_IN_QUOTE, 8) },
-    'time exceeded (the UDP checksum updated incrementally, as the client sent it)');
+  translatedError(
+    t,
+    h.ingress(quoted),
+    quoted,
+    { saddr: POD_ROUTER, daddr: CLIENT, quote: quoteOf(dgram, TTL_IN_QUOTE, 8) },
+    'time exceeded (the UDP checksum updated incrementally, as the client sent it)',
+  );
 });
 
 t.test('reply direction: "fragmentation needed" from a router before the client reaches the backend', async (t) => {
   h.clearCt();
   const syn = buildIpv4({ saddr: CLIENT, daddr: NODE_IP, proto: 'tcp', sport: 40003, dport: 30200, tcpFlags: TCP_SYN });
   const f = parseIpv4(h.ingress(syn).packetOut);
-  const reply = buildIpv4({ saddr: REMOTE.addr, daddr: NODE_IP, proto: 'tcp', sport: REMOTE.port, dport: f.sport, tcpFlags: TCP_ACK, payload: Buffer.alloc(64, 1) });
+  const reply = buildIpv4({
+    saddr: REMOTE.addr,
+    daddr: NODE_IP,
+    proto: 'tcp',
+    sport: REMOTE.port,
+    dport: f.sport,
+    tcpFlags: TCP_ACK,
+    payload: Buffer.alloc(64, 1),
+  });
   const back = h.ingress(reply).packetOut;
   const b = parseIpv4(back);
   t.same([b.saddr, b.sport, b.daddr, b.dport], [NODE_IP, 30200, CLIENT, 40003], 'the reply went out as frontend -> client');
   const quoted = buildQuoting(CLIENT_ROUTER, NODE_IP, ICMP_DEST_UNREACH, 4, back, 20, 1280);
-  translatedError(t, h.ingress(quoted), quoted, { saddr: CLIENT_ROUTER, daddr: REMOTE.addr, quote: quoteOf(reply, TTL_IN_QUOTE, 20) },
-    'frag needed goes to the backend, about the packet it sent');
+  translatedError(
+    t,
+    h.ingress(quoted),
+    quoted,
+    { saddr: CLIENT_ROUTER, daddr: REMOTE.addr, quote: quoteOf(reply, TTL_IN_QUOTE, 20) },
+    'frag needed goes to the backend, about the packet it sent',
+  );
 });
 
 t.test('DNAT-only flow to a local backend: the error forwarded to the client is translated at egress', async (t) => {
@@ -106,10 +155,15 @@ t.test('DNAT-only flow to a local backend: the error forwarded to the client is 
   const syn = buildIpv4({ saddr: CLIENT, daddr: NODE_IP, proto: 'tcp', sport: 40004, dport: 30100, tcpFlags: TCP_SYN });
   const fwd = h.ingress(syn).packetOut;
   t.equal(parseIpv4(fwd).saddr, CLIENT, 'not SNATed');
-  for (const [from, want, what] of [[POD_ROUTER, POD_ROUTER, 'a router'], [LOCAL.addr, NODE_IP, 'the backend itself']] as const) {
+  for (const [from, want, what] of [
+    [POD_ROUTER, POD_ROUTER, 'a router'],
+    [LOCAL.addr, NODE_IP, 'the backend itself'],
+  ] as const) {
     const quoted = buildQuoting(from, CLIENT, ICMP_DEST_UNREACH, from === LOCAL.addr ? 3 : 4, fwd, 20, 1400);
     let res: TestRunResult | undefined;
-    const moved = h.countsOf(() => { res = h.egress(quoted); });
+    const moved = h.countsOf(() => {
+      res = h.egress(quoted);
+    });
     t.equal(res!.retval, TC_ACT_OK, 'egress hands it on');
     translatedError(t, res!, quoted, { saddr: want, daddr: CLIENT, quote: quoteOf(syn, TTL_IN_QUOTE, 20) }, `error from ${what}`);
     t.same(moved, { 'tc_egress/icmp_translated': 1 }, 'counted as icmp_translated');
@@ -122,7 +176,17 @@ t.test('ICMP that is not an error about a tracked flow passes untouched', async 
   const fwd = h.ingress(syn).packetOut;
   const cases: Array<[string, Buffer]> = [
     ['echo request', buildIcmpEcho(CLIENT, NODE_IP)],
-    ['an error about an unknown flow', buildQuoting(POD_ROUTER, NODE_IP, ICMP_DEST_UNREACH, 4, buildIpv4({ saddr: NODE_IP, daddr: REMOTE.addr, proto: 'tcp', sport: 2222, dport: 8080 }), 20)],
+    [
+      'an error about an unknown flow',
+      buildQuoting(
+        POD_ROUTER,
+        NODE_IP,
+        ICMP_DEST_UNREACH,
+        4,
+        buildIpv4({ saddr: NODE_IP, daddr: REMOTE.addr, proto: 'tcp', sport: 2222, dport: 8080 }),
+        20,
+      ),
+    ],
     ['an error quoting a later fragment', buildQuoting(POD_ROUTER, NODE_IP, ICMP_DEST_UNREACH, 4, withFragOffset(fwd, 100), 20)],
     ['a redirect (type 5) about a tracked flow', buildQuoting(POD_ROUTER, NODE_IP, 5, 1, fwd, 20)],
   ];

@@ -9,7 +9,18 @@
 // of one frontend one backend.
 import t, { type Test } from 'tap';
 import {
-  IPPROTO_TCP, LB_ALG_DH, LB_ALG_LC, LB_ALG_MAGLEV, LB_ALG_NQ, LB_ALG_RR, LB_ALG_SED, LB_ALG_SH, SVC_F_AFFINITY, SVC_F_NODEPORT, SVC_F_SH_PORT, SVC_SCOPE_EXT,
+  IPPROTO_TCP,
+  LB_ALG_DH,
+  LB_ALG_LC,
+  LB_ALG_MAGLEV,
+  LB_ALG_NQ,
+  LB_ALG_RR,
+  LB_ALG_SED,
+  LB_ALG_SH,
+  SVC_F_AFFINITY,
+  SVC_F_NODEPORT,
+  SVC_F_SH_PORT,
+  SVC_SCOPE_EXT,
 } from '../../src/maps/constants.ts';
 import { CONNS_ADJUST_PROGRAM, ConnCounts } from '../../src/agent/datapath/conn-counts.ts';
 import { TCP_RST, TCP_SYN, buildIpv4 } from './fixtures/packets.ts';
@@ -34,7 +45,13 @@ let nextPort = 21000;
 const freshPort = () => nextPort++;
 
 const service = (port: number, revNatId: number, algorithm: number, flags = 0, backends = BACKENDS): ServiceSpec => ({
-  addr: NODE_IP, port, proto: 'tcp', revNatId, flags: SVC_F_NODEPORT | flags, algorithm, backends,
+  addr: NODE_IP,
+  port,
+  proto: 'tcp',
+  revNatId,
+  flags: SVC_F_NODEPORT | flags,
+  algorithm,
+  backends,
   ...(flags & SVC_F_AFFINITY ? { affinityTimeout: 10800 } : {}),
 });
 
@@ -51,14 +68,18 @@ t.test('rr: sequential new flows rotate exactly through the slots', async (t) =>
   const got: string[] = [];
   for (let i = 0; i < 9; i++) got.push(newFlow(t, `203.0.113.${10 + i}`, 30600));
   const first = BACKENDS.findIndex((b) => b.addr === got[0]);
-  t.same(got, got.map((_, i) => BACKENDS[(first + i) % 3]!.addr), `exact rotation: ${got.join(', ')}`);
-  t.equal(master(30600)?.backend_id, 9, 'the master\'s counter advanced once per new flow');
+  t.same(
+    got,
+    got.map((_, i) => BACKENDS[(first + i) % 3]!.addr),
+    `exact rotation: ${got.join(', ')}`,
+  );
+  t.equal(master(30600)?.backend_id, 9, "the master's counter advanced once per new flow");
   // Packets of a known flow do not advance it.
   const sport = freshPort();
   const a = newFlow(t, '203.0.113.50', 30600, sport);
   const input = buildIpv4({ saddr: '203.0.113.50', daddr: NODE_IP, proto: 'tcp', sport, dport: 30600, tcpFlags: 0x10 });
   t.equal(translated(t, h.ingress(input), input, 'same flow').daddr, a, 'the flow keeps its backend');
-  t.equal(master(30600)?.backend_id, 10, 'a known flow\'s packet does not turn the wheel');
+  t.equal(master(30600)?.backend_id, 10, "a known flow's packet does not turn the wheel");
 });
 
 t.test('sh: one client address always reaches one backend; clients spread', async (t) => {
@@ -102,7 +123,11 @@ t.test('affinity on top of rr: a miss chooses by rr, a hit keeps the backend', a
     for (let i = 0; i < 3; i++) t.equal(newFlow(t, client, 30603), be, `${client}: affinity holds`);
   }
   const first = BACKENDS.findIndex((b) => b.addr === firsts[0]);
-  t.same(firsts, firsts.map((_, i) => BACKENDS[(first + i) % 3]!.addr), `new clients rotate: ${firsts.join(', ')}`);
+  t.same(
+    firsts,
+    firsts.map((_, i) => BACKENDS[(first + i) % 3]!.addr),
+    `new clients rotate: ${firsts.join(', ')}`,
+  );
   t.equal(master(30603)?.backend_id, 6, 'only the misses turned the wheel');
 });
 
@@ -121,7 +146,9 @@ const tcCount = (b: BackendSpec) => h.connsOf(b.id).tc;
 const LC_FAMILIES = [
   { family: 4 as const, node: NODE_IP, client: (n: number) => `203.0.113.${n}`, backends: BACKENDS },
   {
-    family: 6 as const, node: NODE6, client: (n: number) => `fd00:203:0:113::${n}`,
+    family: 6 as const,
+    node: NODE6,
+    client: (n: number) => `fd00:203:0:113::${n}`,
     backends: BACKENDS.map((b, i) => ({ ...b, addr: `fd00:10:244:2::${31 + i}` })),
   },
 ];
@@ -180,8 +207,12 @@ t.test('lc: ties spread (sequential flows that close at once do not all go to sl
   t.equal(seen.size, 3, `30 flows with every backend idle reached all 3 (${[...seen].join(', ')})`);
 });
 
-t.test('lc, sed, nq count the socket LB\'s connections too; an idle backend is chosen first', async (t) => {
-  for (const [alg, port] of [[LB_ALG_LC, 30612], [LB_ALG_SED, 30613], [LB_ALG_NQ, 30614]] as const) {
+t.test("lc, sed, nq count the socket LB's connections too; an idle backend is chosen first", async (t) => {
+  for (const [alg, port] of [
+    [LB_ALG_LC, 30612],
+    [LB_ALG_SED, 30613],
+    [LB_ALG_NQ, 30614],
+  ] as const) {
     h.clearCt();
     h.clearConns();
     h.addService(service(port, 90 + alg, alg));

@@ -22,8 +22,15 @@ const tc = compileBpf({ program: 'tc' });
 t.test('the verifier accepts both tc programs at the default map sizes', async (t) => {
   const o = BpfObject.open(tc.path);
   t.teardown(() => o.close());
-  t.same(o.programs().map((p) => [p.name, p.section]), [['svcmap_tc_in', 'tc'], ['svcmap_tc_out', 'tc'], ['svcmap_conns_adjust', 'syscall']],
-    'the two tc programs, and the program the agent runs to change connection counts');
+  t.same(
+    o.programs().map((p) => [p.name, p.section]),
+    [
+      ['svcmap_tc_in', 'tc'],
+      ['svcmap_tc_out', 'tc'],
+      ['svcmap_conns_adjust', 'syscall'],
+    ],
+    'the two tc programs, and the program the agent runs to change connection counts',
+  );
   o.load();
   for (const name of ['svcmap_tc_in', 'svcmap_tc_out']) {
     t.ok(name.length <= 15, `${name} fits the kernel's name limit`);
@@ -40,14 +47,22 @@ t.test('the verifier accepts both tc programs at the default map sizes', async (
   t.equal(src.flags & BPF_F_NO_PREALLOC, BPF_F_NO_PREALLOC, 'the LPM trie is created without preallocation');
   t.match(maps.get('svcmap_cfg')!, { type: MAP_ARRAY, keySize: 4, valueSize: 12, maxEntries: 1 }, 'config: an array of one');
   t.match(maps.get('svcmap_svc')!, { type: MAP_HASH, keySize: 12, valueSize: 20 }, 'the services map is the shared one');
-  t.match(maps.get('svcmap_affin')!, { type: MAP_LRU_HASH, keySize: 24, valueSize: 16, maxEntries: 65536 }, 'session affinity: LRU hash, shared');
+  t.match(
+    maps.get('svcmap_affin')!,
+    { type: MAP_LRU_HASH, keySize: 24, valueSize: 16, maxEntries: 65536 },
+    'session affinity: LRU hash, shared',
+  );
 });
 
 t.test('the tc codecs match the BTF of the compiled object', async (t) => {
   const btf = new BtfFile(tc.path);
   t.teardown(() => btf.close());
   for (const codec of [ctKey, ctValue, srcRangeKey, tcConfig]) {
-    t.same(structDrift(codec.layout, (n) => btf.struct(n)), [], `struct ${codec.layout.cName}`);
+    t.same(
+      structDrift(codec.layout, (n) => btf.struct(n)),
+      [],
+      `struct ${codec.layout.cName}`,
+    );
   }
 });
 
@@ -59,9 +74,20 @@ t.test('the socket-hook object does not carry the tc-only maps', async (t) => {
   t.ok(names.includes('svcmap_affin'), 'but shares the session affinity map');
   const btf = new BtfFile(tc.path);
   const sockBtf = new BtfFile(compileBpf({ program: 'sock' }).path);
-  t.teardown(() => { btf.close(); sockBtf.close(); });
+  t.teardown(() => {
+    btf.close();
+    sockBtf.close();
+  });
   for (const codec of [affinityKey, affinityValue]) {
-    t.same(structDrift(codec.layout, (n) => btf.struct(n)), [], `tc.o: struct ${codec.layout.cName}`);
-    t.same(structDrift(codec.layout, (n) => sockBtf.struct(n)), [], `sock.o: struct ${codec.layout.cName}`);
+    t.same(
+      structDrift(codec.layout, (n) => btf.struct(n)),
+      [],
+      `tc.o: struct ${codec.layout.cName}`,
+    );
+    t.same(
+      structDrift(codec.layout, (n) => sockBtf.struct(n)),
+      [],
+      `sock.o: struct ${codec.layout.cName}`,
+    );
   }
 });

@@ -29,7 +29,9 @@ h.configure(NODE_IP);
 // wants the socket object's too; these are all that MapsAdapter touches).
 const maps = {
   v4: {
-    services: h.services, backends: h.backends, srcRange: h.srcRange,
+    services: h.services,
+    backends: h.backends,
+    srcRange: h.srcRange,
     revNat: new TypedMap(revNatMap, h.object.map(revNatMap.name)),
     maglev: new MaglevTables(h.object.map(maglevMap.name)),
   },
@@ -37,14 +39,23 @@ const maps = {
 const adapter = new MapsAdapter(maps.v4);
 
 const backends = (n: number, skip = -1) =>
-  Array.from({ length: n }, (_, i) => i).filter((i) => i !== skip)
+  Array.from({ length: n }, (_, i) => i)
+    .filter((i) => i !== skip)
     .map((i) => ({ addr: `10.244.${i >> 8}.${(i & 255) + 1}`, port: 8080, proto: IPPROTO_TCP, state: 0, flags: 0, zone: 0 }));
 
 function frontend(bes: FrontendTarget['backends'], maglevSize = 16381): FrontendTarget {
   const key = { addr: NODE_IP, port: PORT, proto: IPPROTO_TCP, scope: SVC_SCOPE_EXT };
   return {
-    id: `${NODE_IP}:${PORT}/6/0`, key, flags: SVC_F_NODEPORT, algorithm: LB_ALG_MAGLEV, affinityTimeout: 0, maglevSize,
-    backends: bes, sourceRanges: [], owner: 'ns/web', label: 'ns/web',
+    id: `${NODE_IP}:${PORT}/6/0`,
+    key,
+    flags: SVC_F_NODEPORT,
+    algorithm: LB_ALG_MAGLEV,
+    affinityTimeout: 0,
+    maglevSize,
+    backends: bes,
+    sourceRanges: [],
+    owner: 'ns/web',
+    label: 'ns/web',
   };
 }
 
@@ -73,9 +84,13 @@ const moved = (a: string[], b: string[]) => a.filter((x, i) => x !== b[i]).lengt
 t.test('one flow key, one backend; all backends used; two agents agree; removing 1 of 10 moves ~1/10', async (t) => {
   sync([frontend(backends(10))]);
   const table = maps.v4.maglev!.read(state.frontends.get(`${NODE_IP}:${PORT}/6/0`)!.master.rev_nat_id);
-  t.equal(table?.[0], 16381, 'the frontend\'s table is in svcmap_maglev, M at index 0');
+  t.equal(table?.[0], 16381, "the frontend's table is in svcmap_maglev, M at index 0");
   const rn = state.frontends.get(`${NODE_IP}:${PORT}/6/0`)!.master.rev_nat_id;
-  t.same([...(adapter.readState().maglevSizes ?? [])], [[rn, 16381]], 'read back from the kernel (a restarted agent\'s view): the size by rev_nat_id');
+  t.same(
+    [...(adapter.readState().maglevSizes ?? [])],
+    [[rn, 16381]],
+    "read back from the kernel (a restarted agent's view): the size by rev_nat_id",
+  );
   const first = route();
   t.same(route(), first, '400 new flows again: each flow key reaches the backend it reached before');
   const used = new Set(first);
@@ -88,7 +103,7 @@ t.test('one flow key, one backend; all backends used; two agents agree; removing
   sync([]);
   state = adapter.readState();
   sync([frontend(backends(10).reverse())]);
-  t.same(route(), first, 'another agent\'s table (other ids, other slots) sends every flow to the same backend');
+  t.same(route(), first, "another agent's table (other ids, other slots) sends every flow to the same backend");
 
   // Remove backend 4: the flows it had move, and few others.
   sync([frontend(backends(10, 4))]);
@@ -96,14 +111,17 @@ t.test('one flow key, one backend; all backends used; two agents agree; removing
   t.notOk(after.includes('10.244.0.5'), 'the removed backend gets no flow');
   const share = moved(first, after);
   const had = first.filter((x) => x === '10.244.0.5').length / first.length;
-  t.ok(share <= 0.1 + 0.05, `${(share * 100).toFixed(1)}% of the flows moved (ideal 10%; the removed backend had ${(had * 100).toFixed(1)}%)`);
+  t.ok(
+    share <= 0.1 + 0.05,
+    `${(share * 100).toFixed(1)}% of the flows moved (ideal 10%; the removed backend had ${(had * 100).toFixed(1)}%)`,
+  );
   t.ok(share - had <= 0.03, `flows of kept backends that moved: ${((share - had) * 100).toFixed(1)}%`);
 });
 
 t.test('a maglev frontend without its table is served at random', async (t) => {
   sync([frontend(backends(3))]);
   const rn = state.frontends.get(`${NODE_IP}:${PORT}/6/0`)!.master.rev_nat_id;
-  t.ok(maps.v4.maglev!.delete(rn), 'table deleted behind the agent\'s back');
+  t.ok(maps.v4.maglev!.delete(rn), "table deleted behind the agent's back");
   const got = new Set(route());
   t.ok(got.size > 1, `random spread without a table (${[...got].join(', ')})`);
 });

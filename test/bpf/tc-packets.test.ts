@@ -2,9 +2,7 @@
 // published vectors and a second, naive implementation, and their builder
 // and parser against each other. (No BPF here.)
 import t from 'tap';
-import {
-  buildIpv4, computeL4Checksum, ipv4HeaderValid, l4ChecksumValid, onesSum, parseIpv4,
-} from './fixtures/packets.ts';
+import { buildIpv4, computeL4Checksum, ipv4HeaderValid, l4ChecksumValid, onesSum, parseIpv4 } from './fixtures/packets.ts';
 
 /** The textbook loop: 16-bit words, end-around carry at the end. */
 function naiveSum(b: Buffer): number {
@@ -14,13 +12,17 @@ function naiveSum(b: Buffer): number {
   return s;
 }
 
-t.test('one\'s-complement sum: RFC 1071\'s worked example', async (t) => {
+t.test("one's-complement sum: RFC 1071's worked example", async (t) => {
   t.equal(onesSum(Buffer.from('0001f203f4f5f6f7', 'hex')), 0xddf2);
 });
 
 t.test('IPv4 header checksum: a published header verifies, a changed one does not', async (t) => {
   // 192.168.0.1 -> 192.168.0.199, UDP, checksum 0xb861.
-  const frame = Buffer.concat([Buffer.alloc(12), Buffer.from('0800', 'hex'), Buffer.from('450000730000400040110000c0a80001c0a800c7', 'hex')]);
+  const frame = Buffer.concat([
+    Buffer.alloc(12),
+    Buffer.from('0800', 'hex'),
+    Buffer.from('450000730000400040110000c0a80001c0a800c7', 'hex'),
+  ]);
   frame.writeUInt16BE(0xb861, 14 + 10);
   t.ok(ipv4HeaderValid(frame));
   frame[14 + 8] = 63;
@@ -40,7 +42,14 @@ t.test('the two sum implementations agree on random data', async (t) => {
 
 t.test('built frames verify, and any changed byte is caught', async (t) => {
   for (const proto of ['tcp', 'udp'] as const) {
-    const f = buildIpv4({ saddr: '203.0.113.7', daddr: '198.51.100.1', proto, sport: 40000, dport: 30080, payload: Buffer.from('odd-length!') });
+    const f = buildIpv4({
+      saddr: '203.0.113.7',
+      daddr: '198.51.100.1',
+      proto,
+      sport: 40000,
+      dport: 30080,
+      payload: Buffer.from('odd-length!'),
+    });
     t.ok(ipv4HeaderValid(f), `${proto}: IP header`);
     t.ok(l4ChecksumValid(f), `${proto}: L4 checksum`);
     t.equal(parseIpv4(f).l4Checksum, computeL4Checksum(f), `${proto}: the builder and the from-scratch computation agree`);

@@ -27,16 +27,37 @@ h.addService({ addr: NODE_IP, port: 30200, proto: 'tcp', revNatId: 2, flags: SVC
 h.addService({ addr: NODE_IP, port: 30300, proto: 'tcp', revNatId: 3, flags: SVC_F_NODEPORT | SVC_F_ETP_LOCAL, backends: [] });
 // LoadBalancer with loadBalancerSourceRanges, remote backend.
 h.addService({
-  addr: LB_IP, port: 80, proto: 'tcp', revNatId: 4, flags: SVC_F_LOADBALANCER | SVC_F_SRC_RANGES,
-  backends: [REMOTE], sourceRanges: ['203.0.113.0/28', '192.0.2.128/25'],
+  addr: LB_IP,
+  port: 80,
+  proto: 'tcp',
+  revNatId: 4,
+  flags: SVC_F_LOADBALANCER | SVC_F_SRC_RANGES,
+  backends: [REMOTE],
+  sourceRanges: ['203.0.113.0/28', '192.0.2.128/25'],
 });
 // Another frontend's ranges must not open this one.
-h.addService({ addr: LB_IP, port: 81, proto: 'tcp', revNatId: 5, flags: SVC_F_LOADBALANCER | SVC_F_SRC_RANGES, backends: [REMOTE], sourceRanges: ['203.0.113.96/27'] });
+h.addService({
+  addr: LB_IP,
+  port: 81,
+  proto: 'tcp',
+  revNatId: 5,
+  flags: SVC_F_LOADBALANCER | SVC_F_SRC_RANGES,
+  backends: [REMOTE],
+  sourceRanges: ['203.0.113.96/27'],
+});
 // externalIP, Cluster policy.
 h.addService({ addr: EXT_IP, port: 443, proto: 'tcp', revNatId: 6, flags: SVC_F_EXTERNALIP, backends: [REMOTE] });
 
 const tcp = (saddr: string, daddr: string, sport: number, dport: number, flags = TCP_SYN) =>
-  buildIpv4({ saddr, daddr, proto: 'tcp', sport, dport, tcpFlags: flags, payload: flags === TCP_SYN ? undefined : Buffer.from('payload bytes') });
+  buildIpv4({
+    saddr,
+    daddr,
+    proto: 'tcp',
+    sport,
+    dport,
+    tcpFlags: flags,
+    payload: flags === TCP_SYN ? undefined : Buffer.from('payload bytes'),
+  });
 
 t.test('a local backend: DNAT only, and the reply gets the frontend back at egress', async (t) => {
   h.clearCt();
@@ -47,7 +68,14 @@ t.test('a local backend: DNAT only, and the reply gets the frontend back at egre
 
   const ct = h.ctEntries();
   t.equal(ct.length, 2);
-  t.match(ct.find(([k]) => k.dir === CT_DIR_FWD)?.[1], { new_saddr: '0.0.0.0', new_sport: 0, new_daddr: LOCAL.addr, new_dport: LOCAL.port, flags: CT_F_LOCAL, backend_id: 21 });
+  t.match(ct.find(([k]) => k.dir === CT_DIR_FWD)?.[1], {
+    new_saddr: '0.0.0.0',
+    new_sport: 0,
+    new_daddr: LOCAL.addr,
+    new_dport: LOCAL.port,
+    flags: CT_F_LOCAL,
+    backend_id: 21,
+  });
   const rep = ct.find(([k]) => k.dir === CT_DIR_REPLY_OUT);
   t.match(rep?.[0], { saddr: LOCAL.addr, daddr: CLIENT, sport: LOCAL.port, dport: 40000, proto: 6 });
   t.match(rep?.[1], { new_saddr: NODE_IP, new_sport: 30100, new_daddr: '0.0.0.0', new_dport: 0, flags: CT_F_LOCAL });
@@ -96,7 +124,14 @@ t.test('an externalIP is a frontend like any other', async (t) => {
   const input = tcp(CLIENT, EXT_IP, 40005, 443);
   const out = translated(t, h.ingress(input), input, 'SYN to the externalIP');
   t.same([out.daddr, out.dport, out.saddr], [REMOTE.addr, REMOTE.port, NODE_IP]);
-  const reply = buildIpv4({ saddr: REMOTE.addr, daddr: NODE_IP, proto: 'tcp', sport: REMOTE.port, dport: out.sport, tcpFlags: TCP_SYN | TCP_ACK });
+  const reply = buildIpv4({
+    saddr: REMOTE.addr,
+    daddr: NODE_IP,
+    proto: 'tcp',
+    sport: REMOTE.port,
+    dport: out.sport,
+    tcpFlags: TCP_SYN | TCP_ACK,
+  });
   const back = translated(t, h.ingress(reply), reply, 'reply');
   t.same([back.saddr, back.sport, back.daddr, back.dport], [EXT_IP, 443, CLIENT, 40005], 'the client sees the externalIP answer');
 });
@@ -111,7 +146,10 @@ t.test('packets that are not for a frontend pass byte-identical', async (t) => {
     ['ARP', buildArp(CLIENT, NODE_IP)],
     ['IPv6', buildIpv6Tcp(30100)],
     ['ICMP to the node', buildIcmpEcho(CLIENT, NODE_IP)],
-    ['a later fragment to a frontend, its first not seen', buildIpv4({ saddr: CLIENT, daddr: NODE_IP, proto: 'udp', sport: 40000, dport: 30100, fragOffset: 185 })],
+    [
+      'a later fragment to a frontend, its first not seen',
+      buildIpv4({ saddr: CLIENT, daddr: NODE_IP, proto: 'udp', sport: 40000, dport: 30100, fragOffset: 185 }),
+    ],
   ];
   for (const [what, frame] of cases) {
     untouched(t, h.ingress(frame), frame, `ingress: ${what}`);

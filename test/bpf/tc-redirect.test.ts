@@ -25,10 +25,19 @@ interface Outcome {
 const outcomes = new Map<string, Outcome>();
 const child = fileURLToPath(new URL('./fixtures/tc-netns-child.ts', import.meta.url));
 const run = spawnSync('unshare', ['--net', '--', process.execPath, child], { encoding: 'utf8', timeout: 60_000 });
-if (run.status !== 0) throw new Error(`the namespace child failed (status ${run.status}, signal ${run.signal}${run.error ? `, ${run.error.message}` : ''}):\n${run.stderr}`);
+if (run.status !== 0)
+  throw new Error(
+    `the namespace child failed (status ${run.status}, signal ${run.signal}${run.error ? `, ${run.error.message}` : ''}):\n${run.stderr}`,
+  );
 for (const line of run.stdout.trim().split('\n')) {
   const o = JSON.parse(line) as { name: string; retval: number; input: string; output: string; counted: Record<string, number> };
-  outcomes.set(o.name, { name: o.name, retval: o.retval, input: Buffer.from(o.input, 'hex'), output: Buffer.from(o.output, 'hex'), counted: o.counted });
+  outcomes.set(o.name, {
+    name: o.name,
+    retval: o.retval,
+    input: Buffer.from(o.input, 'hex'),
+    output: Buffer.from(o.output, 'hex'),
+    counted: o.counted,
+  });
 }
 
 const get = (name: string): Outcome => {
@@ -58,8 +67,15 @@ t.test('redirect decisions in a private namespace', async (t) => {
   });
 
   t.test('routes the program must not take go to the stack, translated', async (t) => {
-    for (const name of ['blackholed backend', 'unreachable backend', 'backend on a local address', 'larger than the egress MTU, no neighbour',
-      'larger than the egress MTU, neighbour known', 'forwarding disabled', 'TTL 1']) {
+    for (const name of [
+      'blackholed backend',
+      'unreachable backend',
+      'backend on a local address',
+      'larger than the egress MTU, no neighbour',
+      'larger than the egress MTU, neighbour known',
+      'forwarding disabled',
+      'TTL 1',
+    ]) {
       const o = get(name);
       t.equal(o.retval, TC_ACT_OK, `${name}: TC_ACT_OK`);
       const out = translated(t, result(o), o.input, name);
@@ -73,10 +89,14 @@ t.test('redirect decisions in a private namespace', async (t) => {
     t.equal(o.retval, TC_ACT_REDIRECT);
     const out = translated(t, result(o), o.input, 'second device');
     t.same([out.saddr, out.daddr, out.dport], ['192.0.2.2', '10.244.3.5', 8080], "d2's address, not lo's (the node IP)");
-    const reply = get('reply to the second device\'s address');
+    const reply = get("reply to the second device's address");
     t.equal(reply.retval, TC_ACT_REDIRECT);
     const back = translated(t, result(reply), reply.input, 'reply to d2');
-    t.same([back.saddr, back.sport, back.daddr, back.dport], ['198.51.100.1', 30006, '203.0.113.7', 40020], 'the reply to that address is translated back');
+    t.same(
+      [back.saddr, back.sport, back.daddr, back.dport],
+      ['198.51.100.1', 30006, '203.0.113.7', 40020],
+      'the reply to that address is translated back',
+    );
     const moved = parseIpv4(get('after the address changed, a new flow').output);
     t.equal(moved.saddr, '192.0.2.3', 'a new flow after the map changed takes the new address');
     const older = parseIpv4(get('after the address changed, the older flow').output);
@@ -84,8 +104,13 @@ t.test('redirect decisions in a private namespace', async (t) => {
   });
 
   t.test('SNAT without a forwardable route or without a device address drops, untranslated', async (t) => {
-    for (const name of ['SNAT, blackholed backend', 'SNAT, unreachable backend', 'SNAT, backend on a local address', 'SNAT, forwarding disabled',
-      'SNAT, the egress device has no address']) {
+    for (const name of [
+      'SNAT, blackholed backend',
+      'SNAT, unreachable backend',
+      'SNAT, backend on a local address',
+      'SNAT, forwarding disabled',
+      'SNAT, the egress device has no address',
+    ]) {
       t.equal(get(name).retval, TC_ACT_SHOT, `${name}: TC_ACT_SHOT`);
     }
   });
@@ -115,7 +140,7 @@ t.test('redirect decisions in a private namespace', async (t) => {
       'SNAT, forwarding disabled': 'tc_ingress/snat_no_route',
       'SNAT, the egress device has no address': 'tc_ingress/no_snat_address',
       'SNAT out of a second device': 'tc_ingress/translated',
-      'reply to the second device\'s address': 'tc_ingress/reply_translated',
+      "reply to the second device's address": 'tc_ingress/reply_translated',
       'after the address changed, a new flow': 'tc_ingress/translated',
       'after the address changed, the older flow': 'tc_ingress/translated',
       'larger than the egress MTU, no neighbour': 'tc_ingress/to_stack_mtu',

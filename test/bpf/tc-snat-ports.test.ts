@@ -27,9 +27,25 @@ h.configure(NODE_IP, SNAT_MIN, SNAT_MAX);
 h.addService({ addr: NODE_IP, port: NODE_PORT, proto: 'tcp', revNatId: 1, flags: SVC_F_NODEPORT, backends: [BACKEND] });
 
 const fromClient = (client: string, sport: number, flags: number) =>
-  buildIpv4({ saddr: client, daddr: NODE_IP, proto: 'tcp', sport, dport: NODE_PORT, tcpFlags: flags, payload: flags & TCP_SYN ? undefined : Buffer.from('c') });
+  buildIpv4({
+    saddr: client,
+    daddr: NODE_IP,
+    proto: 'tcp',
+    sport,
+    dport: NODE_PORT,
+    tcpFlags: flags,
+    payload: flags & TCP_SYN ? undefined : Buffer.from('c'),
+  });
 const fromBackend = (snatPort: number, flags: number) =>
-  buildIpv4({ saddr: BACKEND.addr, daddr: NODE_IP, proto: 'tcp', sport: BACKEND.port, dport: snatPort, tcpFlags: flags, payload: flags & TCP_SYN ? undefined : Buffer.from('b') });
+  buildIpv4({
+    saddr: BACKEND.addr,
+    daddr: NODE_IP,
+    proto: 'tcp',
+    sport: BACKEND.port,
+    dport: snatPort,
+    tcpFlags: flags,
+    payload: flags & TCP_SYN ? undefined : Buffer.from('b'),
+  });
 
 /** A SYN from client:sport; the SNAT port it got. */
 function open(t: Test, client: string, sport: number): number {
@@ -43,7 +59,8 @@ function age(ns: bigint): void {
 }
 
 const replyEntry = (port: number) => h.ctEntries().find(([k]) => k.dir === CT_DIR_REPLY_IN && k.dport === port);
-const fwdEntry = (client: string, sport: number) => h.ctEntries().find(([k]) => k.dir === CT_DIR_FWD && k.saddr === client && k.sport === sport);
+const fwdEntry = (client: string, sport: number) =>
+  h.ctEntries().find(([k]) => k.dir === CT_DIR_FWD && k.saddr === client && k.sport === sport);
 
 t.test('distinct flows to one backend get distinct ports, from the range', async (t) => {
   h.clearCt();
@@ -74,7 +91,16 @@ t.test('the first candidate comes from a hash of the flow; a taken one makes the
   h.clearCt();
   h.ct.put(
     { saddr: BACKEND.addr, daddr: NODE_IP, sport: BACKEND.port, dport: first, proto: 6, dir: CT_DIR_REPLY_IN },
-    { new_saddr: NODE_IP, new_daddr: '203.0.113.99', new_sport: NODE_PORT, new_dport: 45000, backend_id: BACKEND.id, rev_nat_id: 1, flags: CT_F_SNAT, last_seen: process.hrtime.bigint() },
+    {
+      new_saddr: NODE_IP,
+      new_daddr: '203.0.113.99',
+      new_sport: NODE_PORT,
+      new_dport: 45000,
+      backend_id: BACKEND.id,
+      rev_nat_id: 1,
+      flags: CT_F_SNAT,
+      last_seen: process.hrtime.bigint(),
+    },
   );
   const got = open(t, '203.0.113.50', 40100);
   t.not(got, first, `port ${first} is taken: the flow got ${got}`);
@@ -87,7 +113,8 @@ for (const close of ['FIN both ways', 'RST from the client', 'RST from the backe
     h.clearCt();
     h.configure(NODE_IP, 61000, 61000); // one port
     t.teardown(() => h.configure(NODE_IP, SNAT_MIN, SNAT_MAX));
-    const A = '203.0.113.10', B = '203.0.113.20';
+    const A = '203.0.113.10',
+      B = '203.0.113.20';
     t.equal(open(t, A, 41000), 61000, 'flow A takes the one port');
     const synB = fromClient(B, 42000, TCP_SYN);
 
@@ -95,8 +122,11 @@ for (const close of ['FIN both ways', 'RST from the client', 'RST from the backe
     h.ingress(fromBackend(61000, TCP_SYN | TCP_ACK));
     h.ingress(fromClient(A, 41000, TCP_ACK));
     age(100n * S);
-    t.same(h.countsOf(() => t.equal(h.ingress(synB).retval, TC_ACT_SHOT, 'B is dropped')), { 'tc_ingress/snat_ports_exhausted': 1 },
-      'a live flow, idle 100 s, keeps its port: B is counted as exhausted');
+    t.same(
+      h.countsOf(() => t.equal(h.ingress(synB).retval, TC_ACT_SHOT, 'B is dropped')),
+      { 'tc_ingress/snat_ports_exhausted': 1 },
+      'a live flow, idle 100 s, keeps its port: B is counted as exhausted',
+    );
 
     if (close === 'FIN both ways') {
       h.ingress(fromClient(A, 41000, TCP_FIN | TCP_ACK));
@@ -123,17 +153,26 @@ for (const close of ['FIN both ways', 'RST from the client', 'RST from the backe
     t.equal(translated(t, h.ingress(synB), synB, 'B after the hold').sport, 61000, 'closed and quiet 0.5 s: a SYN takes the port over');
     t.equal(fwdEntry(A, 41000), undefined, "A's forward entry is gone with its port");
     t.ok(fwdEntry(B, 42000), "B's forward entry is there");
-    t.equal(h.ctEntries().length, 2, 'two entries: B\'s');
-    const back = translated(t, h.ingress(fromBackend(61000, TCP_SYN | TCP_ACK)), fromBackend(61000, TCP_SYN | TCP_ACK), 'reply on port 61000');
+    t.equal(h.ctEntries().length, 2, "two entries: B's");
+    const back = translated(
+      t,
+      h.ingress(fromBackend(61000, TCP_SYN | TCP_ACK)),
+      fromBackend(61000, TCP_SYN | TCP_ACK),
+      'reply on port 61000',
+    );
     t.same([back.daddr, back.dport], [B, 42000], 'replies on the port now go to B');
 
     // A's client sends again on its old port: a flow of its own, which finds no port (B holds it, live).
-    t.same(h.countsOf(() => h.ingress(fromClient(A, 41000, TCP_ACK))), { 'tc_ingress/snat_ports_exhausted': 1 }, "A's late packet does not land on B's flow");
+    t.same(
+      h.countsOf(() => h.ingress(fromClient(A, 41000, TCP_ACK))),
+      { 'tc_ingress/snat_ports_exhausted': 1 },
+      "A's late packet does not land on B's flow",
+    );
     t.equal(replyEntry(61000)?.[1].new_daddr, B, 'B keeps the port');
   });
 }
 
-t.test('a first packet other than a SYN takes a closed flow\'s port over after 1 s', async (t) => {
+t.test("a first packet other than a SYN takes a closed flow's port over after 1 s", async (t) => {
   h.clearCt();
   h.configure(NODE_IP, 61000, 61000);
   t.teardown(() => h.configure(NODE_IP, SNAT_MIN, SNAT_MAX));
@@ -150,7 +189,8 @@ t.test('a SYN that restarts a closed flow whose port went to another flow leaves
   h.clearCt();
   h.configure(NODE_IP, 61000, 61001);
   t.teardown(() => h.configure(NODE_IP, SNAT_MIN, SNAT_MAX));
-  const A = '203.0.113.30', B = '203.0.113.31';
+  const A = '203.0.113.30',
+    B = '203.0.113.31';
   const pa = open(t, A, 43000);
   h.ingress(fromClient(A, 43000, TCP_RST));
   const aFwd = fwdEntry(A, 43000)!;
@@ -202,7 +242,9 @@ t.test("a closed flow's reply entry alone (the GC removed the forward entry firs
   h.clearCt();
   h.configure(NODE_IP, 61000, 61000);
   t.teardown(() => h.configure(NODE_IP, SNAT_MIN, SNAT_MAX));
-  const A = '203.0.113.60', B = '203.0.113.61', C = '203.0.113.62';
+  const A = '203.0.113.60',
+    B = '203.0.113.61',
+    C = '203.0.113.62';
   t.equal(open(t, A, 47000), 61000);
   h.ingress(fromClient(A, 47000, TCP_RST));
   age(10n * S);
@@ -214,8 +256,11 @@ t.test("a closed flow's reply entry alone (the GC removed the forward entry firs
   age(10n * S);
   h.ct.delete(fwdEntry(B, 48000)![0]); // as the GC's first delete does
   const synC = fromClient(C, 49000, TCP_SYN);
-  t.same(h.countsOf(() => t.equal(h.ingress(synC).retval, TC_ACT_SHOT, 'C is dropped')), { 'tc_ingress/snat_ports_exhausted': 1 },
-    'the reply entry alone, quiet 10 s: not taken over');
+  t.same(
+    h.countsOf(() => t.equal(h.ingress(synC).retval, TC_ACT_SHOT, 'C is dropped')),
+    { 'tc_ingress/snat_ports_exhausted': 1 },
+    'the reply entry alone, quiet 10 s: not taken over',
+  );
   t.equal(replyEntry(61000)?.[1].new_daddr, B, "B's reply entry is untouched, for the GC");
   // A late packet of B's flow restarts its idle time: within the limit, the lone entry can go.
   translated(t, h.ingress(fromBackend(61000, TCP_ACK)), fromBackend(61000, TCP_ACK), 'a late packet of B');
@@ -236,7 +281,7 @@ t.test("a SYN retransmit of a flow whose reply entry is gone or another flow's s
   t.equal(replyEntry(again)?.[1].new_daddr, A, `the retransmit reserved a reply entry again (port ${again})`);
   const back = translated(t, h.ingress(fromBackend(again, TCP_SYN | TCP_ACK)), fromBackend(again, TCP_SYN | TCP_ACK), 'SYN-ACK');
   t.same([back.daddr, back.dport], [A, 49000], 'the SYN-ACK reaches the client');
-  t.equal(h.ctEntries().length, 2, 'two entries, the flow\'s');
+  t.equal(h.ctEntries().length, 2, "two entries, the flow's");
 
   // Its port's reply entry names another flow (B's, written over it): A moves to another port, B keeps its own.
   const B = { k: { ...rep[0], dport: again }, v: { ...rep[1], new_daddr: '203.0.113.71', new_dport: 49100 } };

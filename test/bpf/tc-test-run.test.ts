@@ -22,7 +22,9 @@ t.test('a run returns the verdict, the packet and the time', async (t) => {
   // repeat reaches the kernel: the program ran 500 times (its counter says
   // so), and the time is their mean. How long a run takes is make bench's.
   let many = res;
-  const moved = h.countsOf(() => { many = progTestRun(h.outFd, arp, { repeat: 500 }); });
+  const moved = h.countsOf(() => {
+    many = progTestRun(h.outFd, arp, { repeat: 500 });
+  });
   t.same(moved, { 'tc_egress/other_protocol': 500 }, 'repeat 500: the program ran 500 times');
   t.equal(many.retval, TC_ACT_OK);
   t.ok(Number.isInteger(many.durationNs) && many.durationNs >= 0, `the mean of the 500 runs, in whole ns (${many.durationNs})`);
@@ -44,10 +46,17 @@ t.test('an output buffer too small for the packet is ENOSPC, not an overflow', a
 });
 
 t.test('this kernel refuses an IPv4 or IPv6 frame shorter than its IP header', async (t) => {
-  for (const [ethertype, ipHeader] of [[0x0800, 20], [0x86dd, 40]] as const) {
+  for (const [ethertype, ipHeader] of [
+    [0x0800, 20],
+    [0x86dd, 40],
+  ] as const) {
     const short = Buffer.alloc(14 + ipHeader - 1);
     short.writeUInt16BE(ethertype, 12);
-    t.throws(() => progTestRun(h.outFd, short), { code: 'EINVAL' }, `ethertype 0x${ethertype.toString(16)} with ${ipHeader - 1} bytes after it`);
+    t.throws(
+      () => progTestRun(h.outFd, short),
+      { code: 'EINVAL' },
+      `ethertype 0x${ethertype.toString(16)} with ${ipHeader - 1} bytes after it`,
+    );
     const full = Buffer.alloc(14 + ipHeader);
     full.writeUInt16BE(ethertype, 12);
     t.equal(progTestRun(h.outFd, full).retval, TC_ACT_OK, `and takes it with ${ipHeader}`);

@@ -29,7 +29,14 @@ t.test('UDP with a checksum: recomputed right both ways', async (t) => {
   t.same([out.saddr, out.daddr, out.dport], [NODE_IP, REMOTE.addr, REMOTE.port], 'DNAT + SNAT');
   t.not(out.l4Checksum, 0, 'still carries a checksum');
 
-  const reply = buildIpv4({ saddr: REMOTE.addr, daddr: NODE_IP, proto: 'udp', sport: REMOTE.port, dport: out.sport, payload: Buffer.concat([query, Buffer.from('answer')]) });
+  const reply = buildIpv4({
+    saddr: REMOTE.addr,
+    daddr: NODE_IP,
+    proto: 'udp',
+    sport: REMOTE.port,
+    dport: out.sport,
+    payload: Buffer.concat([query, Buffer.from('answer')]),
+  });
   const back = translated(t, h.ingress(reply), reply, 'answer');
   t.same([back.saddr, back.sport, back.daddr, back.dport], [NODE_IP, 30053, CLIENT, 40000]);
 });
@@ -41,7 +48,15 @@ t.test('UDP with a zero checksum: stays zero through every translation', async (
   t.equal(out.l4Checksum, 0, 'DNAT + SNAT leave the zero alone');
   t.same([out.saddr, out.daddr, out.dport], [NODE_IP, REMOTE.addr, REMOTE.port]);
 
-  const reply = buildIpv4({ saddr: REMOTE.addr, daddr: NODE_IP, proto: 'udp', sport: REMOTE.port, dport: out.sport, payload: query, udpNoChecksum: true });
+  const reply = buildIpv4({
+    saddr: REMOTE.addr,
+    daddr: NODE_IP,
+    proto: 'udp',
+    sport: REMOTE.port,
+    dport: out.sport,
+    payload: query,
+    udpNoChecksum: true,
+  });
   const back = translated(t, h.ingress(reply), reply, 'answer without checksum');
   t.equal(back.l4Checksum, 0, 'the reverse translation leaves it alone too');
   t.same([back.saddr, back.sport, back.daddr, back.dport], [NODE_IP, 30053, CLIENT, 40001]);
@@ -49,7 +64,15 @@ t.test('UDP with a zero checksum: stays zero through every translation', async (
   const local = buildIpv4({ saddr: CLIENT, daddr: NODE_IP, proto: 'udp', sport: 40002, dport: 30054, payload: query, udpNoChecksum: true });
   const l = translated(t, h.ingress(local), local, 'to a local backend');
   t.equal(l.l4Checksum, 0);
-  const lreply = buildIpv4({ saddr: LOCAL.addr, daddr: CLIENT, proto: 'udp', sport: LOCAL.port, dport: 40002, payload: query, udpNoChecksum: true });
+  const lreply = buildIpv4({
+    saddr: LOCAL.addr,
+    daddr: CLIENT,
+    proto: 'udp',
+    sport: LOCAL.port,
+    dport: 40002,
+    payload: query,
+    udpNoChecksum: true,
+  });
   const lb = translated(t, h.egress(lreply), lreply, 'egress reply');
   t.equal(lb.l4Checksum, 0, 'and so does the egress source rewrite');
   t.same([lb.saddr, lb.sport], [NODE_IP, 30054]);
@@ -80,9 +103,18 @@ t.test('a checksum that comes out as zero is written as 0xffff', async (t) => {
 
 t.test('UDP flows keep their backend and SNAT port', async (t) => {
   h.clearCt();
-  const first = parseIpv4(h.ingress(buildIpv4({ saddr: CLIENT, daddr: NODE_IP, proto: 'udp', sport: 40003, dport: 30053, payload: query })).packetOut);
+  const first = parseIpv4(
+    h.ingress(buildIpv4({ saddr: CLIENT, daddr: NODE_IP, proto: 'udp', sport: 40003, dport: 30053, payload: query })).packetOut,
+  );
   for (let i = 0; i < 5; i++) {
-    const next = buildIpv4({ saddr: CLIENT, daddr: NODE_IP, proto: 'udp', sport: 40003, dport: 30053, payload: Buffer.from(`datagram ${i}`) });
+    const next = buildIpv4({
+      saddr: CLIENT,
+      daddr: NODE_IP,
+      proto: 'udp',
+      sport: 40003,
+      dport: 30053,
+      payload: Buffer.from(`datagram ${i}`),
+    });
     const out = translated(t, h.ingress(next), next, `datagram ${i}`);
     t.same([out.saddr, out.sport, out.daddr, out.dport], [first.saddr, first.sport, first.daddr, first.dport]);
   }

@@ -13,8 +13,18 @@ import { SNAT_PORT_MAX as SNAT_MAX, SNAT_PORT_MIN as SNAT_MIN } from '../../src/
 import { SVC_F_ETP_LOCAL, SVC_F_LOADBALANCER, SVC_F_NODEPORT, SVC_F_SRC_RANGES } from '../../src/maps/constants.ts';
 import { ETH_P_IPV6, TCP_ACK, TCP_FIN, TCP_SYN, ethHeader } from './fixtures/packets.ts';
 import {
-  ICMPV6_DEST_UNREACH, ICMPV6_ECHO_REQUEST, ICMPV6_PKT_TOOBIG, buildIcmpv6, buildIcmpv6Error, buildIpv6, buildIpv6WithHopByHop, buildNeighborSolicit,
-  buildRouterAdvert, l4Checksum6Valid, parseIcmpv6Error, parseIpv6,
+  ICMPV6_DEST_UNREACH,
+  ICMPV6_ECHO_REQUEST,
+  ICMPV6_PKT_TOOBIG,
+  buildIcmpv6,
+  buildIcmpv6Error,
+  buildIpv6,
+  buildIpv6WithHopByHop,
+  buildNeighborSolicit,
+  buildRouterAdvert,
+  l4Checksum6Valid,
+  parseIcmpv6Error,
+  parseIpv6,
 } from './fixtures/packets6.ts';
 import { LO_IFINDEX } from './fixtures/private-net.ts';
 import { CT_DIR_FWD, CT_DIR_REPLY_IN, CT_DIR_REPLY_OUT, CT_F_LOCAL, CT_F_SNAT } from './fixtures/tc-codecs.ts';
@@ -40,53 +50,111 @@ h.addService6({ addr: NODE6, port: 30083, proto: 'tcp', revNatId: 4, flags: SVC_
 h.addService6({ addr: NODE6, port: 30084, proto: 'tcp', revNatId: 5, flags: SVC_F_NODEPORT | SVC_F_ETP_LOCAL, backends: [] });
 h.addService6({ addr: NODE6, port: 30085, proto: 'tcp', revNatId: 6, flags: SVC_F_NODEPORT, backends: [] });
 h.addService6({
-  addr: LB6, port: 80, proto: 'tcp', revNatId: 7, flags: SVC_F_LOADBALANCER | SVC_F_SRC_RANGES, backends: [REMOTE], sourceRanges: ['fd00:203:0:113::/64'],
+  addr: LB6,
+  port: 80,
+  proto: 'tcp',
+  revNatId: 7,
+  flags: SVC_F_LOADBALANCER | SVC_F_SRC_RANGES,
+  backends: [REMOTE],
+  sourceRanges: ['fd00:203:0:113::/64'],
 });
 // The same address and port in the IPv4 maps must not answer for IPv6.
-h.addService({ addr: NODE_IP, port: 30080, proto: 'tcp', revNatId: 1, flags: SVC_F_NODEPORT, backends: [{ id: 11, addr: '10.244.2.5', port: 9999 }] });
+h.addService({
+  addr: NODE_IP,
+  port: 30080,
+  proto: 'tcp',
+  revNatId: 1,
+  flags: SVC_F_NODEPORT,
+  backends: [{ id: 11, addr: '10.244.2.5', port: 9999 }],
+});
 
 const tcp = (saddr: string, daddr: string, sport: number, dport: number, flags = TCP_SYN, payload?: Buffer) =>
-  buildIpv6({ saddr, daddr, proto: 'tcp', sport, dport, tcpFlags: flags, hopLimit: 61, flowLabel: 0x12345, ...(payload ? { payload } : {}) });
+  buildIpv6({
+    saddr,
+    daddr,
+    proto: 'tcp',
+    sport,
+    dport,
+    tcpFlags: flags,
+    hopLimit: 61,
+    flowLabel: 0x12345,
+    ...(payload ? { payload } : {}),
+  });
 
 /** Runs one packet and checks it moved exactly one counter, by one; returns that counter. */
 const one = (t: Test, what: string, run: () => number, want: number | number[]) => h.countedOnce(t, what, run, want);
 
-t.test('a SYN to an IPv6 NodePort with a remote backend is DNATed and SNATed to the device\'s IPv6 address', async (t) => {
+t.test("a SYN to an IPv6 NodePort with a remote backend is DNATed and SNATed to the device's IPv6 address", async (t) => {
   h.clearCt();
   const input = tcp(CLIENT, NODE6, 40000, 30080, TCP_SYN, Buffer.from('hello'));
   let res: ReturnType<typeof h.ingress> | undefined;
-  const moved = h.countsOf(() => { res = h.ingress(input); });
+  const moved = h.countsOf(() => {
+    res = h.ingress(input);
+  });
   const out = translated6(t, res!, input, 'SYN');
   t.same([out.daddr, out.dport], [REMOTE.addr, REMOTE.port], 'destination: the backend');
-  t.equal(out.saddr, NODE6, 'source: lo\'s address from svcmap_devaddr6');
+  t.equal(out.saddr, NODE6, "source: lo's address from svcmap_devaddr6");
   t.ok(out.sport >= SNAT_MIN && out.sport <= SNAT_MAX, `source port ${out.sport} from the SNAT range`);
-  t.ok(moved['tc_ingress/translated'] === 1 || Object.keys(moved).some((k) => k.startsWith('tc_ingress/to_stack')), `counted once as translated (${JSON.stringify(moved)})`);
+  t.ok(
+    moved['tc_ingress/translated'] === 1 || Object.keys(moved).some((k) => k.startsWith('tc_ingress/to_stack')),
+    `counted once as translated (${JSON.stringify(moved)})`,
+  );
   t.same(h.ctEntries(), [], 'nothing in the IPv4 conntrack map');
   const ct = h.ct6Entries();
   t.equal(ct.length, 2, 'one forward and one reply entry in svcmap_ct6');
   const fwd = ct.find(([k]) => k.dir === CT_DIR_FWD);
   t.match(fwd?.[0], { saddr: CLIENT, daddr: NODE6, sport: 40000, dport: 30080, proto: 6 });
-  t.match(fwd?.[1], { new_saddr: NODE6, new_sport: out.sport, new_daddr: REMOTE.addr, new_dport: 8080, backend_id: 11, rev_nat_id: 1, flags: CT_F_SNAT });
+  t.match(fwd?.[1], {
+    new_saddr: NODE6,
+    new_sport: out.sport,
+    new_daddr: REMOTE.addr,
+    new_dport: 8080,
+    backend_id: 11,
+    rev_nat_id: 1,
+    flags: CT_F_SNAT,
+  });
   const rep = ct.find(([k]) => k.dir === CT_DIR_REPLY_IN);
   t.match(rep?.[0], { saddr: REMOTE.addr, daddr: NODE6, sport: 8080, dport: out.sport, proto: 6 });
   t.match(rep?.[1], { new_saddr: NODE6, new_sport: 30080, new_daddr: CLIENT, new_dport: 40000, flags: CT_F_SNAT });
 
   const reply = tcp(REMOTE.addr, NODE6, 8080, out.sport, TCP_SYN | TCP_ACK, Buffer.from('from the backend'));
   const back = translated6(t, h.ingress(reply), reply, 'SYN-ACK');
-  t.same([back.saddr, back.sport, back.daddr, back.dport], [NODE6, 30080, CLIENT, 40000], 'the reply comes from the frontend to the client');
+  t.same(
+    [back.saddr, back.sport, back.daddr, back.dport],
+    [NODE6, 30080, CLIENT, 40000],
+    'the reply comes from the frontend to the client',
+  );
   const next = tcp(CLIENT, NODE6, 40000, 30080, TCP_ACK, Buffer.from('more'));
   const again = translated6(t, h.ingress(next), next, 'ACK');
-  t.same([again.saddr, again.sport, again.daddr, again.dport], [out.saddr, out.sport, out.daddr, out.dport], 'a later packet: the same translation');
+  t.same(
+    [again.saddr, again.sport, again.daddr, again.dport],
+    [out.saddr, out.sport, out.daddr, out.dport],
+    'a later packet: the same translation',
+  );
   t.equal(h.ct6Entries().length, 2, 'no entry per later packet');
 });
 
 t.test('UDP over IPv6: the checksum (mandatory in IPv6) is right after DNAT and SNAT', async (t) => {
   h.clearCt();
   for (let i = 0; i < 16; i++) {
-    const input = buildIpv6({ saddr: CLIENT, daddr: NODE6, proto: 'udp', sport: 41000 + i, dport: 30082, payload: Buffer.from(`datagram ${i}`) });
+    const input = buildIpv6({
+      saddr: CLIENT,
+      daddr: NODE6,
+      proto: 'udp',
+      sport: 41000 + i,
+      dport: 30082,
+      payload: Buffer.from(`datagram ${i}`),
+    });
     const out = translated6(t, h.ingress(input), input, `datagram ${i}`);
     t.same([out.daddr, out.dport, out.saddr], [REMOTE.addr, REMOTE.port, NODE6]);
-    const reply = buildIpv6({ saddr: REMOTE.addr, daddr: NODE6, proto: 'udp', sport: 8080, dport: out.sport, payload: Buffer.from(`answer ${i}`) });
+    const reply = buildIpv6({
+      saddr: REMOTE.addr,
+      daddr: NODE6,
+      proto: 'udp',
+      sport: 8080,
+      dport: out.sport,
+      payload: Buffer.from(`answer ${i}`),
+    });
     const back = translated6(t, h.ingress(reply), reply, `answer ${i}`);
     t.same([back.saddr, back.sport, back.daddr, back.dport], [NODE6, 30082, CLIENT, 41000 + i]);
   }
@@ -102,14 +170,22 @@ t.test('a local backend: DNAT only, its reply translated at egress', async (t) =
   t.match(ct.find(([k]) => k.dir === CT_DIR_REPLY_OUT)?.[0], { saddr: LOCAL.addr, daddr: CLIENT, sport: 8080, dport: 40001 });
   const reply = tcp(LOCAL.addr, CLIENT, 8080, 40001, TCP_SYN | TCP_ACK);
   let res: ReturnType<typeof h.egress> | undefined;
-  t.same(h.countsOf(() => { res = h.egress(reply); }), { 'tc_egress/reply_translated': 1 });
+  t.same(
+    h.countsOf(() => {
+      res = h.egress(reply);
+    }),
+    { 'tc_egress/reply_translated': 1 },
+  );
   t.equal(res!.retval, TC_ACT_OK);
   const back = parseIpv6(res!.packetOut);
   t.same([back.saddr, back.sport, back.daddr, back.dport], [NODE6, 30081, CLIENT, 40001], 'the source is the frontend again');
   t.equal(back.hopLimit, 61, 'egress does not route: the hop limit stays');
   const fin = tcp(CLIENT, NODE6, 40001, 30081, TCP_FIN | TCP_ACK);
   translated6(t, h.ingress(fin), fin, 'FIN');
-  t.ok(h.ct6Entries().every(([, v]) => v.flags & 0x10), 'the FIN is in both entries\' state');
+  t.ok(
+    h.ct6Entries().every(([, v]) => v.flags & 0x10),
+    "the FIN is in both entries' state",
+  );
 });
 
 t.test('every packet of a flow keeps its backend; flows spread; SNAT ports never collide', async (t) => {
@@ -133,41 +209,92 @@ t.test('neighbour discovery, router advertisements and echo pass untouched; exte
   const ns = buildNeighborSolicit('fe80::1', NODE6);
   const ra = buildRouterAdvert('fe80::1', 'fd00:198:51:100::');
   const echo = buildIcmpv6(CLIENT, NODE6, ICMPV6_ECHO_REQUEST, 0, Buffer.from('0001000170696e67', 'hex'), 64);
-  for (const [what, f] of [['neighbour solicitation', ns], ['router advertisement', ra], ['echo request', echo]] as const) {
-    for (const [hook, run] of [['ingress', h.ingress.bind(h)], ['egress', h.egress.bind(h)]] as const) {
+  for (const [what, f] of [
+    ['neighbour solicitation', ns],
+    ['router advertisement', ra],
+    ['echo request', echo],
+  ] as const) {
+    for (const [hook, run] of [
+      ['ingress', h.ingress.bind(h)],
+      ['egress', h.egress.bind(h)],
+    ] as const) {
       let res: ReturnType<typeof h.ingress> | undefined;
-      t.same(h.countsOf(() => { res = run(f); }), { [`tc_${hook}/other_protocol`]: 1 }, `${what} at ${hook}: counted once as other_protocol`);
+      t.same(
+        h.countsOf(() => {
+          res = run(f);
+        }),
+        { [`tc_${hook}/other_protocol`]: 1 },
+        `${what} at ${hook}: counted once as other_protocol`,
+      );
       untouched(t, res!, f, `${what} at ${hook}`);
     }
   }
   const hbh = buildIpv6WithHopByHop({ saddr: CLIENT, daddr: NODE6, sport: 40002, dport: 30080 });
   let res: ReturnType<typeof h.ingress> | undefined;
-  t.same(h.countsOf(() => { res = h.ingress(hbh); }), { 'tc_ingress/ipv6_ext_header': 1 }, 'a hop-by-hop header: counted as ipv6_ext_header');
+  t.same(
+    h.countsOf(() => {
+      res = h.ingress(hbh);
+    }),
+    { 'tc_ingress/ipv6_ext_header': 1 },
+    'a hop-by-hop header: counted as ipv6_ext_header',
+  );
   untouched(t, res!, hbh, 'a SYN behind a hop-by-hop header');
   const cut = tcp(CLIENT, NODE6, 40003, 30080).subarray(0, 14 + 40 + 10);
-  t.equal(one(t, 'a TCP header cut short', () => h.ingress(cut).retval, TC_ACT_OK), 'tc_ingress/malformed');
-  t.equal(one(t, 'no IPv6 frontend on the port', () => h.ingress(tcp(CLIENT, NODE6, 40004, 30999)).retval, TC_ACT_OK), 'tc_ingress/passed');
-  t.equal(one(t, 'egress, no flow', () => h.egress(tcp(NODE6, CLIENT, 22, 50000, TCP_ACK)).retval, TC_ACT_OK), 'tc_egress/passed');
+  t.equal(
+    one(t, 'a TCP header cut short', () => h.ingress(cut).retval, TC_ACT_OK),
+    'tc_ingress/malformed',
+  );
+  t.equal(
+    one(t, 'no IPv6 frontend on the port', () => h.ingress(tcp(CLIENT, NODE6, 40004, 30999)).retval, TC_ACT_OK),
+    'tc_ingress/passed',
+  );
+  t.equal(
+    one(t, 'egress, no flow', () => h.egress(tcp(NODE6, CLIENT, 22, 50000, TCP_ACK)).retval, TC_ACT_OK),
+    'tc_egress/passed',
+  );
   t.same(h.ct6Entries(), [], 'none of them made conntrack entries');
 });
 
 t.test('every drop has its reason', async (t) => {
   h.clearCt();
-  t.equal(one(t, 'ETP Local, no local endpoint', () => h.ingress(tcp(CLIENT, NODE6, 40010, 30084)).retval, TC_ACT_SHOT), 'tc_ingress/no_local_endpoint');
-  t.equal(one(t, 'no endpoints', () => h.ingress(tcp(CLIENT, NODE6, 40011, 30085)).retval, TC_ACT_SHOT), 'tc_ingress/no_backend');
-  t.equal(one(t, 'outside the source ranges', () => h.ingress(tcp('fd00:203:0:114::7', LB6, 40012, 80)).retval, TC_ACT_SHOT), 'tc_ingress/source_denied');
-  t.ok(['tc_ingress/translated', 'tc_ingress/to_stack_no_route'].includes(one(t, 'inside the source ranges', () => h.ingress(tcp(CLIENT, LB6, 40013, 80)).retval, [TC_ACT_OK, TC_ACT_REDIRECT])));
+  t.equal(
+    one(t, 'ETP Local, no local endpoint', () => h.ingress(tcp(CLIENT, NODE6, 40010, 30084)).retval, TC_ACT_SHOT),
+    'tc_ingress/no_local_endpoint',
+  );
+  t.equal(
+    one(t, 'no endpoints', () => h.ingress(tcp(CLIENT, NODE6, 40011, 30085)).retval, TC_ACT_SHOT),
+    'tc_ingress/no_backend',
+  );
+  t.equal(
+    one(t, 'outside the source ranges', () => h.ingress(tcp('fd00:203:0:114::7', LB6, 40012, 80)).retval, TC_ACT_SHOT),
+    'tc_ingress/source_denied',
+  );
+  t.ok(
+    ['tc_ingress/translated', 'tc_ingress/to_stack_no_route'].includes(
+      one(t, 'inside the source ranges', () => h.ingress(tcp(CLIENT, LB6, 40013, 80)).retval, [TC_ACT_OK, TC_ACT_REDIRECT]),
+    ),
+  );
 
   h.devAddr6.delete(LO_IFINDEX);
   t.teardown(() => h.configure6(NODE6));
-  t.equal(one(t, 'SNAT, the egress device has no IPv6 address', () => h.ingress(tcp(CLIENT, NODE6, 40014, 30080)).retval, TC_ACT_SHOT), 'tc_ingress/no_snat_address');
+  t.equal(
+    one(t, 'SNAT, the egress device has no IPv6 address', () => h.ingress(tcp(CLIENT, NODE6, 40014, 30080)).retval, TC_ACT_SHOT),
+    'tc_ingress/no_snat_address',
+  );
   h.configure6(NODE6);
 
   h.configure(NODE_IP, 61000, 61000);
   t.teardown(() => h.configure(NODE_IP));
   t.ok(one(t, 'the one SNAT port', () => h.ingress(tcp(CLIENT, NODE6, 40015, 30080)).retval, [TC_ACT_OK, TC_ACT_REDIRECT]).length > 0);
-  t.equal(one(t, 'no SNAT port left', () => h.ingress(tcp(CLIENT, NODE6, 40016, 30080)).retval, TC_ACT_SHOT), 'tc_ingress/snat_ports_exhausted');
-  t.same(h.ct6Entries().filter(([k]) => [40010, 40011, 40012, 40014, 40016].includes(k.sport)), [], 'no drop left an entry');
+  t.equal(
+    one(t, 'no SNAT port left', () => h.ingress(tcp(CLIENT, NODE6, 40016, 30080)).retval, TC_ACT_SHOT),
+    'tc_ingress/snat_ports_exhausted',
+  );
+  t.same(
+    h.ct6Entries().filter(([k]) => [40010, 40011, 40012, 40014, 40016].includes(k.sport)),
+    [],
+    'no drop left an entry',
+  );
 });
 
 t.test('a SYN on a closed flow starts it afresh', async (t) => {
@@ -175,11 +302,17 @@ t.test('a SYN on a closed flow starts it afresh', async (t) => {
   const first = parseIpv6(h.ingress(tcp(CLIENT, NODE6, 40020, 30080)).packetOut);
   h.ingress(tcp(CLIENT, NODE6, 40020, 30080, TCP_FIN | TCP_ACK));
   h.ingress(tcp(REMOTE.addr, NODE6, 8080, first.sport, TCP_FIN | TCP_ACK));
-  t.ok(h.ct6Entries().every(([, v]) => v.flags & 0x08), 'a FIN each way: closing');
+  t.ok(
+    h.ct6Entries().every(([, v]) => v.flags & 0x08),
+    'a FIN each way: closing',
+  );
   const again = translated6(t, h.ingress(tcp(CLIENT, NODE6, 40020, 30080)), tcp(CLIENT, NODE6, 40020, 30080), 'a new SYN on the port');
   t.equal(again.daddr, REMOTE.addr);
-  t.equal(h.ct6Entries().length, 2, 'the old flow\'s entries gave way to the new flow\'s');
-  t.ok(h.ct6Entries().every(([, v]) => !(v.flags & 0x08)), 'the new flow is open');
+  t.equal(h.ct6Entries().length, 2, "the old flow's entries gave way to the new flow's");
+  t.ok(
+    h.ct6Entries().every(([, v]) => !(v.flags & 0x08)),
+    'the new flow is open',
+  );
 });
 
 t.test('the conntrack GC collects IPv6 flows with the IPv4 ones', async (t) => {
@@ -193,8 +326,19 @@ t.test('the conntrack GC collects IPv6 flows with the IPv4 ones', async (t) => {
   t.match(gc.runOnce(), { entries: 4, deleted: 0 }, 'nothing is idle yet');
   ahead = 61n * 1_000_000_000n;
   const run = gc.runOnce();
-  t.match(run, { entries: 4, deleted: 2, flows: { tcp_syn: 1 } }, 'a minute later the unanswered SYN goes (both entries), the established flow stays');
-  t.same(h.ct6Entries().map(([k]) => k.dir === CT_DIR_FWD ? k.sport : k.dport).sort(), [40031, answered.sport].sort(), 'what is left is the answered flow');
+  t.match(
+    run,
+    { entries: 4, deleted: 2, flows: { tcp_syn: 1 } },
+    'a minute later the unanswered SYN goes (both entries), the established flow stays',
+  );
+  t.same(
+    h
+      .ct6Entries()
+      .map(([k]) => (k.dir === CT_DIR_FWD ? k.sport : k.dport))
+      .sort(),
+    [40031, answered.sport].sort(),
+    'what is left is the answered flow',
+  );
   t.not(syn.sport, 0);
 });
 
@@ -210,12 +354,18 @@ t.test('ICMPv6 errors about translated flows are translated back, checksums incl
   const sent = tcp(NODE6, REMOTE.addr, fwd.sport, 8080, TCP_ACK, Buffer.alloc(64, 0x61));
   const ptb = buildIcmpv6Error({ saddr: ROUTER, daddr: NODE6, type: ICMPV6_PKT_TOOBIG, code: 0, mtu: 1280, about: sent });
   let res: ReturnType<typeof h.ingress> | undefined;
-  const moved = h.countsOf(() => { res = h.ingress(ptb); });
+  const moved = h.countsOf(() => {
+    res = h.ingress(ptb);
+  });
   t.ok(moved['tc_ingress/icmp_translated'] === 1 || moved['tc_ingress/to_stack_no_route'] === 1, `counted once (${JSON.stringify(moved)})`);
   t.ok([TC_ACT_OK, TC_ACT_REDIRECT].includes(res!.retval));
   const e = parseIcmpv6Error(res!.packetOut);
   t.ok(e.icmpValid, 'the ICMPv6 checksum verifies over the new outer pseudo-header');
-  t.same([e.type, e.word, e.saddr, e.daddr], [ICMPV6_PKT_TOOBIG, 1280, ROUTER, CLIENT], 'to the client, still from the router, the MTU kept');
+  t.same(
+    [e.type, e.word, e.saddr, e.daddr],
+    [ICMPV6_PKT_TOOBIG, 1280, ROUTER, CLIENT],
+    'to the client, still from the router, the MTU kept',
+  );
   const q = parseIpv6(quoted(e.quote));
   t.same([q.saddr, q.sport, q.daddr, q.dport], [CLIENT, 40040, NODE6, 30080], 'about the packet as the client sent it');
   t.ok(l4Checksum6Valid(quoted(e.quote)), 'the quoted TCP checksum verifies for the quoted addresses and ports');
@@ -229,7 +379,12 @@ t.test('ICMPv6 errors about translated flows are translated back, checksums incl
   t.equal(parseIpv6(toPod).daddr, LOCAL.addr);
   const unreach = buildIcmpv6Error({ saddr: LOCAL.addr, daddr: CLIENT, type: ICMPV6_DEST_UNREACH, code: 4, about: toPod });
   let out: ReturnType<typeof h.egress> | undefined;
-  t.same(h.countsOf(() => { out = h.egress(unreach); }), { 'tc_egress/icmp_translated': 1 });
+  t.same(
+    h.countsOf(() => {
+      out = h.egress(unreach);
+    }),
+    { 'tc_egress/icmp_translated': 1 },
+  );
   const u = parseIcmpv6Error(out!.packetOut);
   t.ok(u.icmpValid, 'the ICMPv6 checksum verifies');
   t.same([u.saddr, u.daddr, u.code], [NODE6, CLIENT, 4], 'from the frontend the client sent to (the backend itself answered)');
@@ -238,16 +393,34 @@ t.test('ICMPv6 errors about translated flows are translated back, checksums incl
   t.ok(l4Checksum6Valid(quoted(u.quote)), 'the quoted UDP checksum verifies');
 
   // Errors about no tracked flow, and short quotes, pass untouched.
-  const stranger = buildIcmpv6Error({ saddr: ROUTER, daddr: NODE6, type: ICMPV6_DEST_UNREACH, code: 0, about: tcp(NODE6, 'fd00:1::1', 50000, 22) });
+  const stranger = buildIcmpv6Error({
+    saddr: ROUTER,
+    daddr: NODE6,
+    type: ICMPV6_DEST_UNREACH,
+    code: 0,
+    about: tcp(NODE6, 'fd00:1::1', 50000, 22),
+  });
   let r2: ReturnType<typeof h.ingress> | undefined;
-  t.same(h.countsOf(() => { r2 = h.ingress(stranger); }), { 'tc_ingress/passed': 1 }, 'an error about the node\'s own traffic: passed');
-  untouched(t, r2!, stranger, 'an error about the node\'s own traffic');
+  t.same(
+    h.countsOf(() => {
+      r2 = h.ingress(stranger);
+    }),
+    { 'tc_ingress/passed': 1 },
+    "an error about the node's own traffic: passed",
+  );
+  untouched(t, r2!, stranger, "an error about the node's own traffic");
   const short = buildIcmpv6Error({ saddr: ROUTER, daddr: NODE6, type: ICMPV6_DEST_UNREACH, code: 0, about: sent, quoteL4Bytes: 2 });
-  t.same(h.countsOf(() => { r2 = h.ingress(short); }), { 'tc_ingress/other_protocol': 1 }, 'a quote without the ports: other_protocol');
+  t.same(
+    h.countsOf(() => {
+      r2 = h.ingress(short);
+    }),
+    { 'tc_ingress/other_protocol': 1 },
+    'a quote without the ports: other_protocol',
+  );
   untouched(t, r2!, short, 'a quote without the ports');
 });
 
-t.test('a closed IPv6 flow\'s SNAT port goes to a new flow once quiet for the hold, not sooner', async (t) => {
+t.test("a closed IPv6 flow's SNAT port goes to a new flow once quiet for the hold, not sooner", async (t) => {
   h.clearCt();
   h.configure(NODE_IP, 61000, 61000);
   t.teardown(() => h.configure(NODE_IP));
@@ -263,6 +436,9 @@ t.test('a closed IPv6 flow\'s SNAT port goes to a new flow once quiet for the ho
   const b = translated6(t, h.ingress(tcp(other, NODE6, 40053, 30080)), tcp(other, NODE6, 40053, 30080), 'a SYN after the hold');
   t.equal(b.sport, 61000, 'the new flow took the port over');
   const back = parseIpv6(h.ingress(tcp(REMOTE.addr, NODE6, 8080, 61000, TCP_SYN | TCP_ACK)).packetOut);
-  t.same([back.daddr, back.dport], [other, 40053], 'the port\'s replies go to the new client');
-  t.notOk(h.ct6Entries().some(([k]) => k.dir === CT_DIR_FWD && k.sport === 40050), 'the old flow\'s forward entry is gone');
+  t.same([back.daddr, back.dport], [other, 40053], "the port's replies go to the new client");
+  t.notOk(
+    h.ct6Entries().some(([k]) => k.dir === CT_DIR_FWD && k.sport === 40050),
+    "the old flow's forward entry is gone",
+  );
 });

@@ -188,7 +188,12 @@ export function allContainers(spec: PodSpec): Container[] {
 
 export function container(spec: PodSpec, name: string): Container {
   const c = allContainers(spec).find((x) => x.name === name);
-  if (!c) throw new Error(`no container ${name} (have ${allContainers(spec).map((x) => x.name).join(', ')})`);
+  if (!c)
+    throw new Error(
+      `no container ${name} (have ${allContainers(spec)
+        .map((x) => x.name)
+        .join(', ')})`,
+    );
   return c;
 }
 

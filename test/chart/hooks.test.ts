@@ -61,7 +61,7 @@ t.test('pre-delete cleanup hook', async (t) => {
     t.ok(weight(cds) < weight(job), 'DaemonSet before the Job');
   });
 
-  t.test('cleanup DaemonSet runs `svcmap cleanup` where the agent runs, with the agent\'s privileges', async (t) => {
+  t.test("cleanup DaemonSet runs `svcmap cleanup` where the agent runs, with the agent's privileges", async (t) => {
     const spec = podSpec(cds) as PodSpec;
     const c = container(spec, 'cleanup');
     const a = container(agent, 'agent');
@@ -110,7 +110,11 @@ t.test('pre-delete cleanup hook', async (t) => {
     const c = container(podSpec(one(over, 'DaemonSet', 'svcmap-cleanup')) as PodSpec, 'cleanup');
     const a = container(podSpec(one(over, 'DaemonSet', 'svcmap')) as PodSpec, 'agent');
     t.same(c.securityContext?.capabilities, { add: caps, drop: ['ALL'] });
-    t.same(c.securityContext?.capabilities, { ...a.securityContext?.capabilities, add: a.securityContext?.capabilities?.add?.filter((x) => x !== 'SYS_PTRACE') }, 'the agent\'s, but SYS_PTRACE');
+    t.same(
+      c.securityContext?.capabilities,
+      { ...a.securityContext?.capabilities, add: a.securityContext?.capabilities?.add?.filter((x) => x !== 'SYS_PTRACE') },
+      "the agent's, but SYS_PTRACE",
+    );
     const dflt = container(podSpec(cds) as PodSpec, 'cleanup');
     t.notOk(dflt.securityContext?.capabilities?.add?.includes('SYS_RESOURCE'), 'no SYS_RESOURCE by default');
   });
@@ -176,7 +180,11 @@ t.test('NOTES.txt says how to check the install', async (t) => {
   t.match(notes, 'helm test proxy -n net-system');
   t.match(notes, `https://${HOST}:6443`);
   t.match(notes, 'Migration', 'points at the kube-proxy removal notes');
-  t.match(notes, /stuck in Init .*\n[\s\S]*kubectl -n net-system logs "\$POD" -c preflight/, 'says where a node that cannot run svcmap says why');
+  t.match(
+    notes,
+    /stuck in Init .*\n[\s\S]*kubectl -n net-system logs "\$POD" -c preflight/,
+    'says where a node that cannot run svcmap says why',
+  );
 });
 
 t.test('chart scripts: node --check on the .mjs files', async (t) => {
@@ -288,8 +296,7 @@ function fakeHost(t: { teardown: (fn: () => void) => void }, mounts: [string, st
   const proc = join(dir, 'proc');
   mkdirSync(join(proc, '1', 'ns'), { recursive: true });
   const mountinfo = join(proc, '1', 'mountinfo');
-  const line = (i: number, mp: string, fs: string) =>
-    `${30 + i} 1 0:${40 + i} / ${mp} rw,relatime shared:${i} - ${fs} ${fs} rw\n`;
+  const line = (i: number, mp: string, fs: string) => `${30 + i} 1 0:${40 + i} / ${mp} rw,relatime shared:${i} - ${fs} ${fs} rw\n`;
   writeFileSync(mountinfo, mounts.map(([mp, fs], i) => line(i, mp, fs)).join(''));
   const bin = join(dir, 'bin');
   mkdirSync(bin);
@@ -396,10 +403,7 @@ t.test('cleanup.sh (cleanup DaemonSet) with a stand-in svcmap', async (t) => {
     const bin = join(dir, 'bin');
     mkdirSync(bin);
     const log = join(dir, 'svcmap.log');
-    writeFileSync(
-      join(bin, 'svcmap'),
-      ['#!/bin/sh', `echo "$*" > '${log}'`, removes ? `rm -rf '${pins}'` : ':', ''].join('\n'),
-    );
+    writeFileSync(join(bin, 'svcmap'), ['#!/bin/sh', `echo "$*" > '${log}'`, removes ? `rm -rf '${pins}'` : ':', ''].join('\n'));
     chmodSync(join(bin, 'svcmap'), 0o755);
     const env = {
       PATH: `${bin}:${process.env.PATH ?? '/usr/bin:/bin'}`,

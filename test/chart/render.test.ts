@@ -183,9 +183,7 @@ t.test('default values (k8sServiceHost set)', async (t) => {
     t.equal(roles.length, 1);
     const role = roles[0] as Manifest;
     t.ok(isHook(role, 'pre-delete'), 'exists only during helm uninstall');
-    t.same(role.rules, [
-      { apiGroups: ['apps'], resources: ['daemonsets'], resourceNames: ['svcmap-cleanup'], verbs: ['get'] },
-    ]);
+    t.same(role.rules, [{ apiGroups: ['apps'], resources: ['daemonsets'], resourceNames: ['svcmap-cleanup'], verbs: ['get'] }]);
     const rb = one(ms, 'RoleBinding', 'svcmap-cleanup');
     t.match(rb, {
       roleRef: { kind: 'Role', name: 'svcmap-cleanup' },
@@ -195,14 +193,15 @@ t.test('default values (k8sServiceHost set)', async (t) => {
     t.equal(podSpec(job)?.serviceAccountName, 'svcmap-cleanup');
   });
 
-  t.test('no privileged container, no host IPC, no host PID but the agent\'s, no Bidirectional mount anywhere', async (t) => {
+  t.test("no privileged container, no host IPC, no host PID but the agent's, no Bidirectional mount anywhere", async (t) => {
     // Bidirectional propagation is accepted by the API server only on
     // privileged containers, so with no privileged container it must not appear.
     const ws = workloads(ms);
     t.equal(ws.length, 4, 'agent DaemonSet, cleanup DaemonSet, cleanup Job, test Pod');
     for (const { m, spec } of ws) {
       const where = `${m.kind}/${m.metadata.name}`;
-      if (m.kind === 'DaemonSet' && m.metadata.name === 'svcmap') t.equal(spec.hostPID, true, `${where}: hostPID (staleSockets.podSockets)`);
+      if (m.kind === 'DaemonSet' && m.metadata.name === 'svcmap')
+        t.equal(spec.hostPID, true, `${where}: hostPID (staleSockets.podSockets)`);
       else t.notOk(spec.hostPID, `${where}: no hostPID`);
       t.notOk(spec.hostIPC, `${where}: no hostIPC`);
       for (const c of allContainers(spec)) {
@@ -230,7 +229,7 @@ t.test('default values (k8sServiceHost set)', async (t) => {
     t.match(spec.securityContext, { appArmorProfile: { type: 'Unconfined' }, seLinuxOptions: { type: 'spc_t' } });
   });
 
-  t.test('agent container: capabilities exactly BPF, NET_ADMIN, PERFMON, SYS_ADMIN, and SYS_PTRACE for pods\' stale sockets', async (t) => {
+  t.test("agent container: capabilities exactly BPF, NET_ADMIN, PERFMON, SYS_ADMIN, and SYS_PTRACE for pods' stale sockets", async (t) => {
     const agent = container(agentSpec(ms), 'agent');
     t.same(sorted(agent.securityContext?.capabilities?.add), sorted([...AGENT_CAPS, 'SYS_PTRACE']));
     t.notOk(agent.securityContext?.capabilities?.add?.includes('SYS_RESOURCE'), 'no SYS_RESOURCE by default');
@@ -256,7 +255,11 @@ t.test('default values (k8sServiceHost set)', async (t) => {
 
   t.test('init container: mounts bpffs and cgroup v2 on the host, with only setns capabilities', async (t) => {
     const spec = agentSpec(ms);
-    t.same(spec.initContainers?.map((c) => c.name), ['mount-host-fs', 'preflight'], 'the mounts first, then preflight');
+    t.same(
+      spec.initContainers?.map((c) => c.name),
+      ['mount-host-fs', 'preflight'],
+      'the mounts first, then preflight',
+    );
     const init = container(spec, 'mount-host-fs');
     t.same(sorted(init.securityContext?.capabilities?.add), INIT_CAPS);
     t.same(init.command, ['sh', '/svcmap-scripts/mount-host-fs.sh']);
@@ -269,7 +272,7 @@ t.test('default values (k8sServiceHost set)', async (t) => {
     t.same(vol?.hostPath, { path: '/proc', type: 'Directory' });
   });
 
-  t.test('preflight init container: svcmap preflight with the agent\'s --cgroup, --pin-dir, capabilities and mounts', async (t) => {
+  t.test("preflight init container: svcmap preflight with the agent's --cgroup, --pin-dir, capabilities and mounts", async (t) => {
     const spec = agentSpec(ms);
     const pre = container(spec, 'preflight');
     const agent = container(spec, 'agent');
@@ -277,7 +280,7 @@ t.test('default values (k8sServiceHost set)', async (t) => {
     t.same(pre.args, ['preflight', '--cgroup', '/run/svcmap/cgroupv2', '--pin-dir', '/sys/fs/bpf/svcmap']);
     t.same(pre.image, agent.image);
     t.same(pre.securityContext, agent.securityContext, 'probes what the agent will have');
-    t.same(pre.volumeMounts, agent.volumeMounts, 'the agent\'s bpffs and cgroup mounts');
+    t.same(pre.volumeMounts, agent.volumeMounts, "the agent's bpffs and cgroup mounts");
     t.equal(pre.terminationMessagePolicy, 'FallbackToLogsOnError', 'why it failed reaches the pod status');
     t.match(pre.resources, { limits: { memory: '384Mi' } });
   });
@@ -342,12 +345,12 @@ t.test('default values (k8sServiceHost set)', async (t) => {
       t.equal(data[f], readFileSync(new URL(f, chartDir), 'utf8'), f);
     }
     const ds = agentDaemonSet(ms);
-    const ann = (ds.spec as { template: { metadata: { annotations: Record<string, string> } } }).template.metadata
-      .annotations;
+    const ann = (ds.spec as { template: { metadata: { annotations: Record<string, string> } } }).template.metadata.annotations;
     t.match(ann['checksum/scripts'], /^[0-9a-f]{64}$/, 'pods roll when the scripts change');
     t.notOk('prometheus.io/port' in ann, 'no scrape annotations while metrics are on loopback (the default)');
     const open = render({ set: [`k8sServiceHost=${HOST}`, 'metricsBindAddress=0.0.0.0'] });
-    const openAnn = (agentDaemonSet(open).spec as { template: { metadata: { annotations: Record<string, string> } } }).template.metadata.annotations;
+    const openAnn = (agentDaemonSet(open).spec as { template: { metadata: { annotations: Record<string, string> } } }).template.metadata
+      .annotations;
     t.equal(openAnn['prometheus.io/port'], '10249', 'scrape annotations once metrics listen beyond loopback');
     t.equal(container(agentSpec(open), 'agent').args?.[10], '0.0.0.0:10249');
   });
@@ -405,8 +408,15 @@ t.test('edge values (custom ports, devices, resources, IPv6 API server, no init 
   });
 
   t.test('cgroup.hostRoot is mounted at the fixed --cgroup path; no mounting init container', async (t) => {
-    t.same(spec.initContainers?.map((c) => c.name), ['preflight'], 'both autoMounts off: preflight only');
-    t.notOk(spec.volumes?.find((v) => v.name === 'hostproc'), 'no host /proc');
+    t.same(
+      spec.initContainers?.map((c) => c.name),
+      ['preflight'],
+      'both autoMounts off: preflight only',
+    );
+    t.notOk(
+      spec.volumes?.find((v) => v.name === 'hostproc'),
+      'no host /proc',
+    );
     const cg = mount(agent, '/run/svcmap/cgroupv2');
     t.same(spec.volumes?.find((v) => v.name === cg?.name)?.hostPath, {
       path: '/sys/fs/cgroup',
@@ -487,15 +497,26 @@ t.test('securityContext.capabilities', async (t) => {
 
 t.test('preflight.enabled=false: no preflight init container', async (t) => {
   const on = agentSpec(render({ set: [`k8sServiceHost=${HOST}`, 'preflight.enabled=false'] }));
-  t.same(on.initContainers?.map((c) => c.name), ['mount-host-fs']);
-  const none = agentSpec(render({ set: [`k8sServiceHost=${HOST}`, 'preflight.enabled=false', 'bpf.autoMount=false', 'cgroup.autoMount=false', 'cgroup.hostRoot=/sys/fs/cgroup'] }));
+  t.same(
+    on.initContainers?.map((c) => c.name),
+    ['mount-host-fs'],
+  );
+  const none = agentSpec(
+    render({
+      set: [
+        `k8sServiceHost=${HOST}`,
+        'preflight.enabled=false',
+        'bpf.autoMount=false',
+        'cgroup.autoMount=false',
+        'cgroup.hostRoot=/sys/fs/cgroup',
+      ],
+    }),
+  );
   t.notOk(none.initContainers, 'nor any other: no initContainers at all');
 });
 
 t.test('init container modes', async (t) => {
-  const onlyBpf = agentSpec(
-    render({ set: [`k8sServiceHost=${HOST}`, 'cgroup.autoMount=false', 'cgroup.hostRoot=/sys/fs/cgroup'] }),
-  );
+  const onlyBpf = agentSpec(render({ set: [`k8sServiceHost=${HOST}`, 'cgroup.autoMount=false', 'cgroup.hostRoot=/sys/fs/cgroup'] }));
   const init = container(onlyBpf, 'mount-host-fs');
   t.equal(envValue(init, 'BPF_AUTOMOUNT'), 'true');
   t.equal(envValue(init, 'CGROUP_AUTOMOUNT'), 'false', 'still checks the cgroup mount, without mounting');

@@ -27,8 +27,14 @@ t.test('helm lint --strict', async (t) => {
   for (const [what, args] of [
     ['default values', ['--set', `k8sServiceHost=${HOST}`]],
     ['edge values', ['--values', EDGE_VALUES]],
-    ['hooks, init container and test disabled', ['--set', `k8sServiceHost=${HOST},cleanup.enabled=false,test.enabled=false,bpf.autoMount=false,cgroup.autoMount=false`]],
-    ['SYS_RESOURCE added (kernels < 5.11)', ['--set', `k8sServiceHost=${HOST}`, '--set', 'securityContext.capabilities={BPF,NET_ADMIN,PERFMON,SYS_ADMIN,SYS_RESOURCE}']],
+    [
+      'hooks, init container and test disabled',
+      ['--set', `k8sServiceHost=${HOST},cleanup.enabled=false,test.enabled=false,bpf.autoMount=false,cgroup.autoMount=false`],
+    ],
+    [
+      'SYS_RESOURCE added (kernels < 5.11)',
+      ['--set', `k8sServiceHost=${HOST}`, '--set', 'securityContext.capabilities={BPF,NET_ADMIN,PERFMON,SYS_ADMIN,SYS_RESOURCE}'],
+    ],
   ] as const) {
     const r = helm(['lint', '--strict', CHART, '--kube-version', KUBE_VERSION, ...args]);
     t.equal(r.status, 0, `${what}: lint passes\n${r.stdout}${r.stderr}`);
@@ -53,9 +59,7 @@ t.test('the chart refuses to render without a usable API server address', async 
   renderFails(t, 'k8sServiceHost carries a port', { set: ['k8sServiceHost=api.example.test:6443'] }, [
     /k8sServiceHost must not carry a port .*put the port in k8sServicePort/,
   ]);
-  renderFails(t, 'bracketed IPv6 with a port', { set: ['k8sServiceHost=[fd00::1]:6443'] }, [
-    /k8sServiceHost must not carry a port/,
-  ]);
+  renderFails(t, 'bracketed IPv6 with a port', { set: ['k8sServiceHost=[fd00::1]:6443'] }, [/k8sServiceHost must not carry a port/]);
   renderFails(t, 'metrics and health on one port', { set: [`k8sServiceHost=${HOST}`, 'metricsPort=9000', 'healthPort=9000'] }, [
     /metricsPort and healthPort must differ/,
   ]);
@@ -64,14 +68,17 @@ t.test('the chart refuses to render without a usable API server address', async 
 t.test('values.schema.json rejects wrong types with a message naming the value', async (t) => {
   const base = [`k8sServiceHost=${HOST}`];
   const schemaError = /values don't meet the specifications of the schema/;
-  renderFails(t, 'metricsPort: "abc"', { set: [...base, 'metricsPort=abc'] }, [
-    schemaError,
-    /\/metricsPort.*got string, want integer/,
-  ]);
+  renderFails(t, 'metricsPort: "abc"', { set: [...base, 'metricsPort=abc'] }, [schemaError, /\/metricsPort.*got string, want integer/]);
   renderFails(t, 'healthPort out of range', { set: [...base, 'healthPort=70000'] }, [schemaError, /\/healthPort/]);
-  renderFails(t, 'metricsBindAddress with a port', { set: [...base, 'metricsBindAddress=127.0.0.1:9000'] }, [schemaError, /\/metricsBindAddress/]);
+  renderFails(t, 'metricsBindAddress with a port', { set: [...base, 'metricsBindAddress=127.0.0.1:9000'] }, [
+    schemaError,
+    /\/metricsBindAddress/,
+  ]);
   renderFails(t, 'healthzBindAddress in brackets', { set: [...base, 'healthzBindAddress=[::]'] }, [schemaError, /\/healthzBindAddress/]);
-  renderFails(t, 'bindAddress (replaced by metricsBindAddress and healthzBindAddress)', { set: [...base, 'bindAddress=0.0.0.0'] }, [schemaError, /bindAddress/]);
+  renderFails(t, 'bindAddress (replaced by metricsBindAddress and healthzBindAddress)', { set: [...base, 'bindAddress=0.0.0.0'] }, [
+    schemaError,
+    /bindAddress/,
+  ]);
   renderFails(t, 'k8sServicePort as a string', { setString: ['k8sServicePort=6443'], set: base }, [
     schemaError,
     /\/k8sServicePort.*got string, want integer/,
@@ -84,12 +91,24 @@ t.test('values.schema.json rejects wrong types with a message naming the value',
     schemaError,
     /\/lbAlgorithm.*value must be one of/,
   ]);
-  renderFails(t, 'staleSockets.podSockets not a boolean', { set: [...base, 'staleSockets.podSockets=yes'] }, [schemaError, /\/staleSockets\/podSockets/]);
+  renderFails(t, 'staleSockets.podSockets not a boolean', { set: [...base, 'staleSockets.podSockets=yes'] }, [
+    schemaError,
+    /\/staleSockets\/podSockets/,
+  ]);
   renderFails(t, 'an unknown key under staleSockets', { set: [...base, 'staleSockets.udp=true'] }, [schemaError, /staleSockets/]);
-  renderFails(t, 'preflight.enabled not a boolean', { set: base, setString: ['preflight.enabled=yes'] }, [schemaError, /\/preflight\/enabled/]);
+  renderFails(t, 'preflight.enabled not a boolean', { set: base, setString: ['preflight.enabled=yes'] }, [
+    schemaError,
+    /\/preflight\/enabled/,
+  ]);
   renderFails(t, 'an unknown key under preflight', { set: [...base, 'preflight.timeout=5'] }, [schemaError, /preflight/]);
-  renderFails(t, 'grafanaDashboard.enabled not a boolean', { set: base, setString: ['grafanaDashboard.enabled=yes'] }, [schemaError, /\/grafanaDashboard\/enabled/]);
-  renderFails(t, 'an unknown key under grafanaDashboard', { set: [...base, 'grafanaDashboard.folder=x'] }, [schemaError, /grafanaDashboard/]);
+  renderFails(t, 'grafanaDashboard.enabled not a boolean', { set: base, setString: ['grafanaDashboard.enabled=yes'] }, [
+    schemaError,
+    /\/grafanaDashboard\/enabled/,
+  ]);
+  renderFails(t, 'an unknown key under grafanaDashboard', { set: [...base, 'grafanaDashboard.folder=x'] }, [
+    schemaError,
+    /grafanaDashboard/,
+  ]);
   renderFails(t, 'devices as a string instead of a list', { set: [...base, 'devices=eth0'] }, [
     schemaError,
     /\/devices.*got string, want array/,
@@ -119,7 +138,10 @@ t.test('values.schema.json accepts only capability names as Kubernetes takes the
   ]);
   renderFails(t, 'lower case', caps('bpf,NET_ADMIN'), [schemaError, /\/securityContext\/capabilities\/0.*value must be one of/]);
   renderFails(t, 'a misspelt name', caps('BPF,NET_ADMN'), [schemaError, /\/securityContext\/capabilities\/1.*value must be one of/]);
-  renderFails(t, 'ALL (add only named capabilities)', caps('ALL'), [schemaError, /\/securityContext\/capabilities\/0.*value must be one of/]);
+  renderFails(t, 'ALL (add only named capabilities)', caps('ALL'), [
+    schemaError,
+    /\/securityContext\/capabilities\/0.*value must be one of/,
+  ]);
   renderFails(t, 'a name twice', caps('BPF,BPF'), [schemaError, /\/securityContext\/capabilities.*items at 0 and 1 are equal/]);
   renderFails(t, 'a string instead of a list', { set: [...base, 'securityContext.capabilities=SYS_RESOURCE'] }, [
     schemaError,

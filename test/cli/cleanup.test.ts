@@ -27,7 +27,12 @@ t.test('with the agent running: refused, exit 1, one line naming --force and wha
   t.equal(r.status, 1, r.stderr);
   t.equal(r.stdout, '');
   t.equal(r.stderr.split('\n').length, 2, 'one line');
-  t.match(r.stderr, new RegExp(`^svcmap cleanup: an agent is running on ${c.pinDir} \\(pid ${c.agent.child.pid}\\): .*every Service on this node stops being translated.*pass --force\\n$`));
+  t.match(
+    r.stderr,
+    new RegExp(
+      `^svcmap cleanup: an agent is running on ${c.pinDir} \\(pid ${c.agent.child.pid}\\): .*every Service on this node stops being translated.*pass --force\\n$`,
+    ),
+  );
   t.ok(existsSync(c.pinDir), 'the pins stay');
   t.equal(await translated(), 3, 'and the Service is still translated');
 });

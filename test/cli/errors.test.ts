@@ -69,16 +69,36 @@ t.test('usage errors: one line naming the command, exit 2, for every command', a
     t.equal(r.status, 2, `svcmap ${args.join(' ')}: exit 2`);
     t.match(r.stderr, ONE_LINE, `svcmap ${args.join(' ')}: ${r.stderr.trim()}`);
   }
-  t.match(run(['explain', '10.96.0.1:80', '--from', 'somewhere']).stderr, /^svcmap explain: --from: must be an IPv4 or IPv6 address \(for an IPv4-mapped one, its IPv4 address\)\n$/);
-  t.match(run(['explain', '10.96.0.1:80', '--from', '::ffff:192.0.2.1']).stderr, /--from: must be an IPv4 or IPv6 address/, 'an IPv4-mapped client is refused');
-  t.equal(run(['explain', '10.96.0.1:80/UDP', '--from', 'FD00:0::1']).stderr,
-    'svcmap explain: --from: fd00::1 is an IPv6 address and 10.96.0.1:80/UDP an IPv4 frontend; tc translates a packet within its family, so the client must be IPv4\n');
-  t.equal(run(['explain', '[fd00::a]:80', '--from', '192.0.2.1']).stderr,
-    'svcmap explain: --from: 192.0.2.1 is an IPv4 address and [fd00::a]:80/TCP an IPv6 frontend; tc translates a packet within its family, so the client must be IPv6\n');
-  t.match(run(['explain', '[::ffff:10.96.0.1]:80', '--from', '192.0.2.1']).stderr,
-    /^svcmap explain: --from: \[::ffff:10\.96\.0\.1\]:80\/TCP is IPv4-mapped, which only the socket hooks translate; for tc ask for the IPv4 VIP\n$/);
-  t.match(run(['explain', '10.96.0.1:80/SCTP']).stderr, /^svcmap explain: VIP:PORT\/PROTO: "10\.96\.0\.1:80\/SCTP" is not a VIP:PORT\/PROTO \(e\.g\. 10\.96\.0\.10:53\/UDP or \[fd00:10:96::a\]:53\/UDP/);
-  t.match(run(['explain', 'fd00::1:80']).stderr, /^svcmap explain: VIP:PORT\/PROTO: "fd00::1:80" is not a VIP:PORT\/PROTO/, 'an IPv6 VIP needs its brackets');
+  t.match(
+    run(['explain', '10.96.0.1:80', '--from', 'somewhere']).stderr,
+    /^svcmap explain: --from: must be an IPv4 or IPv6 address \(for an IPv4-mapped one, its IPv4 address\)\n$/,
+  );
+  t.match(
+    run(['explain', '10.96.0.1:80', '--from', '::ffff:192.0.2.1']).stderr,
+    /--from: must be an IPv4 or IPv6 address/,
+    'an IPv4-mapped client is refused',
+  );
+  t.equal(
+    run(['explain', '10.96.0.1:80/UDP', '--from', 'FD00:0::1']).stderr,
+    'svcmap explain: --from: fd00::1 is an IPv6 address and 10.96.0.1:80/UDP an IPv4 frontend; tc translates a packet within its family, so the client must be IPv4\n',
+  );
+  t.equal(
+    run(['explain', '[fd00::a]:80', '--from', '192.0.2.1']).stderr,
+    'svcmap explain: --from: 192.0.2.1 is an IPv4 address and [fd00::a]:80/TCP an IPv6 frontend; tc translates a packet within its family, so the client must be IPv6\n',
+  );
+  t.match(
+    run(['explain', '[::ffff:10.96.0.1]:80', '--from', '192.0.2.1']).stderr,
+    /^svcmap explain: --from: \[::ffff:10\.96\.0\.1\]:80\/TCP is IPv4-mapped, which only the socket hooks translate; for tc ask for the IPv4 VIP\n$/,
+  );
+  t.match(
+    run(['explain', '10.96.0.1:80/SCTP']).stderr,
+    /^svcmap explain: VIP:PORT\/PROTO: "10\.96\.0\.1:80\/SCTP" is not a VIP:PORT\/PROTO \(e\.g\. 10\.96\.0\.10:53\/UDP or \[fd00:10:96::a\]:53\/UDP/,
+  );
+  t.match(
+    run(['explain', 'fd00::1:80']).stderr,
+    /^svcmap explain: VIP:PORT\/PROTO: "fd00::1:80" is not a VIP:PORT\/PROTO/,
+    'an IPv6 VIP needs its brackets',
+  );
   t.match(run(['explain']).stderr, /^svcmap explain: missing VIP:PORT\/PROTO \(see svcmap explain --help\)\n$/);
   t.match(run(['dump', '--log-level', 'loud']).stderr, /^svcmap dump: --log-level: must be one of debug, info, warn, error\n$/);
 });
@@ -101,11 +121,27 @@ t.test('runtime errors: "svcmap: <message>", one line, exit 1; the stack only wh
   }
   // The exact sentence of the issue's example.
   const r = run(['dump', '--pin-dir', '/tmp/nothing']);
-  t.equal(r.stderr, 'svcmap: no svcmap datapath is pinned at /tmp/nothing (missing /tmp/nothing/svcmap_svc, /tmp/nothing/svcmap_be, /tmp/nothing/svcmap_revnat, /tmp/nothing/svcmap_sk_rnat): is the agent running, with --pin-dir /tmp/nothing?\n');
+  t.equal(
+    r.stderr,
+    'svcmap: no svcmap datapath is pinned at /tmp/nothing (missing /tmp/nothing/svcmap_svc, /tmp/nothing/svcmap_be, /tmp/nothing/svcmap_revnat, /tmp/nothing/svcmap_sk_rnat): is the agent running, with --pin-dir /tmp/nothing?\n',
+  );
 });
 
 t.test('without privileges: needs root or CAP_BPF and CAP_NET_ADMIN', async (t) => {
-  const r = run(['agent', '--manifests', tmp, '--pin-dir', '/sys/fs/bpf/svcmap-cli-nobody', '--metrics-bind-address', 'off', '--healthz-bind-address', 'off'], { asNobody: true });
+  const r = run(
+    [
+      'agent',
+      '--manifests',
+      tmp,
+      '--pin-dir',
+      '/sys/fs/bpf/svcmap-cli-nobody',
+      '--metrics-bind-address',
+      'off',
+      '--healthz-bind-address',
+      'off',
+    ],
+    { asNobody: true },
+  );
   t.equal(r.status, 1);
   t.match(r.stderr, /needs root or CAP_BPF and CAP_NET_ADMIN/);
   t.match(r.stderr, ONE_LINE);
@@ -113,13 +149,35 @@ t.test('without privileges: needs root or CAP_BPF and CAP_NET_ADMIN', async (t) 
 });
 
 t.test('a pin directory that is not on bpffs', async (t) => {
-  const r = run(['agent', '--manifests', tmp, '--pin-dir', join(tmp, 'pins'), '--metrics-bind-address', 'off', '--healthz-bind-address', 'off']);
+  const r = run([
+    'agent',
+    '--manifests',
+    tmp,
+    '--pin-dir',
+    join(tmp, 'pins'),
+    '--metrics-bind-address',
+    'off',
+    '--healthz-bind-address',
+    'off',
+  ]);
   t.equal(r.status, 1);
   t.match(r.stderr, /is not on a bpffs, which pins need: use a directory under \/sys\/fs\/bpf, or mount -t bpf bpf/);
 });
 
 t.test('a cgroup that is not cgroup v2', async (t) => {
-  const r = run(['agent', '--manifests', tmp, '--cgroup', tmp, '--pin-dir', '/sys/fs/bpf/svcmap-cli-cg', '--metrics-bind-address', 'off', '--healthz-bind-address', 'off']);
+  const r = run([
+    'agent',
+    '--manifests',
+    tmp,
+    '--cgroup',
+    tmp,
+    '--pin-dir',
+    '/sys/fs/bpf/svcmap-cli-cg',
+    '--metrics-bind-address',
+    'off',
+    '--healthz-bind-address',
+    'off',
+  ]);
   t.equal(r.status, 1);
   t.match(r.stderr, /is not a cgroup v2 directory; cgroup v2 is mounted at /);
   if (existsSync('/sys/fs/bpf/svcmap-cli-cg')) cleanupPins('/sys/fs/bpf/svcmap-cli-cg');
@@ -146,8 +204,19 @@ t.test('a BPF object whose layout drifted from the codecs: the agent refuses to 
   const objDir = join(tmp, 'objects');
   execFileSync('mkdir', ['-p', objDir]);
   // The agent's flags but -Werror: the drifted header is the point.
-  execFileSync('clang', [...BPF_CFLAGS.filter((f) => f !== '-Werror'), '-I', join(src, 'include'), '-I', join(src, 'lib'),
-    '-I', '/usr/include/x86_64-linux-gnu', '-c', join(src, 'sock.c'), '-o', join(objDir, `sock-${objectHash('sock')}.o`)]);
+  execFileSync('clang', [
+    ...BPF_CFLAGS.filter((f) => f !== '-Werror'),
+    '-I',
+    join(src, 'include'),
+    '-I',
+    join(src, 'lib'),
+    '-I',
+    '/usr/include/x86_64-linux-gnu',
+    '-c',
+    join(src, 'sock.c'),
+    '-o',
+    join(objDir, `sock-${objectHash('sock')}.o`),
+  ]);
   // A lab cgroup (under the detected cgroup2 mount) and a lab-named pin
   // directory: a sweep finds both if this process is killed.
   const lab = await Lab.create();
@@ -160,7 +229,21 @@ t.test('a BPF object whose layout drifted from the codecs: the agent refuses to 
     }
   });
   const cg = await lab.cgroup('drift');
-  const r = run(['agent', '--manifests', tmp, '--cgroup', cg, '--pin-dir', pinDir, '--bpf-dir', objDir, '--metrics-bind-address', 'off', '--healthz-bind-address', 'off']);
+  const r = run([
+    'agent',
+    '--manifests',
+    tmp,
+    '--cgroup',
+    cg,
+    '--pin-dir',
+    pinDir,
+    '--bpf-dir',
+    objDir,
+    '--metrics-bind-address',
+    'off',
+    '--healthz-bind-address',
+    'off',
+  ]);
   t.equal(r.status, 1);
   t.match(r.stderr, /the map codecs do not match the BPF object/);
   t.match(r.stderr, /struct svc_key: field port is at offset 6 in BTF, the codec says 4/);

@@ -18,7 +18,14 @@ const names = COMMANDS.map((c) => c.spec.name);
 // Every run this file makes, started at once (each is a Node start-up;
 // one after the other they take minutes on a busy machine), read by key.
 const key = (args: string[]) => JSON.stringify(args);
-const planned: string[][] = [['help'], ['--help'], [], ['help', 'frobnicate'], ['help', 'dump', 'extra'], ['explain', '--no-such-flag', '--help']];
+const planned: string[][] = [
+  ['help'],
+  ['--help'],
+  [],
+  ['help', 'frobnicate'],
+  ['help', 'dump', 'extra'],
+  ['explain', '--no-such-flag', '--help'],
+];
 for (const { spec } of COMMANDS) {
   planned.push([spec.name, '--help'], ['help', spec.name], [spec.name, '--no-such-flag']);
   if (spec.name === 'dump') planned.push([spec.name, '-h']);
@@ -36,7 +43,7 @@ t.test('svcmap help, --help and no command list every command', async (t) => {
     t.equal(r.status, 0, `svcmap ${args.join(' ')}: exit 0`);
     t.equal(r.stderr, '', 'nothing on stderr');
     for (const name of names) t.match(r.stdout, new RegExp(`^  ${name} +\\S`, 'm'), `svcmap ${args.join(' ')}: lists ${name}`);
-    t.match(r.stdout, /svcmap COMMAND --help/, 'says how to get a command\'s help');
+    t.match(r.stdout, /svcmap COMMAND --help/, "says how to get a command's help");
   }
 });
 
@@ -71,7 +78,10 @@ for (const { spec } of COMMANDS) {
       const line = flat.split('\n').find((l) => column.test(`${l}\n`)) ?? '';
       for (const n of notes) t.ok(line.includes(n), `--${name}: says ${JSON.stringify(n)}`);
     }
-    t.ok(text.split('\n').every((l) => l.length <= 80), 'no line wider than 80 columns');
+    t.ok(
+      text.split('\n').every((l) => l.length <= 80),
+      'no line wider than 80 columns',
+    );
     if (spec.name === 'explain') {
       // Help wins over everything else on the line, even a flag the command lacks.
       const r = run([spec.name, '--no-such-flag', '--help']);

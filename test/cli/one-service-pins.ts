@@ -19,7 +19,11 @@ export const PINNED_SPECS = [servicesMap, backendsMap, revNatMap, skRevNatMap] a
  * service there, or in the directory `prepare(outer)` gives (made if
  * missing: outer/ stands for a bpffs mount point, the pins in one below).
  */
-export function pinOneService(t: { teardown(fn: () => void): void }, name: string, prepare: (outer: string) => string = (outer) => outer): string {
+export function pinOneService(
+  t: { teardown(fn: () => void): void },
+  name: string,
+  prepare: (outer: string) => string = (outer) => outer,
+): string {
   ensureBpffs();
   const claim = claimPinDir(name);
   t.teardown(() => claim.release());
@@ -31,7 +35,9 @@ export function pinOneService(t: { teardown(fn: () => void): void }, name: strin
     return new TypedMap(spec, m);
   };
   const maps = [pin(servicesMap), pin(backendsMap), pin(revNatMap), pin(skRevNatMap)] as const;
-  t.teardown(() => { for (const m of maps) m.raw.close(); });
+  t.teardown(() => {
+    for (const m of maps) m.raw.close();
+  });
   const [services, backends, revNat] = maps;
   const vip = { addr: '10.96.7.1', port: 80, proto: IPPROTO_TCP, scope: SVC_SCOPE_EXT };
   backends.put(1, { addr: '10.244.7.1', port: 8080, proto: IPPROTO_TCP, state: 0, flags: 0, zone: 0 });

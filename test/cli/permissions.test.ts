@@ -21,7 +21,8 @@ const pinDir = pinOneService(t, 'perm', (outer) => {
 const outer = dirname(pinDir);
 
 const COMMANDS = [['dump'], ['status'], ['explain', '10.96.7.1:80/TCP']];
-const needs = (dir: string) => new RegExp(`^svcmap: [^\\n]*: EACCES: needs root \\(or CAP_BPF and read access to ${dir.replace(/[.]/g, '\\.')}\\)\\n$`);
+const needs = (dir: string) =>
+  new RegExp(`^svcmap: [^\\n]*: EACCES: needs root \\(or CAP_BPF and read access to ${dir.replace(/[.]/g, '\\.')}\\)\\n$`);
 
 t.test('root reads the pins', async (t) => {
   t.match(runSvcmap(['dump', '--pin-dir', pinDir]).stdout, /^10\.96\.7\.1:80\/TCP\s+ClusterIP\s+random\s+1\s+10\.244\.7\.1:8080$/m);
@@ -29,7 +30,7 @@ t.test('root reads the pins', async (t) => {
   t.match(runSvcmap(['explain', '10.96.7.1:80', '--pin-dir', pinDir]).stdout, /^Verdict: {4}random among 1$/m);
 });
 
-t.test('pins this user may not open (mode 0600): the bpf syscall\'s EACCES', async (t) => {
+t.test("pins this user may not open (mode 0600): the bpf syscall's EACCES", async (t) => {
   for (const args of COMMANDS) {
     const r = runSvcmap([...args, '--pin-dir', pinDir], { asNobody: true });
     t.equal(r.status, 1, `${args[0]}: exit 1`);
@@ -72,7 +73,9 @@ t.test('access is what matters: pins this user may open (mode 0666) are read wit
   // bpf_obj_get opens a pin read-write unless asked otherwise: 0666 for this check.
   const names = PINNED_SPECS.map((s) => join(pinDir, s.name));
   for (const p of names) chmodSync(p, 0o666);
-  t.teardown(() => { for (const p of names) chmodSync(p, 0o600); });
+  t.teardown(() => {
+    for (const p of names) chmodSync(p, 0o600);
+  });
   const r = runSvcmap(['dump', '--pin-dir', pinDir], { asNobody: true });
   t.equal(r.status, 0, r.stderr);
   t.match(r.stdout, /^10\.96\.7\.1:80\/TCP\s+ClusterIP\s+random\s+1\s+10\.244\.7\.1:8080$/m);

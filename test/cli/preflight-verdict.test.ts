@@ -18,19 +18,42 @@ t.test('everything present: exit 0, no warnings', async (t) => {
 });
 
 t.test('an optional item missing: a warning naming the feature it turns off, still exit 0', async (t) => {
-  const v = verdict(REQUIREMENTS, all(true, { 'kfunc:bpf_sock_destroy': { ok: false, detail: 'the kernel\'s BTF has no function bpf_sock_destroy' } }));
+  const v = verdict(
+    REQUIREMENTS,
+    all(true, { 'kfunc:bpf_sock_destroy': { ok: false, detail: "the kernel's BTF has no function bpf_sock_destroy" } }),
+  );
   t.equal(v.exitCode, 0);
-  t.same(v.warnings.map((r) => r.id), ['kfunc:bpf_sock_destroy']);
+  t.same(
+    v.warnings.map((r) => r.id),
+    ['kfunc:bpf_sock_destroy'],
+  );
   t.match(v.warnings[0]!.without, /socket termination is off/);
-  t.match(preflightTable(v), /^ {2}warn +kfunc bpf_sock_destroy +optional +6\.5 .*has no function bpf_sock_destroy; without it: socket termination is off.*; fix: /m);
+  t.match(
+    preflightTable(v),
+    /^ {2}warn +kfunc bpf_sock_destroy +optional +6\.5 .*has no function bpf_sock_destroy; without it: socket termination is off.*; fix: /m,
+  );
 });
 
 t.test('a required item missing: exit 1, the message names it and its fix', async (t) => {
-  const v = verdict(REQUIREMENTS, all(true, { 'helper:bpf_set_retval:cgroup_sock_addr': { ok: false, detail: 'the kernel does not offer bpf_set_retval to cgroup_sock_addr programs' } }));
+  const v = verdict(
+    REQUIREMENTS,
+    all(true, {
+      'helper:bpf_set_retval:cgroup_sock_addr': {
+        ok: false,
+        detail: 'the kernel does not offer bpf_set_retval to cgroup_sock_addr programs',
+      },
+    }),
+  );
   t.equal(v.exitCode, 1);
   t.equal(v.canRun, false);
-  t.same(v.missingRequired.map((r) => r.id), ['helper:bpf_set_retval:cgroup_sock_addr']);
-  t.match(cannotRunMessage(v), /^svcmap preflight: this node cannot run svcmap: helper bpf_set_retval in cgroup_sock_addr is missing \(the kernel does not offer .*; fix: a kernel that has it/);
+  t.same(
+    v.missingRequired.map((r) => r.id),
+    ['helper:bpf_set_retval:cgroup_sock_addr'],
+  );
+  t.match(
+    cannotRunMessage(v),
+    /^svcmap preflight: this node cannot run svcmap: helper bpf_set_retval in cgroup_sock_addr is missing \(the kernel does not offer .*; fix: a kernel that has it/,
+  );
   t.match(preflightTable(v), /^ {2}MISSING +helper bpf_set_retval in cgroup_sock_addr +required +5\.18 /m);
 });
 
@@ -69,5 +92,10 @@ t.test('docs/compatibility.md has one row per requirement, as the list says it',
   const doc = readFileSync(new URL('../../docs/compatibility.md', import.meta.url), 'utf8');
   const rows = doc.split('\n').filter((l) => /^\| .* \| (required|optional) \|/.test(l));
   const esc = (s: string) => s.replace(/\|/g, '\\|');
-  t.same(rows, REQUIREMENTS.filter((r) => r.level !== 'info').map((r) => `| ${esc(r.what)} | ${r.level} | ${r.since} | ${esc(r.usedBy)} | ${esc(r.without)} |`));
+  t.same(
+    rows,
+    REQUIREMENTS.filter((r) => r.level !== 'info').map(
+      (r) => `| ${esc(r.what)} | ${r.level} | ${r.since} | ${esc(r.usedBy)} | ${esc(r.without)} |`,
+    ),
+  );
 });

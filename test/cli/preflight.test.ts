@@ -43,10 +43,15 @@ t.test('-o json: every requirement is probed and present on this machine', async
   t.equal(json.stderr, '');
   const out = JSON.parse(json.stdout) as { canRun: boolean; requirements: Row[] };
   t.equal(out.canRun, true);
-  t.same(out.requirements.map((r) => r.id), REQUIREMENTS.map((r) => r.id), 'one entry per requirement, in order');
+  t.same(
+    out.requirements.map((r) => r.id),
+    REQUIREMENTS.map((r) => r.id),
+    'one entry per requirement, in order',
+  );
   for (const r of out.requirements) {
     if (r.level === 'info') t.equal(r.status, 'info', `${r.requirement}: ${r.detail}`);
-    else if (r.status === 'missing' && mayMiss(r.id)) t.pass(`${r.requirement}: missing, as the kernel refuses tracing programs now (${refusal})`);
+    else if (r.status === 'missing' && mayMiss(r.id))
+      t.pass(`${r.requirement}: missing, as the kernel refuses tracing programs now (${refusal})`);
     else t.equal(r.status, 'ok', `${r.requirement}: ${r.detail}`);
     t.ok(r.usedBy && r.without && r.since, `${r.requirement}: says what uses it, what happens without it, since when`);
   }
@@ -59,7 +64,13 @@ t.test('the table: a header and one line per requirement', async (t) => {
   const lines = tableRun.stdout.trimEnd().split('\n');
   t.match(lines[0], /^ {2}STATUS +REQUIREMENT +LEVEL +SINCE +USED BY +DETAIL$/);
   t.equal(lines.length, REQUIREMENTS.length + 1);
-  REQUIREMENTS.forEach((r, i) => t.match(lines[i + 1], new RegExp(`^ {2}(ok|info${mayMiss(r.id) ? '|warn' : ''}) +${r.what.replace(/[()/.]/g, '\\$&')} +${r.level} `), r.id));
+  REQUIREMENTS.forEach((r, i) =>
+    t.match(
+      lines[i + 1],
+      new RegExp(`^ {2}(ok|info${mayMiss(r.id) ? '|warn' : ''}) +${r.what.replace(/[()/.]/g, '\\$&')} +${r.level} `),
+      r.id,
+    ),
+  );
 });
 
 t.test('a pin directory on no bpffs: missing, exit 1, the fix named', async (t) => {
@@ -75,7 +86,10 @@ t.test('a cgroup that is not cgroup v2: missing, exit 1, the fix named', async (
   t.equal(notCgroup2.status, 1);
   const cg = rowsOf(notCgroup2.stdout).find((r) => r.id === 'cgroup2')!;
   t.equal(cg.status, 'missing');
-  t.match(notCgroup2.stderr, /cgroup v2 at --cgroup is missing \(\/tmp is not a cgroup v2 directory; cgroup v2 is mounted at \/\S+; fix: .*pass --cgroup a cgroup v2 directory/);
+  t.match(
+    notCgroup2.stderr,
+    /cgroup v2 at --cgroup is missing \(\/tmp is not a cgroup v2 directory; cgroup v2 is mounted at \/\S+; fix: .*pass --cgroup a cgroup v2 directory/,
+  );
 });
 
 t.test('without capabilities (nobody): the capabilities, every program and every helper missing, exit 1', async (t) => {
@@ -86,9 +100,15 @@ t.test('without capabilities (nobody): the capabilities, every program and every
     if (r.id.startsWith('cap:') || r.probe.kind === 'program' || r.probe.kind === 'helper') t.ok(missing.has(r.id), `${r.id} missing`);
   }
   // libbpf's helper probe takes an EPERM for "supported": not here.
-  t.match(rows.find((r) => r.id === 'helper:bpf_set_retval:cgroup_sock_addr')!.detail, /^not probed: not even a minimal cgroup_sock_addr program loads here/);
+  t.match(
+    rows.find((r) => r.id === 'helper:bpf_set_retval:cgroup_sock_addr')!.detail,
+    /^not probed: not even a minimal cgroup_sock_addr program loads here/,
+  );
   t.match(rows.find((r) => r.id === 'program:connect4')!.detail, /^EPERM/);
-  t.match(nobody.stderr, /^svcmap preflight: this node cannot run svcmap: CAP_BPF \(or CAP_SYS_ADMIN\) is missing \(.*fix: run as root, or add the capability BPF/);
+  t.match(
+    nobody.stderr,
+    /^svcmap preflight: this node cannot run svcmap: CAP_BPF \(or CAP_SYS_ADMIN\) is missing \(.*fix: run as root, or add the capability BPF/,
+  );
 });
 
 t.test('every program of every compiled object has its requirement', async (t) => {

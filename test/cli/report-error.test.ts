@@ -8,16 +8,32 @@ import { debugRequested, reportError } from '../../src/cli/errors.ts';
 
 t.test('one line, "svcmap: " once; exit 2 for usage, 1 for the rest', async (t) => {
   t.same(reportError(new Error('nothing is pinned at /x'), false), { text: 'svcmap: nothing is pinned at /x\n', exitCode: 1 });
-  t.same(reportError(new UsageError('svcmap dump: --output: must be table, json or yaml'), false),
-    { text: 'svcmap dump: --output: must be table, json or yaml\n', exitCode: 2 }, 'a message naming its command keeps its own prefix');
-  t.same(reportError(new UsageError('unknown command "x"; run svcmap help'), false), { text: 'svcmap: unknown command "x"; run svcmap help\n', exitCode: 2 });
+  t.same(
+    reportError(new UsageError('svcmap dump: --output: must be table, json or yaml'), false),
+    { text: 'svcmap dump: --output: must be table, json or yaml\n', exitCode: 2 },
+    'a message naming its command keeps its own prefix',
+  );
+  t.same(reportError(new UsageError('unknown command "x"; run svcmap help'), false), {
+    text: 'svcmap: unknown command "x"; run svcmap help\n',
+    exitCode: 2,
+  });
   t.same(reportError('a string', false), { text: 'svcmap: a string\n', exitCode: 1 });
   t.notMatch(reportError(new Error('x'), false).text, /\n {4}at /, 'no stack');
 });
 
 t.test('a bug says how to get its stack trace', async (t) => {
-  const err = (() => { try { (undefined as unknown as { a: number }).a; } catch (e) { return e; } return undefined; })();
-  t.match(reportError(err, false).text, /^svcmap: Cannot read properties of undefined \(reading 'a'\) \(a bug in svcmap: run with SVCMAP_DEBUG=1 for the stack trace and report it\)\n$/);
+  const err = (() => {
+    try {
+      (undefined as unknown as { a: number }).a;
+    } catch (e) {
+      return e;
+    }
+    return undefined;
+  })();
+  t.match(
+    reportError(err, false).text,
+    /^svcmap: Cannot read properties of undefined \(reading 'a'\) \(a bug in svcmap: run with SVCMAP_DEBUG=1 for the stack trace and report it\)\n$/,
+  );
 });
 
 t.test('debug: the line, then the frames', async (t) => {
@@ -40,8 +56,16 @@ t.test('debug is asked for by --log-level debug anywhere, or SVCMAP_DEBUG=1', as
 
 t.test('parseFlagsAndArg: exactly one argument, validated, named in the error', async (t) => {
   const spec = command({
-    name: 'cmd', summary: '', description: '',
-    operand: { name: 'THING', schema: z.string().regex(/^[a-z]+$/, 'must be lower-case letters').transform((s) => s.length) },
+    name: 'cmd',
+    summary: '',
+    description: '',
+    operand: {
+      name: 'THING',
+      schema: z
+        .string()
+        .regex(/^[a-z]+$/, 'must be lower-case letters')
+        .transform((s) => s.length),
+    },
     flags: { n: { value: 'N', schema: z.string(), help: '' }, yes: { help: '' } },
   });
   const parse = (argv: string[]) => parseFlagsAndArg(spec, argv);

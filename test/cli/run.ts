@@ -21,7 +21,10 @@ function invocation(args: string[], opts: RunOptions): { argv: string[]; env: No
   const { SVCMAP_DEBUG: _, ...env } = process.env;
   // tap's hook puts NODE_OPTIONS back into every spawn's environment: env(1)
   // removes it on the far side.
-  return { argv: ['-u', 'NODE_OPTIONS', ...(opts.asNobody ? ['setpriv', ...AS_NOBODY] : []), SVCMAP, ...args], env: { ...env, ...opts.env } };
+  return {
+    argv: ['-u', 'NODE_OPTIONS', ...(opts.asNobody ? ['setpriv', ...AS_NOBODY] : []), SVCMAP, ...args],
+    env: { ...env, ...opts.env },
+  };
 }
 
 export function runSvcmap(args: string[], opts: RunOptions = {}): RunResult {
@@ -37,8 +40,12 @@ export function runSvcmapAsync(args: string[], opts: RunOptions = {}): Promise<R
     const child = spawn('env', argv, { env, stdio: ['ignore', 'pipe', 'pipe'] });
     let stdout = '';
     let stderr = '';
-    child.stdout.setEncoding('utf8').on('data', (d: string) => { stdout += d; });
-    child.stderr.setEncoding('utf8').on('data', (d: string) => { stderr += d; });
+    child.stdout.setEncoding('utf8').on('data', (d: string) => {
+      stdout += d;
+    });
+    child.stderr.setEncoding('utf8').on('data', (d: string) => {
+      stderr += d;
+    });
     child.on('close', (status) => resolve({ status, stdout, stderr }));
   });
 }

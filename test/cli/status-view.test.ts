@@ -8,52 +8,124 @@ import { cells, checkTableStyles } from './table-styles.ts';
 const report: StatusReport = {
   pinDir: '/sys/fs/bpf/svcmap-x',
   programs: [
-    { link: 'svcmap_connect4', pin: '/sys/fs/bpf/svcmap-x/links/svcmap_connect4', program: 'svcmap_connect4', progId: 41, tag: 'a1b2c3d4e5f60718', attachType: 'cgroup/connect4', attachedTo: 'cgroup /sys/fs/cgroup/x', mode: 'cgroup link' },
-    { link: 'tc ingress eth0', program: 'svcmap_tc_in', progId: 1207, tag: '0011223344556677', attachType: 'tc/ingress', attachedTo: 'device eth0', mode: 'tc filter (clsact)' },
+    {
+      link: 'svcmap_connect4',
+      pin: '/sys/fs/bpf/svcmap-x/links/svcmap_connect4',
+      program: 'svcmap_connect4',
+      progId: 41,
+      tag: 'a1b2c3d4e5f60718',
+      attachType: 'cgroup/connect4',
+      attachedTo: 'cgroup /sys/fs/cgroup/x',
+      mode: 'cgroup link',
+    },
+    {
+      link: 'tc ingress eth0',
+      program: 'svcmap_tc_in',
+      progId: 1207,
+      tag: '0011223344556677',
+      attachType: 'tc/ingress',
+      attachedTo: 'device eth0',
+      mode: 'tc filter (clsact)',
+    },
   ],
   maps: [
-    { name: 'svcmap_svc', id: 12, pin: '/sys/fs/bpf/svcmap-x/svcmap_svc', type: 'hash', entries: 2, maxEntries: 65536, fill: '0.0%', purpose: 'services: frontends and their backend slots' },
-    { name: 'svcmap_affin', id: 130, pin: '/sys/fs/bpf/svcmap-x/svcmap_affin', type: 'lru_hash', entries: 0, maxEntries: 16, fill: '0.0%', purpose: 'session affinity' },
+    {
+      name: 'svcmap_svc',
+      id: 12,
+      pin: '/sys/fs/bpf/svcmap-x/svcmap_svc',
+      type: 'hash',
+      entries: 2,
+      maxEntries: 65536,
+      fill: '0.0%',
+      purpose: 'services: frontends and their backend slots',
+    },
+    {
+      name: 'svcmap_affin',
+      id: 130,
+      pin: '/sys/fs/bpf/svcmap-x/svcmap_affin',
+      type: 'lru_hash',
+      entries: 0,
+      maxEntries: 16,
+      fill: '0.0%',
+      purpose: 'session affinity',
+    },
   ],
   counters: [
     { hook: 'connect4', reason: 'translated', packets: 12345, drop: false },
     { hook: 'connect4', reason: 'no_backend', packets: 7, drop: true },
   ],
-  snatAddresses: [{ ifindex: 2, device: 'eth0', addr: '192.168.1.10' }, { ifindex: 9, addr: '10.0.0.1' }],
+  snatAddresses: [
+    { ifindex: 2, device: 'eth0', addr: '192.168.1.10' },
+    { ifindex: 9, addr: '10.0.0.1' },
+  ],
 };
 
 /** The sections: runs of lines between empty ones. */
-const sections = (text: string) => text.trimEnd().split('\n\n').map((s) => s.split('\n'));
+const sections = (text: string) =>
+  text
+    .trimEnd()
+    .split('\n\n')
+    .map((s) => s.split('\n'));
 const rows = (s: string[]) => s.filter((l) => l.startsWith('  '));
 
 t.test('the plain table: each section a title, a header and its rows', async (t) => {
   const text = renderStatus(report);
-  t.match(text, /^pin directory: \/sys\/fs\/bpf\/svcmap-x\n\nPROGRAMS\n {2}ATTACH TYPE +PROGRAM +ID +ATTACHED\n {2}cgroup\/connect4 +svcmap_connect4 +41 +cgroup link on cgroup \/sys\/fs\/cgroup\/x\n/);
+  t.match(
+    text,
+    /^pin directory: \/sys\/fs\/bpf\/svcmap-x\n\nPROGRAMS\n {2}ATTACH TYPE +PROGRAM +ID +ATTACHED\n {2}cgroup\/connect4 +svcmap_connect4 +41 +cgroup link on cgroup \/sys\/fs\/cgroup\/x\n/,
+  );
   t.match(text, /^ {2}svcmap_svc +hash +2\/65536 +0\.0% +services: frontends/m);
-  t.match(text, /SNAT ADDRESSES[^\n]*\n(?: {2}.*\n)* {2}eth0 +192\.168\.1\.10\n/, 'a device and its address, as tc-nodeport.test.ts reads them');
+  t.match(
+    text,
+    /SNAT ADDRESSES[^\n]*\n(?: {2}.*\n)* {2}eth0 +192\.168\.1\.10\n/,
+    'a device and its address, as tc-nodeport.test.ts reads them',
+  );
   t.match(text, /connect4\s+no_backend\s+7\s+drop/, 'drops marked, as datapath-counters.test.ts reads them');
   t.match(text, /^ {2}connect4 +translated +12345$/m, 'numbers to the right');
 });
 
 t.test('-o wide and --no-headers, section by section', async (t) => {
-  const [plain, wide, bare] = [renderStatus(report), renderStatus(report, { wide: true, headers: true }), renderStatus(report, { wide: false, headers: false })];
+  const [plain, wide, bare] = [
+    renderStatus(report),
+    renderStatus(report, { wide: true, headers: true }),
+    renderStatus(report, { wide: false, headers: false }),
+  ];
   t.notMatch(bare, /pin directory|PROGRAMS|MAPS|SNAT ADDRESSES|DATAPATH COUNTERS/, '--no-headers: no titles');
   const [p, w, b] = [sections(plain).slice(1), sections(wide).slice(1), sections(bare)];
   t.equal(b.length, 4, '--no-headers: the four sections, an empty line apart');
   const names = ['programs', 'maps', 'SNAT addresses', 'counters'];
   const added = [['TAG', 'PIN'], ['ID', 'PIN'], ['IFINDEX'], []];
   for (let i = 0; i < 4; i++) checkTableStyles(t, { plain: rows(p[i]!), wide: rows(w[i]!), bare: b[i]! }, added[i]!, names[i]!);
-  t.same(cells(rows(w[0]!)[2]!), ['tc/ingress', 'svcmap_tc_in', '1207', '0011223344556677', '-', 'tc filter (clsact) on device eth0'], 'a classic tc filter has no pin');
-  t.same(cells(rows(w[1]!)[1]!), ['svcmap_svc', 'hash', '2/65536', '0.0%', '12', '/sys/fs/bpf/svcmap-x/svcmap_svc', 'services: frontends and their backend slots']);
+  t.same(
+    cells(rows(w[0]!)[2]!),
+    ['tc/ingress', 'svcmap_tc_in', '1207', '0011223344556677', '-', 'tc filter (clsact) on device eth0'],
+    'a classic tc filter has no pin',
+  );
+  t.same(cells(rows(w[1]!)[1]!), [
+    'svcmap_svc',
+    'hash',
+    '2/65536',
+    '0.0%',
+    '12',
+    '/sys/fs/bpf/svcmap-x/svcmap_svc',
+    'services: frontends and their backend slots',
+  ]);
   t.same(cells(rows(w[2]!)[2]!), ['ifindex 9', '9', '10.0.0.1']);
 });
 
 t.test('empty sections: a placeholder in the table, nothing without headers', async (t) => {
   const empty: StatusReport = { pinDir: '/p', programs: [], maps: [], counters: [], snatAddresses: [] };
-  t.equal(renderStatus(empty), 'pin directory: /p\n\nPROGRAMS\n  (none attached)\n\nMAPS\n  (none pinned)\n\n'
-    + 'SNAT ADDRESSES (svcmap_devaddr, svcmap_devaddr6: a flow SNATed out of a device takes its address of the flow\'s family)\n  (none)\n\n'
-    + 'DATAPATH COUNTERS (not zero; svcmap_datapath_packets_total)\n  (all zero)\n');
+  t.equal(
+    renderStatus(empty),
+    'pin directory: /p\n\nPROGRAMS\n  (none attached)\n\nMAPS\n  (none pinned)\n\n' +
+      "SNAT ADDRESSES (svcmap_devaddr, svcmap_devaddr6: a flow SNATed out of a device takes its address of the flow's family)\n  (none)\n\n" +
+      'DATAPATH COUNTERS (not zero; svcmap_datapath_packets_total)\n  (all zero)\n',
+  );
   t.equal(renderStatus(empty, { wide: true, headers: false }), '\n\n\n', 'four empty sections, an empty line apart');
   const onlyMaps = renderStatus({ ...empty, maps: report.maps }, { wide: false, headers: false });
-  t.same(onlyMaps.split('\n').map((l) => l.trim().split(/ {2,}/)[0]), ['', 'svcmap_svc', 'svcmap_affin', '', '', ''], 'the maps\' rows in the second section');
+  t.same(
+    onlyMaps.split('\n').map((l) => l.trim().split(/ {2,}/)[0]),
+    ['', 'svcmap_svc', 'svcmap_affin', '', '', ''],
+    "the maps' rows in the second section",
+  );
 });

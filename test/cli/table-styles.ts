@@ -27,5 +27,8 @@ export function checkTableStyles(t: Test, table: TableLines, wideColumns: readon
   t.same(wideRows.map(narrowed), plainRows.map(cells), `${what}: and the same rows otherwise`);
   t.equal(table.bare.length, plainRows.length, `${what}: --no-headers: one line a row, no header line`);
   t.same(table.bare.map(cells), plainRows.map(cells), `${what}: --no-headers: the same rows`);
-  t.notOk(table.bare.some((l) => cells(l).join(' ') === cells(plainHeader).join(' ')), `${what}: --no-headers: the header is nowhere`);
+  t.notOk(
+    table.bare.some((l) => cells(l).join(' ') === cells(plainHeader).join(' ')),
+    `${what}: --no-headers: the header is nowhere`,
+  );
 }

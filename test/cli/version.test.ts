@@ -21,12 +21,14 @@ function run(cmd: string, args: string[], env: NodeJS.ProcessEnv = {}) {
   return { status: r.status, stdout: r.stdout, stderr: r.stderr };
 }
 
-const LINES = new RegExp([
-  '^svcmap {2}(\\S+) \\(commit (\\S+?)(?:, built (\\S+))?\\)',
-  'node {4}(v\\d+\\.\\d+\\.\\d+)',
-  'libbpf {2}(\\d+\\.\\d+|unavailable)',
-  'kernel {2}(\\S+), (BTF at /sys/kernel/btf/vmlinux|no BTF \\(/sys/kernel/btf/vmlinux is missing\\))\\n$',
-].join('\n'));
+const LINES = new RegExp(
+  [
+    '^svcmap {2}(\\S+) \\(commit (\\S+?)(?:, built (\\S+))?\\)',
+    'node {4}(v\\d+\\.\\d+\\.\\d+)',
+    'libbpf {2}(\\d+\\.\\d+|unavailable)',
+    'kernel {2}(\\S+), (BTF at /sys/kernel/btf/vmlinux|no BTF \\(/sys/kernel/btf/vmlinux is missing\\))\\n$',
+  ].join('\n'),
+);
 
 t.test('version, commit, build time, node, libbpf, kernel and its BTF, one per line', async (t) => {
   const r = run(SVCMAP, ['version']);
@@ -50,21 +52,29 @@ t.test('-o json: the same fields', async (t) => {
   t.equal(r.status, 0, r.stderr);
   const v = JSON.parse(r.stdout);
   t.same(v, {
-    version: text[1], commit: text[2], built: text[3], node: text[4], libbpf: text[5],
-    kernel: text[6], kernelBtf: text[7] === 'BTF at /sys/kernel/btf/vmlinux',
+    version: text[1],
+    commit: text[2],
+    built: text[3],
+    node: text[4],
+    libbpf: text[5],
+    kernel: text[6],
+    kernelBtf: text[7] === 'BTF at /sys/kernel/btf/vmlinux',
   });
-  t.equal(v.kernelBtf, true, 'this machine\'s kernel has BTF (DESIGN.md: kernel 6.18 with BTF)');
+  t.equal(v.kernelBtf, true, "this machine's kernel has BTF (DESIGN.md: kernel 6.18 with BTF)");
 });
 
 t.test('a kernel without BTF is named as such', async (t) => {
   const v = { version: '1.2.3', commit: 'abc1234', built: '2026-12-01T04:00:00Z', node: 'v24.1.0', libbpf: null, kernel: '5.4.0-old' };
-  t.equal(renderVersion({ ...v, kernelBtf: false }), [
-    'svcmap  1.2.3 (commit abc1234, built 2026-12-01T04:00:00Z)',
-    'node    v24.1.0',
-    'libbpf  unavailable',
-    'kernel  5.4.0-old, no BTF (/sys/kernel/btf/vmlinux is missing)',
-    '',
-  ].join('\n'));
+  t.equal(
+    renderVersion({ ...v, kernelBtf: false }),
+    [
+      'svcmap  1.2.3 (commit abc1234, built 2026-12-01T04:00:00Z)',
+      'node    v24.1.0',
+      'libbpf  unavailable',
+      'kernel  5.4.0-old, no BTF (/sys/kernel/btf/vmlinux is missing)',
+      '',
+    ].join('\n'),
+  );
   t.match(renderVersion({ ...v, kernelBtf: true }), /^kernel {2}5\.4\.0-old, BTF at \/sys\/kernel\/btf\/vmlinux\n$/m);
 });
 
@@ -76,7 +86,10 @@ t.test('the build wrote the commit git names', async (t) => {
   t.teardown(() => rmSync(tmp, { recursive: true, force: true }));
   const out = join(tmp, 'info.json');
   // The Node `make dist` runs it with (tap itself may run on another).
-  execFileSync(join(ROOT, 'node_modules', '.bin', 'node'), [join(ROOT, 'src', 'cli', 'build-info.ts'), out], { cwd: ROOT, env: { ...process.env, SOURCE_DATE_EPOCH: '1796097600' } });
+  execFileSync(join(ROOT, 'node_modules', '.bin', 'node'), [join(ROOT, 'src', 'cli', 'build-info.ts'), out], {
+    cwd: ROOT,
+    env: { ...process.env, SOURCE_DATE_EPOCH: '1796097600' },
+  });
   const fresh = JSON.parse(readFileSync(out, 'utf8'));
   t.match(fresh.commit, new RegExp(`^${head}(-dirty)?$`));
   t.equal(fresh.built, '2026-12-01T04:00:00Z', 'SOURCE_DATE_EPOCH fixes the build time');

@@ -20,12 +20,33 @@ import { deployCoreDns } from '../../lab/cluster/addons.ts';
 import { Cluster } from '../../lab/cluster/cluster.ts';
 import { Helm } from '../../lab/cluster/helm.ts';
 import { buildImages } from '../../lab/cluster/images/index.ts';
-import { AGENT_SELECTOR, helmFor, installSvcmap, NAMESPACE, PIN_DIR, RELEASE, splitRef, svcmapDiagnostics, waitAgentsReady } from '../../lab/cluster/svcmap.ts';
+import {
+  AGENT_SELECTOR,
+  helmFor,
+  installSvcmap,
+  NAMESPACE,
+  PIN_DIR,
+  RELEASE,
+  splitRef,
+  svcmapDiagnostics,
+  waitAgentsReady,
+} from '../../lab/cluster/svcmap.ts';
 import { CHART } from '../../lab/cluster/helm.ts';
 import { waitUntil } from '../../lab/cluster/component.ts';
 import { REPO_ROOT, stateDir } from '../../lab/cluster/paths.ts';
 import { listNetns } from '../../lab/netns.ts';
-import { clientPod, EXTERNAL_IP_CLUSTER, EXTERNAL_IP_LOCAL, LB_IPS, lbService, NS, PORTS, STALE, staleWorkloads, workloads } from './fixtures/workloads.ts';
+import {
+  clientPod,
+  EXTERNAL_IP_CLUSTER,
+  EXTERNAL_IP_LOCAL,
+  LB_IPS,
+  lbService,
+  NS,
+  PORTS,
+  STALE,
+  staleWorkloads,
+  workloads,
+} from './fixtures/workloads.ts';
 
 const log = (l: string) => t.comment(l);
 const savedPanicOnOops = readFileSync('/proc/sys/kernel/panic_on_oops', 'utf8').trim();
@@ -46,19 +67,28 @@ t.teardown(async () => {
   await cluster.down();
 });
 const k = cluster.kubectl;
-const [node1, node2] = cluster.nodes as [typeof cluster.nodes[0], typeof cluster.nodes[0]];
+const [node1, node2] = cluster.nodes as [(typeof cluster.nodes)[0], (typeof cluster.nodes)[0]];
 const outsideTool = (args: readonly string[], timeoutMs = 60_000) => k.exec(images.get('labtool')!.binary!, args, { timeoutMs });
 const inClient = (args: readonly string[]) => k.run(['-n', NS, 'exec', 'client', '--', '/labtool', ...args], { timeoutMs: 60_000 });
-const lines = (s: string) => s.split('\n').map((l) => l.trim()).filter(Boolean);
+const lines = (s: string) =>
+  s
+    .split('\n')
+    .map((l) => l.trim())
+    .filter(Boolean);
 const distinct = (s: string) => new Set(lines(s)).size;
 
 await deployCoreDns(k, ref('coredns'));
 
 t.test('helm install: the DaemonSet is Ready on both nodes (readiness = /readyz)', async (t) => {
   await installSvcmap(cluster, splitRef(ref('svcmap')));
-  const pods = await k.json<{ items: Array<{ spec: { nodeName: string }; status: { containerStatuses: Array<{ ready: boolean; image: string }> } }> }>(['-n', NAMESPACE, 'get', 'pods', '-l', AGENT_SELECTOR]);
+  const pods = await k.json<{
+    items: Array<{ spec: { nodeName: string }; status: { containerStatuses: Array<{ ready: boolean; image: string }> } }>;
+  }>(['-n', NAMESPACE, 'get', 'pods', '-l', AGENT_SELECTOR]);
   t.same(pods.items.map((p) => p.spec.nodeName).sort(), ['node1', 'node2'], 'one agent per node');
-  t.ok(pods.items.every((p) => p.status.containerStatuses.every((c) => c.ready)), 'every agent Ready');
+  t.ok(
+    pods.items.every((p) => p.status.containerStatuses.every((c) => c.ready)),
+    'every agent Ready',
+  );
   for (const n of cluster.nodes) {
     const status = await n.exec(join(REPO_ROOT, 'bin', 'svcmap'), ['status', '--pin-dir', PIN_DIR, '-o', 'json']);
     const report = JSON.parse(status) as { programs: Array<{ attachedTo: string }> };
@@ -66,15 +96,25 @@ t.test('helm install: the DaemonSet is Ready on both nodes (readiness = /readyz)
   }
 });
 
-t.test('each node its own hostname (a UTS namespace per node): the node\'s processes and its hostNetwork pods (the agents) see the node\'s name', async (t) => {
-  const pods = await k.json<{ items: Array<{ metadata: { name: string }; spec: { nodeName: string; hostNetwork?: boolean } }> }>(['-n', NAMESPACE, 'get', 'pods', '-l', AGENT_SELECTOR]);
-  for (const p of pods.items) {
-    t.ok(p.spec.hostNetwork, `${p.metadata.name} is a hostNetwork pod`);
-    const seen = (await k.run(['-n', NAMESPACE, 'exec', p.metadata.name, '--', 'cat', '/proc/sys/kernel/hostname'])).trim();
-    t.equal(seen, p.spec.nodeName, `${p.metadata.name} on ${p.spec.nodeName} sees hostname ${seen}`);
-  }
-  for (const n of cluster.nodes) t.equal((await n.exec('hostname', [])).trim(), n.name, `${n.name}: hostname in the node`);
-});
+t.test(
+  "each node its own hostname (a UTS namespace per node): the node's processes and its hostNetwork pods (the agents) see the node's name",
+  async (t) => {
+    const pods = await k.json<{ items: Array<{ metadata: { name: string }; spec: { nodeName: string; hostNetwork?: boolean } }> }>([
+      '-n',
+      NAMESPACE,
+      'get',
+      'pods',
+      '-l',
+      AGENT_SELECTOR,
+    ]);
+    for (const p of pods.items) {
+      t.ok(p.spec.hostNetwork, `${p.metadata.name} is a hostNetwork pod`);
+      const seen = (await k.run(['-n', NAMESPACE, 'exec', p.metadata.name, '--', 'cat', '/proc/sys/kernel/hostname'])).trim();
+      t.equal(seen, p.spec.nodeName, `${p.metadata.name} on ${p.spec.nodeName} sees hostname ${seen}`);
+    }
+    for (const n of cluster.nodes) t.equal((await n.exec('hostname', [])).trim(), n.name, `${n.name}: hostname in the node`);
+  },
+);
 
 t.test('CoreDNS becomes ready: it reaches the API server through the kubernetes Service', async (t) => {
   await k.run(['-n', 'kube-system', 'rollout', 'status', 'deployment/coredns', '--timeout=120s'], { timeoutMs: 130_000 });
@@ -83,16 +123,23 @@ t.test('CoreDNS becomes ready: it reaches the API server through the kubernetes 
 
 t.test('workloads', async (t) => {
   await k.apply(workloads(ref('labtool')));
-  for (const d of ['echo', 'local']) await k.run(['-n', NS, 'rollout', 'status', `deployment/${d}`, '--timeout=120s'], { timeoutMs: 130_000 });
+  for (const d of ['echo', 'local'])
+    await k.run(['-n', NS, 'rollout', 'status', `deployment/${d}`, '--timeout=120s'], { timeoutMs: 130_000 });
   await k.run(['-n', NS, 'wait', '--for=condition=Ready', 'pod/client', '--timeout=120s'], { timeoutMs: 130_000 });
   t.pass('echo x2, local x1 and the client are running');
 });
 
 const vip = async (svc: string) => (await k.run(['-n', NS, 'get', 'service', svc, '-o', 'jsonpath={.spec.clusterIP}'])).trim();
 
-interface ServiceSpec { spec: { clusterIPs: string[]; ipFamilies: string[]; ipFamilyPolicy: string } }
-interface SliceList { items: Array<{ addressType: string; endpoints?: Array<{ addresses: string[]; conditions?: { ready?: boolean } }> }> }
-interface PodList { items: Array<{ metadata: { name: string }; status: { podIPs?: Array<{ ip: string }> } }> }
+interface ServiceSpec {
+  spec: { clusterIPs: string[]; ipFamilies: string[]; ipFamilyPolicy: string };
+}
+interface SliceList {
+  items: Array<{ addressType: string; endpoints?: Array<{ addresses: string[]; conditions?: { ready?: boolean } }> }>;
+}
+interface PodList {
+  items: Array<{ metadata: { name: string }; status: { podIPs?: Array<{ ip: string }> } }>;
+}
 const isV6 = (ip: string) => ip.includes(':');
 /** The echo pods' names and addresses of each family, from the API server. */
 const echoPods = async () => {
@@ -103,16 +150,25 @@ const echoPods = async () => {
 /** Waits until the Service's EndpointSlices (as the endpointslice controller writes them) hold `want`, ready, per addressType. */
 const waitSlices = async (svc: string, want: Record<string, string[]>) => {
   let got: Record<string, string[]> = {};
-  await waitUntil(`the EndpointSlices of ${svc}`, async () => {
-    const slices = await k.json<SliceList>(['-n', NS, 'get', 'endpointslices', '-l', `kubernetes.io/service-name=${svc}`]);
-    got = {};
-    for (const sl of slices.items) {
-      const ready = (sl.endpoints ?? []).filter((e) => e.conditions?.ready !== false).flatMap((e) => e.addresses);
-      got[sl.addressType] = [...(got[sl.addressType] ?? []), ...ready].sort();
-    }
-    const byType = (r: Record<string, string[]>) => JSON.stringify(Object.keys(r).sort().map((type) => [type, r[type]]));
-    return byType(got) === byType(want);
-  }, { timeoutMs: 30_000, intervalMs: 500 }).catch(() => {});
+  await waitUntil(
+    `the EndpointSlices of ${svc}`,
+    async () => {
+      const slices = await k.json<SliceList>(['-n', NS, 'get', 'endpointslices', '-l', `kubernetes.io/service-name=${svc}`]);
+      got = {};
+      for (const sl of slices.items) {
+        const ready = (sl.endpoints ?? []).filter((e) => e.conditions?.ready !== false).flatMap((e) => e.addresses);
+        got[sl.addressType] = [...(got[sl.addressType] ?? []), ...ready].sort();
+      }
+      const byType = (r: Record<string, string[]>) =>
+        JSON.stringify(
+          Object.keys(r)
+            .sort()
+            .map((type) => [type, r[type]]),
+        );
+      return byType(got) === byType(want);
+    },
+    { timeoutMs: 30_000, intervalMs: 500 },
+  ).catch(() => {});
   return got;
 };
 /** 20 TCP connections to ip: the set of pod names that answered. */
@@ -134,13 +190,19 @@ t.test('DNS through the kube-dns Service', async (t) => {
   const got = lines(await inClient(['dns', `echo.${NS}.svc.cluster.local`]));
   t.same(got, [ip], `echo.${NS}.svc.cluster.local -> ${got.join(' ')}`);
   const short = lines(await inClient(['dns', 'echo']));
-  t.same(short, [ip], 'the short name through the pod\'s search path');
+  t.same(short, [ip], "the short name through the pod's search path");
   t.ok(lines(await inClient(['tcp', 'echo', String(PORTS.tcp.port), '3'])).length === 3, 'TCP by Service name');
   t.same(lines(await inClient(['dns', 'kubernetes.default'])), ['10.96.0.1'], 'kubernetes.default -> 10.96.0.1');
 });
 
 t.test('dual-stack cluster: every node and pod has an address of each family', async (t) => {
-  const nodes = await k.json<{ items: Array<{ metadata: { name: string }; spec: { podCIDRs?: string[] }; status: { addresses: Array<{ type: string; address: string }> } }> }>(['get', 'nodes']);
+  const nodes = await k.json<{
+    items: Array<{
+      metadata: { name: string };
+      spec: { podCIDRs?: string[] };
+      status: { addresses: Array<{ type: string; address: string }> };
+    }>;
+  }>(['get', 'nodes']);
   for (const n of nodes.items) {
     const internal = n.status.addresses.filter((a) => a.type === 'InternalIP').map((a) => a.address);
     const net = cluster.nodes.find((c) => c.name === n.metadata.name)!.opts.net;
@@ -156,19 +218,33 @@ t.test('a RequireDualStack Service created through the API server: reached over 
   const svc = await k.json<ServiceSpec>(['-n', NS, 'get', 'service', 'echo-dual']);
   t.same(svc.spec.ipFamilies, ['IPv4', 'IPv6'], 'ipFamilies IPv4, IPv6');
   const [ip4, ip6] = svc.spec.clusterIPs as [string, string];
-  t.ok(svc.spec.clusterIPs.length === 2 && ip4.startsWith('10.96.') && ip6.startsWith('fd00:10:96::'), `clusterIPs ${svc.spec.clusterIPs.join(', ')}: one from each Service range`);
+  t.ok(
+    svc.spec.clusterIPs.length === 2 && ip4.startsWith('10.96.') && ip6.startsWith('fd00:10:96::'),
+    `clusterIPs ${svc.spec.clusterIPs.join(', ')}: one from each Service range`,
+  );
   const echo = await echoPods();
-  t.same(await waitSlices('echo-dual', { IPv4: echo.v4, IPv6: echo.v6 }), { IPv4: echo.v4, IPv6: echo.v6 }, 'one EndpointSlice per addressType, each with both pods\' address of its family');
+  t.same(
+    await waitSlices('echo-dual', { IPv4: echo.v4, IPv6: echo.v6 }),
+    { IPv4: echo.v4, IPv6: echo.v6 },
+    "one EndpointSlice per addressType, each with both pods' address of its family",
+  );
   t.same(await tcpNames(ip4), echo.names, `TCP to ${ip4}: 20 connections spread over both pods (${echo.names.join(', ')})`);
   t.same(await tcpNames(ip6), echo.names, `TCP to [${ip6}]: 20 connections spread over both pods`);
-  t.equal(lines(await inClient(['udp', ip6, String(PORTS.udp.port), '10'])).length, 10, `UDP to [${ip6}]: 10 replies, each from the ClusterIP (recvmsg6; labtool fails otherwise)`);
+  t.equal(
+    lines(await inClient(['udp', ip6, String(PORTS.udp.port), '10'])).length,
+    10,
+    `UDP to [${ip6}]: 10 replies, each from the ClusterIP (recvmsg6; labtool fails otherwise)`,
+  );
   t.equal(lines(await inClient(['udp', ip4, String(PORTS.udp.port), '10'])).length, 10, `UDP to ${ip4}: 10 replies from the ClusterIP`);
 });
 
 t.test('an IPv6 SingleStack Service: an IPv6 ClusterIP only, IPv6 EndpointSlices only, reached from a pod', async (t) => {
   const svc = await k.json<ServiceSpec>(['-n', NS, 'get', 'service', 'echo-v6']);
   t.same(svc.spec.ipFamilies, ['IPv6'], 'ipFamilies IPv6');
-  t.ok(svc.spec.clusterIPs.length === 1 && svc.spec.clusterIPs[0]!.startsWith('fd00:10:96::'), `clusterIPs ${svc.spec.clusterIPs.join(', ')}`);
+  t.ok(
+    svc.spec.clusterIPs.length === 1 && svc.spec.clusterIPs[0]!.startsWith('fd00:10:96::'),
+    `clusterIPs ${svc.spec.clusterIPs.join(', ')}`,
+  );
   const ip6 = svc.spec.clusterIPs[0]!;
   const echo = await echoPods();
   t.same(await waitSlices('echo-v6', { IPv6: echo.v6 }), { IPv6: echo.v6 }, 'an IPv6 EndpointSlice with both pods, no IPv4 one');
@@ -176,13 +252,17 @@ t.test('an IPv6 SingleStack Service: an IPv6 ClusterIP only, IPv6 EndpointSlices
   t.equal(lines(await inClient(['udp', ip6, String(PORTS.udp.port), '10'])).length, 10, `UDP to [${ip6}]: 10 replies from the ClusterIP`);
 });
 
-t.test('a RequireDualStack NodePort Service from a pod: the node\'s IPv6 and IPv4 InternalIP (socket LB)', async (t) => {
+t.test("a RequireDualStack NodePort Service from a pod: the node's IPv6 and IPv4 InternalIP (socket LB)", async (t) => {
   const node = (await k.run(['-n', NS, 'get', 'pod', 'client', '-o', 'jsonpath={.spec.nodeName}'])).trim();
   const net = cluster.nodes.find((n) => n.name === node)!.opts.net;
   const { names } = await echoPods();
   const port = String(PORTS.dualTcp.nodePort);
   for (const ip of [net.ip6, net.ip]) {
-    t.same([...new Set(lines(await inClient(['tcp', ip, port, '20'])))].sort(), names, `${node} ${ip.includes(':') ? `[${ip}]` : ip}:${port} from the client pod on it: both pods`);
+    t.same(
+      [...new Set(lines(await inClient(['tcp', ip, port, '20'])))].sort(),
+      names,
+      `${node} ${ip.includes(':') ? `[${ip}]` : ip}:${port} from the client pod on it: both pods`,
+    );
   }
 });
 
@@ -196,7 +276,7 @@ t.test('NodePort from outside the cluster, externalTrafficPolicy Cluster', async
   }
 });
 
-t.test('a RequireDualStack NodePort Service from outside the cluster over IPv6 (tc: DNAT, SNAT to the node\'s IPv6 address)', async (t) => {
+t.test("a RequireDualStack NodePort Service from outside the cluster over IPv6 (tc: DNAT, SNAT to the node's IPv6 address)", async (t) => {
   const { names } = await echoPods();
   const port = String(PORTS.dualTcp.nodePort);
   for (const n of cluster.nodes) {
@@ -215,63 +295,114 @@ t.test('externalIP, externalTrafficPolicy Cluster', async (t) => {
 t.test('externalTrafficPolicy Local: the client address is kept, a node without a local endpoint does not answer', async (t) => {
   const outsideIp = cluster.net.outside.ip;
   const viaNode2 = await outsideTool(['http', `http://${node2.opts.net.ip}:${PORTS.localHttp.nodePort}/clientip`]);
-  t.match(viaNode2.trim(), new RegExp(`^${outsideIp.replaceAll('.', '\\.')}:\\d+$`), `NodePort on node2 (local endpoint): the backend sees ${viaNode2.trim()}`);
-  await t.rejects(outsideTool(['tcp', node1.opts.net.ip, String(PORTS.localTcp.nodePort), '1', '--timeout', '2s'], 20_000), 'NodePort on node1 (no local endpoint): no answer');
+  t.match(
+    viaNode2.trim(),
+    new RegExp(`^${outsideIp.replaceAll('.', '\\.')}:\\d+$`),
+    `NodePort on node2 (local endpoint): the backend sees ${viaNode2.trim()}`,
+  );
+  await t.rejects(
+    outsideTool(['tcp', node1.opts.net.ip, String(PORTS.localTcp.nodePort), '1', '--timeout', '2s'], 20_000),
+    'NodePort on node1 (no local endpoint): no answer',
+  );
   await cluster.lab.route(cluster.net.outside.ns, `${EXTERNAL_IP_LOCAL}/32`, node2.opts.net.ip);
   const ext = await outsideTool(['http', `http://${EXTERNAL_IP_LOCAL}:${PORTS.http.port}/clientip`]);
-  t.match(ext.trim(), new RegExp(`^${outsideIp.replaceAll('.', '\\.')}:\\d+$`), `externalIP ${EXTERNAL_IP_LOCAL} via node2: client address kept`);
+  t.match(
+    ext.trim(),
+    new RegExp(`^${outsideIp.replaceAll('.', '\\.')}:\\d+$`),
+    `externalIP ${EXTERNAL_IP_LOCAL} via node2: client address kept`,
+  );
 });
 
 /** What node1's datapath holds of loadBalancerSourceRanges (svcmap dump), per family, as sorted CIDRs. */
 const node1Ranges = async () => {
-  const read = async (map: string) => (JSON.parse(await node1.exec(join(REPO_ROOT, 'bin', 'svcmap'), ['dump', '--map', map, '-o', 'json', '--pin-dir', PIN_DIR])) as
-    { entries: Array<{ key: { prefixlen: number; addr: string } }> }).entries.map((e) => `${e.key.addr}/${e.key.prefixlen - 32}`).sort();
+  const read = async (map: string) =>
+    (
+      JSON.parse(await node1.exec(join(REPO_ROOT, 'bin', 'svcmap'), ['dump', '--map', map, '-o', 'json', '--pin-dir', PIN_DIR])) as {
+        entries: Array<{ key: { prefixlen: number; addr: string } }>;
+      }
+    ).entries
+      .map((e) => `${e.key.addr}/${e.key.prefixlen - 32}`)
+      .sort();
   return { IPv4: await read('svcmap_srcrng'), IPv6: await read('svcmap_srcrng6') };
 };
 /** Waits until node1's agent has written `want` (the API server's change reached the maps); returns what it holds. */
 const waitNode1Ranges = async (want: Record<'IPv4' | 'IPv6', string[]>) => {
   let got = await node1Ranges();
-  await waitUntil('node1\'s agent to write the source ranges', async () => JSON.stringify(got = await node1Ranges()) === JSON.stringify(want), { timeoutMs: 30_000, intervalMs: 500 }).catch(() => {});
+  await waitUntil(
+    "node1's agent to write the source ranges",
+    async () => JSON.stringify((got = await node1Ranges())) === JSON.stringify(want),
+    { timeoutMs: 30_000, intervalMs: 500 },
+  ).catch(() => {});
   return got;
 };
 /** node1's tc drops of clients outside a frontend's ranges (svcmap status: summed over the CPUs). */
 const node1SourceDenied = async () => {
-  const s = JSON.parse(await node1.exec(join(REPO_ROOT, 'bin', 'svcmap'), ['status', '--pin-dir', PIN_DIR, '-o', 'json'])) as { counters: Array<{ hook: string; reason: string; packets: number }> };
+  const s = JSON.parse(await node1.exec(join(REPO_ROOT, 'bin', 'svcmap'), ['status', '--pin-dir', PIN_DIR, '-o', 'json'])) as {
+    counters: Array<{ hook: string; reason: string; packets: number }>;
+  };
   return s.counters.find((c) => c.hook === 'tc_ingress' && c.reason === 'source_denied')?.packets ?? 0;
 };
 
-t.test('a dual-stack LoadBalancer with loadBalancerSourceRanges, its IPs set in its status: the outside client in the ranges is answered over IPv6 and IPv4, refused once they exclude it', async (t) => {
-  const outside = cluster.net.outside;
-  // Written as a user may (host bits set); the maps hold the networks.
-  await k.apply(lbService([`${outside.ip6}/64`, `${outside.ip}/24`]));
-  await k.run(['-n', NS, 'patch', 'service', 'echo-lb', '--subresource=status', '--type=merge', '-p',
-    JSON.stringify({ status: { loadBalancer: { ingress: [{ ip: LB_IPS.IPv4 }, { ip: LB_IPS.IPv6 }] } } })]);
-  await cluster.lab.route(outside.ns, `${LB_IPS.IPv4}/32`, node1.opts.net.ip);
-  await cluster.lab.ip(outside.ns, '-6', 'route', 'replace', `${LB_IPS.IPv6}/128`, 'via', node1.opts.net.ip6);
-  const inside = { IPv4: ['172.30.0.0/24'], IPv6: ['fd00:172:30::/64'] };
-  t.same(await waitNode1Ranges(inside), inside, 'node1 holds the ranges of each family, host bits cleared');
-  const { names } = await echoPods();
-  for (const family of ['IPv6', 'IPv4'] as const) {
-    const tcp = await outsideTool(['tcp', LB_IPS[family], String(PORTS.tcp.port), '20']);
-    t.same([...new Set(lines(tcp))].sort(), names, `${family}: ${LB_IPS[family]} from ${family === 'IPv6' ? outside.ip6 : outside.ip} (inside the ranges): 20 connections answered by the echo pods`);
-  }
+t.test(
+  'a dual-stack LoadBalancer with loadBalancerSourceRanges, its IPs set in its status: the outside client in the ranges is answered over IPv6 and IPv4, refused once they exclude it',
+  async (t) => {
+    const outside = cluster.net.outside;
+    // Written as a user may (host bits set); the maps hold the networks.
+    await k.apply(lbService([`${outside.ip6}/64`, `${outside.ip}/24`]));
+    await k.run([
+      '-n',
+      NS,
+      'patch',
+      'service',
+      'echo-lb',
+      '--subresource=status',
+      '--type=merge',
+      '-p',
+      JSON.stringify({ status: { loadBalancer: { ingress: [{ ip: LB_IPS.IPv4 }, { ip: LB_IPS.IPv6 }] } } }),
+    ]);
+    await cluster.lab.route(outside.ns, `${LB_IPS.IPv4}/32`, node1.opts.net.ip);
+    await cluster.lab.ip(outside.ns, '-6', 'route', 'replace', `${LB_IPS.IPv6}/128`, 'via', node1.opts.net.ip6);
+    const inside = { IPv4: ['172.30.0.0/24'], IPv6: ['fd00:172:30::/64'] };
+    t.same(await waitNode1Ranges(inside), inside, 'node1 holds the ranges of each family, host bits cleared');
+    const { names } = await echoPods();
+    for (const family of ['IPv6', 'IPv4'] as const) {
+      const tcp = await outsideTool(['tcp', LB_IPS[family], String(PORTS.tcp.port), '20']);
+      t.same(
+        [...new Set(lines(tcp))].sort(),
+        names,
+        `${family}: ${LB_IPS[family]} from ${family === 'IPv6' ? outside.ip6 : outside.ip} (inside the ranges): 20 connections answered by the echo pods`,
+      );
+    }
 
-  await k.run(['-n', NS, 'patch', 'service', 'echo-lb', '--type=merge', '-p', JSON.stringify({ spec: { loadBalancerSourceRanges: ['fd00:172:31::/64', '198.51.100.0/24'] } })]);
-  const excluding = { IPv4: ['198.51.100.0/24'], IPv6: ['fd00:172:31::/64'] };
-  t.same(await waitNode1Ranges(excluding), excluding, 'the changed ranges reached node1\'s maps');
-  for (const family of ['IPv6', 'IPv4'] as const) {
-    const before = await node1SourceDenied();
-    await t.rejects(outsideTool(['tcp', LB_IPS[family], String(PORTS.tcp.port), '1', '--timeout', '2s'], 20_000), `${family}: ${LB_IPS[family]} from outside the ranges: no answer`);
-    const denied = await node1SourceDenied() - before;
-    t.ok(denied >= 1, `${family}: node1's tc dropped it as source_denied (${denied} packets)`);
-  }
-  await k.run(['-n', NS, 'delete', 'service', 'echo-lb']);
-});
+    await k.run([
+      '-n',
+      NS,
+      'patch',
+      'service',
+      'echo-lb',
+      '--type=merge',
+      '-p',
+      JSON.stringify({ spec: { loadBalancerSourceRanges: ['fd00:172:31::/64', '198.51.100.0/24'] } }),
+    ]);
+    const excluding = { IPv4: ['198.51.100.0/24'], IPv6: ['fd00:172:31::/64'] };
+    t.same(await waitNode1Ranges(excluding), excluding, "the changed ranges reached node1's maps");
+    for (const family of ['IPv6', 'IPv4'] as const) {
+      const before = await node1SourceDenied();
+      await t.rejects(
+        outsideTool(['tcp', LB_IPS[family], String(PORTS.tcp.port), '1', '--timeout', '2s'], 20_000),
+        `${family}: ${LB_IPS[family]} from outside the ranges: no answer`,
+      );
+      const denied = (await node1SourceDenied()) - before;
+      t.ok(denied >= 1, `${family}: node1's tc dropped it as source_denied (${denied} packets)`);
+    }
+    await k.run(['-n', NS, 'delete', 'service', 'echo-lb']);
+  },
+);
 
 t.test('helm test', async (t) => {
   // Without --logs: the passing test Pod is deleted before helm would read them (the chart's NOTES say so).
   const out = await helmFor(cluster).run(['test', RELEASE, '-n', NAMESPACE, '--timeout', '3m']);
-  t.match(out, /Phase:\s+Succeeded/, 'the chart\'s test pod succeeded (DNS via kube-dns, GET /version via the kubernetes Service)');
+  t.match(out, /Phase:\s+Succeeded/, "the chart's test pod succeeded (DNS via kube-dns, GET /version via the kubernetes Service)");
 });
 
 t.test('a kubelet killed -9 is started again (as systemd would on a node); Services keep working meanwhile', async (t) => {
@@ -280,9 +411,17 @@ t.test('a kubelet killed -9 is started again (as systemd would on a node); Servi
   await old.kill();
   const ip = await vip('echo');
   t.equal(lines(await inClient(['tcp', ip, String(PORTS.tcp.port), '10'])).length, 10, 'ClusterIP TCP while node2 has no kubelet');
-  await waitUntil('node2\'s kubelet to be started again', () => node2.kubelet !== old && node2.kubelet.running, { timeoutMs: 10_000, intervalMs: 100 });
+  await waitUntil("node2's kubelet to be started again", () => node2.kubelet !== old && node2.kubelet.running, {
+    timeoutMs: 10_000,
+    intervalMs: 100,
+  });
   t.equal(node2.kubeletRestarts.length, before + 1, `one restart recorded: ${node2.kubeletRestarts.at(-1)?.split('\n')[0]}`);
-  await waitUntil('node2\'s kubelet healthz', async () => (await node2.exec('curl', ['-s', '--max-time', '2', 'http://127.0.0.1:10248/healthz'], { timeoutMs: 5000 })).trim() === 'ok', { timeoutMs: 60_000, intervalMs: 500 });
+  await waitUntil(
+    "node2's kubelet healthz",
+    async () =>
+      (await node2.exec('curl', ['-s', '--max-time', '2', 'http://127.0.0.1:10248/healthz'], { timeoutMs: 5000 })).trim() === 'ok',
+    { timeoutMs: 60_000, intervalMs: 500 },
+  );
   await cluster.waitNodesReady();
   t.pass('node2 Ready with its new kubelet');
 });
@@ -292,15 +431,41 @@ t.test('helm upgrade to a new image tag while a client loops: 0 failed connectio
   const next = `${image.tag}-next`;
   for (const n of cluster.nodes) await n.tagImage(ref('svcmap'), `${image.repository}:${next}`);
   const ip = await vip('echo');
-  await k.apply(JSON.stringify(clientPod('looper', ref('labtool'), ['/labtool', 'loop', ip, String(PORTS.tcp.port), '--until-file', '/tmp/stop', '--interval', '5ms'], 'Never')));
+  await k.apply(
+    JSON.stringify(
+      clientPod(
+        'looper',
+        ref('labtool'),
+        ['/labtool', 'loop', ip, String(PORTS.tcp.port), '--until-file', '/tmp/stop', '--interval', '5ms'],
+        'Never',
+      ),
+    ),
+  );
   await k.run(['-n', NS, 'wait', '--for=condition=Ready', 'pod/looper', '--timeout=60s'], { timeoutMs: 70_000 });
   await helmFor(cluster).run(['upgrade', RELEASE, CHART, '-n', NAMESPACE, '--reuse-values', ...Helm.sets({ 'image.tag': next })]);
   await waitAgentsReady(cluster);
-  const images = await k.run(['-n', NAMESPACE, 'get', 'pods', '-l', AGENT_SELECTOR, '-o', 'jsonpath={range .items[*]}{.spec.containers[0].image}{"\\n"}{end}']);
+  const images = await k.run([
+    '-n',
+    NAMESPACE,
+    'get',
+    'pods',
+    '-l',
+    AGENT_SELECTOR,
+    '-o',
+    'jsonpath={range .items[*]}{.spec.containers[0].image}{"\\n"}{end}',
+  ]);
   t.same(lines(images), [`${image.repository}:${next}`, `${image.repository}:${next}`], 'both agents run the new tag');
   await k.run(['-n', NS, 'exec', 'looper', '--', 'touch', '/tmp/stop']);
-  await waitUntil('the looping client to finish', async () => (await k.run(['-n', NS, 'get', 'pod', 'looper', '-o', 'jsonpath={.status.phase}'])).trim() === 'Succeeded', { timeoutMs: 30_000 });
-  const summary = JSON.parse(lines(await k.run(['-n', NS, 'logs', 'looper'])).at(-1)!) as { ok: number; failed: number; errors: Record<string, number> };
+  await waitUntil(
+    'the looping client to finish',
+    async () => (await k.run(['-n', NS, 'get', 'pod', 'looper', '-o', 'jsonpath={.status.phase}'])).trim() === 'Succeeded',
+    { timeoutMs: 30_000 },
+  );
+  const summary = JSON.parse(lines(await k.run(['-n', NS, 'logs', 'looper'])).at(-1)!) as {
+    ok: number;
+    failed: number;
+    errors: Record<string, number>;
+  };
   t.comment(`looper: ${JSON.stringify(summary)}`);
   t.ok(summary.ok > 100, `${summary.ok} connections during the upgrade`);
   t.equal(summary.failed, 0, '0 failed connections');
@@ -310,7 +475,16 @@ t.test('helm upgrade to a new image tag while a client loops: 0 failed connectio
 const STALE_FAMILIES = ['IPv4', 'IPv6'] as const;
 /** The chart's default metricsPort; the agent binds it on the node's loopback (metricsBindAddress 127.0.0.1, hostNetwork). */
 const METRICS_PORT = 10249;
-interface HoldEvent { socket?: number; event: string; server?: string; error?: string; sockets?: number; replies?: Record<string, number>; errors?: Record<string, number>; timeouts?: number }
+interface HoldEvent {
+  socket?: number;
+  event: string;
+  server?: string;
+  error?: string;
+  sockets?: number;
+  replies?: Record<string, number>;
+  errors?: Record<string, number>;
+  timeouts?: number;
+}
 const holdEvents = async (pod: string) => lines(await k.run(['-n', NS, 'logs', pod])).map((l) => JSON.parse(l) as HoldEvent);
 /** svcmap_sockets_destroyed_total of a node's agent, by proto. */
 const destroyedTotal = async (node: typeof node1) => {
@@ -324,14 +498,28 @@ const destroyedTotal = async (node: typeof node1) => {
 };
 /** The log lines of node1's agent (the node of the holding clients) that report a termination run. */
 const terminationRuns = async () => {
-  const pod = (await k.run(['-n', NAMESPACE, 'get', 'pods', '-l', AGENT_SELECTOR, '--field-selector', 'spec.nodeName=node1', '-o', 'jsonpath={.items[0].metadata.name}'])).trim();
+  const pod = (
+    await k.run([
+      '-n',
+      NAMESPACE,
+      'get',
+      'pods',
+      '-l',
+      AGENT_SELECTOR,
+      '--field-selector',
+      'spec.nodeName=node1',
+      '-o',
+      'jsonpath={.items[0].metadata.name}',
+    ])
+  ).trim();
   return lines(await k.run(['-n', NAMESPACE, 'logs', pod]))
     .filter((l) => l.startsWith('{'))
     .map((l) => JSON.parse(l) as { msg?: string; namespaces?: number; destroyed?: { udp: number; tcp: number } })
     .filter((l) => l.msg === 'destroyed sockets connected to removed backends');
 };
 const podIPs = async (pod: string) => {
-  const ips = (await k.json<{ status: { podIPs?: Array<{ ip: string }> } }>(['-n', NS, 'get', 'pod', pod])).status.podIPs?.map((a) => a.ip) ?? [];
+  const ips =
+    (await k.json<{ status: { podIPs?: Array<{ ip: string }> } }>(['-n', NS, 'get', 'pod', pod])).status.podIPs?.map((a) => a.ip) ?? [];
   return { IPv4: ips.filter((ip) => !isV6(ip)), IPv6: ips.filter(isV6) };
 };
 const relabel = (pod: string, app: string) => k.run(['-n', NS, 'label', 'pod', pod, `app=${app}`, '--overwrite']);
@@ -339,9 +527,11 @@ const relabel = (pod: string, app: string) => k.run(['-n', NS, 'label', 'pod', p
 const canonical = (ip: string) => (isV6(ip) ? new URL(`http://[${ip}]`).hostname.slice(1, -1) : ip);
 /** The active backends (address, port) node1's agent has in its maps behind VIP:port/proto: what a socket opened on node1 is sent to. */
 const node1Backends = async (vip: string, port: number, proto: string) => {
-  const dump = JSON.parse(await node1.exec(join(REPO_ROOT, 'bin', 'svcmap'), ['dump', '--pin-dir', PIN_DIR, '-o', 'json'])) as
-    { frontends: Array<{ address: string; port: number; protocol: string; backends: Array<{ address: string; state: string }> }> };
-  return dump.frontends.filter((f) => canonical(f.address) === canonical(vip) && f.port === port && f.protocol === proto.toUpperCase())
+  const dump = JSON.parse(await node1.exec(join(REPO_ROOT, 'bin', 'svcmap'), ['dump', '--pin-dir', PIN_DIR, '-o', 'json'])) as {
+    frontends: Array<{ address: string; port: number; protocol: string; backends: Array<{ address: string; state: string }> }>;
+  };
+  return dump.frontends
+    .filter((f) => canonical(f.address) === canonical(vip) && f.port === port && f.protocol === proto.toUpperCase())
     .flatMap((f) => f.backends.filter((b) => b.state === 'active').map((b) => b.address));
 };
 
@@ -356,10 +546,14 @@ const node1Backends = async (vip: string, port: number, proto: string) => {
 async function staleRound(t: Test, round: string, from: string, to: string, tcpDestroyed: boolean) {
   const svc = await k.json<ServiceSpec>(['-n', NS, 'get', 'service', STALE.service]);
   const vipOf = (family: string) => svc.spec.clusterIPs[svc.spec.ipFamilies.indexOf(family)]!;
-  const holders = STALE_FAMILIES.flatMap((family) => (['udp', 'tcp'] as const).map((proto) => ({
-    family, proto, name: `hold-${proto}${family === 'IPv4' ? '4' : '6'}-${round}`,
-    port: String(proto === 'udp' ? PORTS.udp.port : PORTS.tcp.port),
-  })));
+  const holders = STALE_FAMILIES.flatMap((family) =>
+    (['udp', 'tcp'] as const).map((proto) => ({
+      family,
+      proto,
+      name: `hold-${proto}${family === 'IPv4' ? '4' : '6'}-${round}`,
+      port: String(proto === 'udp' ? PORTS.udp.port : PORTS.tcp.port),
+    })),
+  );
   // The holders' first sockets must find `from` behind the VIP: the slices
   // hold it once it is Ready, and node1's agent has it in its maps a sync
   // later. A socket opened before that gets ECONNREFUSED from the connect
@@ -370,20 +564,44 @@ async function staleRound(t: Test, round: string, from: string, to: string, tcpD
     const target = String(h.proto === 'udp' ? PORTS.udp.target : PORTS.tcp.target);
     const want = ips.from[h.family].map((ip) => (isV6(ip) ? `[${canonical(ip)}]:${target}` : `${ip}:${target}`));
     let got: string[] = [];
-    await waitUntil(`node1's agent to map ${vipOf(h.family)}:${h.port}/${h.proto} to ${from}`, async () => {
-      got = (await node1Backends(vipOf(h.family), Number(h.port), h.proto)).map((a) => a.replace(/^\[(.*)\]/, (_m, ip: string) => `[${canonical(ip)}]`));
-      return JSON.stringify(got) === JSON.stringify(want);
-    }, { timeoutMs: 30_000, intervalMs: 500 }).catch(() => {});
+    await waitUntil(
+      `node1's agent to map ${vipOf(h.family)}:${h.port}/${h.proto} to ${from}`,
+      async () => {
+        got = (await node1Backends(vipOf(h.family), Number(h.port), h.proto)).map((a) =>
+          a.replace(/^\[(.*)\]/, (_m, ip: string) => `[${canonical(ip)}]`),
+        );
+        return JSON.stringify(got) === JSON.stringify(want);
+      },
+      { timeoutMs: 30_000, intervalMs: 500 },
+    ).catch(() => {});
     t.same(got, want, `node1's agent maps ${vipOf(h.family)}:${h.port}/${h.proto} to ${from} only`);
   }
   for (const h of holders) {
-    await k.apply(JSON.stringify(clientPod(h.name, ref('labtool'), ['/labtool', 'hold', h.proto, vipOf(h.family), h.port, '--until-file', '/tmp/stop', '--interval', '200ms'], 'Never', 'node1')));
+    await k.apply(
+      JSON.stringify(
+        clientPod(
+          h.name,
+          ref('labtool'),
+          ['/labtool', 'hold', h.proto, vipOf(h.family), h.port, '--until-file', '/tmp/stop', '--interval', '200ms'],
+          'Never',
+          'node1',
+        ),
+      ),
+    );
   }
-  for (const h of holders) await k.run(['-n', NS, 'wait', '--for=condition=Ready', `pod/${h.name}`, '--timeout=60s'], { timeoutMs: 70_000 });
+  for (const h of holders)
+    await k.run(['-n', NS, 'wait', '--for=condition=Ready', `pod/${h.name}`, '--timeout=60s'], { timeoutMs: 70_000 });
   for (const h of holders) {
-    await waitUntil(`${h.name}'s first reply`, async () => (await holdEvents(h.name)).some((e) => e.event === 'reply'), { timeoutMs: 30_000, intervalMs: 500 });
+    await waitUntil(`${h.name}'s first reply`, async () => (await holdEvents(h.name)).some((e) => e.event === 'reply'), {
+      timeoutMs: 30_000,
+      intervalMs: 500,
+    });
     const first = (await holdEvents(h.name)).find((e) => e.event === 'reply')!;
-    t.same([first.socket, first.server], [1, from], `${h.name}: socket 1 to ${vipOf(h.family)}:${h.port}/${h.proto} answered by ${from}, the only backend`);
+    t.same(
+      [first.socket, first.server],
+      [1, from],
+      `${h.name}: socket 1 to ${vipOf(h.family)}:${h.port}/${h.proto} answered by ${from}, the only backend`,
+    );
   }
   const before = await destroyedTotal(node1);
   const runsBefore = (await terminationRuns()).length;
@@ -391,26 +609,45 @@ async function staleRound(t: Test, round: string, from: string, to: string, tcpD
   await waitSlices(STALE.service, { IPv4: [...ips.from.IPv4, ...ips.to.IPv4].sort(), IPv6: [...ips.from.IPv6, ...ips.to.IPv6].sort() });
   await relabel(from, STALE.out);
   t.same(await waitSlices(STALE.service, ips.to), ips.to, `${from} relabeled: the EndpointSlices hold ${to} only`);
-  const replaced = (h: typeof holders[0]) => h.proto === 'udp' || tcpDestroyed;
+  const replaced = (h: (typeof holders)[0]) => h.proto === 'udp' || tcpDestroyed;
   for (const h of holders.filter(replaced)) {
-    await waitUntil(`${h.name}'s socket to be replaced`, async () => (await holdEvents(h.name)).some((e) => e.event === 'reply' && e.socket! >= 2), { timeoutMs: 30_000, intervalMs: 500 }).catch(() => {});
+    await waitUntil(
+      `${h.name}'s socket to be replaced`,
+      async () => (await holdEvents(h.name)).some((e) => e.event === 'reply' && e.socket! >= 2),
+      { timeoutMs: 30_000, intervalMs: 500 },
+    ).catch(() => {});
   }
   // The counter goes up within the run that destroyed the sockets (the clients saw it end first).
   const want = { udp: STALE_FAMILIES.length, tcp: tcpDestroyed ? STALE_FAMILIES.length : 0 };
   let after = before;
-  await waitUntil('node1\'s agent to count the destroyed sockets', async () => {
-    after = await destroyedTotal(node1);
-    return after.udp - before.udp >= want.udp && after.tcp - before.tcp >= want.tcp && (await terminationRuns()).length > runsBefore;
-  }, { timeoutMs: 30_000, intervalMs: 500 }).catch(() => {});
+  await waitUntil(
+    "node1's agent to count the destroyed sockets",
+    async () => {
+      after = await destroyedTotal(node1);
+      return after.udp - before.udp >= want.udp && after.tcp - before.tcp >= want.tcp && (await terminationRuns()).length > runsBefore;
+    },
+    { timeoutMs: 30_000, intervalMs: 500 },
+  ).catch(() => {});
   // The TCP holders that must not be touched: stopped now, after the run.
   for (const h of holders) await k.run(['-n', NS, 'exec', h.name, '--', 'touch', '/tmp/stop']);
   const events = new Map<string, HoldEvent[]>();
   for (const h of holders) {
-    await waitUntil(`${h.name} to finish`, async () => (await k.run(['-n', NS, 'get', 'pod', h.name, '-o', 'jsonpath={.status.phase}'])).trim() === 'Succeeded', { timeoutMs: 30_000 });
+    await waitUntil(
+      `${h.name} to finish`,
+      async () => (await k.run(['-n', NS, 'get', 'pod', h.name, '-o', 'jsonpath={.status.phase}'])).trim() === 'Succeeded',
+      { timeoutMs: 30_000 },
+    );
     events.set(h.name, await holdEvents(h.name));
     await k.run(['-n', NS, 'delete', 'pod', h.name, '--wait=false']);
   }
-  return { holders, replaced, events, destroyed: { udp: after.udp - before.udp, tcp: after.tcp - before.tcp }, want, runs: (await terminationRuns()).slice(runsBefore) };
+  return {
+    holders,
+    replaced,
+    events,
+    destroyed: { udp: after.udp - before.udp, tcp: after.tcp - before.tcp },
+    want,
+    runs: (await terminationRuns()).slice(runsBefore),
+  };
 }
 
 /** The holder's socket 1 got ECONNABORTED and nothing else; every reply after it came from `to`. */
@@ -421,35 +658,58 @@ function checkReplaced(t: Test, name: string, events: HoldEvent[], to: string) {
   t.same(later, [`2:${to}`], `${name}: socket 2 reached ${to}, the remaining backend, and only it`);
 }
 
-t.test('stale sockets (staleSockets.podSockets, hostPID + SYS_PTRACE): a pod\'s connected sockets to a backend that left the Service are destroyed', async (t) => {
-  await k.apply(staleWorkloads(ref('labtool')));
-  for (const p of Object.values(STALE.pods)) await k.run(['-n', NS, 'wait', '--for=condition=Ready', `pod/${p}`, '--timeout=120s'], { timeoutMs: 130_000 });
-  const { a, b } = STALE.pods;
+t.test(
+  "stale sockets (staleSockets.podSockets, hostPID + SYS_PTRACE): a pod's connected sockets to a backend that left the Service are destroyed",
+  async (t) => {
+    await k.apply(staleWorkloads(ref('labtool')));
+    for (const p of Object.values(STALE.pods))
+      await k.run(['-n', NS, 'wait', '--for=condition=Ready', `pod/${p}`, '--timeout=120s'], { timeoutMs: 130_000 });
+    const { a, b } = STALE.pods;
 
-  // The chart's defaults: UDP destroyed, TCP left to run on (as kube-proxy leaves established connections).
-  const one = await staleRound(t, '1', a, b, false);
-  for (const h of one.holders) {
-    const ev = one.events.get(h.name)!;
-    if (one.replaced(h)) {
-      checkReplaced(t, h.name, ev, b);
-    } else {
-      const sum = ev.at(-1)!;
-      t.same([sum.event, sum.sockets, sum.errors ?? {}, sum.timeouts ?? 0], ['summary', 1, {}, 0], `${h.name}: by default its TCP connection runs on, every request answered (${JSON.stringify(sum)})`);
-      t.same(Object.keys(sum.replies ?? {}), [a], `${h.name}: all ${sum.replies?.[a]} replies from ${a}, outside the Service now`);
+    // The chart's defaults: UDP destroyed, TCP left to run on (as kube-proxy leaves established connections).
+    const one = await staleRound(t, '1', a, b, false);
+    for (const h of one.holders) {
+      const ev = one.events.get(h.name)!;
+      if (one.replaced(h)) {
+        checkReplaced(t, h.name, ev, b);
+      } else {
+        const sum = ev.at(-1)!;
+        t.same(
+          [sum.event, sum.sockets, sum.errors ?? {}, sum.timeouts ?? 0],
+          ['summary', 1, {}, 0],
+          `${h.name}: by default its TCP connection runs on, every request answered (${JSON.stringify(sum)})`,
+        );
+        t.same(Object.keys(sum.replies ?? {}), [a], `${h.name}: all ${sum.replies?.[a]} replies from ${a}, outside the Service now`);
+      }
     }
-  }
-  t.same(one.destroyed, one.want, `svcmap_sockets_destroyed_total on node1: +${one.destroyed.udp} udp, +${one.destroyed.tcp} tcp`);
-  t.ok(one.runs.length > 0 && one.runs.every((r) => (r.namespaces ?? 0) >= 2), `node1's agent logged the run, searching pods' namespaces too (namespaces: ${one.runs.map((r) => r.namespaces).join(', ')})`);
+    t.same(one.destroyed, one.want, `svcmap_sockets_destroyed_total on node1: +${one.destroyed.udp} udp, +${one.destroyed.tcp} tcp`);
+    t.ok(
+      one.runs.length > 0 && one.runs.every((r) => (r.namespaces ?? 0) >= 2),
+      `node1's agent logged the run, searching pods' namespaces too (namespaces: ${one.runs.map((r) => r.namespaces).join(', ')})`,
+    );
 
-  // staleSockets.tcp: the agents restart with --destroy-tcp-sockets.
-  await helmFor(cluster).run(['upgrade', RELEASE, CHART, '-n', NAMESPACE, '--reuse-values', ...Helm.sets({ 'staleSockets.tcp': 'true' })]);
-  await waitAgentsReady(cluster);
-  const two = await staleRound(t, '2', b, a, true);
-  for (const h of two.holders) checkReplaced(t, h.name, two.events.get(h.name)!, a);
-  t.same(two.destroyed, two.want, `with staleSockets.tcp, svcmap_sockets_destroyed_total on node1: +${two.destroyed.udp} udp, +${two.destroyed.tcp} tcp`);
-  await k.run(['-n', NS, 'delete', 'pod', a, b, '--wait=false']);
-  await k.run(['-n', NS, 'delete', 'service', STALE.service]);
-});
+    // staleSockets.tcp: the agents restart with --destroy-tcp-sockets.
+    await helmFor(cluster).run([
+      'upgrade',
+      RELEASE,
+      CHART,
+      '-n',
+      NAMESPACE,
+      '--reuse-values',
+      ...Helm.sets({ 'staleSockets.tcp': 'true' }),
+    ]);
+    await waitAgentsReady(cluster);
+    const two = await staleRound(t, '2', b, a, true);
+    for (const h of two.holders) checkReplaced(t, h.name, two.events.get(h.name)!, a);
+    t.same(
+      two.destroyed,
+      two.want,
+      `with staleSockets.tcp, svcmap_sockets_destroyed_total on node1: +${two.destroyed.udp} udp, +${two.destroyed.tcp} tcp`,
+    );
+    await k.run(['-n', NS, 'delete', 'pod', a, b, '--wait=false']);
+    await k.run(['-n', NS, 'delete', 'service', STALE.service]);
+  },
+);
 
 t.test('helm uninstall: no svcmap programs, links or pins left on either node', async (t) => {
   await k.run(['delete', 'namespace', NS, '--wait=false']);
@@ -458,40 +718,69 @@ t.test('helm uninstall: no svcmap programs, links or pins left on either node', 
     const pins = await n.exec('ls', ['-A', '/sys/fs/bpf']);
     t.notMatch(pins, /svcmap/, `${n.name}: no pins under /sys/fs/bpf`);
     const cg = await n.exec('bpftool', ['cgroup', 'tree', '/run/svcmap/cgroupv2']);
-    t.same(lines(cg).filter((l) => !/^CgroupPath|^ID\s/.test(l)), [], `${n.name}: no program attached in the node's cgroup tree`);
+    t.same(
+      lines(cg).filter((l) => !/^CgroupPath|^ID\s/.test(l)),
+      [],
+      `${n.name}: no program attached in the node's cgroup tree`,
+    );
     const net = await n.exec('bpftool', ['net', 'show']);
     t.notMatch(net, /svcmap/, `${n.name}: no tc/tcx program on the node's devices`);
   }
   // The DaemonSet's pods go after it (background cascading deletion), within their grace period.
   let left = '';
-  await waitUntil('the svcmap pods to be gone', async () => {
-    left = (await k.run(['-n', NAMESPACE, 'get', 'daemonsets,jobs,pods', '-l', `app.kubernetes.io/instance=${RELEASE}`, '-o', 'name'])).trim();
-    return left === '';
-  }, { timeoutMs: 60_000, intervalMs: 1000 }).catch(() => {});
+  await waitUntil(
+    'the svcmap pods to be gone',
+    async () => {
+      left = (
+        await k.run(['-n', NAMESPACE, 'get', 'daemonsets,jobs,pods', '-l', `app.kubernetes.io/instance=${RELEASE}`, '-o', 'name'])
+      ).trim();
+      return left === '';
+    },
+    { timeoutMs: 60_000, intervalMs: 1000 },
+  ).catch(() => {});
   t.equal(left, '', 'no svcmap objects left in kube-system');
 });
 
 t.test('teardown leaves nothing behind', async (t) => {
   const id = cluster.lab.id;
   await diagnose();
-  const mounts = () => readFileSync('/proc/self/mounts', 'utf8').split('\n').filter((l) => l.includes(id) || l.includes('svcmap-node-'));
+  const mounts = () =>
+    readFileSync('/proc/self/mounts', 'utf8')
+      .split('\n')
+      .filter((l) => l.includes(id) || l.includes('svcmap-node-'));
   await cluster.down();
-  t.same(listNetns().filter((n) => n.includes(id)), [], 'no network namespace');
-  t.same(readdirSync('/sys/fs/cgroup').flatMap((h) => {
-    try {
-      return readdirSync(join('/sys/fs/cgroup', h)).filter((d) => d.includes(id)).map((d) => `${h}/${d}`);
-    } catch {
-      return [];
-    }
-  }), [], 'no cgroup in any hierarchy');
+  t.same(
+    listNetns().filter((n) => n.includes(id)),
+    [],
+    'no network namespace',
+  );
+  t.same(
+    readdirSync('/sys/fs/cgroup').flatMap((h) => {
+      try {
+        return readdirSync(join('/sys/fs/cgroup', h))
+          .filter((d) => d.includes(id))
+          .map((d) => `${h}/${d}`);
+      } catch {
+        return [];
+      }
+    }),
+    [],
+    'no cgroup in any hierarchy',
+  );
   t.notOk(existsSync(stateDir(id)), `no state directory (${stateDir(id)})`);
   t.same(mounts(), [], 'no mount');
-  t.same(readdirSync('/proc').filter((p) => /^\d+$/.test(p)).filter((p) => {
-    try {
-      return readFileSync(`/proc/${p}/cmdline`, 'utf8').includes(id);
-    } catch {
-      return false;
-    }
-  }), [], 'no process of the run');
+  t.same(
+    readdirSync('/proc')
+      .filter((p) => /^\d+$/.test(p))
+      .filter((p) => {
+        try {
+          return readFileSync(`/proc/${p}/cmdline`, 'utf8').includes(id);
+        } catch {
+          return false;
+        }
+      }),
+    [],
+    'no process of the run',
+  );
   t.equal(readFileSync('/proc/sys/kernel/panic_on_oops', 'utf8').trim(), savedPanicOnOops, 'kernel.panic_on_oops as before');
 });

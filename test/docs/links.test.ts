@@ -11,11 +11,18 @@ const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 
 function markdown(dir: string): string[] {
   if (!existsSync(dir)) return [];
-  return readdirSync(dir, { withFileTypes: true }).flatMap((e) => (e.isDirectory() ? markdown(join(dir, e.name)) : e.name.endsWith('.md') ? [join(dir, e.name)] : []));
+  return readdirSync(dir, { withFileTypes: true }).flatMap((e) =>
+    e.isDirectory() ? markdown(join(dir, e.name)) : e.name.endsWith('.md') ? [join(dir, e.name)] : [],
+  );
 }
 
 // bench/results/summary.md is left out: the bench writes it as a fragment of the root README, with links from there.
-const DOCS = [join(ROOT, 'README.md'), join(ROOT, 'charts/svcmap/README.md'), join(ROOT, 'bench/results/HISTORY.md'), ...markdown(join(ROOT, 'docs'))];
+const DOCS = [
+  join(ROOT, 'README.md'),
+  join(ROOT, 'charts/svcmap/README.md'),
+  join(ROOT, 'bench/results/HISTORY.md'),
+  ...markdown(join(ROOT, 'docs')),
+];
 // Linked before they exist: docs/compatibility.md comes with \`svcmap preflight\` (a link to it that is still missing is not reported).
 const PENDING = new Set(['docs/compatibility.md']);
 
@@ -29,15 +36,24 @@ function anchors(text: string): Set<string> {
   const out = new Set<string>();
   const seen = new Map<string, number>();
   for (const m of prose(text).matchAll(/^#{1,6}\s+(.+?)\s*#*\s*$/gm)) {
-    const base = m[1]!.replace(/<[^>]+>/g, '').replace(/\[([^\]]*)\]\([^)]*\)/g, '$1').toLowerCase()
-      .replace(/[^\p{L}\p{N}\s_-]/gu, '').replace(/\s/g, '-');
+    const base = m[1]!
+      .replace(/<[^>]+>/g, '')
+      .replace(/\[([^\]]*)\]\([^)]*\)/g, '$1')
+      .toLowerCase()
+      .replace(/[^\p{L}\p{N}\s_-]/gu, '')
+      .replace(/\s/g, '-');
     const n = seen.get(base) ?? 0;
     seen.set(base, n + 1);
     out.add(n ? `${base}-${n}` : base);
   }
   // Headings written in inline code keep their words.
   for (const m of text.matchAll(/^#{1,6}\s+(.+?)\s*$/gm)) {
-    out.add(m[1]!.toLowerCase().replace(/[^\p{L}\p{N}\s_-]/gu, '').replace(/\s/g, '-'));
+    out.add(
+      m[1]!
+        .toLowerCase()
+        .replace(/[^\p{L}\p{N}\s_-]/gu, '')
+        .replace(/\s/g, '-'),
+    );
   }
   return out;
 }
@@ -57,8 +73,8 @@ t.test('relative links resolve', async (t) => {
       if (!target.startsWith(ROOT)) broken.push(`${where} (outside the repository)`);
       else if (!existsSync(target)) {
         if (!PENDING.has(relative(ROOT, target))) broken.push(`${where} (no such file)`);
-      }
-      else if (anchor && target.endsWith('.md') && statSync(target).isFile() && !anchors(readFileSync(target, 'utf8')).has(anchor)) broken.push(`${where} (no such heading)`);
+      } else if (anchor && target.endsWith('.md') && statSync(target).isFile() && !anchors(readFileSync(target, 'utf8')).has(anchor))
+        broken.push(`${where} (no such heading)`);
     }
   }
   t.ok(checked > 20, `${checked} links checked`);

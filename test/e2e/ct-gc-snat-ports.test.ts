@@ -52,7 +52,14 @@ t.test(`${2 * ROUND} short connections through a SNATed NodePort (4536 SNAT port
   t.ok(after1.entries < 50, `the GC removed round 1's closed flows: ${after1.entries} entries left, ${after1.deleted} removed`);
   t.ok(after1.deleted > ROUND, `by deleting their entries (${after1.deleted})`);
 
-  const second = await c.client.tcpConnect({ ip: NODE_IPS.node1, port: REMOTE_NODEPORT, count: ROUND, timeoutMs: 2000, concurrency: 8, reset: true });
+  const second = await c.client.tcpConnect({
+    ip: NODE_IPS.node1,
+    port: REMOTE_NODEPORT,
+    count: ROUND,
+    timeoutMs: 2000,
+    concurrency: 8,
+    reset: true,
+  });
   t.equal(second.failed, 0, `round 2 (RST close), on the ports round 1 gave back: ${JSON.stringify(second.errors)}`);
   const after2 = await untilEntriesBelow(50, 20_000, after1.deleted);
   t.ok(after2.deleted > after1.deleted + ROUND, `and round 2's after its RSTs (${after2.deleted} entries in all)`);

@@ -105,7 +105,14 @@ t.test('the agent exports the same counters, and svcmap status lists them', asyn
   const status = statusCounters();
   const text = await metricsText();
   t.match(text, /# TYPE svcmap_datapath_packets_total counter/, 'a counter');
-  for (const k of ['connect4/translated', 'connect4/no_backend', 'connect4/passed', 'sendmsg4/translated', 'sendmsg4/no_backend', 'recvmsg4/reply_translated']) {
+  for (const k of [
+    'connect4/translated',
+    'connect4/no_backend',
+    'connect4/passed',
+    'sendmsg4/translated',
+    'sendmsg4/no_backend',
+    'recvmsg4/reply_translated',
+  ]) {
     const [hook, reason] = k.split('/') as [string, string];
     t.ok(status.get(k)! > 0, `${k} is in status`);
     t.equal(metric(text, hook, reason), status.get(k), `${k}: /metrics says what status says`);

@@ -34,8 +34,11 @@ function publish(files: Record<string, string>): void {
 
 /** The agent's next sync after `from` that leaves `pods` pods behind web's two ports (TCP and UDP: a backend each). */
 function synced(from: number, pods: number, what: string) {
-  return c.agent.waitFor((l) => l.msg === 'sync done' && (l.entries as { backends: number }).backends === 2 * pods,
-    { from, timeoutMs: HANG_GUARD_MS, what });
+  return c.agent.waitFor((l) => l.msg === 'sync done' && (l.entries as { backends: number }).backends === 2 * pods, {
+    from,
+    timeoutMs: HANG_GUARD_MS,
+    what,
+  });
 }
 
 async function reached(ip: string, count = 60): Promise<string[]> {
@@ -69,7 +72,11 @@ t.test('a ConfigMap volume: the first version is served, each ..data swap is fol
 t.test('a version with an invalid object is reported with the file and field; the rest of the file is served', async (t) => {
   let from = c.agent.mark();
   publish({ 'web.yaml': `${web(POD_IPS)}---\n${invalidSliceYaml('web-broken', 'web')}` });
-  const report = await c.agent.waitFor((l) => typeof l.msg === 'string' && l.msg.includes('web-broken'), { from, timeoutMs: HANG_GUARD_MS, what: 'the report of web-broken' });
+  const report = await c.agent.waitFor((l) => typeof l.msg === 'string' && l.msg.includes('web-broken'), {
+    from,
+    timeoutMs: HANG_GUARD_MS,
+    what: 'the report of web-broken',
+  });
   t.match(report.msg, /web\.yaml/, 'names the file');
   t.match(report.msg, /ports\[0\]\.port|endpoints\[0\]\.addresses\[0\]/, 'names the field');
   t.same(await reached(VIP), POD_NAMES, 'web with its valid slice still reaches the three pods');
@@ -85,5 +92,5 @@ t.test('two files defining one Service: the later file (by name) wins', async (t
   await synced(from, 3, 'zz-web.yaml synced');
   t.same(await reached(OTHER), POD_NAMES, 'zz-web.yaml (after web.yaml) decides: web at its ClusterIP with all three pods');
   const old = await c.client.tcpConnect({ ip: VIP, port: 80, count: 1, timeoutMs: 500 });
-  t.same([old.ok, old.byPod], [0, {}], 'the earlier file\'s ClusterIP is no longer translated');
+  t.same([old.ok, old.byPod], [0, {}], "the earlier file's ClusterIP is no longer translated");
 });

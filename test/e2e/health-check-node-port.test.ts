@@ -22,7 +22,12 @@ import { CLIENT_IP, NODE_IPS, type NodeAgent, makeTcNode, startNodeAgent } from 
 const HC_PORT = 32000;
 const NODE_PORT = 30081;
 const POD_A = '10.244.1.10';
-const V6 = { client: 'fd00:192:168:100::100', node1: 'fd00:192:168:100::11', podA: 'fd00:10:244:1::10', bridge1: 'fd00:10:244:1::1' } as const;
+const V6 = {
+  client: 'fd00:192:168:100::100',
+  node1: 'fd00:192:168:100::11',
+  podA: 'fd00:10:244:1::10',
+  bridge1: 'fd00:10:244:1::1',
+} as const;
 const FAMILIES = [
   { family: 4, node: NODE_IPS.node1 },
   { family: 6, node: V6.node1 },
@@ -31,14 +36,30 @@ const FAMILIES = [
 /** The Service, its two slices (one per family) and node1, with the pod's endpoints in the given state. */
 function manifest(state: Pick<EndpointSpec, 'ready' | 'serving' | 'terminating'>): string {
   const svc: ServiceSpec = {
-    name: 'lb-local', clusterIP: '10.96.0.11', clusterIP6: 'fd00:10:96::11', type: 'LoadBalancer', externalTrafficPolicy: 'Local',
+    name: 'lb-local',
+    clusterIP: '10.96.0.11',
+    clusterIP6: 'fd00:10:96::11',
+    type: 'LoadBalancer',
+    externalTrafficPolicy: 'Local',
     ports: [{ name: 'http', protocol: 'TCP', port: 80, targetPort: 8080, nodePort: NODE_PORT }],
     endpoints: [{ ip: POD_A, nodeName: 'node1', ...state }],
     endpoints6: [{ ip: V6.podA, nodeName: 'node1', ...state }],
     extraSpec: { healthCheckNodePort: HC_PORT },
   };
-  const node = { apiVersion: 'v1', kind: 'Node', metadata: { name: 'node1' }, status: { addresses: [{ type: 'InternalIP', address: NODE_IPS.node1 }, { type: 'InternalIP', address: V6.node1 }] } };
-  return [serviceObject(svc), sliceObject(svc), sliceObject(svc, 'v6abc', svc.endpoints6, 'IPv6'), node].map((d) => stringify(d)).join('---\n');
+  const node = {
+    apiVersion: 'v1',
+    kind: 'Node',
+    metadata: { name: 'node1' },
+    status: {
+      addresses: [
+        { type: 'InternalIP', address: NODE_IPS.node1 },
+        { type: 'InternalIP', address: V6.node1 },
+      ],
+    },
+  };
+  return [serviceObject(svc), sliceObject(svc), sliceObject(svc, 'v6abc', svc.endpoints6, 'IPv6'), node]
+    .map((d) => stringify(d))
+    .join('---\n');
 }
 
 let lab: Lab;
@@ -64,7 +85,10 @@ t.before(async () => {
   await lab.echoServer(pod, { tcpPorts: [8080], host: V6.podA });
   client = await lab.client(clientPod);
   node1 = await startNodeAgent(lab, node, 'node1', { 'lb.yaml': manifest({ ready: true }) }, ['--healthz-bind-address', '127.0.0.1:0']);
-  await node1.agent.waitFor((l) => l.msg === HC_LISTENING && l.port === HC_PORT, { timeoutMs: 30000, what: 'the healthCheckNodePort server' });
+  await node1.agent.waitFor((l) => l.msg === HC_LISTENING && l.port === HC_PORT, {
+    timeoutMs: 30000,
+    what: 'the healthCheckNodePort server',
+  });
 });
 
 t.teardown(async () => {
@@ -92,7 +116,8 @@ async function check(ip: string): Promise<Answer> {
 }
 
 /** kube-proxy's body (pkg/proxy/healthcheck): tab-indented, no final newline; written out here, not built by svcmap's code. */
-const body = (n: number) => `{\n\t"service": {\n\t\t"namespace": "default",\n\t\t"name": "lb-local"\n\t},\n\t"localEndpoints": ${n},\n\t"serviceProxyHealthy": true\n}`;
+const body = (n: number) =>
+  `{\n\t"service": {\n\t\t"namespace": "default",\n\t\t"name": "lb-local"\n\t},\n\t"localEndpoints": ${n},\n\t"serviceProxyHealthy": true\n}`;
 
 t.test('a ready local endpoint: 200 over both families, though the agent was given --healthz-bind-address 127.0.0.1:0', async (t) => {
   for (const f of FAMILIES) {

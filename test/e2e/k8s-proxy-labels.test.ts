@@ -21,13 +21,19 @@ t.teardown(destroy);
 
 const svc = (name: string, vip: string, labels?: Record<string, string>) =>
   service(name, { clusterIP: vip, ports: [{ name: 'tcp', port: 80, targetPort: TCP_PORT }], ...(labels ? { labels } : {}) });
-const slice = (name: string) => endpointSlice(`${name}-abc`, {
-  service: name, ports: [{ name: 'tcp', port: TCP_PORT }], endpoints: POD_IPS.map((a) => ({ addresses: [a], nodeName: 'node' })),
-});
+const slice = (name: string) =>
+  endpointSlice(`${name}-abc`, {
+    service: name,
+    ports: [{ name: 'tcp', port: TCP_PORT }],
+    endpoints: POD_IPS.map((a) => ({ addresses: [a], nodeName: 'node' })),
+  });
 
 /** Waits for the first sync, after `from`, that leaves `frontends` frontends with `backends` backends in the maps. */
 async function synced(from: number, frontends: number, backends: number, what: string): Promise<void> {
-  await c.agent.waitFor((l) => l.msg === 'sync done' && l.frontends === frontends && (l.entries as { backends: number }).backends === backends, { from, what });
+  await c.agent.waitFor(
+    (l) => l.msg === 'sync done' && l.frontends === frontends && (l.entries as { backends: number }).backends === backends,
+    { from, what },
+  );
 }
 
 /** The Service at vip answers, spread over the three pods. */
@@ -44,7 +50,10 @@ async function down(t: Test, vip: string, what: string): Promise<void> {
   t.same(r.byPod, {}, `${what}: no pod reached`);
 }
 
-for (const [i, { label, value }] of [{ label: HEADLESS_LABEL, value: '' }, { label: SERVICE_PROXY_NAME_LABEL, value: 'foo-bar' }].entries()) {
+for (const [i, { label, value }] of [
+  { label: HEADLESS_LABEL, value: '' },
+  { label: SERVICE_PROXY_NAME_LABEL, value: 'foo-bar' },
+].entries()) {
   t.test(`a Service labelled ${label} is not served; putting the label on and off a served one takes it out and back`, async (t) => {
     const labelled = `labelled-${i}`;
     const toggled = `toggled-${i}`;

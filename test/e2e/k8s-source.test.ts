@@ -27,9 +27,12 @@ const HANG_GUARD_MS = 120_000;
 
 const svc = (name: string, ip: string, labels?: Record<string, string>) =>
   service(name, { clusterIP: ip, ports: [{ name: 'tcp', port: 80, targetPort: TCP_PORT }], ...(labels ? { labels } : {}) });
-const slice = (name: string, addrs: readonly string[] = POD_IPS) => endpointSlice(`${name}-abc`, {
-  service: name, ports: [{ name: 'tcp', port: TCP_PORT }], endpoints: addrs.map((a) => ({ addresses: [a], nodeName: 'node' })),
-});
+const slice = (name: string, addrs: readonly string[] = POD_IPS) =>
+  endpointSlice(`${name}-abc`, {
+    service: name,
+    ports: [{ name: 'tcp', port: TCP_PORT }],
+    endpoints: addrs.map((a) => ({ addresses: [a], nodeName: 'node' })),
+  });
 
 let c: Cluster;
 let server: ApiServer;
@@ -44,8 +47,10 @@ t.teardown(async () => {
 
 /** The agent's next sync after `from` that leaves `frontends` frontends with `backends` backends. */
 function synced(from: number, frontends: number, backends: number, what: string) {
-  return c.agent.waitFor((l) => l.msg === 'sync done' && l.frontends === frontends && (l.entries as { backends: number }).backends === backends,
-    { from, timeoutMs: HANG_GUARD_MS, what });
+  return c.agent.waitFor(
+    (l) => l.msg === 'sync done' && l.frontends === frontends && (l.entries as { backends: number }).backends === backends,
+    { from, timeoutMs: HANG_GUARD_MS, what },
+  );
 }
 
 /** `count` connections to ip:80: the pods reached, each connection answered. */
@@ -77,7 +82,7 @@ t.test('a Service of another proxy (service-proxy-name) is not served; without t
   server.create(slice('after'));
   await synced(from, 2, 3, 'sync of "after"');
   t.same(await reached(AFTER), POD_NAMES, 'the Service created after it is served');
-  t.notOk(dumped().includes(THEIRS), 'svcmap dump has no frontend for the other proxy\'s Service');
+  t.notOk(dumped().includes(THEIRS), "svcmap dump has no frontend for the other proxy's Service");
   const r = await c.client.tcpConnect({ ip: THEIRS, port: 80, count: 1, timeoutMs: 500 });
   t.same([r.ok, r.byPod], [0, {}], 'its ClusterIP is not translated: no pod answers');
   const unlabelled = c.agent.mark();

@@ -28,10 +28,14 @@ const MAX_SERVICES = 64;
 
 /** kube-proxy's series (Kubernetes 1.34) that svcmap exports under the same names. */
 const KUBE_PROXY_SERIES = [
-  'kubeproxy_sync_proxy_rules_duration_seconds', 'kubeproxy_sync_full_proxy_rules_duration_seconds',
-  'kubeproxy_sync_partial_proxy_rules_duration_seconds', 'kubeproxy_sync_proxy_rules_last_timestamp_seconds',
-  'kubeproxy_sync_proxy_rules_last_queued_timestamp_seconds', 'kubeproxy_network_programming_duration_seconds',
-  'kubeproxy_sync_proxy_rules_endpoint_changes_total', 'kubeproxy_sync_proxy_rules_service_changes_total',
+  'kubeproxy_sync_proxy_rules_duration_seconds',
+  'kubeproxy_sync_full_proxy_rules_duration_seconds',
+  'kubeproxy_sync_partial_proxy_rules_duration_seconds',
+  'kubeproxy_sync_proxy_rules_last_timestamp_seconds',
+  'kubeproxy_sync_proxy_rules_last_queued_timestamp_seconds',
+  'kubeproxy_network_programming_duration_seconds',
+  'kubeproxy_sync_proxy_rules_endpoint_changes_total',
+  'kubeproxy_sync_proxy_rules_service_changes_total',
 ];
 
 let c: Cluster;
@@ -42,7 +46,11 @@ t.teardown(async () => {
   await c?.destroy();
 });
 
-interface Reply { status?: number; body?: string; error?: string }
+interface Reply {
+  status?: number;
+  body?: string;
+  error?: string;
+}
 
 /** GET url from inside a namespace (a fresh node process there): the status and body, or the connection error's code. */
 async function get(ns: LabNs, url: string): Promise<Reply> {
@@ -80,7 +88,7 @@ async function whenStuck(urls: string[]): Promise<Reply[]> {
 const METRICS = 'http://127.0.0.1:10249/metrics';
 const podA = () => c.pods[0]!;
 
-t.test('defaults: /metrics on the node\'s loopback only, /healthz and /livez on every address', async (t) => {
+t.test("defaults: /metrics on the node's loopback only, /healthz and /livez on every address", async (t) => {
   await c.startAgent(['--max-services', String(MAX_SERVICES), '--healthz-timeout', HEALTH_TIMEOUT], { inNode: true });
   const up = await c.agent.waitFor((l) => l.msg === 'serving metrics and health', { what: 'servers up' });
   t.match(up, { metricsAddress: '127.0.0.1', metricsPort: 10249, healthAddress: '0.0.0.0', healthPort: 10256 }, "kube-proxy's addresses");
@@ -92,13 +100,20 @@ t.test('defaults: /metrics on the node\'s loopback only, /healthz and /livez on 
     t.equal(r.status, 200, `${path} from a pod`);
   }
   const healthz = JSON.parse((await get(podA(), `http://${NODE_IP}:10256/healthz`)).body!) as Record<string, unknown>;
-  t.match(healthz, { healthy: true, nodeEligible: true, status: { IPv4: { healthy: true }, IPv6: { healthy: true } } }, "kube-proxy's /healthz body");
-  t.ok(Math.abs(Date.parse(String(healthz.lastUpdated)) - Date.parse(String(healthz.currentTime))) < 1000, 'lastUpdated is now while healthy (as kube-proxy\'s)');
+  t.match(
+    healthz,
+    { healthy: true, nodeEligible: true, status: { IPv4: { healthy: true }, IPv6: { healthy: true } } },
+    "kube-proxy's /healthz body",
+  );
+  t.ok(
+    Math.abs(Date.parse(String(healthz.lastUpdated)) - Date.parse(String(healthz.currentTime))) < 1000,
+    "lastUpdated is now while healthy (as kube-proxy's)",
+  );
   const livez = JSON.parse((await get(podA(), `http://${NODE_IP}:10256/livez`)).body!) as Record<string, unknown>;
   t.notOk('nodeEligible' in livez, '/livez does not speak of the node');
 });
 
-t.test('every metric has HELP text; kube-proxy\'s series, svcmap_build_info and the standard process names are there', async (t) => {
+t.test("every metric has HELP text; kube-proxy's series, svcmap_build_info and the standard process names are there", async (t) => {
   const { text, samples } = await metricsIn(METRICS);
   const help = new Map<string, string>();
   const types = new Map<string, string>();
@@ -108,7 +123,8 @@ t.test('every metric has HELP text; kube-proxy\'s series, svcmap_build_info and 
   }
   t.ok(types.size > 30, `${types.size} metric families`);
   for (const [name] of types) t.ok((help.get(name) ?? '').trim().length > 0, `${name} has HELP text`);
-  const family = (sample: string) => [...types.keys()].find((f) => sample === f || (sample.startsWith(`${f}_`) && /_(bucket|sum|count)$/.test(sample)));
+  const family = (sample: string) =>
+    [...types.keys()].find((f) => sample === f || (sample.startsWith(`${f}_`) && /_(bucket|sum|count)$/.test(sample)));
   const orphans = [...new Set(samples.map((s) => s.name))].filter((n) => !family(n));
   t.same(orphans, [], 'every sample belongs to a declared family');
 
@@ -116,19 +132,56 @@ t.test('every metric has HELP text; kube-proxy\'s series, svcmap_build_info and 
   t.equal(types.get('kubeproxy_sync_proxy_rules_duration_seconds'), 'histogram');
   t.equal(types.get('kubeproxy_sync_proxy_rules_last_queued_timestamp_seconds'), 'gauge');
   t.equal(types.get('kubeproxy_sync_proxy_rules_service_changes_total'), 'counter');
-  const les = samples.filter((s) => s.name === 'kubeproxy_sync_proxy_rules_duration_seconds_bucket' && s.labels.ip_family === 'IPv4').map((s) => s.labels.le);
-  t.same(les, ['0.001', '0.002', '0.004', '0.008', '0.016', '0.032', '0.064', '0.128', '0.256', '0.512', '1.024', '2.048', '4.096', '8.192', '16.384', '+Inf'], "kube-proxy's sync buckets");
+  const les = samples
+    .filter((s) => s.name === 'kubeproxy_sync_proxy_rules_duration_seconds_bucket' && s.labels.ip_family === 'IPv4')
+    .map((s) => s.labels.le);
+  t.same(
+    les,
+    [
+      '0.001',
+      '0.002',
+      '0.004',
+      '0.008',
+      '0.016',
+      '0.032',
+      '0.064',
+      '0.128',
+      '0.256',
+      '0.512',
+      '1.024',
+      '2.048',
+      '4.096',
+      '8.192',
+      '16.384',
+      '+Inf',
+    ],
+    "kube-proxy's sync buckets",
+  );
   for (const f of ['IPv4', 'IPv6']) {
-    t.ok((sampleValue(samples, 'kubeproxy_sync_full_proxy_rules_duration_seconds_count', { ip_family: f }) ?? 0) >= 1, `the first full sync, ${f}`);
+    t.ok(
+      (sampleValue(samples, 'kubeproxy_sync_full_proxy_rules_duration_seconds_count', { ip_family: f }) ?? 0) >= 1,
+      `the first full sync, ${f}`,
+    );
     t.ok((sampleValue(samples, 'kubeproxy_sync_proxy_rules_last_timestamp_seconds', { ip_family: f }) ?? 0) > 0, `last_timestamp ${f}`);
   }
   t.ok((sampleValue(samples, 'kubeproxy_sync_proxy_rules_service_changes_total') ?? 0) >= 1, 'the Service read counted');
   t.ok((sampleValue(samples, 'kubeproxy_sync_proxy_rules_endpoint_changes_total') ?? 0) >= 1, 'its EndpointSlice counted');
 
   const build = samples.find((s) => s.name === 'svcmap_build_info');
-  t.match(build, { value: 1, labels: { version: /^\d+\.\d+\.\d+/, commit: /^([0-9a-f]{7}(-dirty)?|unknown)$/, node_version: /^v\d+\.\d+\.\d+$/ } }, 'svcmap_build_info');
-  t.ok(types.has('process_resident_memory_bytes') && types.has('nodejs_heap_size_used_bytes'), 'process_* and nodejs_* under their standard names');
-  t.same([...types.keys()].filter((n) => /^svcmap_(process|nodejs)_/.test(n)), [], 'no prefixed process metrics');
+  t.match(
+    build,
+    { value: 1, labels: { version: /^\d+\.\d+\.\d+/, commit: /^([0-9a-f]{7}(-dirty)?|unknown)$/, node_version: /^v\d+\.\d+\.\d+$/ } },
+    'svcmap_build_info',
+  );
+  t.ok(
+    types.has('process_resident_memory_bytes') && types.has('nodejs_heap_size_used_bytes'),
+    'process_* and nodejs_* under their standard names',
+  );
+  t.same(
+    [...types.keys()].filter((n) => /^svcmap_(process|nodejs)_/.test(n)),
+    [],
+    'no prefixed process metrics',
+  );
   t.equal(sampleValue(samples, 'svcmap_ready'), 1, 'svcmap_ready after the first full sync');
 
   // The chart's alerting rules read only what the agent exports (up is Prometheus' own).
@@ -158,7 +211,10 @@ t.test('a Service change moves last_queued; last_timestamp follows once it is in
   const delta = (name: string) => sampleValue(after.samples, name)! - sampleValue(before.samples, name)!;
   t.equal(delta('kubeproxy_sync_proxy_rules_endpoint_changes_total'), 1, 'one EndpointSlice event');
   t.equal(delta('kubeproxy_sync_proxy_rules_service_changes_total'), 0, 'no Service event: its document is unchanged');
-  t.ok(sampleValue(after.samples, 'kubeproxy_sync_partial_proxy_rules_duration_seconds_count', { ip_family: 'IPv4' })! >= 1, 'a partial sync');
+  t.ok(
+    sampleValue(after.samples, 'kubeproxy_sync_partial_proxy_rules_duration_seconds_count', { ip_family: 'IPv4' })! >= 1,
+    'a partial sync',
+  );
 });
 
 t.test('a sync the kernel refuses: /healthz and /livez 503 once the change waited --healthz-timeout, 200 after the repair', async (t) => {
@@ -169,8 +225,10 @@ t.test('a sync the kernel refuses: /healthz and /livez 503 once the change waite
   try {
     for (; full === undefined; junk++) {
       try {
-        maps.v4.services.put({ addr: `10.99.0.${junk + 1}`, port: 1, slot: 0, proto: IPPROTO_TCP, scope: SVC_SCOPE_EXT },
-          { backend_id: 0, rev_nat_id: 0, count: 0, flags: 0, algorithm: 0, affinity_timeout: 0 });
+        maps.v4.services.put(
+          { addr: `10.99.0.${junk + 1}`, port: 1, slot: 0, proto: IPPROTO_TCP, scope: SVC_SCOPE_EXT },
+          { backend_id: 0, rev_nat_id: 0, count: 0, flags: 0, algorithm: 0, affinity_timeout: 0 },
+        );
       } catch (err) {
         full = err;
       }
@@ -187,21 +245,35 @@ t.test('a sync the kernel refuses: /healthz and /livez 503 once the change waite
   const tmp = `${c.manifests}.web2.tmp`;
   writeFileSync(tmp, serviceYaml(echoService('web2', VIP2)));
   renameSync(tmp, join(c.manifests, 'web2.yaml'));
-  const failed = await c.agent.waitFor((l) => typeof l.msg === 'string' && l.msg.startsWith('partial sync failed'), { from, timeoutMs: 30000, what: 'the failed sync' });
+  const failed = await c.agent.waitFor((l) => typeof l.msg === 'string' && l.msg.startsWith('partial sync failed'), {
+    from,
+    timeoutMs: 30000,
+    what: 'the failed sync',
+  });
   t.match(failed, { kind: 'partial', failures: 1 });
 
   // The agent repairs the map by itself (a few seconds later): /healthz, /livez and /metrics are read together, the moment /healthz says 503.
   const [stuck, livez, metrics] = await whenStuck(['http://127.0.0.1:10256/healthz', 'http://127.0.0.1:10256/livez', METRICS]);
   const body = JSON.parse(stuck!.body!) as Record<string, unknown>;
-  t.match(body, { healthy: false, nodeEligible: true, status: { IPv4: { healthy: false } }, consecutiveSyncFailures: Number }, "kube-proxy's 503 body, and svcmap's failure count");
-  t.ok(Date.parse(String(body.currentTime)) - Date.parse(String(body.lastUpdated)) >= 2000, 'lastUpdated: when the maps were last up to date, not now');
+  t.match(
+    body,
+    { healthy: false, nodeEligible: true, status: { IPv4: { healthy: false } }, consecutiveSyncFailures: Number },
+    "kube-proxy's 503 body, and svcmap's failure count",
+  );
+  t.ok(
+    Date.parse(String(body.currentTime)) - Date.parse(String(body.lastUpdated)) >= 2000,
+    'lastUpdated: when the maps were last up to date, not now',
+  );
   t.equal(livez!.status, 503, '/livez too');
   const samples = parseSamples(metrics!.body!);
   const during = {
     queued: sampleValue(samples, 'kubeproxy_sync_proxy_rules_last_queued_timestamp_seconds', { ip_family: 'IPv4' })!,
     synced: sampleValue(samples, 'kubeproxy_sync_proxy_rules_last_timestamp_seconds', { ip_family: 'IPv4' })!,
   };
-  t.ok(during.queued > queuedBefore && during.queued > during.synced, 'last_queued moved; last_timestamp stays behind while the sync fails');
+  t.ok(
+    during.queued > queuedBefore && during.queued > during.synced,
+    'last_queued moved; last_timestamp stays behind while the sync fails',
+  );
 
   // The retries escalate to a full resync, which re-reads the map and removes what no Service holds.
   await c.agent.waitFor((l) => l.msg === 'sync succeeded after failed attempts', { from, timeoutMs: 60000, what: 'the repairing sync' });

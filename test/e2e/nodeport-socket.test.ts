@@ -28,10 +28,21 @@ const svc: ServiceSpec = {
 let c: Cluster;
 t.before(async () => {
   c = await startCluster([svc], { ipv6: true });
-  writeFileSync(join(c.manifests, 'node.yaml'), stringify({
-    apiVersion: 'v1', kind: 'Node', metadata: { name: 'node' },
-    status: { addresses: [{ type: 'InternalIP', address: NODE_IP }, { type: 'InternalIP', address: CLIENT_IP6 }, { type: 'Hostname', address: 'node' }] },
-  }));
+  writeFileSync(
+    join(c.manifests, 'node.yaml'),
+    stringify({
+      apiVersion: 'v1',
+      kind: 'Node',
+      metadata: { name: 'node' },
+      status: {
+        addresses: [
+          { type: 'InternalIP', address: NODE_IP },
+          { type: 'InternalIP', address: CLIENT_IP6 },
+          { type: 'Hostname', address: 'node' },
+        ],
+      },
+    }),
+  );
   await c.startAgent();
 });
 t.teardown(async () => {

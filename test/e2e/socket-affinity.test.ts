@@ -40,10 +40,20 @@ let c: Cluster;
 let client2: LabClient;
 t.before(async () => {
   c = await startCluster([sticky(), brief, stickyNodePort, sticky6], { ipv6: true });
-  writeFileSync(join(c.manifests, 'node.yaml'), stringify({
-    apiVersion: 'v1', kind: 'Node', metadata: { name: 'node' },
-    status: { addresses: [{ type: 'InternalIP', address: NODE_IP }, { type: 'Hostname', address: 'node' }] },
-  }));
+  writeFileSync(
+    join(c.manifests, 'node.yaml'),
+    stringify({
+      apiVersion: 'v1',
+      kind: 'Node',
+      metadata: { name: 'node' },
+      status: {
+        addresses: [
+          { type: 'InternalIP', address: NODE_IP },
+          { type: 'Hostname', address: 'node' },
+        ],
+      },
+    }),
+  );
   const pod2 = await c.lab.pod(c.clientPod.node, 'client2', '10.244.0.101');
   client2 = await c.lab.client(pod2, { cgroup: c.cgroup });
   await c.startAgent(['--max-affinity', String(MAX_AFFINITY)]);
@@ -55,7 +65,14 @@ t.teardown(async () => {
 const pods = (byPod: Record<string, number>) => Object.keys(byPod).sort();
 
 /** The one pod `count` TCP connections from `client` reached (fails the test otherwise). */
-async function onePod(tt: Tap, client: LabClient, ip: string, count: number, what: string, { port = 80, concurrency = 4 } = {}): Promise<string> {
+async function onePod(
+  tt: Tap,
+  client: LabClient,
+  ip: string,
+  count: number,
+  what: string,
+  { port = 80, concurrency = 4 } = {},
+): Promise<string> {
   const r = await client.tcpConnect({ ip, port, count, timeoutMs: 2000, concurrency });
   tt.equal(r.ok, count, `${what}: ${count} connections succeed (${JSON.stringify(r.errors)})`);
   tt.equal(pods(r.byPod).length, 1, `${what}: all reach one pod (${JSON.stringify(r.byPod)})`);
@@ -74,7 +91,11 @@ function withAffinity<T>(fn: (m: TypedMap<AffinityKey, AffinityValue>, maps: Dat
 
 t.test('with ClientIP affinity every connection from one pod reaches one backend', async (t) => {
   const first = await onePod(t, c.client, STICKY, 60, 'client 1, TCP');
-  t.equal(await onePod(t, c.client, STICKY, 15, 'client 1, 15 consecutive connections', { concurrency: 1 }), first, 'the same pod as before');
+  t.equal(
+    await onePod(t, c.client, STICKY, 15, 'client 1, 15 consecutive connections', { concurrency: 1 }),
+    first,
+    'the same pod as before',
+  );
   await onePod(t, client2, STICKY, 60, 'client 2, TCP');
 
   const u = await c.client.udpSend({ ip: STICKY, port: 53, count: 30, connected: false, timeoutMs: 2000 });
@@ -90,7 +111,9 @@ t.test('the client is the network namespace: one entry per pod, each honoured on
   const revNatId = withAffinity((_, maps) => maps.v4.services.get(master)!.rev_nat_id);
   const entriesOfFrontend = () => withAffinity((aff) => aff.entries().filter(([k]) => k.rev_nat_id === revNatId));
   // Forget the frontend's entries, then let each client make its own, one after the other.
-  withAffinity((aff) => { for (const [k] of entriesOfFrontend()) aff.delete(k); });
+  withAffinity((aff) => {
+    for (const [k] of entriesOfFrontend()) aff.delete(k);
+  });
   await onePod(t, c.client, STICKY, 5, 'client 1');
   const afterOne = entriesOfFrontend();
   t.equal(afterOne.length, 1, 'client 1 made one entry');
@@ -104,8 +127,14 @@ t.test('the client is the network namespace: one entry per pod, each honoured on
     t.match(k, { client_addr: '0.0.0.0', origin: AFFINITY_ORIGIN_SOCK }, 'a socket entry carries no address');
     t.ok(k.netns_cookie > 0n, 'but a netns cookie');
   }
-  const dump = JSON.parse(c.svcmap('dump', '--map', 'svcmap_affin', '-o', 'json')) as { entries: Array<{ key: { rev_nat_id: number; origin: string } }> };
-  t.equal(dump.entries.filter((e) => e.key.rev_nat_id === revNatId && e.key.origin === 'socket').length, 2, 'svcmap dump --map svcmap_affin shows both');
+  const dump = JSON.parse(c.svcmap('dump', '--map', 'svcmap_affin', '-o', 'json')) as {
+    entries: Array<{ key: { rev_nat_id: number; origin: string } }>;
+  };
+  t.equal(
+    dump.entries.filter((e) => e.key.rev_nat_id === revNatId && e.key.origin === 'socket').length,
+    2,
+    'svcmap dump --map svcmap_affin shows both',
+  );
 
   // Point the two clients at two different backends: each follows its own entry.
   withAffinity((aff, maps) => {
@@ -138,7 +167,11 @@ t.test('switching None <-> ClientIP on a live Service', async (t) => {
   await c.writeService(sticky({ extraSpec: {} }));
   const spread = await c.client.tcpConnect({ ip: STICKY, port: 80, count: 90, timeoutMs: 2000, concurrency: 4 });
   t.equal(spread.ok, 90, JSON.stringify(spread.errors));
-  t.same(pods(spread.byPod), [...POD_NAMES].sort(), `without affinity connections spread over every pod again (${JSON.stringify(spread.byPod)})`);
+  t.same(
+    pods(spread.byPod),
+    [...POD_NAMES].sort(),
+    `without affinity connections spread over every pod again (${JSON.stringify(spread.byPod)})`,
+  );
   await c.writeService(sticky());
   await onePod(t, c.client, STICKY, 15, 'ClientIP again, 15 consecutive connections', { concurrency: 1 });
   await onePod(t, client2, STICKY, 15, 'ClientIP again, client 2', { concurrency: 1 });
@@ -153,7 +186,10 @@ t.test('after the timeout (2 s) a new choice is made', async (t) => {
     await new Promise((r) => setTimeout(r, 2600));
     seen.push(await onePod(t, c.client, BRIEF, 1, `round ${round}`));
   }
-  t.ok(seen.some((p) => p !== seen[0]), `the backend changed after the timeout (${seen.join(', ')})`);
+  t.ok(
+    seen.some((p) => p !== seen[0]),
+    `the backend changed after the timeout (${seen.join(', ')})`,
+  );
 });
 
 t.test('the map is pinned, sized by --max-affinity, listed by status, and kept across a restart', async (t) => {

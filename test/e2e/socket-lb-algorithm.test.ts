@@ -17,11 +17,14 @@ const [RR, SH, NOT_YET] = [60, 61, 62];
 let c: Cluster;
 let client2: LabClient;
 t.before(async () => {
-  c = await startCluster([
-    dualStackEchoService('rr', RR, { annotations: { 'svcmap.io/lb-algorithm': 'rr' } }),
-    dualStackEchoService('sh', SH, { annotations: { 'svcmap.io/lb-algorithm': 'sh' } }),
-    dualStackEchoService('later', NOT_YET, { annotations: { 'svcmap.io/lb-algorithm': 'fastest' } }),
-  ], { ipv6: true });
+  c = await startCluster(
+    [
+      dualStackEchoService('rr', RR, { annotations: { 'svcmap.io/lb-algorithm': 'rr' } }),
+      dualStackEchoService('sh', SH, { annotations: { 'svcmap.io/lb-algorithm': 'sh' } }),
+      dualStackEchoService('later', NOT_YET, { annotations: { 'svcmap.io/lb-algorithm': 'fastest' } }),
+    ],
+    { ipv6: true },
+  );
   client2 = await secondClient(c, 'client2', '10.244.0.101', 'fd00:10:244::101');
   await c.startAgent(['--lb-algorithm', 'rr']);
 });
@@ -52,7 +55,11 @@ for (const f of FAMILIES) {
     const slots = got.map((p) => POD_NAMES.indexOf(p));
     const step = (slots[1]! - slots[0]! + 3) % 3;
     t.not(step, 0, 'consecutive connections reach different pods');
-    t.same(slots, slots.map((_, i) => (first + i * step) % 3), `a fixed cycle over all 3 pods: ${got.join(', ')}`);
+    t.same(
+      slots,
+      slots.map((_, i) => (first + i * step) % 3),
+      `a fixed cycle over all 3 pods: ${got.join(', ')}`,
+    );
     // A second client shares the frontend's wheel: interleaved, still a rotation.
     const a = await sequence(client2, f.vip(RR), 1);
     const b = await sequence(c.client, f.vip(RR), 1);

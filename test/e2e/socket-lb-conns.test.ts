@@ -28,7 +28,20 @@ import { helperEnv, stopProcess } from '../../lab/processes.ts';
 import { IPPROTO_TCP, IPPROTO_UDP, LB_ALG_DH, LB_ALG_LC } from '../../src/maps/constants.ts';
 import { DatapathMaps } from '../../src/maps/datapath-maps.ts';
 import { tracingRefusal } from '../fixtures/tracing.ts';
-import { type Cluster, FAMILIES, type FamilyCase, POD_IPS, POD_IPS6, POD_NAMES, TCP_PORT, UDP_PORT, dualStackEchoService, masterEntry, secondClient, startCluster } from './fixtures/cluster.ts';
+import {
+  type Cluster,
+  FAMILIES,
+  type FamilyCase,
+  POD_IPS,
+  POD_IPS6,
+  POD_NAMES,
+  TCP_PORT,
+  UDP_PORT,
+  dualStackEchoService,
+  masterEntry,
+  secondClient,
+  startCluster,
+} from './fixtures/cluster.ts';
 
 const [LC, SED, NQ, DH, RANDOM] = [70, 71, 72, 73, 74];
 /** The GC pass, and with it the recount, every second. */
@@ -38,7 +51,8 @@ const ZONES = ['zone-a', 'zone-b', 'zone-a'];
 const services = (zones: readonly string[]) => {
   const endpoints = POD_IPS.map((ip, i) => ({ ip, zone: zones[i]! }));
   const endpoints6 = POD_IPS6.map((ip, i) => ({ ip, zone: zones[i]! }));
-  const alg = (name: string, n: number) => dualStackEchoService(name, n, { annotations: { 'svcmap.io/lb-algorithm': name }, endpoints, endpoints6 });
+  const alg = (name: string, n: number) =>
+    dualStackEchoService(name, n, { annotations: { 'svcmap.io/lb-algorithm': name }, endpoints, endpoints6 });
   return [alg('lc', LC), alg('sed', SED), alg('nq', NQ), alg('dh', DH), dualStackEchoService('plain', RANDOM, { endpoints, endpoints6 })];
 };
 
@@ -124,78 +138,127 @@ function udpReconnector(f: FamilyCase): { child: ChildProcess; step(cmd: string)
       s.connect(...targets[cmd], (err) => { connected = !err; console.log(JSON.stringify({ done: cmd, err: err && err.message })); });
     });
     console.log(JSON.stringify({ ready: true }));`;
-  const child = c.lab.spawn(c.clientPod, process.execPath, ['-e', script], { cgroup: c.cgroup, env: helperEnv(), stdio: ['pipe', 'pipe', 'pipe'] });
+  const child = c.lab.spawn(c.clientPod, process.execPath, ['-e', script], {
+    cgroup: c.cgroup,
+    env: helperEnv(),
+    stdio: ['pipe', 'pipe', 'pipe'],
+  });
   const lines = new JsonLines(child);
   return {
     child,
-    step: (cmd) => new Promise((resolve, reject) => {
-      const timer = setTimeout(() => { off(); reject(new Error(`udp reconnector: no answer to ${cmd}`)); }, 5000);
-      const off = lines.on((o) => {
-        if (o.done !== cmd) return;
-        clearTimeout(timer);
-        off();
-        if (o.err) reject(new Error(`udp reconnector: ${cmd}: ${String(o.err)}`));
-        else resolve();
-      });
-      child.stdin!.write(`${cmd}\n`);
-    }),
+    step: (cmd) =>
+      new Promise((resolve, reject) => {
+        const timer = setTimeout(() => {
+          off();
+          reject(new Error(`udp reconnector: no answer to ${cmd}`));
+        }, 5000);
+        const off = lines.on((o) => {
+          if (o.done !== cmd) return;
+          clearTimeout(timer);
+          off();
+          if (o.err) reject(new Error(`udp reconnector: ${cmd}: ${String(o.err)}`));
+          else resolve();
+        });
+        child.stdin!.write(`${cmd}\n`);
+      }),
   };
 }
 
 for (const f of FAMILIES) {
-  t.test(`IPv${f.family}: lc: held connections spread evenly and are counted; a new one goes to the least loaded; SIGKILL gives the counts back`, async (t) => {
-    t.equal(masterAlgorithm(f.vip(LC)), LB_ALG_LC, 'the master entry says lc');
-    const { holder, byPod } = await hold(f.vip(LC), 5);
-    t.same(Object.values(byPod).sort(), [1, 2, 2], `5 held connections: 2 / 2 / 1 (${JSON.stringify(byPod)})`);
-    const counted = await until(() => { const s = sockCounts(f, IPPROTO_TCP); return total(s) === 5 ? s : undefined; }, () => JSON.stringify(sockCounts(f, IPPROTO_TCP)));
-    t.same(counted, byPod, 'the map counts each held socket for the backend it reached');
-    const least = Object.entries(byPod).find(([, n]) => n === 1)![0];
-    for (let i = 0; i < 3; i++) {
-      t.equal(await once(c.client, f.vip(LC)), least, `new connection ${i + 1} (while 5 are held): ${least}, the one with the fewest`);
-      // Closed again: its count goes back before the next one chooses.
-      await until(() => (total(sockCounts(f, IPPROTO_TCP)) === 5 ? true : undefined), () => JSON.stringify(sockCounts(f, IPPROTO_TCP)));
-    }
-    t.equal(await once(client2, f.vip(LC)), least, 'from another client pod too: the counts are per backend, not per client');
-    holder.process.kill('SIGKILL');
-    const after = await until(() => { const s = sockCounts(f, IPPROTO_TCP); return total(s) === 0 ? s : undefined; }, () => JSON.stringify(sockCounts(f, IPPROTO_TCP)));
-    t.same(after, { 'pod-a': 0, 'pod-b': 0, 'pod-c': 0 }, 'the holder was SIGKILLed: its sockets were released, every count is 0');
-  });
+  t.test(
+    `IPv${f.family}: lc: held connections spread evenly and are counted; a new one goes to the least loaded; SIGKILL gives the counts back`,
+    async (t) => {
+      t.equal(masterAlgorithm(f.vip(LC)), LB_ALG_LC, 'the master entry says lc');
+      const { holder, byPod } = await hold(f.vip(LC), 5);
+      t.same(Object.values(byPod).sort(), [1, 2, 2], `5 held connections: 2 / 2 / 1 (${JSON.stringify(byPod)})`);
+      const counted = await until(
+        () => {
+          const s = sockCounts(f, IPPROTO_TCP);
+          return total(s) === 5 ? s : undefined;
+        },
+        () => JSON.stringify(sockCounts(f, IPPROTO_TCP)),
+      );
+      t.same(counted, byPod, 'the map counts each held socket for the backend it reached');
+      const least = Object.entries(byPod).find(([, n]) => n === 1)![0];
+      for (let i = 0; i < 3; i++) {
+        t.equal(await once(c.client, f.vip(LC)), least, `new connection ${i + 1} (while 5 are held): ${least}, the one with the fewest`);
+        // Closed again: its count goes back before the next one chooses.
+        await until(
+          () => (total(sockCounts(f, IPPROTO_TCP)) === 5 ? true : undefined),
+          () => JSON.stringify(sockCounts(f, IPPROTO_TCP)),
+        );
+      }
+      t.equal(await once(client2, f.vip(LC)), least, 'from another client pod too: the counts are per backend, not per client');
+      holder.process.kill('SIGKILL');
+      const after = await until(
+        () => {
+          const s = sockCounts(f, IPPROTO_TCP);
+          return total(s) === 0 ? s : undefined;
+        },
+        () => JSON.stringify(sockCounts(f, IPPROTO_TCP)),
+      );
+      t.same(after, { 'pod-a': 0, 'pod-b': 0, 'pod-c': 0 }, 'the holder was SIGKILLed: its sockets were released, every count is 0');
+    },
+  );
 
-  for (const [name, vip] of [['sed', SED], ['nq', NQ]] as const) {
+  for (const [name, vip] of [
+    ['sed', SED],
+    ['nq', NQ],
+  ] as const) {
     t.test(`IPv${f.family}: ${name}: an idle backend is chosen first; the counts fall back when the sockets close`, async (t) => {
       const { holder, byPod } = await hold(f.vip(vip), 2);
-      const idle = Object.entries(byPod).filter(([, n]) => n === 0).map(([p]) => p);
+      const idle = Object.entries(byPod)
+        .filter(([, n]) => n === 0)
+        .map(([p]) => p);
       t.equal(idle.length, 1, `2 held connections on 2 different backends, one idle (${JSON.stringify(byPod)})`);
-      await until(() => (total(sockCounts(f, IPPROTO_TCP)) === 2 ? true : undefined), () => JSON.stringify(sockCounts(f, IPPROTO_TCP)));
+      await until(
+        () => (total(sockCounts(f, IPPROTO_TCP)) === 2 ? true : undefined),
+        () => JSON.stringify(sockCounts(f, IPPROTO_TCP)),
+      );
       t.equal(await once(c.client, f.vip(vip)), idle[0], `a new connection goes to the idle one (${idle[0]})`);
       await holder.stop();
-      const after = await until(() => { const s = sockCounts(f, IPPROTO_TCP); return total(s) === 0 ? s : undefined; }, () => JSON.stringify(sockCounts(f, IPPROTO_TCP)));
+      const after = await until(
+        () => {
+          const s = sockCounts(f, IPPROTO_TCP);
+          return total(s) === 0 ? s : undefined;
+        },
+        () => JSON.stringify(sockCounts(f, IPPROTO_TCP)),
+      );
       t.same(after, { 'pod-a': 0, 'pod-b': 0, 'pod-c': 0 }, 'closed: every count is 0');
     });
   }
 
-  t.test(`IPv${f.family}: connected UDP: a socket that connects elsewhere stops counting for its old backend; back at the frontend it counts again`, async (t) => {
-    const u = udpReconnector(f);
-    try {
-      await u.step('vip');
-      t.equal(total(sockCounts(f, IPPROTO_UDP)), 1, 'connected to the frontend: its backend counts 1');
-      await u.step('pod');
-      t.equal(total(sockCounts(f, IPPROTO_UDP)), 0, 'connected to a pod address (no frontend): 0, no count left behind');
-      await u.step('vip');
-      t.equal(total(sockCounts(f, IPPROTO_UDP)), 1, 'back at the frontend: 1');
-      await u.step('vip');
-      t.equal(total(sockCounts(f, IPPROTO_UDP)), 1, 'connected to the frontend again (maybe another backend): still 1 in all');
-      await u.step('close');
-      await until(() => (total(sockCounts(f, IPPROTO_UDP)) === 0 ? true : undefined), () => JSON.stringify(sockCounts(f, IPPROTO_UDP)));
-      t.pass('closed: 0');
-    } finally {
-      await stopProcess(u.child, 500);
-    }
-  });
+  t.test(
+    `IPv${f.family}: connected UDP: a socket that connects elsewhere stops counting for its old backend; back at the frontend it counts again`,
+    async (t) => {
+      const u = udpReconnector(f);
+      try {
+        await u.step('vip');
+        t.equal(total(sockCounts(f, IPPROTO_UDP)), 1, 'connected to the frontend: its backend counts 1');
+        await u.step('pod');
+        t.equal(total(sockCounts(f, IPPROTO_UDP)), 0, 'connected to a pod address (no frontend): 0, no count left behind');
+        await u.step('vip');
+        t.equal(total(sockCounts(f, IPPROTO_UDP)), 1, 'back at the frontend: 1');
+        await u.step('vip');
+        t.equal(total(sockCounts(f, IPPROTO_UDP)), 1, 'connected to the frontend again (maybe another backend): still 1 in all');
+        await u.step('close');
+        await until(
+          () => (total(sockCounts(f, IPPROTO_UDP)) === 0 ? true : undefined),
+          () => JSON.stringify(sockCounts(f, IPPROTO_UDP)),
+        );
+        t.pass('closed: 0');
+      } finally {
+        await stopProcess(u.child, 500);
+      }
+    },
+  );
 
   t.test(`IPv${f.family}: an agent restart keeps the counts; the new programs take off what the old ones counted`, async (t) => {
     const { holder, byPod } = await hold(f.vip(LC), 4);
-    await until(() => (total(sockCounts(f, IPPROTO_TCP)) === 4 ? true : undefined), () => JSON.stringify(sockCounts(f, IPPROTO_TCP)));
+    await until(
+      () => (total(sockCounts(f, IPPROTO_TCP)) === 4 ? true : undefined),
+      () => JSON.stringify(sockCounts(f, IPPROTO_TCP)),
+    );
     c.agent.kill('SIGKILL');
     await c.agent.exited;
     await c.startAgent(AGENT_ARGS);
@@ -205,7 +268,13 @@ for (const f of FAMILIES) {
     const got = await once(c.client, f.vip(LC));
     t.ok(ones.includes(got), `a new connection still goes to a least loaded backend (${got})`);
     await holder.stop();
-    const after = await until(() => { const s = sockCounts(f, IPPROTO_TCP); return total(s) === 0 ? s : undefined; }, () => JSON.stringify(sockCounts(f, IPPROTO_TCP)));
+    const after = await until(
+      () => {
+        const s = sockCounts(f, IPPROTO_TCP);
+        return total(s) === 0 ? s : undefined;
+      },
+      () => JSON.stringify(sockCounts(f, IPPROTO_TCP)),
+    );
     t.same(after, { 'pod-a': 0, 'pod-b': 0, 'pod-c': 0 }, 'closed after the restart: every count is 0');
   });
 
@@ -219,7 +288,10 @@ for (const f of FAMILIES) {
     }
     t.notOk(off, 'the socket recount is on');
     const { holder, byPod } = await hold(f.vip(LC), 3);
-    await until(() => (total(sockCounts(f, IPPROTO_TCP)) === 3 ? true : undefined), () => JSON.stringify(sockCounts(f, IPPROTO_TCP)));
+    await until(
+      () => (total(sockCounts(f, IPPROTO_TCP)) === 3 ? true : undefined),
+      () => JSON.stringify(sockCounts(f, IPPROTO_TCP)),
+    );
     // Drift, as a release missed while no program was attached would leave it.
     const maps = DatapathMaps.openPinned(c.pinDir);
     const from = c.agent.mark();
@@ -232,13 +304,27 @@ for (const f of FAMILIES) {
       maps.close();
     }
     t.equal(total(sockCounts(f, IPPROTO_TCP)), 21, 'drifted: 7 each');
-    const fixed = await until(() => { const s = sockCounts(f, IPPROTO_TCP); return total(s) === 3 ? s : undefined; }, () => JSON.stringify(sockCounts(f, IPPROTO_TCP)));
+    const fixed = await until(
+      () => {
+        const s = sockCounts(f, IPPROTO_TCP);
+        return total(s) === 3 ? s : undefined;
+      },
+      () => JSON.stringify(sockCounts(f, IPPROTO_TCP)),
+    );
     t.same(fixed, byPod, 'recounted: each backend holds its held sockets again');
-    const sockOf = (l: Record<string, unknown>) => (f.family === 4 ? l.sock : (l.v6 as { sock?: unknown } | undefined)?.sock) as { corrected?: number } | undefined;
-    const line = await c.agent.waitFor((l) => l.msg === 'connection counts recounted' && (sockOf(l)?.corrected ?? 0) > 0, { from, timeoutMs: 5000, what: 'the recount log line' });
+    const sockOf = (l: Record<string, unknown>) =>
+      (f.family === 4 ? l.sock : (l.v6 as { sock?: unknown } | undefined)?.sock) as { corrected?: number } | undefined;
+    const line = await c.agent.waitFor((l) => l.msg === 'connection counts recounted' && (sockOf(l)?.corrected ?? 0) > 0, {
+      from,
+      timeoutMs: 5000,
+      what: 'the recount log line',
+    });
     t.ok(line, 'the agent logs what it corrected');
     await holder.stop();
-    await until(() => (total(sockCounts(f, IPPROTO_TCP)) === 0 ? true : undefined), () => JSON.stringify(sockCounts(f, IPPROTO_TCP)));
+    await until(
+      () => (total(sockCounts(f, IPPROTO_TCP)) === 0 ? true : undefined),
+      () => JSON.stringify(sockCounts(f, IPPROTO_TCP)),
+    );
   });
 
   t.test(`IPv${f.family}: dh: every client of the frontend gets one and the same backend`, async (t) => {
@@ -261,28 +347,48 @@ for (const f of FAMILIES) {
   });
 }
 
-t.test('svcmap dump shows each backend\'s zone and live count, and a zone that changes', async (t) => {
+t.test("svcmap dump shows each backend's zone and live count, and a zone that changes", async (t) => {
   const { holder, byPod } = await hold(FAMILIES[0].vip(LC), 3);
-  await until(() => (total(sockCounts(FAMILIES[0], IPPROTO_TCP)) === 3 ? true : undefined), () => JSON.stringify(sockCounts(FAMILIES[0], IPPROTO_TCP)));
+  await until(
+    () => (total(sockCounts(FAMILIES[0], IPPROTO_TCP)) === 3 ? true : undefined),
+    () => JSON.stringify(sockCounts(FAMILIES[0], IPPROTO_TCP)),
+  );
   const row = (dump: string) => dump.split('\n').find((l) => l.startsWith(`${FAMILIES[0].vip(LC)}:80/TCP `)) ?? '';
   const before = row(c.svcmap('dump'));
   for (const [i, pod] of POD_NAMES.entries()) {
-    t.match(before, `${POD_IPS[i]}:${TCP_PORT} zone=${ZONES[i]} conns=${byPod[pod]}`, `${pod}: its zone and its ${byPod[pod]} held connection(s)`);
+    t.match(
+      before,
+      `${POD_IPS[i]}:${TCP_PORT} zone=${ZONES[i]} conns=${byPod[pod]}`,
+      `${pod}: its zone and its ${byPod[pod]} held connection(s)`,
+    );
   }
-  const json = JSON.parse(c.svcmap('dump', '-o', 'json')) as { frontends: Array<{ frontend: string; backends: Array<{ address: string; zone?: string; connections?: number }> }> };
+  const json = JSON.parse(c.svcmap('dump', '-o', 'json')) as {
+    frontends: Array<{ frontend: string; backends: Array<{ address: string; zone?: string; connections?: number }> }>;
+  };
   const fe = json.frontends.find((f) => f.frontend === `${FAMILIES[0].vip(LC)}:80/TCP`)!;
-  t.same(fe.backends.map((b) => [b.address, b.zone, b.connections]).sort(), POD_IPS.map((ip, i) => [`${ip}:${TCP_PORT}`, ZONES[i], byPod[POD_NAMES[i]!]]).sort(), '-o json: zone and connections per backend');
+  t.same(
+    fe.backends.map((b) => [b.address, b.zone, b.connections]).sort(),
+    POD_IPS.map((ip, i) => [`${ip}:${TCP_PORT}`, ZONES[i], byPod[POD_NAMES[i]!]]).sort(),
+    '-o json: zone and connections per backend',
+  );
 
   for (const svc of services(['zone-c', 'zone-b', 'zone-a'])) await c.writeService(svc);
   const after = row(c.svcmap('dump'));
-  t.match(after, `${POD_IPS[0]}:${TCP_PORT} zone=zone-c conns=${byPod['pod-a']}`, 'pod-a moved to zone-c; its count stays (the same backend)');
+  t.match(
+    after,
+    `${POD_IPS[0]}:${TCP_PORT} zone=zone-c conns=${byPod['pod-a']}`,
+    'pod-a moved to zone-c; its count stays (the same backend)',
+  );
   t.match(after, `${POD_IPS[2]}:${TCP_PORT} zone=zone-a`, 'pod-c is still in zone-a');
   const maps = DatapathMaps.openPinned(c.pinDir);
   try {
     const names = new Map(maps.zones!.entries().map(([id, v]) => [id, v.name]));
     const named = [maps.v4, maps.v6].flatMap((f) => (f ? [...f.backends.entries()] : [])).filter(([, b]) => b.zone !== 0);
     t.ok(named.length >= 6, 'the TCP and UDP backends of the lc Service carry zone ids');
-    t.ok(named.every(([, b]) => names.has(b.zone)), 'every zone id a backend holds has its name in svcmap_zones');
+    t.ok(
+      named.every(([, b]) => names.has(b.zone)),
+      'every zone id a backend holds has its name in svcmap_zones',
+    );
   } finally {
     maps.close();
   }

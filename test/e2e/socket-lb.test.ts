@@ -4,7 +4,16 @@
 // namespaces. Nothing here touches the root namespace or the root cgroup.
 import t from 'tap';
 import {
-  CLIENT_IP, CLIENT_IP6, type Cluster, POD_IPS, POD_IPS6, POD_NAMES, TCP_PORT, UDP_PORT, echoService, startCluster,
+  CLIENT_IP,
+  CLIENT_IP6,
+  type Cluster,
+  POD_IPS,
+  POD_IPS6,
+  POD_NAMES,
+  TCP_PORT,
+  UDP_PORT,
+  echoService,
+  startCluster,
 } from './fixtures/cluster.ts';
 import { invalidSliceYaml } from './fixtures/manifests.ts';
 import { hostPort } from '../../lab/protocol.ts';
@@ -23,11 +32,14 @@ const V6 = FAMILIES[1];
 
 let c: Cluster;
 t.before(async () => {
-  c = await startCluster([
-    echoService('web', WEB, { clusterIP6: V6.web }),
-    echoService('empty', EMPTY, { clusterIP6: V6.empty, endpoints: [], endpoints6: [] }),
-    echoService('other', OTHER, { clusterIP6: 'fd00:10:96::30' }),
-  ], { ipv6: true });
+  c = await startCluster(
+    [
+      echoService('web', WEB, { clusterIP6: V6.web }),
+      echoService('empty', EMPTY, { clusterIP6: V6.empty, endpoints: [], endpoints6: [] }),
+      echoService('other', OTHER, { clusterIP6: 'fd00:10:96::30' }),
+    ],
+    { ipv6: true },
+  );
   await c.startAgent();
 });
 t.teardown(async () => {
@@ -76,9 +88,13 @@ for (const f of FAMILIES) {
     const kept = (ips: readonly string[], mine: boolean) => (mine ? [ips[0]!, ips[2]!] : [...ips]).map((ip) => ({ ip }));
     // Resolves on the agent's sync of the file (its log line): how long that
     // takes is make bench's; what the maps hold right after it is checked here.
-    await c.writeService(echoService('web', WEB, {
-      clusterIP6: V6.web, endpoints: kept(POD_IPS, f.family === 4), endpoints6: kept(POD_IPS6, f.family === 6),
-    }));
+    await c.writeService(
+      echoService('web', WEB, {
+        clusterIP6: V6.web,
+        endpoints: kept(POD_IPS, f.family === 4),
+        endpoints6: kept(POD_IPS6, f.family === 6),
+      }),
+    );
     const dump = JSON.parse(c.svcmap('dump', '-o', 'json')) as { frontends: Array<{ frontend: string; backends: unknown[] }> };
     const count = (vip: string) => dump.frontends.find((x) => x.frontend === `${hostPort(vip, 80)}/TCP`)?.backends.length;
     t.equal(count(f.web), 2, 'synced: the maps hold the 2 endpoints left');
@@ -125,9 +141,14 @@ t.test('svcmap dump shows each VIP with its backends', async (t) => {
   const table = c.svcmap('dump');
   t.match(table, new RegExp(`${WEB.replace(/\./g, '\\.')}:80/TCP\\s+ClusterIP\\s+random\\s+3\\s+`));
   t.match(table, /10\.96\.0\.20:80\/TCP\s+ClusterIP\s+random\s+0\s+\(none: connections are refused\)/);
-  const json = JSON.parse(c.svcmap('dump', '-o', 'json')) as { frontends: Array<{ frontend: string; backends: Array<{ address: string; state: string }> }> };
+  const json = JSON.parse(c.svcmap('dump', '-o', 'json')) as {
+    frontends: Array<{ frontend: string; backends: Array<{ address: string; state: string }> }>;
+  };
   const web = json.frontends.find((f) => f.frontend === `${WEB}:53/UDP`)!;
-  t.same(web.backends.map((b) => b.address).sort(), POD_IPS.map((ip) => `${ip}:${UDP_PORT}`));
+  t.same(
+    web.backends.map((b) => b.address).sort(),
+    POD_IPS.map((ip) => `${ip}:${UDP_PORT}`),
+  );
   t.ok(web.backends.every((b) => b.state === 'active'));
   t.match(c.svcmap('dump', '-o', 'yaml'), /frontend: 10\.96\.0\.10:80\/TCP/);
   t.match(c.svcmap('dump', '--map', 'svcmap_be'), /"addr":"10\.244\.0\.11","port":8080/);
@@ -137,8 +158,16 @@ t.test('svcmap dump shows each VIP with its backends', async (t) => {
 
 t.test('svcmap status lists the hooks on the test cgroup and the map fill levels', async (t) => {
   const s = c.svcmap('status');
-  for (const [hook, prog] of [['connect4', 'connect4'], ['sendmsg4', 'sendmsg4'], ['recvmsg4', 'recvmsg4'], ['getpeername4', 'getpeer4'],
-    ['connect6', 'connect6'], ['sendmsg6', 'sendmsg6'], ['recvmsg6', 'recvmsg6'], ['getpeername6', 'getpeer6']]) {
+  for (const [hook, prog] of [
+    ['connect4', 'connect4'],
+    ['sendmsg4', 'sendmsg4'],
+    ['recvmsg4', 'recvmsg4'],
+    ['getpeername4', 'getpeer4'],
+    ['connect6', 'connect6'],
+    ['sendmsg6', 'sendmsg6'],
+    ['recvmsg6', 'recvmsg6'],
+    ['getpeername6', 'getpeer6'],
+  ]) {
     t.match(s, new RegExp(`cgroup/${hook}\\s+svcmap_${prog}.*on cgroup ${c.cgroup}`));
   }
   t.match(s, /svcmap_svc\s+hash\s+\d+\/65536/);
@@ -147,7 +176,10 @@ t.test('svcmap status lists the hooks on the test cgroup and the map fill levels
 t.test('an invalid manifest is reported and leaves the other services working', async (t) => {
   const from = c.agent.mark();
   await c.writeManifest('broken.yaml', invalidSliceYaml('other-broken', 'other'));
-  const err = await c.agent.waitFor((l) => typeof l.msg === 'string' && l.msg.includes('other-broken'), { from, what: 'the error about other-broken' });
+  const err = await c.agent.waitFor((l) => typeof l.msg === 'string' && l.msg.includes('other-broken'), {
+    from,
+    what: 'the error about other-broken',
+  });
   t.match(err.msg, /broken\.yaml/, 'names the file');
   t.match(err.msg, /endpoints\[0\]\.addresses\[0\]|ports\[0\]\.port/, 'names the field');
   const r = await c.client.tcpConnect({ ip: OTHER, port: 80, count: 30, timeoutMs: 2000 });

@@ -11,12 +11,23 @@ import t from 'tap';
 import type { LabClient } from '../../lab/index.ts';
 import { LB_ALG_MAGLEV, SVCMAP_MAGLEV_DEFAULT_M } from '../../src/maps/constants.ts';
 import { DatapathMaps } from '../../src/maps/datapath-maps.ts';
-import { type Cluster, FAMILIES, POD_IPS, POD_IPS6, POD_NAMES, dualStackEchoService, masterEntry, secondClient, startCluster } from './fixtures/cluster.ts';
+import {
+  type Cluster,
+  FAMILIES,
+  POD_IPS,
+  POD_IPS6,
+  POD_NAMES,
+  dualStackEchoService,
+  masterEntry,
+  secondClient,
+  startCluster,
+} from './fixtures/cluster.ts';
 import type { ServiceSpec } from './fixtures/manifests.ts';
 
 const VIP = 70;
 const CLIENTS = 24; // P(24 uniform clients miss one of 3 pods) = 3 (2/3)^24 < 2e-4
-const svc = (opts: Partial<ServiceSpec> = {}) => dualStackEchoService('mag', VIP, { annotations: { 'svcmap.io/lb-algorithm': 'maglev' }, ...opts });
+const svc = (opts: Partial<ServiceSpec> = {}) =>
+  dualStackEchoService('mag', VIP, { annotations: { 'svcmap.io/lb-algorithm': 'maglev' }, ...opts });
 
 let c: Cluster;
 const clients: LabClient[] = [];
@@ -55,10 +66,18 @@ for (const f of FAMILIES) {
     first = [];
     for (const cl of clients) first.push(await onePod(cl, f.vip(VIP), 8));
     t.pass(`${CLIENTS} clients x 8 connections: one pod each`);
-    t.same(new Set(first).size, 3, `the clients reach all 3 pods (${POD_NAMES.map((p) => `${p}: ${first.filter((x) => x === p).length}`).join(', ')})`);
+    t.same(
+      new Set(first).size,
+      3,
+      `the clients reach all 3 pods (${POD_NAMES.map((p) => `${p}: ${first.filter((x) => x === p).length}`).join(', ')})`,
+    );
     for (let i = 0; i < 4; i++) t.equal(await onePod(clients[i]!, f.vip(VIP), 5), first[i], `client ${i} again: its pod`);
-    t.match(c.svcmap('status'), /svcmap_maglev/, 'svcmap status lists the tables\' map');
-    t.match(c.svcmap('dump', '--map', f.family === 4 ? 'svcmap_maglev' : 'svcmap_maglev6'), new RegExp(`^${master!.rev_nat_id} => \\d+$`, 'm'), `svcmap dump --map shows the frontend's entry in the family's tables map (-> its inner map id)`);
+    t.match(c.svcmap('status'), /svcmap_maglev/, "svcmap status lists the tables' map");
+    t.match(
+      c.svcmap('dump', '--map', f.family === 4 ? 'svcmap_maglev' : 'svcmap_maglev6'),
+      new RegExp(`^${master!.rev_nat_id} => \\d+$`, 'm'),
+      `svcmap dump --map shows the frontend's entry in the family's tables map (-> its inner map id)`,
+    );
   });
 
   t.test(`IPv${f.family}: one pod leaves: its clients move to the others; the other clients keep theirs`, async (t) => {

@@ -18,7 +18,16 @@ import { structDrift } from '../../src/maps/btf-check.ts';
 import { sockTerm6Key, sockTermKey } from '../../src/maps/codecs.ts';
 import { IPPROTO_TCP, IPPROTO_UDP, SVC_SCOPE_EXT } from '../../src/maps/constants.ts';
 import { DatapathMaps } from '../../src/maps/datapath-maps.ts';
-import { type Cluster, FAMILIES, type FamilyCase, POD_IPS, POD_IPS6, UDP_PORT, dualStackEchoService, startCluster } from './fixtures/cluster.ts';
+import {
+  type Cluster,
+  FAMILIES,
+  type FamilyCase,
+  POD_IPS,
+  POD_IPS6,
+  UDP_PORT,
+  dualStackEchoService,
+  startCluster,
+} from './fixtures/cluster.ts';
 
 const [DNS, OTHER] = [60, 61];
 /** Pods by index into POD_IPS / POD_IPS6. */
@@ -73,10 +82,14 @@ function backendsOf(f: FamilyCase, vip: string, port: number, proto: number): st
 /** Rewrites the dns Service and waits until both its ports of both families hold exactly these pods in the maps. */
 async function setDns(endpoints: number[]): Promise<void> {
   await c.writeService(dns(endpoints));
-  const synced = () => FAMILIES.every((f) => {
-    const want = JSON.stringify(endpoints.map((i) => f.pods[i]!).sort());
-    return [[53, IPPROTO_UDP], [80, IPPROTO_TCP]].every(([port, proto]) => JSON.stringify(backendsOf(f, f.vip(DNS), port!, proto!)) === want);
-  });
+  const synced = () =>
+    FAMILIES.every((f) => {
+      const want = JSON.stringify(endpoints.map((i) => f.pods[i]!).sort());
+      return [
+        [53, IPPROTO_UDP],
+        [80, IPPROTO_TCP],
+      ].every(([port, proto]) => JSON.stringify(backendsOf(f, f.vip(DNS), port!, proto!)) === want);
+    });
   for (let i = 0; i < 200; i++) {
     if (synced()) return;
     await sleep(50);
@@ -87,12 +100,21 @@ async function setDns(endpoints: number[]): Promise<void> {
 t.test('the codecs of the socket termination keys match bpf/sock_destroy.c', async (t) => {
   const btf = new BtfFile(compileBpf({ program: 'sock_destroy' }).path);
   t.teardown(() => btf.close());
-  t.same(structDrift(sockTermKey.layout, (n) => btf.struct(n)), []);
-  t.same(structDrift(sockTerm6Key.layout, (n) => btf.struct(n)), [], 'and of the IPv6 one');
+  t.same(
+    structDrift(sockTermKey.layout, (n) => btf.struct(n)),
+    [],
+  );
+  t.same(
+    structDrift(sockTerm6Key.layout, (n) => btf.struct(n)),
+    [],
+    'and of the IPv6 one',
+  );
 });
 
 t.test('the agent turned socket termination on', async (t) => {
-  const on = await c.agent.waitFor((l) => typeof l.msg === 'string' && l.msg.startsWith('socket termination'), { what: 'socket termination' });
+  const on = await c.agent.waitFor((l) => typeof l.msg === 'string' && l.msg.startsWith('socket termination'), {
+    what: 'socket termination',
+  });
   t.match(on.msg, /^socket termination on/, JSON.stringify(on));
   t.equal(await metric('svcmap_sockets_destroyed_total', 'proto="udp"'), 0, 'nothing destroyed yet');
 });
@@ -123,12 +145,20 @@ for (const f of FAMILIES) {
 
     const from = c.agent.mark();
     await setDns([POD_B, POD_C]); // pod-a leaves the Service
-    const logged = await c.agent.waitFor((l) => l.msg === 'destroyed sockets connected to removed backends', { from, what: 'sockets destroyed' });
+    const logged = await c.agent.waitFor((l) => l.msg === 'destroyed sockets connected to removed backends', {
+      from,
+      what: 'sockets destroyed',
+    });
     await sleep(1000);
 
-    const [a, b, d, o] = await Promise.all([toA!, toB!, direct, viaOther].map((s) => c.client.udpStreamStop(s.stream!))) as [UdpStreamResult, UdpStreamResult, UdpStreamResult, UdpStreamResult];
+    const [a, b, d, o] = (await Promise.all([toA!, toB!, direct, viaOther].map((s) => c.client.udpStreamStop(s.stream!)))) as [
+      UdpStreamResult,
+      UdpStreamResult,
+      UdpStreamResult,
+      UdpStreamResult,
+    ];
     t.match(logged, { destroyed: { udp: 1, tcp: 0 }, failed: 0 }, 'the agent destroyed one UDP socket');
-    t.ok((logged.namespaces as number) >= 2, 'searching its own namespace and the client pod\'s');
+    t.ok((logged.namespaces as number) >= 2, "searching its own namespace and the client pod's");
 
     // The socket on pod-a: ECONNABORTED once, a new socket, then live pods only.
     t.same(Object.keys(errorsBut(a)), ['ECONNABORTED'], `the socket on pod-a got ECONNABORTED (${JSON.stringify(a.errors)})`);
@@ -139,11 +169,18 @@ for (const f of FAMILIES) {
     const after = a.events.slice(abort + 1).filter((e) => e.pod !== undefined);
     t.ok(before.length >= 5 && before.every((e) => e.pod === 'pod-a'), `before: pod-a only (${before.length} replies)`);
     t.ok(after.length >= 5, `after: it keeps going (${after.length} replies)`);
-    t.ok(after.every((e) => e.pod === 'pod-b' || e.pod === 'pod-c'), `after: a live pod only (${JSON.stringify(a.byPod)})`);
+    t.ok(
+      after.every((e) => e.pod === 'pod-b' || e.pod === 'pod-c'),
+      `after: a live pod only (${JSON.stringify(a.byPod)})`,
+    );
     t.not(a.events.at(-1)!.local, a.events[0]!.local, 'on a new socket');
 
     // The others: never an error, the same pod throughout, the same socket.
-    for (const [name, r, pod] of [['through the VIP on pod-b', b, 'pod-b'], ['to pod-a\'s IP directly', d, 'pod-a'], ['to pod-a through the other VIP', o, 'pod-a']] as const) {
+    for (const [name, r, pod] of [
+      ['through the VIP on pod-b', b, 'pod-b'],
+      ["to pod-a's IP directly", d, 'pod-a'],
+      ['to pod-a through the other VIP', o, 'pod-a'],
+    ] as const) {
       t.same(errorsBut(r), {}, `the socket ${name} saw no error`);
       t.equal(r.reconnects, 0, `the socket ${name} was not reconnected`);
       t.same(Object.keys(r.byPod), [pod], `the socket ${name} stayed on ${pod}`);
@@ -162,7 +199,10 @@ for (const f of FAMILIES) {
     let from = c.agent.mark();
     await setDns([POD_B, POD_C, POD_A]); // an addition only
     await sleep(300);
-    t.notOk(c.agent.lines.slice(from).some((l) => l.msg === 'destroyed sockets connected to removed backends'), 'adding a backend destroys nothing');
+    t.notOk(
+      c.agent.lines.slice(from).some((l) => l.msg === 'destroyed sockets connected to removed backends'),
+      'adding a backend destroys nothing',
+    );
     from = c.agent.mark();
     await c.removeManifest('other.yaml');
     await c.agent.waitFor((l) => l.msg === 'destroyed sockets connected to removed backends', { from, what: 'sockets destroyed' });
@@ -202,7 +242,10 @@ for (const f of FAMILIES) {
     t.equal(tcp2.pod, 'pod-a');
     from = c.agent.mark();
     await setDns([POD_B]);
-    const logged = await c.agent.waitFor((l) => l.msg === 'destroyed sockets connected to removed backends', { from, what: 'sockets destroyed' });
+    const logged = await c.agent.waitFor((l) => l.msg === 'destroyed sockets connected to removed backends', {
+      from,
+      what: 'sockets destroyed',
+    });
     await sleep(500);
     const k2 = await c.client.udpStreamStop(tcp2.stream!);
     t.match(logged, { destroyed: { udp: 0, tcp: 1 } });

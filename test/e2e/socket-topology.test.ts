@@ -25,10 +25,15 @@ const HINTED = eps(ZONES.map((z) => [z]));
 let c: Cluster;
 t.before(async () => {
   c = await startCluster([svc(HINTED)]);
-  writeFileSync(join(c.manifests, 'node.yaml'), stringify({
-    apiVersion: 'v1', kind: 'Node', metadata: { name: 'node', labels: { 'topology.kubernetes.io/zone': 'zone-a' } },
-    status: { addresses: [{ type: 'InternalIP', address: '10.244.0.100' }] },
-  }));
+  writeFileSync(
+    join(c.manifests, 'node.yaml'),
+    stringify({
+      apiVersion: 'v1',
+      kind: 'Node',
+      metadata: { name: 'node', labels: { 'topology.kubernetes.io/zone': 'zone-a' } },
+      status: { addresses: [{ type: 'InternalIP', address: '10.244.0.100' }] },
+    }),
+  );
   await c.startAgent();
 });
 t.teardown(async () => {
@@ -41,23 +46,32 @@ async function reached(count = 60): Promise<string[]> {
   return Object.keys(r.byPod).sort();
 }
 
-t.test('with hints for every endpoint, connections stay in the node\'s zone', async (t) => {
+t.test("with hints for every endpoint, connections stay in the node's zone", async (t) => {
   t.same(await reached(), [POD_NAMES[0], POD_NAMES[2]], '60 connections reach the two zone-a pods, and both');
 });
 
-t.test('PreferSameNode: node hints for this node narrow to its endpoint; without them on every endpoint, the zone hints decide', async (t) => {
-  const sameNode = (nodeHints: Array<string[] | undefined>) => echoService('near', VIP, {
-    extraSpec: { trafficDistribution: 'PreferSameNode' },
-    endpoints: POD_IPS.map((ip, i) => ({ ip, zone: ZONES[i]!, zoneHints: [ZONES[i]!], ...(nodeHints[i] ? { nodeHints: nodeHints[i] } : {}) })),
-  });
-  await c.writeService(sameNode([['node-2'], ['node'], ['node-3']]));
-  t.same(await reached(), [POD_NAMES[1]], 'only pod-b, the endpoint hinted for this node (though in zone-b)');
-  await c.writeService(sameNode([['node-2'], ['node'], undefined]));
-  t.same(await reached(), [POD_NAMES[0], POD_NAMES[2]], 'one endpoint lacks node hints: the zone hints (zone-a)');
-  await c.writeService(svc(HINTED));
-});
+t.test(
+  'PreferSameNode: node hints for this node narrow to its endpoint; without them on every endpoint, the zone hints decide',
+  async (t) => {
+    const sameNode = (nodeHints: Array<string[] | undefined>) =>
+      echoService('near', VIP, {
+        extraSpec: { trafficDistribution: 'PreferSameNode' },
+        endpoints: POD_IPS.map((ip, i) => ({
+          ip,
+          zone: ZONES[i]!,
+          zoneHints: [ZONES[i]!],
+          ...(nodeHints[i] ? { nodeHints: nodeHints[i] } : {}),
+        })),
+      });
+    await c.writeService(sameNode([['node-2'], ['node'], ['node-3']]));
+    t.same(await reached(), [POD_NAMES[1]], 'only pod-b, the endpoint hinted for this node (though in zone-b)');
+    await c.writeService(sameNode([['node-2'], ['node'], undefined]));
+    t.same(await reached(), [POD_NAMES[0], POD_NAMES[2]], 'one endpoint lacks node hints: the zone hints (zone-a)');
+    await c.writeService(svc(HINTED));
+  },
+);
 
-t.test('kube-proxy\'s fallbacks: one ready endpoint without hints, or none with hints: every endpoint', async (t) => {
+t.test("kube-proxy's fallbacks: one ready endpoint without hints, or none with hints: every endpoint", async (t) => {
   await c.writeService(svc(eps([['zone-a'], undefined, ['zone-a']])));
   t.same(await reached(), [...POD_NAMES].sort(), 'one endpoint lacks hints: all three pods');
   await c.writeService(svc(eps([undefined, undefined, undefined])));

@@ -19,7 +19,16 @@ import { join } from 'node:path';
 import { stringify } from 'yaml';
 import t from 'tap';
 import {
-  CLIENT_IP, CLIENT_IP6, type Cluster, FAMILIES, POD_IPS, POD_IPS6, POD_NAMES, TCP_PORT, dualStackEchoService, startCluster,
+  CLIENT_IP,
+  CLIENT_IP6,
+  type Cluster,
+  FAMILIES,
+  POD_IPS,
+  POD_IPS6,
+  POD_NAMES,
+  TCP_PORT,
+  dualStackEchoService,
+  startCluster,
 } from './fixtures/cluster.ts';
 import type { EndpointSpec, ServiceSpec } from './fixtures/manifests.ts';
 import { hostPort } from '../../lab/protocol.ts';
@@ -30,8 +39,13 @@ type Conditions = Pick<EndpointSpec, 'ready' | 'serving' | 'terminating'>;
 const eps = (ips: readonly string[], nodes: readonly string[] = ON, cond: readonly Conditions[] = []): EndpointSpec[] =>
   ips.map((ip, i) => ({ ip, nodeName: nodes[i]!, ...(cond[i] ?? {}) }));
 /** A dual-stack Service at VIPs n whose endpoints in both families sit on `nodes` with conditions `cond`. */
-const svc = (name: string, n: number, opts: Partial<ServiceSpec>, nodes: readonly string[] = ON, cond: readonly Conditions[] = []): ServiceSpec =>
-  dualStackEchoService(name, n, { endpoints: eps(POD_IPS, nodes, cond), endpoints6: eps(POD_IPS6, nodes, cond), ...opts });
+const svc = (
+  name: string,
+  n: number,
+  opts: Partial<ServiceSpec>,
+  nodes: readonly string[] = ON,
+  cond: readonly Conditions[] = [],
+): ServiceSpec => dualStackEchoService(name, n, { endpoints: eps(POD_IPS, nodes, cond), endpoints6: eps(POD_IPS6, nodes, cond), ...opts });
 
 const ITP = { extraSpec: { internalTrafficPolicy: 'Local' } };
 const NOWHERE = ['other', 'other', 'other'];
@@ -41,24 +55,39 @@ const GONE: Conditions = { ready: false, serving: false, terminating: true };
 const LB_IPS = { 4: '192.168.200.30', 6: 'fd00:192:168:200::30' } as const;
 const EXTERNAL_IPS = { 4: '192.168.201.30', 6: 'fd00:192:168:201::30' } as const;
 const etpNodePort: Partial<ServiceSpec> = {
-  type: 'LoadBalancer', externalTrafficPolicy: 'Local',
+  type: 'LoadBalancer',
+  externalTrafficPolicy: 'Local',
   ports: [{ name: 'tcp', protocol: 'TCP', port: 80, targetPort: TCP_PORT, nodePort: NODEPORT }],
-  loadBalancerIngress: [LB_IPS[4], LB_IPS[6]], externalIPs: [EXTERNAL_IPS[4], EXTERNAL_IPS[6]],
+  loadBalancerIngress: [LB_IPS[4], LB_IPS[6]],
+  externalIPs: [EXTERNAL_IPS[4], EXTERNAL_IPS[6]],
 };
 
 let c: Cluster;
 t.before(async () => {
-  c = await startCluster([
-    svc('itp', 0x61, ITP),
-    svc('itp-none', 0x62, ITP, NOWHERE),
-    svc('etp', 0x63, etpNodePort),
-    svc('drain', 0x64, {}, ON, [DRAINING, DRAINING, DRAINING]),
-  ], { ipv6: true });
+  c = await startCluster(
+    [
+      svc('itp', 0x61, ITP),
+      svc('itp-none', 0x62, ITP, NOWHERE),
+      svc('etp', 0x63, etpNodePort),
+      svc('drain', 0x64, {}, ON, [DRAINING, DRAINING, DRAINING]),
+    ],
+    { ipv6: true },
+  );
   // This node: the client pod's addresses stand in for its InternalIPs (the NodePort from the node itself).
-  writeFileSync(join(c.manifests, 'node.yaml'), stringify({
-    apiVersion: 'v1', kind: 'Node', metadata: { name: 'node' },
-    status: { addresses: [{ type: 'InternalIP', address: CLIENT_IP }, { type: 'InternalIP', address: CLIENT_IP6 }] },
-  }));
+  writeFileSync(
+    join(c.manifests, 'node.yaml'),
+    stringify({
+      apiVersion: 'v1',
+      kind: 'Node',
+      metadata: { name: 'node' },
+      status: {
+        addresses: [
+          { type: 'InternalIP', address: CLIENT_IP },
+          { type: 'InternalIP', address: CLIENT_IP6 },
+        ],
+      },
+    }),
+  );
   await c.startAgent();
 });
 t.teardown(async () => {
@@ -69,7 +98,8 @@ t.teardown(async () => {
 async function reached(ip: string, port = 80, count = 60): Promise<string[]> {
   const r = await c.client.tcpConnect({ ip, port, count, timeoutMs: 2000, concurrency: 4 });
   if (r.ok !== count) throw new Error(`connections to ${ip}:${port} failed: ${JSON.stringify(r)}`);
-  if (r.peerNames.length !== 1 || r.peerNames[0] !== hostPort(ip, port)) throw new Error(`connections to ${ip}:${port} saw peers ${r.peerNames.join(', ')}`);
+  if (r.peerNames.length !== 1 || r.peerNames[0] !== hostPort(ip, port))
+    throw new Error(`connections to ${ip}:${port} saw peers ${r.peerNames.join(', ')}`);
   return Object.keys(r.byPod).sort();
 }
 
@@ -93,12 +123,15 @@ for (const f of FAMILIES) {
     t.same(await reached(f.vip(0x61)), [POD_NAMES[0]], 'Local again: pod-a only');
   });
 
-  t.test(`IPv${f.family}: externalTrafficPolicy Local from inside the node (NodePort, LoadBalancer IP, externalIP): every endpoint`, async (t) => {
-    t.same(await reached(node, NODEPORT), POD_NAMES, `${node}:${NODEPORT} from the node reaches the pods of both nodes`);
-    t.same(await reached(f.vip(0x63)), POD_NAMES, 'and so does its ClusterIP');
-    t.same(await reached(LB_IPS[f.family]), POD_NAMES, `its LoadBalancer IP ${LB_IPS[f.family]} from a pod: every endpoint`);
-    t.same(await reached(EXTERNAL_IPS[f.family]), POD_NAMES, `its externalIP ${EXTERNAL_IPS[f.family]} from a pod: every endpoint`);
-  });
+  t.test(
+    `IPv${f.family}: externalTrafficPolicy Local from inside the node (NodePort, LoadBalancer IP, externalIP): every endpoint`,
+    async (t) => {
+      t.same(await reached(node, NODEPORT), POD_NAMES, `${node}:${NODEPORT} from the node reaches the pods of both nodes`);
+      t.same(await reached(f.vip(0x63)), POD_NAMES, 'and so does its ClusterIP');
+      t.same(await reached(LB_IPS[f.family]), POD_NAMES, `its LoadBalancer IP ${LB_IPS[f.family]} from a pod: every endpoint`);
+      t.same(await reached(EXTERNAL_IPS[f.family]), POD_NAMES, `its externalIP ${EXTERNAL_IPS[f.family]} from a pod: every endpoint`);
+    },
+  );
 
   t.test(`IPv${f.family}: terminating endpoints: used while none is ready, dropped once one is; not serving: refused`, async (t) => {
     t.same(await reached(f.vip(0x64)), POD_NAMES, 'all three terminating but serving: connections drain to them');

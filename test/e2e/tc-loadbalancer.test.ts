@@ -21,7 +21,17 @@ import t from 'tap';
 import type { LabClient } from '../../lab/index.ts';
 import { hostPort } from '../../lab/protocol.ts';
 import { type ServiceSpec, serviceYaml } from './fixtures/manifests.ts';
-import { CLIENT_IP, NODE_IPS, REMOTE_POD, type RemoteNodePort, V6_IPS, addNode1Pod, NODE1_POD, startRemoteNodePort, tcCounters } from './fixtures/tc-nodes.ts';
+import {
+  CLIENT_IP,
+  NODE_IPS,
+  REMOTE_POD,
+  type RemoteNodePort,
+  V6_IPS,
+  addNode1Pod,
+  NODE1_POD,
+  startRemoteNodePort,
+  tcCounters,
+} from './fixtures/tc-nodes.ts';
 
 const CLIENT2_IP = '192.168.100.101';
 const CLIENT2_IP6 = 'fd00:192:168:100::101';
@@ -33,12 +43,24 @@ const RANGED_NODEPORT = 30191;
 const BOTH = ['pod-a', 'pod-b'];
 
 const tcp = (nodePort: number) => [{ name: 'tcp', protocol: 'TCP' as const, port: 80, targetPort: 8080, nodePort }];
-const pods = [{ ip: POD_A, nodeName: 'node1' }, { ip: REMOTE_POD, nodeName: 'node2' }];
-const pods6 = [{ ip: POD_A6, nodeName: 'node1' }, { ip: V6_IPS.pod, nodeName: 'node2' }];
+const pods = [
+  { ip: POD_A, nodeName: 'node1' },
+  { ip: REMOTE_POD, nodeName: 'node2' },
+];
+const pods6 = [
+  { ip: POD_A6, nodeName: 'node1' },
+  { ip: V6_IPS.pod, nodeName: 'node2' },
+];
 
 const algorithm = (name: string, n: number, alg: string, more: Record<string, string> = {}): ServiceSpec => ({
-  name, clusterIP: `10.96.0.${n}`, clusterIP6: `fd00:10:96::${n}`, type: 'NodePort', externalTrafficPolicy: 'Cluster',
-  ports: tcp(30100 + n), endpoints: pods, endpoints6: pods6,
+  name,
+  clusterIP: `10.96.0.${n}`,
+  clusterIP6: `fd00:10:96::${n}`,
+  type: 'NodePort',
+  externalTrafficPolicy: 'Cluster',
+  ports: tcp(30100 + n),
+  endpoints: pods,
+  endpoints6: pods6,
   annotations: { 'svcmap.io/lb-algorithm': alg, ...more },
 });
 const RR = algorithm('tc-rr', 81, 'rr');
@@ -60,14 +82,33 @@ t.before(async () => {
     await c.lab.ip(p, '-6', 'route', 'replace', `${LB_IP6}/128`, 'via', V6_IPS.node1);
   }
   client2 = await c.lab.client(pod2);
-  await c.writeManifest('lb.yaml', serviceYaml({
-    name: 'lb', clusterIP: '10.96.0.30', clusterIP6: 'fd00:10:96::30', type: 'LoadBalancer', externalTrafficPolicy: 'Cluster',
-    ports: tcp(30190), endpoints: pods, endpoints6: pods6, loadBalancerIngress: [LB_IP, LB_IP6],
-  }));
-  await c.writeManifest('ranged.yaml', serviceYaml({
-    name: 'ranged', clusterIP: '10.96.0.31', type: 'LoadBalancer', externalTrafficPolicy: 'Cluster',
-    ports: tcp(RANGED_NODEPORT), endpoints: pods, loadBalancerIngress: [RANGED_IP], extraSpec: { loadBalancerSourceRanges: [`${CLIENT_IP}/32`] },
-  }));
+  await c.writeManifest(
+    'lb.yaml',
+    serviceYaml({
+      name: 'lb',
+      clusterIP: '10.96.0.30',
+      clusterIP6: 'fd00:10:96::30',
+      type: 'LoadBalancer',
+      externalTrafficPolicy: 'Cluster',
+      ports: tcp(30190),
+      endpoints: pods,
+      endpoints6: pods6,
+      loadBalancerIngress: [LB_IP, LB_IP6],
+    }),
+  );
+  await c.writeManifest(
+    'ranged.yaml',
+    serviceYaml({
+      name: 'ranged',
+      clusterIP: '10.96.0.31',
+      type: 'LoadBalancer',
+      externalTrafficPolicy: 'Cluster',
+      ports: tcp(RANGED_NODEPORT),
+      endpoints: pods,
+      loadBalancerIngress: [RANGED_IP],
+      extraSpec: { loadBalancerSourceRanges: [`${CLIENT_IP}/32`] },
+    }),
+  );
   for (const s of [RR, SH, SH_PORT, DH, LC]) await c.writeManifest(`${s.name}.yaml`, serviceYaml(s));
 });
 t.teardown(async () => {
@@ -88,7 +129,10 @@ async function sequence(ip: string, port: number, count: number): Promise<string
   return out;
 }
 
-for (const [family, ip] of [[4, LB_IP], [6, LB_IP6]] as const) {
+for (const [family, ip] of [
+  [4, LB_IP],
+  [6, LB_IP6],
+] as const) {
   t.test(`IPv${family}: a LoadBalancer ingress IP from outside reaches the Service's pods on both nodes`, async (t) => {
     const r = await reached(c.client, ip, 80);
     t.same(r.pods, BOTH, 'the pod on node1 (DNAT) and the one on node2 (DNAT + SNAT)');
@@ -96,18 +140,21 @@ for (const [family, ip] of [[4, LB_IP], [6, LB_IP6]] as const) {
   });
 }
 
-t.test('loadBalancerSourceRanges: the client inside the range is served, the one outside is dropped; the NodePort is not restricted', async (t) => {
-  const inside = await reached(c.client, RANGED_IP, 80);
-  t.same(inside.pods, BOTH, `${CLIENT_IP} (inside ${CLIENT_IP}/32) reaches the pods`);
-  const before = (await tcCounters(c, 'tc_ingress')).source_denied ?? 0;
-  const outside = await client2.tcpConnect({ ip: RANGED_IP, port: 80, count: 2, timeoutMs: 700 });
-  t.equal(outside.ok, 0, `${CLIENT2_IP} (outside the range) gets no connection`);
-  t.same(Object.keys(outside.errors), ['ETIMEDOUT'], 'its SYNs are dropped, not answered');
-  const after = (await tcCounters(c, 'tc_ingress')).source_denied ?? 0;
-  t.ok(after > before, `counted as source_denied at tc ingress (${before} -> ${after})`);
-  const nodePort = await reached(client2, NODE_IPS.node1, RANGED_NODEPORT);
-  t.same(nodePort.pods, BOTH, 'the same client through the Service\'s NodePort: served (the ranges are the LoadBalancer IP\'s)');
-});
+t.test(
+  'loadBalancerSourceRanges: the client inside the range is served, the one outside is dropped; the NodePort is not restricted',
+  async (t) => {
+    const inside = await reached(c.client, RANGED_IP, 80);
+    t.same(inside.pods, BOTH, `${CLIENT_IP} (inside ${CLIENT_IP}/32) reaches the pods`);
+    const before = (await tcCounters(c, 'tc_ingress')).source_denied ?? 0;
+    const outside = await client2.tcpConnect({ ip: RANGED_IP, port: 80, count: 2, timeoutMs: 700 });
+    t.equal(outside.ok, 0, `${CLIENT2_IP} (outside the range) gets no connection`);
+    t.same(Object.keys(outside.errors), ['ETIMEDOUT'], 'its SYNs are dropped, not answered');
+    const after = (await tcCounters(c, 'tc_ingress')).source_denied ?? 0;
+    t.ok(after > before, `counted as source_denied at tc ingress (${before} -> ${after})`);
+    const nodePort = await reached(client2, NODE_IPS.node1, RANGED_NODEPORT);
+    t.same(nodePort.pods, BOTH, "the same client through the Service's NodePort: served (the ranges are the LoadBalancer IP's)");
+  },
+);
 
 /** The algorithm tests' roles in each family: node1's NodePort address and the two clients' addresses. */
 const ALGORITHM_FAMILIES = [
@@ -120,7 +167,11 @@ for (const f of ALGORITHM_FAMILIES) {
 
   t.test(`${v}: rr at tc: sequential connections from outside alternate over the two pods`, async (t) => {
     const got = await sequence(f.node1, 30181, 10);
-    t.same(got, got.map((_, i) => got[i % 2]), `a fixed alternation: ${got.join(', ')}`);
+    t.same(
+      got,
+      got.map((_, i) => got[i % 2]),
+      `a fixed alternation: ${got.join(', ')}`,
+    );
     t.not(got[0], got[1], 'consecutive connections reach different pods');
   });
 

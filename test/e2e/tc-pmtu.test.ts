@@ -44,10 +44,16 @@ async function bigWrite(node1: string, bytes: number, timeoutMs: number): Promis
     s.on('data', (d) => { read += d.length; });
     s.on('end', () => done({ ok: true, read }));
     s.on('error', (e) => done({ ok: false, code: e.code }));`;
-  return JSON.parse(await c.lab.exec(c.clientPod, process.execPath, ['-e', script], { timeoutMs: timeoutMs + 10_000 })) as { ok: boolean; code?: string };
+  return JSON.parse(await c.lab.exec(c.clientPod, process.execPath, ['-e', script], { timeoutMs: timeoutMs + 10_000 })) as {
+    ok: boolean;
+    code?: string;
+  };
 }
 
-for (const [family, node1, error] of [[4, NODE_IPS.node1, '"fragmentation needed"'], [6, V6_IPS.node1, '"packet too big"']] as const) {
+for (const [family, node1, error] of [
+  [4, NODE_IPS.node1, '"fragmentation needed"'],
+  [6, V6_IPS.node1, '"packet too big"'],
+] as const) {
   t.test(`IPv${family}: a ${error} from a router behind node2 reaches the client translated: PMTU discovery works`, async (t) => {
     const before = await clientRoute(node1);
     t.notMatch(before, / mtu /, `no path MTU cached for node1 yet (${before})`);

@@ -32,12 +32,17 @@ t.test(`${COUNT} short connections to a remote backend through a SNATed NodePort
   t.equal(r.ok, COUNT, `${COUNT} connections answered`);
   const after = await ingressCounters();
   const delta = (k: string) => (after[k] ?? 0) - (before[k] ?? 0);
-  t.ok(delta('translated') + delta('to_stack_no_route') >= COUNT, `node1 translated the connections' packets (${delta('translated')} translated)`);
+  t.ok(
+    delta('translated') + delta('to_stack_no_route') >= COUNT,
+    `node1 translated the connections' packets (${delta('translated')} translated)`,
+  );
   // Where ports came back only through the GC (10 s after a flow closed), the
   // 4536 ports ran out after as many connections and every new SYN was
   // dropped until the GC's next pass: thousands of drops. A SYN dropped for
   // want of a port is retransmitted by the client, so the count is checked
   // here, loosely (it depends on the client's rate, which is not asserted).
   t.ok(delta('snat_ports_exhausted') < COUNT / 100, `(almost) no SYN found every probed port taken: ${delta('snat_ports_exhausted')}`);
-  t.comment(`${COUNT} connections in ${seconds.toFixed(1)} s (${Math.round(COUNT / seconds)}/s); snat_ports_exhausted: ${delta('snat_ports_exhausted')}`);
+  t.comment(
+    `${COUNT} connections in ${seconds.toFixed(1)} s (${Math.round(COUNT / seconds)}/s); snat_ports_exhausted: ${delta('snat_ports_exhausted')}`,
+  );
 });

@@ -43,13 +43,27 @@ interface LbService {
 /** A dual-stack LoadBalancer Service (port 80 -> the pod's 8080) with its two EndpointSlices, the pod on node2 in each family. */
 function lbYaml(s: LbService): string {
   const spec: ServiceSpec = {
-    name: s.name, clusterIP: `10.96.0.${s.n}`, clusterIP6: `fd00:10:96::${s.n}`, type: 'LoadBalancer', externalTrafficPolicy: 'Cluster',
+    name: s.name,
+    clusterIP: `10.96.0.${s.n}`,
+    clusterIP6: `fd00:10:96::${s.n}`,
+    type: 'LoadBalancer',
+    externalTrafficPolicy: 'Cluster',
     ports: [{ name: 'tcp', protocol: 'TCP', port: 80, targetPort: 8080, nodePort: 30000 + s.n }],
     endpoints: [{ ip: REMOTE_POD, nodeName: 'node2' }],
     endpoints6: [{ ip: V6_IPS.pod, nodeName: 'node2' }],
     extraSpec: { loadBalancerSourceRanges: s.ranges },
   };
-  const svc = { ...serviceObject(spec), status: { loadBalancer: { ingress: [{ ip: lbIp(4, s.n), ipMode: 'VIP' }, { ip: lbIp(6, s.n), ipMode: 'VIP' }] } } };
+  const svc = {
+    ...serviceObject(spec),
+    status: {
+      loadBalancer: {
+        ingress: [
+          { ip: lbIp(4, s.n), ipMode: 'VIP' },
+          { ip: lbIp(6, s.n), ipMode: 'VIP' },
+        ],
+      },
+    },
+  };
   return [svc, sliceObject(spec), sliceObject(spec, 'v6abc', spec.endpoints6, 'IPv6')].map((o) => stringify(o)).join('---\n');
 }
 
@@ -104,7 +118,7 @@ for (const f of [4, 6] as const) {
   });
 }
 
-t.test('the ranges apply to LoadBalancer IPs only: the client outside them reaches the same Service\'s NodePort', async (t) => {
+t.test("the ranges apply to LoadBalancer IPs only: the client outside them reaches the same Service's NodePort", async (t) => {
   for (const f of [4, 6] as const) {
     const node = f === 4 ? NODE_IPS.node1 : V6_IPS.node1;
     const r = await client2.tcpConnect({ ip: node, port: 30000 + RANGED.n, count: 10, timeoutMs: 2000 });
@@ -113,22 +127,47 @@ t.test('the ranges apply to LoadBalancer IPs only: the client outside them reach
   }
 });
 
-t.test('the maps hold the normalized ranges; explain --from gives each client\'s verdict', async (t) => {
-  const ranges = async (map: string) => (JSON.parse(await c.lab.exec(c.node1, SVCMAP, ['dump', '--map', map, '-o', 'json', '--pin-dir', c.pinDir])) as
-    { entries: Array<{ key: { prefixlen: number; addr: string } }> }).entries.map((e) => `${e.key.addr}/${e.key.prefixlen - 32}`).sort();
+t.test("the maps hold the normalized ranges; explain --from gives each client's verdict", async (t) => {
+  const ranges = async (map: string) =>
+    (
+      JSON.parse(await c.lab.exec(c.node1, SVCMAP, ['dump', '--map', map, '-o', 'json', '--pin-dir', c.pinDir])) as {
+        entries: Array<{ key: { prefixlen: number; addr: string } }>;
+      }
+    ).entries
+      .map((e) => `${e.key.addr}/${e.key.prefixlen - 32}`)
+      .sort();
   t.same(await ranges('svcmap_srcrng'), ['192.168.100.64/26', '192.168.100.64/26'], 'IPv4: ranged and only4, host bits cleared');
-  t.same(await ranges('svcmap_srcrng6'), ['fd00:192:168:100::100/120', 'fd00:192:168:100::100/120'], 'IPv6: ranged and only6, canonical, host bits cleared');
+  t.same(
+    await ranges('svcmap_srcrng6'),
+    ['fd00:192:168:100::100/120', 'fd00:192:168:100::100/120'],
+    'IPv6: ranged and only6, canonical, host bits cleared',
+  );
   for (const f of [4, 6] as const) {
-    const explain = async (from: string) => (JSON.parse(await c.lab.exec(c.node1, SVCMAP,
-      ['explain', `${hostPort(lbIp(f, RANGED.n), 80)}/TCP`, '--from', from, '-o', 'json', '--pin-dir', c.pinDir])) as { path: string; verdict: { kind: string; text?: string } });
+    const explain = async (from: string) =>
+      JSON.parse(
+        await c.lab.exec(c.node1, SVCMAP, [
+          'explain',
+          `${hostPort(lbIp(f, RANGED.n), 80)}/TCP`,
+          '--from',
+          from,
+          '-o',
+          'json',
+          '--pin-dir',
+          c.pinDir,
+        ]),
+      ) as { path: string; verdict: { kind: string; text?: string } };
     const inside = await explain(CLIENT[f]);
     t.not(inside.verdict.kind, 'dropped', `IPv${f}: explain --from ${CLIENT[f]}: ${inside.verdict.kind}`);
     const outside = await explain(CLIENT2[f]);
-    t.match(outside, { path: 'tc', verdict: { kind: 'dropped', text: /not in the frontend's loadBalancerSourceRanges/ } }, `IPv${f}: explain --from ${CLIENT2[f]}`);
+    t.match(
+      outside,
+      { path: 'tc', verdict: { kind: 'dropped', text: /not in the frontend's loadBalancerSourceRanges/ } },
+      `IPv${f}: explain --from ${CLIENT2[f]}`,
+    );
   }
 });
 
-t.test('ranges of one family only restrict that family; the other family\'s LoadBalancer IP takes every client (kube-proxy)', async (t) => {
+t.test("ranges of one family only restrict that family; the other family's LoadBalancer IP takes every client (kube-proxy)", async (t) => {
   // only6: IPv6 ranges. Its IPv4 LoadBalancer IP is open to both clients, its IPv6 one to the first.
   await answered(t, c.client, lbIp(4, ONLY6.n), 'only6, IPv4, first client');
   await answered(t, client2, lbIp(4, ONLY6.n), 'only6, IPv4, second client');
@@ -151,9 +190,15 @@ t.test('the ranges change while the agent runs: the client let in is refused, th
   // And the ranges removed: no restriction at all.
   await c.writeManifest(`${RANGED.name}.yaml`, lbYaml({ ...RANGED, ranges: [] }));
   for (const f of [4, 6] as const) {
-    for (const [who, ip] of [[c.client, CLIENT[f]], [client2, CLIENT2[f]]] as const) await answered(t, who, lbIp(f, RANGED.n), `IPv${f}: ${ip}, no ranges`);
+    for (const [who, ip] of [
+      [c.client, CLIENT[f]],
+      [client2, CLIENT2[f]],
+    ] as const)
+      await answered(t, who, lbIp(f, RANGED.n), `IPv${f}: ${ip}, no ranges`);
   }
-  const dump = JSON.parse(await c.lab.exec(c.node1, SVCMAP, ['dump', '--map', 'svcmap_srcrng6', '-o', 'json', '--pin-dir', c.pinDir])) as { entries: unknown[] };
-  t.equal(dump.entries.length, 1, 'the removed IPv6 ranges left svcmap_srcrng6 (only only6\'s is there)');
+  const dump = JSON.parse(await c.lab.exec(c.node1, SVCMAP, ['dump', '--map', 'svcmap_srcrng6', '-o', 'json', '--pin-dir', c.pinDir])) as {
+    entries: unknown[];
+  };
+  t.equal(dump.entries.length, 1, "the removed IPv6 ranges left svcmap_srcrng6 (only only6's is there)");
   t.equal(c.agent.child.pid, pid, 'the same agent process throughout');
 });

@@ -30,13 +30,22 @@ const ALL = PODS.map((p) => p.name);
 const ZONE_HINTS = [['zone-a'], ['zone-b'], ['zone-a']];
 
 type Hints = Array<string[] | undefined>;
-const endpoints = (zoneHints: Hints, nodeHints: Hints = []): EndpointSpec[] => PODS.map((p, i) => ({
-  ip: p.ip, nodeName: p.nodeName, zone: p.zone,
-  ...(zoneHints[i] ? { zoneHints: zoneHints[i] } : {}),
-  ...(nodeHints[i] ? { nodeHints: nodeHints[i] } : {}),
-}));
-const service = (eps: EndpointSpec[], extra: Partial<ServiceSpec> = { annotations: { 'service.kubernetes.io/topology-mode': 'Auto' } }): ServiceSpec => ({
-  name: 'near', clusterIP: '10.96.0.20', type: 'NodePort', externalTrafficPolicy: 'Cluster',
+const endpoints = (zoneHints: Hints, nodeHints: Hints = []): EndpointSpec[] =>
+  PODS.map((p, i) => ({
+    ip: p.ip,
+    nodeName: p.nodeName,
+    zone: p.zone,
+    ...(zoneHints[i] ? { zoneHints: zoneHints[i] } : {}),
+    ...(nodeHints[i] ? { nodeHints: nodeHints[i] } : {}),
+  }));
+const service = (
+  eps: EndpointSpec[],
+  extra: Partial<ServiceSpec> = { annotations: { 'service.kubernetes.io/topology-mode': 'Auto' } },
+): ServiceSpec => ({
+  name: 'near',
+  clusterIP: '10.96.0.20',
+  type: 'NodePort',
+  externalTrafficPolicy: 'Cluster',
   ports: [{ name: 'tcp', protocol: 'TCP', port: 80, targetPort: 8080, nodePort: NODEPORT }],
   endpoints: eps,
   ...extra,
@@ -45,7 +54,9 @@ const service = (eps: EndpointSpec[], extra: Partial<ServiceSpec> = { annotation
 let c: RemoteNodePort;
 t.before(async () => {
   // Every manifest write below changes the maps, so writeManifest sees its (info) "sync done".
-  c = await startRemoteNodePort([], { nodeLabels: { node1: { 'topology.kubernetes.io/zone': 'zone-a' }, node2: { 'topology.kubernetes.io/zone': 'zone-b' } } });
+  c = await startRemoteNodePort([], {
+    nodeLabels: { node1: { 'topology.kubernetes.io/zone': 'zone-a' }, node2: { 'topology.kubernetes.io/zone': 'zone-b' } },
+  });
   // pod-b is the fixture's (REMOTE_POD on node2); pod-a and pod-c join it.
   await c.lab.echoServer(await c.lab.pod(c.node1, 'pod-a', POD_A), { tcpPorts: [8080] });
   await c.lab.echoServer(await c.lab.pod(c.node2, 'pod-c', POD_C), { tcpPorts: [8080] });
@@ -62,13 +73,13 @@ async function reached(count = 60): Promise<{ pods: string[]; seenFrom: string[]
   return { pods: Object.keys(r.byPod).sort(), seenFrom: [...r.seenFrom].sort() };
 }
 
-t.test('zone hints on every endpoint: NodePort connections reach only the backends meant for node1\'s zone', async (t) => {
+t.test("zone hints on every endpoint: NodePort connections reach only the backends meant for node1's zone", async (t) => {
   const r = await reached();
   t.same(r.pods, ['pod-a', 'pod-c'], '60 connections reach pod-a and pod-c (lent to zone-a), both, and never pod-b');
   t.same(r.seenFrom, [CLIENT_IP, NODE_IPS.node1].sort(), 'pod-a on node1 saw the client, pod-c on node2 saw node1 (SNAT)');
 });
 
-t.test('kube-proxy\'s fallbacks: every endpoint; each from the narrowed set, and back', async (t) => {
+t.test("kube-proxy's fallbacks: every endpoint; each from the narrowed set, and back", async (t) => {
   const fallbacks: Array<[string, Hints]> = [
     ['one ready endpoint lacks hints', [['zone-a'], undefined, ['zone-a']]],
     ['no endpoint is meant for zone-a', [['zone-b'], ['zone-b'], ['zone-c']]],
@@ -82,8 +93,9 @@ t.test('kube-proxy\'s fallbacks: every endpoint; each from the narrowed set, and
   }
 });
 
-t.test('PreferSameNode: node hints on every endpoint narrow to node1\'s pod; with one lacking them, the zone hints decide', async (t) => {
-  const sameNode = (nodeHints: Hints) => serviceYaml(service(endpoints(ZONE_HINTS, nodeHints), { extraSpec: { trafficDistribution: 'PreferSameNode' } }));
+t.test("PreferSameNode: node hints on every endpoint narrow to node1's pod; with one lacking them, the zone hints decide", async (t) => {
+  const sameNode = (nodeHints: Hints) =>
+    serviceYaml(service(endpoints(ZONE_HINTS, nodeHints), { extraSpec: { trafficDistribution: 'PreferSameNode' } }));
   await c.writeManifest('near.yaml', sameNode([['node1'], ['node2'], ['node2']]));
   const r = await reached();
   t.same(r.pods, ['pod-a'], 'only pod-a, the endpoint meant for node1');

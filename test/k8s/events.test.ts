@@ -97,7 +97,9 @@ function harness(t: Test, cap?: Partial<Capacity>): Harness {
     await events.recorder.idle();
   });
   return {
-    syncer, metrics, events,
+    syncer,
+    metrics,
+    events,
     programmed: (vip) => [...syncer.state.frontends.keys()].some((id) => id.startsWith(`${vip}:80/`)),
     backendCount: (vip) => [...syncer.state.frontends].find(([id]) => id.startsWith(`${vip}:80/`))?.[1].master.count,
   };
@@ -128,7 +130,12 @@ async function namespace(t: Test, name: string): Promise<string> {
 
 async function createService(ns: string, name: string, spec: Record<string, unknown>): Promise<string> {
   await api.kubectl.run(['create', '-f', '-'], {
-    input: JSON.stringify({ apiVersion: 'v1', kind: 'Service', metadata: { name, namespace: ns }, spec: { ports: [{ name: 'http', port: 80, protocol: 'TCP' }], ...spec } }),
+    input: JSON.stringify({
+      apiVersion: 'v1',
+      kind: 'Service',
+      metadata: { name, namespace: ns },
+      spec: { ports: [{ name: 'http', port: 80, protocol: 'TCP' }], ...spec },
+    }),
   });
   return Uid.parse(await api.kubectl.json(['get', 'service', name, '-n', ns])).metadata.uid;
 }
@@ -137,7 +144,9 @@ async function createService(ns: string, name: string, spec: Record<string, unkn
 async function createSlice(ns: string, name: string, service: string, port: number, addresses: string[]): Promise<string> {
   await api.kubectl.run(['create', '-f', '-'], {
     input: JSON.stringify({
-      apiVersion: 'discovery.k8s.io/v1', kind: 'EndpointSlice', addressType: 'IPv4',
+      apiVersion: 'discovery.k8s.io/v1',
+      kind: 'EndpointSlice',
+      addressType: 'IPv4',
       metadata: { name, namespace: ns, labels: { 'kubernetes.io/service-name': service } },
       ports: [{ name: 'http', port, protocol: 'TCP' }],
       endpoints: addresses.map((a) => ({ addresses: [a] })),
@@ -161,21 +170,25 @@ t.test('an invalid EndpointSlice: one Warning Event naming the field, its series
   await until('zeros programmed', () => (h.programmed('10.96.110.3') ? true : undefined));
   t.pass('an externalIP written 010.96.110.3 is programmed as 10.96.110.3, as kube-proxy reads it');
   await until('bad programmed', () => (h.programmed('10.96.110.4') ? true : undefined));
-  t.equal(h.backendCount('10.96.110.4'), 0, 'the invalid slice\'s endpoint is not a backend of its Service');
+  t.equal(h.backendCount('10.96.110.4'), 0, "the invalid slice's endpoint is not a backend of its Service");
 
   const [ev, ...more] = await until('an Event about bad-1', async () => {
     const list = await eventsAbout(ns, 'bad-1');
     return list.length ? list : undefined;
   });
   t.same(more, [], 'one Event');
-  t.match(ev, {
-    type: 'Warning',
-    reason: 'InvalidObject',
-    action: 'Program',
-    reportingController: 'svcmap.io/agent',
-    reportingInstance: NODE,
-    regarding: { apiVersion: 'discovery.k8s.io/v1', kind: 'EndpointSlice', namespace: ns, name: 'bad-1', uid },
-  }, 'a Warning, reason InvalidObject, from svcmap on this node, about the EndpointSlice (with its uid)');
+  t.match(
+    ev,
+    {
+      type: 'Warning',
+      reason: 'InvalidObject',
+      action: 'Program',
+      reportingController: 'svcmap.io/agent',
+      reportingInstance: NODE,
+      regarding: { apiVersion: 'discovery.k8s.io/v1', kind: 'EndpointSlice', namespace: ns, name: 'bad-1', uid },
+    },
+    'a Warning, reason InvalidObject, from svcmap on this node, about the EndpointSlice (with its uid)',
+  );
   t.match(ev!.note, /^ports\[0\]\.port: must be between 1 and 65535, got 70000/, `the note names the field and the value: ${ev!.note}`);
   t.match(ev!.eventTime, /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$/, 'eventTime with microseconds');
   t.equal(ev!.series, undefined, 'seen once: no series yet');
@@ -195,8 +208,11 @@ t.test('an invalid EndpointSlice: one Warning Event naming the field, its series
     t.equal(list[0]!.metadata.name, ev!.metadata.name, 'the same one');
     t.ok(list[0]!.series!.lastObservedTime >= ev!.eventTime, `lastObservedTime ${list[0]!.series!.lastObservedTime}`);
   }
-  t.match(await h.metrics.registry.getSingleMetricAsString('svcmap_sync_errors_total'), /kind="invalid_object"} 1\n/,
-    'counted (and logged) once as a sync error, while the Event counts every sighting');
+  t.match(
+    await h.metrics.registry.getSingleMetricAsString('svcmap_sync_errors_total'),
+    /kind="invalid_object"} 1\n/,
+    'counted (and logged) once as a sync error, while the Event counts every sighting',
+  );
 
   // The sync loop still programs what changes.
   await createService(ns, 'later', { clusterIP: '10.96.110.5' });
@@ -204,11 +220,24 @@ t.test('an invalid EndpointSlice: one Warning Event naming the field, its series
   t.pass('a Service created afterwards is programmed');
 
   // Fixed: no further Events, and the slice's endpoint is a backend.
-  await api.kubectl.run(['patch', 'endpointslice', 'bad-1', '-n', ns, '--type=json', '-p', JSON.stringify([{ op: 'replace', path: '/ports/0/port', value: 8080 }])]);
+  await api.kubectl.run([
+    'patch',
+    'endpointslice',
+    'bad-1',
+    '-n',
+    ns,
+    '--type=json',
+    '-p',
+    JSON.stringify([{ op: 'replace', path: '/ports/0/port', value: 8080 }]),
+  ]);
   await until('bad has its backend once fixed', () => (h.backendCount('10.96.110.4') === 1 ? true : undefined));
   await h.events.recorder.idle();
   const after = await eventsAbout(ns, 'bad-1');
-  t.same(after.map((e) => [e.metadata.name, e.series?.count]), [[ev!.metadata.name, 3]], 'once valid: no new Event, no more counts');
+  t.same(
+    after.map((e) => [e.metadata.name, e.series?.count]),
+    [[ev!.metadata.name, 3]],
+    'once valid: no new Event, no more counts',
+  );
   t.match(await h.metrics.registry.getSingleMetricAsString('svcmap_events_dropped_total'), /reason="api_error"} 0/, 'no write failed');
 });
 
@@ -224,9 +253,13 @@ t.test('two Services claiming one externalIP:port: FrontendConflict on the one t
   });
   t.same(more, [], 'one Event');
   t.match(ev, { type: 'Warning', reason: 'FrontendConflict', regarding: { kind: 'Service', name: 'zz', uid } }, 'FrontendConflict on zz');
-  t.match(ev!.note, new RegExp(`^spec\\.ports\\[0\\]: frontend 10\\.96\\.111\\.9:80/TCP \\(ExternalIP\\) is already used by Service ${ns}/aa`), `the note names the field and the winner: ${ev!.note}`);
+  t.match(
+    ev!.note,
+    new RegExp(`^spec\\.ports\\[0\\]: frontend 10\\.96\\.111\\.9:80/TCP \\(ExternalIP\\) is already used by Service ${ns}/aa`),
+    `the note names the field and the winner: ${ev!.note}`,
+  );
   t.same(await eventsAbout(ns, 'aa'), [], 'none on the winner');
-  t.ok(h.programmed('10.96.111.2'), 'the loser\'s ClusterIP is still programmed (only the contested frontend is skipped)');
+  t.ok(h.programmed('10.96.111.2'), "the loser's ClusterIP is still programmed (only the contested frontend is skipped)");
 });
 
 t.test('a full backends map: MapFull on the Service that does not fit', async (t) => {
@@ -234,7 +267,13 @@ t.test('a full backends map: MapFull on the Service that does not fit', async (t
   await createService(ns, 'small', { clusterIP: '10.96.112.1' });
   // No selector: the test writes the EndpointSlice, with more endpoints than the map has room for.
   const uid = await createService(ns, 'big', { clusterIP: '10.96.112.2' });
-  await createSlice(ns, 'big-1', 'big', 8080, Array.from({ length: 20 }, (_, i) => `10.244.9.${i + 1}`));
+  await createSlice(
+    ns,
+    'big-1',
+    'big',
+    8080,
+    Array.from({ length: 20 }, (_, i) => `10.244.9.${i + 1}`),
+  );
   // Room for the cluster's own `kubernetes` Service's endpoint and a few more, not for 20.
   const h = harness(t, { backends: 8 });
   const [ev, ...more] = await until('an Event about big', async () => {

@@ -60,9 +60,14 @@ export async function startRealApiServer(): Promise<RealApiServer> {
   try {
     const forward = await cluster.forwardApi();
     const kubectl = cluster.kubectl;
-    await kubectl.apply(JSON.stringify({ apiVersion: 'v1', kind: 'Node', metadata: { name: NODE, labels: { 'kubernetes.io/hostname': NODE } } }));
+    await kubectl.apply(
+      JSON.stringify({ apiVersion: 'v1', kind: 'Node', metadata: { name: NODE, labels: { 'kubernetes.io/hostname': NODE } } }),
+    );
     return {
-      cluster, kubectl, forward, log,
+      cluster,
+      kubectl,
+      forward,
+      log,
       kubeConfig() {
         const kc = new KubeConfig();
         kc.loadFromFile(forward.kubeconfig);
@@ -70,10 +75,14 @@ export async function startRealApiServer(): Promise<RealApiServer> {
       },
       async namespace(name) {
         await kubectl.run(['create', 'namespace', name]);
-        await waitUntil(`the default ServiceAccount of ${name}`, async () => {
-          await kubectl.run(['get', 'serviceaccount', 'default', '-n', name], { timeoutMs: 5000 });
-          return true;
-        }, { timeoutMs: 20_000, intervalMs: 100 });
+        await waitUntil(
+          `the default ServiceAccount of ${name}`,
+          async () => {
+            await kubectl.run(['get', 'serviceaccount', 'default', '-n', name], { timeoutMs: 5000 });
+            return true;
+          },
+          { timeoutMs: 20_000, intervalMs: 100 },
+        );
         return name;
       },
       async down() {
@@ -117,8 +126,14 @@ export class Workload {
   async createService(): Promise<void> {
     await this.kubectl.run(['create', '-f', '-'], {
       input: JSON.stringify({
-        apiVersion: 'v1', kind: 'Service', metadata: { name: this.app, namespace: this.namespace },
-        spec: { clusterIP: this.clusterIP, selector: { app: this.app }, ports: [{ name: 'http', port: 80, targetPort: 'http', protocol: 'TCP' }] },
+        apiVersion: 'v1',
+        kind: 'Service',
+        metadata: { name: this.app, namespace: this.namespace },
+        spec: {
+          clusterIP: this.clusterIP,
+          selector: { app: this.app },
+          ports: [{ name: 'http', port: 80, targetPort: 'http', protocol: 'TCP' }],
+        },
       }),
     });
   }
@@ -130,13 +145,16 @@ export class Workload {
   /** Creates Pods bound to the Node, then gives them their IPs and phase Running, as their kubelet would. */
   async addPods(ips: readonly string[], opts: PodOptions = {}): Promise<void> {
     const pods = ips.map((ip) => ({
-      apiVersion: 'v1', kind: 'Pod',
+      apiVersion: 'v1',
+      kind: 'Pod',
       metadata: { name: podName(this.app, ip), namespace: this.namespace, labels: { app: this.app, ip } },
       spec: {
         nodeName: NODE,
         automountServiceAccountToken: false,
         terminationGracePeriodSeconds: 600,
-        containers: [{ name: 'app', image: 'registry.k8s.io/pause:3.10.1', ports: [{ name: 'http', containerPort: 8080, protocol: 'TCP' }] }],
+        containers: [
+          { name: 'app', image: 'registry.k8s.io/pause:3.10.1', ports: [{ name: 'http', containerPort: 8080, protocol: 'TCP' }] },
+        ],
       },
     }));
     await this.kubectl.run(['create', '-f', '-'], { input: JSON.stringify({ apiVersion: 'v1', kind: 'List', items: pods }) });
@@ -147,16 +165,23 @@ export class Workload {
   async setStatus(ips: readonly string[], opts: PodOptions = {}): Promise<void> {
     const since = (opts.readySince ?? new Date()).toISOString().replace(/\.\d+Z$/, 'Z');
     const items = ips.map((ip) => ({
-      apiVersion: 'v1', kind: 'Pod',
+      apiVersion: 'v1',
+      kind: 'Pod',
       metadata: { name: podName(this.app, ip), namespace: this.namespace },
       status: {
-        phase: 'Running', podIP: ip, podIPs: [{ ip }], hostIP: '172.30.0.10',
+        phase: 'Running',
+        podIP: ip,
+        podIPs: [{ ip }],
+        hostIP: '172.30.0.10',
         conditions: [{ type: 'Ready', status: opts.ready === false ? 'False' : 'True', lastTransitionTime: since }],
       },
     }));
-    await this.kubectl.run(['apply', '--server-side', '--subresource=status', '--field-manager=lab-kubelet', '--force-conflicts', '-f', '-'], {
-      input: JSON.stringify({ apiVersion: 'v1', kind: 'List', items }),
-    });
+    await this.kubectl.run(
+      ['apply', '--server-side', '--subresource=status', '--field-manager=lab-kubelet', '--force-conflicts', '-f', '-'],
+      {
+        input: JSON.stringify({ apiVersion: 'v1', kind: 'List', items }),
+      },
+    );
   }
 
   /**
@@ -166,13 +191,23 @@ export class Workload {
    */
   async deletePods(ips: readonly string[], opts: { graceful?: boolean } = {}): Promise<void> {
     // One deletecollection (kubectl deletes one object per request, ~140 ms each).
-    const query = new URLSearchParams({ labelSelector: `app=${this.app},ip in (${ips.join(',')})`, gracePeriodSeconds: opts.graceful ? '600' : '0' });
+    const query = new URLSearchParams({
+      labelSelector: `app=${this.app},ip in (${ips.join(',')})`,
+      gracePeriodSeconds: opts.graceful ? '600' : '0',
+    });
     await this.kubectl.run(['delete', '--raw', `/api/v1/namespaces/${this.namespace}/pods?${query}`]);
   }
 
   /** The EndpointSlices the controller wrote for the Service. */
   async slices(): Promise<RealSlice[]> {
-    const list = await this.kubectl.json<{ items: RealSlice[] }>(['get', 'endpointslices', '-n', this.namespace, '-l', `kubernetes.io/service-name=${this.app}`]);
+    const list = await this.kubectl.json<{ items: RealSlice[] }>([
+      'get',
+      'endpointslices',
+      '-n',
+      this.namespace,
+      '-l',
+      `kubernetes.io/service-name=${this.app}`,
+    ]);
     return list.items;
   }
 
@@ -228,7 +263,14 @@ export function recordWatchErrors(): { events: WatchEvent[]; restore(): void } {
     const wrapped = (type: string, obj: unknown, raw: unknown) => {
       if (type === 'ERROR') {
         const o = obj as { code?: number; reason?: string };
-        events.push({ at: Date.now(), path, resourceVersion: (query as { resourceVersion?: string }).resourceVersion, type, ...(o.code !== undefined ? { code: o.code } : {}), ...(o.reason !== undefined ? { reason: o.reason } : {}) });
+        events.push({
+          at: Date.now(),
+          path,
+          resourceVersion: (query as { resourceVersion?: string }).resourceVersion,
+          type,
+          ...(o.code !== undefined ? { code: o.code } : {}),
+          ...(o.reason !== undefined ? { reason: o.reason } : {}),
+        });
       }
       callback(type, obj, raw);
     };
@@ -255,7 +297,12 @@ export function recordRequests(kc: KubeConfig): ApiRequest[] {
   const original = kc.applySecurityAuthentication.bind(kc);
   kc.applySecurityAuthentication = async (ctx) => {
     const url = new URL(ctx.getUrl());
-    out.push({ at: Date.now(), watch: url.searchParams.get('watch') === 'true', path: url.pathname, resourceVersion: url.searchParams.get('resourceVersion') ?? undefined });
+    out.push({
+      at: Date.now(),
+      watch: url.searchParams.get('watch') === 'true',
+      path: url.pathname,
+      resourceVersion: url.searchParams.get('resourceVersion') ?? undefined,
+    });
     return original(ctx);
   };
   return out;

@@ -46,21 +46,60 @@ class Recorder implements MapSource, MapWriter {
     for (const [k, v] of s.backends.entries()) this.mirror.backends.set(k, v);
     for (const [k, v] of s.revNat.entries()) this.mirror.revNat.set(k, v);
   }
-  readState(): MapState { return this.real.readState(); }
-  capacity(): Capacity { return this.real.capacity(); }
-  lookupServices(keys: readonly SvcKey[]) { return this.real.lookupServices(keys); }
-  lookupBackends(ids: readonly number[]) { return this.real.lookupBackends(ids); }
-  lookupRevNat(ids: readonly number[]) { return this.real.lookupRevNat(ids); }
-  readSrcRanges() { return this.real.readSrcRanges(); }
-  putBackends(e: ReadonlyArray<readonly [number, BackendValue]>) { this.real.putBackends(e); this.mirror.putBackends(e); }
-  putRevNat(e: ReadonlyArray<readonly [number, RevNatValue]>) { this.real.putRevNat(e); this.mirror.putRevNat(e); }
-  putServices(e: ReadonlyArray<readonly [SvcKey, SvcValue]>) { this.real.putServices(e); this.mirror.putServices(e); }
-  putSlots(s: readonly SlotWrite[]) { this.real.putSlots(s); this.mirror.putSlots(s); }
-  putSrcRanges(k: readonly SrcRangeKey[]) { this.real.putSrcRanges(k); this.mirror.putSrcRanges(k); }
-  deleteSrcRanges(k: readonly SrcRangeKey[]) { this.real.deleteSrcRanges(k); this.mirror.deleteSrcRanges(k); }
-  deleteServices(k: readonly SvcKey[]) { this.real.deleteServices(k); this.mirror.deleteServices(k); }
-  deleteRevNat(ids: readonly number[]) { this.real.deleteRevNat(ids); this.mirror.deleteRevNat(ids); }
-  deleteBackends(ids: readonly number[]) { this.real.deleteBackends(ids); this.mirror.deleteBackends(ids); }
+  readState(): MapState {
+    return this.real.readState();
+  }
+  capacity(): Capacity {
+    return this.real.capacity();
+  }
+  lookupServices(keys: readonly SvcKey[]) {
+    return this.real.lookupServices(keys);
+  }
+  lookupBackends(ids: readonly number[]) {
+    return this.real.lookupBackends(ids);
+  }
+  lookupRevNat(ids: readonly number[]) {
+    return this.real.lookupRevNat(ids);
+  }
+  readSrcRanges() {
+    return this.real.readSrcRanges();
+  }
+  putBackends(e: ReadonlyArray<readonly [number, BackendValue]>) {
+    this.real.putBackends(e);
+    this.mirror.putBackends(e);
+  }
+  putRevNat(e: ReadonlyArray<readonly [number, RevNatValue]>) {
+    this.real.putRevNat(e);
+    this.mirror.putRevNat(e);
+  }
+  putServices(e: ReadonlyArray<readonly [SvcKey, SvcValue]>) {
+    this.real.putServices(e);
+    this.mirror.putServices(e);
+  }
+  putSlots(s: readonly SlotWrite[]) {
+    this.real.putSlots(s);
+    this.mirror.putSlots(s);
+  }
+  putSrcRanges(k: readonly SrcRangeKey[]) {
+    this.real.putSrcRanges(k);
+    this.mirror.putSrcRanges(k);
+  }
+  deleteSrcRanges(k: readonly SrcRangeKey[]) {
+    this.real.deleteSrcRanges(k);
+    this.mirror.deleteSrcRanges(k);
+  }
+  deleteServices(k: readonly SvcKey[]) {
+    this.real.deleteServices(k);
+    this.mirror.deleteServices(k);
+  }
+  deleteRevNat(ids: readonly number[]) {
+    this.real.deleteRevNat(ids);
+    this.mirror.deleteRevNat(ids);
+  }
+  deleteBackends(ids: readonly number[]) {
+    this.real.deleteBackends(ids);
+    this.mirror.deleteBackends(ids);
+  }
 }
 
 const counts = (m: Map<string, string[] | string>) => new Map([...m].map(([k, v]) => [k, typeof v === 'string' ? -1 : v.length]));
@@ -92,7 +131,11 @@ class CheckedSyncer extends Syncer {
           }
           const floor = Math.min(before.get(fid) ?? Infinity, after.get(fid) ?? Infinity);
           if (floor !== Infinity && res.length < floor) {
-            this.violations.push({ sync: n, after: what, problem: `${fid} had ${res.length} backends (before ${before.get(fid)}, after ${after.get(fid)})` });
+            this.violations.push({
+              sync: n,
+              after: what,
+              problem: `${fid} had ${res.length} backends (before ${before.get(fid)}, after ${after.get(fid)})`,
+            });
           }
         }
       }
@@ -139,7 +182,8 @@ export function startSync(kc: KubeConfig, nodeName = 'node1'): SyncHarness {
   };
   try {
     // Small maps: many of these run at once.
-    for (const program of ['sock', 'tc'] as const) objects.push(loadPinned({ objectPath: compileBpf({ program }).path, pinDir, maxEntries: () => 4096 }).object);
+    for (const program of ['sock', 'tc'] as const)
+      objects.push(loadPinned({ objectPath: compileBpf({ program }).path, pinDir, maxEntries: () => 4096 }).object);
     const dp = DatapathMaps.fromObjects(objects);
     maps = dp;
     const syncer = new CheckedSyncer(new Recorder(new MapsAdapter(dp.v4)));
@@ -155,11 +199,24 @@ export function startSync(kc: KubeConfig, nodeName = 'node1'): SyncHarness {
     });
     source = src;
     src.model.setNode({ name: nodeName, addresses: [] });
-    loop = new SyncLoop(src, syncer, status, metrics, countingProblemReporter(log, metrics, (ps) => invalid.push(...ps.filter((p) => p.source === 'api'))), log, { minIntervalMs: 0, syncPeriodMs: 3_600_000, backoff: { initialMs: 100, maxMs: 1000 } });
+    loop = new SyncLoop(
+      src,
+      syncer,
+      status,
+      metrics,
+      countingProblemReporter(log, metrics, (ps) => invalid.push(...ps.filter((p) => p.source === 'api'))),
+      log,
+      { minIntervalMs: 0, syncPeriodMs: 3_600_000, backoff: { initialMs: 100, maxMs: 1000 } },
+    );
     loop.start();
     src.start();
     return {
-      syncer, source: src, metrics, status, invalid, informerErrors,
+      syncer,
+      source: src,
+      metrics,
+      status,
+      invalid,
+      informerErrors,
       frontends() {
         const view = buildDumpView(dp.v4.services.entries(), dp.v4.backends.entries(), dp.v4.revNat.entries());
         return new Map(view.map((f) => [f.frontend, f.backends.map((b) => `${b.address} ${b.state}`).sort()]));

@@ -60,7 +60,7 @@ async function until(check: () => Promise<boolean>, what: string, limitMs = 20_0
   }
 }
 
-t.test('create, scale up, unready, scale down, delete: the controller\'s slices reach the maps', async (t) => {
+t.test("create, scale up, unready, scale down, delete: the controller's slices reach the maps", async (t) => {
   const ns = await api.namespace('lifecycle');
   const web = new Workload(api, ns, 'web', '10.96.100.1');
   const h = harness(t);
@@ -68,7 +68,7 @@ t.test('create, scale up, unready, scale down, delete: the controller\'s slices 
   await h.source.synced;
   await eventually(() => (h.status.health.ready ? undefined : 'no full sync yet'));
   t.ok(h.status.health.lastSyncAt > 0, 'ready after the first full sync');
-  t.same(h.frontends().get('10.96.0.1:443/TCP')?.length, 1, 'the cluster\'s own `kubernetes` Service is in the maps');
+  t.same(h.frontends().get('10.96.0.1:443/TCP')?.length, 1, "the cluster's own `kubernetes` Service is in the maps");
 
   await web.createService();
   await reach(t, h, web.clusterIP, [], 'a Service without Pods: a frontend with no backends');
@@ -81,7 +81,13 @@ t.test('create, scale up, unready, scale down, delete: the controller\'s slices 
 
   await web.setStatus(['10.244.1.2'], { ready: false });
   await web.waitEndpoints([...ready(ips(5)).filter((e) => !e.startsWith('10.244.1.2 ')), '10.244.1.2 ---']);
-  await reach(t, h, web.clusterIP, backends(ips(5).filter((a) => a !== '10.244.1.2')), 'a Pod turning unready (ready=false, serving=false) is dropped');
+  await reach(
+    t,
+    h,
+    web.clusterIP,
+    backends(ips(5).filter((a) => a !== '10.244.1.2')),
+    'a Pod turning unready (ready=false, serving=false) is dropped',
+  );
 
   await web.setStatus(['10.244.1.2']);
   await reach(t, h, web.clusterIP, backends(ips(5)), 'and taken back when it is ready again');
@@ -95,7 +101,7 @@ t.test('create, scale up, unready, scale down, delete: the controller\'s slices 
   t.ok(h.syncer.syncs >= 7, `${h.syncer.syncs} syncs checked`);
 });
 
-t.test('multi-slice: a Service over the controller\'s 100 endpoints per slice', async (t) => {
+t.test("multi-slice: a Service over the controller's 100 endpoints per slice", async (t) => {
   const ns = await api.namespace('multi');
   const big = new Workload(api, ns, 'big', '10.96.100.2');
   const h = harness(t);
@@ -105,7 +111,10 @@ t.test('multi-slice: a Service over the controller\'s 100 endpoints per slice', 
   await big.addPods(all);
   await big.waitEndpoints(ready(all));
   const slices = await big.slices();
-  t.ok(slices.length >= 2, `the controller split 130 endpoints over ${slices.length} slices (${slices.map((s) => s.endpoints?.length ?? 0).join(' + ')})`);
+  t.ok(
+    slices.length >= 2,
+    `the controller split 130 endpoints over ${slices.length} slices (${slices.map((s) => s.endpoints?.length ?? 0).join(' + ')})`,
+  );
   await reach(t, h, big.clusterIP, backends(all), 'every endpoint of every slice is a backend');
 
   // Scale down across both slices: the controller rewrites them (and may move
@@ -146,7 +155,13 @@ t.test('terminating endpoints, from graceful Pod deletion', async (t) => {
 
   await web.setStatus(['10.244.1.3'], { ready: false });
   await web.waitEndpoints(['10.244.1.1 -ST', '10.244.1.2 -ST', '10.244.1.3 --T']);
-  await reach(t, h, web.clusterIP, backends(['10.244.1.1', '10.244.1.2'], 'terminating'), 'a terminating Pod that stops serving is dropped');
+  await reach(
+    t,
+    h,
+    web.clusterIP,
+    backends(['10.244.1.1', '10.244.1.2'], 'terminating'),
+    'a terminating Pod that stops serving is dropped',
+  );
 
   await web.addPods(['10.244.1.4']);
   await reach(t, h, web.clusterIP, backends(['10.244.1.4']), 'a new ready Pod: only it is used');
@@ -257,36 +272,49 @@ t.test('a real 410 Gone: watches cut, changes made, etcd compacted, watches resu
     return e && requests.find((r) => !r.watch && r.path === path && r.at >= e.at);
   };
   for (const path of kinds) {
-    await eventually(() => (relistAfter(path) ? undefined : `${path}: ${goneFor(path) ? 'no list after the 410' : 'no 410 yet'}`), 30_000).catch(() => undefined);
+    await eventually(
+      () => (relistAfter(path) ? undefined : `${path}: ${goneFor(path) ? 'no list after the 410' : 'no 410 yet'}`),
+      30_000,
+    ).catch(() => undefined);
     const e = goneFor(path);
-    t.match(e, { type: 'ERROR', code: 410, reason: 'Expired' }, `${path}: the resumed watch got 410 Expired (from resourceVersion ${e?.resourceVersion})`);
+    t.match(
+      e,
+      { type: 'ERROR', code: 410, reason: 'Expired' },
+      `${path}: the resumed watch got 410 Expired (from resourceVersion ${e?.resourceVersion})`,
+    );
     t.ok(relistAfter(path), `${path}: relisted after the 410`);
   }
   t.same(h.syncer.violations, [], 'no reader ever saw fewer backends than before and after a sync, through the relist');
 });
 
-t.test('kube-proxy\'s labels: a served Service that gains one leaves the maps (the watch\'s DELETED), and comes back when it loses it', async (t) => {
-  const ns = await api.namespace('labels');
-  const web = new Workload(api, ns, 'web', '10.96.100.10');
-  const h = harness(t);
-  await h.source.synced;
-  await web.createService();
-  await web.addPods(ips(2));
-  await reach(t, h, web.clusterIP, backends(ips(2)), '2 ready');
-  for (const [label, value] of [[HEADLESS_LABEL, ''], [SERVICE_PROXY_NAME_LABEL, 'foo-bar']] as const) {
-    await web.kubectl.run(['label', 'service', web.app, '-n', ns, `${label}=${value}`]);
-    await reach(t, h, web.clusterIP, undefined, `labelled ${label}: not programmed`);
-    await web.kubectl.run(['label', 'service', web.app, '-n', ns, `${label}-`]);
-    await reach(t, h, web.clusterIP, backends(ips(2)), `${label} removed: programmed again, both Pods`);
-  }
-  t.same(h.syncer.violations, [], 'no reader ever saw fewer backends than before and after a sync');
-});
+t.test(
+  "kube-proxy's labels: a served Service that gains one leaves the maps (the watch's DELETED), and comes back when it loses it",
+  async (t) => {
+    const ns = await api.namespace('labels');
+    const web = new Workload(api, ns, 'web', '10.96.100.10');
+    const h = harness(t);
+    await h.source.synced;
+    await web.createService();
+    await web.addPods(ips(2));
+    await reach(t, h, web.clusterIP, backends(ips(2)), '2 ready');
+    for (const [label, value] of [
+      [HEADLESS_LABEL, ''],
+      [SERVICE_PROXY_NAME_LABEL, 'foo-bar'],
+    ] as const) {
+      await web.kubectl.run(['label', 'service', web.app, '-n', ns, `${label}=${value}`]);
+      await reach(t, h, web.clusterIP, undefined, `labelled ${label}: not programmed`);
+      await web.kubectl.run(['label', 'service', web.app, '-n', ns, `${label}-`]);
+      await reach(t, h, web.clusterIP, backends(ips(2)), `${label} removed: programmed again, both Pods`);
+    }
+    t.same(h.syncer.violations, [], 'no reader ever saw fewer backends than before and after a sync');
+  },
+);
 
-t.test('network programming latency, from the controller\'s last-change-trigger-time', async (t) => {
+t.test("network programming latency, from the controller's last-change-trigger-time", async (t) => {
   const ns = await api.namespace('latency');
   const web = new Workload(api, ns, 'web', '10.96.100.9');
   await web.createService();
-  await until(async () => (await web.slices()).length > 0, 'the controller\'s first (empty) slice');
+  await until(async () => (await web.slices()).length > 0, "the controller's first (empty) slice");
   // Started after every slice so far exists: their trigger times are older than
   // the agent, so they are not observed (kube-proxy's rule).
   const h = harness(t);
@@ -304,11 +332,15 @@ t.test('network programming latency, from the controller\'s last-change-trigger-
   // ago, which has to be after the agent's start to count.
   await new Promise((r) => setTimeout(r, Math.max(0, startedAt + 11_000 - Date.now())));
   const since = new Date(Math.floor(Date.now() / 1000) * 1000 - 10_000);
-  t.ok(since.getTime() > startedAt, 'the Ready transition comes after the agent\'s start');
+  t.ok(since.getTime() > startedAt, "the Ready transition comes after the agent's start");
   await web.addPods(['10.244.1.1'], { readySince: since });
   await reach(t, h, web.clusterIP, backends(['10.244.1.1']), 'the Pod is in');
   const slice = (await web.slices()).find((s) => s.endpoints?.length);
-  t.equal(slice?.metadata.annotations?.['endpoints.kubernetes.io/last-change-trigger-time'], since.toISOString().replace('.000Z', 'Z'), 'the controller annotated the slice with the Pod\'s Ready transition');
+  t.equal(
+    slice?.metadata.annotations?.['endpoints.kubernetes.io/last-change-trigger-time'],
+    since.toISOString().replace('.000Z', 'Z'),
+    "the controller annotated the slice with the Pod's Ready transition",
+  );
   const m1 = await metric();
   t.equal(count(m1) - count(m0), 1, 'one latency observed');
   t.equal(bucket(m1, '9') - bucket(m0, '9'), 0, 'not under 9 s: measured from the trigger time, not from arrival');

@@ -48,11 +48,17 @@ t.test('malformed objects are reported with namespace/name and field, counted, a
   t.ok(h.status.health.lastSyncAt > 0, 'ready after the first full sync');
   server.create(service('bad-port', { clusterIP: '10.96.0.20', ports: [{ name: 'x', port: 70000, targetPort: 80 }] }));
   server.create(service('zero-port', { clusterIP: '10.96.0.21', ports: [{ name: 'x', port: 0, targetPort: 80 }] }));
-  server.create(endpointSlice('bad-ip', { service: 'web', ports: [{ name: 'http', port: 8080 }], endpoints: [{ addresses: ['10.244.1.300'] }] }));
+  server.create(
+    endpointSlice('bad-ip', { service: 'web', ports: [{ name: 'http', port: 8080 }], endpoints: [{ addresses: ['10.244.1.300'] }] }),
+  );
   server.create({ apiVersion: 'v1', kind: 'Service', metadata: { name: 'no-spec', namespace: 'default' } });
-  server.create(endpointSlice('orphan', { service: 'nope', ports: [{ name: 'http', port: 8080 }], endpoints: [{ addresses: ['10.244.9.9'] }] }));
+  server.create(
+    endpointSlice('orphan', { service: 'nope', ports: [{ name: 'http', port: 8080 }], endpoints: [{ addresses: ['10.244.9.9'] }] }),
+  );
   server.create(service('good', { clusterIP: '10.96.0.30', ports: [{ name: 'http', port: 80, targetPort: 8080 }] }));
-  server.create(endpointSlice('good-a', { service: 'good', ports: [{ name: 'http', port: 8080 }], endpoints: [{ addresses: ['10.244.3.1'] }] }));
+  server.create(
+    endpointSlice('good-a', { service: 'good', ports: [{ name: 'http', port: 8080 }], endpoints: [{ addresses: ['10.244.3.1'] }] }),
+  );
   await eventually(() => (h.frontends().get('10.96.0.30:80/TCP')?.length === 1 ? undefined : 'good service not programmed'));
   t.same(h.frontends().get(`${VIP}:80/TCP`), expectWeb(ips(2)), 'web keeps its valid slice');
   const byName = (n: string) => h.invalid.find((p) => p.name === n);
@@ -60,7 +66,7 @@ t.test('malformed objects are reported with namespace/name and field, counted, a
   t.match(byName('zero-port'), { kind: 'Service', path: 'spec.ports[0].port' });
   t.match(byName('bad-ip'), { kind: 'EndpointSlice', path: 'endpoints[0].addresses[0]' });
   t.match(byName('no-spec'), { kind: 'Service', namespace: 'default' });
-  const metric = (await h.metrics.registry.getSingleMetricAsString('svcmap_sync_errors_total'));
+  const metric = await h.metrics.registry.getSingleMetricAsString('svcmap_sync_errors_total');
   t.match(metric, /svcmap_sync_errors_total\{kind="invalid_object"\} [4-9]/, 'counted in the metric');
   t.notOk(h.frontends().has('10.96.0.20:70000/TCP'));
   t.same(h.syncer.violations, []);
@@ -78,7 +84,9 @@ async function throughProxy(t: Test) {
   const h = startSync(kc);
   t.teardown(() => h.stop());
   await h.source.synced;
-  await eventually(() => (JSON.stringify(h.frontends().get(`${VIP}:80/TCP`)) === JSON.stringify(expectWeb(ips(4))) ? undefined : 'initial sync'));
+  await eventually(() =>
+    JSON.stringify(h.frontends().get(`${VIP}:80/TCP`)) === JSON.stringify(expectWeb(ips(4))) ? undefined : 'initial sync',
+  );
   return { server, proxy, h };
 }
 
@@ -89,7 +97,9 @@ t.test('a watch stream cut in the middle of an event: the half event is dropped,
   await cut;
   await eventually(() => (h.informerErrors.some((e) => e.startsWith('EndpointSlice:')) ? undefined : 'the cut was not reported'));
   t.pass(`the cut is an informer error (${h.informerErrors.join('; ')})`);
-  await eventually(() => (JSON.stringify(h.frontends().get(`${VIP}:80/TCP`)) === JSON.stringify(expectWeb(ips(5))) ? undefined : 'the event never came'));
+  await eventually(() =>
+    JSON.stringify(h.frontends().get(`${VIP}:80/TCP`)) === JSON.stringify(expectWeb(ips(5))) ? undefined : 'the event never came',
+  );
   t.pass('after the restarted watch: 5 backends');
   t.equal(h.invalid.length, 0, 'no half object was taken for an object');
   t.same(h.syncer.violations, []);
@@ -104,7 +114,11 @@ t.test('a stalled connection (open, silent): the maps keep their state until the
   t.same(h.frontends().get(`${VIP}:80/TCP`), expectWeb(ips(4)), 'while stalled: unchanged');
   t.same(h.informerErrors, [], 'a stall is no error: nothing tells the client');
   // client-node's Watch gives up on a connection silent for 30 s and resumes from its resourceVersion.
-  await eventually(() => (JSON.stringify(h.frontends().get(`${VIP}:80/TCP`)) === JSON.stringify(expectWeb(ips(2, 10))) ? undefined : 'the change never came'), 45_000);
+  await eventually(
+    () =>
+      JSON.stringify(h.frontends().get(`${VIP}:80/TCP`)) === JSON.stringify(expectWeb(ips(2, 10))) ? undefined : 'the change never came',
+    45_000,
+  );
   const took = Date.now() - stalledAt;
   t.ok(took >= 25_000, `the change arrived after ${took} ms: by the client's inactivity timeout`);
   t.same(h.syncer.violations, []);
@@ -124,9 +138,15 @@ t.test('503 answers, then connection refused: the maps keep their state, the cha
   server.update(slice('web-a', ips(3, 20)));
   await sleep(2000);
   t.same(h.frontends().get(`${VIP}:80/TCP`), expectWeb(ips(4)), 'during the 503s the maps keep their state');
-  t.ok(h.informerErrors.some((e) => /503|Unavailable/i.test(e)), `the 503s were noticed (${h.informerErrors.at(-1)})`);
+  t.ok(
+    h.informerErrors.some((e) => /503|Unavailable/i.test(e)),
+    `the 503s were noticed (${h.informerErrors.at(-1)})`,
+  );
   await outage;
-  await eventually(() => (JSON.stringify(h.frontends().get(`${VIP}:80/TCP`)) === JSON.stringify(expectWeb(ips(3, 20))) ? undefined : 'not after the 503s'), 20_000);
+  await eventually(
+    () => (JSON.stringify(h.frontends().get(`${VIP}:80/TCP`)) === JSON.stringify(expectWeb(ips(3, 20))) ? undefined : 'not after the 503s'),
+    20_000,
+  );
   t.pass('after the 503s the changed state is in the maps');
 
   // Connection refused: the port closed.
@@ -134,7 +154,9 @@ t.test('503 answers, then connection refused: the maps keep their state, the cha
   const refused = server.unavailable(4000);
   await sleep(300);
   server.create(service('api', { clusterIP: '10.96.0.11', ports: [{ name: 'http', port: 443, targetPort: 8443 }] }));
-  server.create(endpointSlice('api-a', { service: 'api', ports: [{ name: 'http', port: 8443 }], endpoints: [{ addresses: ['10.244.2.1'] }] }));
+  server.create(
+    endpointSlice('api-a', { service: 'api', ports: [{ name: 'http', port: 8443 }], endpoints: [{ addresses: ['10.244.2.1'] }] }),
+  );
   await sleep(2000);
   t.same(h.frontends().get(`${VIP}:80/TCP`), expectWeb(ips(3, 20)), 'while refused the maps keep their state');
   t.ok(h.informerErrors.length > errors, `the refusals were noticed (${h.informerErrors.at(-1)})`);

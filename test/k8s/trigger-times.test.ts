@@ -13,24 +13,31 @@ import { eventually, startSync } from './fixtures.ts';
 
 const ips = (n: number, from = 1) => Array.from({ length: n }, (_, i) => `10.244.1.${from + i}`);
 const svc = (name: string, vip: string) => service(name, { clusterIP: vip, ports: [{ name: 'http', port: 80, targetPort: 8080 }] });
-const slice = (name: string, owner: string, addrs: string[], trigger?: Date) => endpointSlice(name, {
-  service: owner, ports: [{ name: 'http', port: 8080 }], endpoints: addrs.map((a) => ({ addresses: [a] })),
-  ...(trigger ? { annotations: { [LAST_CHANGE_TRIGGER_TIME]: trigger.toISOString() } } : {}),
-});
+const slice = (name: string, owner: string, addrs: string[], trigger?: Date) =>
+  endpointSlice(name, {
+    service: owner,
+    ports: [{ name: 'http', port: 8080 }],
+    endpoints: addrs.map((a) => ({ addresses: [a] })),
+    ...(trigger ? { annotations: { [LAST_CHANGE_TRIGGER_TIME]: trigger.toISOString() } } : {}),
+  });
 const ago = (ms: number) => new Date(Date.now() - ms);
 
 t.test('relists re-deliver old trigger times: never observed; a change after the start: observed once', async (t) => {
   const server = await startServer(t, {
     objects: [
-      svc('web', '10.96.0.10'), slice('web-a', 'web', ips(2), ago(3_600_000)),
-      svc('api', '10.96.0.11'), slice('api-a', 'api', ips(1, 10), ago(5_000)),
+      svc('web', '10.96.0.10'),
+      slice('web-a', 'web', ips(2), ago(3_600_000)),
+      svc('api', '10.96.0.11'),
+      slice('api-a', 'api', ips(1, 10), ago(5_000)),
       node('node1', { internalIP: '192.168.1.1' }),
     ],
   });
   const h = startSync(await kubeConfigFor(t, server));
   t.teardown(() => h.stop());
-  const has = (vip: string, n: number) => () => (h.frontends().get(`${vip}:80/TCP`)?.length === n ? undefined : `${vip}: ${JSON.stringify(h.frontends().get(`${vip}:80/TCP`))}`);
-  const observed = async () => Number(/_count (\d+)/.exec(await h.metrics.registry.getSingleMetricAsString('svcmap_network_programming_duration_seconds'))?.[1]);
+  const has = (vip: string, n: number) => () =>
+    h.frontends().get(`${vip}:80/TCP`)?.length === n ? undefined : `${vip}: ${JSON.stringify(h.frontends().get(`${vip}:80/TCP`))}`;
+  const observed = async () =>
+    Number(/_count (\d+)/.exec(await h.metrics.registry.getSingleMetricAsString('svcmap_network_programming_duration_seconds'))?.[1]);
   await h.source.synced;
   await eventually(() => (h.status.health.ready ? undefined : 'no full sync yet'));
   await eventually(has('10.96.0.10', 2));

@@ -8,7 +8,10 @@ import { alive } from './fixtures/helpers.ts';
 
 t.test('cgroup2 mount comes from /proc/self/mounts', async (t) => {
   const mounts = readFileSync('/proc/self/mounts', 'utf8');
-  t.ok(mounts.split('\n').some((l) => l.split(' ')[1] === cgroup2Mount() && l.split(' ')[2] === 'cgroup2'), cgroup2Mount());
+  t.ok(
+    mounts.split('\n').some((l) => l.split(' ')[1] === cgroup2Mount() && l.split(' ')[2] === 'cgroup2'),
+    cgroup2Mount(),
+  );
 });
 
 t.test('client and spawned processes in a lab cgroup', async (t) => {

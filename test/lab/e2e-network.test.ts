@@ -31,27 +31,53 @@ t.test('the skip list: each reason leaves out what it names and nothing a servic
   ];
   for (const n of out) t.ok(focus.test(n) && skip.test(n), `left out: ${n}`);
   for (const n of kept) t.ok(focus.test(n) && !skip.test(n), `run: ${n}`);
-  t.ok(SKIPS.every((s) => s.why.length > 0), 'every pattern has its reason');
+  t.ok(
+    SKIPS.every((s) => s.why.length > 0),
+    'every pattern has its reason',
+  );
 });
 
 const summary = (proxy: 'svcmap' | 'kube-proxy', specs: ConformanceSummary['specs']): ConformanceSummary => ({
-  proxy, focus: NETWORK_FOCUS, skip: NETWORK_SKIP, parallel: 4, startedAt: '2026-12-01T20:00:00.000Z',
-  durations: { total: 600 }, counts: {
+  proxy,
+  focus: NETWORK_FOCUS,
+  skip: NETWORK_SKIP,
+  parallel: 4,
+  startedAt: '2026-12-01T20:00:00.000Z',
+  durations: { total: 600 },
+  counts: {
     passed: specs.filter((s) => s.state === 'passed').length,
     failed: specs.filter((s) => s.state === 'failed').length,
     skipped: specs.filter((s) => s.state === 'skipped').length,
-  }, specs, suiteFailures: [], artifacts: '/x',
+  },
+  specs,
+  suiteFailures: [],
+  artifacts: '/x',
 });
 
-t.test('the table: one row per spec either run ran, each proxy\'s state, the failure text', async (t) => {
+t.test("the table: one row per spec either run ran, each proxy's state, the failure text", async (t) => {
   const left = { name: 'C left out', state: 'skipped' as const, seconds: 0, reason: `left out by --skip '${NETWORK_SKIP}'` };
   const table = mergeTable({
-    svcmap: summary('svcmap', [{ name: 'A', state: 'passed', seconds: 1.5, reason: '' }, { name: 'B', state: 'failed', seconds: 60, reason: 'timed out | waiting' }, left]),
-    'kube-proxy': summary('kube-proxy', [{ name: 'B', state: 'passed', seconds: 3, reason: '' }, { name: 'D', state: 'skipped', seconds: 0, reason: 'skipped - needs 3 nodes' }, left]),
+    svcmap: summary('svcmap', [
+      { name: 'A', state: 'passed', seconds: 1.5, reason: '' },
+      { name: 'B', state: 'failed', seconds: 60, reason: 'timed out | waiting' },
+      left,
+    ]),
+    'kube-proxy': summary('kube-proxy', [
+      { name: 'B', state: 'passed', seconds: 3, reason: '' },
+      { name: 'D', state: 'skipped', seconds: 0, reason: 'skipped - needs 3 nodes' },
+      left,
+    ]),
   });
-  t.same(table.rows.map((r) => r.name), ['A', 'B', 'D'], 'the spec --skip left out in both is no row');
+  t.same(
+    table.rows.map((r) => r.name),
+    ['A', 'B', 'D'],
+    'the spec --skip left out in both is no row',
+  );
   t.equal(table.rows[0]!.results['kube-proxy'], undefined, 'A: no kube-proxy result');
-  t.same(table.rows[1]!.results, { svcmap: { state: 'failed', seconds: 60, reason: 'timed out | waiting' }, 'kube-proxy': { state: 'passed', seconds: 3, reason: '' } });
+  t.same(table.rows[1]!.results, {
+    svcmap: { state: 'failed', seconds: 60, reason: 'timed out | waiting' },
+    'kube-proxy': { state: 'passed', seconds: 3, reason: '' },
+  });
   t.same(table.runs.svcmap?.counts, { passed: 1, failed: 1, skipped: 1 });
   const md = tableMarkdown(table);
   t.match(md, /^\| svcmap \| 1 \| 1 \| 1 \| 2026-12-01T20:00:00.000Z, 600 s \|$/m, 'the counts of each run');
@@ -63,7 +89,10 @@ t.test('writeTable reads whichever summaries exist', async (t) => {
   const root = mkdtempSync(join(tmpdir(), 'e2e-network-'));
   t.teardown(() => rmSync(root, { recursive: true, force: true }));
   mkdirSync(join(root, 'svcmap'));
-  writeFileSync(join(root, 'svcmap', 'summary.json'), JSON.stringify(summary('svcmap', [{ name: 'A', state: 'passed', seconds: 1, reason: '' }])));
+  writeFileSync(
+    join(root, 'svcmap', 'summary.json'),
+    JSON.stringify(summary('svcmap', [{ name: 'A', state: 'passed', seconds: 1, reason: '' }])),
+  );
   const { md, json } = writeTable(root);
   t.match(readFileSync(md, 'utf8'), /^\| A \| pass \(1\.0\) \| - \|  \|$/m);
   t.same(Object.keys((JSON.parse(readFileSync(json, 'utf8')) as { runs: object }).runs), ['svcmap']);

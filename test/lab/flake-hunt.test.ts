@@ -10,7 +10,11 @@ const SAMPLE = 'test/lab/fixtures/flake-hunt-sample.ts';
 t.test('a real tap run: each failing check, by its subtests, once', async (t) => {
   const r = await runFile(SAMPLE);
   t.not(r.status, 0, 'the sample fails');
-  t.same(failingChecks(r.output), ['outer > inner > a failing check', 'a top-level check'], `the run's output:\n${r.output.slice(0, 4000)}`);
+  t.same(
+    failingChecks(r.output),
+    ['outer > inner > a failing check', 'a top-level check'],
+    `the run's output:\n${r.output.slice(0, 4000)}`,
+  );
 });
 
 t.test('a file that fails with no failing check (a crash, a timeout) is one failure', async (t) => {

@@ -7,7 +7,10 @@ import { rootNetState } from './fixtures/helpers.ts';
 
 /** A namespace's IpExt InNoRoutes: packets it received and could not route. */
 async function inNoRoutes(lab: Lab, ns: Parameters<Lab['exec']>[0]): Promise<number> {
-  const [names, values] = (await lab.exec(ns, 'cat', ['/proc/net/netstat'])).split('\n').filter((l) => l.startsWith('IpExt:')).map((l) => l.split(/\s+/));
+  const [names, values] = (await lab.exec(ns, 'cat', ['/proc/net/netstat']))
+    .split('\n')
+    .filter((l) => l.startsWith('IpExt:'))
+    .map((l) => l.split(/\s+/));
   const i = names?.indexOf('InNoRoutes') ?? -1;
   if (i < 0 || !values?.[i]) throw new Error('no IpExt InNoRoutes in /proc/net/netstat');
   return Number(values[i]);
@@ -36,7 +39,10 @@ t.test('no route out, root namespace untouched', async (t) => {
   t.equal(r.ok, 0);
   t.equal(r.failed, 2);
   const codes = Object.keys(r.errors);
-  t.ok(codes.every((c) => c === 'ENETUNREACH' || c === 'ETIMEDOUT' || c === 'EHOSTUNREACH'), `fails: ${codes}`);
+  t.ok(
+    codes.every((c) => c === 'ENETUNREACH' || c === 'ETIMEDOUT' || c === 'EHOSTUNREACH'),
+    `fails: ${codes}`,
+  );
   const dropped = (await inNoRoutes(lab, node)) - noRoutesBefore;
   t.ok(dropped >= 2, `the node namespace dropped them: no route (InNoRoutes +${dropped})`);
   const u = await client.udpSend({ ip: '192.0.2.1', port: 53, count: 1, connected: true, timeoutMs: 200 });
@@ -48,7 +54,10 @@ t.test('no route out, root namespace untouched', async (t) => {
   t.same(n.errors, { ENETUNREACH: 1 }, 'no route at all: ENETUNREACH');
 
   const routes = JSON.parse(await lab.ip(node, '-j', 'route')) as Array<{ dst: string }>;
-  t.notOk(routes.some((x) => x.dst === 'default'), 'the node namespace has no default route');
+  t.notOk(
+    routes.some((x) => x.dst === 'default'),
+    'the node namespace has no default route',
+  );
 
   // Forwarding works inside the lab (other -> node -> pod), proving link/route/forward.
   const server = await lab.echoServer(pod, { tcpPorts: [80] });

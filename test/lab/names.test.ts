@@ -1,7 +1,17 @@
 // Pure helpers: names that fit, CIDR arithmetic, the command line of a lab process.
 
 import t from 'tap';
-import { ShortNames, cgroupName, checkIfName, cidrContains, netnsPattern, newRunId, nthHost, parseCidr, parseIfAddr } from '../../lab/names.ts';
+import {
+  ShortNames,
+  cgroupName,
+  checkIfName,
+  cidrContains,
+  netnsPattern,
+  newRunId,
+  nthHost,
+  parseCidr,
+  parseIfAddr,
+} from '../../lab/names.ts';
 import { spawnArgv } from '../../lab/processes.ts';
 import { cgroup2Mount } from '../../lab/cgroup.ts';
 // Type-only imports of the helper programs: erased at run time (they would start
@@ -44,11 +54,23 @@ t.test('lab processes join the cgroup before entering the netns', async (t) => {
   const cg = `${cgroup2Mount()}/svcmap-abcdef`;
   const argv = spawnArgv('smabcdef-pod', 'echo', ["it's"], { cgroup: cg, cpu: 0 });
   t.same(argv, [
-    'sh', '-c', 'echo $$ > "$1" || exit 125; shift; exec "$@"', 'sh', `${cg}/cgroup.procs`,
-    'setpriv', '--pdeathsig', 'KILL', '--',
-    'taskset', '-c', '0',
-    'nsenter', '--net=/run/netns/smabcdef-pod', '--',
-    'echo', "it's",
+    'sh',
+    '-c',
+    'echo $$ > "$1" || exit 125; shift; exec "$@"',
+    'sh',
+    `${cg}/cgroup.procs`,
+    'setpriv',
+    '--pdeathsig',
+    'KILL',
+    '--',
+    'taskset',
+    '-c',
+    '0',
+    'nsenter',
+    '--net=/run/netns/smabcdef-pod',
+    '--',
+    'echo',
+    "it's",
   ]);
   t.throws(() => spawnArgv('x', 'true', [], { cgroup: cgroup2Mount() }), /not a child cgroup/, 'never the root cgroup');
   t.throws(() => spawnArgv('x', 'true', [], { cgroup: `${cgroup2Mount()}/../x` }), /not a child cgroup/);

@@ -28,9 +28,12 @@ t.test('still empty after every try: empty, and no more tries', async (t) => {
 
 t.test('a failing command is not retried', async (t) => {
   let calls = 0;
-  await t.rejects(runPrinting(async () => {
-    calls++;
-    throw new Error('exit 1');
-  }), /exit 1/);
+  await t.rejects(
+    runPrinting(async () => {
+      calls++;
+      throw new Error('exit 1');
+    }),
+    /exit 1/,
+  );
   t.equal(calls, 1);
 });

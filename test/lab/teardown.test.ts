@@ -22,7 +22,9 @@ interface ChildState {
 }
 
 /** Runs the fixture; resolves with its state line, and a promise of how it exits. */
-function runChild(args: string[]): Promise<{ state: ChildState; exit: Promise<{ code: number | null; signal: string | null; stderr: string }>; pid: number }> {
+function runChild(
+  args: string[],
+): Promise<{ state: ChildState; exit: Promise<{ code: number | null; signal: string | null; stderr: string }>; pid: number }> {
   const env = { ...process.env };
   delete env.NODE_OPTIONS;
   const child = spawn(process.execPath, [CHILD, ...args], { stdio: ['ignore', 'pipe', 'pipe'], env });

@@ -105,13 +105,19 @@ t.test('structural checks (not a linter): stages, base images, no compiler at ru
   t.ok(build, 'a build stage runs `make build`');
   if (build) {
     t.match(expand(build.from, args), /^node:24-bookworm$/, 'build stage on the same Debian release as the runtime');
-    const installs = build.instructions.filter((i) => i.op === 'RUN' && /apt-get install/.test(i.args)).map((i) => i.args).join(' ');
+    const installs = build.instructions
+      .filter((i) => i.op === 'RUN' && /apt-get install/.test(i.args))
+      .map((i) => i.args)
+      .join(' ');
     for (const p of ['clang', 'llvm', 'libbpf-dev', 'gcc', 'make', 'linux-libc-dev']) {
       t.match(installs, new RegExp(`(^|\\s)${p}(\\s|$)`), `build stage installs ${p}`);
     }
   }
 
-  const runs = runtime.instructions.filter((i) => i.op === 'RUN').map((i) => i.args).join('\n');
+  const runs = runtime.instructions
+    .filter((i) => i.op === 'RUN')
+    .map((i) => i.args)
+    .join('\n');
   t.match(runs, /apt-get install .*\blibbpf1\b/, 'runtime installs libbpf1');
   t.match(runs, /--no-install-recommends/, 'without recommends');
   t.match(runs, /rm -rf \/var\/lib\/apt\/lists/, 'and drops the apt lists');
@@ -125,9 +131,15 @@ t.test('structural checks (not a linter): stages, base images, no compiler at ru
 
   const copies = runtime.instructions.filter((i) => i.op === 'COPY').map((i) => i.args);
   for (const path of ['/src/dist', '/src/native/build/libsvcmap_shim.so', '/src/build/bpf', '/src/bin', '/src/node_modules']) {
-    t.ok(copies.some((c) => /--from=\S+/.test(c) && c.includes(path)), `runtime copies ${path} from a build stage`);
+    t.ok(
+      copies.some((c) => /--from=\S+/.test(c) && c.includes(path)),
+      `runtime copies ${path} from a build stage`,
+    );
   }
-  t.notOk(copies.some((c) => !/--from=/.test(c)), 'runtime copies nothing straight from the build context');
+  t.notOk(
+    copies.some((c) => !/--from=/.test(c)),
+    'runtime copies nothing straight from the build context',
+  );
 
   const users = runtime.instructions.filter((i) => i.op === 'USER');
   const user = users[users.length - 1]?.args ?? '';
@@ -146,7 +158,10 @@ t.test('structural checks (not a linter): stages, base images, no compiler at ru
   t.ok(Array.isArray(parsed), `ENTRYPOINT in exec form (signals reach the agent): ${ep}`);
   t.match(String((parsed as string[] | undefined)?.[0]), /\/svcmap$/, 'ENTRYPOINT runs svcmap');
   t.match(
-    runtime.instructions.filter((i) => i.op === 'ENV').map((i) => i.args).join(' '),
+    runtime.instructions
+      .filter((i) => i.op === 'ENV')
+      .map((i) => i.args)
+      .join(' '),
     /PATH=\/app\/bin:/,
     'svcmap is on PATH (kubectl exec ... -- svcmap status)',
   );

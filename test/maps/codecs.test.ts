@@ -53,7 +53,10 @@ t.test('a zone name is UTF-8, NUL-terminated, zero-filled; one that leaves no ro
   const buf = Buffer.alloc(64, 0xff);
   c.zoneNameValue.encode({ name: 'ab' }, buf, 0);
   t.same([...buf.subarray(0, 4)], [0x61, 0x62, 0, 0], 'the name, then zeros');
-  t.ok(buf.subarray(2).every((b) => b === 0), 'the rest zero-filled');
+  t.ok(
+    buf.subarray(2).every((b) => b === 0),
+    'the rest zero-filled',
+  );
   t.throws(() => c.zoneNameValue.encode({ name: 'z'.repeat(64) }, buf, 0), /zone_name\.name: .* is 64 bytes; at most 63 fit/);
 });
 

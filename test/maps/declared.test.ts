@@ -15,9 +15,24 @@ import { BPF_PROGRAMS, compileBpf } from '../../src/bpf/compile.ts';
 import { loadPinned } from '../../src/bpf/loader.ts';
 import { BpfMap } from '../../src/bpf/map.ts';
 import { BpfObject } from '../../src/bpf/object.ts';
-import { ALL_MAPS, IPV6_MAPS, type MapSpec, TC6_MAPS, affinityMap, mapSize, revNatMap, servicesMap, skBackend6Map, skRevNat6Map, skRevNatMap } from '../../src/maps/registry.ts';
+import {
+  ALL_MAPS,
+  IPV6_MAPS,
+  type MapSpec,
+  TC6_MAPS,
+  affinityMap,
+  mapSize,
+  revNatMap,
+  servicesMap,
+  skBackend6Map,
+  skRevNat6Map,
+  skRevNatMap,
+} from '../../src/maps/registry.ts';
 
-const paths = Object.fromEntries(BPF_PROGRAMS.map((p) => [p, compileBpf({ program: p }).path])) as Record<(typeof BPF_PROGRAMS)[number], string>;
+const paths = Object.fromEntries(BPF_PROGRAMS.map((p) => [p, compileBpf({ program: p }).path])) as Record<
+  (typeof BPF_PROGRAMS)[number],
+  string
+>;
 
 /** Each object's maps as opened (not loaded): name -> pin path and sizes. */
 function declared(pinDir?: string): Map<string, Map<string, { pinPath: string | undefined; shape: string }>> {
@@ -25,10 +40,18 @@ function declared(pinDir?: string): Map<string, Map<string, { pinPath: string | 
   for (const program of BPF_PROGRAMS) {
     const o = BpfObject.open(paths[program], pinDir);
     try {
-      out.set(program, new Map(o.maps().map((m) => [m.name, {
-        pinPath: m.pinPath,
-        shape: `key ${o.mapKeySize(m.name)} value ${o.mapValueSize(m.name)} max ${o.mapMaxEntries(m.name)}`,
-      }])));
+      out.set(
+        program,
+        new Map(
+          o.maps().map((m) => [
+            m.name,
+            {
+              pinPath: m.pinPath,
+              shape: `key ${o.mapKeySize(m.name)} value ${o.mapValueSize(m.name)} max ${o.mapMaxEntries(m.name)}`,
+            },
+          ]),
+        ),
+      );
     } finally {
       o.close();
     }
@@ -50,19 +73,28 @@ t.test('the registry names exactly the maps the objects pin, each pinned by name
       else t.equal(m.shape, shape, `${program}.o: ${name} has the definition the other objects have`);
     }
   }
-  t.same([...registry].filter((n) => !shapes.has(n)), [], 'every registry entry is a map of some object');
+  t.same(
+    [...registry].filter((n) => !shapes.has(n)),
+    [],
+    'every registry entry is a map of some object',
+  );
   const [sock, tc] = [objects.get('sock')!, objects.get('tc')!];
   t.ok(sock.has(skRevNatMap.name) && !tc.has(skRevNatMap.name), 'the per-socket reverse NAT map is not in the tc object');
   for (const m of [servicesMap, revNatMap, affinityMap]) t.ok(sock.has(m.name) && tc.has(m.name), `${m.name} is in both datapaths`);
   const perSocket6 = [skRevNat6Map, skBackend6Map] as readonly MapSpec[];
-  for (const m of IPV6_MAPS.filter((x) => !perSocket6.includes(x))) t.ok(sock.has(m.name) && tc.has(m.name), `${m.name} is in both datapaths`);
+  for (const m of IPV6_MAPS.filter((x) => !perSocket6.includes(x)))
+    t.ok(sock.has(m.name) && tc.has(m.name), `${m.name} is in both datapaths`);
   for (const m of perSocket6) t.ok(sock.has(m.name) && !tc.has(m.name), `the IPv6 per-socket map ${m.name} is not in the tc object`);
   for (const m of TC6_MAPS) t.ok(tc.has(m.name) && !sock.has(m.name), `${m.name} is the tc object's only`);
 });
 
-t.test('opened without a pin directory, an object pins nothing (a private copy never meets the node\'s maps)', async (t) => {
+t.test("opened without a pin directory, an object pins nothing (a private copy never meets the node's maps)", async (t) => {
   for (const [program, maps] of declared()) {
-    t.same([...maps].filter(([, m]) => m.pinPath !== undefined).map(([n]) => n), [], `${program}.o`);
+    t.same(
+      [...maps].filter(([, m]) => m.pinPath !== undefined).map(([n]) => n),
+      [],
+      `${program}.o`,
+    );
   }
 });
 
@@ -85,7 +117,10 @@ t.test('loading pins every declared map once; the second object and a restart re
     for (const o of objects) o.close();
     pins.release();
   });
-  const sizes = new Map([[servicesMap.name, 1000], [affinityMap.name, 512]]);
+  const sizes = new Map([
+    [servicesMap.name, 1000],
+    [affinityMap.name, 512],
+  ]);
   const load = (program: 'sock' | 'tc', maxEntries = (name: string) => sizes.get(name)) => {
     const r = loadPinned({ objectPath: paths[program], pinDir: pins.dir, maxEntries });
     objects.push(r.object);
@@ -95,10 +130,22 @@ t.test('loading pins every declared map once; the second object and a restart re
   t.same(sock.reusedMaps, [], 'a fresh directory: every map is new');
   const tc = load('tc');
   const sockNames = sock.object.maps().map((m) => m.name);
-  t.same(tc.reusedMaps.sort(), tc.object.maps().map((m) => m.name).filter((n) => sockNames.includes(n)).sort(), 'tc.o reuses the maps it shares with sock.o');
+  t.same(
+    tc.reusedMaps.sort(),
+    tc.object
+      .maps()
+      .map((m) => m.name)
+      .filter((n) => sockNames.includes(n))
+      .sort(),
+    'tc.o reuses the maps it shares with sock.o',
+  );
   // Every map but an object's own working set (not in the registry, not pinned: tc.o's IPv6 scratch entry).
   const registered = new Set(ALL_MAPS.map((m) => m.name));
-  t.same(readdirSync(pins.dir).sort(), [...new Set([...sockNames, ...tc.object.maps().map((m) => m.name)])].filter((n) => registered.has(n)).sort(), 'one pin per map, named as in C');
+  t.same(
+    readdirSync(pins.dir).sort(),
+    [...new Set([...sockNames, ...tc.object.maps().map((m) => m.name)])].filter((n) => registered.has(n)).sort(),
+    'one pin per map, named as in C',
+  );
 
   const pinned = (name: string) => {
     const m = BpfMap.openPinned(join(pins.dir, name));
@@ -114,6 +161,10 @@ t.test('loading pins every declared map once; the second object and a restart re
 
   const again = load('sock', () => 2000);
   t.same(again.reusedMaps.sort(), [...sockNames].sort(), 'a restart reuses every pin');
-  t.match(again.notes.join('\n'), /map svcmap_svc is pinned with 1000 entries; keeping that size rather than 2000/, 'a pinned map keeps its size, and says so');
+  t.match(
+    again.notes.join('\n'),
+    /map svcmap_svc is pinned with 1000 entries; keeping that size rather than 2000/,
+    'a pinned map keeps its size, and says so',
+  );
   t.equal(pinned(servicesMap.name), 1000);
 });

@@ -8,7 +8,11 @@ import type { DesiredState, Frontend, NodeInfo } from '../../src/model/types.ts'
 // Objects go through validateObject, as they do in the sources, so the tests
 // see the same normalised shapes the model sees in production.
 
-function svc(name: string, spec: Record<string, unknown>, extra: { namespace?: string; labels?: Record<string, string>; status?: unknown } = {}): Service {
+function svc(
+  name: string,
+  spec: Record<string, unknown>,
+  extra: { namespace?: string; labels?: Record<string, string>; status?: unknown } = {},
+): Service {
   const r = validateObject({
     apiVersion: 'v1',
     kind: 'Service',
@@ -101,7 +105,15 @@ t.test('ports are matched by name and protocol', async (t) => {
       slice('multi-a', 'multi', [{ name: 'http', port: 8080, protocol: 'TCP' }], [{ ip: '10.244.1.1' }, { ip: '10.244.1.2' }]),
       slice('multi-b', 'multi', [{ name: 'dns', port: 5353, protocol: 'UDP' }], [{ ip: '10.244.2.1' }]),
       // Same names, other protocols: must not leak into the ports above.
-      slice('multi-c', 'multi', [{ name: 'http', port: 9999, protocol: 'UDP' }, { name: 'dns', port: 9998, protocol: 'TCP' }], [{ ip: '10.244.3.1' }]),
+      slice(
+        'multi-c',
+        'multi',
+        [
+          { name: 'http', port: 9999, protocol: 'UDP' },
+          { name: 'dns', port: 9998, protocol: 'TCP' },
+        ],
+        [{ ip: '10.244.3.1' }],
+      ),
     ],
   });
   t.same(problems, []);
@@ -146,8 +158,7 @@ t.test("a named targetPort is resolved by each slice's port", async (t) => {
 
 t.test('endpoint conditions', async (t) => {
   const service = svc('web', { clusterIP: '10.96.0.40', ports: [{ port: 80 }] });
-  const build = (eps: Ep[]) =>
-    buildDesiredState({ services: [service], slices: [slice('web-1', 'web', [{ port: 8080 }], eps)] }).state;
+  const build = (eps: Ep[]) => buildDesiredState({ services: [service], slices: [slice('web-1', 'web', [{ port: 8080 }], eps)] }).state;
 
   t.test('only ready endpoints while any is ready', async (t) => {
     const state = build([
@@ -202,7 +213,11 @@ t.test('headless, ExternalName and other proxies’ Services are skipped silentl
       svc('headless', { clusterIP: 'None', ports: [{ port: 80 }] }),
       svc('headless2', { clusterIP: 'None', clusterIPs: ['None'], ports: [{ port: 80 }] }),
       svc('ext', { type: 'ExternalName', externalName: 'db.example.com', ports: [{ port: 5432 }] }),
-      svc('other', { clusterIP: '10.96.0.60', ports: [{ port: 80 }] }, { labels: { 'service.kubernetes.io/service-proxy-name': 'cilium' } }),
+      svc(
+        'other',
+        { clusterIP: '10.96.0.60', ports: [{ port: 80 }] },
+        { labels: { 'service.kubernetes.io/service-proxy-name': 'cilium' } },
+      ),
       svc('ours', { clusterIP: '10.96.0.61', ports: [{ port: 80 }] }),
       // A cluster IP, but the headless label: kube-proxy's informer never sees it (its slice has no label).
       svc('labelled', { clusterIP: '10.96.0.62', ports: [{ port: 80 }] }, { labels: { 'service.kubernetes.io/headless': '' } }),
@@ -227,8 +242,12 @@ t.test('dual-stack: each family gets its own frontends, with backends of its own
   const { state, problems } = buildDesiredState({
     services: [
       svc('dual', {
-        type: 'NodePort', clusterIP: '10.96.0.70', clusterIPs: ['10.96.0.70', 'fd00:10:96::70'],
-        ipFamilies: ['IPv4', 'IPv6'], ipFamilyPolicy: 'RequireDualStack', ports: [{ port: 80, nodePort: 30070 }],
+        type: 'NodePort',
+        clusterIP: '10.96.0.70',
+        clusterIPs: ['10.96.0.70', 'fd00:10:96::70'],
+        ipFamilies: ['IPv4', 'IPv6'],
+        ipFamilyPolicy: 'RequireDualStack',
+        ports: [{ port: 80, nodePort: 30070 }],
       }),
       // Written as the API server would not, read as the same address.
       svc('v6', { clusterIP: 'FD00:10:96:0::71', clusterIPs: ['fd00:10:96::71'], ipFamilies: ['IPv6'], ports: [{ port: 80 }] }),
@@ -244,12 +263,19 @@ t.test('dual-stack: each family gets its own frontends, with backends of its own
   t.same(
     [...state.frontends.keys()],
     [
-      '0.0.0.0:30070/TCP', '10.96.0.70:80/TCP', '192.168.1.10:30070/TCP', '192.168.2.10:30070/TCP',
-      '[::]:30070/TCP', '[fd00:10:96::70]:80/TCP', '[fd00:10:96::71]:80/TCP', '[fd00:192:168::10]:30070/TCP',
+      '0.0.0.0:30070/TCP',
+      '10.96.0.70:80/TCP',
+      '192.168.1.10:30070/TCP',
+      '192.168.2.10:30070/TCP',
+      '[::]:30070/TCP',
+      '[fd00:10:96::70]:80/TCP',
+      '[fd00:10:96::71]:80/TCP',
+      '[fd00:192:168::10]:30070/TCP',
     ],
     'IPv4 first, then IPv6, each in numeric order',
   );
-  for (const key of ['10.96.0.70:80/TCP', '0.0.0.0:30070/TCP', '192.168.1.10:30070/TCP']) t.same(backends(state, key), ['10.0.0.1:8080'], key);
+  for (const key of ['10.96.0.70:80/TCP', '0.0.0.0:30070/TCP', '192.168.1.10:30070/TCP'])
+    t.same(backends(state, key), ['10.0.0.1:8080'], key);
   for (const key of ['[fd00:10:96::70]:80/TCP', '[::]:30070/TCP', '[fd00:192:168::10]:30070/TCP']) {
     t.same(backends(state, key), ['fd00:10:244::2:8080', 'fd00:10:244::10:8080'], `${key}: IPv6 backends, numerically sorted`);
   }
@@ -261,10 +287,17 @@ t.test('dual-stack: each family gets its own frontends, with backends of its own
 t.test('a family without a cluster IP gets nothing; its other addresses are reported once', async (t) => {
   const { state, problems } = buildDesiredState({
     services: [
-      svc('v6', {
-        type: 'LoadBalancer', clusterIP: 'fd00:10:96::71', clusterIPs: ['fd00:10:96::71'],
-        externalIPs: ['198.51.100.7', 'fd00:198:51::7'], ports: [{ port: 80, nodePort: 30071 }],
-      }, { status: { loadBalancer: { ingress: [{ ip: '203.0.113.9' }] } } }),
+      svc(
+        'v6',
+        {
+          type: 'LoadBalancer',
+          clusterIP: 'fd00:10:96::71',
+          clusterIPs: ['fd00:10:96::71'],
+          externalIPs: ['198.51.100.7', 'fd00:198:51::7'],
+          ports: [{ port: 80, nodePort: 30071 }],
+        },
+        { status: { loadBalancer: { ingress: [{ ip: '203.0.113.9' }] } } },
+      ),
       svc('v4', { clusterIP: '10.96.0.72', externalIPs: ['fd00:198:51::8'], ports: [{ port: 80 }] }),
     ],
     slices: [slice('v4-a', 'v4', [{ port: 80 }], [{ ip: 'fd00:10:244::9' }], { addressType: 'IPv6' })],
@@ -280,7 +313,12 @@ t.test('a family without a cluster IP gets nothing; its other addresses are repo
     problems.map((p) => [p.severity, p.name, p.path, p.message]),
     [
       ['warning', 'v4', 'spec.externalIPs', 'spec.externalIPs: fd00:198:51::8 skipped: the Service has no cluster IP of that family'],
-      ['warning', 'v6', 'status.loadBalancer.ingress', 'status.loadBalancer.ingress: 203.0.113.9 skipped: the Service has no cluster IP of that family'],
+      [
+        'warning',
+        'v6',
+        'status.loadBalancer.ingress',
+        'status.loadBalancer.ingress: 203.0.113.9 skipped: the Service has no cluster IP of that family',
+      ],
       ['warning', 'v6', 'spec.externalIPs', 'spec.externalIPs: 198.51.100.7 skipped: the Service has no cluster IP of that family'],
     ],
   );
@@ -299,10 +337,15 @@ t.test('NodePort, LoadBalancer and externalIPs with externalTrafficPolicy Local'
     },
     { status: { loadBalancer: { ingress: [{ ip: '203.0.113.5' }, { hostname: 'lb.example.com' }] } } },
   );
-  const eps = slice('lb-1', 'lb', [{ name: 'http', port: 8080 }], [
-    { ip: '10.244.1.1', node: 'node-a' },
-    { ip: '10.244.2.1', node: 'node-b' },
-  ]);
+  const eps = slice(
+    'lb-1',
+    'lb',
+    [{ name: 'http', port: 8080 }],
+    [
+      { ip: '10.244.1.1', node: 'node-a' },
+      { ip: '10.244.2.1', node: 'node-b' },
+    ],
+  );
   const { state, problems } = buildDesiredState({ services: [lb], slices: [eps], node });
   t.same(problems, []);
   t.same(
@@ -343,10 +386,15 @@ t.test('externalTrafficPolicy Local falls back to local serving+terminating endp
     ports: [{ port: 80, nodePort: 30081 }],
     externalTrafficPolicy: 'Local',
   });
-  const eps = slice('np-1', 'np', [{ port: 8080 }], [
-    { ip: '10.244.1.1', node: 'node-a', ready: false, serving: true, terminating: true },
-    { ip: '10.244.2.1', node: 'node-b', ready: true },
-  ]);
+  const eps = slice(
+    'np-1',
+    'np',
+    [{ port: 8080 }],
+    [
+      { ip: '10.244.1.1', node: 'node-a', ready: false, serving: true, terminating: true },
+      { ip: '10.244.2.1', node: 'node-b', ready: true },
+    ],
+  );
   const { state } = buildDesiredState({ services: [service], slices: [eps], node });
   t.same(backends(state, '192.168.1.10:30081/TCP'), ['10.244.1.1:8080(T)(L)']);
   t.same(backends(state, '192.168.1.10:30081/TCP/internal'), ['10.244.2.1:8080']);
@@ -355,7 +403,15 @@ t.test('externalTrafficPolicy Local falls back to local serving+terminating endp
 
 t.test('externalTrafficPolicy Cluster: one scope, all endpoints; no node means only the wildcard', async (t) => {
   const service = svc('np', { type: 'NodePort', clusterIP: '10.96.0.82', ports: [{ port: 80, nodePort: 30082 }] });
-  const eps = slice('np-1', 'np', [{ port: 8080 }], [{ ip: '10.244.1.1', node: 'node-a' }, { ip: '10.244.2.1', node: 'node-b' }]);
+  const eps = slice(
+    'np-1',
+    'np',
+    [{ port: 8080 }],
+    [
+      { ip: '10.244.1.1', node: 'node-a' },
+      { ip: '10.244.2.1', node: 'node-b' },
+    ],
+  );
   const { state } = buildDesiredState({ services: [service], slices: [eps] });
   t.same([...state.frontends.keys()], ['0.0.0.0:30082/TCP', '10.96.0.82:80/TCP']);
   t.same(backends(state, '0.0.0.0:30082/TCP'), ['10.244.1.1:8080', '10.244.2.1:8080'], 'nothing is local without a node');
@@ -372,7 +428,16 @@ t.test('LoadBalancer IPs in Proxy ipMode are not captured; IPv6-only source rang
   const proxied = svc(
     'lb',
     { type: 'LoadBalancer', clusterIP: '10.96.0.84', ports: [{ port: 80, nodePort: 30084 }] },
-    { status: { loadBalancer: { ingress: [{ ip: '203.0.113.6', ipMode: 'Proxy' }, { ip: '203.0.113.7', ipMode: 'VIP' }] } } },
+    {
+      status: {
+        loadBalancer: {
+          ingress: [
+            { ip: '203.0.113.6', ipMode: 'Proxy' },
+            { ip: '203.0.113.7', ipMode: 'VIP' },
+          ],
+        },
+      },
+    },
   );
   const v6ranges = svc(
     'lb6',
@@ -421,7 +486,15 @@ t.test('internalTrafficPolicy Local keeps ClusterIP traffic on the node', async 
     ports: [{ port: 80, nodePort: 30090 }],
     internalTrafficPolicy: 'Local',
   });
-  const eps = slice('itp-1', 'itp', [{ port: 8080 }], [{ ip: '10.244.1.1', node: 'node-a' }, { ip: '10.244.2.1', node: 'node-b' }]);
+  const eps = slice(
+    'itp-1',
+    'itp',
+    [{ port: 8080 }],
+    [
+      { ip: '10.244.1.1', node: 'node-a' },
+      { ip: '10.244.2.1', node: 'node-b' },
+    ],
+  );
   const { state } = buildDesiredState({ services: [service], slices: [eps], node });
   t.same(backends(state, '10.96.0.90:80/TCP'), ['10.244.1.1:8080(L)']);
   t.match(frontend(state, '10.96.0.90:80/TCP'), { internalLocal: true, externalLocal: false });
@@ -435,10 +508,26 @@ t.test('internalTrafficPolicy Local keeps ClusterIP traffic on the node', async 
 t.test('session affinity', async (t) => {
   const { state } = buildDesiredState({
     services: [
-      svc('a', { clusterIP: '10.96.1.1', ports: [{ port: 80 }], sessionAffinity: 'ClientIP', sessionAffinityConfig: { clientIP: { timeoutSeconds: 300 } } }),
+      svc('a', {
+        clusterIP: '10.96.1.1',
+        ports: [{ port: 80 }],
+        sessionAffinity: 'ClientIP',
+        sessionAffinityConfig: { clientIP: { timeoutSeconds: 300 } },
+      }),
       svc('b', { clusterIP: '10.96.1.2', ports: [{ port: 80 }], sessionAffinity: 'ClientIP' }),
-      svc('c', { clusterIP: '10.96.1.3', ports: [{ port: 80 }], sessionAffinity: 'None', sessionAffinityConfig: { clientIP: { timeoutSeconds: 300 } } }),
-      svc('d', { type: 'NodePort', clusterIP: '10.96.1.4', ports: [{ port: 80, nodePort: 30104 }], sessionAffinity: 'ClientIP', sessionAffinityConfig: { clientIP: { timeoutSeconds: 60 } } }),
+      svc('c', {
+        clusterIP: '10.96.1.3',
+        ports: [{ port: 80 }],
+        sessionAffinity: 'None',
+        sessionAffinityConfig: { clientIP: { timeoutSeconds: 300 } },
+      }),
+      svc('d', {
+        type: 'NodePort',
+        clusterIP: '10.96.1.4',
+        ports: [{ port: 80, nodePort: 30104 }],
+        sessionAffinity: 'ClientIP',
+        sessionAffinityConfig: { clientIP: { timeoutSeconds: 60 } },
+      }),
     ],
     slices: [],
   });
@@ -450,7 +539,17 @@ t.test('session affinity', async (t) => {
 
 t.test('two Services claiming one frontend: the first by namespace/name keeps it', async (t) => {
   const a = svc('a', { clusterIP: '10.96.2.1', ports: [{ port: 80 }] }, { namespace: 'zeta' });
-  const b = svc('b', { clusterIP: '10.96.2.1', ports: [{ name: 'x', port: 80 }, { name: 'y', port: 81 }] }, { namespace: 'alpha' });
+  const b = svc(
+    'b',
+    {
+      clusterIP: '10.96.2.1',
+      ports: [
+        { name: 'x', port: 80 },
+        { name: 'y', port: 81 },
+      ],
+    },
+    { namespace: 'alpha' },
+  );
   for (const services of [
     [a, b],
     [b, a],
@@ -471,8 +570,15 @@ t.test('an address written with leading zeros is the same frontend as without', 
   const b = svc('b', { clusterIP: '10.96.2.2', ports: [{ port: 80 }], externalIPs: ['010.96.110.003'] });
   const { state, problems } = buildDesiredState({ services: [a, b], slices: [] });
   t.same(frontend(state, '10.96.110.3:80/TCP').service.name, 'a');
-  t.same(problems.map((p) => [p.name, p.path, p.conflict]), [['b', 'spec.ports[0]', true]], 'one frontend, claimed twice');
-  t.notOk([...state.frontends.keys()].some((k) => k.startsWith('010.')), 'only canonical addresses reach the state');
+  t.same(
+    problems.map((p) => [p.name, p.path, p.conflict]),
+    [['b', 'spec.ports[0]', true]],
+    'one frontend, claimed twice',
+  );
+  t.notOk(
+    [...state.frontends.keys()].some((k) => k.startsWith('010.')),
+    'only canonical addresses reach the state',
+  );
 });
 
 t.test('a NodePort clash drops the twin too', async (t) => {
@@ -488,7 +594,15 @@ t.test('a NodePort clash drops the twin too', async (t) => {
 
 t.test('SCTP ports are skipped with a warning', async (t) => {
   const { state, problems } = buildDesiredState({
-    services: [svc('s', { clusterIP: '10.96.4.1', ports: [{ name: 'a', port: 80 }, { name: 'b', port: 9999, protocol: 'SCTP' }] })],
+    services: [
+      svc('s', {
+        clusterIP: '10.96.4.1',
+        ports: [
+          { name: 'a', port: 80 },
+          { name: 'b', port: 9999, protocol: 'SCTP' },
+        ],
+      }),
+    ],
     slices: [],
   });
   t.same([...state.frontends.keys()], ['10.96.4.1:80/TCP']);
@@ -511,7 +625,12 @@ t.test('slices without a Service, or without the service-name label, are reporte
   t.same(
     problems.map((p) => [p.severity, p.kind, `${p.namespace}/${p.name}`, p.message]),
     [
-      ['warning', 'EndpointSlice', 'default/bare', 'metadata.labels["kubernetes.io/service-name"]: is missing; the EndpointSlice belongs to no Service'],
+      [
+        'warning',
+        'EndpointSlice',
+        'default/bare',
+        'metadata.labels["kubernetes.io/service-name"]: is missing; the EndpointSlice belongs to no Service',
+      ],
       ['warning', 'EndpointSlice', 'default/foo-1', 'no Service default/foo for this EndpointSlice'],
       ['warning', 'EndpointSlice', 'other/web-x', 'no Service other/web for this EndpointSlice'],
     ],

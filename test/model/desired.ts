@@ -99,10 +99,15 @@ export function buildDesiredState(input: DesiredInput): { state: DesiredState; p
   for (const { svc, proxied: isOn } of proxied.values()) {
     if (!isOn) continue;
     const candidates = serviceFrontends(svc, slicesBySvc.get(objectId(svc)) ?? [], input.node, problems);
-    const won = keepClaimedFrontends(svc, candidates, (key) => {
-      const owner = claimed.get(key);
-      return owner && { id: `${owner.service.namespace}/${owner.service.name}`, type: owner.type };
-    }, problems);
+    const won = keepClaimedFrontends(
+      svc,
+      candidates,
+      (key) => {
+        const owner = claimed.get(key);
+        return owner && { id: `${owner.service.namespace}/${owner.service.name}`, type: owner.type };
+      },
+      problems,
+    );
     for (const f of won) claimed.set(f.key, f);
   }
 

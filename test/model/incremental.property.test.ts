@@ -12,7 +12,7 @@ import type { Frontend, NodeInfo } from '../../src/model/types.ts';
 
 function rng(seed: number) {
   let s = seed >>> 0;
-  return () => ((s = (s * 1664525 + 1013904223) >>> 0) / 2 ** 32);
+  return () => (s = (s * 1664525 + 1013904223) >>> 0) / 2 ** 32;
 }
 
 function valid<T>(raw: unknown): T {
@@ -23,13 +23,27 @@ function valid<T>(raw: unknown): T {
 
 function randomService(r: () => number, name: string): Service {
   const type = (['ClusterIP', 'NodePort', 'LoadBalancer'] as const)[Math.floor(r() * 3)]!;
-  const ports = [{ name: 'a', protocol: 'TCP', port: 80, targetPort: 8080, ...(type !== 'ClusterIP' ? { nodePort: 30000 + Math.floor(r() * 3) } : {}) }];
-  if (r() < 0.5) ports.push({ name: 'b', protocol: 'UDP', port: 53, targetPort: 5353, ...(type !== 'ClusterIP' ? { nodePort: 30010 + Math.floor(r() * 3) } : {}) });
+  const ports = [
+    { name: 'a', protocol: 'TCP', port: 80, targetPort: 8080, ...(type !== 'ClusterIP' ? { nodePort: 30000 + Math.floor(r() * 3) } : {}) },
+  ];
+  if (r() < 0.5)
+    ports.push({
+      name: 'b',
+      protocol: 'UDP',
+      port: 53,
+      targetPort: 5353,
+      ...(type !== 'ClusterIP' ? { nodePort: 30010 + Math.floor(r() * 3) } : {}),
+    });
   const ip = `10.96.0.${1 + Math.floor(r() * 4)}`; // few IPs: clusterIP clashes happen
   return valid<Service>({
-    apiVersion: 'v1', kind: 'Service', metadata: { name, namespace: 'default' },
+    apiVersion: 'v1',
+    kind: 'Service',
+    metadata: { name, namespace: 'default' },
     spec: {
-      type, clusterIP: ip, clusterIPs: [ip], ports,
+      type,
+      clusterIP: ip,
+      clusterIPs: [ip],
+      ports,
       ...(r() < 0.3 ? { externalIPs: [`192.168.0.${1 + Math.floor(r() * 2)}`] } : {}),
       ...(type !== 'ClusterIP' && r() < 0.4 ? { externalTrafficPolicy: 'Local' } : {}),
       ...(r() < 0.2 ? { internalTrafficPolicy: 'Local' } : {}),
@@ -42,10 +56,14 @@ function randomService(r: () => number, name: string): Service {
 function randomSlice(r: () => number, svc: string, name: string): EndpointSlice {
   const n = Math.floor(r() * 4);
   return valid<EndpointSlice>({
-    apiVersion: 'discovery.k8s.io/v1', kind: 'EndpointSlice',
+    apiVersion: 'discovery.k8s.io/v1',
+    kind: 'EndpointSlice',
     metadata: { name, namespace: 'default', labels: { 'kubernetes.io/service-name': svc } },
     addressType: 'IPv4',
-    ports: [{ name: 'a', protocol: 'TCP', port: 8080 }, { name: 'b', protocol: 'UDP', port: 5353 }],
+    ports: [
+      { name: 'a', protocol: 'TCP', port: 8080 },
+      { name: 'b', protocol: 'UDP', port: 5353 },
+    ],
     endpoints: Array.from({ length: n }, () => ({
       addresses: [`10.244.0.${1 + Math.floor(r() * 6)}`],
       conditions: { ready: r() < 0.7, serving: r() < 0.8, terminating: r() < 0.3 },
@@ -108,14 +126,26 @@ t.test('incremental equals full, step by step', async (t) => {
 t.test('an endpoint change recomputes one Service only', async (t) => {
   const model = new IncrementalModel();
   for (let i = 0; i < 50; i++) {
-    model.upsertService(valid<Service>({ apiVersion: 'v1', kind: 'Service', metadata: { name: `s${i}`, namespace: 'default' }, spec: { clusterIP: `10.96.1.${i}`, ports: [{ port: 80, targetPort: 8080 }] } }));
+    model.upsertService(
+      valid<Service>({
+        apiVersion: 'v1',
+        kind: 'Service',
+        metadata: { name: `s${i}`, namespace: 'default' },
+        spec: { clusterIP: `10.96.1.${i}`, ports: [{ port: 80, targetPort: 8080 }] },
+      }),
+    );
   }
   model.takeChanges();
-  model.upsertSlice(valid<EndpointSlice>({
-    apiVersion: 'discovery.k8s.io/v1', kind: 'EndpointSlice', addressType: 'IPv4',
-    metadata: { name: 's7-x', namespace: 'default', labels: { 'kubernetes.io/service-name': 's7' } },
-    ports: [{ name: '', protocol: 'TCP', port: 8080 }], endpoints: [{ addresses: ['10.244.0.9'] }],
-  }));
+  model.upsertSlice(
+    valid<EndpointSlice>({
+      apiVersion: 'discovery.k8s.io/v1',
+      kind: 'EndpointSlice',
+      addressType: 'IPv4',
+      metadata: { name: 's7-x', namespace: 'default', labels: { 'kubernetes.io/service-name': 's7' } },
+      ports: [{ name: '', protocol: 'TCP', port: 8080 }],
+      endpoints: [{ addresses: ['10.244.0.9'] }],
+    }),
+  );
   const c = model.takeChanges();
   t.same([...c.services.keys()], ['default/s7']);
   t.equal(c.services.get('default/s7')![0]!.backends.length, 1);
@@ -123,7 +153,13 @@ t.test('an endpoint change recomputes one Service only', async (t) => {
 
 t.test('the loser of a frontend clash takes over when the winner goes', async (t) => {
   const model = new IncrementalModel();
-  const svc = (name: string) => valid<Service>({ apiVersion: 'v1', kind: 'Service', metadata: { name, namespace: 'default' }, spec: { clusterIP: '10.96.0.1', ports: [{ port: 80, targetPort: 8080 }] } });
+  const svc = (name: string) =>
+    valid<Service>({
+      apiVersion: 'v1',
+      kind: 'Service',
+      metadata: { name, namespace: 'default' },
+      spec: { clusterIP: '10.96.0.1', ports: [{ port: 80, targetPort: 8080 }] },
+    });
   model.upsertService(svc('b'));
   model.upsertService(svc('a'));
   const first = model.takeChanges();

@@ -6,22 +6,38 @@
 import t from 'tap';
 import { eventForProblem } from '../../src/agent/events/agent-events.ts';
 import { toTarget } from '../../src/agent/loops/targets.ts';
-import { LB_ALGORITHMS, LB_ALG_DH, LB_ALG_LC, LB_ALG_MAGLEV, LB_ALG_NQ, LB_ALG_RANDOM, LB_ALG_RR, LB_ALG_SED, LB_ALG_SH, SVC_F_SH_PORT } from '../../src/maps/constants.ts';
+import {
+  LB_ALGORITHMS,
+  LB_ALG_DH,
+  LB_ALG_LC,
+  LB_ALG_MAGLEV,
+  LB_ALG_NQ,
+  LB_ALG_RANDOM,
+  LB_ALG_RR,
+  LB_ALG_SED,
+  LB_ALG_SH,
+  SVC_F_SH_PORT,
+} from '../../src/maps/constants.ts';
 import { buildDesiredState } from './desired.ts';
 import { type Service } from '../../src/model/schemas.ts';
 import { validateObject } from '../../src/model/validate.ts';
 
 function svc(name: string, clusterIP: string, annotations: Record<string, unknown>, type = 'ClusterIP'): Service {
   const r = validateObject({
-    apiVersion: 'v1', kind: 'Service',
-    metadata: { name, namespace: 'default', annotations: { 'kubectl.kubernetes.io/last-applied-configuration': '{"big":1}', ...annotations } },
+    apiVersion: 'v1',
+    kind: 'Service',
+    metadata: {
+      name,
+      namespace: 'default',
+      annotations: { 'kubectl.kubernetes.io/last-applied-configuration': '{"big":1}', ...annotations },
+    },
     spec: { type, clusterIP, ports: [{ port: 80, ...(type === 'NodePort' ? { nodePort: 30111 } : {}) }] },
   });
   if (!r.ok || r.obj.kind !== 'Service') throw new Error(JSON.stringify(r));
   return r.obj;
 }
 
-t.test('only svcmap\'s annotations are kept, as strings', async (t) => {
+t.test("only svcmap's annotations are kept, as strings", async (t) => {
   const s = svc('a', '10.96.2.1', { 'svcmap.io/lb-algorithm': 'rr', 'svcmap.io/other': 'x', 'svcmap.io/lb-source-hash-port': 7 });
   t.same(s.metadata.annotations, { 'svcmap.io/lb-algorithm': 'rr' });
   t.notOk('annotations' in svc('b', '10.96.2.2', {}).metadata, 'none kept: no annotations field at all');
@@ -85,7 +101,11 @@ t.test('maglev: the annotation, the table size (a listed prime) and the node def
   t.match(toTarget(fe('10.96.2.60')), { algorithm: LB_ALG_MAGLEV, maglevSize: 16381 }, 'default M');
   t.match(toTarget(fe('10.96.2.61')), { algorithm: LB_ALG_MAGLEV, maglevSize: 251 });
   t.equal(toTarget(fe('10.96.2.62')).maglevSize, undefined, 'a size alone does not make a frontend maglev');
-  t.match(toTarget(fe('10.96.2.62'), 'maglev'), { algorithm: LB_ALG_MAGLEV, maglevSize: 65521 }, '--lb-algorithm maglev uses the Service\'s size');
+  t.match(
+    toTarget(fe('10.96.2.62'), 'maglev'),
+    { algorithm: LB_ALG_MAGLEV, maglevSize: 65521 },
+    "--lb-algorithm maglev uses the Service's size",
+  );
   t.equal(toTarget(fe('10.96.2.61'), 'maglev').maglevSize, 251);
 });
 
@@ -97,7 +117,7 @@ t.test('lc, sed, nq and dh: accepted from the annotation and as the node default
   });
   t.same(problems, [], 'no warning for any of them');
   const ids = names.map((_, i) => toTarget(state.frontends.get(`10.96.2.${40 + i}:80/TCP`)!).algorithm);
-  t.same(ids, [LB_ALG_LC, LB_ALG_SED, LB_ALG_NQ, LB_ALG_DH], 'the map target carries each one\'s id');
+  t.same(ids, [LB_ALG_LC, LB_ALG_SED, LB_ALG_NQ, LB_ALG_DH], "the map target carries each one's id");
   t.equal(new Set(Object.values(LB_ALGORITHMS)).size, Object.keys(LB_ALGORITHMS).length, 'no two names share an id');
   const plain = buildDesiredState({ services: [svc('p', '10.96.2.50', {})], slices: [] }).state.frontends.get('10.96.2.50:80/TCP')!;
   for (const n of names) t.equal(toTarget(plain, n).algorithm, LB_ALGORITHMS[n], `--lb-algorithm ${n}`);

@@ -22,20 +22,43 @@ function valid<T>(raw: unknown): T {
 }
 
 const NODE: NodeInfo = { name: 'node-a', addresses: ['192.0.2.10'], zone: 'zone-a' };
-const managedFields = [{ manager: 'kube-controller-manager', operation: 'Update', apiVersion: 'v1', fieldsType: 'FieldsV1', fieldsV1: { 'f:metadata': {} } }];
+const managedFields = [
+  { manager: 'kube-controller-manager', operation: 'Update', apiVersion: 'v1', fieldsType: 'FieldsV1', fieldsV1: { 'f:metadata': {} } },
+];
 
 const fullService = {
-  apiVersion: 'v1', kind: 'Service',
+  apiVersion: 'v1',
+  kind: 'Service',
   metadata: {
-    name: 'web', namespace: 'shop', uid: 'u-1', resourceVersion: '77', generation: 3, creationTimestamp: '2026-01-01T00:00:00Z', managedFields,
+    name: 'web',
+    namespace: 'shop',
+    uid: 'u-1',
+    resourceVersion: '77',
+    generation: 3,
+    creationTimestamp: '2026-01-01T00:00:00Z',
+    managedFields,
     labels: { app: 'web', tier: 'front' },
-    annotations: { 'kubectl.kubernetes.io/last-applied-configuration': '{"big":"json"}', 'svcmap.io/lb-algorithm': 'sh', 'svcmap.io/lb-source-hash-port': 'true' },
+    annotations: {
+      'kubectl.kubernetes.io/last-applied-configuration': '{"big":"json"}',
+      'svcmap.io/lb-algorithm': 'sh',
+      'svcmap.io/lb-source-hash-port': 'true',
+    },
   },
   spec: {
-    type: 'LoadBalancer', clusterIP: '10.96.0.20', clusterIPs: ['10.96.0.20', 'fd00:96::20'], ipFamilies: ['IPv4', 'IPv6'], ipFamilyPolicy: 'PreferDualStack',
-    selector: { app: 'web' }, externalTrafficPolicy: 'Local', healthCheckNodePort: 31000, internalTrafficPolicy: 'Cluster',
-    sessionAffinity: 'ClientIP', sessionAffinityConfig: { clientIP: { timeoutSeconds: 600 } }, allocateLoadBalancerNodePorts: true,
-    externalIPs: ['198.51.100.7'], loadBalancerSourceRanges: ['203.0.113.0/24'],
+    type: 'LoadBalancer',
+    clusterIP: '10.96.0.20',
+    clusterIPs: ['10.96.0.20', 'fd00:96::20'],
+    ipFamilies: ['IPv4', 'IPv6'],
+    ipFamilyPolicy: 'PreferDualStack',
+    selector: { app: 'web' },
+    externalTrafficPolicy: 'Local',
+    healthCheckNodePort: 31000,
+    internalTrafficPolicy: 'Cluster',
+    sessionAffinity: 'ClientIP',
+    sessionAffinityConfig: { clientIP: { timeoutSeconds: 600 } },
+    allocateLoadBalancerNodePorts: true,
+    externalIPs: ['198.51.100.7'],
+    loadBalancerSourceRanges: ['203.0.113.0/24'],
     ports: [
       { name: 'http', protocol: 'TCP', port: 80, targetPort: 'http', nodePort: 30080, appProtocol: 'http' },
       { name: 'dns', protocol: 'UDP', port: 53, targetPort: 5353, nodePort: 30053 },
@@ -46,33 +69,64 @@ const fullService = {
 
 function fullEndpoint(ip: string, extra: Record<string, unknown>, more: string[] = []) {
   return {
-    addresses: [ip, ...more], targetRef: { kind: 'Pod', namespace: 'shop', name: `pod-${ip}`, uid: `uid-${ip}` },
-    deprecatedTopology: { 'kubernetes.io/hostname': 'x' }, ...extra,
+    addresses: [ip, ...more],
+    targetRef: { kind: 'Pod', namespace: 'shop', name: `pod-${ip}`, uid: `uid-${ip}` },
+    deprecatedTopology: { 'kubernetes.io/hostname': 'x' },
+    ...extra,
   };
 }
 
 const fullSlices = [
   {
-    apiVersion: 'discovery.k8s.io/v1', kind: 'EndpointSlice', addressType: 'IPv4',
+    apiVersion: 'discovery.k8s.io/v1',
+    kind: 'EndpointSlice',
+    addressType: 'IPv4',
     metadata: {
-      name: 'web-abc', namespace: 'shop', uid: 's-1', resourceVersion: '91', generateName: 'web-', managedFields,
+      name: 'web-abc',
+      namespace: 'shop',
+      uid: 's-1',
+      resourceVersion: '91',
+      generateName: 'web-',
+      managedFields,
       labels: { 'kubernetes.io/service-name': 'web', 'endpointslice.kubernetes.io/managed-by': 'endpointslice-controller.k8s.io' },
       annotations: { 'endpoints.kubernetes.io/last-change-trigger-time': '2026-01-01T00:00:01Z' },
       ownerReferences: [{ apiVersion: 'v1', kind: 'Service', name: 'web', uid: 'u-1', controller: true }],
     },
-    ports: [{ name: 'http', protocol: 'TCP', port: 8080, appProtocol: 'http' }, { name: 'dns', protocol: 'UDP', port: 5353 }],
+    ports: [
+      { name: 'http', protocol: 'TCP', port: 8080, appProtocol: 'http' },
+      { name: 'dns', protocol: 'UDP', port: 5353 },
+    ],
     endpoints: [
-      fullEndpoint('10.244.1.5', { conditions: { ready: true, serving: true, terminating: false }, nodeName: 'node-a', zone: 'zone-a', hints: { forZones: [{ name: 'zone-a' }], forNodes: [{ name: 'node-a' }] } }, ['10.244.1.105']),
-      fullEndpoint('10.244.2.6', { conditions: { ready: true }, nodeName: 'node-b', zone: 'zone-b', hints: { forZones: [{ name: 'zone-b' }] } }),
+      fullEndpoint(
+        '10.244.1.5',
+        {
+          conditions: { ready: true, serving: true, terminating: false },
+          nodeName: 'node-a',
+          zone: 'zone-a',
+          hints: { forZones: [{ name: 'zone-a' }], forNodes: [{ name: 'node-a' }] },
+        },
+        ['10.244.1.105'],
+      ),
+      fullEndpoint('10.244.2.6', {
+        conditions: { ready: true },
+        nodeName: 'node-b',
+        zone: 'zone-b',
+        hints: { forZones: [{ name: 'zone-b' }] },
+      }),
       fullEndpoint('10.244.2.7', { conditions: { ready: false, serving: true, terminating: true }, nodeName: 'node-b', zone: 'zone-b' }),
       fullEndpoint('10.244.1.8', { conditions: { ready: false, serving: false, terminating: true }, nodeName: 'node-a' }),
       fullEndpoint('10.244.3.9', { conditions: {} }),
     ],
   },
   {
-    apiVersion: 'discovery.k8s.io/v1', kind: 'EndpointSlice', addressType: 'IPv6',
+    apiVersion: 'discovery.k8s.io/v1',
+    kind: 'EndpointSlice',
+    addressType: 'IPv6',
     metadata: { name: 'web-v6', namespace: 'shop', managedFields, labels: { 'kubernetes.io/service-name': 'web' } },
-    ports: [{ name: 'http', protocol: 'TCP', port: 8080 }, { name: 'dns', protocol: 'UDP', port: 5353 }],
+    ports: [
+      { name: 'http', protocol: 'TCP', port: 8080 },
+      { name: 'dns', protocol: 'UDP', port: 5353 },
+    ],
     endpoints: [
       fullEndpoint('fd00:244::5', { conditions: { ready: true }, nodeName: 'node-a', zone: 'zone-a' }),
       fullEndpoint('fd00:244::6', { conditions: { ready: false, serving: true, terminating: true } }),
@@ -83,8 +137,14 @@ const fullSlices = [
 /** The same object with only the fields the model reads. */
 function stripped(o: (typeof fullSlices)[number]) {
   return {
-    apiVersion: o.apiVersion, kind: o.kind, addressType: o.addressType,
-    metadata: { name: o.metadata.name, namespace: o.metadata.namespace, labels: { 'kubernetes.io/service-name': o.metadata.labels['kubernetes.io/service-name'] } },
+    apiVersion: o.apiVersion,
+    kind: o.kind,
+    addressType: o.addressType,
+    metadata: {
+      name: o.metadata.name,
+      namespace: o.metadata.namespace,
+      labels: { 'kubernetes.io/service-name': o.metadata.labels['kubernetes.io/service-name'] },
+    },
     ports: o.ports.map(({ name, protocol, port }) => ({ name, protocol, port })),
     endpoints: o.endpoints.map((ep) => {
       const e = ep as Record<string, unknown>;
@@ -95,9 +155,15 @@ function stripped(o: (typeof fullSlices)[number]) {
   };
 }
 const strippedService = {
-  apiVersion: 'v1', kind: 'Service',
+  apiVersion: 'v1',
+  kind: 'Service',
   metadata: { name: 'web', namespace: 'shop', annotations: { 'svcmap.io/lb-algorithm': 'sh', 'svcmap.io/lb-source-hash-port': 'true' } },
-  spec: { ...fullService.spec, selector: undefined, allocateLoadBalancerNodePorts: undefined, ports: fullService.spec.ports.map(({ appProtocol: _, ...p }) => p) },
+  spec: {
+    ...fullService.spec,
+    selector: undefined,
+    allocateLoadBalancerNodePorts: undefined,
+    ports: fullService.spec.ports.map(({ appProtocol: _, ...p }) => p),
+  },
   status: { loadBalancer: { ingress: [{ ip: '198.51.100.50', ipMode: 'VIP' }] } },
 };
 
@@ -111,7 +177,15 @@ t.test('per endpoint, the first address, the conditions, node name, zone and hin
     slice.endpoints.forEach((ep, i) => {
       const c = kept.conditions[i]!;
       t.same(
-        { ip: kept.ips[i], ready: (c & 1) !== 0, serving: (c & 2) !== 0, terminating: (c & 4) !== 0, nodeName: kept.nodeNames?.[i], zone: kept.zones?.[i], hints: { zones: kept.zoneHints?.[i], nodes: kept.nodeHints?.[i] } },
+        {
+          ip: kept.ips[i],
+          ready: (c & 1) !== 0,
+          serving: (c & 2) !== 0,
+          terminating: (c & 4) !== 0,
+          nodeName: kept.nodeNames?.[i],
+          zone: kept.zones?.[i],
+          hints: { zones: kept.zoneHints?.[i], nodes: kept.nodeHints?.[i] },
+        },
         { ip: ep.addresses[0], ...ep.conditions, nodeName: ep.nodeName, zone: ep.zone, hints: ep.hints },
         `${raw.metadata.name} endpoint ${i}`,
       );
@@ -120,15 +194,23 @@ t.test('per endpoint, the first address, the conditions, node name, zone and hin
   const plain = modelSlice(valid<IpSlice>(stripped(fullSlices[1]!)));
   t.equal(plain.zoneHints, undefined, 'no endpoint with hints: no hints column');
   const bare = modelSlice(valid<IpSlice>({ ...stripped(fullSlices[0]!), endpoints: [{ addresses: ['10.244.9.9'] }] }));
-  t.same([bare.nodeNames, bare.zones, bare.zoneHints, bare.nodeHints], [undefined, undefined, undefined, undefined], 'no node names, zones or hints: no columns');
+  t.same(
+    [bare.nodeNames, bare.zones, bare.zoneHints, bare.nodeHints],
+    [undefined, undefined, undefined, undefined],
+    'no node names, zones or hints: no columns',
+  );
 });
 
 t.test('a full API object gives the targets of the same object stripped to what the model reads', async (t) => {
-  const targetsOf = (svc: unknown, slices: unknown[]) => toTargets(buildDesiredState({ services: [valid<Service>(svc)], slices: slices.map((s) => valid<EndpointSlice>(s)), node: NODE }).state);
+  const targetsOf = (svc: unknown, slices: unknown[]) =>
+    toTargets(buildDesiredState({ services: [valid<Service>(svc)], slices: slices.map((s) => valid<EndpointSlice>(s)), node: NODE }).state);
   const full = targetsOf(fullService, fullSlices);
   const lean = targetsOf(strippedService, fullSlices.map(stripped));
   t.ok(full.length >= 10, `frontends of every kind and both families (${full.length})`);
-  t.ok(full.some((x) => x.backends.length > 0 && x.key.addr.includes(':')), 'IPv6 frontends with backends');
+  t.ok(
+    full.some((x) => x.backends.length > 0 && x.key.addr.includes(':')),
+    'IPv6 frontends with backends',
+  );
   t.same(full, lean, 'the same targets');
 
   const incremental = (svc: unknown, slices: unknown[]) => {

@@ -5,22 +5,64 @@ import t from 'tap';
 import { sameFrontend, sameFrontends } from '../../src/model/same.ts';
 import type { Backend, Frontend } from '../../src/model/types.ts';
 
-const backend: Required<Backend> = { ip: '10.1.0.1', port: 8080, protocol: 'TCP', state: 'active', nodeName: 'n1', zone: 'z1', local: false };
+const backend: Required<Backend> = {
+  ip: '10.1.0.1',
+  port: 8080,
+  protocol: 'TCP',
+  state: 'active',
+  nodeName: 'n1',
+  zone: 'z1',
+  local: false,
+};
 const base: Required<Frontend> = {
-  key: '10.96.0.1:80/TCP', ip: '10.96.0.1', port: 80, protocol: 'TCP', scope: 'external', type: 'ClusterIP',
+  key: '10.96.0.1:80/TCP',
+  ip: '10.96.0.1',
+  port: 80,
+  protocol: 'TCP',
+  scope: 'external',
+  type: 'ClusterIP',
   service: { namespace: 'default', name: 'web', portName: 'http' },
-  externalLocal: false, internalLocal: false, wildcard: false, twoScopes: false, algorithm: 'random', sourceHashPort: false, maglevTableSize: 16381,
-  affinityTimeoutSeconds: 0, sourceRanges: ['10.0.0.0/8'], healthCheckNodePort: 30000, backends: [backend],
+  externalLocal: false,
+  internalLocal: false,
+  wildcard: false,
+  twoScopes: false,
+  algorithm: 'random',
+  sourceHashPort: false,
+  maglevTableSize: 16381,
+  affinityTimeoutSeconds: 0,
+  sourceRanges: ['10.0.0.0/8'],
+  healthCheckNodePort: 30000,
+  backends: [backend],
 };
 /** Every field with another value. */
 const changed: { [K in keyof Frontend]-?: Frontend[K] } = {
-  key: '10.96.0.2:80/TCP', ip: '10.96.0.2', port: 81, protocol: 'UDP', scope: 'internal', type: 'NodePort',
+  key: '10.96.0.2:80/TCP',
+  ip: '10.96.0.2',
+  port: 81,
+  protocol: 'UDP',
+  scope: 'internal',
+  type: 'NodePort',
   service: { namespace: 'default', name: 'web', portName: 'https' },
-  externalLocal: true, internalLocal: true, wildcard: true, twoScopes: true, algorithm: 'rr', sourceHashPort: true, maglevTableSize: 251,
-  affinityTimeoutSeconds: 10800, sourceRanges: ['10.0.0.0/16'], healthCheckNodePort: 30001, backends: [],
+  externalLocal: true,
+  internalLocal: true,
+  wildcard: true,
+  twoScopes: true,
+  algorithm: 'rr',
+  sourceHashPort: true,
+  maglevTableSize: 251,
+  affinityTimeoutSeconds: 10800,
+  sourceRanges: ['10.0.0.0/16'],
+  healthCheckNodePort: 30001,
+  backends: [],
 };
 const changedBackend: { [K in keyof Backend]-?: Backend[K] } = {
-  ip: '10.1.0.2', port: 8081, protocol: 'UDP', state: 'terminating', nodeName: 'n2', zone: 'z2', local: true,
+  ip: '10.1.0.2',
+  port: 8081,
+  protocol: 'UDP',
+  state: 'terminating',
+  nodeName: 'n2',
+  zone: 'z2',
+  local: true,
 };
 const copy = (): Frontend => structuredClone(base);
 

@@ -61,23 +61,44 @@ t.test('addresses are checked against the slice addressType', async (t) => {
 });
 
 t.test('IPv6 addresses are made canonical, as the API server writes them; bad ones named by path', async (t) => {
-  const sl = valid<EndpointSlice>(slice({
-    addressType: 'IPv6',
-    endpoints: [{ addresses: ['FD00:0:0:0:0:0:0:1'] }, { addresses: ['2001:db8:0:0:1:0:0:1'] }, { addresses: ['fd00::0:10.1.2.3'] }],
-  }));
-  t.same(sl.endpoints.map((e) => e.addresses[0]), ['fd00::1', '2001:db8::1:0:0:1', 'fd00::a01:203']);
-  const s = valid<Service>(service({
-    clusterIP: 'FD00:10:96::0001', clusterIPs: ['fd00:10:96::1', '10.96.0.1'], ipFamilies: ['IPv6', 'IPv4'],
-    ipFamilyPolicy: 'PreferDualStack', externalIPs: ['2001:DB8::7'], loadBalancerSourceRanges: ['2001:db8:0::/32'],
-  }));
+  const sl = valid<EndpointSlice>(
+    slice({
+      addressType: 'IPv6',
+      endpoints: [{ addresses: ['FD00:0:0:0:0:0:0:1'] }, { addresses: ['2001:db8:0:0:1:0:0:1'] }, { addresses: ['fd00::0:10.1.2.3'] }],
+    }),
+  );
+  t.same(
+    sl.endpoints.map((e) => e.addresses[0]),
+    ['fd00::1', '2001:db8::1:0:0:1', 'fd00::a01:203'],
+  );
+  const s = valid<Service>(
+    service({
+      clusterIP: 'FD00:10:96::0001',
+      clusterIPs: ['fd00:10:96::1', '10.96.0.1'],
+      ipFamilies: ['IPv6', 'IPv4'],
+      ipFamilyPolicy: 'PreferDualStack',
+      externalIPs: ['2001:DB8::7'],
+      loadBalancerSourceRanges: ['2001:db8:0::/32'],
+    }),
+  );
   t.equal(s.spec.clusterIP, 'fd00:10:96::1');
   t.same(s.spec.externalIPs, ['2001:db8::7']);
   t.same(s.spec.loadBalancerSourceRanges, ['2001:db8::/32']);
-  const bad = problems(slice({
-    addressType: 'IPv6',
-    endpoints: [{ addresses: ['::ffff:10.0.0.1'] }, { addresses: ['fd00::1%eth0'] }, { addresses: ['fd00:::1'] }, { addresses: ['1:2:3:4:5:6:7:8:9'] }],
-  }));
-  t.same(bad.map((p) => p.path), ['endpoints[0].addresses[0]', 'endpoints[1].addresses[0]', 'endpoints[2].addresses[0]', 'endpoints[3].addresses[0]']);
+  const bad = problems(
+    slice({
+      addressType: 'IPv6',
+      endpoints: [
+        { addresses: ['::ffff:10.0.0.1'] },
+        { addresses: ['fd00::1%eth0'] },
+        { addresses: ['fd00:::1'] },
+        { addresses: ['1:2:3:4:5:6:7:8:9'] },
+      ],
+    }),
+  );
+  t.same(
+    bad.map((p) => p.path),
+    ['endpoints[0].addresses[0]', 'endpoints[1].addresses[0]', 'endpoints[2].addresses[0]', 'endpoints[3].addresses[0]'],
+  );
   t.equal(bad[0]?.message, 'endpoints[0].addresses[0]: must be an IPv6 address (addressType is IPv6), got "::ffff:10.0.0.1"');
 });
 
@@ -93,12 +114,26 @@ t.test('dual-stack fields follow the API server rules', async (t) => {
   t.same(paths({ clusterIP: '10.96.0.1', clusterIPs: ['10.96.0.1', 'fd00::1'], ipFamilyPolicy: 'SingleStack' }), [
     ['spec.ipFamilyPolicy', 'spec.ipFamilyPolicy: is SingleStack but the Service has two families, got "SingleStack"'],
   ]);
-  t.same(paths({ clusterIP: '10.96.0.1', ipFamilies: ['IPv4', 'IPv4'] }).map((p) => p[0]), ['spec.ipFamilies']);
-  t.same(paths({ clusterIP: '10.96.0.1', ipFamilyPolicy: 'DualStack' }).map((p) => p[0]), ['spec.ipFamilyPolicy']);
+  t.same(
+    paths({ clusterIP: '10.96.0.1', ipFamilies: ['IPv4', 'IPv4'] }).map((p) => p[0]),
+    ['spec.ipFamilies'],
+  );
+  t.same(
+    paths({ clusterIP: '10.96.0.1', ipFamilyPolicy: 'DualStack' }).map((p) => p[0]),
+    ['spec.ipFamilyPolicy'],
+  );
 });
 
 t.test('port 0 and port 70000 are errors, on Services and on EndpointSlices', async (t) => {
-  const svc = problems(service({ clusterIP: '10.96.0.1', ports: [{ name: 'a', port: 0 }, { name: 'b', port: 70000 }] }));
+  const svc = problems(
+    service({
+      clusterIP: '10.96.0.1',
+      ports: [
+        { name: 'a', port: 0 },
+        { name: 'b', port: 70000 },
+      ],
+    }),
+  );
   t.same(
     svc.map((p) => [p.path, p.message]),
     [
@@ -150,19 +185,16 @@ t.test('enums, IPs and CIDRs are strict', async (t) => {
       externalTrafficPolicy: 'Nearby',
     }),
   );
-  t.same(
-    ps.map((p) => p.path).sort(),
-    [
-      'spec.clusterIP',
-      'spec.externalIPs[0]',
-      'spec.externalTrafficPolicy',
-      'spec.loadBalancerSourceRanges[0]',
-      'spec.ports[0].protocol',
-      'spec.sessionAffinity',
-      'spec.sessionAffinityConfig.clientIP.timeoutSeconds',
-      'spec.type',
-    ],
-  );
+  t.same(ps.map((p) => p.path).sort(), [
+    'spec.clusterIP',
+    'spec.externalIPs[0]',
+    'spec.externalTrafficPolicy',
+    'spec.loadBalancerSourceRanges[0]',
+    'spec.ports[0].protocol',
+    'spec.sessionAffinity',
+    'spec.sessionAffinityConfig.clientIP.timeoutSeconds',
+    'spec.type',
+  ]);
   t.ok(ps.every((p) => p.severity === 'error' && p.kind === 'Service' && p.name === 'web'));
 });
 
@@ -249,26 +281,46 @@ t.test('IPv4 with leading zeros is read as kube-proxy reads it (decimal) and mad
   t.same(svc.spec.externalIPs, ['10.96.110.3']);
   t.same(svc.spec.loadBalancerSourceRanges, ['10.0.0.0/8']);
   t.equal(svc.status?.loadBalancer?.ingress[0]?.ip, '203.0.113.7');
-  const es = valid<EndpointSlice>(slice({ addressType: 'IPv4', endpoints: [{ addresses: ['010.244.001.002'] }], ports: [{ name: 'http', port: 8080 }] }));
+  const es = valid<EndpointSlice>(
+    slice({ addressType: 'IPv4', endpoints: [{ addresses: ['010.244.001.002'] }], ports: [{ name: 'http', port: 8080 }] }),
+  );
   t.same(es.endpoints[0]?.addresses, ['10.244.1.2']);
   const node = valid<{ status: { addresses: Array<{ type: string; address: string }> } }>({
-    apiVersion: 'v1', kind: 'Node', metadata: { name: 'node-a' },
-    status: { addresses: [{ type: 'InternalIP', address: '0192.168.001.010' }, { type: 'Hostname', address: 'node-a' }] },
+    apiVersion: 'v1',
+    kind: 'Node',
+    metadata: { name: 'node-a' },
+    status: {
+      addresses: [
+        { type: 'InternalIP', address: '0192.168.001.010' },
+        { type: 'Hostname', address: 'node-a' },
+      ],
+    },
   });
-  t.same(node.status.addresses, [{ type: 'InternalIP', address: '192.168.1.10' }, { type: 'Hostname', address: 'node-a' }]);
+  t.same(node.status.addresses, [
+    { type: 'InternalIP', address: '192.168.1.10' },
+    { type: 'Hostname', address: 'node-a' },
+  ]);
 
   // Still refused, as ParseIPSloppy refuses them.
-  const ps = problems(service({
-    clusterIP: '010.96.0.256',
-    ports: [{ port: 80 }],
-    externalIPs: ['10.96.0', '10.96.0.1.1', '0x0a.96.0.1'],
-    loadBalancerSourceRanges: ['010.0.0.0/033'],
-  }));
+  const ps = problems(
+    service({
+      clusterIP: '010.96.0.256',
+      ports: [{ port: 80 }],
+      externalIPs: ['10.96.0', '10.96.0.1.1', '0x0a.96.0.1'],
+      loadBalancerSourceRanges: ['010.0.0.0/033'],
+    }),
+  );
   t.same(ps.map((p) => p.path).sort(), [
-    'spec.clusterIP', 'spec.externalIPs[0]', 'spec.externalIPs[1]', 'spec.externalIPs[2]', 'spec.loadBalancerSourceRanges[0]',
+    'spec.clusterIP',
+    'spec.externalIPs[0]',
+    'spec.externalIPs[1]',
+    'spec.externalIPs[2]',
+    'spec.loadBalancerSourceRanges[0]',
   ]);
-  t.equal(problems(slice({ addressType: 'IPv4', endpoints: [{ addresses: ['010.244.1.0300'] }] }))[0]?.message,
-    'endpoints[0].addresses[0]: must be an IPv4 address (addressType is IPv4), got "010.244.1.0300"');
+  t.equal(
+    problems(slice({ addressType: 'IPv4', endpoints: [{ addresses: ['010.244.1.0300'] }] }))[0]?.message,
+    'endpoints[0].addresses[0]: must be an IPv4 address (addressType is IPv4), got "010.244.1.0300"',
+  );
 });
 
 t.test('Node addresses of IP types must be IPs', async (t) => {
@@ -276,7 +328,12 @@ t.test('Node addresses of IP types must be IPs', async (t) => {
     apiVersion: 'v1',
     kind: 'Node',
     metadata: { name: 'node-a' },
-    status: { addresses: [{ type: 'Hostname', address: 'node-a' }, { type: 'InternalIP', address: 'node-a' }] },
+    status: {
+      addresses: [
+        { type: 'Hostname', address: 'node-a' },
+        { type: 'InternalIP', address: 'node-a' },
+      ],
+    },
   });
   t.same(
     ps.map((p) => [p.kind, p.namespace, p.name, p.path]),

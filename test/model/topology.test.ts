@@ -20,30 +20,54 @@ function obj<T>(raw: unknown): T {
   return r.obj as T;
 }
 
-const service = (extraSpec: Record<string, unknown> = {}): Service => obj({
-  apiVersion: 'v1', kind: 'Service', metadata: { name: 'web', namespace: 'default' },
-  spec: { clusterIP: '10.96.3.1', ports: [{ port: 80 }], trafficDistribution: 'PreferClose', ...extraSpec },
-});
+const service = (extraSpec: Record<string, unknown> = {}): Service =>
+  obj({
+    apiVersion: 'v1',
+    kind: 'Service',
+    metadata: { name: 'web', namespace: 'default' },
+    spec: { clusterIP: '10.96.3.1', ports: [{ port: 80 }], trafficDistribution: 'PreferClose', ...extraSpec },
+  });
 
-interface Ep { ip: string; zone: string; hints?: string[]; nodeHints?: string[]; ready?: boolean; node?: string }
-const slice = (eps: Ep[]): EndpointSlice => obj({
-  apiVersion: 'discovery.k8s.io/v1', kind: 'EndpointSlice', addressType: 'IPv4',
-  metadata: { name: 'web-1', namespace: 'default', labels: { 'kubernetes.io/service-name': 'web' } },
-  ports: [{ port: 8080, protocol: 'TCP', name: '' }],
-  endpoints: eps.map((e) => ({
-    addresses: [e.ip], zone: e.zone, nodeName: e.node ?? `node-${e.ip}`, conditions: { ready: e.ready ?? true },
-    ...(e.hints || e.nodeHints ? { hints: {
-      ...(e.hints ? { forZones: e.hints.map((name) => ({ name })) } : {}),
-      ...(e.nodeHints ? { forNodes: e.nodeHints.map((name) => ({ name })) } : {}),
-    } } : {}),
-  })),
-});
+interface Ep {
+  ip: string;
+  zone: string;
+  hints?: string[];
+  nodeHints?: string[];
+  ready?: boolean;
+  node?: string;
+}
+const slice = (eps: Ep[]): EndpointSlice =>
+  obj({
+    apiVersion: 'discovery.k8s.io/v1',
+    kind: 'EndpointSlice',
+    addressType: 'IPv4',
+    metadata: { name: 'web-1', namespace: 'default', labels: { 'kubernetes.io/service-name': 'web' } },
+    ports: [{ port: 8080, protocol: 'TCP', name: '' }],
+    endpoints: eps.map((e) => ({
+      addresses: [e.ip],
+      zone: e.zone,
+      nodeName: e.node ?? `node-${e.ip}`,
+      conditions: { ready: e.ready ?? true },
+      ...(e.hints || e.nodeHints
+        ? {
+            hints: {
+              ...(e.hints ? { forZones: e.hints.map((name) => ({ name })) } : {}),
+              ...(e.nodeHints ? { forNodes: e.nodeHints.map((name) => ({ name })) } : {}),
+            },
+          }
+        : {}),
+    })),
+  });
 
-const node = (zone?: string): NodeInfo => nodeInfoFromNode(obj({
-  apiVersion: 'v1', kind: 'Node',
-  metadata: { name: 'node-a', ...(zone ? { labels: { 'topology.kubernetes.io/zone': zone } } : {}) },
-  status: { addresses: [{ type: 'InternalIP', address: '192.168.0.1' }] },
-}));
+const node = (zone?: string): NodeInfo =>
+  nodeInfoFromNode(
+    obj({
+      apiVersion: 'v1',
+      kind: 'Node',
+      metadata: { name: 'node-a', ...(zone ? { labels: { 'topology.kubernetes.io/zone': zone } } : {}) },
+      status: { addresses: [{ type: 'InternalIP', address: '192.168.0.1' }] },
+    }),
+  );
 
 function backends(s: EndpointSlice, n: NodeInfo | undefined, svc = service(), key = '10.96.3.1:80/TCP'): string[] {
   const { state } = buildDesiredState({ services: [svc], slices: [s], ...(n ? { node: n } : {}) });
@@ -57,12 +81,12 @@ const HINTED: Ep[] = [
   { ip: '10.244.3.1', zone: 'c', hints: ['b'] }, // the controller may lend an endpoint to another zone
 ];
 
-t.test('the node\'s zone label reaches the model', async (t) => {
+t.test("the node's zone label reaches the model", async (t) => {
   t.equal(node('a').zone, 'a');
   t.equal(node().zone, undefined);
 });
 
-t.test('hints on every ready endpoint: only those meant for the node\'s zone', async (t) => {
+t.test("hints on every ready endpoint: only those meant for the node's zone", async (t) => {
   t.same(backends(slice(HINTED), node('a')), ['10.244.1.1', '10.244.1.2']);
   t.same(backends(slice(HINTED), node('b')), ['10.244.2.1', '10.244.3.1'], 'a lent endpoint serves the zone it is lent to');
 });
@@ -71,7 +95,7 @@ t.test('fallbacks: every endpoint is used', async (t) => {
   const all = ['10.244.1.1', '10.244.1.2', '10.244.2.1', '10.244.3.1'];
   t.same(backends(slice(HINTED), node()), all, 'the node has no zone label');
   t.same(backends(slice(HINTED), undefined), all, 'no node information');
-  t.same(backends(slice(HINTED), node('c')), all, 'no endpoint is meant for the node\'s zone');
+  t.same(backends(slice(HINTED), node('c')), all, "no endpoint is meant for the node's zone");
   const oneWithout = HINTED.map((e, i) => (i === 2 ? { ip: e.ip, zone: e.zone } : e));
   t.same(backends(slice(oneWithout), node('a')), all, 'one ready endpoint lacks hints');
   t.same(backends(slice(HINTED.map(({ hints: _h, ...e }) => e)), node('a')), all, 'no hints at all');
@@ -82,9 +106,13 @@ t.test('an endpoint that is not ready does not count for the hint rule', async (
   t.same(backends(slice(eps), node('a')), ['10.244.1.1', '10.244.1.2'], 'a not-ready endpoint without hints does not disable them');
 });
 
-t.test('internalTrafficPolicy: Local is the node\'s own endpoints, whatever the hints', async (t) => {
+t.test("internalTrafficPolicy: Local is the node's own endpoints, whatever the hints", async (t) => {
   const eps: Ep[] = [{ ...HINTED[0]!, node: 'node-a' }, ...HINTED.slice(1)];
-  t.same(backends(slice(eps), node('b'), service({ internalTrafficPolicy: 'Local' })), ['10.244.1.1'], 'the local endpoint, though hinted for zone a');
+  t.same(
+    backends(slice(eps), node('b'), service({ internalTrafficPolicy: 'Local' })),
+    ['10.244.1.1'],
+    'the local endpoint, though hinted for zone a',
+  );
 });
 
 // PreferSameNode: the EndpointSlice controller hints each endpoint for its own node (and, for

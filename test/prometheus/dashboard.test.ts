@@ -16,11 +16,36 @@ import { PROMTOOL, promtool } from './promtool.ts';
 
 const DASHBOARD = join(ROOT, 'charts', 'svcmap', 'files', 'grafana-dashboard.json');
 
-interface Panel { id: number; title: string; type: string; targets?: Array<{ expr: string }>; panels?: Panel[] }
-const dashboard = JSON.parse(readFileSync(DASHBOARD, 'utf8')) as { uid: string; title: string; panels: Panel[]; templating: { list: Array<{ name: string; query?: unknown; definition?: string }> } };
+interface Panel {
+  id: number;
+  title: string;
+  type: string;
+  targets?: Array<{ expr: string }>;
+  panels?: Panel[];
+}
+const dashboard = JSON.parse(readFileSync(DASHBOARD, 'utf8')) as {
+  uid: string;
+  title: string;
+  panels: Panel[];
+  templating: { list: Array<{ name: string; query?: unknown; definition?: string }> };
+};
 const panels = dashboard.panels.flatMap((p) => [p, ...(p.panels ?? [])]);
 
-const KEYWORDS = new Set(['by', 'without', 'on', 'ignoring', 'group_left', 'group_right', 'bool', 'and', 'or', 'unless', 'offset', 'inf', 'nan']);
+const KEYWORDS = new Set([
+  'by',
+  'without',
+  'on',
+  'ignoring',
+  'group_left',
+  'group_right',
+  'bool',
+  'and',
+  'or',
+  'unless',
+  'offset',
+  'inf',
+  'nan',
+]);
 
 /** The metric names a PromQL expression reads: identifiers that are not functions, keywords, label names, numbers, durations or Grafana variables. */
 function metricNames(expr: string): string[] {
@@ -51,13 +76,18 @@ async function exportedSeries(): Promise<Set<string>> {
 }
 
 t.test('the name extraction', async (t) => {
-  t.same(metricNames('histogram_quantile(0.99, sum by (le, kind) (rate(a_bucket{job="svcmap", node=~"$node"}[$__rate_interval])))'), ['a_bucket']);
+  t.same(metricNames('histogram_quantile(0.99, sum by (le, kind) (rate(a_bucket{job="svcmap", node=~"$node"}[$__rate_interval])))'), [
+    'a_bucket',
+  ]);
   t.same(metricNames('max by (map) (x{j="a{b}"} / y) and on (node) time() - z offset 5m > 1e3'), ['x', 'y', 'z']);
 });
 
 t.test('every metric the dashboard reads is exported by the agent', async (t) => {
   const exported = await exportedSeries();
-  t.ok(exported.has('svcmap_sync_duration_seconds_bucket') && exported.has('process_resident_memory_bytes'), 'the registry\'s own, kube-proxy\'s and the process metrics');
+  t.ok(
+    exported.has('svcmap_sync_duration_seconds_bucket') && exported.has('process_resident_memory_bytes'),
+    "the registry's own, kube-proxy's and the process metrics",
+  );
   const read = new Set<string>();
   for (const p of panels) {
     if (p.type === 'row') continue;
@@ -72,10 +102,18 @@ t.test('every metric the dashboard reads is exported by the agent', async (t) =>
     }
   }
   for (const v of dashboard.templating.list) {
-    for (const n of v.definition ? metricNames(v.definition.replace(/^label_values\((.*), *\w+\)$/, '$1')) : []) t.ok(exported.has(n), `variable ${v.name}: ${n} is exported`);
+    for (const n of v.definition ? metricNames(v.definition.replace(/^label_values\((.*), *\w+\)$/, '$1')) : [])
+      t.ok(exported.has(n), `variable ${v.name}: ${n} is exported`);
   }
   // What the dashboard is for (the issue's list), each read by some panel.
-  for (const n of ['svcmap_sync_duration_seconds_bucket', 'svcmap_network_programming_duration_seconds_bucket', 'svcmap_map_entries', 'svcmap_map_capacity', 'svcmap_datapath_packets_total', 'process_resident_memory_bytes']) {
+  for (const n of [
+    'svcmap_sync_duration_seconds_bucket',
+    'svcmap_network_programming_duration_seconds_bucket',
+    'svcmap_map_entries',
+    'svcmap_map_capacity',
+    'svcmap_datapath_packets_total',
+    'process_resident_memory_bytes',
+  ]) {
     t.ok(read.has(n), `a panel reads ${n}`);
   }
 });
@@ -87,8 +125,12 @@ t.test('panel ids are unique; the dashboard has a fixed uid', async (t) => {
 
 t.test('promtool parses every expression (Grafana variables given values)', async (t) => {
   t.ok(existsSync(PROMTOOL), `${PROMTOOL}: run \`make promtool\` first`);
-  const exprs = panels.flatMap((p) => (p.targets ?? []).map((x, i) => ({ record: `dashboard:panel_${p.id}:${i}`, expr: x.expr
-    .replace(/\$__rate_interval\b/g, '5m').replace(/\$\{?node\}?/g, '.*') })));
+  const exprs = panels.flatMap((p) =>
+    (p.targets ?? []).map((x, i) => ({
+      record: `dashboard:panel_${p.id}:${i}`,
+      expr: x.expr.replace(/\$__rate_interval\b/g, '5m').replace(/\$\{?node\}?/g, '.*'),
+    })),
+  );
   const dir = mkdtempSync(join(tmpdir(), 'svcmap-dashboard-'));
   t.teardown(() => rmSync(dir, { recursive: true, force: true }));
   const file = join(dir, 'rules.yaml');

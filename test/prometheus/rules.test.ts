@@ -19,14 +19,17 @@ const TESTS = join(ROOT, 'test', 'prometheus', 'rules.test.yaml');
 /** Refusals a Service asks for (no endpoints, externalTrafficPolicy Local, loadBalancerSourceRanges): no alert. */
 const POLICY_DROPS = ['no_backend', 'no_local_endpoint', 'source_denied'];
 
-interface Rule { alert?: string; expr: string }
+interface Rule {
+  alert?: string;
+  expr: string;
+}
 const rules = (parse(readFileSync(RULES, 'utf8')) as { groups: Array<{ rules: Rule[] }> }).groups.flatMap((g) => g.rules);
 
 t.test('promtool is built (make promtool)', async (t) => {
   t.ok(existsSync(PROMTOOL), `${PROMTOOL}: run \`make promtool\` first`);
 });
 
-t.test('promtool check rules accepts the chart\'s rule file', async (t) => {
+t.test("promtool check rules accepts the chart's rule file", async (t) => {
   const r = promtool('check', 'rules', RULES);
   t.equal(r.status, 0, r.out);
   t.match(r.out, new RegExp(`SUCCESS: ${rules.length} rules found`));
@@ -39,15 +42,27 @@ t.test('promtool test rules: each alert fires from its synthetic series, its loo
 });
 
 t.test('every alert has a unit test', async (t) => {
-  const tested = new Set((parse(readFileSync(TESTS, 'utf8')) as { tests: Array<{ alert_rule_test?: Array<{ alertname: string; exp_alerts: unknown[] }> }> })
-    .tests.flatMap((x) => x.alert_rule_test ?? []).filter((a) => a.exp_alerts.length > 0).map((a) => a.alertname));
+  const tested = new Set(
+    (
+      parse(readFileSync(TESTS, 'utf8')) as { tests: Array<{ alert_rule_test?: Array<{ alertname: string; exp_alerts: unknown[] }> }> }
+    ).tests
+      .flatMap((x) => x.alert_rule_test ?? [])
+      .filter((a) => a.exp_alerts.length > 0)
+      .map((a) => a.alertname),
+  );
   for (const r of rules) if (r.alert) t.ok(tested.has(r.alert), `${r.alert} fires in a test`);
 });
 
-t.test('the drops alert watches every drop reason but the Services\' own refusals', async (t) => {
+t.test("the drops alert watches every drop reason but the Services' own refusals", async (t) => {
   const expr = rules.find((r) => r.alert === 'SvcmapDatapathDropsRising')!.expr;
   const watched = /reason=~"([^"]+)"/.exec(expr)![1]!.split('|').sort();
-  const drops = DP_REASONS.filter((r) => r.drop && !POLICY_DROPS.includes(r.name)).map((r) => r.name).sort();
+  const drops = DP_REASONS.filter((r) => r.drop && !POLICY_DROPS.includes(r.name))
+    .map((r) => r.name)
+    .sort();
   t.same(watched, drops);
-  for (const p of POLICY_DROPS) t.ok(DP_REASONS.some((r) => r.name === p && r.drop), `${p} is a drop reason of the datapath`);
+  for (const p of POLICY_DROPS)
+    t.ok(
+      DP_REASONS.some((r) => r.name === p && r.drop),
+      `${p} is a drop reason of the datapath`,
+    );
 });

@@ -77,15 +77,25 @@ t.test('reads the directory at start and again after every change', async (t) =>
 
   const first = await rec.next();
   t.same(first.problems, []);
-  t.same([...first.frontends.keys()].sort(), ['0.0.0.0:30080/TCP', '10.96.0.10:80/TCP', '192.168.56.10:30080/TCP'], 'node addresses from the Node object');
-  t.same(first.frontends.get('10.96.0.10:80/TCP')?.backends.map((b) => [b.ip, b.local]), [['10.244.1.1', true]]);
+  t.same(
+    [...first.frontends.keys()].sort(),
+    ['0.0.0.0:30080/TCP', '10.96.0.10:80/TCP', '192.168.56.10:30080/TCP'],
+    'node addresses from the Node object',
+  );
+  t.same(
+    first.frontends.get('10.96.0.10:80/TCP')?.backends.map((b) => [b.ip, b.local]),
+    [['10.244.1.1', true]],
+  );
 
   writeFileSync(join(dir, '.slices.tmp'), slice(['10.244.1.1', '10.244.1.2']));
   renameSync(join(dir, '.slices.tmp'), join(dir, 'slices.yaml'));
   let update = await rec.next();
   // A temp-file event may be delivered as its own burst; wait for the state that has the change.
   while (update.frontends.get('10.96.0.10:80/TCP')?.backends.length !== 2) update = await rec.next();
-  t.same(update.frontends.get('10.96.0.10:80/TCP')?.backends.map((b) => b.ip), ['10.244.1.1', '10.244.1.2']);
+  t.same(
+    update.frontends.get('10.96.0.10:80/TCP')?.backends.map((b) => b.ip),
+    ['10.244.1.1', '10.244.1.2'],
+  );
 
   writeFileSync(join(dir, 'broken.yaml'), 'kind: Service\napiVersion: v1\nmetadata: {name: x}\nspec: {ports: [{port: 0}]}\n');
   let broken = await rec.next();
@@ -107,7 +117,12 @@ t.test('an explicit NodeInfo wins over Node objects', async (t) => {
   t.teardown(() => rmSync(dir, { recursive: true, force: true }));
   writeFileSync(join(dir, 'all.yaml'), `${service}---\n${nodeYaml}`);
   const rec = recorder(() => src);
-  const src: FileSource = new FileSource({ dir, node: { name: 'node-b', addresses: ['10.0.0.2'] }, nodeName: 'node-a', changed: rec.changed });
+  const src: FileSource = new FileSource({
+    dir,
+    node: { name: 'node-b', addresses: ['10.0.0.2'] },
+    nodeName: 'node-a',
+    changed: rec.changed,
+  });
   t.teardown(() => src.stop());
   await src.start();
   const { frontends } = await rec.next();

@@ -10,7 +10,9 @@ import { loadKubeConfig } from '../../src/sources/kubernetes/config.ts';
 const dir = mkdtempSync(join(tmpdir(), 'svcmap-kc-'));
 t.teardown(() => rmSync(dir, { recursive: true, force: true }));
 const path = join(dir, 'kubeconfig');
-writeFileSync(path, `apiVersion: v1
+writeFileSync(
+  path,
+  `apiVersion: v1
 kind: Config
 clusters:
 - name: c
@@ -22,7 +24,8 @@ contexts:
 - name: x
   context: {cluster: c, user: u}
 current-context: x
-`);
+`,
+);
 
 t.test('--kubeconfig alone uses its server', async (t) => {
   t.equal(loadKubeConfig({ kubeconfig: path }).getCurrentCluster()?.server, 'https://10.96.0.1:443');

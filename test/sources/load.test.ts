@@ -13,9 +13,7 @@ import type { EndpointSlice, Service } from '../../src/model/schemas.ts';
 const fixtures = fileURLToPath(new URL('../fixtures/manifests/', import.meta.url));
 
 function ids(r: LoadResult): string[] {
-  return r.objects
-    .map(({ obj }) => `${obj.kind} ${'namespace' in obj.metadata ? obj.metadata.namespace : ''}/${obj.metadata.name}`)
-    .sort();
+  return r.objects.map(({ obj }) => `${obj.kind} ${'namespace' in obj.metadata ? obj.metadata.namespace : ''}/${obj.metadata.name}`).sort();
 }
 
 function build(r: LoadResult) {
@@ -66,9 +64,7 @@ t.test('kubectl output: single documents, multi-document files, List and typed l
 
   const { state, problems } = build(r);
   t.same(problems, []);
-  const summary = Object.fromEntries(
-    [...state.frontends.values()].map((f) => [f.key, f.backends.map((b) => `${b.ip}:${b.port}`)]),
-  );
+  const summary = Object.fromEntries([...state.frontends.values()].map((f) => [f.key, f.backends.map((b) => `${b.ip}:${b.port}`)]));
   t.same(summary, {
     '0.0.0.0:30443/TCP': ['10.244.1.40:8443'],
     '0.0.0.0:30443/TCP/internal': ['10.244.1.40:8443', '10.244.2.40:8443'],
@@ -120,10 +116,7 @@ t.test('broken manifests: each problem names its file, the rest still loads', as
     ['10.244.0.10'],
     'web keeps the backends of its valid slice',
   );
-  t.same(
-    [...state.frontends.keys()],
-    ['10.96.40.1:80/TCP', '10.96.40.10:80/TCP', '10.96.40.20:81/TCP', '10.96.40.31:53/UDP'],
-  );
+  t.same([...state.frontends.keys()], ['10.96.40.1:80/TCP', '10.96.40.10:80/TCP', '10.96.40.20:81/TCP', '10.96.40.31:53/UDP']);
 });
 
 t.test('only manifest files are read, following symlinks, not recursing', async (t) => {
@@ -131,7 +124,12 @@ t.test('only manifest files are read, following symlinks, not recursing', async 
   const files: Record<string, string> = {
     'a.yaml': svcYaml('a', '10.96.0.1'),
     'e.yml': svcYaml('e', '10.96.0.5'),
-    'f.json': JSON.stringify({ apiVersion: 'v1', kind: 'Service', metadata: { name: 'f' }, spec: { clusterIP: '10.96.0.6', ports: [{ port: 80 }] } }),
+    'f.json': JSON.stringify({
+      apiVersion: 'v1',
+      kind: 'Service',
+      metadata: { name: 'f' },
+      spec: { clusterIP: '10.96.0.6', ports: [{ port: 80 }] },
+    }),
     'UPPER.YAML': svcYaml('upper', '10.96.0.7'),
     '.hidden.yaml': svcYaml('hidden', '10.96.1.1'),
     'b.yaml~': svcYaml('backup', '10.96.1.2'),
@@ -191,7 +189,11 @@ t.test('List flattening', async (t) => {
       kind: 'List',
       items: [
         { apiVersion: 'v1', kind: 'Service', metadata: { name: 'a' } },
-        { apiVersion: 'v1', kind: 'ServiceList', items: [{ metadata: { name: 'b' } }, { kind: 'Service', apiVersion: 'v1', metadata: { name: 'c' } }] },
+        {
+          apiVersion: 'v1',
+          kind: 'ServiceList',
+          items: [{ metadata: { name: 'b' } }, { kind: 'Service', apiVersion: 'v1', metadata: { name: 'c' } }],
+        },
       ],
     }),
     [
@@ -201,7 +203,11 @@ t.test('List flattening', async (t) => {
     ],
   );
   t.same(flattenLists({ kind: 'ServiceList', apiVersion: 'v1', items: null }), []);
-  t.same(flattenLists({ kind: 'AccessList', spec: {} }), [{ kind: 'AccessList', spec: {} }], 'a kind ending in List without items is an object');
+  t.same(
+    flattenLists({ kind: 'AccessList', spec: {} }),
+    [{ kind: 'AccessList', spec: {} }],
+    'a kind ending in List without items is an object',
+  );
   const { objects, problems } = parseManifest('a: 1\n---\nb: [1\nc: 2\n---\nd: 3\n', 'x.yaml');
   t.same(objects, [{ a: 1 }, { d: 3 }], 'a broken document does not take its neighbours down');
   t.match(problems, [{ source: 'x.yaml', message: /^YAML syntax error at line 4, column 1 \(document 2\)/ }]);
@@ -210,35 +216,43 @@ t.test('List flattening', async (t) => {
 t.test('a file read again: unchanged documents keep their objects, changed ones are validated anew', async (t) => {
   const dir = tempDir(t);
   const file = join(dir, 'all.yaml');
-  const docs = (port: number, v6: string) => [
-    svcYaml('plain', '10.96.0.1').replace('port: 80', `port: ${port}`), // the lean path
-    svcYaml('other', '10.96.0.2'),
-    `apiVersion: discovery.k8s.io/v1
+  const docs = (port: number, v6: string) =>
+    [
+      svcYaml('plain', '10.96.0.1').replace('port: 80', `port: ${port}`), // the lean path
+      svcYaml('other', '10.96.0.2'),
+      `apiVersion: discovery.k8s.io/v1
 kind: EndpointSlice
 metadata: {name: plain-1, labels: {kubernetes.io/service-name: plain}}
 addressType: IPv4
 endpoints: [{addresses: [10.244.0.1]}]
 `,
-    // zod's path (an IPv6 slice, a Service with load-balancer ingress): known by fingerprint.
-    `apiVersion: discovery.k8s.io/v1
+      // zod's path (an IPv6 slice, a Service with load-balancer ingress): known by fingerprint.
+      `apiVersion: discovery.k8s.io/v1
 kind: EndpointSlice
 metadata: {name: plain-2, labels: {kubernetes.io/service-name: plain}}
 addressType: IPv6
 endpoints: [{addresses: ["${v6}"]}]
 `,
-    `apiVersion: v1
+      `apiVersion: v1
 kind: Service
 metadata: {name: lb}
 spec: {type: LoadBalancer, clusterIP: 10.96.0.3, ports: [{port: 80, nodePort: 30001}]}
 status: {loadBalancer: {ingress: [{ip: 192.0.2.1}]}}
 `,
-    'apiVersion: v1\nkind: Service\nmetadata: {name: bad}\nspec: {ports: [{port: 0}]}\n',
-  ].join('---\n');
+      'apiVersion: v1\nkind: Service\nmetadata: {name: bad}\nspec: {ports: [{port: 0}]}\n',
+    ].join('---\n');
   writeFileSync(file, docs(80, 'fd00::1'));
   const first = await loadManifestFile(file);
   t.ok(first);
-  t.same(first!.objects.map((o) => o.metadata.name), ['plain', 'other', 'plain-1', 'plain-2', 'lb']);
-  t.same(first!.prints.map((p) => p !== undefined), [false, false, false, true, true], 'only the documents zod validates are fingerprinted');
+  t.same(
+    first!.objects.map((o) => o.metadata.name),
+    ['plain', 'other', 'plain-1', 'plain-2', 'lb'],
+  );
+  t.same(
+    first!.prints.map((p) => p !== undefined),
+    [false, false, false, true, true],
+    'only the documents zod validates are fingerprinted',
+  );
   t.match(first!.problems, [{ name: 'bad', path: 'spec.ports[0].port' }]);
 
   const knownOf = (read: typeof first) => ({
@@ -247,13 +261,22 @@ status: {loadBalancer: {ingress: [{ip: 192.0.2.1}]}}
   });
   writeFileSync(file, docs(80, 'fd00::1'));
   const again = (await loadManifestFile(file, knownOf(first)))!;
-  again.objects.forEach((o, i) => t.equal(o, first!.objects[i], `${o.metadata.name}: the same object (plain ones compared, the others by fingerprint)`));
+  again.objects.forEach((o, i) =>
+    t.equal(o, first!.objects[i], `${o.metadata.name}: the same object (plain ones compared, the others by fingerprint)`),
+  );
   t.match(again.problems, [{ name: 'bad', path: 'spec.ports[0].port' }], 'an invalid document is reported again');
-  t.ok(again.prints.every((p) => p !== undefined), 'a read again fingerprints every document');
+  t.ok(
+    again.prints.every((p) => p !== undefined),
+    'a read again fingerprints every document',
+  );
 
   writeFileSync(file, docs(81, 'fd00::2'));
   const changed = (await loadManifestFile(file, knownOf(again)))!;
-  t.same(changed.objects.map((o) => o === first!.objects[changed.objects.indexOf(o)]), [false, true, true, false, true], 'the changed Service and slice are new objects, the rest the same');
+  t.same(
+    changed.objects.map((o) => o === first!.objects[changed.objects.indexOf(o)]),
+    [false, true, true, false, true],
+    'the changed Service and slice are new objects, the rest the same',
+  );
   t.equal((changed.objects[0] as Service).spec.ports[0]!.port, 81);
   t.same((changed.objects[3] as EndpointSlice).endpoints[0]!.addresses, ['fd00::2']);
 });

@@ -21,10 +21,71 @@ import { parseManifest, parsePositional } from '../../src/sources/file/parse.ts'
 import { exact } from '../model/random-objects.ts';
 
 const TRICKY = [
-  'web', 'shop', 'default', 'TCP', 'http', 'IPv4', '10.96.0.10', 'fd00::10', '::1', '80', '8080', '0x1F', '0o17', '017', '1e3', '.5', '-1', '+12', '1_000',
-  'true', 'True', 'false', 'null', 'Null', '~', 'yes', 'no', 'on', '', ' ', 'a b', 'a: b', 'a:b', '# x', 'a #b', '- x', '-', ':', '?', 'x\ny', 'line1\nline2\n',
-  'two\n\n', 'é', 'svc-0-bench-with-a-long-name', "it's", '"q"', 'x\ty', '  lead', 'trail  ', '2024-01-01T00:00:00Z', '2024-01-01', '*x', '&a', '!x', '%x',
-  '@x', '`x', '{x}', '[x]', 'a,b', '<<', '=', '1:20', 'kubernetes.io/service-name', 'http://example.com/a?b=c#d',
+  'web',
+  'shop',
+  'default',
+  'TCP',
+  'http',
+  'IPv4',
+  '10.96.0.10',
+  'fd00::10',
+  '::1',
+  '80',
+  '8080',
+  '0x1F',
+  '0o17',
+  '017',
+  '1e3',
+  '.5',
+  '-1',
+  '+12',
+  '1_000',
+  'true',
+  'True',
+  'false',
+  'null',
+  'Null',
+  '~',
+  'yes',
+  'no',
+  'on',
+  '',
+  ' ',
+  'a b',
+  'a: b',
+  'a:b',
+  '# x',
+  'a #b',
+  '- x',
+  '-',
+  ':',
+  '?',
+  'x\ny',
+  'line1\nline2\n',
+  'two\n\n',
+  'é',
+  'svc-0-bench-with-a-long-name',
+  "it's",
+  '"q"',
+  'x\ty',
+  '  lead',
+  'trail  ',
+  '2024-01-01T00:00:00Z',
+  '2024-01-01',
+  '*x',
+  '&a',
+  '!x',
+  '%x',
+  '@x',
+  '`x',
+  '{x}',
+  '[x]',
+  'a,b',
+  '<<',
+  '=',
+  '1:20',
+  'kubernetes.io/service-name',
+  'http://example.com/a?b=c#d',
 ];
 const str = fc.oneof({ arbitrary: fc.constantFrom(...TRICKY), weight: 4 }, { arbitrary: fc.string({ maxLength: 12 }), weight: 1 });
 const num = fc.oneof(fc.constantFrom(80, 443, 8080, 0, 65536, 30080, 8.5, -1, 1e21, 10800), fc.integer({ min: -10, max: 70000 }));
@@ -39,19 +100,40 @@ function fromZod(schema: z.ZodType): fc.Arbitrary<unknown> {
       const required = Object.keys(shape).filter((k) => (shape[k] as unknown as { _zod: { optin?: string } })._zod.optin !== 'optional');
       return fc.record(Object.fromEntries(Object.entries(shape).map(([k, v]) => [k, fromZod(v)])), { requiredKeys: required });
     }
-    case 'string': return str;
-    case 'number': return num;
-    case 'boolean': return fc.boolean();
-    case 'array': return fc.array(inner('element'), { maxLength: 3 });
-    case 'literal': return fc.oneof({ arbitrary: fc.constantFrom(...(def.values as unknown[])), weight: 9 }, { arbitrary: str, weight: 1 });
-    case 'enum': return fc.oneof({ arbitrary: fc.constantFrom(...Object.values(def.entries as object)), weight: 9 }, { arbitrary: str, weight: 1 });
-    case 'union': return fc.oneof(...(def.options as z.ZodType[]).map(fromZod));
-    case 'record': return fc.dictionary(str.filter((k) => k !== '__proto__'), inner('valueType'), { maxKeys: 3 });
-    case 'optional': case 'nullable': case 'default': case 'nonoptional': case 'readonly': case 'catch':
+    case 'string':
+      return str;
+    case 'number':
+      return num;
+    case 'boolean':
+      return fc.boolean();
+    case 'array':
+      return fc.array(inner('element'), { maxLength: 3 });
+    case 'literal':
+      return fc.oneof({ arbitrary: fc.constantFrom(...(def.values as unknown[])), weight: 9 }, { arbitrary: str, weight: 1 });
+    case 'enum':
+      return fc.oneof({ arbitrary: fc.constantFrom(...Object.values(def.entries as object)), weight: 9 }, { arbitrary: str, weight: 1 });
+    case 'union':
+      return fc.oneof(...(def.options as z.ZodType[]).map(fromZod));
+    case 'record':
+      return fc.dictionary(
+        str.filter((k) => k !== '__proto__'),
+        inner('valueType'),
+        { maxKeys: 3 },
+      );
+    case 'optional':
+    case 'nullable':
+    case 'default':
+    case 'nonoptional':
+    case 'readonly':
+    case 'catch':
       return fc.oneof({ arbitrary: inner('innerType'), weight: 4 }, { arbitrary: fc.constant(null), weight: 1 });
-    case 'pipe': return inner('in');
-    case 'unknown': case 'any': return fc.jsonValue({ maxDepth: 2 });
-    default: throw new Error(`fromZod: no arbitrary for ${def.type}`);
+    case 'pipe':
+      return inner('in');
+    case 'unknown':
+    case 'any':
+      return fc.jsonValue({ maxDepth: 2 });
+    default:
+      throw new Error(`fromZod: no arbitrary for ${def.type}`);
   }
 }
 
@@ -87,28 +169,44 @@ function emit(m: { objects: unknown[]; layout: string; choices: number[] }): str
     if (style === 2 && !flow && /\S/.test(s) && /^[^ \n][\x20-\x7e\n]*$/.test(s) && !/ \n|[ ]$/.test(s)) {
       const trail = /\n*$/.exec(s)![0].length;
       const chomp = trail === 0 ? '-' : trail === 1 ? '' : '+';
-      const body = s.slice(0, s.length - trail).split('\n').map((l) => (l === '' ? '' : `${indent}  ${l}`)).join('\n');
+      const body = s
+        .slice(0, s.length - trail)
+        .split('\n')
+        .map((l) => (l === '' ? '' : `${indent}  ${l}`))
+        .join('\n');
       return `|${chomp}\n${body}\n${'\n'.repeat(Math.max(0, trail - 1))}`.replace(/\n$/, '');
     }
     return JSON.stringify(s);
   }
   const key = (s: string) => (plainSafe(s, true) && choose(3) !== 2 ? s : JSON.stringify(s));
-  const isColl = (v: unknown) => typeof v === 'object' && v !== null && (!Array.isArray(v) || v.length > 0) && (Array.isArray(v) || Object.keys(v).length > 0);
+  const isColl = (v: unknown) =>
+    typeof v === 'object' && v !== null && (!Array.isArray(v) || v.length > 0) && (Array.isArray(v) || Object.keys(v).length > 0);
 
   function flowOf(v: unknown): string {
     if (Array.isArray(v)) return `[${v.map(flowOf).join(', ')}]`;
-    if (typeof v === 'object' && v !== null) return `{${Object.entries(v).map(([a, b]) => `${key(a)}: ${flowOf(b)}`).join(', ')}}`;
+    if (typeof v === 'object' && v !== null)
+      return `{${Object.entries(v)
+        .map(([a, b]) => `${key(a)}: ${flowOf(b)}`)
+        .join(', ')}}`;
     return scalar(v, '', true);
   }
   /** A value after `key:` or `- `: inline text, or a block on the lines below. */
   function value(v: unknown, indent: string, inSeq: boolean): string {
-    if (!isColl(v)) return Array.isArray(v) ? ' []' : typeof v === 'object' && v !== null ? ' {}' : ` ${scalar(v, indent, false)}${choose(8) === 1 ? ' # note' : ''}`;
+    if (!isColl(v))
+      return Array.isArray(v)
+        ? ' []'
+        : typeof v === 'object' && v !== null
+          ? ' {}'
+          : ` ${scalar(v, indent, false)}${choose(8) === 1 ? ' # note' : ''}`;
     let prefix = '';
     if (useAnchors) {
       const json = JSON.stringify(v);
       const a = anchors.get(json);
       if (a !== undefined) return ` *${a}`;
-      if (choose(2) === 1) { anchors.set(json, `a${anchorNo}`); prefix = ` &a${anchorNo++}`; }
+      if (choose(2) === 1) {
+        anchors.set(json, `a${anchorNo}`);
+        prefix = ` &a${anchorNo++}`;
+      }
     }
     if (choose(6) === 1) return `${prefix} ${flowOf(v)}`;
     if (Array.isArray(v)) {
@@ -119,17 +217,21 @@ function emit(m: { objects: unknown[]; layout: string; choices: number[] }): str
   }
   function block(v: unknown, indent: string): string {
     if (Array.isArray(v)) {
-      return v.map((item) => {
-        if (isColl(item) && !Array.isArray(item) && choose(3) !== 2) {
-          const inner = block(item, `${indent}  `);
-          return `${indent}- ${inner.slice(indent.length + 2)}`; // compact: the first key on the dash's line
-        }
-        return `${indent}-${value(item, indent, true)}`;
-      }).join('\n');
+      return v
+        .map((item) => {
+          if (isColl(item) && !Array.isArray(item) && choose(3) !== 2) {
+            const inner = block(item, `${indent}  `);
+            return `${indent}- ${inner.slice(indent.length + 2)}`; // compact: the first key on the dash's line
+          }
+          return `${indent}-${value(item, indent, true)}`;
+        })
+        .join('\n');
     }
     const entries = Object.entries(v as object);
     if (choose(30) === 1 && entries.length > 0) entries.push([entries[0]![0], 'duplicate']);
-    return entries.map(([a, b]) => `${choose(10) === 1 ? `${indent}# a comment\n` : ''}${indent}${key(a)}:${value(b, indent, false)}`).join('\n');
+    return entries
+      .map(([a, b]) => `${choose(10) === 1 ? `${indent}# a comment\n` : ''}${indent}${key(a)}:${value(b, indent, false)}`)
+      .join('\n');
   }
   function doc(v: unknown): string {
     return isColl(v) ? block(v, '') : flowOf(v);
@@ -143,7 +245,9 @@ function emit(m: { objects: unknown[]; layout: string; choices: number[] }): str
   }
   if (choose(10) === 1) docs.splice(choose(docs.length + 1), 0, ['a: [1', 'a:\n\tb: 1', 'a: b: c', 'a: "x'][choose(4)]!);
   if (choose(5) === 1) docs.push('# nothing but a comment');
-  return docs.map((d, i) => `${i > 0 || choose(2) === 1 ? `---${choose(4) === 1 ? ' # doc' : ''}\n` : ''}${d}\n${choose(6) === 1 ? '...\n' : ''}`).join('');
+  return docs
+    .map((d, i) => `${i > 0 || choose(2) === 1 ? `---${choose(4) === 1 ? ' # doc' : ''}\n` : ''}${d}\n${choose(6) === 1 ? '...\n' : ''}`)
+    .join('');
 }
 
 const textOf = (m: Parameters<typeof emit>[0] & { crlf: boolean }) => {
@@ -159,14 +263,17 @@ function outcome(p: { objects: unknown[]; problems: unknown[] }): string {
 t.test('the fast path reads what the positional path reads, with the same problems', async (t) => {
   let fast = 0;
   let runs = 0;
-  fc.assert(fc.property(manifests, (m) => {
-    const text = textOf(m);
-    runs++;
-    if (fastYamlDocuments(text) !== undefined) fast++;
-    const got = outcome(parseManifest(text, 'm.yaml'));
-    const want = outcome(parsePositional(text, 'm.yaml'));
-    if (got !== want) throw new Error(`the paths differ on\n${text}\n fast:       ${got}\n positional: ${want}`);
-  }), { numRuns: 600, seed: 2026 });
+  fc.assert(
+    fc.property(manifests, (m) => {
+      const text = textOf(m);
+      runs++;
+      if (fastYamlDocuments(text) !== undefined) fast++;
+      const got = outcome(parseManifest(text, 'm.yaml'));
+      const want = outcome(parsePositional(text, 'm.yaml'));
+      if (got !== want) throw new Error(`the paths differ on\n${text}\n fast:       ${got}\n positional: ${want}`);
+    }),
+    { numRuns: 600, seed: 2026 },
+  );
   t.ok(fast > runs / 2, `the fast loader read ${fast} of ${runs} manifests itself (the rest went the positional way)`);
 });
 
@@ -188,8 +295,16 @@ t.test('each feature, as the positional path reads it', async (t) => {
     ['a syntax error: positional, with its line and document', 'a: 1\n---\nb: [1\n', false],
   ];
   for (const [what, text, fastReads] of cases) {
-    t.equal(fastYamlDocuments(text) !== undefined, fastReads, `${what}: ${fastReads ? 'the fast loader reads it' : 'left to the positional path'}`);
+    t.equal(
+      fastYamlDocuments(text) !== undefined,
+      fastReads,
+      `${what}: ${fastReads ? 'the fast loader reads it' : 'left to the positional path'}`,
+    );
     t.equal(outcome(parseManifest(text, 'm.yaml')), outcome(parsePositional(text, 'm.yaml')), `${what}: the same objects and problems`);
   }
-  t.match(parseManifest('a: 1\n---\nb: [1\n', 'm.yaml').problems, [{ message: /^YAML syntax error at line 4, column 1 \(document 2\)/ }], 'the position of a syntax error');
+  t.match(
+    parseManifest('a: 1\n---\nb: [1\n', 'm.yaml').problems,
+    [{ message: /^YAML syntax error at line 4, column 1 \(document 2\)/ }],
+    'the position of a syntax error',
+  );
 });

@@ -21,14 +21,16 @@ const gc = runInNewContext('gc') as () => void;
 const MiB = 2 ** 20;
 
 const services = makeServices(300, 10);
-const PADDING = `${'# a comment line of sixty-four characters, kept out of objects.\n'.repeat(16 * MiB / 64)}`;
+const PADDING = `${'# a comment line of sixty-four characters, kept out of objects.\n'.repeat((16 * MiB) / 64)}`;
 
 /** Heap left after reading `file` with its objects kept (and how many). */
 async function retainedBy(file: string): Promise<{ bytes: number; objects: number }> {
-  gc(); gc();
+  gc();
+  gc();
   const before = process.memoryUsage().heapUsed;
   const loaded = await loadManifestFile(file);
-  gc(); gc();
+  gc();
+  gc();
   const bytes = process.memoryUsage().heapUsed - before;
   return { bytes, objects: loaded?.objects.length ?? 0 };
 }
@@ -43,15 +45,25 @@ t.test('reading a YAML file keeps its objects, not its text', async (t) => {
   writeFileSync(join(dir, 'fast.yaml'), `${PADDING}${yamlList(services)}`);
   // An alias more than the fast loader takes: the positional path reads it.
   const aliases = Array.from({ length: 11 }, (_, i) => `k${i}: *a`).join(', ');
-  writeFileSync(join(dir, 'positional.yaml'), `${PADDING}${yamlDocuments(services)}---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: &a cm}\ndata: {${aliases}}\n`);
+  writeFileSync(
+    join(dir, 'positional.yaml'),
+    `${PADDING}${yamlDocuments(services)}---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: &a cm}\ndata: {${aliases}}\n`,
+  );
 
   const json = await retainedBy(join(dir, 'list.json'));
   const bound = json.bytes * 1.5 + 2 * MiB;
   t.equal(json.objects, 600, 'the JSON file: 300 Services and their slices');
-  t.equal(fastYamlDocuments(readFileSync(join(dir, 'positional.yaml'), 'utf8')), undefined, 'positional.yaml is one the fast loader leaves');
+  t.equal(
+    fastYamlDocuments(readFileSync(join(dir, 'positional.yaml'), 'utf8')),
+    undefined,
+    'positional.yaml is one the fast loader leaves',
+  );
   for (const f of ['fast.yaml', 'positional.yaml']) {
     const y = await retainedBy(join(dir, f));
     t.equal(y.objects, 600, `${f}: ${y.objects} objects read`);
-    t.ok(y.bytes < bound, `${f}: ${(y.bytes / MiB).toFixed(1)} MiB retained, bound ${(bound / MiB).toFixed(1)} MiB (1.5 x the same objects read from JSON, ${(json.bytes / MiB).toFixed(1)} MiB, + 2 MiB); the text is ${(PADDING.length / MiB).toFixed(0)} MiB more`);
+    t.ok(
+      y.bytes < bound,
+      `${f}: ${(y.bytes / MiB).toFixed(1)} MiB retained, bound ${(bound / MiB).toFixed(1)} MiB (1.5 x the same objects read from JSON, ${(json.bytes / MiB).toFixed(1)} MiB, + 2 MiB); the text is ${(PADDING.length / MiB).toFixed(0)} MiB more`,
+    );
   }
 });

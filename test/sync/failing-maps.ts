@@ -62,23 +62,55 @@ export class FailingMaps<M extends MapSource & MapWriter = MapSource & MapWriter
     this.fullReads++;
     return this.inner.readState();
   }
-  capacity(): Capacity { return this.inner.capacity(); }
-  lookupServices(keys: readonly SvcKey[]) { return this.#lookup(keys.length, () => this.inner.lookupServices(keys)); }
-  lookupBackends(ids: readonly number[]) { return this.#lookup(ids.length, () => this.inner.lookupBackends(ids)); }
-  lookupRevNat(ids: readonly number[]) { return this.#lookup(ids.length, () => this.inner.lookupRevNat(ids)); }
-  readSrcRanges() { return this.#lookup(1, () => this.inner.readSrcRanges()); }
+  capacity(): Capacity {
+    return this.inner.capacity();
+  }
+  lookupServices(keys: readonly SvcKey[]) {
+    return this.#lookup(keys.length, () => this.inner.lookupServices(keys));
+  }
+  lookupBackends(ids: readonly number[]) {
+    return this.#lookup(ids.length, () => this.inner.lookupBackends(ids));
+  }
+  lookupRevNat(ids: readonly number[]) {
+    return this.#lookup(ids.length, () => this.inner.lookupRevNat(ids));
+  }
+  readSrcRanges() {
+    return this.#lookup(1, () => this.inner.readSrcRanges());
+  }
 
-  putBackends(e: ReadonlyArray<readonly [number, BackendValue]>) { this.#batch('putBackends', e, (x) => this.inner.putBackends(x)); }
-  putRevNat(e: ReadonlyArray<readonly [number, RevNatValue]>) { this.#batch('putRevNat', e, (x) => this.inner.putRevNat(x)); }
-  putServices(e: ReadonlyArray<readonly [SvcKey, SvcValue]>) { this.#batch('putServices', e, (x) => this.inner.putServices(x)); }
-  putSlots(s: readonly SlotWrite[]) { this.#batch('putSlots', s, (x) => this.inner.putSlots(x)); }
-  putSrcRanges(k: readonly SrcRangeKey[]) { this.#batch('putSrcRanges', k, (x) => this.inner.putSrcRanges(x)); }
-  deleteSrcRanges(k: readonly SrcRangeKey[]) { this.#batch('deleteSrcRanges', k, (x) => this.inner.deleteSrcRanges(x)); }
-  deleteServices(k: readonly SvcKey[]) { this.#batch('deleteServices', k, (x) => this.inner.deleteServices(x)); }
-  deleteRevNat(ids: readonly number[]) { this.#batch('deleteRevNat', ids, (x) => this.inner.deleteRevNat(x)); }
-  deleteBackends(ids: readonly number[]) { this.#batch('deleteBackends', ids, (x) => this.inner.deleteBackends(x)); }
-  putMaglev(tb: ReadonlyArray<readonly [number, Uint16Array]>) { this.#batch('putMaglev', tb, (x) => this.#maglev().putMaglev(x)); }
-  deleteMaglev(ids: readonly number[]) { this.#batch('deleteMaglev', ids, (x) => this.#maglev().deleteMaglev(x)); }
+  putBackends(e: ReadonlyArray<readonly [number, BackendValue]>) {
+    this.#batch('putBackends', e, (x) => this.inner.putBackends(x));
+  }
+  putRevNat(e: ReadonlyArray<readonly [number, RevNatValue]>) {
+    this.#batch('putRevNat', e, (x) => this.inner.putRevNat(x));
+  }
+  putServices(e: ReadonlyArray<readonly [SvcKey, SvcValue]>) {
+    this.#batch('putServices', e, (x) => this.inner.putServices(x));
+  }
+  putSlots(s: readonly SlotWrite[]) {
+    this.#batch('putSlots', s, (x) => this.inner.putSlots(x));
+  }
+  putSrcRanges(k: readonly SrcRangeKey[]) {
+    this.#batch('putSrcRanges', k, (x) => this.inner.putSrcRanges(x));
+  }
+  deleteSrcRanges(k: readonly SrcRangeKey[]) {
+    this.#batch('deleteSrcRanges', k, (x) => this.inner.deleteSrcRanges(x));
+  }
+  deleteServices(k: readonly SvcKey[]) {
+    this.#batch('deleteServices', k, (x) => this.inner.deleteServices(x));
+  }
+  deleteRevNat(ids: readonly number[]) {
+    this.#batch('deleteRevNat', ids, (x) => this.inner.deleteRevNat(x));
+  }
+  deleteBackends(ids: readonly number[]) {
+    this.#batch('deleteBackends', ids, (x) => this.inner.deleteBackends(x));
+  }
+  putMaglev(tb: ReadonlyArray<readonly [number, Uint16Array]>) {
+    this.#batch('putMaglev', tb, (x) => this.#maglev().putMaglev(x));
+  }
+  deleteMaglev(ids: readonly number[]) {
+    this.#batch('deleteMaglev', ids, (x) => this.#maglev().deleteMaglev(x));
+  }
   #maglev(): Required<Pick<MapWriter, 'putMaglev' | 'deleteMaglev'>> {
     if (!this.inner.putMaglev || !this.inner.deleteMaglev) throw new Error('the wrapped maps cannot write Maglev tables');
     return this.inner as Required<Pick<MapWriter, 'putMaglev' | 'deleteMaglev'>>;

@@ -41,13 +41,18 @@ for (const family of [4, 6] as const) {
   const kernelView = () => familyView(fm);
   const counts = (view: Map<string, string[] | string>) => new Map([...view].map(([k, v]) => [k, typeof v === 'string' ? -1 : v.length]));
   const kernelSizes = () => ({
-    services: fm.services.entries().length, backends: fm.backends.entries().length,
-    revNat: fm.revNat.entries().length, srcRanges: fm.srcRange?.entries().length ?? 0,
+    services: fm.services.entries().length,
+    backends: fm.backends.entries().length,
+    revNat: fm.revNat.entries().length,
+    srcRanges: fm.srcRange?.entries().length ?? 0,
   });
 
   // Source ranges (tc's): each family's frontends get the ranges of their family (svcmap_srcrng, svcmap_srcrng6).
-  const svc = (owner: string, n: number, backends: number[], sourceRanges: string[] = []): FrontendTarget =>
-    ({ ...target(vip(n), 80, backends.map(pod)), owner, sourceRanges: sourceRanges.filter((r) => r.includes(':') === (family === 6)) });
+  const svc = (owner: string, n: number, backends: number[], sourceRanges: string[] = []): FrontendTarget => ({
+    ...target(vip(n), 80, backends.map(pod)),
+    owner,
+    sourceRanges: sourceRanges.filter((r) => r.includes(':') === (family === 6)),
+  });
   const BASE = new Map([
     ['web', [svc('web', 10, [1, 2, 3])]],
     ['api', [svc('api', 11, [4, 5])]],
@@ -84,7 +89,8 @@ for (const family of [4, 6] as const) {
       f.afterBatch = (b) => {
         for (const [fid, res] of kernelView()) {
           if (typeof res === 'string') problems.push(`after ${b.name}: ${res}`);
-          else if (after.has(fid) && before.has(fid) && res.length < Math.min(before.get(fid)!, after.get(fid)!)) problems.push(`after ${b.name}: ${fid} has ${res.length} backends`);
+          else if (after.has(fid) && before.has(fid) && res.length < Math.min(before.get(fid)!, after.get(fid)!))
+            problems.push(`after ${b.name}: ${fid} has ${res.length} backends`);
         }
       };
       const first = f.batches + 1;
@@ -103,7 +109,10 @@ for (const family of [4, 6] as const) {
         continue;
       }
       boundaries++;
-      t.ok(err instanceof ApplyError && err.cause instanceof InjectedFailure, `failed in ${(err as ApplyError).phase} (batch ${k}, ${written} written)`);
+      t.ok(
+        err instanceof ApplyError && err.cause instanceof InjectedFailure,
+        `failed in ${(err as ApplyError).phase} (batch ${k}, ${written} written)`,
+      );
       t.same(problems, [], 'every phase written before the failure left the kernel maps whole for a reader');
       t.same(normState(s.state), normState(new MapsAdapter(fm).readState()), 'the tracked state is what the kernel maps hold');
       // The retry: the same Services, nothing else.
@@ -117,6 +126,6 @@ for (const family of [4, 6] as const) {
       t.equal(f.batches, batches, 'a full sync afterwards writes nothing');
     }
     // Both families have every phase, the source ranges' upserts and deletes among them.
-    t.equal(boundaries, 11, 'a failure after each of the 10 phases\' batches, and one inside a batch');
+    t.equal(boundaries, 11, "a failure after each of the 10 phases' batches, and one inside a batch");
   });
 }

@@ -18,7 +18,7 @@ import { MemoryMaps, normState as norm, target } from './helpers.ts';
 
 function rng(seed: number) {
   let s = seed >>> 0;
-  return () => ((s = (s * 1664525 + 1013904223) >>> 0) / 2 ** 32);
+  return () => (s = (s * 1664525 + 1013904223) >>> 0) / 2 ** 32;
 }
 
 const OWNERS = ['a', 'b', 'c', 'd', 'e'];
@@ -56,7 +56,8 @@ function watchReaders(m: MemoryMaps, floor: ReadonlyMap<string, number>, label: 
   m.onWrite = (what) => {
     for (const [fid, res] of m.resolve()) {
       if (typeof res === 'string') problems.push(`${label} after ${what}: ${res}`);
-      else if (res.length < (floor.get(fid) ?? 0)) problems.push(`${label} after ${what}: ${fid} has ${res.length} backends, floor ${floor.get(fid)}`);
+      else if (res.length < (floor.get(fid) ?? 0))
+        problems.push(`${label} after ${what}: ${fid} has ${res.length} backends, floor ${floor.get(fid)}`);
     }
   };
   return problems;
@@ -67,7 +68,8 @@ function idIndexProblems(s: MapState): string[] {
   const out: string[] = [];
   for (const [id, be] of s.backends) {
     const named = s.backends.idOf(be);
-    if (named === undefined || s.backends.get(named)?.addr !== be.addr) out.push(`backend ${id} (${be.addr}:${be.port}/${be.proto}) is not indexed`);
+    if (named === undefined || s.backends.get(named)?.addr !== be.addr)
+      out.push(`backend ${id} (${be.addr}:${be.port}/${be.proto}) is not indexed`);
   }
   return out;
 }
@@ -78,7 +80,12 @@ const fresh = (desired: ReadonlyMap<string, FrontendTarget[]>) => {
   return m;
 };
 const sortedResolve = (m: MemoryMaps) => [...m.resolve()].map(([k, v]) => [k, Array.isArray(v) ? [...v].sort() : v]).sort();
-const sizes = (m: MemoryMaps) => ({ services: m.services.size, backends: m.backends.size, revNat: m.revNat.size, srcRanges: m.srcRanges.size });
+const sizes = (m: MemoryMaps) => ({
+  services: m.services.size,
+  backends: m.backends.size,
+  revNat: m.revNat.size,
+  srcRanges: m.srcRanges.size,
+});
 
 t.test('a sync failing anywhere: readers never see a half-written service, and its retry converges', async (t) => {
   let failed = 0;
@@ -149,18 +156,34 @@ t.test('slots a failed sync wrote past the old count are written over by the ret
   const m = new MemoryMaps();
   const f = new FailingMaps(m);
   const s = new Syncer(f);
-  const web = (n: number) => [{ ...target('10.96.0.10', 80, Array.from({ length: n }, (_, i) => `10.244.0.${i + 1}`)), owner: 'web' }];
+  const web = (n: number) => [
+    {
+      ...target(
+        '10.96.0.10',
+        80,
+        Array.from({ length: n }, (_, i) => `10.244.0.${i + 1}`),
+      ),
+      owner: 'web',
+    },
+  ];
   s.sync(web(2));
   // Growing to 4: backends, reverse NAT and slots 3 and 4 are written, the master (count 4) fails.
   f.fail = (b) => (b.name === 'putServices' ? 0 : undefined);
   t.throws(() => s.syncOwners(new Map([['web', web(4)]])), ApplyError);
   f.fail = () => undefined;
-  t.same(s.state.straySlots.map(svcSlotId).sort(), ['10.96.0.10:80/6/0#3', '10.96.0.10:80/6/0#4'], 'slots 3 and 4 are strays: past the count readers use');
+  t.same(
+    s.state.straySlots.map(svcSlotId).sort(),
+    ['10.96.0.10:80/6/0#3', '10.96.0.10:80/6/0#4'],
+    'slots 3 and 4 are strays: past the count readers use',
+  );
   t.same(m.resolve().get('10.96.0.10:80/6/0'), ['10.244.0.1:8080', '10.244.0.2:8080'], 'readers still see the old two backends');
   // A full resync (as after repeated failures) writes the strays over, then grows the master over them.
   m.writes = [];
   s.sync(web(4));
-  t.notOk(m.writes.some((w) => w.startsWith('svc-')), 'no services entry deleted');
+  t.notOk(
+    m.writes.some((w) => w.startsWith('svc-')),
+    'no services entry deleted',
+  );
   t.same(m.resolve().get('10.96.0.10:80/6/0')?.length, 4);
   t.same(s.state.straySlots, [], 'no stray left');
   t.same(s.state.counts, sizes(m));
@@ -176,9 +199,16 @@ t.test('what a failed sync of a new Service wrote, and a newer wish no longer wa
   s.sync([{ ...target('10.96.0.1', 80, ['10.244.0.1']), owner: 'old' }]);
   // A new Service: its backends and reverse NAT are written, its slots fail.
   f.fail = (b) => (b.name === 'putSlots' ? 0 : undefined);
-  t.throws(() => s.syncOwners(new Map([['new', [{ ...target('10.96.0.2', 80, ['10.244.0.7', '10.244.0.8']), owner: 'new' }]]])), ApplyError);
+  t.throws(
+    () => s.syncOwners(new Map([['new', [{ ...target('10.96.0.2', 80, ['10.244.0.7', '10.244.0.8']), owner: 'new' }]]])),
+    ApplyError,
+  );
   f.fail = () => undefined;
-  t.same(sizes(m), { services: 2, backends: 3, revNat: 2, srcRanges: 0 }, 'the failed sync left two backends and a reverse NAT entry nothing uses');
+  t.same(
+    sizes(m),
+    { services: 2, backends: 3, revNat: 2, srcRanges: 0 },
+    'the failed sync left two backends and a reverse NAT entry nothing uses',
+  );
   // Before the retry the Service was deleted.
   s.syncOwners(new Map([['new', []]]));
   t.same(sizes(m), { services: 2, backends: 1, revNat: 1, srcRanges: 0 }, 'the partial retry removed them');
@@ -189,7 +219,10 @@ t.test('a big failed plan is followed by a re-read of the maps, a small one by r
   const f = new FailingMaps(m);
   const s = new Syncer(f);
   const reads = f.fullReads; // the Syncer's first read
-  const many = Array.from({ length: 1200 }, (_, i) => ({ ...target(`10.96.${i >> 8}.${i & 255}`, 80, [`10.244.0.${1 + (i % 50)}`]), owner: 'many' }));
+  const many = Array.from({ length: 1200 }, (_, i) => ({
+    ...target(`10.96.${i >> 8}.${i & 255}`, 80, [`10.244.0.${1 + (i % 50)}`]),
+    owner: 'many',
+  }));
   f.fail = (b) => (b.name === 'putServices' ? 600 : undefined);
   t.throws(() => s.syncOwners(new Map([['many', many]])), ApplyError);
   t.equal(f.fullReads, reads + 1, 'a plan touching 1200 frontends: one re-read');

@@ -11,8 +11,12 @@ export class FakeClock implements Timers {
     this.#timers.set(id, { at: this.t + ms, fn });
     return id;
   }
-  clearTimeout(h: unknown): void { this.#timers.delete(h as number); }
-  now(): number { return this.t; }
+  clearTimeout(h: unknown): void {
+    this.#timers.delete(h as number);
+  }
+  now(): number {
+    return this.t;
+  }
   /** Moves the clock forward, running every timer that falls due, in order. */
   advance(ms: number): void {
     const end = this.t + ms;

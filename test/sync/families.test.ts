@@ -30,7 +30,7 @@ t.test('each family reaches only its own maps; owners lose what they no longer h
   t.equal(r.changed, 3, 'the reports of both families add up');
   t.same(r.entries, { services: 3, backends: 2, revNat: 1, srcRanges: 0 }, 'entries stay per family: the IPv4 maps');
   t.same(r.v6?.entries, { services: 6, backends: 4, revNat: 2, srcRanges: 0 }, 'and the IPv6 maps');
-  t.same(s.capacity(), m4.cap, 'the capacity is the IPv4 maps\'; the IPv6 maps\' is in the report');
+  t.same(s.capacity(), m4.cap, "the capacity is the IPv4 maps'; the IPv6 maps' is in the report");
   t.equal(s.state.frontends.size, 3);
 
   // web becomes IPv4-only: its IPv6 frontend goes, in the IPv6 maps' order (master first).
@@ -38,7 +38,10 @@ t.test('each family reaches only its own maps; owners lose what they no longer h
   s.syncOwners(new Map([['web', [dual[0]!]]]));
   t.same(sorted(m6.resolve()), [[`${f6.vip(11)}:80/6/0`, [`${f6.pod(4)}:8080`]]]);
   t.equal(m6.writes[0], `svc-${f6.vip(10)}:80/6/0#0`, 'the master entry is removed first');
-  t.ok(m6.writes.indexOf(`backend-1`) > m6.writes.lastIndexOf(`svc-${f6.vip(10)}:80/6/0#1`), 'backends only after the slots that used them');
+  t.ok(
+    m6.writes.indexOf(`backend-1`) > m6.writes.lastIndexOf(`svc-${f6.vip(10)}:80/6/0#1`),
+    'backends only after the slots that used them',
+  );
   t.equal(m4.resolve().size, 1, 'the IPv4 frontend stays');
 
   // A full sync without IPv6 targets empties the IPv6 maps.

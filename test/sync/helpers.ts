@@ -26,55 +26,120 @@ export class MemoryMaps implements MapSource, MapWriter {
   writes: string[] = [];
 
   readState(): MapState {
-    const state = stateFromEntries([...this.services.values()], [...this.backends], [...this.revNat], [...this.srcRanges.values()].map((k) => [k, 1] as const));
+    const state = stateFromEntries(
+      [...this.services.values()],
+      [...this.backends],
+      [...this.revNat],
+      [...this.srcRanges.values()].map((k) => [k, 1] as const),
+    );
     if (this.maglev.size) state.maglevSizes = new Map([...this.maglev].map(([id, tb]) => [id, tb[0]!]));
     return state;
   }
-  capacity(): Capacity { return this.cap; }
-  lookupServices(keys: readonly SvcKey[]): Array<SvcValue | undefined> {
-    return keys.map((k) => { const e = this.services.get(sk(k)); return e && { ...e[1] }; });
+  capacity(): Capacity {
+    return this.cap;
   }
-  lookupBackends(ids: readonly number[]): Array<BackendValue | undefined> { return ids.map((id) => { const v = this.backends.get(id); return v && { ...v }; }); }
-  lookupRevNat(ids: readonly number[]): Array<RevNatValue | undefined> { return ids.map((id) => { const v = this.revNat.get(id); return v && { ...v }; }); }
-  readSrcRanges(): SrcRangeKey[] { return [...this.srcRanges.values()].map((k) => ({ ...k })); }
+  lookupServices(keys: readonly SvcKey[]): Array<SvcValue | undefined> {
+    return keys.map((k) => {
+      const e = this.services.get(sk(k));
+      return e && { ...e[1] };
+    });
+  }
+  lookupBackends(ids: readonly number[]): Array<BackendValue | undefined> {
+    return ids.map((id) => {
+      const v = this.backends.get(id);
+      return v && { ...v };
+    });
+  }
+  lookupRevNat(ids: readonly number[]): Array<RevNatValue | undefined> {
+    return ids.map((id) => {
+      const v = this.revNat.get(id);
+      return v && { ...v };
+    });
+  }
+  readSrcRanges(): SrcRangeKey[] {
+    return [...this.srcRanges.values()].map((k) => ({ ...k }));
+  }
   #check(size: number, max: number, name: string) {
     if (size > max) throw new Error(`${name} map full`);
   }
   putBackends(e: ReadonlyArray<readonly [number, BackendValue]>) {
-    for (const [id, v] of e) { this.backends.set(id, { ...v }); this.#check(this.backends.size, this.cap.backends, 'backends'); this.#w(`backend+${id}`); }
+    for (const [id, v] of e) {
+      this.backends.set(id, { ...v });
+      this.#check(this.backends.size, this.cap.backends, 'backends');
+      this.#w(`backend+${id}`);
+    }
   }
   putRevNat(e: ReadonlyArray<readonly [number, RevNatValue]>) {
-    for (const [id, v] of e) { this.revNat.set(id, { ...v }); this.#w(`revnat+${id}`); }
+    for (const [id, v] of e) {
+      this.revNat.set(id, { ...v });
+      this.#w(`revnat+${id}`);
+    }
   }
   putServices(e: ReadonlyArray<readonly [SvcKey, SvcValue]>) {
-    for (const [k, v] of e) { this.services.set(sk(k), [{ ...k }, { ...v }]); this.#check(this.services.size, this.cap.services, 'services'); this.#w(`svc+${sk(k)}`); }
+    for (const [k, v] of e) {
+      this.services.set(sk(k), [{ ...k }, { ...v }]);
+      this.#check(this.services.size, this.cap.services, 'services');
+      this.#w(`svc+${sk(k)}`);
+    }
   }
   putSlots(slots: readonly SlotWrite[]) {
-    this.putServices(slots.map((s) => [{ ...s.key, slot: s.slot }, { backend_id: s.backendId, rev_nat_id: 0, count: 0, flags: 0, algorithm: 0, affinity_timeout: 0 }] as const));
+    this.putServices(
+      slots.map(
+        (s) =>
+          [
+            { ...s.key, slot: s.slot },
+            { backend_id: s.backendId, rev_nat_id: 0, count: 0, flags: 0, algorithm: 0, affinity_timeout: 0 },
+          ] as const,
+      ),
+    );
   }
   putSrcRanges(keys: readonly SrcRangeKey[]) {
-    for (const k of keys) { this.srcRanges.set(rk(k), { ...k }); this.#w(`range+${rk(k)}`); }
+    for (const k of keys) {
+      this.srcRanges.set(rk(k), { ...k });
+      this.#w(`range+${rk(k)}`);
+    }
   }
   deleteSrcRanges(keys: readonly SrcRangeKey[]) {
-    for (const k of keys) { if (!this.srcRanges.delete(rk(k))) throw new Error(`delete of missing range ${rk(k)}`); this.#w(`range-${rk(k)}`); }
+    for (const k of keys) {
+      if (!this.srcRanges.delete(rk(k))) throw new Error(`delete of missing range ${rk(k)}`);
+      this.#w(`range-${rk(k)}`);
+    }
   }
   deleteServices(keys: readonly SvcKey[]) {
-    for (const k of keys) { if (!this.services.delete(sk(k))) throw new Error(`delete of missing ${sk(k)}`); this.#w(`svc-${sk(k)}`); }
+    for (const k of keys) {
+      if (!this.services.delete(sk(k))) throw new Error(`delete of missing ${sk(k)}`);
+      this.#w(`svc-${sk(k)}`);
+    }
   }
   deleteRevNat(ids: readonly number[]) {
-    for (const id of ids) { if (!this.revNat.delete(id)) throw new Error(`delete of missing revnat ${id}`); this.#w(`revnat-${id}`); }
+    for (const id of ids) {
+      if (!this.revNat.delete(id)) throw new Error(`delete of missing revnat ${id}`);
+      this.#w(`revnat-${id}`);
+    }
   }
   deleteBackends(ids: readonly number[]) {
-    for (const id of ids) { if (!this.backends.delete(id)) throw new Error(`delete of missing backend ${id}`); this.#w(`backend-${id}`); }
+    for (const id of ids) {
+      if (!this.backends.delete(id)) throw new Error(`delete of missing backend ${id}`);
+      this.#w(`backend-${id}`);
+    }
   }
   putMaglev(tables: ReadonlyArray<readonly [number, Uint16Array]>) {
-    for (const [id, tb] of tables) { this.maglev.set(id, tb.slice()); this.#w(`maglev+${id}`); }
+    for (const [id, tb] of tables) {
+      this.maglev.set(id, tb.slice());
+      this.#w(`maglev+${id}`);
+    }
   }
   deleteMaglev(ids: readonly number[]) {
     // As MaglevTables.delete: a table already gone is no error (a retry after a failure deletes again).
-    for (const id of ids) { this.maglev.delete(id); this.#w(`maglev-${id}`); }
+    for (const id of ids) {
+      this.maglev.delete(id);
+      this.#w(`maglev-${id}`);
+    }
   }
-  #w(what: string) { this.writes.push(what); this.onWrite(what); }
+  #w(what: string) {
+    this.writes.push(what);
+    this.onWrite(what);
+  }
 
   /** What a datapath reader resolves each frontend to: the backend addresses it can pick, or an error. */
   resolve(): Map<string, string[] | string> {
@@ -86,9 +151,15 @@ export class MemoryMaps implements MapSource, MapWriter {
       let err = '';
       for (let s = 1; s <= v.count; s++) {
         const slot = this.services.get(sk({ ...k, slot: s }));
-        if (!slot) { err = `slot ${s} of ${fid} missing`; break; }
+        if (!slot) {
+          err = `slot ${s} of ${fid} missing`;
+          break;
+        }
         const be = this.backends.get(slot[1].backend_id);
-        if (!be) { err = `backend ${slot[1].backend_id} of ${fid} missing`; break; }
+        if (!be) {
+          err = `backend ${slot[1].backend_id} of ${fid} missing`;
+          break;
+        }
         addrs.push(`${be.addr}:${be.port}`);
       }
       if (!err && !this.revNat.has(v.rev_nat_id)) err = `revnat ${v.rev_nat_id} of ${fid} missing`;
@@ -127,7 +198,14 @@ export function target(vip: string, port: number, backends: string[], opts: Part
   const key = { addr: vip, port, proto: 6, scope: 0 };
   const label = `ns/svc${seq++}`;
   return {
-    id: `${vip}:${port}/6/0`, key, flags: 1, algorithm: 0, affinityTimeout: 0, label, owner: `owner-${vip}`, sourceRanges: [],
+    id: `${vip}:${port}/6/0`,
+    key,
+    flags: 1,
+    algorithm: 0,
+    affinityTimeout: 0,
+    label,
+    owner: `owner-${vip}`,
+    sourceRanges: [],
     backends: backends.map((b) => {
       const { addr, port } = splitAddr(b);
       return { addr, port, proto: 6, state: 0, flags: 0, zone: 0 };

@@ -20,20 +20,33 @@ function shares(table: Int32Array, n: number): number[] {
 }
 
 t.test('every allowed size is prime', async (t) => {
-  const prime = (m: number) => { for (let d = 2; d * d <= m; d++) if (m % d === 0) return false; return m > 1; };
+  const prime = (m: number) => {
+    for (let d = 2; d * d <= m; d++) if (m % d === 0) return false;
+    return m > 1;
+  };
   for (const m of MAGLEV_TABLE_SIZES) t.ok(prime(m), `${m}`);
   t.ok((MAGLEV_TABLE_SIZES as readonly number[]).includes(SVCMAP_MAGLEV_DEFAULT_M));
 });
 
 t.test('the table is full and each backend gets ~M/N entries', async (t) => {
-  for (const [n, m] of [[1, 251], [3, 251], [10, SVCMAP_MAGLEV_DEFAULT_M], [100, SVCMAP_MAGLEV_DEFAULT_M], [7, 65521]] as const) {
+  for (const [n, m] of [
+    [1, 251],
+    [3, 251],
+    [10, SVCMAP_MAGLEV_DEFAULT_M],
+    [100, SVCMAP_MAGLEV_DEFAULT_M],
+    [7, 65521],
+  ] as const) {
     const table = maglevTable(names(n), m);
     t.notOk(table.includes(-1), `N=${n} M=${m}: every entry names a backend`);
     const c = shares(table, n);
     // Maglev's turn-taking gives each backend floor or ceil of M/N.
     t.ok(Math.max(...c) - Math.min(...c) <= 1, `N=${n} M=${m}: shares ${Math.min(...c)}..${Math.max(...c)}, M/N = ${(m / n).toFixed(1)}`);
   }
-  t.same([...maglevTable([], 251)].filter((x) => x !== -1), [], 'no backends: no entry');
+  t.same(
+    [...maglevTable([], 251)].filter((x) => x !== -1),
+    [],
+    'no backends: no entry',
+  );
 });
 
 t.test('the table does not depend on the order of the backends (two agents agree)', async (t) => {
@@ -53,7 +66,10 @@ t.test('removing one of N backends moves ~1/N of the entries', async (t) => {
     for (const gone of [0, Math.floor(n / 2), n - 1]) {
       const after = before.filter((_, i) => i !== gone);
       const moved = maglevDisruption(table, before, maglevTable(after, SVCMAP_MAGLEV_DEFAULT_M), after);
-      t.ok(moved >= 1 / n - 0.01 && moved <= 1 / n + 0.03, `N=${n}, backend ${gone} removed: ${(moved * 100).toFixed(1)}% moved (ideal ${(100 / n).toFixed(1)}%)`);
+      t.ok(
+        moved >= 1 / n - 0.01 && moved <= 1 / n + 0.03,
+        `N=${n}, backend ${gone} removed: ${(moved * 100).toFixed(1)}% moved (ideal ${(100 / n).toFixed(1)}%)`,
+      );
     }
     // Adding one back moves about as little.
     const grown = [...before, names(1, 1000)[0]!];
@@ -93,22 +109,44 @@ t.test('the plan publishes the table after the slots and before the master; it f
 
   // Remove one: the new table (slots 1..9) before the master and the stale slot 10.
   m.writes = [];
-  s.sync([maglev('10.96.0.10', ten.filter((_, i) => i !== 3))]);
+  s.sync([
+    maglev(
+      '10.96.0.10',
+      ten.filter((_, i) => i !== 3),
+    ),
+  ]);
   const w = m.writes;
   t.ok(w.indexOf(`maglev+${rn}`) < w.findIndex((x) => /^svc\+.*#0$/.test(x)), 'new table before the master');
   t.ok(w.indexOf(`maglev+${rn}`) < w.findIndex((x) => /^svc-.*#10$/.test(x)), 'and before the old last slot goes');
   const tb = tableOf(m, rn!);
-  t.ok(tb.subarray(1).every((x) => x >= 1 && x <= 9), 'the table names slots 1..9 only');
+  t.ok(
+    tb.subarray(1).every((x) => x >= 1 && x <= 9),
+    'the table names slots 1..9 only',
+  );
   // Each entry's backend, through the slots as they now are.
   const fe = [...m.services.values()].filter(([k]) => k.slot > 0).map(([k, v]) => [k.slot, m.backends.get(v.backend_id)!.addr] as const);
   const bySlot = new Map(fe);
-  t.notOk([...tb.subarray(1)].some((x) => bySlot.get(x) === '10.244.0.13'), 'the removed backend is in no entry');
+  t.notOk(
+    [...tb.subarray(1)].some((x) => bySlot.get(x) === '10.244.0.13'),
+    'the removed backend is in no entry',
+  );
 
   // Unchanged: nothing written; another size: a new table.
   m.writes = [];
-  s.sync([maglev('10.96.0.10', ten.filter((_, i) => i !== 3))]);
+  s.sync([
+    maglev(
+      '10.96.0.10',
+      ten.filter((_, i) => i !== 3),
+    ),
+  ]);
   t.same(m.writes, []);
-  s.sync([maglev('10.96.0.10', ten.filter((_, i) => i !== 3), 509)]);
+  s.sync([
+    maglev(
+      '10.96.0.10',
+      ten.filter((_, i) => i !== 3),
+      509,
+    ),
+  ]);
   t.equal(tableOf(m, rn!)[0], 509, 'a new size publishes a new table');
 });
 
@@ -126,7 +164,7 @@ t.test('the table goes when the frontend leaves maglev or goes away; a restart r
   const w = m.writes;
   t.ok(w.findIndex((x) => /^svc\+.*#0$/.test(x)) < w.findIndex((x) => x.startsWith('maglev-')), 'after the master stopped naming maglev');
   again.sync([]);
-  t.equal(m.maglev.size, 0, 'a removed frontend\'s table is deleted');
+  t.equal(m.maglev.size, 0, "a removed frontend's table is deleted");
   // An orphan (a table no frontend uses, e.g. left by an interrupted run) goes at a full sync.
   m.maglev.set(999, new Uint16Array([251]));
   new Syncer(m).sync([]);
@@ -151,12 +189,16 @@ t.test('a failed publish is published again by the next sync; a failed delete is
   const changed = [...m.maglev].filter(([id, tb]) => before.get(id)!.some((x, j) => x !== tb[j])).length;
   t.equal(changed, 1, 'one of the two new tables made it in');
   s.sync([maglev('10.96.0.10', next), maglev('10.96.0.11', next)]);
-  const want = maglevSlotTable(next.map((ip) => `${ip}:8080/6`), 251);
+  const want = maglevSlotTable(
+    next.map((ip) => `${ip}:8080/6`),
+    251,
+  );
   for (const [id, tb] of m.maglev) {
     // Through the slots, each entry's backend must be what a fresh table over `next` says.
     const vip = [...m.services.values()].find(([k, v]) => k.slot === 0 && v.rev_nat_id === id)![0].addr;
-    const slotIp = new Map([...m.services.values()].filter(([k]) => k.slot > 0 && k.addr === vip)
-      .map(([k, v]) => [k.slot, m.backends.get(v.backend_id)!.addr]));
+    const slotIp = new Map(
+      [...m.services.values()].filter(([k]) => k.slot > 0 && k.addr === vip).map(([k, v]) => [k.slot, m.backends.get(v.backend_id)!.addr]),
+    );
     const bad = [...tb.subarray(1)].filter((slot, j) => slotIp.get(slot) !== next[want[j + 1]! - 1]).length;
     t.equal(bad, 0, `table ${id}: every entry names the backend the new set's table gives after the retry`);
   }

@@ -11,7 +11,7 @@ import { FAMILIES, MemoryMaps, target } from './helpers.ts';
 
 function rng(seed: number) {
   let s = seed >>> 0;
-  return () => ((s = (s * 1664525 + 1013904223) >>> 0) / 2 ** 32);
+  return () => (s = (s * 1664525 + 1013904223) >>> 0) / 2 ** 32;
 }
 
 function randomState(r: () => number, family: keyof typeof FAMILIES): FrontendTarget[] {
@@ -27,43 +27,49 @@ function randomState(r: () => number, family: keyof typeof FAMILIES): FrontendTa
   return out;
 }
 
-for (const family of [4, 6] as const) t.test(`IPv${family}: no reader ever sees a half-written service`, async (t) => {
-  let checks = 0;
-  for (let seed = 1; seed <= 40; seed++) {
-    const r = rng(seed);
-    const m = new MemoryMaps();
-    const s = new Syncer(m);
-    let prev = new Map<string, number>();
-    for (let step = 0; step < 15; step++) {
-      const next = randomState(r, family);
-      const want = new Map(next.map((x) => [x.id, x.backends.length]));
-      m.onWrite = (what) => {
-        for (const [fid, res] of m.resolve()) {
-          checks++;
-          if (typeof res === 'string') {
-            t.fail(`seed ${seed} step ${step} after ${what}: ${res}`);
-            return;
+for (const family of [4, 6] as const)
+  t.test(`IPv${family}: no reader ever sees a half-written service`, async (t) => {
+    let checks = 0;
+    for (let seed = 1; seed <= 40; seed++) {
+      const r = rng(seed);
+      const m = new MemoryMaps();
+      const s = new Syncer(m);
+      let prev = new Map<string, number>();
+      for (let step = 0; step < 15; step++) {
+        const next = randomState(r, family);
+        const want = new Map(next.map((x) => [x.id, x.backends.length]));
+        m.onWrite = (what) => {
+          for (const [fid, res] of m.resolve()) {
+            checks++;
+            if (typeof res === 'string') {
+              t.fail(`seed ${seed} step ${step} after ${what}: ${res}`);
+              return;
+            }
+            const floor = Math.min(prev.get(fid) ?? Infinity, want.get(fid) ?? Infinity);
+            if (floor !== Infinity && res.length < floor)
+              t.fail(
+                `seed ${seed} step ${step} after ${what}: ${fid} has ${res.length} backends, old ${prev.get(fid)} new ${want.get(fid)}`,
+              );
           }
-          const floor = Math.min(prev.get(fid) ?? Infinity, want.get(fid) ?? Infinity);
-          if (floor !== Infinity && res.length < floor) t.fail(`seed ${seed} step ${step} after ${what}: ${fid} has ${res.length} backends, old ${prev.get(fid)} new ${want.get(fid)}`);
-        }
-      };
-      s.sync(next);
-      m.onWrite = () => {};
-      const final = m.resolve();
-      t.same([...final.keys()].sort(), [...want.keys()].sort(), `seed ${seed} step ${step}: the frontends are the desired ones`);
-      for (const x of next) t.same((final.get(x.id) as string[]).slice().sort(), x.backends.map((b) => `${b.addr}:${b.port}`).sort());
-      prev = want;
+        };
+        s.sync(next);
+        m.onWrite = () => {};
+        const final = m.resolve();
+        t.same([...final.keys()].sort(), [...want.keys()].sort(), `seed ${seed} step ${step}: the frontends are the desired ones`);
+        for (const x of next) t.same((final.get(x.id) as string[]).slice().sort(), x.backends.map((b) => `${b.addr}:${b.port}`).sort());
+        prev = want;
+      }
     }
-  }
-  t.ok(checks > 1000, `checked ${checks} intermediate states`);
-});
+    t.ok(checks > 1000, `checked ${checks} intermediate states`);
+  });
 
 t.test('a Maglev table never names a slot that is missing, and ends naming exactly the backends', async (t) => {
   let checks = 0;
-  const sk = (k: { addr: string; port: number; proto: number; scope: number }, slot: number) => `${k.addr}:${k.port}/${k.proto}/${k.scope}#${slot}`;
+  const sk = (k: { addr: string; port: number; proto: number; scope: number }, slot: number) =>
+    `${k.addr}:${k.port}/${k.proto}/${k.scope}#${slot}`;
   /** Every published table whose frontend's master exists: the frontend key by rev_nat_id. */
-  const masters = (m: MemoryMaps) => new Map([...m.services.values()].filter(([k]) => k.slot === 0).map(([k, v]) => [v.rev_nat_id, k] as const));
+  const masters = (m: MemoryMaps) =>
+    new Map([...m.services.values()].filter(([k]) => k.slot === 0).map(([k, v]) => [v.rev_nat_id, k] as const));
   for (let seed = 1; seed <= 30; seed++) {
     const r = rng(1000 + seed);
     const m = new MemoryMaps();
@@ -95,11 +101,17 @@ t.test('a Maglev table never names a slot that is missing, and ends naming exact
           t.equal(tb, undefined, `seed ${seed} step ${step}: ${x.id} has no table`);
           continue;
         }
-        const named = new Set([...tb!.subarray(1)].map((slot) => {
-          const be = m.backends.get(m.services.get(sk(x.key, slot))![1].backend_id)!;
-          return `${be.addr}:${be.port}`;
-        }));
-        t.same([...named].sort(), x.backends.map((b) => `${b.addr}:${b.port}`).sort(), `seed ${seed} step ${step}: ${x.id}'s table names its backends`);
+        const named = new Set(
+          [...tb!.subarray(1)].map((slot) => {
+            const be = m.backends.get(m.services.get(sk(x.key, slot))![1].backend_id)!;
+            return `${be.addr}:${be.port}`;
+          }),
+        );
+        t.same(
+          [...named].sort(),
+          x.backends.map((b) => `${b.addr}:${b.port}`).sort(),
+          `seed ${seed} step ${step}: ${x.id}'s table names its backends`,
+        );
       }
       t.equal(m.maglev.size, next.filter((x) => x.algorithm === LB_ALG_MAGLEV && x.backends.length).length, 'no table is left over');
     }

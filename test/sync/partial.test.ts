@@ -9,7 +9,7 @@ import { MemoryMaps, target } from './helpers.ts';
 
 function rng(seed: number) {
   let s = seed >>> 0;
-  return () => ((s = (s * 1664525 + 1013904223) >>> 0) / 2 ** 32);
+  return () => (s = (s * 1664525 + 1013904223) >>> 0) / 2 ** 32;
 }
 
 function svc(owner: string, vips: string[], backends: string[]): FrontendTarget[] {
@@ -23,7 +23,10 @@ t.test('a partial sync touches only the changed owner', async (t) => {
   m.writes = [];
   const r = s.syncOwners(new Map([['b', svc('b', ['10.96.0.2'], ['10.244.0.3', '10.244.0.4'])]]));
   t.equal(r.full, false);
-  t.ok(m.writes.every((w) => !w.includes('10.96.0.1')), 'nothing of owner a is written');
+  t.ok(
+    m.writes.every((w) => !w.includes('10.96.0.1')),
+    'nothing of owner a is written',
+  );
   t.same(m.resolve().get('10.96.0.2:80/6/0'), ['10.244.0.3:8080', '10.244.0.4:8080']);
   s.syncOwners(new Map([['b', []]]));
   t.same([...m.resolve().keys()], ['10.96.0.1:80/6/0'], 'an owner with no frontends is removed');
@@ -46,7 +49,11 @@ t.test('random partial syncs equal a full sync, and tracked state equals the map
       desired.set(owner, list);
       s.syncOwners(new Map([[owner, list]]));
       t.same(s.state.counts, countEntries(s.state), `seed ${seed} step ${step}: tracked counts`);
-      t.same(s.state.counts, { services: m.services.size, backends: m.backends.size, revNat: m.revNat.size, srcRanges: m.srcRanges.size }, `seed ${seed} step ${step}: counts equal the maps`);
+      t.same(
+        s.state.counts,
+        { services: m.services.size, backends: m.backends.size, revNat: m.revNat.size, srcRanges: m.srcRanges.size },
+        `seed ${seed} step ${step}: counts equal the maps`,
+      );
     }
     const all = [...desired.values()].flat();
     const fresh = new MemoryMaps();
@@ -57,6 +64,10 @@ t.test('random partial syncs equal a full sync, and tracked state equals the map
     s.sync(all);
     t.same(m.writes, [], `seed ${seed}: a full sync afterwards finds nothing to change`);
     const reread = m.readState();
-    t.same([...reread.backends.refEntries()].sort(), [...s.state.backends.refEntries()].sort(), `seed ${seed}: reference counts equal a fresh read`);
+    t.same(
+      [...reread.backends.refEntries()].sort(),
+      [...s.state.backends.refEntries()].sort(),
+      `seed ${seed}: reference counts equal a fresh read`,
+    );
   }
 });

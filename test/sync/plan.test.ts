@@ -22,7 +22,10 @@ t.test('a new service: backends, then reverse NAT and slots, then the master', a
   const m = new MemoryMaps();
   const s = new Syncer(m);
   s.sync([target('10.96.0.10', 80, ['10.244.0.2', '10.244.0.3'])]);
-  t.same(m.writes.map((w) => w.replace(/[+-].*/, (x) => x[0]!)), ['backend+', 'backend+', 'revnat+', 'svc+', 'svc+', 'svc+']);
+  t.same(
+    m.writes.map((w) => w.replace(/[+-].*/, (x) => x[0]!)),
+    ['backend+', 'backend+', 'revnat+', 'svc+', 'svc+', 'svc+'],
+  );
   t.match(m.writes.at(-1), /#0$/, 'master written last');
   t.same(m.resolve().get('10.96.0.10:80/6/0'), ['10.244.0.2:8080', '10.244.0.3:8080']);
 });
@@ -44,8 +47,17 @@ t.test('one endpoint out of ten costs one slot write, the master, one slot delet
   const ten = Array.from({ length: 10 }, (_, i) => `10.244.0.${10 + i}`);
   s.sync([target('10.96.0.10', 80, ten)]);
   m.writes = [];
-  s.sync([target('10.96.0.10', 80, ten.filter((_, i) => i !== 3))]);
-  t.same(m.writes.map((w) => w.split('#')[0]!.replace(/[\d.:/]+$/, '') + (w.includes('#') ? `#${w.split('#')[1]}` : '')), ['svc+#4', 'svc+#0', 'svc-#10', 'backend-']);
+  s.sync([
+    target(
+      '10.96.0.10',
+      80,
+      ten.filter((_, i) => i !== 3),
+    ),
+  ]);
+  t.same(
+    m.writes.map((w) => w.split('#')[0]!.replace(/[\d.:/]+$/, '') + (w.includes('#') ? `#${w.split('#')[1]}` : '')),
+    ['svc+#4', 'svc+#0', 'svc-#10', 'backend-'],
+  );
 });
 
 t.test('an unchanged sync writes nothing', async (t) => {
@@ -78,7 +90,10 @@ t.test('a restarted syncer keeps backend and reverse NAT ids and removes only wh
   m.writes = [];
   const again = new Syncer(m); // reads the maps, as a restarted agent does
   again.sync([target('10.96.0.10', 80, ['10.244.0.2', '10.244.0.3'])]);
-  t.notOk(m.writes.some((w) => w.startsWith('backend+') || w.startsWith('revnat+') || w.startsWith('svc+')), 'nothing that stays is rewritten');
+  t.notOk(
+    m.writes.some((w) => w.startsWith('backend+') || w.startsWith('revnat+') || w.startsWith('svc+')),
+    'nothing that stays is rewritten',
+  );
   for (const [id, v] of m.backends) t.same(before.get(id), v, `backend ${id} kept its id`);
   for (const [id, v] of m.revNat) t.same(revBefore.get(id), v, `reverse NAT ${id} kept its id`);
   t.equal(m.backends.size, 2);
@@ -87,8 +102,18 @@ t.test('a restarted syncer keeps backend and reverse NAT ids and removes only wh
 t.test('stray slots from an interrupted write are removed at start', async (t) => {
   const m = new MemoryMaps();
   new Syncer(m).sync([target('10.96.0.10', 80, ['10.244.0.2'])]);
-  m.putServices([[{ addr: '10.96.0.10', port: 80, proto: 6, scope: 0, slot: 5 }, { backend_id: 1, rev_nat_id: 0, count: 0, flags: 0, algorithm: 0, affinity_timeout: 0 }]]);
-  m.putServices([[{ addr: '10.96.0.99', port: 80, proto: 6, scope: 0, slot: 1 }, { backend_id: 1, rev_nat_id: 0, count: 0, flags: 0, algorithm: 0, affinity_timeout: 0 }]]);
+  m.putServices([
+    [
+      { addr: '10.96.0.10', port: 80, proto: 6, scope: 0, slot: 5 },
+      { backend_id: 1, rev_nat_id: 0, count: 0, flags: 0, algorithm: 0, affinity_timeout: 0 },
+    ],
+  ]);
+  m.putServices([
+    [
+      { addr: '10.96.0.99', port: 80, proto: 6, scope: 0, slot: 1 },
+      { backend_id: 1, rev_nat_id: 0, count: 0, flags: 0, algorithm: 0, affinity_timeout: 0 },
+    ],
+  ]);
   new Syncer(m).sync([target('10.96.0.10', 80, ['10.244.0.2'])]);
   t.equal(m.services.size, 2, 'master and its one slot');
 });
@@ -99,7 +124,10 @@ t.test('ids freed by a plan are not reused by the same plan', async (t) => {
   s.sync([target('10.96.0.10', 80, ['10.244.0.2'])]);
   const oldId = [...m.backends.keys()][0]!;
   const plan = planSync(s.state, [target('10.96.0.10', 80, ['10.244.0.9'])], BIG);
-  t.notOk(plan.backendUpserts.some(([id]) => id === oldId), 'the new backend gets a fresh id');
+  t.notOk(
+    plan.backendUpserts.some(([id]) => id === oldId),
+    'the new backend gets a fresh id',
+  );
   t.same(plan.backendDeletes, [oldId]);
 });
 
@@ -135,7 +163,11 @@ t.test('source ranges are written before the master and removed after it', async
   t.equal(m.srcRanges.size, 2);
   m.writes = [];
   s.sync([target('10.96.0.10', 80, ['10.244.0.2'], { sourceRanges: ['192.168.0.0/16', '172.16.0.0/12'], flags: 0x108 })]);
-  t.same(m.writes.filter((w) => w.startsWith('range')).map((w) => w.replace(/^range([+-])\d+:/, '$1')), ['+172.16.0.0/12', '-10.1.0.0/24'], 'only the difference is written');
+  t.same(
+    m.writes.filter((w) => w.startsWith('range')).map((w) => w.replace(/^range([+-])\d+:/, '$1')),
+    ['+172.16.0.0/12', '-10.1.0.0/24'],
+    'only the difference is written',
+  );
   m.writes = [];
   s.sync([]);
   t.ok(m.writes.findIndex((w) => w.startsWith('range-')) > m.writes.findIndex((w) => w.endsWith('#0')), 'ranges after the master');

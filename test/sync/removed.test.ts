@@ -23,9 +23,10 @@ function recording(maps: MapSource & MapWriter = new MemoryMaps()) {
 }
 
 const revNat = (s: Syncer, id: string) => s.state.frontends.get(id)!.master.rev_nat_id;
-const sorted = (r: RemovedBackend[]) => [...r].sort((x, y) => `${x.addr}:${x.port}@${x.revNatId}`.localeCompare(`${y.addr}:${y.port}@${y.revNatId}`));
+const sorted = (r: RemovedBackend[]) =>
+  [...r].sort((x, y) => `${x.addr}:${x.port}@${x.revNatId}`.localeCompare(`${y.addr}:${y.port}@${y.revNatId}`));
 
-t.test('a backend that leaves a frontend is reported with that frontend\'s reverse NAT id', async (t) => {
+t.test("a backend that leaves a frontend is reported with that frontend's reverse NAT id", async (t) => {
   const { syncer, calls } = recording();
   const dns = (bes: string[]) => target('10.96.0.10', 53, bes, { owner: 'dns' });
   syncer.sync([dns([A, B, C])]);
@@ -45,7 +46,10 @@ t.test('a frontend that goes reports every backend it had', async (t) => {
   const id = revNat(syncer, '10.96.0.20:80/6/0');
   syncer.syncOwners(new Map([['web', []]]));
   t.equal(calls.length, 1);
-  t.same(sorted(calls[0]!), [{ addr: A, port: 8080, proto: 6, revNatId: id }, { addr: B, port: 8080, proto: 6, revNatId: id }]);
+  t.same(sorted(calls[0]!), [
+    { addr: A, port: 8080, proto: 6, revNatId: id },
+    { addr: B, port: 8080, proto: 6, revNatId: id },
+  ]);
 });
 
 t.test('a backend shared by two frontends is reported only for the one it left', async (t) => {
@@ -59,11 +63,14 @@ t.test('a backend shared by two frontends is reported only for the one it left',
   t.same(calls, [[{ addr: A, port: 8080, proto: 6, revNatId: id1 }]], 'only for the frontend it left');
 });
 
-t.test('the protocol and port are the backend\'s', async (t) => {
+t.test("the protocol and port are the backend's", async (t) => {
   const { syncer, calls } = recording();
-  const udp = (bes: string[]) => target('10.96.0.40', 53, bes, {
-    owner: 'udp', id: '10.96.0.40:53/17/0', key: { addr: '10.96.0.40', port: 53, proto: 17, scope: 0 },
-  });
+  const udp = (bes: string[]) =>
+    target('10.96.0.40', 53, bes, {
+      owner: 'udp',
+      id: '10.96.0.40:53/17/0',
+      key: { addr: '10.96.0.40', port: 53, proto: 17, scope: 0 },
+    });
   const withProto = (f: ReturnType<typeof udp>) => ({ ...f, backends: f.backends.map((b) => ({ ...b, proto: 17 })) });
   syncer.sync([withProto(udp([`${A}:5353`, `${B}:5353`]))]);
   syncer.sync([withProto(udp([`${B}:5353`]))]);
@@ -81,5 +88,8 @@ t.test('a plan that fails reports nothing; the function alone on a plan not appl
   const plain = new Syncer(new MemoryMaps());
   plain.sync([target('10.96.0.51', 80, [A, B])]);
   const plan = planSync(plain.state, [target('10.96.0.51', 80, [B])], { services: 100, backends: 100, revNat: 100, srcRanges: 100 });
-  t.same(removedBackends(plain.state, plan).map((r) => r.addr), [A]);
+  t.same(
+    removedBackends(plain.state, plan).map((r) => r.addr),
+    [A],
+  );
 });

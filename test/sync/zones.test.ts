@@ -37,7 +37,14 @@ t.test('ids are handed out once per name and written by publish, not before', as
   t.equal(z.id(''), 0, 'an empty zone: 0');
   t.same(m.writes, [], 'nothing is written while ids are handed out');
   z.publish();
-  t.same([...m.held].sort(), [[a, 'zone-a'], [b, 'zone-b']].sort(), 'publish writes every new name');
+  t.same(
+    [...m.held].sort(),
+    [
+      [a, 'zone-a'],
+      [b, 'zone-b'],
+    ].sort(),
+    'publish writes every new name',
+  );
   z.publish();
   t.equal(m.writes.length, 2, 'a second publish writes nothing again');
 });
@@ -88,7 +95,11 @@ t.test('names that cannot be stored get 0 and one report each', async (t) => {
   t.equal(z.id(long), 0);
   t.equal(z.id('z'.repeat(SVCMAP_ZONE_NAME_LEN - 1)), 1, 'SVCMAP_ZONE_NAME_LEN - 1 bytes fit');
   const ids = Array.from({ length: SVCMAP_ZONES_MAX - 1 }, (_, i) => z.id(`zone-${i + 2}`));
-  t.same(ids, Array.from({ length: SVCMAP_ZONES_MAX - 1 }, (_, i) => i + 2), 'ids 2..ZONES_MAX for the next names');
+  t.same(
+    ids,
+    Array.from({ length: SVCMAP_ZONES_MAX - 1 }, (_, i) => i + 2),
+    'ids 2..ZONES_MAX for the next names',
+  );
   t.equal(z.id('one-too-many'), 0, 'past SVCMAP_ZONES_MAX: 0');
   t.equal(reports.length, 2, 'one report per name');
   t.match(reports[0], /longer than 63 bytes/);

@@ -16,7 +16,7 @@ t.test('leading zeros are decimal, as ParseIPSloppy reads them, and the canonica
   t.equal(canonicalIpv4('010.96.110.3'), '10.96.110.3', 'not octal (010 would be 8)');
   t.equal(canonicalIpv4('010.096.0110.003'), '10.96.110.3');
   t.equal(canonicalIpv4('000.00.0.00'), '0.0.0.0');
-  t.equal(canonicalIpv4('0000000255.1.1.1'), '255.1.1.1', 'any number of leading zeros (Go\'s dtoi stops only past 0xFFFFFF)');
+  t.equal(canonicalIpv4('0000000255.1.1.1'), '255.1.1.1', "any number of leading zeros (Go's dtoi stops only past 0xFFFFFF)");
   t.equal(canonicalIpv4('08.09.1.1'), '8.9.1.1', '8 and 9 are digits like any other');
 });
 
@@ -37,8 +37,26 @@ t.test('canonical text comes back as it is; every other form equals its number p
 
 t.test('what ParseIPSloppy refuses is refused', async (t) => {
   for (const bad of [
-    '', '10.0.0', '1.2.3.4.5', '10.0.0.256', '256.1.1.1', '0300.1.1.1', '10..0.1', '.1.2.3', '1.2.3.', '1.2.3.4.',
-    ' 1.2.3.4', '1.2.3.4 ', '+1.2.3.4', '1.2.3.-4', '0x0a.1.1.1', 'a.b.c.d', '10.0.0.1/32', '::1', '::ffff:10.0.0.1', '１.2.3.4',
+    '',
+    '10.0.0',
+    '1.2.3.4.5',
+    '10.0.0.256',
+    '256.1.1.1',
+    '0300.1.1.1',
+    '10..0.1',
+    '.1.2.3',
+    '1.2.3.',
+    '1.2.3.4.',
+    ' 1.2.3.4',
+    '1.2.3.4 ',
+    '+1.2.3.4',
+    '1.2.3.-4',
+    '0x0a.1.1.1',
+    'a.b.c.d',
+    '10.0.0.1/32',
+    '::1',
+    '::ffff:10.0.0.1',
+    '１.2.3.4',
   ]) {
     t.equal(parseIpv4(bad), -1, JSON.stringify(bad));
     t.equal(canonicalIpv4(bad), undefined, JSON.stringify(bad));
@@ -51,7 +69,17 @@ t.test('CIDRs as ParseCIDRSloppy reads them: sloppy address, decimal prefix leng
   t.equal(canonicalCidrv4('010.000.0.0/08'), '10.0.0.0/8', 'leading zeros in the address and the length');
   t.equal(canonicalCidrv4('10.1.2.3/8'), '10.1.2.3/8', 'host bits are kept here (the LPM key masks them)');
   t.equal(canonicalCidrv4('0.0.0.0/0'), '0.0.0.0/0');
-  for (const bad of ['10.0.0.0', '10.0.0.0/33', '10.0.0.0/', '10.0.0.0/-1', '10.0.0.0/8/8', '10.0.0/8', '10.0.0.0/ 8', '10.0.0.0/0x8', '/8']) {
+  for (const bad of [
+    '10.0.0.0',
+    '10.0.0.0/33',
+    '10.0.0.0/',
+    '10.0.0.0/-1',
+    '10.0.0.0/8/8',
+    '10.0.0/8',
+    '10.0.0.0/ 8',
+    '10.0.0.0/0x8',
+    '/8',
+  ]) {
     t.equal(canonicalCidrv4(bad), undefined, JSON.stringify(bad));
   }
 });

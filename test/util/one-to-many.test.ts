@@ -7,7 +7,7 @@ import { OneToMany } from '../../src/util/one-to-many.ts';
 t.test('answers as a Map of Sets through random adds, removes and clears', async (t) => {
   for (const seed of [1, 7, 99]) {
     let x = seed;
-    const r = () => ((x = (x * 1103515245 + 12345) % 2 ** 31) / 2 ** 31);
+    const r = () => (x = (x * 1103515245 + 12345) % 2 ** 31) / 2 ** 31;
     const m = new OneToMany();
     const ref = new Map<string, Set<string>>();
     let agree = true;

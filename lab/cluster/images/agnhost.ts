@@ -60,6 +60,18 @@ export const agnhost: Recipe = {
     // user-defined-in-image (uid 1000) in group-defined-in-image (gid 50000),
     // for the SupplementalGroups test; made by the image's own shadow tools.
     await exec('chroot', [root, 'groupadd', '-g', '50000', 'group-defined-in-image']);
-    await exec('chroot', [root, 'useradd', '-u', '1000', '-U', '-m', '-s', '/bin/sh', '-G', 'group-defined-in-image', 'user-defined-in-image']);
+    await exec('chroot', [
+      root,
+      'useradd',
+      '-u',
+      '1000',
+      '-U',
+      '-m',
+      '-s',
+      '/bin/sh',
+      '-G',
+      'group-defined-in-image',
+      'user-defined-in-image',
+    ]);
   },
 };

@@ -12,9 +12,12 @@ import { exec } from './exec.ts';
 import { IMAGES_DIR, onAbort } from './scratch.ts';
 
 export const STORAGE = [
-  '--root', join(IMAGES_DIR, 'buildah', 'root'),
-  '--runroot', join(IMAGES_DIR, 'buildah', 'run'),
-  '--storage-driver', 'vfs',
+  '--root',
+  join(IMAGES_DIR, 'buildah', 'root'),
+  '--runroot',
+  join(IMAGES_DIR, 'buildah', 'run'),
+  '--storage-driver',
+  'vfs',
 ];
 
 /** The image's configuration (what `buildah config` sets; the Dockerfile's ENV, USER, ...). */
@@ -50,7 +53,10 @@ const IMAGE_PREFIX = 'localhost/svcmap-img-build/';
  * image is configured, committed and written to `archive` under `ref`.
  */
 export async function buildImage(opts: {
-  name: string; ref: string; archive: string; config: ImageConfig;
+  name: string;
+  ref: string;
+  archive: string;
+  config: ImageConfig;
   fill: (root: string) => Promise<void>;
   step: <T>(label: string, fn: () => Promise<T>) => Promise<T>;
 }): Promise<void> {
@@ -95,10 +101,12 @@ function orphaned(name: string, re: RegExp): boolean {
 /** Removes the working containers and images of builds whose process is gone (killed with SIGKILL). */
 export async function sweepBuildah(): Promise<string[]> {
   const list = async (args: string[]) => (await buildah(args)).split('\n').filter(Boolean);
-  const containers = (await list(['containers', '--noheading', '--format', '{{.ContainerName}}']))
-    .filter((n) => orphaned(n, new RegExp(`^${CONTAINER_PREFIX}(\\d+)-`)));
-  const images = (await list(['images', '--noheading', '--format', '{{.Name}}:{{.Tag}}']))
-    .filter((n) => orphaned(n, new RegExp(`^${IMAGE_PREFIX}[^:]+:(\\d+)$`)));
+  const containers = (await list(['containers', '--noheading', '--format', '{{.ContainerName}}'])).filter((n) =>
+    orphaned(n, new RegExp(`^${CONTAINER_PREFIX}(\\d+)-`)),
+  );
+  const images = (await list(['images', '--noheading', '--format', '{{.Name}}:{{.Tag}}'])).filter((n) =>
+    orphaned(n, new RegExp(`^${IMAGE_PREFIX}[^:]+:(\\d+)$`)),
+  );
   for (const c of containers) await buildah(['rm', c]);
   for (const i of images) await buildah(['rmi', '--force', i]);
   return [...containers, ...images];
@@ -108,7 +116,14 @@ export async function sweepBuildah(): Promise<string[]> {
 export interface ArchiveContainer {
   root: string;
   /** The image's configuration (OCI: User, Env, Entrypoint, Cmd, WorkingDir, ExposedPorts). */
-  config: { User?: string; Env?: string[]; Entrypoint?: string[]; Cmd?: string[]; WorkingDir?: string; ExposedPorts?: Record<string, object> };
+  config: {
+    User?: string;
+    Env?: string[];
+    Entrypoint?: string[];
+    Cmd?: string[];
+    WorkingDir?: string;
+    ExposedPorts?: Record<string, object>;
+  };
   /**
    * Runs argv in the container (buildah run, chroot isolation, as the image's
    * user, env and workdir), inside a network namespace of its own that has
@@ -146,7 +161,11 @@ export async function withArchiveContainer<T>(archive: string, label: string, fn
   const release = onAbort(undo);
   try {
     await buildah(['from', '--quiet', '--pull-never', '--name', container, `oci-archive:${archive}`]);
-    const inspect = JSON.parse(await buildah(['inspect', container])) as { FromImageID: string; FromImage: string; OCIv1: { config: ArchiveContainer['config'] } };
+    const inspect = JSON.parse(await buildah(['inspect', container])) as {
+      FromImageID: string;
+      FromImage: string;
+      OCIv1: { config: ArchiveContainer['config'] };
+    };
     // Renamed from the archive's ref to a name the sweep knows.
     await buildah(['tag', inspect.FromImageID, image]);
     await buildah(['rmi', inspect.FromImage]);
@@ -154,10 +173,29 @@ export async function withArchiveContainer<T>(archive: string, label: string, fn
     return await fn({
       root,
       config: inspect.OCIv1.config,
-      run: (argv, timeoutMs = 120_000) => runPrinting(() => exec('unshare', [
-        '--net', '--', 'sh', '-c', 'ip link set lo up && exec "$@"', 'sh',
-        'buildah', ...STORAGE, 'run', '--isolation', 'chroot', container, '--', ...argv,
-      ], { timeoutMs })),
+      run: (argv, timeoutMs = 120_000) =>
+        runPrinting(() =>
+          exec(
+            'unshare',
+            [
+              '--net',
+              '--',
+              'sh',
+              '-c',
+              'ip link set lo up && exec "$@"',
+              'sh',
+              'buildah',
+              ...STORAGE,
+              'run',
+              '--isolation',
+              'chroot',
+              container,
+              '--',
+              ...argv,
+            ],
+            { timeoutMs },
+          ),
+        ),
     });
   } finally {
     release();

@@ -25,7 +25,9 @@ export function busyboxInput(): Input {
 export function installBusybox(root: string): void {
   mkdirSync(join(root, 'bin'), { recursive: true });
   copyFileSync(BUSYBOX, join(root, 'bin', 'busybox'));
-  const applets = execFileSync(BUSYBOX, ['--list'], { encoding: 'utf8' }).split('\n').filter((a) => a && a !== 'busybox');
+  const applets = execFileSync(BUSYBOX, ['--list'], { encoding: 'utf8' })
+    .split('\n')
+    .filter((a) => a && a !== 'busybox');
   for (const a of applets) symlinkSync('busybox', join(root, 'bin', a));
   mkdirSync(join(root, 'tmp'));
   chmodSync(join(root, 'tmp'), 0o1777);

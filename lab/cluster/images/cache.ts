@@ -40,7 +40,8 @@ export function writeAtomic(path: string, data: string | Buffer): void {
 
 /** Keeps the `keep` newest of the files in dir whose names match; removes the others. */
 export function pruneOld(dir: string, match: RegExp, keep: number): void {
-  const files = readdirSync(dir).filter((f) => match.test(f))
+  const files = readdirSync(dir)
+    .filter((f) => match.test(f))
     .map((f) => ({ f, t: statSync(join(dir, f)).mtimeMs }))
     .sort((a, b) => b.t - a.t);
   for (const { f } of files.slice(keep)) rmSync(join(dir, f), { recursive: true, force: true });

@@ -47,7 +47,12 @@ const tail = (text: string, lines: number) => text.trimEnd().split('\n').slice(-
 export function exec(cmd: string, args: readonly string[], opts: ExecOptions = {}): Promise<string> {
   const shown = [cmd, ...args].map((a) => (/^[\w./:=@%+,-]+$/.test(a) ? a : `'${a.replace(/'/g, `'\\''`)}'`)).join(' ');
   return new Promise((resolve, reject) => {
-    const child = spawn('setpriv', ['--pdeathsig', 'KILL', '--', cmd, ...args], { cwd: opts.cwd, env: opts.env ?? process.env, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
+    const child = spawn('setpriv', ['--pdeathsig', 'KILL', '--', cmd, ...args], {
+      cwd: opts.cwd,
+      env: opts.env ?? process.env,
+      stdio: ['ignore', 'pipe', 'pipe'],
+      detached: true,
+    });
     running.add(child);
     const out: Buffer[] = [];
     const err: Buffer[] = [];

@@ -47,7 +47,9 @@ export const IMAGE_NAMES: readonly ImageName[] = RECIPES.map((r) => r.name);
 // shapes every image: part of every key.
 const BUILDAH_MODULE = fileURLToPath(new URL('buildah.ts', import.meta.url));
 
-export async function buildImages(opts: { only?: readonly ImageName[]; log?: (line: string) => void } = {}): Promise<Map<ImageName, BuiltImage>> {
+export async function buildImages(
+  opts: { only?: readonly ImageName[]; log?: (line: string) => void } = {},
+): Promise<Map<ImageName, BuiltImage>> {
   const log = opts.log ?? (() => {});
   for (const n of opts.only ?? []) {
     if (!IMAGE_NAMES.includes(n)) throw new Error(`unknown image ${JSON.stringify(n)}; the images are ${IMAGE_NAMES.join(', ')}`);
@@ -57,7 +59,12 @@ export async function buildImages(opts: { only?: readonly ImageName[]; log?: (li
   let swept = false;
   for (const recipe of RECIPES.filter((r) => !opts.only || opts.only.includes(r.name))) {
     const t0 = performance.now();
-    const key = inputsKey([{ fact: recipe.name }, { path: fileURLToPath(recipe.module) }, { path: BUILDAH_MODULE }, ...await recipe.inputs()]);
+    const key = inputsKey([
+      { fact: recipe.name },
+      { path: fileURLToPath(recipe.module) },
+      { path: BUILDAH_MODULE },
+      ...(await recipe.inputs()),
+    ]);
     const ref = await recipe.ref(key);
     const archive = join(IMAGES_DIR, `${recipe.name}-${key}.oci.tar`);
     const binary = recipe.binary ? join(IMAGES_DIR, `${recipe.name}-${key}.bin`) : undefined;
@@ -65,7 +72,7 @@ export async function buildImages(opts: { only?: readonly ImageName[]; log?: (li
     if (!cached) {
       if (!swept) {
         // What a build killed with SIGKILL left behind (its pid is gone).
-        const gone = [...sweepScratch(), ...await sweepBuildah()];
+        const gone = [...sweepScratch(), ...(await sweepBuildah())];
         if (gone.length) log(`removed leftovers of killed builds: ${gone.join(', ')}`);
         swept = true;
       }

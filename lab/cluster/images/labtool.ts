@@ -29,7 +29,9 @@ export const labtool: Recipe = {
   },
   binary: 'labtool', // the e2e's checks from outside the cluster run the same client
   async fill(root, ctx) {
-    await ctx.step('go build labtool', () => go(['build', '-trimpath', '-buildvcs=false', '-ldflags=-s -w', '-o', join(root, 'labtool'), '.'], SOURCE));
+    await ctx.step('go build labtool', () =>
+      go(['build', '-trimpath', '-buildvcs=false', '-ldflags=-s -w', '-o', join(root, 'labtool'), '.'], SOURCE),
+    );
     // (The real-node probe saw busybox's wget segfault in a pod; `labtool
     // http` is the HTTP client to rely on.)
     installBusybox(root);

@@ -13,7 +13,11 @@ export const pause: Recipe = {
   name: 'pause',
   module: import.meta.url,
   async inputs() {
-    return [{ path: SOURCE }, { fact: execFileSync('gcc', ['--version'], { encoding: 'utf8' }).split('\n')[0]! }, { fact: await this.ref('') }];
+    return [
+      { path: SOURCE },
+      { fact: execFileSync('gcc', ['--version'], { encoding: 'utf8' }).split('\n')[0]! },
+      { fact: await this.ref('') },
+    ];
   },
   async ref() {
     return e2eImageRef('Pause'); // registry.k8s.io/pause:3.10.1

@@ -3,7 +3,16 @@
 import type { ImageConfig } from './buildah.ts';
 import type { Input } from './cache.ts';
 
-export type ImageName = 'pause' | 'labtool' | 'svcmap' | 'coredns' | 'agnhost' | 'jessie-dnsutils' | 'regression-issue-74839' | 'busybox' | 'nginx';
+export type ImageName =
+  | 'pause'
+  | 'labtool'
+  | 'svcmap'
+  | 'coredns'
+  | 'agnhost'
+  | 'jessie-dnsutils'
+  | 'regression-issue-74839'
+  | 'busybox'
+  | 'nginx';
 
 export interface BuildContext {
   /** A scratch directory for intermediate files, removed after the build. */

@@ -42,14 +42,17 @@ export async function rootfsTarball(spec: RootfsSpec, log: (line: string) => voi
   await withScratch(async (dir) => {
     const root = join(dir, 'root');
     try {
-      await exec('debootstrap', [
-        '--variant=minbase', `--include=${spec.packages.join(',')}`, `--cache-dir=${DEBS_DIR}`,
-        spec.suite, root, MIRROR,
-      ], { timeoutMs: 30 * 60_000 });
+      await exec(
+        'debootstrap',
+        ['--variant=minbase', `--include=${spec.packages.join(',')}`, `--cache-dir=${DEBS_DIR}`, spec.suite, root, MIRROR],
+        { timeoutMs: 30 * 60_000 },
+      );
     } catch (e) {
       // debootstrap's stderr says which step failed; its log says why.
       const logFile = join(root, 'debootstrap', 'debootstrap.log');
-      const detail = existsSync(logFile) ? `\n--- ${logFile} (end) ---\n${readFileSync(logFile, 'utf8').trimEnd().split('\n').slice(-30).join('\n')}` : '';
+      const detail = existsSync(logFile)
+        ? `\n--- ${logFile} (end) ---\n${readFileSync(logFile, 'utf8').trimEnd().split('\n').slice(-30).join('\n')}`
+        : '';
       if (e instanceof StepError) throw new StepError(e.command, e.code, `${e.output}${detail}`);
       throw e;
     }
@@ -87,7 +90,8 @@ function slim(root: string): void {
     emptyDir(join(root, d), (e) => e === 'partial' || e === 'archives');
   }
   emptyDir(join(root, 'var/cache/apt/archives'), (e) => e === 'partial' || e === 'lock');
-  for (const f of ['var/log/dpkg.log', 'var/log/bootstrap.log', 'var/log/alternatives.log', 'etc/resolv.conf', 'etc/hostname']) rmSync(join(root, f), { force: true });
+  for (const f of ['var/log/dpkg.log', 'var/log/bootstrap.log', 'var/log/alternatives.log', 'etc/resolv.conf', 'etc/hostname'])
+    rmSync(join(root, f), { force: true });
   writeFileSync(join(root, 'etc/hostname'), 'localhost\n'); // removed first: never written through a link
   emptyDir(join(root, 'usr/share/locale'), (e) => e === 'locale.alias');
   const doc = join(root, 'usr/share/doc');

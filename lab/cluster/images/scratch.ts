@@ -35,7 +35,8 @@ export function onAbort(undo: () => void): () => void {
 /** Mount points at or below dir (from this process's mount table), deepest first. */
 function mountsUnder(dir: string): string[] {
   const unescape = (s: string) => s.replace(/\\(\d{3})/g, (_, o: string) => String.fromCharCode(parseInt(o, 8)));
-  return readFileSync('/proc/self/mountinfo', 'utf8').split('\n')
+  return readFileSync('/proc/self/mountinfo', 'utf8')
+    .split('\n')
     .map((l) => unescape(l.split(' ')[4] ?? ''))
     .filter((m) => m === dir || m.startsWith(`${dir}/`))
     .sort((a, b) => b.length - a.length);

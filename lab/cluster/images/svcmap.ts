@@ -63,9 +63,13 @@ async function productionDeps(ctx: BuildContext): Promise<string> {
     mkdirSync(app);
     copyFileSync(pkg, join(app, 'package.json'));
     copyFileSync(lock, join(app, 'package-lock.json'));
-    await ctx.step('npm ci --omit=dev', () => exec('npm', ['ci', '--omit=dev', '--no-audit', '--no-fund', '--prefer-offline'], {
-      cwd: app, env: { ...process.env, PATH: `${dirname(NODE_BINARY)}:${process.env.PATH}` }, timeoutMs: 15 * 60_000,
-    }));
+    await ctx.step('npm ci --omit=dev', () =>
+      exec('npm', ['ci', '--omit=dev', '--no-audit', '--no-fund', '--prefer-offline'], {
+        cwd: app,
+        env: { ...process.env, PATH: `${dirname(NODE_BINARY)}:${process.env.PATH}` },
+        timeoutMs: 15 * 60_000,
+      }),
+    );
     renameSync(app, dir);
   });
   pruneOld(NPM_DIR, /^[0-9a-f]{16}$/, 2);
@@ -112,5 +116,13 @@ export const svcmap: Recipe = {
 /** Copies a file or tree as Docker's COPY does: modes and links kept, owned by root. */
 async function install(src: string, dest: string): Promise<void> {
   mkdirSync(dirname(dest), { recursive: true });
-  await exec('cp', ['-R', '--no-dereference', '--preserve=mode,timestamps,links', '--no-preserve=ownership', '--no-target-directory', src, dest]);
+  await exec('cp', [
+    '-R',
+    '--no-dereference',
+    '--preserve=mode,timestamps,links',
+    '--no-preserve=ownership',
+    '--no-target-directory',
+    src,
+    dest,
+  ]);
 }

@@ -27,7 +27,18 @@
 // BPF_PROG_RUN), never a map write, which would overwrite the datapath's
 // concurrent adds.
 import { progRunSyscall } from '../../bpf/test-run.ts';
-import { type BackendConns, type BackendValue, type Codec, type CtKey, type CtValue, connsAdjust, ct6Key, ct6Value, ctKey, ctValue } from '../../maps/codecs.ts';
+import {
+  type BackendConns,
+  type BackendValue,
+  type Codec,
+  type CtKey,
+  type CtValue,
+  connsAdjust,
+  ct6Key,
+  ct6Value,
+  ctKey,
+  ctValue,
+} from '../../maps/codecs.ts';
 import { CONNS_FIELD_SOCK, CONNS_FIELD_TC, CT_DIR_FWD, CT_F_CLOSING, CT_F_COUNTED } from '../../maps/constants.ts';
 import { ipv4ToU32 } from '../../util/ipv4.ts';
 import { ipv6ToBytes } from '../../util/ipv6.ts';
@@ -98,9 +109,14 @@ interface CountedLayout {
 
 function countedLayout(key: Codec<CtKey>, value: Codec<CtValue>, sameAddr: CountedLayout['sameAddr']): CountedLayout {
   return {
-    ks: key.layout.size, vs: value.layout.size, dir: fieldAt(key.layout, 'dir'),
-    newDaddr: fieldAt(value.layout, 'new_daddr'), newDport: fieldAt(value.layout, 'new_dport'),
-    backendId: fieldAt(value.layout, 'backend_id'), flags: fieldAt(value.layout, 'flags'), sameAddr,
+    ks: key.layout.size,
+    vs: value.layout.size,
+    dir: fieldAt(key.layout, 'dir'),
+    newDaddr: fieldAt(value.layout, 'new_daddr'),
+    newDport: fieldAt(value.layout, 'new_dport'),
+    backendId: fieldAt(value.layout, 'backend_id'),
+    flags: fieldAt(value.layout, 'flags'),
+    sameAddr,
   };
 }
 
@@ -108,7 +124,7 @@ function countedLayout(key: Codec<CtKey>, value: Codec<CtValue>, sameAddr: Count
 const addr6Bytes = new WeakMap<BackendValue, Buffer>();
 function bytesOf6(be: BackendValue): Buffer {
   let b = addr6Bytes.get(be);
-  if (!b) addr6Bytes.set(be, b = Buffer.from(ipv6ToBytes(be.addr)));
+  if (!b) addr6Bytes.set(be, (b = Buffer.from(ipv6ToBytes(be.addr))));
   return b;
 }
 
@@ -170,7 +186,11 @@ export class ConnCounts {
   /** Adds delta to a backend's count (field 'sock' or 'tc'; family 6: an IPv6 backend id), atomically in the kernel. */
   adjust(backendId: number, field: 'sock' | 'tc', delta: number, family: Family = 4): void {
     const ctx = Buffer.alloc(connsAdjust.layout.size);
-    connsAdjust.encode({ backend_id: backendId, field: field === 'sock' ? CONNS_FIELD_SOCK : CONNS_FIELD_TC, family, delta: BigInt(delta) }, ctx, 0);
+    connsAdjust.encode(
+      { backend_id: backendId, field: field === 'sock' ? CONNS_FIELD_SOCK : CONNS_FIELD_TC, family, delta: BigInt(delta) },
+      ctx,
+      0,
+    );
     const rc = progRunSyscall(this.#adjustFd, ctx);
     if (rc !== 0) throw new Error(`${CONNS_ADJUST_PROGRAM} refused IPv${family} backend ${backendId} field ${field}: ${rc}`);
   }
@@ -237,15 +257,22 @@ export class ConnCounts {
    * socket counts (with a counter) and, given `tc`, the tc counts set to what
    * was found, each unless it moved during the pass.
    */
-  #recount(family: Family, maps: ConnCountMaps, backend: (id: number) => BackendValue | undefined, before: ReadonlyMap<number, BackendConns>,
-    sockets: SocketCounter | undefined, tc?: TcPass): { sock?: FieldRecount; removed: number } {
+  #recount(
+    family: Family,
+    maps: ConnCountMaps,
+    backend: (id: number) => BackendValue | undefined,
+    before: ReadonlyMap<number, BackendConns>,
+    sockets: SocketCounter | undefined,
+    tc?: TcPass,
+  ): { sock?: FieldRecount; removed: number } {
     const out: { sock?: FieldRecount; removed: number } = { removed: 0 };
     let expectedSock: Map<number, number> | undefined;
     if (sockets) {
       expectedSock = new Map();
       for (const s of sockets.count()) {
         const be = backend(s.backend_id);
-        if (be && be.addr === s.addr && be.port === s.port) expectedSock.set(s.backend_id, (expectedSock.get(s.backend_id) ?? 0) + s.sockets);
+        if (be && be.addr === s.addr && be.port === s.port)
+          expectedSock.set(s.backend_id, (expectedSock.get(s.backend_id) ?? 0) + s.sockets);
       }
       out.sock = { corrected: 0, drift: 0, busy: 0 };
     }
@@ -256,11 +283,15 @@ export class ConnCounts {
         continue;
       }
       const was = before.get(id);
-      if (tc) this.#settle(family, id, 'tc', tc.r, c.tc - (was?.tc ?? 0n) - BigInt(tc.applied.get(id) ?? 0), c.tc, tc.expected.get(id) ?? 0);
+      if (tc)
+        this.#settle(family, id, 'tc', tc.r, c.tc - (was?.tc ?? 0n) - BigInt(tc.applied.get(id) ?? 0), c.tc, tc.expected.get(id) ?? 0);
       if (expectedSock) this.#settle(family, id, 'sock', out.sock!, c.sock - (was?.sock ?? 0n), c.sock, expectedSock.get(id) ?? 0);
     }
     // Connections whose backend has no entry at all: their increments were lost.
-    for (const [field, expected, r] of [['tc', tc?.expected, tc?.r], ['sock', expectedSock, out.sock]] as const) {
+    for (const [field, expected, r] of [
+      ['tc', tc?.expected, tc?.r],
+      ['sock', expectedSock, out.sock],
+    ] as const) {
       for (const [id, want] of expected ?? []) {
         if (after.has(id) || before.has(id)) continue;
         this.adjust(id, field, want, family);

@@ -15,8 +15,14 @@ import { type MapSizes, mapSize } from '../../maps/registry.ts';
 
 /** The socket hooks, by program name (the SEC names give the attach types). */
 export const SOCK_PROGRAMS = [
-  'svcmap_connect4', 'svcmap_sendmsg4', 'svcmap_recvmsg4', 'svcmap_getpeer4',
-  'svcmap_connect6', 'svcmap_sendmsg6', 'svcmap_recvmsg6', 'svcmap_getpeer6',
+  'svcmap_connect4',
+  'svcmap_sendmsg4',
+  'svcmap_recvmsg4',
+  'svcmap_getpeer4',
+  'svcmap_connect6',
+  'svcmap_sendmsg6',
+  'svcmap_recvmsg6',
+  'svcmap_getpeer6',
   'svcmap_sock_release',
 ] as const;
 /** The tc programs: ingress and egress of the node's external devices. */
@@ -57,7 +63,6 @@ export function bringUpDatapath(opts: DatapathOptions, log: (msg: string, fields
 }
 
 function loadAndAttach(opts: DatapathOptions, log: (msg: string, fields?: object) => void, pinLock: PinDirLock): Datapath {
-
   const build = (program: BpfProgramName) => {
     const o = compileBpf({ program, ...(opts.objectDir ? { outDir: opts.objectDir } : {}), ...(opts.forceCompile ? { force: true } : {}) });
     log(o.cached ? 'using cached BPF object' : 'compiled BPF object', { path: o.path });
@@ -88,7 +93,13 @@ function loadAndAttach(opts: DatapathOptions, log: (msg: string, fields?: object
     action: ensureCgroupLink(sock.object, program, opts.cgroup, join(linkPinDir(opts.pinDir), program)),
   }));
   return {
-    sock: sock.object, tc: tc.object, maps, objectPaths: [sockPath, tcPath],
-    reusedMaps: [...new Set([...sock.reusedMaps, ...tc.reusedMaps])], links, notes: [...sock.notes, ...tc.notes], pinLock,
+    sock: sock.object,
+    tc: tc.object,
+    maps,
+    objectPaths: [sockPath, tcPath],
+    reusedMaps: [...new Set([...sock.reusedMaps, ...tc.reusedMaps])],
+    links,
+    notes: [...sock.notes, ...tc.notes],
+    pinLock,
   };
 }

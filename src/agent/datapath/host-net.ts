@@ -50,7 +50,11 @@ export function parseProcNetRoute(text: string): HostRoute[] {
     const flags = Number.parseInt(flagsHex, 16);
     // "*": a route without a device (blackhole, unreachable, prohibit).
     if (device === '*' || !(flags & RTF_UP)) continue;
-    out.push({ device, isDefault: Number.parseInt(dst, 16) === 0 && Number.parseInt(mask, 16) === 0, viaGateway: (flags & RTF_GATEWAY) !== 0 });
+    out.push({
+      device,
+      isDefault: Number.parseInt(dst, 16) === 0 && Number.parseInt(mask, 16) === 0,
+      viaGateway: (flags & RTF_GATEWAY) !== 0,
+    });
   }
   return out;
 }
@@ -70,7 +74,7 @@ export function parseProcNetIpv6Route(text: string): HostRoute[] {
     if (f.length < 10) continue;
     const [dst, len, , , , , , , flagsHex, device] = f as [string, string, string, string, string, string, string, string, string, string];
     const flags = Number.parseInt(flagsHex, 16);
-    if (!(flags & RTF_UP) || (flags & RTF_REJECT)) continue;
+    if (!(flags & RTF_UP) || flags & RTF_REJECT) continue;
     out.push({ device, isDefault: /^0{32}$/.test(dst) && Number.parseInt(len, 16) === 0, viaGateway: (flags & RTF_GATEWAY) !== 0 });
   }
   return out;
@@ -95,7 +99,14 @@ export function hostDevices(ifaces = networkInterfaces(), index: (name: string) 
     } catch {
       continue; // gone (or renamed) since getifaddrs: the next read has it
     }
-    out.push({ name, ifindex, ...(addrs.length ? { addr: addrs[0]! } : {}), addrs, ...(addrs6.length ? { addr6: addrs6[0]! } : {}), addrs6 });
+    out.push({
+      name,
+      ifindex,
+      ...(addrs.length ? { addr: addrs[0]! } : {}),
+      addrs,
+      ...(addrs6.length ? { addr6: addrs6[0]! } : {}),
+      addrs6,
+    });
   }
   return out.sort((a, b) => a.ifindex - b.ifindex);
 }

@@ -25,12 +25,26 @@ import type { Family } from '../../util/family.ts';
 /** Each family's iterator program, the storage map it walks and the counts it fills. */
 const FAMILY = {
   4: {
-    program: 'svcmap_sk_recount', storage: SVCMAP_MAP_SK_BACKEND, value: skBackendValue,
-    counts: { name: SVCMAP_MAP_SK_COUNT, key: skBackendValue, value: skCountValue, purpose: 'socket recount: live sockets per backend, for one run (not pinned)' } as MapSpec<SkBackend, bigint>,
+    program: 'svcmap_sk_recount',
+    storage: SVCMAP_MAP_SK_BACKEND,
+    value: skBackendValue,
+    counts: {
+      name: SVCMAP_MAP_SK_COUNT,
+      key: skBackendValue,
+      value: skCountValue,
+      purpose: 'socket recount: live sockets per backend, for one run (not pinned)',
+    } as MapSpec<SkBackend, bigint>,
   },
   6: {
-    program: 'svcmap_sk_recount6', storage: SVCMAP_MAP_SK_BACKEND6, value: skBackend6Value,
-    counts: { name: SVCMAP_MAP_SK_COUNT6, key: skBackend6Value, value: skCountValue, purpose: 'socket recount: live sockets per IPv6 backend, for one run (not pinned)' } as MapSpec<SkBackend, bigint>,
+    program: 'svcmap_sk_recount6',
+    storage: SVCMAP_MAP_SK_BACKEND6,
+    value: skBackend6Value,
+    counts: {
+      name: SVCMAP_MAP_SK_COUNT6,
+      key: skBackend6Value,
+      value: skCountValue,
+      purpose: 'socket recount: live sockets per IPv6 backend, for one run (not pinned)',
+    } as MapSpec<SkBackend, bigint>,
   },
 } as const;
 
@@ -61,13 +75,24 @@ export class SocketCounter {
 
   /** Loads bpf/sock_count.c on the pinned socket storage map; undefined (logged) where the kernel cannot. */
   static load(opts: SocketCounterOptions, log: Logger): SocketCounter | undefined {
-    const compiled = compileBpf({ program: 'sock_count', ...(opts.objectDir ? { outDir: opts.objectDir } : {}), ...(opts.forceCompile ? { force: true } : {}) });
+    const compiled = compileBpf({
+      program: 'sock_count',
+      ...(opts.objectDir ? { outDir: opts.objectDir } : {}),
+      ...(opts.forceCompile ? { force: true } : {}),
+    });
     let object: BpfObject;
     try {
       object = loadPinned({ objectPath: compiled.path, pinDir: opts.pinDir }).object;
     } catch (err) {
-      log.warn({ err: String((err as Error)?.message ?? err).split('\n').slice(0, 6).join('\n') },
-        'the socket recount is off: the kernel cannot load bpf/sock_count.c (socket storage iterators). Socket LB connection counts are kept by the datapath alone');
+      log.warn(
+        {
+          err: String((err as Error)?.message ?? err)
+            .split('\n')
+            .slice(0, 6)
+            .join('\n'),
+        },
+        'the socket recount is off: the kernel cannot load bpf/sock_count.c (socket storage iterators). Socket LB connection counts are kept by the datapath alone',
+      );
       return undefined;
     }
     try {

@@ -47,12 +47,16 @@ const TERM_PROGRAMS = { udp: 'svcmap_term_udp', tcp: 'svcmap_term_tcp' } as cons
 const BPF_TRACE_ITER = 28;
 
 const sockTermMap: MapSpec<SockTermKey, number> = {
-  name: SVCMAP_MAP_SK_TERM, key: sockTermKey, value: sockTermValue,
+  name: SVCMAP_MAP_SK_TERM,
+  key: sockTermKey,
+  value: sockTermValue,
   purpose: 'socket termination: backends that left a frontend, for one run (not pinned)',
 };
 /** The same for IPv6 backends (their frontends' ids are of svcmap_revnat6). */
 const sockTerm6Map: MapSpec<SockTermKey, number> = {
-  name: SVCMAP_MAP_SK_TERM6, key: sockTerm6Key, value: sockTermValue,
+  name: SVCMAP_MAP_SK_TERM6,
+  key: sockTerm6Key,
+  value: sockTermValue,
   purpose: 'socket termination: IPv6 backends that left a frontend, for one run (not pinned)',
 };
 
@@ -205,13 +209,24 @@ export class SocketTerminator {
    * feature off, said once in the log; anything else is an error.
    */
   static start(opts: SocketTerminatorOptions, log: Logger, registry: Registry): SocketTerminator {
-    const compiled = compileBpf({ program: 'sock_destroy', ...(opts.objectDir ? { outDir: opts.objectDir } : {}), ...(opts.forceCompile ? { force: true } : {}) });
+    const compiled = compileBpf({
+      program: 'sock_destroy',
+      ...(opts.objectDir ? { outDir: opts.objectDir } : {}),
+      ...(opts.forceCompile ? { force: true } : {}),
+    });
     let object: BpfObject;
     try {
       object = loadPinned({ objectPath: compiled.path, pinDir: opts.pinDir }).object;
     } catch (err) {
-      log.warn({ err: String((err as Error)?.message ?? err).split('\n').slice(0, 6).join('\n') },
-        'socket termination is off: the kernel cannot load bpf/sock_destroy.c (it needs BPF socket iterators and the bpf_sock_destroy kfunc, Linux 6.5+). Connected sockets the socket LB sent to a removed backend keep it until the application reconnects');
+      log.warn(
+        {
+          err: String((err as Error)?.message ?? err)
+            .split('\n')
+            .slice(0, 6)
+            .join('\n'),
+        },
+        'socket termination is off: the kernel cannot load bpf/sock_destroy.c (it needs BPF socket iterators and the bpf_sock_destroy kfunc, Linux 6.5+). Connected sockets the socket LB sent to a removed backend keep it until the application reconnects',
+      );
       return new SocketTerminator(opts, log, registry);
     }
     try {
@@ -221,9 +236,13 @@ export class SocketTerminator {
           ...mapSizeDrift(spec, object.mapKeySize(spec.name), object.mapValueSize(spec.name)),
         ]),
       ];
-      if (drift.length) throw new Error(`bpf/sock_destroy.c and the agent disagree on the socket termination map's layout:\n${drift.join('\n')}`);
+      if (drift.length)
+        throw new Error(`bpf/sock_destroy.c and the agent disagree on the socket termination map's layout:\n${drift.join('\n')}`);
       const t = new SocketTerminator(opts, log, registry, object);
-      log.info({ object: compiled.path, tcp: opts.tcp }, 'socket termination on: connected sockets sent to a removed backend are destroyed');
+      log.info(
+        { object: compiled.path, tcp: opts.tcp },
+        'socket termination on: connected sockets sent to a removed backend are destroyed',
+      );
       return t;
     } catch (err) {
       object.close();
@@ -246,7 +265,10 @@ export class SocketTerminator {
     if (!this.enabled) return;
     for (const r of removed) {
       if (r.proto !== IPPROTO_UDP && !(r.proto === IPPROTO_TCP && this.#opts.tcp)) continue;
-      this.#pending.set(`${family} ${r.addr}:${r.port}/${r.proto}@${r.revNatId}`, { family, key: { addr: r.addr, port: r.port, proto: r.proto, rev_nat_id: r.revNatId } });
+      this.#pending.set(`${family} ${r.addr}:${r.port}/${r.proto}@${r.revNatId}`, {
+        family,
+        key: { addr: r.addr, port: r.port, proto: r.proto, rev_nat_id: r.revNatId },
+      });
     }
     if (this.#pending.size && !this.#running) this.#running = this.#drain();
   }
@@ -260,7 +282,10 @@ export class SocketTerminator {
         try {
           const run = await this.#run(keys);
           const total = run.destroyed.udp + run.destroyed.tcp;
-          this.#log[total ? 'info' : 'debug'](run, total ? 'destroyed sockets connected to removed backends' : 'no socket was connected to the removed backends');
+          this.#log[total ? 'info' : 'debug'](
+            run,
+            total ? 'destroyed sockets connected to removed backends' : 'no socket was connected to the removed backends',
+          );
         } catch (err) {
           this.#log.error({ err }, 'socket termination failed; sockets connected to removed backends may stay');
         }
@@ -283,7 +308,10 @@ export class SocketTerminator {
       map6.deleteMany(batch.filter((k) => k.family === 6).map((k) => k.key));
     };
     const result: TerminationRun = { backends: keys.length, namespaces: 0, destroyed: { udp: 0, tcp: 0 }, failed: 0 };
-    const namespaces: Namespace[] = [{ label: 'the agent\'s own', fd: -1 }, ...openCgroupNamespaces(this.#opts.cgroup, netnsId('/proc/self/ns/net'))];
+    const namespaces: Namespace[] = [
+      { label: "the agent's own", fd: -1 },
+      ...openCgroupNamespaces(this.#opts.cgroup, netnsId('/proc/self/ns/net')),
+    ];
     result.namespaces = namespaces.length;
     try {
       for (let i = 0; i < keys.length; i += SVCMAP_SK_TERM_MAX) {
@@ -302,7 +330,10 @@ export class SocketTerminator {
               }
             } catch (err) {
               result.failed++;
-              this.#log.warn({ netns: ns.label, err: (err as Error).message }, 'could not search a network namespace for sockets to destroy');
+              this.#log.warn(
+                { netns: ns.label, err: (err as Error).message },
+                'could not search a network namespace for sockets to destroy',
+              );
               if (ns.fd >= 0) closeSync(ns.fd);
               ns.fd = -2;
             }

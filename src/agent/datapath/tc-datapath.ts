@@ -9,7 +9,15 @@ import { existsSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { detachPinnedLink } from '../../bpf/link.ts';
 import { linkPinDir } from '../../bpf/loader.ts';
-import { type NetlinkWatch, RTMGRP_IPV4_IFADDR, RTMGRP_IPV4_ROUTE, RTMGRP_IPV6_IFADDR, RTMGRP_IPV6_ROUTE, RTMGRP_LINK, watchNetlink } from '../../bpf/netlink.ts';
+import {
+  type NetlinkWatch,
+  RTMGRP_IPV4_IFADDR,
+  RTMGRP_IPV4_ROUTE,
+  RTMGRP_IPV6_IFADDR,
+  RTMGRP_IPV6_ROUTE,
+  RTMGRP_LINK,
+  watchNetlink,
+} from '../../bpf/netlink.ts';
 import { type TcMode, attachTc } from '../../bpf/tc.ts';
 import type { BpfObject } from '../../bpf/object.ts';
 import type { DevAddrValue, SvcmapConfig } from '../../maps/codecs.ts';
@@ -98,7 +106,7 @@ export class TcDatapath {
     try {
       this.#watch = watchNetlink(RTMGRP_LINK | RTMGRP_IPV4_IFADDR | RTMGRP_IPV4_ROUTE | RTMGRP_IPV6_IFADDR | RTMGRP_IPV6_ROUTE, later);
     } catch (err) {
-      this.#log.warn({ err }, 'cannot subscribe to rtnetlink: the node\'s addresses and routes are re-read periodically only');
+      this.#log.warn({ err }, "cannot subscribe to rtnetlink: the node's addresses and routes are re-read periodically only");
     }
     this.#interval = setInterval(() => this.#refreshLogged('interval'), opts.intervalMs ?? 30_000);
     this.#interval.unref();
@@ -120,7 +128,7 @@ export class TcDatapath {
       const text = String((err as Error)?.message ?? err);
       if (text === this.#lastError) return;
       this.#lastError = text;
-      this.#log.error({ err, trigger }, 'following the node\'s addresses failed; the tc datapath keeps its last state');
+      this.#log.error({ err, trigger }, "following the node's addresses failed; the tc datapath keeps its last state");
     }
   }
 
@@ -133,15 +141,28 @@ export class TcDatapath {
     if (key === this.#current) return;
     if (!devices.length) {
       this.#current = key; // said once per state
-      if (this.#node?.addresses.length) this.#log.warn({ addresses: this.#node?.addresses ?? [] }, 'no device holds the node\'s addresses or routes out of the node; NodePort/LoadBalancer/externalIP traffic from outside is not translated (pass --devices)');
+      if (this.#node?.addresses.length)
+        this.#log.warn(
+          { addresses: this.#node?.addresses ?? [] },
+          "no device holds the node's addresses or routes out of the node; NodePort/LoadBalancer/externalIP traffic from outside is not translated (pass --devices)",
+        );
       return;
     }
     // The config (SNAT port range) before any program runs; node_ip is for status.
     this.#maps.config.put(0, { node_ip: nodeIp ?? '0.0.0.0', snat_port_min: SNAT_PORT_MIN, snat_port_max: SNAT_PORT_MAX, flags: 0 });
     const attachments: TcAttachment[] = [];
     for (const device of devices) {
-      for (const [direction, program] of [['ingress', TC_PROGRAMS.ingress], ['egress', TC_PROGRAMS.egress]] as const) {
-        const mode = attachTc(this.#object.programFd(program), device, direction, join(linkPinDir(this.#pinDir), pinName(program, device)), this.#mode);
+      for (const [direction, program] of [
+        ['ingress', TC_PROGRAMS.ingress],
+        ['egress', TC_PROGRAMS.egress],
+      ] as const) {
+        const mode = attachTc(
+          this.#object.programFd(program),
+          device,
+          direction,
+          join(linkPinDir(this.#pinDir), pinName(program, device)),
+          this.#mode,
+        );
         attachments.push({ device, direction, mode });
       }
     }
@@ -153,14 +174,23 @@ export class TcDatapath {
 
   #syncAddresses(net: HostNet, trigger: RefreshTrigger): void {
     const name = (ifindex: number) => net.devices.find((d) => d.ifindex === ifindex)?.name ?? `ifindex ${ifindex}`;
-    for (const [family, map] of [[4, this.#maps.devAddr], [6, this.#maps.devAddr6]] as const) {
+    for (const [family, map] of [
+      [4, this.#maps.devAddr],
+      [6, this.#maps.devAddr6],
+    ] as const) {
       if (!map) continue;
       const { set, removed } = syncDeviceAddresses(map, deviceAddresses(net, family));
       if (!set.size && !removed.length) continue;
-      this.#log.info({
-        family, set: Object.fromEntries([...set].map(([i, a]) => [name(i), a])), removed,
-        snatAddresses: Object.fromEntries(net.devices.map((d) => [d.name, family === 4 ? d.addr : d.addr6])), trigger,
-      }, 'SNAT addresses updated');
+      this.#log.info(
+        {
+          family,
+          set: Object.fromEntries([...set].map(([i, a]) => [name(i), a])),
+          removed,
+          snatAddresses: Object.fromEntries(net.devices.map((d) => [d.name, family === 4 ? d.addr : d.addr6])),
+          trigger,
+        },
+        'SNAT addresses updated',
+      );
     }
   }
 

@@ -75,7 +75,9 @@ export class AgentEvents {
     const now = opts.now ?? Date.now;
     const dropped = eventsDroppedCounter(metrics.registry);
     this.recorder = new EventRecorder(new EventBook(opts.limits ?? DEFAULT_LIMITS, now()), sink, {
-      log, now, dropped: (reason) => dropped.inc({ reason }),
+      log,
+      now,
+      dropped: (reason) => dropped.inc({ reason }),
     });
   }
 

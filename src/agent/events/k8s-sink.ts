@@ -118,12 +118,21 @@ export class KubernetesEventSink implements EventSink {
     // JSON Patch "add" sets /series whether or not the Event has one yet.
     const body = [{ op: 'add', path: '/series', value: { count: series.count, lastObservedTime: microTime(series.lastObservedTime) } }];
     await call(`patching Event ${namespace}/${name}`, this.#kc, {
-      method: 'PATCH', url: `${eventsPath(namespace)}/${encodeURIComponent(name)}`, body, contentType: 'application/json-patch+json',
+      method: 'PATCH',
+      url: `${eventsPath(namespace)}/${encodeURIComponent(name)}`,
+      body,
+      contentType: 'application/json-patch+json',
     });
   }
 }
 
 /** The agent's Events in the Kubernetes source mode, written by this node's agent. */
-export function startKubernetesEvents(kc: KubeConfig, nodeName: string, log: Logger, metrics: AgentMetrics, opts: AgentEventsOptions = {}): AgentEvents {
+export function startKubernetesEvents(
+  kc: KubeConfig,
+  nodeName: string,
+  log: Logger,
+  metrics: AgentMetrics,
+  opts: AgentEventsOptions = {},
+): AgentEvents {
   return new AgentEvents(new KubernetesEventSink(kc, nodeName), log, metrics, opts);
 }

@@ -242,7 +242,8 @@ export class EventBook {
   #enqueue(s: Series, now: number): Outcome {
     if (this.#queue.length >= this.#limits.queueSize) return 'queue_full';
     let bucket = this.#buckets.get(s.objectKey);
-    if (bucket) this.#buckets.delete(s.objectKey); // re-inserted: most recently charged last
+    if (bucket)
+      this.#buckets.delete(s.objectKey); // re-inserted: most recently charged last
     else bucket = new TokenBucket(this.#limits.perObjectBurst, this.#limits.perObjectRefillMs, now);
     this.#buckets.set(s.objectKey, bucket);
     // Both or neither: a token is never spent on a write that is not made.

@@ -4,7 +4,16 @@
 // never a sync. Failures are logged once per streak (and again when writes
 // work again), counted, and never thrown.
 import type { Logger } from '../log.ts';
-import { type Dropped, type EventBook, type EventInput, type EventReason, type EventWrite, type Outcome, type Regarding, type WriteResult } from './recorder.ts';
+import {
+  type Dropped,
+  type EventBook,
+  type EventInput,
+  type EventReason,
+  type EventWrite,
+  type Outcome,
+  type Regarding,
+  type WriteResult,
+} from './recorder.ts';
 
 export interface NewEvent {
   /** The name to create the Event under (unique per agent: object name + time). */
@@ -129,7 +138,11 @@ export class EventRecorder {
     try {
       if (w.op === 'create') {
         const name = await this.#sink.create({
-          name: w.name, regarding, reason, note, eventTime: w.firstAt,
+          name: w.name,
+          regarding,
+          reason,
+          note,
+          eventTime: w.firstAt,
           ...(w.count > 1 ? { series: { count: w.count, lastObservedTime: w.lastAt } } : {}),
         });
         this.#succeeded();
@@ -149,7 +162,10 @@ export class EventRecorder {
       if (this.#failing) this.#log.debug(fields, 'writing an Event failed');
       else {
         this.#failing = true;
-        this.#log.warn(fields, 'writing an Event failed; further failures are counted in svcmap_events_dropped_total{reason="api_error"} and not logged until a write succeeds');
+        this.#log.warn(
+          fields,
+          'writing an Event failed; further failures are counted in svcmap_events_dropped_total{reason="api_error"} and not logged until a write succeeds',
+        );
       }
       return { ok: false, gone: false };
     }

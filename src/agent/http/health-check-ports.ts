@@ -39,7 +39,12 @@ export function healthCheckOf(frontends: readonly Frontend[]): HealthCheckServic
   const local = { 4: new Set<string>(), 6: new Set<string>() };
   for (const f of ext) for (const b of f.backends) if (b.local && b.state === 'active') local[familyOf(b.ip)].add(b.ip);
   const f = ext[0]!;
-  return { namespace: f.service.namespace, name: f.service.name, port: f.healthCheckNodePort!, localEndpoints: Math.max(local[4].size, local[6].size) };
+  return {
+    namespace: f.service.namespace,
+    name: f.service.name,
+    port: f.healthCheckNodePort!,
+    localEndpoints: Math.max(local[4].size, local[6].size),
+  };
 }
 
 /** Both families on one socket. */
@@ -104,7 +109,9 @@ export class HealthCheckPorts {
         const n = hc?.localEndpoints ?? 0;
         const healthy = this.#proxyHealthy();
         res.writeHead(n > 0 && healthy ? 200 : 503, {
-          'content-type': 'application/json', 'x-content-type-options': 'nosniff', 'x-load-balancing-endpoint-weight': String(n),
+          'content-type': 'application/json',
+          'x-content-type-options': 'nosniff',
+          'x-load-balancing-endpoint-weight': String(n),
         });
         res.end(healthCheckBody(hc ?? { namespace: '', name: '' }, n, healthy));
       });

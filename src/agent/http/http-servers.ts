@@ -66,7 +66,11 @@ export async function serveMetrics(metrics: AgentMetrics, opts: ServerOptions): 
  * in a row and since when a change waits. /readyz: 200 once the first full
  * sync is done.
  */
-export async function serveHealth(state: () => HealthState, timeoutMs: number, opts: ServerOptions & { families?: readonly string[] }): Promise<{ server: Server; port: number }> {
+export async function serveHealth(
+  state: () => HealthState,
+  timeoutMs: number,
+  opts: ServerOptions & { families?: readonly string[] },
+): Promise<{ server: Server; port: number }> {
   const families = opts.families ?? ['IPv4'];
   const iso = (ms: number) => new Date(ms).toISOString();
   const server = createServer((req, res) => {
@@ -91,7 +95,9 @@ export async function serveHealth(state: () => HealthState, timeoutMs: number, o
       ...(s.pendingSince ? { pendingSince: iso(s.pendingSince) } : {}),
     };
     const ok = path === '/readyz' ? s.ready : path === '/healthz' ? proxy && s.nodeEligible : proxy;
-    res.writeHead(ok ? 200 : 503, { 'content-type': 'application/json', 'x-content-type-options': 'nosniff' }).end(`${JSON.stringify(body)}\n`);
+    res
+      .writeHead(ok ? 200 : 503, { 'content-type': 'application/json', 'x-content-type-options': 'nosniff' })
+      .end(`${JSON.stringify(body)}\n`);
   });
   return { server, port: await listen(server, opts, 'health checks') };
 }

@@ -23,7 +23,9 @@ const SYNC_BUCKETS = Array.from({ length: 15 }, (_, i) => 0.001 * 2 ** i);
 
 /** kube-proxy's MergeBuckets(0; 0.25, 0.5; 1..59 by 1; 60..115 by 5; 120..300 by 30). */
 const PROGRAMMING_BUCKETS = [
-  0, 0.25, 0.5,
+  0,
+  0.25,
+  0.5,
   ...Array.from({ length: 59 }, (_, i) => 1 + i),
   ...Array.from({ length: 12 }, (_, i) => 60 + 5 * i),
   ...Array.from({ length: 7 }, (_, i) => 120 + 30 * i),
@@ -44,25 +46,39 @@ export class KubeProxyMetrics {
   constructor(registry: Registry, families: readonly IpFamily[]) {
     this.#families = families;
     const registers = [registry];
-    const histogram = (name: string, help: string, buckets: number[]) => new Histogram({ name, help, labelNames: ['ip_family'], buckets, registers });
-    this.#syncDuration = histogram('kubeproxy_sync_proxy_rules_duration_seconds',
-      "kube-proxy's name: time to write one sync into one address family's maps (full and partial syncs, failed ones included).", SYNC_BUCKETS);
-    this.#fullDuration = histogram('kubeproxy_sync_full_proxy_rules_duration_seconds',
-      "kube-proxy's name: kubeproxy_sync_proxy_rules_duration_seconds of full syncs (every frontend written).", SYNC_BUCKETS);
-    this.#partialDuration = histogram('kubeproxy_sync_partial_proxy_rules_duration_seconds',
-      "kube-proxy's name: kubeproxy_sync_proxy_rules_duration_seconds of partial syncs (the changed Services' frontends).", SYNC_BUCKETS);
-    this.#programming = histogram('kubeproxy_network_programming_duration_seconds',
+    const histogram = (name: string, help: string, buckets: number[]) =>
+      new Histogram({ name, help, labelNames: ['ip_family'], buckets, registers });
+    this.#syncDuration = histogram(
+      'kubeproxy_sync_proxy_rules_duration_seconds',
+      "kube-proxy's name: time to write one sync into one address family's maps (full and partial syncs, failed ones included).",
+      SYNC_BUCKETS,
+    );
+    this.#fullDuration = histogram(
+      'kubeproxy_sync_full_proxy_rules_duration_seconds',
+      "kube-proxy's name: kubeproxy_sync_proxy_rules_duration_seconds of full syncs (every frontend written).",
+      SYNC_BUCKETS,
+    );
+    this.#partialDuration = histogram(
+      'kubeproxy_sync_partial_proxy_rules_duration_seconds',
+      "kube-proxy's name: kubeproxy_sync_proxy_rules_duration_seconds of partial syncs (the changed Services' frontends).",
+      SYNC_BUCKETS,
+    );
+    this.#programming = histogram(
+      'kubeproxy_network_programming_duration_seconds',
       "kube-proxy's name: from an EndpointSlice's endpoints.kubernetes.io/last-change-trigger-time to the map write that reflects it (ip_family: the slice's addressType).",
-      PROGRAMMING_BUCKETS);
+      PROGRAMMING_BUCKETS,
+    );
     this.#lastTimestamp = new Gauge({
       name: 'kubeproxy_sync_proxy_rules_last_timestamp_seconds',
       help: "kube-proxy's name: when the maps were last brought up to date (unix time), also by a sync that found nothing to write.",
-      labelNames: ['ip_family'], registers,
+      labelNames: ['ip_family'],
+      registers,
     });
     this.#lastQueued = new Gauge({
       name: 'kubeproxy_sync_proxy_rules_last_queued_timestamp_seconds',
       help: "kube-proxy's name: when a change last queued a sync (unix time). Far above kubeproxy_sync_proxy_rules_last_timestamp_seconds: syncs fail or are stuck.",
-      labelNames: ['ip_family'], registers,
+      labelNames: ['ip_family'],
+      registers,
     });
     this.#endpointChanges = new Counter({
       name: 'kubeproxy_sync_proxy_rules_endpoint_changes_total',

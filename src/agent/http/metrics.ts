@@ -65,8 +65,18 @@ export class AgentMetrics {
       buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 15, 20, 30, 45, 60, 120, 300],
       registers: [this.registry],
     });
-    this.mapEntries = new Gauge({ name: 'svcmap_map_entries', help: 'Entries in each BPF map.', labelNames: ['map'], registers: [this.registry] });
-    this.mapCapacity = new Gauge({ name: 'svcmap_map_capacity', help: 'max_entries of each BPF map.', labelNames: ['map'], registers: [this.registry] });
+    this.mapEntries = new Gauge({
+      name: 'svcmap_map_entries',
+      help: 'Entries in each BPF map.',
+      labelNames: ['map'],
+      registers: [this.registry],
+    });
+    this.mapCapacity = new Gauge({
+      name: 'svcmap_map_capacity',
+      help: 'max_entries of each BPF map.',
+      labelNames: ['map'],
+      registers: [this.registry],
+    });
     this.syncErrors = new Counter({
       name: 'svcmap_sync_errors_total',
       help: 'Problems met while syncing, by kind: invalid_object, map_full, write_failed, frontend_conflict, source, annotation_value (a svcmap.io/ annotation not accepted: the default is used).',
@@ -81,10 +91,22 @@ export class AgentMetrics {
       registers: [this.registry],
     });
     for (const k of ['partial', 'full']) this.syncFailures.inc({ kind: k }, 0);
-    this.lastSync = new Gauge({ name: 'svcmap_sync_last_success_timestamp_seconds', help: 'When the maps were last synced successfully (unix time).', registers: [this.registry] });
-    this.ready = new Gauge({ name: 'svcmap_ready', help: '1 once the first full sync is done (/readyz answers 200), else 0.', registers: [this.registry] });
+    this.lastSync = new Gauge({
+      name: 'svcmap_sync_last_success_timestamp_seconds',
+      help: 'When the maps were last synced successfully (unix time).',
+      registers: [this.registry],
+    });
+    this.ready = new Gauge({
+      name: 'svcmap_ready',
+      help: '1 once the first full sync is done (/readyz answers 200), else 0.',
+      registers: [this.registry],
+    });
     this.ready.set(0);
-    this.frontends = new Gauge({ name: 'svcmap_frontends', help: 'Frontends (VIP:port/proto and scope) programmed.', registers: [this.registry] });
+    this.frontends = new Gauge({
+      name: 'svcmap_frontends',
+      help: 'Frontends (VIP:port/proto and scope) programmed.',
+      registers: [this.registry],
+    });
     this.conntrackEntries = new Gauge({
       name: 'svcmap_conntrack_entries',
       help: 'Entries in the tc connection tracking map (two per flow) after the last conntrack GC run.',

@@ -40,7 +40,16 @@ import { type BpfMap, libbpfText } from '../../bpf/map.ts';
 import { native } from '../../bpf/native.ts';
 import { type Codec, type CtKey, type CtValue, ct6Key, ct6Value, ctKey, ctValue } from '../../maps/codecs.ts';
 import {
-  CT_DIR_FWD, CT_DIR_REPLY_IN, CT_DIR_REPLY_OUT, CT_F_CLOSING, CT_F_SEEN_REPLY, CT_F_SNAT, IPPROTO_TCP, SNAT_TAKE_OVER_MAX_NS, SVCMAP_MAP_CT, SVCMAP_MAP_CT6,
+  CT_DIR_FWD,
+  CT_DIR_REPLY_IN,
+  CT_DIR_REPLY_OUT,
+  CT_F_CLOSING,
+  CT_F_SEEN_REPLY,
+  CT_F_SNAT,
+  IPPROTO_TCP,
+  SNAT_TAKE_OVER_MAX_NS,
+  SVCMAP_MAP_CT,
+  SVCMAP_MAP_CT6,
 } from '../../maps/constants.ts';
 import type { StructLayout } from '../../maps/layout.ts';
 import type { TypedMap } from '../../maps/typed-map.ts';
@@ -102,7 +111,7 @@ export function ctPeerKey(key: CtKey, value: CtValue): CtKey {
     sport: value.new_dport || key.dport,
     dport: value.new_sport || key.sport,
     proto: key.proto,
-    dir: key.dir !== CT_DIR_FWD ? CT_DIR_FWD : (value.flags & CT_F_SNAT) ? CT_DIR_REPLY_IN : CT_DIR_REPLY_OUT,
+    dir: key.dir !== CT_DIR_FWD ? CT_DIR_FWD : value.flags & CT_F_SNAT ? CT_DIR_REPLY_IN : CT_DIR_REPLY_OUT,
   };
 }
 
@@ -140,16 +149,27 @@ function ctFormat(map: string, key: Codec<CtKey>, value: Codec<CtValue>, addrWor
   const keySize = key.layout.size;
   if (keySize % 4 !== 0) throw new Error(`conntrack GC: struct ${key.layout.cName} is ${keySize} bytes, not whole words`);
   return {
-    map, key, value, keySize, valueSize: value.layout.size, addrWords,
+    map,
+    key,
+    value,
+    keySize,
+    valueSize: value.layout.size,
+    addrWords,
     K: {
-      saddr: slot(key.layout, 'saddr', 4, addrWords), daddr: slot(key.layout, 'daddr', 4, addrWords),
-      sport: slot(key.layout, 'sport', 2), dport: slot(key.layout, 'dport', 2),
-      proto: slot(key.layout, 'proto', 1), dir: slot(key.layout, 'dir', 1),
+      saddr: slot(key.layout, 'saddr', 4, addrWords),
+      daddr: slot(key.layout, 'daddr', 4, addrWords),
+      sport: slot(key.layout, 'sport', 2),
+      dport: slot(key.layout, 'dport', 2),
+      proto: slot(key.layout, 'proto', 1),
+      dir: slot(key.layout, 'dir', 1),
     },
     V: {
-      newSaddr: slot(value.layout, 'new_saddr', 4, addrWords), newDaddr: slot(value.layout, 'new_daddr', 4, addrWords),
-      newSport: slot(value.layout, 'new_sport', 2), newDport: slot(value.layout, 'new_dport', 2),
-      flags: slot(value.layout, 'flags', 1), lastSeen: slot(value.layout, 'last_seen', 8),
+      newSaddr: slot(value.layout, 'new_saddr', 4, addrWords),
+      newDaddr: slot(value.layout, 'new_daddr', 4, addrWords),
+      newSport: slot(value.layout, 'new_sport', 2),
+      newDport: slot(value.layout, 'new_dport', 2),
+      flags: slot(value.layout, 'flags', 1),
+      lastSeen: slot(value.layout, 'last_seen', 8),
     },
   };
 }
@@ -199,7 +219,12 @@ function hashKey(k32: Uint32Array, o: number, words: number): number {
  * few MiB, where decoding every entry into objects took seconds and
  * hundreds of MiB.
  */
-export function selectExpiredPacked(ct: PackedCt, nowNs: bigint, lifetimes: CtLifetimes = DEFAULT_CT_LIFETIMES, fmt: CtFormat = CT4_FORMAT): PackedSelection {
+export function selectExpiredPacked(
+  ct: PackedCt,
+  nowNs: bigint,
+  lifetimes: CtLifetimes = DEFAULT_CT_LIFETIMES,
+  fmt: CtFormat = CT4_FORMAT,
+): PackedSelection {
   const n = ct.count;
   const { keySize: KEY_SIZE, valueSize: VALUE_SIZE, K, V, addrWords: AW } = fmt;
   const KEY_WORDS = KEY_SIZE / 4;
@@ -216,7 +241,11 @@ export function selectExpiredPacked(ct: PackedCt, nowNs: bigint, lifetimes: CtLi
   const v8 = new Uint8Array(vbuf);
   const v64 = new BigUint64Array(vbuf);
   // Entry i starts at i * (its size in units of the view); K and V give the field within it.
-  const K32 = KEY_SIZE / 4, K16 = KEY_SIZE / 2, V32 = VALUE_SIZE / 4, V16 = VALUE_SIZE / 2, V64 = VALUE_SIZE / 8;
+  const K32 = KEY_SIZE / 4,
+    K16 = KEY_SIZE / 2,
+    V32 = VALUE_SIZE / 4,
+    V16 = VALUE_SIZE / 2,
+    V64 = VALUE_SIZE / 8;
   const dirOf = (i: number) => k8[i * KEY_SIZE + K.dir]!;
   const protoOf = (i: number) => k8[i * KEY_SIZE + K.proto]!;
   const flagsOf = (i: number) => v8[i * VALUE_SIZE + V.flags]!;
@@ -249,7 +278,10 @@ export function selectExpiredPacked(ct: PackedCt, nowNs: bigint, lifetimes: CtLi
     }
   };
   const peerOf = (i: number): number => {
-    const ko = i * K32, vo = i * V32, k2 = i * K16, v2 = i * V16;
+    const ko = i * K32,
+      vo = i * V32,
+      k2 = i * K16,
+      v2 = i * V16;
     s32.fill(0);
     // An address is "leave it" only when all of its words are zero.
     const addr = (to: number, fromValue: number, fromKey: number) => {
@@ -262,7 +294,7 @@ export function selectExpiredPacked(ct: PackedCt, nowNs: bigint, lifetimes: CtLi
     s16[K.sport] = v16[v2 + V.newDport]! || k16[k2 + K.dport]!;
     s16[K.dport] = v16[v2 + V.newSport]! || k16[k2 + K.sport]!;
     s8[K.proto] = protoOf(i);
-    s8[K.dir] = dirOf(i) !== CT_DIR_FWD ? CT_DIR_FWD : (flagsOf(i) & CT_F_SNAT) ? CT_DIR_REPLY_IN : CT_DIR_REPLY_OUT;
+    s8[K.dir] = dirOf(i) !== CT_DIR_FWD ? CT_DIR_FWD : flagsOf(i) & CT_F_SNAT ? CT_DIR_REPLY_IN : CT_DIR_REPLY_OUT;
     return find();
   };
 
@@ -371,7 +403,9 @@ const ENOTSUPP = 524;
 export function readCtPacked(map: BpfMap, fmt: CtFormat = CT4_FORMAT): PackedCt {
   const { keySize: KEY_SIZE, valueSize: VALUE_SIZE } = fmt;
   if (map.keySize !== KEY_SIZE || map.valueSize !== VALUE_SIZE) {
-    throw new Error(`map ${map.label}: key/value sizes ${map.keySize}/${map.valueSize} are not a conntrack map's ${KEY_SIZE}/${VALUE_SIZE} (${fmt.map})`);
+    throw new Error(
+      `map ${map.label}: key/value sizes ${map.keySize}/${map.valueSize} are not a conntrack map's ${KEY_SIZE}/${VALUE_SIZE} (${fmt.map})`,
+    );
   }
   const keyChunks: Buffer[] = [];
   const valueChunks: Buffer[] = [];
@@ -389,7 +423,8 @@ export function readCtPacked(map: BpfMap, fmt: CtFormat = CT4_FORMAT): PackedCt 
       const all = map.entries();
       return { keys: Buffer.concat(all.map(([k]) => k)), values: Buffer.concat(all.map(([, v]) => v)), count: all.length };
     }
-    if (rc === -ENOSPC) { // one hash bucket holds more than `chunk` entries
+    if (rc === -ENOSPC) {
+      // one hash bucket holds more than `chunk` entries
       chunk *= 2;
       continue;
     }
@@ -464,9 +499,12 @@ export class CtGc {
       if (!(Number.isFinite(v) && v > 0)) throw new Error(`conntrack GC: lifetime ${k} must be more than 0 (got ${v})`);
     }
     if (!(this.lifetimes.tcpClosingMs > SNAT_TAKE_OVER_MAX_MS)) {
-      throw new Error(`conntrack GC: lifetime tcpClosingMs must be more than the datapath's SNAT take-over limit of ${SNAT_TAKE_OVER_MAX_MS} ms (got ${this.lifetimes.tcpClosingMs})`);
+      throw new Error(
+        `conntrack GC: lifetime tcpClosingMs must be more than the datapath's SNAT take-over limit of ${SNAT_TAKE_OVER_MAX_MS} ms (got ${this.lifetimes.tcpClosingMs})`,
+      );
     }
-    if (!(Number.isFinite(this.#intervalMs) && this.#intervalMs >= 0)) throw new Error(`conntrack GC: interval must be 0 or more (got ${this.#intervalMs})`);
+    if (!(Number.isFinite(this.#intervalMs) && this.#intervalMs >= 0))
+      throw new Error(`conntrack GC: interval must be 0 or more (got ${this.#intervalMs})`);
     this.#metrics?.mapCapacity.set({ map: SVCMAP_MAP_CT }, map.raw.maxEntries);
     if (this.#map6) this.#metrics?.mapCapacity.set({ map: SVCMAP_MAP_CT6 }, this.#map6.raw.maxEntries);
   }
@@ -518,7 +556,16 @@ export class CtGc {
       durationMs: Number(process.hrtime.bigint() - started) / 1e6,
       ...(conns ? { conns } : {}),
     };
-    if (conns && (conns.tc.corrected || conns.sock?.corrected || conns.removed || conns.v6?.tc?.corrected || conns.v6?.sock?.corrected || conns.v6?.removed)) this.#log?.info({ ...conns }, 'connection counts recounted');
+    if (
+      conns &&
+      (conns.tc.corrected ||
+        conns.sock?.corrected ||
+        conns.removed ||
+        conns.v6?.tc?.corrected ||
+        conns.v6?.sock?.corrected ||
+        conns.v6?.removed)
+    )
+      this.#log?.info({ ...conns }, 'connection counts recounted');
     this.#metrics?.conntrackEntries.set(run.entries - run.deleted);
     this.#metrics?.conntrackGcDeleted.inc(run.deleted);
     if (run.deleted) this.#log?.debug({ ...run }, 'conntrack GC removed idle flows');

@@ -26,7 +26,12 @@ export class HeapReclaimer {
   #after = 0;
   #scheduled = false;
 
-  constructor(log: Logger, gc: Gc | undefined = (globalThis as { gc?: Gc }).gc, heapTotal = () => process.memoryUsage().heapTotal, trim = mallocTrim) {
+  constructor(
+    log: Logger,
+    gc: Gc | undefined = (globalThis as { gc?: Gc }).gc,
+    heapTotal = () => process.memoryUsage().heapTotal,
+    trim = mallocTrim,
+  ) {
     this.#gc = gc;
     this.#log = log;
     this.#heapTotal = heapTotal;
@@ -54,8 +59,14 @@ export class HeapReclaimer {
     const after = process.memoryUsage();
     this.#after = this.#heapTotal();
     const mib = (n: number) => Math.round(n / 2 ** 20);
-    this.#log.info({
-      durationMs: Number((performance.now() - t0).toFixed(1)), heapTotalMiB: [mib(before.heapTotal), mib(after.heapTotal)], rssMiB: [mib(before.rss), mib(after.rss)], trimmed,
-    }, 'heap reclaimed after a full sync');
+    this.#log.info(
+      {
+        durationMs: Number((performance.now() - t0).toFixed(1)),
+        heapTotalMiB: [mib(before.heapTotal), mib(after.heapTotal)],
+        rssMiB: [mib(before.rss), mib(after.rss)],
+        trimmed,
+      },
+      'heap reclaimed after a full sync',
+    );
   }
 }

@@ -74,9 +74,17 @@ export class ProblemReporter {
 }
 
 /** The agent's reporter: each new problem is logged and counted in svcmap_sync_errors_total by its kind; onSeen as ProblemReporter's. */
-export function countingProblemReporter(log: Logger, metrics: AgentMetrics, onSeen?: (problems: readonly Problem[]) => void): ProblemReporter {
-  return new ProblemReporter(log, (p) => {
-    const kind = syncErrorKind(p);
-    if (kind) metrics.syncErrors.inc({ kind });
-  }, onSeen);
+export function countingProblemReporter(
+  log: Logger,
+  metrics: AgentMetrics,
+  onSeen?: (problems: readonly Problem[]) => void,
+): ProblemReporter {
+  return new ProblemReporter(
+    log,
+    (p) => {
+      const kind = syncErrorKind(p);
+      if (kind) metrics.syncErrors.inc({ kind });
+    },
+    onSeen,
+  );
 }

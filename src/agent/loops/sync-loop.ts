@@ -72,7 +72,15 @@ export class SyncLoop {
   readonly #lbAlgorithm: LbAlgorithmName;
   readonly #zones: ZoneNames | undefined;
 
-  constructor(source: ModelSource, syncer: SyncEngine, status: SyncStatus, metrics: AgentMetrics, problems: ProblemReporter, log: Logger, opts: LoopOptions) {
+  constructor(
+    source: ModelSource,
+    syncer: SyncEngine,
+    status: SyncStatus,
+    metrics: AgentMetrics,
+    problems: ProblemReporter,
+    log: Logger,
+    opts: LoopOptions,
+  ) {
     this.#source = source;
     this.#syncer = syncer;
     this.#status = status;
@@ -89,8 +97,10 @@ export class SyncLoop {
     this.#now = timers ? () => timers.now() : () => performance.now();
     this.#lastFullAt = this.#now();
     this.#runner = new BoundedFrequencyRunner((why) => this.#run(why), {
-      minIntervalMs: opts.minIntervalMs, maxIntervalMs: opts.syncPeriodMs,
-      ...(opts.backoff ? { backoff: opts.backoff } : {}), ...(timers ? { timers } : {}),
+      minIntervalMs: opts.minIntervalMs,
+      maxIntervalMs: opts.syncPeriodMs,
+      ...(opts.backoff ? { backoff: opts.backoff } : {}),
+      ...(timers ? { timers } : {}),
     });
   }
 
@@ -159,7 +169,11 @@ export class SyncLoop {
         zones?.prune(this.#syncer.zonesInUse());
       } else {
         const byOwner = new Map<string, FrontendTarget[]>();
-        for (const [svc, list] of work) byOwner.set(svc, list.map((f: Frontend) => toTarget(f, this.#lbAlgorithm, zoneId)));
+        for (const [svc, list] of work)
+          byOwner.set(
+            svc,
+            list.map((f: Frontend) => toTarget(f, this.#lbAlgorithm, zoneId)),
+          );
         zones?.publish();
         report = this.#syncer.syncOwners(byOwner);
       }
@@ -168,11 +182,17 @@ export class SyncLoop {
       return;
     }
     this.#retry.succeeded();
-    if (failures > 0) this.#log.info({ failures, full: report.full, services: report.full ? model.serviceCount : work.size }, 'sync succeeded after failed attempts');
+    if (failures > 0)
+      this.#log.info(
+        { failures, full: report.full, services: report.full ? model.serviceCount : work.size },
+        'sync succeeded after failed attempts',
+      );
     this.#needFull = report.deferred.length > 0;
     if (report.full) this.#lastFullAt = this.#now();
-    this.#status.succeeded(report, this.#syncer.capacity(), this.#syncer.state.frontends.size,
-      { services: report.full ? model.serviceCount : work.size, reason: why });
+    this.#status.succeeded(report, this.#syncer.capacity(), this.#syncer.state.frontends.size, {
+      services: report.full ? model.serviceCount : work.size,
+      reason: why,
+    });
     const deferred = new Set(report.deferred.map((d) => d.owner));
     for (const s of this.#triggers.written(Date.now(), deferred)) {
       this.#metrics.programmingLatency.observe(s.seconds);

@@ -7,7 +7,14 @@ import type { SyncReport } from '../../sync/syncer.ts';
 import type { HealthState } from '../http/http-servers.ts';
 import type { Logger } from '../log.ts';
 import type { AgentMetrics } from '../http/metrics.ts';
-import { SVCMAP_MAP_BACKENDS, SVCMAP_MAP_BACKENDS6, SVCMAP_MAP_REVNAT, SVCMAP_MAP_REVNAT6, SVCMAP_MAP_SERVICES, SVCMAP_MAP_SERVICES6 } from '../../maps/constants.ts';
+import {
+  SVCMAP_MAP_BACKENDS,
+  SVCMAP_MAP_BACKENDS6,
+  SVCMAP_MAP_REVNAT,
+  SVCMAP_MAP_REVNAT6,
+  SVCMAP_MAP_SERVICES,
+  SVCMAP_MAP_SERVICES6,
+} from '../../maps/constants.ts';
 
 /** A failed sync and what happens next. */
 export interface SyncFailure {
@@ -21,7 +28,14 @@ export interface SyncFailure {
 }
 
 export class SyncStatus {
-  readonly health: HealthState = { ready: false, lastSyncAt: 0, lastUpdatedAt: Date.now(), consecutiveFailures: 0, pendingSince: 0, nodeEligible: true };
+  readonly health: HealthState = {
+    ready: false,
+    lastSyncAt: 0,
+    lastUpdatedAt: Date.now(),
+    consecutiveFailures: 0,
+    pendingSince: 0,
+    nodeEligible: true,
+  };
   readonly #metrics: AgentMetrics;
   readonly #log: Logger;
   readonly #afterFullSync: (() => void) | undefined;
@@ -66,7 +80,10 @@ export class SyncStatus {
     m.lastSync.set(Date.now() / 1000);
     for (const d of r.deferred) {
       m.syncErrors.inc({ kind: 'map_full' });
-      this.#log.error({ frontend: d.id, service: d.label }, `not programmed: ${d.reason}; raise the map size (--max-services / --max-backends)`);
+      this.#log.error(
+        { frontend: d.id, service: d.label },
+        `not programmed: ${d.reason}; raise the map size (--max-services / --max-backends)`,
+      );
     }
     this.health.lastSyncAt = Date.now();
     this.health.consecutiveFailures = 0;
@@ -76,9 +93,18 @@ export class SyncStatus {
       m.ready.set(1);
     }
     const level = r.changed > 0 || r.full ? 'info' : 'debug';
-    this.#log[level]({
-      full: r.full, changed: r.changed, ops: r.ops, entries: r.entries, durationMs: Number(r.durationMs.toFixed(3)), frontends, ...extra,
-    }, 'sync done');
+    this.#log[level](
+      {
+        full: r.full,
+        changed: r.changed,
+        ops: r.ops,
+        entries: r.entries,
+        durationMs: Number(r.durationMs.toFixed(3)),
+        frontends,
+        ...extra,
+      },
+      'sync done',
+    );
     if (r.full) this.#afterFullSync?.();
   }
 
@@ -88,7 +114,9 @@ export class SyncStatus {
     this.health.consecutiveFailures = f.failures;
     // Every phase before `phase` was written whole: readers see a consistent map, partly updated.
     const phase = err instanceof ApplyError ? err.phase : undefined;
-    this.#log.error({ err, kind: f.kind, phase, failures: f.failures, retryInMs: f.retryInMs, next: f.next },
-      `${f.kind} sync failed; retrying ${f.next === 'full' ? 'as a full resync' : 'the same Services'} in ${f.retryInMs / 1000} s`);
+    this.#log.error(
+      { err, kind: f.kind, phase, failures: f.failures, retryInMs: f.retryInMs, next: f.next },
+      `${f.kind} sync failed; retrying ${f.next === 'full' ? 'as a full resync' : 'the same Services'} in ${f.retryInMs / 1000} s`,
+    );
   }
 }

@@ -5,10 +5,26 @@ import { flat } from '../../util/flat-string.ts';
 import { cidrv4Network } from '../../util/ipv4.ts';
 import { cidrv6Network } from '../../util/ipv6.ts';
 import {
-  BACKEND_F_LOCAL, BACKEND_STATE_ACTIVE, BACKEND_STATE_TERMINATING, type LbAlgorithmName, LB_ALGORITHMS, SVCMAP_MAGLEV_DEFAULT_M,
-  SVC_F_AFFINITY, SVC_F_CLUSTERIP, SVC_F_ETP_LOCAL, SVC_F_EXTERNALIP, SVC_F_ITP_LOCAL,
-  SVC_F_LOADBALANCER, SVC_F_NODEPORT, SVC_F_SH_PORT, SVC_F_SRC_RANGES, SVC_F_TWO_SCOPES, SVC_F_WILDCARD,
-  SVC_SCOPE_EXT, SVC_SCOPE_INT, protoNumber,
+  BACKEND_F_LOCAL,
+  BACKEND_STATE_ACTIVE,
+  BACKEND_STATE_TERMINATING,
+  type LbAlgorithmName,
+  LB_ALGORITHMS,
+  SVCMAP_MAGLEV_DEFAULT_M,
+  SVC_F_AFFINITY,
+  SVC_F_CLUSTERIP,
+  SVC_F_ETP_LOCAL,
+  SVC_F_EXTERNALIP,
+  SVC_F_ITP_LOCAL,
+  SVC_F_LOADBALANCER,
+  SVC_F_NODEPORT,
+  SVC_F_SH_PORT,
+  SVC_F_SRC_RANGES,
+  SVC_F_TWO_SCOPES,
+  SVC_F_WILDCARD,
+  SVC_SCOPE_EXT,
+  SVC_SCOPE_INT,
+  protoNumber,
 } from '../../maps/constants.ts';
 import type { DesiredState, Frontend } from '../../model/types.ts';
 import { type FrontendKey, frontendId } from '../../sync/state.ts';

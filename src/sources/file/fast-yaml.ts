@@ -27,7 +27,7 @@ const SLICE_MIN = 13;
 
 /** A flat copy of a slice, holding nothing of the text it was cut from. */
 function own(s: string): string {
-  return s.length < SLICE_MIN ? s : (` ${s}`).slice(1);
+  return s.length < SLICE_MIN ? s : ` ${s}`.slice(1);
 }
 
 /** `v` with every string in it a flat copy (in place): for values another loader cut from the text. */

@@ -207,8 +207,7 @@ export class FileSource {
       else if (winner === name) {
         // An unchanged document is the same object: the model is not told (its Service is not recomputed).
         if (objects.get(key) !== before.get(key) || winner !== was.at(-1)) this.#upsert(objects.get(key)!);
-      }
-      else if (winner !== was.at(-1)) this.#upsert(this.#files.get(winner)!.objects.get(key)!);
+      } else if (winner !== was.at(-1)) this.#upsert(this.#files.get(winner)!.objects.get(key)!);
       // else: a later file's definition still wins
     }
   }
@@ -254,7 +253,7 @@ export class FileSource {
     if (name === undefined) return undefined;
     const key = `Node//${name}`;
     const owner = this.#owners.get(key)?.at(-1);
-    const found = owner === undefined ? undefined : this.#files.get(owner)?.objects.get(key) as Node | undefined;
+    const found = owner === undefined ? undefined : (this.#files.get(owner)?.objects.get(key) as Node | undefined);
     return found === undefined ? { name, addresses: [] } : nodeInfoFromNode(found);
   }
 }

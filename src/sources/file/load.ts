@@ -90,7 +90,13 @@ export async function loadManifestFile(file: string, known?: KnownObjects): Prom
   try {
     text = await readManifest(file);
   } catch (err) {
-    return { objects: [], prints: [], problems: [{ kind: '', namespace: '', name: '', path: '', message: `cannot read: ${(err as Error).message}`, severity: 'error', source: file }] };
+    return {
+      objects: [],
+      prints: [],
+      problems: [
+        { kind: '', namespace: '', name: '', path: '', message: `cannot read: ${(err as Error).message}`, severity: 'error', source: file },
+      ],
+    };
   }
   if (text === undefined) return undefined;
   const parsed = parseManifest(text, file);

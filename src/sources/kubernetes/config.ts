@@ -21,7 +21,9 @@ export function loadKubeConfig(conn: KubeConnection): KubeConfig {
   } else if (existsSync(`${SA_DIR}/token`)) {
     kc.loadFromCluster();
   } else {
-    throw new Error('no Kubernetes credentials: pass --kubeconfig PATH, run in a Pod with a service account, or use --manifests DIR for a local run');
+    throw new Error(
+      'no Kubernetes credentials: pass --kubeconfig PATH, run in a Pod with a service account, or use --manifests DIR for a local run',
+    );
   }
   if (conn.apiServer) {
     let url: URL;

@@ -57,7 +57,12 @@ export function makeInformers(kc: KubeConfig, nodeName: string | undefined, h: I
   const watch = new Watch(kc);
   const specs: Spec[] = [
     { kind: 'Service', apiVersion: 'v1', path: '/api/v1/services', labelSelector: PROXIED_SELECTOR },
-    { kind: 'EndpointSlice', apiVersion: 'discovery.k8s.io/v1', path: '/apis/discovery.k8s.io/v1/endpointslices', labelSelector: PROXIED_SELECTOR },
+    {
+      kind: 'EndpointSlice',
+      apiVersion: 'discovery.k8s.io/v1',
+      path: '/apis/discovery.k8s.io/v1/endpointslices',
+      labelSelector: PROXIED_SELECTOR,
+    },
   ];
   if (nodeName) specs.push({ kind: 'Node', apiVersion: 'v1', path: '/api/v1/nodes', fieldSelector: `metadata.name=${nodeName}` });
   return specs.map((s) => {
@@ -74,11 +79,18 @@ export function makeInformers(kc: KubeConfig, nodeName: string | undefined, h: I
       if (m.resourceVersion !== undefined) metadata.resourceVersion = m.resourceVersion;
       // validated in the literal (undefined when not validated): a property
       // added later lives outside the object (~80 bytes more each at 10k x 2).
-      const out: CachedObject = { kind: s.kind, apiVersion: s.apiVersion, metadata, validated: validate ? validateObject(raw, 'api') : undefined };
+      const out: CachedObject = {
+        kind: s.kind,
+        apiVersion: s.apiVersion,
+        metadata,
+        validated: validate ? validateObject(raw, 'api') : undefined,
+      };
       return out as CachedObject & KubernetesObject;
     };
     const list = async () => {
-      const result = await listAll(kc, s.path, { labelSelector: s.labelSelector, fieldSelector: s.fieldSelector }, (item) => transform(item, true));
+      const result = await listAll(kc, s.path, { labelSelector: s.labelSelector, fieldSelector: s.fieldSelector }, (item) =>
+        transform(item, true),
+      );
       // The informer applies the list right after this promise resolves, in
       // the same turn; by the next macrotask every item has been delivered.
       setImmediate(() => h.listed(s.kind));
@@ -90,12 +102,24 @@ export function makeInformers(kc: KubeConfig, nodeName: string | undefined, h: I
     // The watch events go through the transform before the informer sees them.
     const transforming = {
       watch: (path: string, query: Parameters<Watch['watch']>[1], cb: Parameters<Watch['watch']>[2], done: Parameters<Watch['watch']>[3]) =>
-        watch.watch(path, query, (phase, obj, raw) => {
-          const known = phase === 'ADDED' || phase === 'MODIFIED' || phase === 'DELETED';
-          cb(phase, known && obj && typeof obj === 'object' ? transform(obj as KubernetesObject, phase !== 'DELETED') : obj, raw);
-        }, done),
+        watch.watch(
+          path,
+          query,
+          (phase, obj, raw) => {
+            const known = phase === 'ADDED' || phase === 'MODIFIED' || phase === 'DELETED';
+            cb(phase, known && obj && typeof obj === 'object' ? transform(obj as KubernetesObject, phase !== 'DELETED') : obj, raw);
+          },
+          done,
+        ),
     } as Watch;
-    const informer = new ListWatch<CachedObject & KubernetesObject>(`${s.path}?allowWatchBookmarks=true`, transforming, list, false, s.labelSelector, s.fieldSelector);
+    const informer = new ListWatch<CachedObject & KubernetesObject>(
+      `${s.path}?allowWatchBookmarks=true`,
+      transforming,
+      list,
+      false,
+      s.labelSelector,
+      s.fieldSelector,
+    );
     informer.on('add', (o) => h.upsert(s.kind, o));
     informer.on('update', (o) => h.upsert(s.kind, o));
     informer.on('delete', (o) => h.remove(s.kind, o));

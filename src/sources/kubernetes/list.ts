@@ -32,7 +32,10 @@ export class ListError extends Error {
 export const PAGE_SIZE = 500;
 
 export async function listAll<T = KubernetesObject>(
-  kc: KubeConfig, path: string, query: Record<string, string | undefined>, transform: (item: KubernetesObject) => T = (item) => item as T,
+  kc: KubeConfig,
+  path: string,
+  query: Record<string, string | undefined>,
+  transform: (item: KubernetesObject) => T = (item) => item as T,
 ): Promise<ListResult<T>> {
   const items: T[] = [];
   let cont: string | undefined;

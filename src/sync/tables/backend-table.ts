@@ -69,14 +69,28 @@ export class BackendTable {
   get(id: number): BackendValue | undefined {
     const r = this.#rowOf(id);
     if (r < 0) return undefined;
-    return { addr: this.#addr[r]!, port: this.#port[r]!, proto: this.#proto[r]!, state: this.#state[r]!, flags: this.#flags[r]!, zone: this.#zone[r]! };
+    return {
+      addr: this.#addr[r]!,
+      port: this.#port[r]!,
+      proto: this.#proto[r]!,
+      state: this.#state[r]!,
+      flags: this.#flags[r]!,
+      zone: this.#zone[r]!,
+    };
   }
 
   /** Whether id holds exactly v (false when it holds nothing). */
   same(id: number, v: BackendValue): boolean {
     const r = this.#rowOf(id);
-    return r >= 0 && this.#addr[r] === v.addr && this.#port[r] === v.port && this.#proto[r] === v.proto && this.#state[r] === v.state &&
-      this.#flags[r] === v.flags && this.#zone[r] === v.zone;
+    return (
+      r >= 0 &&
+      this.#addr[r] === v.addr &&
+      this.#port[r] === v.port &&
+      this.#proto[r] === v.proto &&
+      this.#state[r] === v.state &&
+      this.#flags[r] === v.flags &&
+      this.#zone[r] === v.zone
+    );
   }
 
   /** The first id that held this address (as long as it holds it), if any. */
@@ -142,7 +156,7 @@ export class BackendTable {
   /** How many slots refer to id. */
   refs(id: number): number {
     const r = this.#rowOf(id);
-    return r >= 0 ? this.#refs[r]! : this.#orphanRefs.get(id) ?? 0;
+    return r >= 0 ? this.#refs[r]! : (this.#orphanRefs.get(id) ?? 0);
   }
 
   /** Adds d to the references of id if it holds a backend; says whether it does. */
@@ -157,7 +171,7 @@ export class BackendTable {
   /** Adds d (negative: takes away) to id's references; none left (<= 0): forgotten. */
   addRefs(id: number, d: number): void {
     const r = this.#rowOf(id);
-    const n = (r >= 0 ? this.#refs[r]! : this.#orphanRefs.get(id) ?? 0) + d;
+    const n = (r >= 0 ? this.#refs[r]! : (this.#orphanRefs.get(id) ?? 0)) + d;
     if (r >= 0) this.#refs[r] = n > 0 ? n : 0;
     else if (n > 0) this.#orphanRefs.set(id, n);
     else this.#orphanRefs.delete(id);

@@ -34,7 +34,12 @@ t.test('workloads: Services the checks use, images substituted by run.sh', async
   const text = readFileSync(join(HERE, 'workloads.yaml'), 'utf8');
   const docs = parseAllDocuments(text).map((d) => d.toJS() as { kind: string; metadata: { name: string }; spec?: Record<string, unknown> });
   const svc = (name: string) => docs.find((d) => d.kind === 'Service' && d.metadata.name === name)?.spec;
-  t.match(svc('echo'), { ports: [{ port: 80, protocol: 'TCP' }, { port: 5353, protocol: 'UDP' }] });
+  t.match(svc('echo'), {
+    ports: [
+      { port: 80, protocol: 'TCP' },
+      { port: 5353, protocol: 'UDP' },
+    ],
+  });
   t.match(svc('echo-nodeport'), { type: 'NodePort', ports: [{ nodePort: 30080 }, { nodePort: 30081 }] });
   t.match(svc('echo-affinity'), { sessionAffinity: 'ClientIP' });
   t.equal((text.match(/image: __IMAGE__/g) ?? []).length, 2, 'echo and client use the image placeholder');

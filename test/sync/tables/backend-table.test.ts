@@ -12,7 +12,11 @@ import type { BackendValue } from '../../../src/maps/codecs.ts';
 function rng(seed: number): () => number {
   let x = seed >>> 0 || 1;
   return () => {
-    x ^= x << 13; x >>>= 0; x ^= x >>> 17; x ^= x << 5; x >>>= 0;
+    x ^= x << 13;
+    x >>>= 0;
+    x ^= x >>> 17;
+    x ^= x << 5;
+    x >>>= 0;
     return x / 2 ** 32;
   };
 }
@@ -28,7 +32,11 @@ t.test('answers as a Map through random sets and deletes', async (t) => {
       if (r() < 0.6) {
         const v: BackendValue = {
           addr: r() < 0.5 ? `10.${Math.floor(r() * 256)}.0.${Math.floor(r() * 256)}` : `fd00::${Math.floor(r() * 65536).toString(16)}`,
-          port: Math.floor(r() * 65536), proto: r() < 0.5 ? 6 : 17, state: Math.floor(r() * 3), flags: Math.floor(r() * 256), zone: Math.floor(r() * 65536),
+          port: Math.floor(r() * 65536),
+          proto: r() < 0.5 ? 6 : 17,
+          state: Math.floor(r() * 3),
+          flags: Math.floor(r() * 256),
+          zone: Math.floor(r() * 65536),
         };
         table.set(id, v);
         ref.set(id, { ...v });
@@ -39,8 +47,16 @@ t.test('answers as a Map through random sets and deletes', async (t) => {
       if (JSON.stringify(got) !== JSON.stringify(want)) agree = false;
     }
     t.ok(agree, `seed ${seed}: size, has, get and delete agree with a Map at every step`);
-    t.same([...table].sort((a, b) => a[0] - b[0]), [...ref].sort((a, b) => a[0] - b[0]), `seed ${seed}: the same entries at the end`);
-    t.same([...table.keys()].sort((a, b) => a - b), [...ref.keys()].sort((a, b) => a - b), `seed ${seed}: the same keys`);
+    t.same(
+      [...table].sort((a, b) => a[0] - b[0]),
+      [...ref].sort((a, b) => a[0] - b[0]),
+      `seed ${seed}: the same entries at the end`,
+    );
+    t.same(
+      [...table.keys()].sort((a, b) => a - b),
+      [...ref.keys()].sort((a, b) => a - b),
+      `seed ${seed}: the same keys`,
+    );
   }
 });
 
@@ -68,7 +84,8 @@ class Reference {
   }
   set(id: number, v: BackendValue): void {
     const had = this.backends.get(id);
-    if (had && Reference.key(had) !== Reference.key(v) && this.idByAddr.get(Reference.key(had)) === id) this.idByAddr.delete(Reference.key(had));
+    if (had && Reference.key(had) !== Reference.key(v) && this.idByAddr.get(Reference.key(had)) === id)
+      this.idByAddr.delete(Reference.key(had));
     this.backends.set(id, { ...v });
     if (!this.idByAddr.has(Reference.key(v))) this.idByAddr.set(Reference.key(v), id);
   }
@@ -122,32 +139,44 @@ t.test('the address index and reference counts answer as the Maps they replace, 
     }
     t.equal(problems, 0, `seed ${seed}: idOf, refs and size agree with the Maps at every step`);
     for (const [id, be] of ref.backends) {
-      if (ref.idByAddr.get(Reference.key(be)) === id && table.idOf(be) !== id) t.fail(`seed ${seed}: ${id} not named for ${Reference.key(be)}`);
+      if (ref.idByAddr.get(Reference.key(be)) === id && table.idOf(be) !== id)
+        t.fail(`seed ${seed}: ${id} not named for ${Reference.key(be)}`);
     }
-    t.same([...table.refEntries()].sort((a, b) => a[0] - b[0]), [...ref.refs].sort((a, b) => a[0] - b[0]), `seed ${seed}: the same reference counts at the end`);
-    t.same([...table].sort((a, b) => a[0] - b[0]), [...ref.backends].sort((a, b) => a[0] - b[0]), `seed ${seed}: the same backends at the end`);
+    t.same(
+      [...table.refEntries()].sort((a, b) => a[0] - b[0]),
+      [...ref.refs].sort((a, b) => a[0] - b[0]),
+      `seed ${seed}: the same reference counts at the end`,
+    );
+    t.same(
+      [...table].sort((a, b) => a[0] - b[0]),
+      [...ref.backends].sort((a, b) => a[0] - b[0]),
+      `seed ${seed}: the same backends at the end`,
+    );
   }
 });
 
-t.test('an address is named by the first id that holds it; another id holding it is named once that one goes only if set again', async (t) => {
-  const table = new BackendTable();
-  const v4: BackendValue = { addr: '10.0.0.1', port: 80, proto: 6, state: 0, flags: 0, zone: 0 };
-  const v6: BackendValue = { ...v4, addr: 'fd00::1' };
-  table.set(5, v4).set(6, v4).set(7, v6);
-  t.equal(table.idOf(v4), 5, 'the first id');
-  t.equal(table.idOf({ addr: '010.000.0.01', port: 80, proto: 6 }), 5, 'IPv4 by value');
-  t.equal(table.idOf({ ...v4, proto: 17 }), undefined, 'the protocol is part of the address');
-  t.equal(table.idOf({ ...v4, port: 81 }), undefined, 'so is the port');
-  t.equal(table.idOf(v6), 7, 'IPv6');
-  t.equal(table.idOf({ ...v6, addr: 'fd00::2' }), undefined);
-  table.delete(5);
-  t.equal(table.idOf(v4), undefined, 'as the Map did: the deleted id is no longer named, and no other takes its place');
-  table.set(6, { ...v4, state: 1 });
-  t.equal(table.idOf(v4), 6, 'setting the other id again names it');
-  table.set(6, { ...v4, addr: '10.0.0.2' });
-  t.equal(table.idOf(v4), undefined, 'an id whose address changes is no longer named by the old one');
-  t.equal(table.idOf({ ...v4, addr: '10.0.0.2' }), 6);
-});
+t.test(
+  'an address is named by the first id that holds it; another id holding it is named once that one goes only if set again',
+  async (t) => {
+    const table = new BackendTable();
+    const v4: BackendValue = { addr: '10.0.0.1', port: 80, proto: 6, state: 0, flags: 0, zone: 0 };
+    const v6: BackendValue = { ...v4, addr: 'fd00::1' };
+    table.set(5, v4).set(6, v4).set(7, v6);
+    t.equal(table.idOf(v4), 5, 'the first id');
+    t.equal(table.idOf({ addr: '010.000.0.01', port: 80, proto: 6 }), 5, 'IPv4 by value');
+    t.equal(table.idOf({ ...v4, proto: 17 }), undefined, 'the protocol is part of the address');
+    t.equal(table.idOf({ ...v4, port: 81 }), undefined, 'so is the port');
+    t.equal(table.idOf(v6), 7, 'IPv6');
+    t.equal(table.idOf({ ...v6, addr: 'fd00::2' }), undefined);
+    table.delete(5);
+    t.equal(table.idOf(v4), undefined, 'as the Map did: the deleted id is no longer named, and no other takes its place');
+    table.set(6, { ...v4, state: 1 });
+    t.equal(table.idOf(v4), 6, 'setting the other id again names it');
+    table.set(6, { ...v4, addr: '10.0.0.2' });
+    t.equal(table.idOf(v4), undefined, 'an id whose address changes is no longer named by the old one');
+    t.equal(table.idOf({ ...v4, addr: '10.0.0.2' }), 6);
+  },
+);
 
 t.test('references outlive their backend (a slot may name a missing id) and come back with it', async (t) => {
   const table = new BackendTable();

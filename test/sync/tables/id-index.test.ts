@@ -41,7 +41,7 @@ t.test('answers as a Map: small ids (dense), high ids (hashed), both, and ids th
   // Ids handed out in sequence and freed behind: the dense array grows past
   // ids that were hashed while it was small.
   check(t, 4, (r, step) => Math.max(0, 40 * step - (r % 4000)));
-  check(t, 5, (r) => (r >>> 3) % 64 * 1024); // hash collisions in a small table: ids of one stride
+  check(t, 5, (r) => ((r >>> 3) % 64) * 1024); // hash collisions in a small table: ids of one stride
 });
 
 t.test('an id hashed while the dense array was small is found once the array grows past it', async (t) => {
