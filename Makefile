@@ -83,7 +83,8 @@ bpf: dist native
 
 build: constants dist native bpf
 
-test: deps build typecheck
+# lint first: unformatted code fails CI before the long run starts.
+test: lint deps build typecheck
 	$(NODE) node_modules/.bin/tap
 
 demo: apt-deps npm-deps build
