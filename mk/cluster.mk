@@ -23,7 +23,7 @@ K8S_MOD := $(CLUSTER_MODS)/kubernetes
 # The release, read from the require line (so it is declared once).
 K8S_VERSION = $(shell sed -n 's/^require k8s.io\/kubernetes \(v[0-9.]*\)$$/\1/p' $(K8S_MOD)/go.mod)
 # Without the stamp the binaries report v0.0.0-master and helm refuses the
-# cluster ("requires kubeVersion >= 1.26").
+# cluster (Chart.yaml's kubeVersion).
 k8s_minor = $(word 2,$(subst ., ,$(K8S_VERSION)))
 K8S_LDFLAGS = -s -w $(foreach p,k8s.io/component-base/version k8s.io/client-go/pkg/version,\
 	-X $(p).gitVersion=$(K8S_VERSION) -X $(p).gitMajor=1 -X $(p).gitMinor=$(k8s_minor) -X $(p).gitTreeState=clean)
