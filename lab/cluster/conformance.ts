@@ -92,13 +92,23 @@ export interface ListedSpec {
 
 /** `e2e.test --list-tests`: every spec of the suite (no cluster needed). */
 export async function listSpecs(): Promise<ListedSpec[]> {
-  const out = await run(bin('e2e.test'), ['--list-tests'], { timeoutMs: 60_000 });
+  const specs = parseListing(await run(bin('e2e.test'), ['--list-tests'], { timeoutMs: 60_000 }));
+  if (specs.length === 0) throw new Error('e2e.test --list-tests listed no specs');
+  return specs;
+}
+
+/**
+ * The specs of `e2e.test --list-tests` output ("  file:line: name" lines).
+ * A name is taken without trailing blanks: the listing leaves a space where
+ * it took a label out ("... adding or deleting ports "), the JUnit report
+ * does not, and a listed name must match its report to be counted as run.
+ */
+export function parseListing(out: string): ListedSpec[] {
   const specs: ListedSpec[] = [];
   for (const line of out.split('\n')) {
     const m = /^\s+(\S+:\d+): (.+)$/.exec(line);
-    if (m) specs.push({ location: m[1]!, name: m[2]! });
+    if (m) specs.push({ location: m[1]!, name: m[2]!.trimEnd() });
   }
-  if (specs.length === 0) throw new Error('e2e.test --list-tests listed no specs');
   return specs;
 }
 

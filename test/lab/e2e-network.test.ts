@@ -6,7 +6,8 @@ import { mkdtempSync, readFileSync, rmSync, mkdirSync, writeFileSync } from 'nod
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import t from 'tap';
-import type { ConformanceSummary } from '../../lab/cluster/conformance.ts';
+import { type ConformanceSummary, parseListing } from '../../lab/cluster/conformance.ts';
+import { mergeResults } from '../../lab/cluster/conformance-junit.ts';
 import { mergeTable, NETWORK_FOCUS, NETWORK_SKIP, SKIPS, tableMarkdown, writeTable } from '../../lab/cluster/e2e-network.ts';
 
 t.test('the skip list: each reason leaves out what it names and nothing a service proxy is judged by', async (t) => {
@@ -96,4 +97,29 @@ t.test('writeTable reads whichever summaries exist', async (t) => {
   const { md, json } = writeTable(root);
   t.match(readFileSync(md, 'utf8'), /^\| A \| pass \(1\.0\) \| - \|  \|$/m);
   t.same(Object.keys((JSON.parse(readFileSync(json, 'utf8')) as { runs: object }).runs), ['svcmap']);
+});
+
+t.test('a listed name with a trailing blank (a label taken out) is the spec its JUnit report names: run, not "not run"', async (t) => {
+  const listed = parseListing(
+    [
+      '  test/e2e/network/service.go:123: [sig-network] Services should be updated after adding or deleting ports ',
+      '  test/e2e/network/proxy.go:45: [sig-network] Proxy version v1 should proxy logs on node using proxy subresource',
+      'not a spec line',
+    ].join('\n'),
+  );
+  t.same(
+    listed.map((s) => s.name),
+    [
+      '[sig-network] Services should be updated after adding or deleting ports',
+      '[sig-network] Proxy version v1 should proxy logs on node using proxy subresource',
+    ],
+  );
+  const names = listed.map((s) => s.name);
+  const cases = names.map((name) => ({ name, status: 'passed', seconds: 1, message: '', filteredOut: false }));
+  const { specs } = mergeResults([{ shard: 1, assigned: names, cases }], names);
+  t.same(
+    specs.map((s) => [s.name, s.state]),
+    names.map((n) => [n, 'passed']),
+    'each counted once, as passed',
+  );
 });
