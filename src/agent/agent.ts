@@ -3,6 +3,7 @@
 // SIGTERM the agent exits and leaves the datapath pinned and working;
 // svcmap cleanup removes it.
 import type { LbAlgorithmName } from '../maps/constants.ts';
+import { readBackendConnections } from '../maps/backend-connections.ts';
 import { readDatapathCounters } from '../maps/datapath-counters.ts';
 import type { Frontend } from '../model/types.ts';
 import { FileSource, MANIFEST_READ } from '../sources/file/file-source.ts';
@@ -129,6 +130,7 @@ export async function runAgent(cfg: AgentConfig, log: Logger): Promise<RunningAg
     parts.add('socket terminator', () => terminator.close());
     const counters = dp.maps.counters;
     if (counters) metrics.readDatapathCountersWith(() => readDatapathCounters(counters));
+    metrics.readBackendConnectionsWith(() => readBackendConnections([dp.maps.family(4), dp.maps.family(6)]));
     // Live connection counts (lc, sed, nq): the GC takes collected flows off them and recounts tc's.
     const counter = (family: Family) =>
       SocketCounter.load(
