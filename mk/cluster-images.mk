@@ -47,7 +47,9 @@ image: build cluster-images-apt
 	$(NODE) $(ROOT)/lab/cluster/images/product.ts build
 
 REGISTRY ?=
-image-push: image
+# REGISTRY is checked before anything is built.
+image-push:
 	@test -n "$(REGISTRY)" || { echo "make image-push: set REGISTRY, e.g. make image-push REGISTRY=ghcr.io/you" >&2; exit 2; }
+	$(MAKE) -f $(ROOT)/Makefile image
 	$(NODE) $(ROOT)/lab/cluster/images/product.ts push $(REGISTRY)
 
