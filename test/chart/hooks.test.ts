@@ -67,9 +67,11 @@ t.test('pre-delete cleanup hook', async (t) => {
     const a = container(agent, 'agent');
     t.same(c.command, ['sh', '/svcmap-scripts/cleanup.sh']);
     t.equal(envValue(c, 'PIN_DIR'), '/sys/fs/bpf/svcmap');
-    // The agent's, without SYS_PTRACE: only stale-socket termination needs it.
-    t.same(sorted(c.securityContext?.capabilities?.add), sorted(a.securityContext?.capabilities?.add?.filter((x) => x !== 'SYS_PTRACE')));
-    t.ok(a.securityContext?.capabilities?.add?.includes('SYS_PTRACE'), 'which the agent has by default');
+    // The agent's (never SYS_PTRACE, which only the agent's hostPID fallback for stale sockets needs).
+    t.same(sorted(c.securityContext?.capabilities?.add), sorted(a.securityContext?.capabilities?.add));
+    const byPid = render({ set: [`k8sServiceHost=${HOST}`, 'staleSockets.podNamespaces=hostPID'] });
+    const cleanupByPid = container(podSpec(one(byPid, 'DaemonSet', 'svcmap-cleanup')) as PodSpec, 'cleanup');
+    t.notOk(cleanupByPid.securityContext?.capabilities?.add?.includes('SYS_PTRACE'), 'not even with podNamespaces=hostPID');
     t.not(c.securityContext?.privileged, true);
     t.same(c.readinessProbe?.exec?.command, ['test', '-f', envValue(c, 'DONE_FILE')], 'ready = done file written');
     for (const path of ['/sys/fs/bpf', '/run/svcmap/cgroupv2']) {
