@@ -718,7 +718,7 @@ t.test(
       .split('\n')
       .find((l) => l.split(' ')[4] === '/');
     t.match(root?.split(' ')[5], /^ro(,|$)/, `its root filesystem is mounted read-only (${root})`);
-    t.not(readlinkSync(`/proc/${pid}/ns/pid`), readlinkSync('/proc/1/ns/pid'), "a PID namespace of its own, not the host's");
+    t.not(readlinkSync(`/proc/${pid}/ns/pid`), readlinkSync('/proc/self/ns/pid'), "a PID namespace of its own, not the host's");
 
     // Every pod on node1 with a network namespace of its own: its namespace is among the files the agent sees.
     const pids = await taskPids(node1);
@@ -803,7 +803,7 @@ t.test(
     await waitAgentsReady(cluster);
     const fallback = await node1Agent();
     t.equal(fallback.pod.spec.hostPID, true, 'podNamespaces=hostPID: hostPID');
-    t.equal(readlinkSync(`/proc/${fallback.pid}/ns/pid`), readlinkSync('/proc/1/ns/pid'), "the agent in the host's PID namespace");
+    t.equal(readlinkSync(`/proc/${fallback.pid}/ns/pid`), readlinkSync('/proc/self/ns/pid'), "the agent in the host's PID namespace");
     const three = await staleRound(t, '3', a, b, true);
     for (const h of three.holders) checkReplaced(t, h.name, three.events.get(h.name)!, b);
     t.same(
