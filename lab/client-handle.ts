@@ -14,6 +14,7 @@ import type {
   UdpResult,
   UdpSendArgs,
   UdpStreamArgs,
+  UdpStreamEvent,
   UdpStreamResult,
   UdpStreamStarted,
   WhoAmI,
@@ -106,6 +107,11 @@ export class LabClient {
   /** Opens a connected UDP socket that sends every intervalMs, and reconnects after a socket error, until udpStreamStop. */
   udpStreamStart(args: UdpStreamArgs): Promise<UdpStreamStarted> {
     return this.#request('udpStreamStart', args, args.timeoutMs + GUARD_SLACK_MS);
+  }
+
+  /** Waits until a stream has `replies` more replies: the events recorded meanwhile (errors and reconnections among them). */
+  udpStreamReplies(stream: number, replies: number, timeoutMs = 15_000): Promise<UdpStreamEvent[]> {
+    return this.#request('udpStreamReplies', { stream, replies, timeoutMs }, timeoutMs + GUARD_SLACK_MS);
   }
 
   /** Stops a stream: every exchange, error and reconnection it saw. */

@@ -27,7 +27,7 @@ import type {
   WhoAmI,
 } from './protocol.ts';
 import { hostPort, ipOf } from './protocol.ts';
-import type { UdpStreamArgs } from './protocol.ts';
+import type { UdpStreamArgs, UdpStreamRepliesArgs } from './protocol.ts';
 import { UdpStream } from './udp-stream.ts';
 
 function errCode(e: unknown): string {
@@ -252,6 +252,12 @@ async function handle(req: ClientRequest): Promise<unknown> {
       const stream = nextStream++;
       streams.set(stream, s);
       return { ...started, stream };
+    }
+    case 'udpStreamReplies': {
+      const a = req.args as UdpStreamRepliesArgs;
+      const s = streams.get(a.stream);
+      if (!s) throw new Error(`no UDP stream ${a.stream}`);
+      return s.replies(a.replies, a.timeoutMs);
     }
     case 'udpStreamStop': {
       const id = (req.args as { stream: number }).stream;

@@ -143,6 +143,15 @@ export interface UdpStreamEvent {
   reconnected?: true;
 }
 
+/** Waits for a stream's next replies (lab/udp-stream.ts). */
+export interface UdpStreamRepliesArgs {
+  stream: number;
+  /** Replies recorded after this request. */
+  replies: number;
+  /** Fails after this long without them. */
+  timeoutMs: number;
+}
+
 export interface UdpStreamResult {
   events: UdpStreamEvent[];
   byPod: Record<string, number>;
@@ -157,6 +166,7 @@ export interface ClientOps {
   whoami: { args: Record<string, never>; result: WhoAmI };
   udpStreamStart: { args: UdpStreamArgs; result: UdpStreamStarted };
   udpStreamStop: { args: { stream: number }; result: UdpStreamResult };
+  udpStreamReplies: { args: UdpStreamRepliesArgs; result: UdpStreamEvent[] };
 }
 
 export type ClientOp = keyof ClientOps;

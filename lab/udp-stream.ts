@@ -40,6 +40,8 @@ export class UdpStream {
   #waiting: { payload: string; done: (o: Outcome) => void } | undefined;
   /** A socket error that came while nothing was in flight: reported by the next exchange. */
   #error: string | undefined;
+  /** Callers of replies(), each told of every event recorded from now on. */
+  #watchers = new Set<(e: UdpStreamEvent | undefined) => void>();
 
   constructor(a: UdpStreamArgs) {
     if (typeof a.ip !== 'string' || !Number.isInteger(a.port) || a.port < 1 || a.port > 65535) throw new Error('bad ip/port');
@@ -180,25 +182,56 @@ export class UdpStream {
       if (!this.#sock) {
         try {
           await this.#open();
-          this.#events.push({ atMs: this.#at(), local: this.#local, reconnected: true });
+          this.#record({ atMs: this.#at(), local: this.#local, reconnected: true });
         } catch (e) {
-          this.#events.push({ atMs: this.#at(), local: '', code: errCode(e) });
+          this.#record({ atMs: this.#at(), local: '', code: errCode(e) });
           this.#close();
           continue;
         }
       }
       const o = await this.#exchange();
       if ('pod' in o) {
-        this.#events.push({ atMs: this.#at(), local: this.#local, pod: o.pod });
+        this.#record({ atMs: this.#at(), local: this.#local, pod: o.pod });
       } else {
-        this.#events.push({ atMs: this.#at(), local: this.#local, code: o.code });
+        this.#record({ atMs: this.#at(), local: this.#local, code: o.code });
         if (o.code !== 'ETIMEDOUT') this.#close(); // a broken socket: connect again
       }
     }
   }
 
+  #record(e: UdpStreamEvent): void {
+    this.#events.push(e);
+    for (const w of this.#watchers) w(e);
+  }
+
+  /**
+   * Resolves with the events recorded until `n` more replies came (an error
+   * on the socket before then, and its reconnection, among them), so a
+   * caller knows the stream has seen whatever happened to its socket before
+   * the call; rejects after timeoutMs without them, or when the stream stops.
+   */
+  replies(n: number, timeoutMs: number): Promise<UdpStreamEvent[]> {
+    return new Promise((resolve, reject) => {
+      const seen: UdpStreamEvent[] = [];
+      const timer = setTimeout(() => done(new Error(`fewer than ${n} replies within ${timeoutMs} ms: ${JSON.stringify(seen)}`)), timeoutMs);
+      const done = (err?: Error) => {
+        clearTimeout(timer);
+        this.#watchers.delete(watch);
+        if (err) reject(err);
+        else resolve(seen);
+      };
+      const watch = (e: UdpStreamEvent | undefined) => {
+        if (!e) return done(new Error('the stream stopped'));
+        seen.push(e);
+        if (seen.filter((x) => x.pod !== undefined).length >= n) done();
+      };
+      this.#watchers.add(watch);
+    });
+  }
+
   async stop(): Promise<UdpStreamResult> {
     this.#stopped = true;
+    for (const w of this.#watchers) w(undefined);
     this.#waiting?.done({ code: 'ESTOPPED' });
     await this.#loop;
     // An error that came after the last exchange (nothing was in flight).

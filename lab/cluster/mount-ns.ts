@@ -95,8 +95,10 @@ export function createMountNs(file: string, mounts: NodeMounts): void {
       'mount -t tmpfs -o mode=0755 svcmap-node-cni /var/lib/cni',
       'mount -t tmpfs -o mode=0755 svcmap-node-log /var/log',
       // Shared inside the node, as on a host booted by systemd: containers'
-      // HostToContainer mounts need a shared or slave source. The host stays
-      // the master, so nothing propagates back to it.
+      // HostToContainer mounts need a shared or slave source. Recursive, so
+      // /run is shared too: the pod netns files containerd pins in
+      // /run/netns reach the agent's mount of it. The host stays the
+      // master, so nothing propagates back to it.
       'mount --make-rshared /',
     ].join('\n');
     sh('nsenter', [`--mount=${file}`, '--', 'sh', '-c', script, 'sh', mounts.cgroupV2]);

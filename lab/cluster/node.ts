@@ -54,8 +54,10 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
   # This VM's capability bounding set lacks CAP_SYS_RESOURCE: runc must never
   # be asked to lower a container's oom_score_adj below containerd's own.
   restrict_oom_score_adj = true
-  # Pod network namespaces under the node's /run, not the host's /var/run/netns.
-  netns_mounts_under_state_dir = true
+  # Pod network namespaces pinned at /var/run/netns, containerd's default and
+  # where the chart's netns mount looks: the node's own /run (a tmpfs of its
+  # mount namespace), not the host's.
+  netns_mounts_under_state_dir = false
   [plugins."io.containerd.grpc.v1.cri".containerd]
     snapshotter = "overlayfs"
     default_runtime_name = "runc"

@@ -55,6 +55,8 @@ export interface AgentConfig extends DatapathOptions {
   lbAlgorithm?: LbAlgorithmName;
   /** Also destroy connected TCP sockets sent to a removed backend (UDP ones always are, where the kernel can). */
   destroyTcpSockets?: boolean;
+  /** Socket termination finds pods' network namespaces in this directory of pinned namespaces, not through the cgroup's processes. */
+  netnsDir?: string;
 }
 
 export interface RunningAgent {
@@ -121,6 +123,7 @@ export async function runAgent(cfg: AgentConfig, log: Logger): Promise<RunningAg
         pinDir: cfg.pinDir,
         cgroup: cfg.cgroup,
         tcp: cfg.destroyTcpSockets ?? false,
+        ...(cfg.netnsDir ? { netnsDir: cfg.netnsDir } : {}),
         ...(cfg.objectDir ? { objectDir: cfg.objectDir } : {}),
         ...(cfg.forceCompile ? { forceCompile: true } : {}),
       },

@@ -95,6 +95,12 @@ export const agentCommand = command({
     'destroy-tcp-sockets': {
       help: 'when a backend leaves a Service, also destroys the connected TCP sockets the socket LB sent to it (connected UDP ones always are; needs Linux 6.5+)',
     },
+    'netns-dir': {
+      value: 'DIR',
+      schema: z.string().startsWith('/', 'must be an absolute path'),
+      otherwise: "the processes in the --cgroup subtree (/proc/PID/ns/net: needs the host's PID namespace and CAP_SYS_PTRACE)",
+      help: "where the container runtime pins pods' network namespaces (containerd, CRI-O: /var/run/netns): socket termination searches the namespaces of its files",
+    },
     'min-sync-interval': { value: 'D', schema: duration, default: '0s', help: 'minimum time between syncs (0s: immediate)' },
     'sync-period': {
       value: 'D',
@@ -166,6 +172,7 @@ export async function agent(argv: string[]): Promise<void> {
       },
       syncPeriodMs: f['sync-period'],
       destroyTcpSockets: f['destroy-tcp-sockets'],
+      ...(f['netns-dir'] ? { netnsDir: f['netns-dir'] } : {}),
       lbAlgorithm: f['lb-algorithm'],
     },
     log,

@@ -82,9 +82,11 @@ t.test('pre-delete cleanup hook', async (t) => {
       c.volumeMounts?.some((m) => m.mountPath === '/tmp' && spec.volumes?.find((v) => v.name === m.name)?.emptyDir),
       'on an emptyDir, writable whatever the root file system is',
     );
-    // The agent's, without SYS_PTRACE: only stale-socket termination needs it.
-    t.same(sorted(c.securityContext?.capabilities?.add), sorted(a.securityContext?.capabilities?.add?.filter((x) => x !== 'SYS_PTRACE')));
-    t.ok(a.securityContext?.capabilities?.add?.includes('SYS_PTRACE'), 'which the agent has by default');
+    // The agent's (never SYS_PTRACE, which only the agent's hostPID fallback for stale sockets needs).
+    t.same(sorted(c.securityContext?.capabilities?.add), sorted(a.securityContext?.capabilities?.add));
+    const byPid = render({ set: [`k8sServiceHost=${HOST}`, 'staleSockets.podNamespaces=hostPID'] });
+    const cleanupByPid = container(podSpec(one(byPid, 'DaemonSet', 'svcmap-cleanup')) as PodSpec, 'cleanup');
+    t.notOk(cleanupByPid.securityContext?.capabilities?.add?.includes('SYS_PTRACE'), 'not even with podNamespaces=hostPID');
     t.not(c.securityContext?.privileged, true);
     // The probe, run as the kubelet runs it (the image's node is this Node 24): ready = done file written.
     const probe = c.readinessProbe?.exec?.command ?? [];

@@ -104,6 +104,8 @@ function expectedArgs(v: {
   lbAlgorithm?: string;
   devices?: string[];
   compile?: boolean;
+  /** --netns-dir (staleSockets.podNamespaces: netnsDir, the default); false: not passed. */
+  netnsDir?: boolean;
   extra?: string[];
 }): string[] {
   const args = [
@@ -126,7 +128,8 @@ function expectedArgs(v: {
     v.lbAlgorithm ?? 'random',
   ];
   if (v.devices && v.devices.length > 0) args.push('--devices', v.devices.join(','));
-  if (v.compile) args.push('--compile');
+  if (v.compile) args.push('--compile', '--bpf-dir', '/run/svcmap/bpf');
+  if (v.netnsDir ?? true) args.push('--netns-dir', '/run/svcmap/netns');
   args.push(...(v.extra ?? []));
   return args;
 }
@@ -195,16 +198,14 @@ t.test('default values (k8sServiceHost set)', async (t) => {
     t.equal(podSpec(job)?.serviceAccountName, 'svcmap-cleanup');
   });
 
-  t.test("no privileged container, no host IPC, no host PID but the agent's, no Bidirectional mount anywhere", async (t) => {
+  t.test('no privileged container, no host IPC, no host PID, no Bidirectional mount anywhere', async (t) => {
     // Bidirectional propagation is accepted by the API server only on
     // privileged containers, so with no privileged container it must not appear.
     const ws = workloads(ms);
     t.equal(ws.length, 4, 'agent DaemonSet, cleanup DaemonSet, cleanup Job, test Pod');
     for (const { m, spec } of ws) {
       const where = `${m.kind}/${m.metadata.name}`;
-      if (m.kind === 'DaemonSet' && m.metadata.name === 'svcmap')
-        t.equal(spec.hostPID, true, `${where}: hostPID (staleSockets.podSockets)`);
-      else t.notOk(spec.hostPID, `${where}: no hostPID`);
+      t.notOk(spec.hostPID, `${where}: no hostPID`);
       t.notOk(spec.hostIPC, `${where}: no hostIPC`);
       for (const c of allContainers(spec)) {
         t.not(c.securityContext?.privileged, true, `${where}/${c.name}: not privileged`);
@@ -231,28 +232,86 @@ t.test('default values (k8sServiceHost set)', async (t) => {
     t.match(spec.securityContext, { appArmorProfile: { type: 'Unconfined' }, seLinuxOptions: { type: 'spc_t' } });
   });
 
-  t.test("agent container: capabilities exactly BPF, NET_ADMIN, PERFMON, SYS_ADMIN, and SYS_PTRACE for pods' stale sockets", async (t) => {
-    const agent = container(agentSpec(ms), 'agent');
-    t.same(sorted(agent.securityContext?.capabilities?.add), sorted([...AGENT_CAPS, 'SYS_PTRACE']));
-    t.notOk(agent.securityContext?.capabilities?.add?.includes('SYS_RESOURCE'), 'no SYS_RESOURCE by default');
-    t.same(agent.securityContext?.capabilities?.drop, ['ALL']);
-    t.equal(agent.securityContext?.privileged, false);
-    t.equal(agent.securityContext?.runAsUser, 0, 'uid 0, so the added capabilities are effective');
-    t.not(agent.securityContext?.allowPrivilegeEscalation, false, 'not set false (the API rejects it with SYS_ADMIN)');
-  });
+  t.test(
+    "agent container: capabilities exactly BPF, NET_ADMIN, PERFMON, SYS_ADMIN; read-only root, the runtime's seccomp profile",
+    async (t) => {
+      const agent = container(agentSpec(ms), 'agent');
+      t.same(sorted(agent.securityContext?.capabilities?.add), sorted(AGENT_CAPS), 'no SYS_PTRACE');
+      t.equal(agent.securityContext?.readOnlyRootFilesystem, true, 'readOnlyRootFilesystem');
+      t.same(agent.securityContext?.seccompProfile, { type: 'RuntimeDefault' }, 'seccompProfile RuntimeDefault');
+      t.notOk(agent.securityContext?.capabilities?.add?.includes('SYS_RESOURCE'), 'no SYS_RESOURCE by default');
+      t.same(agent.securityContext?.capabilities?.drop, ['ALL']);
+      t.equal(agent.securityContext?.privileged, false);
+      t.equal(agent.securityContext?.runAsUser, 0, 'uid 0, so the added capabilities are effective');
+      t.not(agent.securityContext?.allowPrivilegeEscalation, false, 'not set false (the API rejects it with SYS_ADMIN)');
+    },
+  );
 
-  t.test('staleSockets: podSockets=false drops hostPID and SYS_PTRACE; tcp=true passes --destroy-tcp-sockets', async (t) => {
-    const dflt = container(agentSpec(ms), 'agent');
-    t.notOk(dflt.args?.includes('--destroy-tcp-sockets'), 'TCP sockets are not destroyed by default');
-    const off = render({ set: [`k8sServiceHost=${HOST}`, 'staleSockets.podSockets=false', 'staleSockets.tcp=true'] });
-    const spec = agentSpec(off);
-    t.notOk(spec.hostPID, 'no hostPID');
-    const agent = container(spec, 'agent');
-    t.same(sorted(agent.securityContext?.capabilities?.add), AGENT_CAPS, 'the four capabilities only');
-    t.ok(agent.args?.includes('--destroy-tcp-sockets'), '--destroy-tcp-sockets');
-    // A list that already names SYS_PTRACE keeps it once.
-    const listed = render({ set: [`k8sServiceHost=${HOST}`, `securityContext.capabilities={${[...AGENT_CAPS, 'SYS_PTRACE'].join(',')}}`] });
-    t.same(sorted(container(agentSpec(listed), 'agent').securityContext?.capabilities?.add), sorted([...AGENT_CAPS, 'SYS_PTRACE']));
+  t.test(
+    "staleSockets: pods' namespaces from the runtime's netns directory by default; hostPID the fallback; podSockets=false neither",
+    async (t) => {
+      const spec = agentSpec(ms);
+      const dflt = container(spec, 'agent');
+      t.notOk(dflt.args?.includes('--destroy-tcp-sockets'), 'TCP sockets are not destroyed by default');
+      const netns = mount(dflt, '/run/svcmap/netns');
+      t.match(
+        netns,
+        { mountPropagation: 'HostToContainer', readOnly: true },
+        "the netns directory: read-only, pods' namespaces pinned later reach it",
+      );
+      t.same(spec.volumes?.find((v) => v.name === netns?.name)?.hostPath, { path: '/var/run/netns', type: 'DirectoryOrCreate' });
+      t.same(dflt.args?.slice(dflt.args.indexOf('--netns-dir'), dflt.args.indexOf('--netns-dir') + 2), [
+        '--netns-dir',
+        '/run/svcmap/netns',
+      ]);
+      t.notOk(spec.hostPID, 'no hostPID');
+
+      const byPid = agentSpec(render({ set: [`k8sServiceHost=${HOST}`, 'staleSockets.podNamespaces=hostPID'] }));
+      const fallback = container(byPid, 'agent');
+      t.equal(byPid.hostPID, true, 'podNamespaces=hostPID: hostPID');
+      t.same(sorted(fallback.securityContext?.capabilities?.add), sorted([...AGENT_CAPS, 'SYS_PTRACE']), 'and SYS_PTRACE');
+      t.notOk(fallback.args?.includes('--netns-dir'), 'no --netns-dir');
+      t.notOk(mount(fallback, '/run/svcmap/netns'), 'no netns mount');
+
+      const custom = agentSpec(render({ set: [`k8sServiceHost=${HOST}`, 'staleSockets.netnsDir=/run/containerd/netns'] }));
+      t.same(custom.volumes?.find((v) => v.name === 'netns')?.hostPath?.path, '/run/containerd/netns', 'netnsDir: the host path');
+
+      const off = render({ set: [`k8sServiceHost=${HOST}`, 'staleSockets.podSockets=false', 'staleSockets.tcp=true'] });
+      const offSpec = agentSpec(off);
+      t.notOk(offSpec.hostPID, 'podSockets=false: no hostPID');
+      const agent = container(offSpec, 'agent');
+      t.same(sorted(agent.securityContext?.capabilities?.add), AGENT_CAPS, 'the four capabilities only');
+      t.notOk(agent.args?.includes('--netns-dir'), 'no --netns-dir');
+      t.notOk(mount(agent, '/run/svcmap/netns'), 'no netns mount');
+      t.ok(agent.args?.includes('--destroy-tcp-sockets'), 'tcp=true: --destroy-tcp-sockets');
+      // A list that already names SYS_PTRACE keeps it once.
+      const listed = render({
+        set: [
+          `k8sServiceHost=${HOST}`,
+          'staleSockets.podNamespaces=hostPID',
+          `securityContext.capabilities={${[...AGENT_CAPS, 'SYS_PTRACE'].join(',')}}`,
+        ],
+      });
+      t.same(sorted(container(agentSpec(listed), 'agent').securityContext?.capabilities?.add), sorted([...AGENT_CAPS, 'SYS_PTRACE']));
+    },
+  );
+
+  t.test('securityContext.seccompProfile: a Localhost profile, or none', async (t) => {
+    const local = render({
+      set: [
+        `k8sServiceHost=${HOST}`,
+        'securityContext.seccompProfile.type=Localhost',
+        'securityContext.seccompProfile.localhostProfile=svcmap.json',
+      ],
+    });
+    for (const name of ['agent', 'preflight'])
+      t.same(
+        container(agentSpec(local), name).securityContext?.seccompProfile,
+        { type: 'Localhost', localhostProfile: 'svcmap.json' },
+        name,
+      );
+    const none = render({ set: [`k8sServiceHost=${HOST}`, 'securityContext.seccompProfile=null'] });
+    t.notOk(container(agentSpec(none), 'agent').securityContext?.seccompProfile, 'null: none set');
   });
 
   t.test('init container: mounts bpffs and cgroup v2 on the host, with only setns capabilities', async (t) => {
@@ -285,8 +344,12 @@ t.test('default values (k8sServiceHost set)', async (t) => {
     t.same(pre.command, ['svcmap']);
     t.same(pre.args, ['preflight', '--cgroup', '/run/svcmap/cgroupv2', '--pin-dir', '/sys/fs/bpf/svcmap']);
     t.same(pre.image, agent.image);
-    t.same(pre.securityContext, agent.securityContext, 'probes what the agent will have');
-    t.same(pre.volumeMounts, agent.volumeMounts, "the agent's bpffs and cgroup mounts");
+    t.same(pre.securityContext, agent.securityContext, 'probes what the agent will have (seccomp profile included)');
+    t.same(
+      pre.volumeMounts,
+      agent.volumeMounts?.filter((m) => m.mountPath !== '/run/svcmap/netns'),
+      "the agent's bpffs and cgroup mounts (not the netns directory: it probes no pod)",
+    );
     t.equal(pre.terminationMessagePolicy, 'FallbackToLogsOnError', 'why it failed reaches the pod status');
     t.match(pre.resources, { limits: { memory: '384Mi' } });
   });
@@ -388,6 +451,10 @@ t.test('edge values (custom ports, devices, resources, IPv6 API server, no init 
       }),
     );
     t.equal(envValue(agent, 'KUBERNETES_SERVICE_HOST'), 'fd00:10::1', 'no brackets in the env form');
+    t.same(agentSpec(ms).volumes?.find((v) => v.name === 'netns')?.hostPath?.path, '/run/custom-runtime/netns', 'staleSockets.netnsDir');
+    t.same(agent.securityContext?.seccompProfile, { type: 'Localhost', localhostProfile: 'profiles/svcmap.json' });
+    t.equal(agent.securityContext?.readOnlyRootFilesystem, true, 'read-only root, bpf.compile writing to an emptyDir');
+    t.same(agentSpec(ms).volumes?.find((v) => v.name === mount(agent, '/run/svcmap/bpf')?.name)?.emptyDir, {});
     t.equal(envValue(agent, 'EXTRA'), 'yes', 'extraEnv appended');
   });
 
@@ -436,7 +503,7 @@ t.test('edge values (custom ports, devices, resources, IPv6 API server, no init 
 
   t.test('RBAC and capabilities do not move with the values', async (t) => {
     t.same(flattenRules(byKind(ms, 'ClusterRole')[0] as Manifest), AGENT_RBAC);
-    t.same(sorted(agent.securityContext?.capabilities?.add), sorted([...AGENT_CAPS, 'SYS_PTRACE']));
+    t.same(sorted(agent.securityContext?.capabilities?.add), sorted(AGENT_CAPS));
     for (const { m, spec: s } of workloads(ms)) {
       for (const c of allContainers(s)) {
         t.not(c.securityContext?.privileged, true, `${m.kind}/${m.metadata.name}/${c.name}: not privileged`);
@@ -473,8 +540,8 @@ t.test('securityContext.capabilities', async (t) => {
     };
   };
 
-  // The agent also gets SYS_PTRACE (staleSockets.podSockets, on by default), appended to the list.
-  const plus = (which: 'agent' | 'cleanup', caps: string[]) => (which === 'agent' ? [...caps, 'SYS_PTRACE'] : caps);
+  // Both get the list as it is (the agent adds SYS_PTRACE only with staleSockets.podNamespaces: hostPID).
+  const plus = (_which: 'agent' | 'cleanup', caps: string[]) => caps;
 
   t.test('default: no SYS_RESOURCE on the agent or the cleanup DaemonSet', async (t) => {
     const c = capsOf(render({ set: [`k8sServiceHost=${HOST}`] }));
@@ -501,7 +568,7 @@ t.test('securityContext.capabilities', async (t) => {
     const file = join(dir, 'values.yaml');
     writeFileSync(file, 'securityContext:\n  capabilities: [SYS_ADMIN, BPF, NET_ADMIN, PERFMON, SYS_RESOURCE]\n');
     const c = capsOf(render({ set: [`k8sServiceHost=${HOST}`], valuesFiles: [file] }));
-    t.same(c.agent?.add, ['SYS_ADMIN', 'BPF', 'NET_ADMIN', 'PERFMON', 'SYS_RESOURCE', 'SYS_PTRACE']);
+    t.same(c.agent?.add, ['SYS_ADMIN', 'BPF', 'NET_ADMIN', 'PERFMON', 'SYS_RESOURCE']);
   });
 });
 

@@ -96,6 +96,22 @@ t.test('values.schema.json rejects wrong types with a message naming the value',
     /\/staleSockets\/podSockets/,
   ]);
   renderFails(t, 'an unknown key under staleSockets', { set: [...base, 'staleSockets.udp=true'] }, [schemaError, /staleSockets/]);
+  renderFails(t, 'staleSockets.podNamespaces neither netnsDir nor hostPID', { set: [...base, 'staleSockets.podNamespaces=proc'] }, [
+    schemaError,
+    /\/staleSockets\/podNamespaces.*value must be one of 'netnsDir', 'hostPID'/,
+  ]);
+  renderFails(t, 'staleSockets.netnsDir not an absolute path', { set: [...base, 'staleSockets.netnsDir=run/netns'] }, [
+    schemaError,
+    /\/staleSockets\/netnsDir.*does not match pattern '\^\/'/,
+  ]);
+  renderFails(t, 'a Localhost seccomp profile without its file', { set: [...base, 'securityContext.seccompProfile.type=Localhost'] }, [
+    schemaError,
+    /\/securityContext\/seccompProfile.*missing property 'localhostProfile'/,
+  ]);
+  renderFails(t, 'a seccomp profile type Kubernetes does not know', { set: [...base, 'securityContext.seccompProfile.type=Default'] }, [
+    schemaError,
+    /\/securityContext\/seccompProfile\/type.*value must be one of/,
+  ]);
   renderFails(t, 'preflight.enabled not a boolean', { set: base, setString: ['preflight.enabled=yes'] }, [
     schemaError,
     /\/preflight\/enabled/,

@@ -13,7 +13,7 @@
 // backend leaves the Service, and `helm uninstall` leaving no
 // programs, links or pins on either node. On failure: the agents' logs and
 // `svcmap status` of each node.
-import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, readlinkSync } from 'node:fs';
 import { join } from 'node:path';
 import t, { type Test } from 'tap';
 import { deployCoreDns } from '../../lab/cluster/addons.ts';
@@ -596,6 +596,49 @@ const node1Backends = async (vip: string, port: number, proto: string) => {
     .flatMap((f) => f.backends.filter((b) => b.state === 'active').map((b) => b.address));
 };
 
+interface NodePodList {
+  items: Array<{
+    metadata: { name: string; namespace: string };
+    spec: {
+      nodeName: string;
+      hostNetwork?: boolean;
+      hostPID?: boolean;
+      containers: Array<{ name: string; securityContext?: { capabilities?: { add?: string[] }; [k: string]: unknown } }>;
+    };
+    status: { phase: string; containerStatuses?: Array<{ name: string; containerID?: string; state: { running?: unknown } }> };
+  }>;
+}
+/** The host pid of each running container task on a node (containerd's k8s.io namespace), by container id. */
+const taskPids = async (node: typeof node1) => {
+  const out = new Map<string, number>();
+  for (const l of lines(await node.exec('ctr', ['-n', 'k8s.io', 'task', 'ls'])).slice(1)) {
+    const [id, pid, status] = l.split(/\s+/);
+    if (status === 'RUNNING') out.set(id!, Number(pid));
+  }
+  return out;
+};
+const containerId = (c: { containerID?: string } | undefined) => c?.containerID?.replace(/^containerd:\/\//, '');
+/** node1's agent pod and the host pid of its agent container. */
+const node1Agent = async () => {
+  const pod = (await k.json<NodePodList>(['-n', NAMESPACE, 'get', 'pods', '-l', AGENT_SELECTOR, '--field-selector', 'spec.nodeName=node1']))
+    .items[0]!;
+  const id = containerId(pod.status.containerStatuses?.find((c) => c.name === 'agent'));
+  const pid = id ? (await taskPids(node1)).get(id) : undefined;
+  if (!pid) throw new Error(`node1's agent container ${id} has no running task`);
+  return { pod, pid };
+};
+/** The network namespaces (inode numbers) of the nsfs files the agent sees in its netns mount, read through its root. */
+const agentNetnsView = async (pid: number) => {
+  const nsfs = Number(lines(await node1.exec('stat', ['-L', '-c', '%d', `/proc/${pid}/ns/net`]))[0]);
+  const script = 'for f in "$1"/*; do [ -e "$f" ] && stat -c "%d %i" "$f"; done; true';
+  const out = new Set<number>();
+  for (const l of lines(await node1.exec('sh', ['-c', script, 'sh', `/proc/${pid}/root/run/svcmap/netns`]))) {
+    const [dev, ino] = l.split(' ').map(Number);
+    if (dev === nsfs) out.add(ino!);
+  }
+  return out;
+};
+
 /**
  * One round: clients on node1 hold a connected socket of each protocol and
  * family to the Service's only backend `from`; `to` joins the Service, then
@@ -720,7 +763,47 @@ function checkReplaced(t: Test, name: string, events: HoldEvent[], to: string) {
 }
 
 t.test(
-  "stale sockets (staleSockets.podSockets, hostPID + SYS_PTRACE): a pod's connected sockets to a backend that left the Service are destroyed",
+  "least privilege: node1's agent runs without hostPID or SYS_PTRACE, on a read-only root under the runtime's default seccomp profile, and sees every pod's network namespace on node1 in its netns mount",
+  async (t) => {
+    const { pod, pid } = await node1Agent();
+    const sc = pod.spec.containers.find((c) => c.name === 'agent')!.securityContext;
+    t.notOk(pod.spec.hostPID, 'no hostPID');
+    t.match(sc, { readOnlyRootFilesystem: true, seccompProfile: { type: 'RuntimeDefault' } }, JSON.stringify(sc));
+    t.same(sc?.capabilities?.add, ['BPF', 'NET_ADMIN', 'PERFMON', 'SYS_ADMIN'], 'no SYS_PTRACE');
+    // What the kernel enforces on the running process, not only what the spec asks.
+    const status = readFileSync(`/proc/${pid}/status`, 'utf8');
+    t.match(status, /^Seccomp:\s+2$/m, 'a seccomp filter on the agent (mode 2)');
+    const capEff = BigInt(`0x${/^CapEff:\s+([0-9a-f]+)$/m.exec(status)![1]}`);
+    t.equal(capEff & (1n << 19n), 0n, 'CAP_SYS_PTRACE not in its effective set');
+    const root = readFileSync(`/proc/${pid}/mountinfo`, 'utf8')
+      .split('\n')
+      .find((l) => l.split(' ')[4] === '/');
+    t.match(root?.split(' ')[5], /^ro(,|$)/, `its root filesystem is mounted read-only (${root})`);
+    t.not(readlinkSync(`/proc/${pid}/ns/pid`), readlinkSync('/proc/self/ns/pid'), "a PID namespace of its own, not the host's");
+
+    // Every pod on node1 with a network namespace of its own: its namespace is among the files the agent sees.
+    const pids = await taskPids(node1);
+    const pods = (await k.json<NodePodList>(['get', 'pods', '-A', '--field-selector', 'spec.nodeName=node1'])).items.filter(
+      (p) => !p.spec.hostNetwork && p.status.phase === 'Running',
+    );
+    const view = await agentNetnsView(pid);
+    const missing: string[] = [];
+    const checked: string[] = [];
+    for (const p of pods) {
+      const id = containerId(p.status.containerStatuses?.find((c) => c.state.running && c.containerID));
+      const cpid = id ? pids.get(id) : undefined;
+      if (!cpid) continue; // exited meanwhile
+      const ino = Number(/^net:\[(\d+)\]$/.exec(readlinkSync(`/proc/${cpid}/ns/net`))![1]);
+      checked.push(`${p.metadata.namespace}/${p.metadata.name}`);
+      if (!view.has(ino)) missing.push(`${p.metadata.namespace}/${p.metadata.name} (net:[${ino}])`);
+    }
+    t.ok(checked.length > 0, `${checked.length} pods with a network namespace of their own on node1: ${checked.join(', ')}`);
+    t.same(missing, [], `each of them in the agent's /run/svcmap/netns (${view.size} namespace files)`);
+  },
+);
+
+t.test(
+  "stale sockets (the chart's defaults: pods' namespaces from the runtime's netns directory, no hostPID, no SYS_PTRACE): a pod's connected sockets to a backend that left the Service are destroyed",
   async (t) => {
     await k.apply(staleWorkloads(ref('labtool')));
     for (const p of Object.values(STALE.pods))
@@ -745,8 +828,8 @@ t.test(
     }
     t.same(one.destroyed, one.want, `svcmap_sockets_destroyed_total on node1: +${one.destroyed.udp} udp, +${one.destroyed.tcp} tcp`);
     t.ok(
-      one.runs.length > 0 && one.runs.every((r) => (r.namespaces ?? 0) >= 2),
-      `node1's agent logged the run, searching pods' namespaces too (namespaces: ${one.runs.map((r) => r.namespaces).join(', ')})`,
+      one.runs.length > 0 && one.runs.every((r) => (r.namespaces ?? 0) >= 1 + one.holders.length),
+      `node1's agent logged the run, searching its own namespace and at least the ${one.holders.length} holders' (pods started after the agent: the mount propagated them) (namespaces: ${one.runs.map((r) => r.namespaces).join(', ')})`,
     );
 
     // staleSockets.tcp: the agents restart with --destroy-tcp-sockets.
@@ -766,6 +849,28 @@ t.test(
       two.destroyed,
       two.want,
       `with staleSockets.tcp, svcmap_sockets_destroyed_total on node1: +${two.destroyed.udp} udp, +${two.destroyed.tcp} tcp`,
+    );
+
+    // The fallback for runtimes that pin namespaces nowhere: through the pods' processes (hostPID, SYS_PTRACE).
+    await helmFor(cluster).run([
+      'upgrade',
+      RELEASE,
+      CHART,
+      '-n',
+      NAMESPACE,
+      '--reuse-values',
+      ...Helm.sets({ 'staleSockets.podNamespaces': 'hostPID' }),
+    ]);
+    await waitAgentsReady(cluster);
+    const fallback = await node1Agent();
+    t.equal(fallback.pod.spec.hostPID, true, 'podNamespaces=hostPID: hostPID');
+    t.equal(readlinkSync(`/proc/${fallback.pid}/ns/pid`), readlinkSync('/proc/self/ns/pid'), "the agent in the host's PID namespace");
+    const three = await staleRound(t, '3', a, b, true);
+    for (const h of three.holders) checkReplaced(t, h.name, three.events.get(h.name)!, b);
+    t.same(
+      three.destroyed,
+      three.want,
+      `with podNamespaces=hostPID, svcmap_sockets_destroyed_total on node1: +${three.destroyed.udp} udp, +${three.destroyed.tcp} tcp`,
     );
     await k.run(['-n', NS, 'delete', 'pod', a, b, '--wait=false']);
     await k.run(['-n', NS, 'delete', 'service', STALE.service]);

@@ -7,10 +7,18 @@
 // the client's namespace) and, connected again, reaches a live pod; the
 // sockets that must stay do: one connected to the same pod's IP directly,
 // one sent through the same VIP to a pod that stays, one sent to the
-// removed pod through another VIP it still belongs to.
-import { existsSync } from 'node:fs';
+// removed pod through another VIP it still belongs to. Last, with
+// --netns-dir the agent finds the client's namespace through a bind-mounted
+// namespace file (as the chart has it, the container runtime's pinned
+// namespaces) instead of through the cgroup's processes.
+import { execFileSync } from 'node:child_process';
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import t from 'tap';
+import { AgentProcess } from '../../lab/agent-process.ts';
+import { registerTeardown, unregisterTeardown } from '../../lab/index.ts';
+import { netnsPath } from '../../lab/netns.ts';
 import type { UdpStreamResult, UdpStreamStarted } from '../../lab/protocol.ts';
 import { BtfFile } from '../../src/bpf/btf.ts';
 import { compileBpf } from '../../src/bpf/compile.ts';
@@ -256,3 +264,103 @@ for (const f of FAMILIES) {
     t.equal(await metric('svcmap_sockets_destroyed_total', 'proto="tcp"'), 1, 'svcmap_sockets_destroyed_total{proto="tcp"} 1');
   });
 }
+
+t.test("--netns-dir: pods' namespaces are the namespace files in the directory, not the cgroup's processes", async (t) => {
+  // The client's namespace bind-mounted twice (searched once), beside a
+  // file that is not a namespace (skipped), as a runtime's netns directory
+  // can hold an empty file it has not mounted yet.
+  const dir = mkdtempSync(join(tmpdir(), 'svcmap-netns-dir-'));
+  const files = ['client', 'client-again'].map((n) => join(dir, n));
+  const mounted = new Set<string>();
+  const unmount = (f: string) => {
+    if (!mounted.has(f)) return;
+    execFileSync('umount', [f]);
+    mounted.delete(f);
+  };
+  const cleanup = {
+    emergency() {
+      for (const f of mounted) {
+        try {
+          execFileSync('umount', ['-l', f], { stdio: 'ignore' });
+        } catch {
+          /* gone */
+        }
+      }
+      mounted.clear();
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+  registerTeardown(cleanup);
+  t.teardown(() => {
+    cleanup.emergency();
+    unregisterTeardown(cleanup);
+  });
+  writeFileSync(join(dir, 'not-a-namespace'), '');
+  for (const f of files) {
+    writeFileSync(f, '');
+    execFileSync('mount', ['--bind', netnsPath(c.clientPod.ns), f]);
+    mounted.add(f);
+  }
+
+  c.agent.kill('SIGTERM');
+  await c.agent.exited;
+  await c.startAgent(['--netns-dir', dir]);
+  tcpFlag = false;
+  const on = await c.agent.waitFor((l) => typeof l.msg === 'string' && l.msg.startsWith('socket termination'), {
+    what: 'socket termination',
+  });
+  t.match(on, { podNamespaces: `the files in ${dir} (--netns-dir, the container runtime's pinned namespaces)` }, String(on.msg));
+
+  /** Sends a connected UDP socket to pod-a through the VIP, takes pod-a out of the Service, and returns the run's log line and the socket's record. */
+  const round = async () => {
+    await setDns([POD_A]);
+    const s = await c.client.udpStreamStart({ ip: FAMILIES[0].vip(DNS), ...STREAM });
+    t.equal(s.pod, 'pod-a');
+    const from = c.agent.mark();
+    await setDns([POD_B]);
+    const run = await c.agent.waitFor(
+      (l) => l.msg === 'destroyed sockets connected to removed backends' || l.msg === 'no socket was connected to the removed backends',
+      { from, what: 'a termination run' },
+    );
+    // Two more replies after the run: by the second, a socket the run destroyed has seen it.
+    await c.client.udpStreamReplies(s.stream!, 2);
+    return { run, result: await c.client.udpStreamStop(s.stream!) };
+  };
+
+  const one = await round();
+  t.match(one.run, { destroyed: { udp: 1, tcp: 0 }, failed: 0, namespaces: 2 }, "the agent's own namespace and the client's, once");
+  t.equal(one.result.errors.ECONNABORTED, 1, `the client's socket to pod-a got ECONNABORTED (${JSON.stringify(one.result.errors)})`);
+
+  // Unmounted, the client's namespace is not searched, though its process is still in the hooks' cgroup.
+  for (const f of files) unmount(f);
+  const two = await round();
+  t.match(two.run, { destroyed: { udp: 0, tcp: 0 }, failed: 0, namespaces: 1 }, "only the agent's own namespace");
+  t.same(errorsBut(two.result), {}, 'the socket to pod-a was left alone');
+  t.same(Object.keys(two.result.byPod), ['pod-a'], 'and stays on pod-a');
+
+  // A directory that is not there: the agent stops at start, saying what to do.
+  c.agent.kill('SIGTERM');
+  await c.agent.exited;
+  const missing = join(dir, 'missing');
+  const failed = new AgentProcess([
+    '--manifests',
+    c.manifests,
+    '--cgroup',
+    c.cgroup,
+    '--pin-dir',
+    c.pinDir,
+    '--node-name',
+    'node',
+    '--metrics-bind-address',
+    '127.0.0.1:0',
+    '--healthz-bind-address',
+    '127.0.0.1:0',
+    '--netns-dir',
+    missing,
+  ]);
+  t.not(await failed.exited, 0, 'the agent exits with an error');
+  t.match(
+    failed.stderr,
+    `--netns-dir ${missing}: cannot read it (ENOENT); mount the container runtime's netns directory there (the chart mounts the host's /var/run/netns), or leave the flag out`,
+  );
+});

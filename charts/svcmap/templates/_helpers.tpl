@@ -160,12 +160,104 @@ capabilities:
 {{- end -}}
 
 {{/*
+"true" when stale-socket termination reaches pods' sockets and finds their
+network namespaces through their processes (staleSockets.podNamespaces:
+hostPID), else empty.
+*/}}
+{{- define "svcmap.podNamespacesByPID" -}}
+{{- if and .Values.staleSockets.podSockets (eq .Values.staleSockets.podNamespaces "hostPID") -}}true{{- end -}}
+{{- end -}}
+
+{{/*
+"true" when it finds them in the runtime's netns directory
+(staleSockets.podNamespaces: netnsDir), else empty.
+*/}}
+{{- define "svcmap.podNamespacesByDir" -}}
+{{- if and .Values.staleSockets.podSockets (eq .Values.staleSockets.podNamespaces "netnsDir") -}}true{{- end -}}
+{{- end -}}
+
+{{/*
 Capabilities only the agent gets on top of the list: SYS_PTRACE when
-stale-socket termination reaches pods' sockets (staleSockets.podSockets), to
-open /proc/PID/ns/net of pods' processes (other users, other capabilities).
+stale-socket termination finds pods' namespaces through their processes, to
+open /proc/PID/ns/net of pods' processes (other users: a ptrace access
+check). Finding them in the netns directory needs nothing more.
 */}}
 {{- define "svcmap.agentExtraCapabilities" -}}
-{{- if .Values.staleSockets.podSockets }}{{ list "SYS_PTRACE" | toJson }}{{ else }}[]{{ end -}}
+{{- if include "svcmap.podNamespacesByPID" . }}{{ list "SYS_PTRACE" | toJson }}{{ else }}[]{{ end -}}
+{{- end -}}
+
+{{/*
+The security context of the containers that run the agent's code (the
+agent, preflight). Root inside the pod: the added capabilities only reach
+the effective set of a uid-0 process (there are no ambient capabilities in
+a pod spec); the image's default user is not root. A read-only root
+filesystem: the agent writes only to bpffs and cgroupfs (and, with
+bpf.compile, its objects to an emptyDir). The runtime's default seccomp
+profile allows bpf(2), perf_event_open(2), setns(2) and mount(2) to a
+container holding BPF, PERFMON and SYS_ADMIN.
+*/}}
+{{- define "svcmap.agentSecurityContext" -}}
+privileged: false
+runAsUser: 0
+runAsGroup: 0
+readOnlyRootFilesystem: true
+{{- with .Values.securityContext.seccompProfile }}
+seccompProfile:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{ include "svcmap.agentCapabilities" (dict "root" . "extra" (include "svcmap.agentExtraCapabilities" . | fromJsonArray)) }}
+{{- end -}}
+
+{{/*
+Volumes of the agent's pod only: the runtime's netns directory
+(staleSockets.podNamespaces: netnsDir) and, with bpf.compile, a writable
+directory for the compiled objects (the root filesystem is read-only).
+*/}}
+{{- define "svcmap.agentVolumes" -}}
+{{- if include "svcmap.podNamespacesByDir" . }}
+- name: netns
+  hostPath:
+    path: {{ .Values.staleSockets.netnsDir }}
+    # The runtime creates it with the first pod that has a network namespace.
+    type: DirectoryOrCreate
+{{- end }}
+{{- if .Values.bpf.compile }}
+- name: bpf-objects
+  emptyDir: {}
+{{- end }}
+{{- end -}}
+
+{{/*
+Their mounts. The netns directory: read-only, and HostToContainer so that
+the namespaces the runtime pins there after the agent started (each a bind
+mount) reach it.
+*/}}
+{{- define "svcmap.agentVolumeMounts" -}}
+{{- if include "svcmap.podNamespacesByDir" . }}
+- name: netns
+  mountPath: {{ include "svcmap.netnsMountPath" . }}
+  mountPropagation: HostToContainer
+  readOnly: true
+{{- end }}
+{{- include "svcmap.objectDirMount" . }}
+{{- end -}}
+
+{{/* The compiled objects' emptyDir (bpf.compile), in the agent and preflight containers. */}}
+{{- define "svcmap.objectDirMount" -}}
+{{- if .Values.bpf.compile }}
+- name: bpf-objects
+  mountPath: {{ include "svcmap.objectDir" . }}
+{{- end }}
+{{- end -}}
+
+{{/* Where the runtime's netns directory appears in the agent's container (--netns-dir). */}}
+{{- define "svcmap.netnsMountPath" -}}
+/run/svcmap/netns
+{{- end -}}
+
+{{/* Where the agent compiles its objects with bpf.compile (--bpf-dir). */}}
+{{- define "svcmap.objectDir" -}}
+/run/svcmap/bpf
 {{- end -}}
 
 {{/*

@@ -16,15 +16,15 @@
 // A socket iterator walks the sockets of the network namespace it is
 // created in. The agent runs in the node's namespace; pods have their own.
 // So each run creates the iterators once in the agent's own namespace and
-// once in each namespace of a process in the cgroup the socket hooks are
-// attached to (the only processes whose sockets the socket LB translates),
-// found under /proc/<pid>/ns/net, each entered by a short-lived native
-// thread (native/svcmap_shim.c), never by the agent's own threads.
+// once in each pod's namespace (pod-namespaces.ts: found through the
+// processes of the hooks' cgroup, or, with --netns-dir, through the
+// container runtime's pinned namespace files), each entered by a
+// short-lived native thread (native/svcmap_shim.c), never by the agent's
+// own threads.
 //
 // Without bpf_sock_destroy (or socket iterators) the object does not load:
 // the agent says so once and runs without the feature.
-import { closeSync, fstatSync, openSync, readFileSync, readdirSync, statSync } from 'node:fs';
-import { join } from 'node:path';
+import { closeSync } from 'node:fs';
 import { Counter, type Registry } from 'prom-client';
 import { btfStruct } from '../../bpf/btf.ts';
 import { compileBpf } from '../../bpf/compile.ts';
@@ -40,6 +40,7 @@ import { TypedMap } from '../../maps/typed-map.ts';
 import type { RemovedBackend } from '../../sync/removed.ts';
 import type { Logger } from '../log.ts';
 import type { Family } from '../../util/family.ts';
+import { type Namespace, type NamespaceSource, checkNetnsDir, describeSource, openPodNamespaces, ownNetnsId } from './pod-namespaces.ts';
 
 /** The programs of bpf/sock_destroy.c. */
 const TERM_PROGRAMS = { udp: 'svcmap_term_udp', tcp: 'svcmap_term_tcp' } as const;
@@ -68,8 +69,15 @@ interface TermKey {
 
 export interface SocketTerminatorOptions {
   pinDir: string;
-  /** The cgroup the socket hooks are attached to: the namespaces of its processes are searched. */
+  /** The cgroup the socket hooks are attached to: the namespaces of its processes are searched (without netnsDir). */
   cgroup: string;
+  /**
+   * The container runtime's directory of pinned network namespaces
+   * (--netns-dir, e.g. /var/run/netns): its files are searched instead of
+   * the cgroup's processes, so the agent needs neither the host's PID
+   * namespace nor CAP_SYS_PTRACE.
+   */
+  netnsDir?: string;
   /** Also destroy TCP sockets (--destroy-tcp-sockets). */
   tcp: boolean;
   objectDir?: string;
@@ -84,70 +92,6 @@ interface TerminationRun {
   destroyed: { udp: number; tcp: number };
   /** Namespaces whose iterator failed (the namespace went away, ...). */
   failed: number;
-}
-
-interface Namespace {
-  label: string;
-  /** -1: the agent's own. */
-  fd: number;
-}
-
-/** The agent's network namespace, as `dev:ino` of /proc/self/ns/net. */
-function netnsId(path: string): string {
-  const st = statSync(path);
-  return `${st.dev}:${st.ino}`;
-}
-
-/** Every pid in a cgroup v2 subtree (cgroup.procs of it and of each descendant). */
-function cgroupPids(cgroup: string): number[] {
-  const out: number[] = [];
-  const walk = (dir: string) => {
-    let text = '';
-    try {
-      text = readFileSync(join(dir, 'cgroup.procs'), 'utf8');
-    } catch {
-      return; // removed meanwhile
-    }
-    for (const line of text.split('\n')) if (line) out.push(Number(line));
-    let entries;
-    try {
-      entries = readdirSync(dir, { withFileTypes: true });
-    } catch {
-      return;
-    }
-    for (const e of entries) if (e.isDirectory()) walk(join(dir, e.name));
-  };
-  walk(cgroup);
-  return out;
-}
-
-/**
- * The network namespaces of the processes in the cgroup subtree, each once,
- * other than `self` (`dev:ino`): opened, to be closed by the caller. A
- * process that exits meanwhile is skipped.
- */
-function openCgroupNamespaces(cgroup: string, self: string): Namespace[] {
-  const seen = new Set([self]);
-  const out: Namespace[] = [];
-  for (const pid of cgroupPids(cgroup)) {
-    const path = `/proc/${pid}/ns/net`;
-    let fd: number;
-    try {
-      if (seen.has(netnsId(path))) continue;
-      fd = openSync(path, 'r');
-    } catch {
-      continue;
-    }
-    const st = fstatSync(fd);
-    const id = `${st.dev}:${st.ino}`;
-    if (seen.has(id)) {
-      closeSync(fd); // the pid was reused for a process of a namespace already found
-      continue;
-    }
-    seen.add(id);
-    out.push({ label: `net:[${st.ino}] (pid ${pid})`, fd });
-  }
-  return out;
 }
 
 /** Runs an iterator in a namespace, off the event loop; resolves to the bytes it wrote (8 per destroyed socket). */
@@ -172,6 +116,10 @@ export function socketsDestroyedCounter(registry: Registry): Counter<'proto'> {
   });
   for (const proto of ['udp', 'tcp']) c.inc({ proto }, 0);
   return c;
+}
+
+function namespaceSource(opts: SocketTerminatorOptions): NamespaceSource {
+  return opts.netnsDir !== undefined ? { kind: 'netns-dir', dir: opts.netnsDir } : { kind: 'cgroup', cgroup: opts.cgroup };
 }
 
 export class SocketTerminator {
@@ -209,6 +157,7 @@ export class SocketTerminator {
    * feature off, said once in the log; anything else is an error.
    */
   static start(opts: SocketTerminatorOptions, log: Logger, registry: Registry): SocketTerminator {
+    if (opts.netnsDir !== undefined) checkNetnsDir(opts.netnsDir);
     const compiled = compileBpf({
       program: 'sock_destroy',
       ...(opts.objectDir ? { outDir: opts.objectDir } : {}),
@@ -239,9 +188,10 @@ export class SocketTerminator {
       if (drift.length)
         throw new Error(`bpf/sock_destroy.c and the agent disagree on the socket termination map's layout:\n${drift.join('\n')}`);
       const t = new SocketTerminator(opts, log, registry, object);
+      const podNamespaces = describeSource(namespaceSource(opts));
       log.info(
-        { object: compiled.path, tcp: opts.tcp },
-        'socket termination on: connected sockets sent to a removed backend are destroyed',
+        { object: compiled.path, tcp: opts.tcp, podNamespaces },
+        `socket termination on: connected sockets sent to a removed backend are destroyed, in this namespace and in pods' found through ${podNamespaces}`,
       );
       return t;
     } catch (err) {
@@ -308,10 +258,7 @@ export class SocketTerminator {
       map6.deleteMany(batch.filter((k) => k.family === 6).map((k) => k.key));
     };
     const result: TerminationRun = { backends: keys.length, namespaces: 0, destroyed: { udp: 0, tcp: 0 }, failed: 0 };
-    const namespaces: Namespace[] = [
-      { label: "the agent's own", fd: -1 },
-      ...openCgroupNamespaces(this.#opts.cgroup, netnsId('/proc/self/ns/net')),
-    ];
+    const namespaces: Namespace[] = [{ label: "the agent's own", fd: -1 }, ...this.#podNamespaces()];
     result.namespaces = namespaces.length;
     try {
       for (let i = 0; i < keys.length; i += SVCMAP_SK_TERM_MAX) {
@@ -346,6 +293,20 @@ export class SocketTerminator {
       for (const ns of namespaces) if (ns.fd >= 0) closeSync(ns.fd);
     }
     return result;
+  }
+
+  /** The pods' namespaces, opened; none, said in the log, when they cannot be listed (the netns directory unmounted since start). */
+  #podNamespaces(): Namespace[] {
+    const source = namespaceSource(this.#opts);
+    try {
+      return openPodNamespaces(source, ownNetnsId());
+    } catch (err) {
+      this.#log.warn(
+        { podNamespaces: describeSource(source), err: (err as Error).message },
+        "could not list pods' network namespaces: only the agent's own is searched this run",
+      );
+      return [];
+    }
   }
 
   /** Closes the links and the object (nothing of it is pinned but the shared map). */
