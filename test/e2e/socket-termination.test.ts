@@ -46,6 +46,15 @@ const other = dualStackEchoService('other', OTHER, pods([POD_A]));
 const STREAM = { port: 53, intervalMs: 50, timeoutMs: 1000 };
 /** Errors other than a late reply (a loaded machine may delay one). */
 const errorsBut = (r: UdpStreamResult) => Object.fromEntries(Object.entries(r.errors).filter(([e]) => e !== 'ETIMEDOUT'));
+/**
+ * What a connected UDP socket that svcmap destroyed tells its owner: the
+ * pending ECONNABORTED when the owner reads it first, or EDESTADDRREQ when a
+ * send comes first (the kernel has already disconnected the socket; only a
+ * destroy does that to a socket connect()ed once). Which one is a race
+ * inside the client (the hunt under load saw both); either is the destroy.
+ */
+const ABORTED = ['ECONNABORTED', 'EDESTADDRREQ'];
+const aborts = (r: UdpStreamResult) => ABORTED.reduce((n, code) => n + (r.errors[code] ?? 0), 0);
 
 let c: Cluster;
 /** Whether the running agent was started with --destroy-tcp-sockets. */
@@ -157,7 +166,8 @@ for (const f of FAMILIES) {
       from,
       what: 'sockets destroyed',
     });
-    await sleep(1000);
+    // Five replies on each socket after the run: a destroyed socket has seen it by the second, and goes on on its new one.
+    await Promise.all([toA!, toB!, direct, viaOther].map((s) => c.client.udpStreamReplies(s.stream!, 5)));
 
     const [a, b, d, o] = (await Promise.all([toA!, toB!, direct, viaOther].map((s) => c.client.udpStreamStop(s.stream!)))) as [
       UdpStreamResult,
@@ -168,11 +178,15 @@ for (const f of FAMILIES) {
     t.match(logged, { destroyed: { udp: 1, tcp: 0 }, failed: 0 }, 'the agent destroyed one UDP socket');
     t.ok((logged.namespaces as number) >= 2, "searching its own namespace and the client pod's");
 
-    // The socket on pod-a: ECONNABORTED once, a new socket, then live pods only.
-    t.same(Object.keys(errorsBut(a)), ['ECONNABORTED'], `the socket on pod-a got ECONNABORTED (${JSON.stringify(a.errors)})`);
-    t.equal(a.errors.ECONNABORTED, 1, 'once');
+    // The socket on pod-a: destroyed once, a new socket, then live pods only.
+    t.same(
+      Object.keys(errorsBut(a)).filter((code) => !ABORTED.includes(code)),
+      [],
+      `the socket on pod-a got no other error (${JSON.stringify(a.errors)})`,
+    );
+    t.equal(aborts(a), 1, `the socket on pod-a was destroyed, once (${JSON.stringify(a.errors)})`);
     t.equal(a.reconnects, 1, 'and connected again');
-    const abort = a.events.findIndex((e) => e.code === 'ECONNABORTED');
+    const abort = a.events.findIndex((e) => e.code !== undefined && ABORTED.includes(e.code));
     const before = a.events.slice(0, abort).filter((e) => e.pod !== undefined);
     const after = a.events.slice(abort + 1).filter((e) => e.pod !== undefined);
     t.ok(before.length >= 5 && before.every((e) => e.pod === 'pod-a'), `before: pod-a only (${before.length} replies)`);
@@ -216,7 +230,7 @@ for (const f of FAMILIES) {
     await c.agent.waitFor((l) => l.msg === 'destroyed sockets connected to removed backends', { from, what: 'sockets destroyed' });
     await sleep(300);
     const r = await c.client.udpStreamStop(s.stream!);
-    t.equal(r.errors.ECONNABORTED, 1, `the socket of the deleted Service got ECONNABORTED (${JSON.stringify(r.errors)})`);
+    t.equal(aborts(r), 1, `the socket of the deleted Service was destroyed (${JSON.stringify(r.errors)})`);
     t.equal(await metric('svcmap_sockets_destroyed_total', 'proto="udp"'), 2);
   });
 
@@ -234,9 +248,9 @@ for (const f of FAMILIES) {
     let from = c.agent.mark();
     await setDns([POD_B]);
     await c.agent.waitFor((l) => l.msg === 'destroyed sockets connected to removed backends', { from, what: 'sockets destroyed' });
-    await sleep(300);
+    await Promise.all([udp, tcp].map((s) => c.client.udpStreamReplies(s.stream!, 2)));
     const [u, k] = await Promise.all([c.client.udpStreamStop(udp.stream!), c.client.udpStreamStop(tcp.stream!)]);
-    t.equal(u.errors.ECONNABORTED, 1, 'the UDP socket is destroyed');
+    t.equal(aborts(u), 1, `the UDP socket is destroyed (${JSON.stringify(u.errors)})`);
     t.same(errorsBut(k), {}, 'without the flag the TCP connection stays');
     t.equal(k.reconnects, 0);
     t.same(Object.keys(k.byPod), ['pod-a'], 'on its pod');
@@ -254,7 +268,7 @@ for (const f of FAMILIES) {
       from,
       what: 'sockets destroyed',
     });
-    await sleep(500);
+    await c.client.udpStreamReplies(tcp2.stream!, 3);
     const k2 = await c.client.udpStreamStop(tcp2.stream!);
     t.match(logged, { destroyed: { udp: 0, tcp: 1 } });
     t.equal(k2.errors.ECONNABORTED, 1, `with the flag the TCP connection gets ECONNABORTED (${JSON.stringify(k2.errors)})`);
@@ -318,9 +332,13 @@ t.test("--netns-dir: pods' namespaces are the namespace files in the directory, 
     t.equal(s.pod, 'pod-a');
     const from = c.agent.mark();
     await setDns([POD_B]);
+    // The run for pod-a's removal (a run for an earlier removal may still be on its way on a loaded machine).
+    const podA = `${POD_IPS[POD_A]}:`;
     const run = await c.agent.waitFor(
-      (l) => l.msg === 'destroyed sockets connected to removed backends' || l.msg === 'no socket was connected to the removed backends',
-      { from, what: 'a termination run' },
+      (l) =>
+        (l.msg === 'destroyed sockets connected to removed backends' || l.msg === 'no socket was connected to the removed backends') &&
+        (l.removed as string[] | undefined)?.some((b) => b.startsWith(podA)) === true,
+      { from, what: "the termination run for pod-a's removal" },
     );
     // Two more replies after the run: by the second, a socket the run destroyed has seen it.
     await c.client.udpStreamReplies(s.stream!, 2);
@@ -329,7 +347,7 @@ t.test("--netns-dir: pods' namespaces are the namespace files in the directory, 
 
   const one = await round();
   t.match(one.run, { destroyed: { udp: 1, tcp: 0 }, failed: 0, namespaces: 2 }, "the agent's own namespace and the client's, once");
-  t.equal(one.result.errors.ECONNABORTED, 1, `the client's socket to pod-a got ECONNABORTED (${JSON.stringify(one.result.errors)})`);
+  t.equal(aborts(one.result), 1, `the client's socket to pod-a was destroyed (${JSON.stringify(one.result.errors)})`);
 
   // Unmounted, the client's namespace is not searched, though its process is still in the hooks' cgroup.
   for (const f of files) unmount(f);

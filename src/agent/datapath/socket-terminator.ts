@@ -34,7 +34,7 @@ import { native } from '../../bpf/native.ts';
 import type { BpfObject } from '../../bpf/object.ts';
 import { mapSizeDrift, structDrift } from '../../maps/btf-check.ts';
 import { type SockTermKey, sockTerm6Key, sockTermKey, sockTermValue } from '../../maps/codecs.ts';
-import { IPPROTO_TCP, IPPROTO_UDP, SVCMAP_MAP_SK_TERM, SVCMAP_MAP_SK_TERM6, SVCMAP_SK_TERM_MAX } from '../../maps/constants.ts';
+import { IPPROTO_TCP, IPPROTO_UDP, protoName, SVCMAP_MAP_SK_TERM, SVCMAP_MAP_SK_TERM6, SVCMAP_SK_TERM_MAX } from '../../maps/constants.ts';
 import type { MapSpec } from '../../maps/registry.ts';
 import { TypedMap } from '../../maps/typed-map.ts';
 import type { RemovedBackend } from '../../sync/removed.ts';
@@ -92,6 +92,15 @@ interface TerminationRun {
   destroyed: { udp: number; tcp: number };
   /** Namespaces whose iterator failed (the namespace went away, ...). */
   failed: number;
+}
+
+/** The log's list of the backends a run looked for (addr:port/proto; the first 20, then how many more). */
+const LOGGED_BACKENDS = 20;
+function removedList(keys: readonly TermKey[]): string[] {
+  const names = [
+    ...new Set(keys.map(({ family, key }) => `${family === 6 ? `[${key.addr}]` : key.addr}:${key.port}/${protoName(key.proto)}`)),
+  ];
+  return names.length > LOGGED_BACKENDS ? [...names.slice(0, LOGGED_BACKENDS), `... ${names.length - LOGGED_BACKENDS} more`] : names;
 }
 
 /** Runs an iterator in a namespace, off the event loop; resolves to the bytes it wrote (8 per destroyed socket). */
@@ -233,7 +242,7 @@ export class SocketTerminator {
           const run = await this.#run(keys);
           const total = run.destroyed.udp + run.destroyed.tcp;
           this.#log[total ? 'info' : 'debug'](
-            run,
+            { ...run, removed: removedList(keys) },
             total ? 'destroyed sockets connected to removed backends' : 'no socket was connected to the removed backends',
           );
         } catch (err) {
