@@ -133,8 +133,10 @@ function buildParts(cfg: AgentConfig, log: Logger, dp: Datapath, k8s: KubeKit | 
   );
   // Backends that leave a frontend: the sockets the socket LB sent to them are destroyed (each family's by its own map).
   const syncer = new FamilySyncers(
-    new Syncer(new MapsAdapter(dp.maps.v4), { onBackendsRemoved: (removed) => terminator.enqueue(removed, 4) }),
-    dp.maps.v6 ? new Syncer(new MapsAdapter(dp.maps.v6), { onBackendsRemoved: (removed) => terminator.enqueue(removed, 6) }) : undefined,
+    dp.maps.families().map((maps) => ({
+      family: maps.family,
+      syncer: new Syncer(new MapsAdapter(maps), { onBackendsRemoved: (removed) => terminator.enqueue(removed, maps.family) }),
+    })),
     (family, full, ms) => metrics.kubeProxy.synced(family === 6 ? 'IPv6' : 'IPv4', full, ms),
   );
   log.info({ frontends: syncer.state.frontends.size, backends: syncer.state.backends.size }, 'read current map state');
