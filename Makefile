@@ -121,10 +121,12 @@ include mk/prometheus.mk
 
 # make flake-hunt FILES='test/a.test.ts ...' N=3: each file N times, one at a
 # time, under stress-ng on every core (lab/flake-hunt.ts); installs stress-ng
-# when missing.
+# when missing. TIERS='e2e conformance e2e-network': whole make targets the
+# same way (the real-cluster tiers).
 N ?= 3
 FILES ?=
+TIERS ?=
 flake-hunt: npm-deps build
 	@dpkg-query -W -f='$${Status}' stress-ng 2>/dev/null | grep -q 'install ok installed' || { \
 	  echo "installing: stress-ng"; apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq stress-ng >/dev/null; }
-	$(NODE) lab/flake-hunt.ts --n $(N) $(FILES)
+	$(NODE) lab/flake-hunt.ts --n $(N) $(foreach t,$(TIERS),--tier $(t)) $(FILES)

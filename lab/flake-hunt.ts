@@ -5,7 +5,12 @@
 // quiet machine; that is the point. stress-ng runs in a process group of its
 // own and is stopped on exit, on an error and on Ctrl-C.
 //
-//   node lab/flake-hunt.ts [--n N] [--no-load] FILE...
+// make flake-hunt TIERS='e2e conformance e2e-network' N=1: the same for whole
+// make targets (the real-cluster tiers, which are not test files one can run
+// alone): each target N times under the load, its failures read from its own
+// report (tap's, or the conformance runners' PASS/FAIL list).
+//
+//   node lab/flake-hunt.ts [--n N] [--no-load] [--tier TARGET]... [FILE...]
 //
 // Exit 0 when every run passed, 1 otherwise.
 import { type ChildProcess, spawn } from 'node:child_process';
@@ -18,6 +23,7 @@ const BIN = join(ROOT, 'node_modules', '.bin');
 const TAP = join(BIN, 'tap');
 
 export interface Failure {
+  /** The test file, or "make TARGET" for a tier. */
   file: string;
   run: number;
   /** The failing check, with the subtests around it: "subtest > check". */
@@ -101,21 +107,51 @@ function stopLoad(child: ChildProcess | undefined): void {
   }
 }
 
+/**
+ * The failures of a conformance runner's report (lab/cluster/conformance.ts
+ * formatSummary: "  FAIL <secs>  <spec>", "  FAIL (suite) ...", "  setup
+ * failed: ..."), or of a tap run inside the target (make e2e); a target that
+ * failed with neither is one failure.
+ */
+export function failingTierChecks(output: string): string[] {
+  if (/^# \{ total: \d+/m.test(output) || /^not ok \d+/m.test(output)) return failingChecks(output);
+  const out: string[] = [];
+  for (const line of output.split('\n')) {
+    const m = /^ {2}(?:FAIL +[\d.]+ s +(.*)|FAIL \(suite\) (.*)|setup failed: (.*))$/.exec(line);
+    if (m) out.push((m[1] ?? m[2] ?? `setup failed: ${m[3]!}`).trim());
+  }
+  return out.length ? out : ['no failing check reported (the target exited non-zero)'];
+}
+
+/** The environment of a run of its own: tap's variables for its children are not passed on. */
+function runEnv(): NodeJS.ProcessEnv {
+  // The project's Node (node_modules/.bin/node) for the tests, whatever node is first on PATH;
+  // a run of its own even when this process is itself a test under tap (test/lab/flake-hunt.test.ts):
+  // tap's variables for its children (TAP*, _TAPJS_*, the loaders in NODE_OPTIONS) are not passed on.
+  const env = Object.fromEntries(Object.entries(process.env).filter(([k]) => !/^(TAP|_TAPJS_|NODE_OPTIONS$)/.test(k)));
+  env.PATH = `${BIN}:${process.env.PATH ?? ''}`;
+  return env;
+}
+
 export function runFile(file: string): Promise<{ status: number | null; output: string }> {
+  return run(TAP, ['--reporter=tap', '--jobs=1', file]);
+}
+
+/** make TARGET, its output also shown as it runs (a tier takes minutes). */
+export function runTier(target: string): Promise<{ status: number | null; output: string }> {
+  return run('make', ['--no-print-directory', target], true);
+}
+
+function run(cmd: string, args: string[], echo = false): Promise<{ status: number | null; output: string }> {
   return new Promise((resolve, reject) => {
-    // The project's Node (node_modules/.bin/node) for the tests, whatever node is first on PATH;
-    // a run of its own even when this process is itself a test under tap (test/lab/flake-hunt.test.ts):
-    // tap's variables for its children (TAP*, _TAPJS_*, the loaders in NODE_OPTIONS) are not passed on.
-    const env = Object.fromEntries(Object.entries(process.env).filter(([k]) => !/^(TAP|_TAPJS_|NODE_OPTIONS$)/.test(k)));
-    env.PATH = `${BIN}:${process.env.PATH ?? ''}`;
-    const child = spawn(TAP, ['--reporter=tap', '--jobs=1', file], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(cmd, args, { cwd: ROOT, env: runEnv(), stdio: ['ignore', 'pipe', 'pipe'] });
     let output = '';
-    child.stdout.on('data', (d: Buffer) => {
+    const take = (d: Buffer) => {
       output += d.toString();
-    });
-    child.stderr.on('data', (d: Buffer) => {
-      output += d.toString();
-    });
+      if (echo) process.stderr.write(d);
+    };
+    child.stdout.on('data', take);
+    child.stderr.on('data', take);
     child.on('error', reject);
     child.on('close', (status) => resolve({ status, output }));
   });
@@ -123,12 +159,22 @@ export function runFile(file: string): Promise<{ status: number | null; output: 
 
 async function main(): Promise<number> {
   const { values, positionals: files } = parseArgs({
-    options: { n: { type: 'string', default: '3' }, 'no-load': { type: 'boolean', default: false } },
+    options: {
+      n: { type: 'string', default: '3' },
+      'no-load': { type: 'boolean', default: false },
+      tier: { type: 'string', multiple: true, default: [] },
+    },
     allowPositionals: true,
   });
   const n = Number(values.n);
   if (!Number.isInteger(n) || n < 1) throw new Error(`--n: must be a whole number above 0, not ${JSON.stringify(values.n)}`);
-  if (files.length === 0) throw new Error('no test files (make flake-hunt FILES="test/x.test.ts ..." N=3)');
+  const tiers = values.tier;
+  if (files.length === 0 && tiers.length === 0)
+    throw new Error('no test files and no tiers (make flake-hunt FILES="test/x.test.ts ..." or TIERS="e2e ..." N=3)');
+  const items = [
+    ...files.map((f) => ({ name: f, run: () => runFile(f), checks: failingChecks })),
+    ...tiers.map((x) => ({ name: `make ${x}`, run: () => runTier(x), checks: failingTierChecks })),
+  ];
   const load = values['no-load'] ? undefined : startLoad();
   const stop = () => stopLoad(load);
   process.on('exit', stop);
@@ -142,24 +188,24 @@ async function main(): Promise<number> {
   let runs = 0;
   let failedRuns = 0;
   for (let run = 1; run <= n; run++) {
-    for (const file of files) {
+    for (const item of items) {
       runs++;
-      const r = await runFile(file);
+      const r = await item.run();
       if (r.status === 0) {
-        process.stdout.write(`ok    ${file} (run ${run}/${n})\n`);
+        process.stdout.write(`ok    ${item.name} (run ${run}/${n})\n`);
         continue;
       }
       failedRuns++;
-      for (const check of failingChecks(r.output)) {
-        failures.push({ file, run, check });
-        process.stdout.write(`FAIL  ${file} (run ${run}/${n}): ${check}\n`);
+      for (const check of item.checks(r.output)) {
+        failures.push({ file: item.name, run, check });
+        process.stdout.write(`FAIL  ${item.name} (run ${run}/${n}): ${check}\n`);
       }
     }
   }
   // Stopped here, not only on exit: the child would keep the process (and its 'exit') from coming.
   stop();
   process.stdout.write(
-    `flake-hunt: ${runs} runs of ${files.length} files (N=${n}${load ? ', under stress-ng' : ''}): ${failedRuns} failed runs, ${failures.length} failing checks\n`,
+    `flake-hunt: ${runs} runs of ${[files.length ? `${files.length} files` : '', tiers.length ? `${tiers.length} tiers` : ''].filter(Boolean).join(' and ')} (N=${n}${load ? ', under stress-ng' : ''}): ${failedRuns} failed runs, ${failures.length} failing checks\n`,
   );
   return failedRuns === 0 ? 0 : 1;
 }

@@ -8,7 +8,8 @@
 #   make chart-deps  all three; test/chart and test/lint need them
 #   make chart-lint  helm lint (default and edge values), shellcheck, hadolint
 #   make chart-test  the packaging tests only (test/chart, test/lint, kind harness)
-#   make image       docker build of the agent image (needs a Docker engine)
+#   make image-docker  docker build of the agent image, the layout `make image`
+#                    builds without Docker (needs a Docker engine)
 #   make e2e-kind    kind cluster without kube-proxy + chart + checks (needs
 #                    Docker and kind; not part of `make test`)
 
@@ -48,7 +49,7 @@ CHART_DIR ?= $(ROOT)/charts/svcmap
 IMAGE ?= svcmap:dev
 DOCKER ?= docker
 
-.PHONY: helm hadolint shellcheck chart-deps chart-lint chart-test image e2e-kind
+.PHONY: helm hadolint shellcheck chart-deps chart-lint chart-test image-docker e2e-kind
 
 helm:
 	@if [ -x '$(HELM)' ] && [ "$$('$(HELM)' version --template '{{.Version}}' 2>/dev/null)" = '$(HELM_VERSION)' ]; then \
@@ -113,9 +114,10 @@ chart-test: chart-deps
 
 # Needs a Docker engine (the docker CLI alone is not enough: `docker info`
 # must answer). Builds the TypeScript, the native shim and the BPF objects in
-# a build stage; the runtime stage is node:24 slim + libbpf1.
-image:
-	@$(DOCKER) info >/dev/null 2>&1 || { echo 'make image: needs a running Docker engine (docker info failed)' >&2; exit 1; }
+# a build stage and copies node, /app and their libraries into FROM scratch,
+# as `make image` (mk/cluster-images.mk) does with buildah.
+image-docker:
+	@$(DOCKER) info >/dev/null 2>&1 || { echo 'make image-docker: needs a running Docker engine (docker info failed); make image builds the same image without one' >&2; exit 1; }
 	$(DOCKER) build -t '$(IMAGE)' -f '$(ROOT)/Dockerfile' '$(ROOT)'
 
 # Needs Docker, kind and kubectl. Creates a cluster without kube-proxy,

@@ -36,3 +36,20 @@ cluster-images-apt:
 # cluster-bins' binaries.
 cluster-images: build cluster-bins cluster-images-apt
 	$(NODE) $(ROOT)/lab/cluster/images/build.ts $(CLUSTER_IMAGES)
+
+# The product image (lab/cluster/images/product.ts): the lab's svcmap image,
+# FROM scratch (node, /app and the libraries they need: no shell, no package
+# manager), as build/image/svcmap-<version>.oci.tar; pushed with buildah.
+# Needs no Docker engine. `make image-docker` builds the same layout with
+# docker build (Dockerfile) where there is one.
+.PHONY: image image-push
+image: build cluster-images-apt
+	$(NODE) $(ROOT)/lab/cluster/images/product.ts build
+
+REGISTRY ?=
+# REGISTRY is checked before anything is built.
+image-push:
+	@test -n "$(REGISTRY)" || { echo "make image-push: set REGISTRY, e.g. make image-push REGISTRY=ghcr.io/you" >&2; exit 2; }
+	$(MAKE) -f $(ROOT)/Makefile image
+	$(NODE) $(ROOT)/lab/cluster/images/product.ts push $(REGISTRY)
+

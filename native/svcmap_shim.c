@@ -35,7 +35,7 @@
 
 SHIM_API int svcmap_shim_abi_version(void)
 {
-	return 3;
+	return 4;
 }
 
 /* ---- libbpf's own messages, captured so errors can carry them ---------- */
@@ -535,4 +535,80 @@ SHIM_API int svcmap_nl_watch(uint32_t groups)
 		return -err;
 	}
 	return fds[0];
+}
+
+/* ---- mounts, in this or another mount namespace ------------------------ */
+
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+
+#ifndef CLONE_NEWNS
+#define CLONE_NEWNS 0x00020000
+#endif
+#ifndef CLONE_NEWCGROUP
+#define CLONE_NEWCGROUP 0x02000000
+#endif
+
+/* mkdir -p: every missing directory of path (absolute), mode 0755. */
+static int mkdir_p(const char *path)
+{
+	char buf[4096];
+	size_t len = strlen(path);
+	size_t i;
+
+	if (len == 0 || len >= sizeof(buf))
+		return -ENAMETOOLONG;
+	memcpy(buf, path, len + 1);
+	for (i = 1; i <= len; i++) {
+		if (buf[i] != '/' && buf[i] != '\0')
+			continue;
+		buf[i] = '\0';
+		if (mkdir(buf, 0755) != 0 && errno != EEXIST)
+			return -errno;
+		buf[i] = i == len ? '\0' : '/';
+	}
+	return 0;
+}
+
+/*
+ * Mounts fstype at target, in the mount (and cgroup) namespace of the given
+ * namespace files (-1: the caller's), creating target first when make_dir.
+ * setns(CLONE_NEWNS) refuses a process whose threads share its file system
+ * state, as Node's do: a forked child enters the namespaces and mounts, and
+ * its exit status carries the errno back. The child calls only system calls
+ * (async-signal-safe) before _exit. Returns 0 or -errno; -EPROTO when the
+ * child did not exit normally.
+ */
+SHIM_API int svcmap_mount(int mntns_fd, int cgroupns_fd, const char *source, const char *target, const char *fstype,
+			  unsigned long flags, const char *data, int make_dir)
+{
+	int status, err;
+	pid_t pid;
+
+	pid = fork();
+	if (pid < 0)
+		return -errno;
+	if (pid == 0) {
+		/* cgroup first: a cgroup2 mount shows the root of the caller's cgroup namespace. */
+		if (cgroupns_fd >= 0 && syscall(__NR_setns, cgroupns_fd, CLONE_NEWCGROUP) != 0)
+			_exit(errno & 0xff);
+		if (mntns_fd >= 0 && syscall(__NR_setns, mntns_fd, CLONE_NEWNS) != 0)
+			_exit(errno & 0xff);
+		if (make_dir) {
+			err = mkdir_p(target);
+			if (err)
+				_exit(-err & 0xff);
+		}
+		if (mount(source, target, fstype, flags, data) != 0)
+			_exit(errno & 0xff);
+		_exit(0);
+	}
+	while (waitpid(pid, &status, 0) < 0) {
+		if (errno != EINTR)
+			return -errno;
+	}
+	if (!WIFEXITED(status))
+		return -EPROTO;
+	return -WEXITSTATUS(status);
 }

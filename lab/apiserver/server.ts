@@ -72,6 +72,7 @@ export class ApiServer {
   #unavailableUntil = 0;
   #outageTimer: NodeJS.Timeout | undefined;
   #outageCancel: (() => void) | undefined;
+  #outageEnd: (() => void) | undefined;
   #closed = false;
 
   constructor(opts: ApiServerOptions = {}) {
@@ -229,6 +230,7 @@ export class ApiServer {
     const over = new Promise<boolean>((resolve) => {
       this.#outageTimer = setTimeout(() => resolve(false), ms);
       this.#outageCancel = cancel = () => resolve(true);
+      this.#outageEnd = () => resolve(false);
     });
     if (opts.mode === '503') {
       this.#unavailableUntil = Date.now() + ms;
@@ -239,10 +241,17 @@ export class ApiServer {
     const cancelled = await over;
     // A cancelled outage may already have been replaced by the next one: leave that alone.
     if (this.#outageCancel !== cancel) return;
+    if (this.#outageTimer) clearTimeout(this.#outageTimer);
     this.#outageTimer = undefined;
     this.#outageCancel = undefined;
+    this.#outageEnd = undefined;
     this.#unavailableUntil = 0;
     if (!cancelled && opts.mode !== '503' && !this.#closed && !this.#listener.listening) await this.#listener.listen(this.port);
+  }
+
+  /** Ends the outage now, as if its time had run out (a test ends it on an event, not on a clock). */
+  endOutage(): void {
+    this.#outageEnd?.();
   }
 
   #cancelOutage(): void {
@@ -250,6 +259,7 @@ export class ApiServer {
     const cancel = this.#outageCancel;
     this.#outageTimer = undefined;
     this.#outageCancel = undefined;
+    this.#outageEnd = undefined;
     this.#unavailableUntil = 0;
     cancel?.();
   }

@@ -5,6 +5,7 @@
 // in the reverse order and leaves the datapath pinned and working; svcmap
 // cleanup removes it.
 import type { LbAlgorithmName } from '../maps/constants.ts';
+import { readBackendConnections } from '../maps/backend-connections.ts';
 import { readDatapathCounters } from '../maps/datapath-counters.ts';
 import type { Frontend, NodeInfo } from '../model/types.ts';
 import type { KubeConfig } from '../sources/kubernetes/client-node.ts';
@@ -142,6 +143,7 @@ function buildParts(cfg: AgentConfig, log: Logger, dp: Datapath, k8s: KubeKit | 
   log.info({ frontends: syncer.state.frontends.size, backends: syncer.state.backends.size }, 'read current map state');
   const counters = dp.maps.counters;
   if (counters) metrics.readDatapathCountersWith(() => readDatapathCounters(counters));
+  metrics.readBackendConnectionsWith(() => readBackendConnections(dp.maps.families()));
 
   // Live connection counts (lc, sed, nq): the GC takes collected flows off them and recounts tc's.
   const conns = new ConnCounts(dp.maps.families(), dp.tc.programFd(CONNS_ADJUST_PROGRAM), (family) =>

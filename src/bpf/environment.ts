@@ -1,8 +1,8 @@
 // What the host must provide before anything is loaded, each failure with the
 // command that fixes it: privileges, a bpffs mount, a cgroup v2 mount.
-import { execFileSync } from 'node:child_process';
 import { existsSync, readFileSync, statfsSync } from 'node:fs';
 import { dirname } from 'node:path';
+import { mountFs } from './mount.ts';
 
 const BPF_FS_MAGIC = 0xcafe4a11;
 const CGROUP2_SUPER_MAGIC = 0x63677270;
@@ -74,10 +74,10 @@ export function ensureBpffs(pinDir: string, mountIfMissing: boolean): void {
   const mountPoint = bpffsMountFor(pinDir);
   if (mountIfMissing && mountPoint === '/sys/fs/bpf' && existsSync(mountPoint)) {
     try {
-      execFileSync('mount', ['-t', 'bpf', 'bpf', mountPoint], { stdio: ['ignore', 'ignore', 'pipe'] });
+      mountFs({ kind: 'bpffs', target: mountPoint });
     } catch (err) {
       throw new EnvironmentError(
-        `bpffs is not mounted at /sys/fs/bpf and mounting it failed (${(err as Error).message.trim()}): mount -t bpf bpf /sys/fs/bpf`,
+        `bpffs is not mounted at /sys/fs/bpf and mounting it failed (${(err as Error).message}): mount -t bpf bpf /sys/fs/bpf`,
       );
     }
     if (fsType(existingAncestor(pinDir)) === BPF_FS_MAGIC) return;

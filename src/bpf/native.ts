@@ -123,10 +123,16 @@ function bind() {
     iterRunInNetns: shim.func('int64_t svcmap_iter_run_in_netns(int link_fd, int netns_fd)'),
     nlWatch: shim.func('int svcmap_nl_watch(uint32_t groups)'),
     iterMapLinkCreate: shim.func('int svcmap_iter_map_link_create(int prog_fd, int map_fd)'),
+    mount: shim.func(
+      'int svcmap_mount(int mntns_fd, int cgroupns_fd, const char *source, const char *target, const char *fstype, unsigned long flags, const char *data, int make_dir)',
+    ),
   };
 }
 
 export type Native = ReturnType<typeof bind>;
+
+/** svcmap_shim_abi_version() of the shim these bindings were written for (native/svcmap_shim.c). */
+const SHIM_ABI_VERSION = 4;
 
 let bound: Native | undefined;
 
@@ -134,7 +140,8 @@ let bound: Native | undefined;
 export function native(): Native {
   if (!bound) {
     bound = bind();
-    if (bound.shimAbiVersion() !== 3) throw new Error(`native shim ABI mismatch at ${shimPath()}: rebuild it with make native`);
+    if (bound.shimAbiVersion() !== SHIM_ABI_VERSION)
+      throw new Error(`native shim ABI mismatch at ${shimPath()}: rebuild it with make native`);
     // libbpf's warnings go into the shim's buffer; errors carry them.
     bound.logCapture(process.env.SVCMAP_LIBBPF_DEBUG ? 3 : -1);
   }

@@ -2,8 +2,9 @@
 // leaving the node as it was before the agent ran. Refuses while an agent
 // runs on the pin directory (it holds the directory's lock: bpf/pin-lock.ts)
 // unless --force.
-import { existsSync, readdirSync, rmSync, rmdirSync } from 'node:fs';
+import { existsSync, readdirSync, rmSync, rmdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { z } from 'zod';
 import { detachPinnedLinks, linkPinDir } from '../bpf/loader.ts';
 import { lockForCleanup } from '../bpf/pin-lock.ts';
 import { detachClassicTc, ifIndex, interfaceNames } from '../bpf/tc.ts';
@@ -21,6 +22,11 @@ export const cleanupCommand = command({
   flags: {
     'pin-dir': pinDirFlag,
     force: { help: `cleans up even while an agent runs on the pin directory: ${BREAKS}` },
+    'done-file': {
+      value: 'FILE',
+      schema: z.string().startsWith('/', 'must be an absolute path'),
+      help: "after a complete cleanup, creates FILE and keeps running until SIGTERM (the chart's cleanup DaemonSet: its readiness probe checks FILE)",
+    },
   },
 });
 
@@ -43,9 +49,11 @@ export function cleanupPins(pinDir: string): string[] {
   return removed;
 }
 
-export function cleanup(argv: string[], out: (s: string) => void): void {
+export async function cleanup(argv: string[], out: (s: string) => void): Promise<void> {
   const f = parseFlags(cleanupCommand, argv);
   const pinDir = f['pin-dir'];
+  const done = f['done-file'];
+  if (done) rmSync(done, { force: true });
   // Held while removing: an agent starting meanwhile waits for it (holdPinDir).
   const lock = existsSync(pinDir) ? withPinAccess(pinDir, () => lockForCleanup(pinDir)) : undefined;
   if (lock && !lock.free && !f.force) {
@@ -60,6 +68,27 @@ export function cleanup(argv: string[], out: (s: string) => void): void {
   } finally {
     if (lock?.free) lock.lock.release();
   }
+  if (!done) return;
+  if (existsSync(pinDir)) throw new Error(`svcmap cleanup: ${pinDir} still exists after the cleanup: ${readdirSync(pinDir).join(', ')}`);
+  writeFileSync(done, '');
+  out(`done: created ${done}; waiting for SIGTERM\n`);
+  await untilTerminated();
+}
+
+/** Resolves on SIGTERM or SIGINT: a pod that reports done and waits to be deleted. */
+function untilTerminated(): Promise<void> {
+  // A signal listener alone does not keep Node running; the interval does.
+  const keep = setInterval(() => {}, 2 ** 31 - 1);
+  return new Promise((resolve) => {
+    const stop = () => {
+      clearInterval(keep);
+      process.off('SIGTERM', stop);
+      process.off('SIGINT', stop);
+      resolve();
+    };
+    process.on('SIGTERM', stop);
+    process.on('SIGINT', stop);
+  });
 }
 
 /** svcmap's classic tc filters (kernels without tcx) on every interface of this network namespace. */

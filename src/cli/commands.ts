@@ -9,6 +9,7 @@ import { compile, compileCommand } from './compile.ts';
 import { completion, completionCommand } from './completion.ts';
 import { dump, dumpCommand } from './dump.ts';
 import { explain, explainCommand } from './explain.ts';
+import { mountHostFs, mountHostFsCommand } from './mount-host-fs.ts';
 import { preflight, preflightCommand } from './preflight.ts';
 import { status, statusCommand } from './status.ts';
 import { version, versionCommand } from './version.ts';
@@ -25,6 +26,7 @@ export const COMMANDS: readonly Command[] = [
   { spec: statusCommand, run: status },
   { spec: preflightCommand, run: preflight },
   { spec: cleanupCommand, run: cleanup },
+  { spec: mountHostFsCommand, run: mountHostFs },
   { spec: compileCommand, run: compile },
   { spec: versionCommand, run: version },
   {

@@ -1,10 +1,12 @@
 // The chart's moving parts beyond the agent DaemonSet: the pre-delete
 // cleanup hook (DaemonSet + waiting Job), the helm test Pod, NOTES.txt, and
-// the scripts they run, executed here with stand-ins for the host
-// (mountinfo, nsenter, svcmap) and for the API server.
+// the node scripts they run, executed here with a stand-in API server; the
+// readiness probe of the cleanup DaemonSet run as the kubelet would. What
+// the svcmap subcommands they run do is tested in test/cli (cleanup,
+// mount-host-fs).
 import t from 'tap';
 import { spawn, spawnSync } from 'node:child_process';
-import { chmodSync, cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { cpSync, mkdtempSync, readdirSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, type IncomingMessage } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -65,13 +67,35 @@ t.test('pre-delete cleanup hook', async (t) => {
     const spec = podSpec(cds) as PodSpec;
     const c = container(spec, 'cleanup');
     const a = container(agent, 'agent');
-    t.same(c.command, ['sh', '/svcmap-scripts/cleanup.sh']);
-    t.equal(envValue(c, 'PIN_DIR'), '/sys/fs/bpf/svcmap');
+    t.same(c.command, ['svcmap']);
+    const args = c.args ?? [];
+    t.same(
+      args.slice(0, 4),
+      ['cleanup', '--force', '--pin-dir', '/sys/fs/bpf/svcmap'],
+      '--force: a pre-delete hook runs while the agents still do',
+    );
+    for (const flag of args.filter((a) => a.startsWith('--')))
+      t.ok(flag.slice(2) in allFlags(cleanupCommand), `svcmap cleanup takes ${flag}`);
+    const done = args[args.indexOf('--done-file') + 1]!;
+    t.match(done, /^\/tmp\//, '--done-file');
+    t.ok(
+      c.volumeMounts?.some((m) => m.mountPath === '/tmp' && spec.volumes?.find((v) => v.name === m.name)?.emptyDir),
+      'on an emptyDir, writable whatever the root file system is',
+    );
     // The agent's, without SYS_PTRACE: only stale-socket termination needs it.
     t.same(sorted(c.securityContext?.capabilities?.add), sorted(a.securityContext?.capabilities?.add?.filter((x) => x !== 'SYS_PTRACE')));
     t.ok(a.securityContext?.capabilities?.add?.includes('SYS_PTRACE'), 'which the agent has by default');
     t.not(c.securityContext?.privileged, true);
-    t.same(c.readinessProbe?.exec?.command, ['test', '-f', envValue(c, 'DONE_FILE')], 'ready = done file written');
+    // The probe, run as the kubelet runs it (the image's node is this Node 24): ready = done file written.
+    const probe = c.readinessProbe?.exec?.command ?? [];
+    t.equal(probe[0], 'node', 'the image has no shell and no test(1): node checks');
+    t.ok(probe.includes(done), 'checks the done file');
+    const dir = tempDir(t, 'probe');
+    const at = probe.map((a) => (a === done ? join(dir, 'done') : a));
+    const probeExit = () => spawnSync(process.execPath, at.slice(1), { encoding: 'utf8', cwd: dir }).status;
+    t.equal(probeExit(), 1, 'not ready before');
+    writeFileSync(join(dir, 'done'), '');
+    t.equal(probeExit(), 0, 'ready after');
     for (const path of ['/sys/fs/bpf', '/run/svcmap/cgroupv2']) {
       const cm = c.volumeMounts?.find((v) => v.mountPath === path);
       const am = a.volumeMounts?.find((v) => v.mountPath === path);
@@ -187,6 +211,27 @@ t.test('NOTES.txt says how to check the install', async (t) => {
   );
 });
 
+t.test('no shell anywhere: every command, argument list and exec probe of every container', async (t) => {
+  const shells = /^(\/(usr\/)?bin\/)?(sh|bash|ash|dash|test|\[)$/;
+  for (const values of [[`k8sServiceHost=${HOST}`], [`k8sServiceHost=${HOST}`, 'bpf.autoMount=false', 'cgroup.autoMount=false']]) {
+    for (const m of render({ set: values })) {
+      const spec = podSpec(m) as PodSpec | undefined;
+      for (const c of [...(spec?.initContainers ?? []), ...(spec?.containers ?? [])]) {
+        const argv = [...(c.command ?? []), ...[c.readinessProbe, c.livenessProbe, c.startupProbe].flatMap((p) => p?.exec?.command ?? [])];
+        t.notOk(
+          argv.some((a) => shells.test(a)),
+          `${m.kind}/${m.metadata.name} ${c.name}: ${argv.join(' ')}`,
+        );
+      }
+    }
+  }
+  t.same(
+    readdirSync(FILES).filter((f) => /\.(sh|bash)$/.test(f)),
+    [],
+    'no shell script in the chart',
+  );
+});
+
 t.test('chart scripts: node --check on the .mjs files', async (t) => {
   for (const f of ['cleanup-wait.mjs', 'helm-test.mjs']) {
     const r = spawnSync(process.execPath, ['--check', join(FILES, f)], { encoding: 'utf8' });
@@ -285,164 +330,5 @@ t.test('cleanup-wait.mjs against a fake API server', async (t) => {
     const r = await run(process.execPath, [join(FILES, 'cleanup-wait.mjs')], {});
     t.equal(r.code, 1);
     t.match(r.stderr, /API_SERVER, NAMESPACE and DAEMONSET must be set/);
-  });
-});
-
-// A stand-in host for mount-host-fs.sh: $HOSTPROC/1/mountinfo, and an
-// nsenter on PATH that logs its arguments and "mounts" by appending to
-// that mountinfo.
-function fakeHost(t: { teardown: (fn: () => void) => void }, mounts: [string, string][]) {
-  const dir = tempDir(t, 'host');
-  const proc = join(dir, 'proc');
-  mkdirSync(join(proc, '1', 'ns'), { recursive: true });
-  const mountinfo = join(proc, '1', 'mountinfo');
-  const line = (i: number, mp: string, fs: string) => `${30 + i} 1 0:${40 + i} / ${mp} rw,relatime shared:${i} - ${fs} ${fs} rw\n`;
-  writeFileSync(mountinfo, mounts.map(([mp, fs], i) => line(i, mp, fs)).join(''));
-  const bin = join(dir, 'bin');
-  mkdirSync(bin);
-  const log = join(dir, 'nsenter.log');
-  writeFileSync(
-    join(bin, 'nsenter'),
-    [
-      '#!/bin/sh',
-      `echo "$*" >> '${log}'`,
-      'while [ "$1" != "--" ]; do shift; done; shift',
-      'if [ "$1" = mount ]; then',
-      '  fs=$3; eval "mp=\\${$#}"',
-      `  echo "99 1 0:99 / $mp rw shared:99 - $fs $fs rw" >> '${mountinfo}'`,
-      'fi',
-      'exit 0',
-      '',
-    ].join('\n'),
-  );
-  chmodSync(join(bin, 'nsenter'), 0o755);
-  const env = (extra: Record<string, string>) => ({
-    PATH: `${bin}:${process.env.PATH ?? '/usr/bin:/bin'}`,
-    HOSTPROC: proc,
-    CGROUP_ROOT: '/run/svcmap/cgroupv2',
-    ...extra,
-  });
-  const calls = () => (existsSync(log) ? readFileSync(log, 'utf8').trim().split('\n') : []);
-  return { env, calls };
-}
-
-t.test('mount-host-fs.sh (init container) on stand-in hosts', async (t) => {
-  const script = join(FILES, 'mount-host-fs.sh');
-  const base: [string, string][] = [
-    ['/', 'ext4'],
-    ['/sys', 'sysfs'],
-    ['/sys/fs/cgroup', 'cgroup2'],
-  ];
-
-  t.test('host has both: nothing is mounted', async (t) => {
-    const h = fakeHost(t, [...base, ['/sys/fs/bpf', 'bpf'], ['/run/svcmap/cgroupv2', 'cgroup2']]);
-    const r = await run('sh', [script], h.env({}));
-    t.equal(r.code, 0, r.stderr);
-    t.same(h.calls(), [], 'no nsenter');
-    t.match(r.stdout, 'bpffs is mounted at /sys/fs/bpf');
-    t.match(r.stdout, 'cgroup v2 is mounted at /run/svcmap/cgroupv2');
-  });
-
-  t.test('host lacks both: mounts them in the host namespaces', async (t) => {
-    const h = fakeHost(t, base);
-    const r = await run('sh', [script], h.env({}));
-    t.equal(r.code, 0, r.stderr);
-    const calls = h.calls();
-    t.equal(calls.length, 3, calls.join('\n'));
-    t.match(calls[0], /^--mount=\S+\/1\/ns\/mnt --cgroup=\S+\/1\/ns\/cgroup -- mount -t bpf .* bpffs \/sys\/fs\/bpf$/);
-    t.match(calls[1], /-- mkdir -p \/run\/svcmap\/cgroupv2$/);
-    t.match(calls[2], /-- mount -t cgroup2 .* cgroup2 \/run\/svcmap\/cgroupv2$/);
-    t.match(r.stdout, 'bpffs mounted at /sys/fs/bpf');
-    t.match(r.stdout, 'cgroup v2 mounted at /run/svcmap/cgroupv2');
-  });
-
-  t.test('a stacked mount counts by its topmost entry', async (t) => {
-    const h = fakeHost(t, [...base, ['/sys/fs/bpf', 'tmpfs'], ['/sys/fs/bpf', 'bpf'], ['/run/svcmap/cgroupv2', 'cgroup2']]);
-    const r = await run('sh', [script], h.env({}));
-    t.equal(r.code, 0, r.stderr);
-    t.same(h.calls(), []);
-  });
-
-  t.test('autoMount off and bpffs missing: fails and says what to do', async (t) => {
-    const h = fakeHost(t, [...base, ['/run/svcmap/cgroupv2', 'cgroup2']]);
-    const r = await run('sh', [script], h.env({ BPF_AUTOMOUNT: 'false' }));
-    t.equal(r.code, 1);
-    t.match(r.stderr, /no bpffs at \/sys\/fs\/bpf .*bpf\.autoMount is false/);
-    t.same(h.calls(), []);
-  });
-
-  t.test('cgroup root holding another file system: refuses to mount over it', async (t) => {
-    const h = fakeHost(t, [...base, ['/sys/fs/bpf', 'bpf'], ['/sys/fs/cgroup/unified', 'tmpfs']]);
-    const r = await run('sh', [script], h.env({ CGROUP_ROOT: '/sys/fs/cgroup/unified' }));
-    t.equal(r.code, 1);
-    t.match(r.stderr, /holds a tmpfs mount, not cgroup v2/);
-    t.same(h.calls(), []);
-  });
-
-  t.test('cgroup autoMount off and nothing mounted: fails and says what to do', async (t) => {
-    const h = fakeHost(t, [...base, ['/sys/fs/bpf', 'bpf']]);
-    const r = await run('sh', [script], h.env({ CGROUP_AUTOMOUNT: 'false' }));
-    t.equal(r.code, 1);
-    t.match(r.stderr, /cgroup\.autoMount is false/);
-  });
-
-  t.test("without the host's /proc: fails", async (t) => {
-    const r = await run('sh', [script], { HOSTPROC: '/nonexistent', CGROUP_ROOT: '/run/x' });
-    t.equal(r.code, 1);
-    t.match(r.stderr, /cannot read \/nonexistent\/1\/mountinfo/);
-  });
-});
-
-t.test('cleanup.sh (cleanup DaemonSet) with a stand-in svcmap', async (t) => {
-  const script = join(FILES, 'cleanup.sh');
-
-  function setup(t: { teardown: (fn: () => void) => void }, removes: boolean) {
-    const dir = tempDir(t, 'cleanup');
-    const pins = join(dir, 'pins');
-    mkdirSync(join(pins, 'links'), { recursive: true });
-    const bin = join(dir, 'bin');
-    mkdirSync(bin);
-    const log = join(dir, 'svcmap.log');
-    writeFileSync(join(bin, 'svcmap'), ['#!/bin/sh', `echo "$*" > '${log}'`, removes ? `rm -rf '${pins}'` : ':', ''].join('\n'));
-    chmodSync(join(bin, 'svcmap'), 0o755);
-    const env = {
-      PATH: `${bin}:${process.env.PATH ?? '/usr/bin:/bin'}`,
-      PIN_DIR: pins,
-      DONE_FILE: join(dir, 'done'),
-      NODE_NAME: 'node-a',
-    };
-    return { env, log, done: join(dir, 'done'), pins };
-  }
-
-  t.test('runs svcmap cleanup, marks done, exits 0 on SIGTERM', async (t) => {
-    const s = setup(t, true);
-    const p = spawn('sh', [script], { env: s.env });
-    let out = '';
-    p.stdout.on('data', (d: Buffer) => (out += d.toString()));
-    const deadline = Date.now() + 10_000;
-    while (!existsSync(s.done) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
-    t.ok(existsSync(s.done), 'done file written (readiness)');
-    const args = readFileSync(s.log, 'utf8').trim();
-    t.equal(args, `cleanup --force --pin-dir ${s.pins}`, '--force: a pre-delete hook runs while the agents still do');
-    // The stand-in takes any flag: hold the script to the flags the real command declares.
-    for (const flag of args.match(/--[a-z-]+/g) ?? []) t.ok(flag.slice(2) in allFlags(cleanupCommand), `svcmap cleanup takes ${flag}`);
-    const code = await new Promise<number | null>((resolve) => {
-      const timer = setTimeout(() => p.kill('SIGKILL'), 10_000);
-      p.on('exit', (c) => {
-        clearTimeout(timer);
-        resolve(c);
-      });
-      p.kill('SIGTERM');
-    });
-    t.equal(code, 0, 'stops cleanly when the hook deletes it');
-    t.match(out, 'node node-a: done');
-  });
-
-  t.test('fails when the pins are still there afterwards', async (t) => {
-    const s = setup(t, false);
-    const r = await run('sh', [script], s.env);
-    t.equal(r.code, 1);
-    t.notOk(existsSync(s.done), 'never turns ready');
-    t.match(r.stdout, /still exists after svcmap cleanup/);
   });
 });

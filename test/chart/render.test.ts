@@ -6,6 +6,8 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parse } from 'yaml';
+import { allFlags } from '../../src/cli/args.ts';
+import { mountHostFsCommand } from '../../src/cli/mount-host-fs.ts';
 import {
   EDGE_VALUES,
   type Container,
@@ -262,12 +264,16 @@ t.test('default values (k8sServiceHost set)', async (t) => {
     );
     const init = container(spec, 'mount-host-fs');
     t.same(sorted(init.securityContext?.capabilities?.add), INIT_CAPS);
-    t.same(init.command, ['sh', '/svcmap-scripts/mount-host-fs.sh']);
-    t.equal(envValue(init, 'CGROUP_ROOT'), '/run/svcmap/cgroupv2');
-    t.equal(envValue(init, 'BPF_AUTOMOUNT'), 'true');
-    t.equal(envValue(init, 'CGROUP_AUTOMOUNT'), 'true');
-    t.equal(envValue(init, 'HOSTPROC'), '/hostproc');
+    t.same(init.command, ['svcmap'], 'a svcmap subcommand, no shell');
+    t.same(init.args, ['mount-host-fs', '--host-proc', '/hostproc', '--cgroup-root', '/run/svcmap/cgroupv2']);
+    for (const flag of (init.args ?? []).filter((a) => a.startsWith('--')))
+      t.ok(flag.slice(2) in allFlags(mountHostFsCommand), `svcmap mount-host-fs takes ${flag}`);
     t.match(mount(init, '/hostproc'), { name: 'hostproc', readOnly: true });
+    t.same(
+      init.volumeMounts?.map((m) => m.name),
+      ['hostproc'],
+      "only the host's /proc",
+    );
     const vol = spec.volumes?.find((v) => v.name === 'hostproc');
     t.same(vol?.hostPath, { path: '/proc', type: 'Directory' });
   });
@@ -341,12 +347,16 @@ t.test('default values (k8sServiceHost set)', async (t) => {
     const cm = one(ms, 'ConfigMap', 'svcmap-scripts');
     const data = cm.data as Record<string, string>;
     const chartDir = new URL('../../charts/svcmap/files/', import.meta.url);
-    for (const f of ['mount-host-fs.sh', 'cleanup.sh', 'cleanup-wait.mjs', 'helm-test.mjs']) {
-      t.equal(data[f], readFileSync(new URL(f, chartDir), 'utf8'), f);
-    }
+    t.same(Object.keys(data).sort(), ['cleanup-wait.mjs', 'helm-test.mjs'], 'node scripts only (the hook Job, helm test)');
+    for (const f of Object.keys(data)) t.equal(data[f], readFileSync(new URL(f, chartDir), 'utf8'), f);
     const ds = agentDaemonSet(ms);
-    const ann = (ds.spec as { template: { metadata: { annotations: Record<string, string> } } }).template.metadata.annotations;
-    t.match(ann['checksum/scripts'], /^[0-9a-f]{64}$/, 'pods roll when the scripts change');
+    // (null: the template's annotations block can be empty.)
+    const ann = (ds.spec as { template: { metadata: { annotations: Record<string, string> | null } } }).template.metadata.annotations ?? {};
+    t.notOk('checksum/scripts' in ann, 'the agent DaemonSet uses no script: nothing to roll it for');
+    t.notOk(
+      agentSpec(ms).volumes?.some((v) => v.configMap),
+      'nor mounts the ConfigMap',
+    );
     t.notOk('prometheus.io/port' in ann, 'no scrape annotations while metrics are on loopback (the default)');
     const open = render({ set: [`k8sServiceHost=${HOST}`, 'metricsBindAddress=0.0.0.0'] });
     const openAnn = (agentDaemonSet(open).spec as { template: { metadata: { annotations: Record<string, string> } } }).template.metadata
@@ -441,7 +451,7 @@ t.test('edge values (custom ports, devices, resources, IPv6 API server, no init 
   t.test('the cleanup hook follows pinDir and the timeout', async (t) => {
     const cds = one(ms, 'DaemonSet', 'kp-replacement-cleanup');
     const c = container(podSpec(cds) as PodSpec, 'cleanup');
-    t.equal(envValue(c, 'PIN_DIR'), '/sys/fs/bpf/tenant-a/svcmap');
+    t.same(c.args?.slice(0, 4), ['cleanup', '--force', '--pin-dir', '/sys/fs/bpf/tenant-a/svcmap']);
     const job = one(ms, 'Job', 'kp-replacement-cleanup-wait');
     t.equal((job.spec as { activeDeadlineSeconds: number }).activeDeadlineSeconds, 960);
     const wait = container(podSpec(job) as PodSpec, 'wait');
@@ -518,9 +528,20 @@ t.test('preflight.enabled=false: no preflight init container', async (t) => {
 t.test('init container modes', async (t) => {
   const onlyBpf = agentSpec(render({ set: [`k8sServiceHost=${HOST}`, 'cgroup.autoMount=false', 'cgroup.hostRoot=/sys/fs/cgroup'] }));
   const init = container(onlyBpf, 'mount-host-fs');
-  t.equal(envValue(init, 'BPF_AUTOMOUNT'), 'true');
-  t.equal(envValue(init, 'CGROUP_AUTOMOUNT'), 'false', 'still checks the cgroup mount, without mounting');
-  t.equal(envValue(init, 'CGROUP_ROOT'), '/sys/fs/cgroup');
+  t.same(
+    init.args,
+    ['mount-host-fs', '--host-proc', '/hostproc', '--cgroup-root', '/sys/fs/cgroup', '--no-mount-cgroup'],
+    'still checks the cgroup mount, without mounting',
+  );
+  const onlyCgroup = agentSpec(render({ set: [`k8sServiceHost=${HOST}`, 'bpf.autoMount=false'] }));
+  t.same(container(onlyCgroup, 'mount-host-fs').args, [
+    'mount-host-fs',
+    '--host-proc',
+    '/hostproc',
+    '--cgroup-root',
+    '/run/svcmap/cgroupv2',
+    '--no-mount-bpffs',
+  ]);
 });
 
 t.test('Kubernetes older than the tested releases (docs/compatibility.md): refused by kubeVersion', async (t) => {

@@ -1,11 +1,16 @@
 // svcmap cleanup asks for --force while an agent runs on the pin directory,
-// and only then: the real agent on the e2e fixture (namespaces, echo pods, a
+// and only then; with --done-file (the chart's cleanup DaemonSet) it reports
+// done through a file and waits for SIGTERM: the real agent on the e2e fixture (namespaces, echo pods, a
 // client pod in the test's own cgroup, a pin directory of its own), and the
 // compiled CLI. An agent killed with SIGKILL leaves nothing that reads as
 // running (the kernel drops its lock with its last descriptor).
-import { existsSync } from 'node:fs';
+import { spawn } from 'node:child_process';
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import t from 'tap';
 import { type Cluster, echoService, startCluster } from '../e2e/fixtures/cluster.ts';
+import { SVCMAP } from '../../lab/agent-process.ts';
 import { runSvcmap } from './run.ts';
 
 const VIP = '10.96.0.90';
@@ -59,3 +64,41 @@ t.test('with the agent running again: --force proceeds', async (t) => {
   t.equal(await translated(), 0, 'the Service is no longer translated, as the refusal said');
   t.equal(c.agent.child.exitCode, null, 'the agent itself runs on');
 });
+
+t.test(
+  '--done-file (the chart cleanup DaemonSet): cleans up under a running agent, creates the file, runs until SIGTERM, exits 0',
+  async (t) => {
+    c.agent.kill('SIGKILL');
+    await c.agent.exited;
+    await c.startAgent();
+    t.equal(await translated(), 3, 'the agent translates again');
+    const dir = mkdtempSync(join(tmpdir(), 'svcmap-cleanup-done-'));
+    t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+    const done = join(dir, 'done');
+    writeFileSync(done, ''); // a previous pod's: removed first, so it never reads as this run's
+    const { NODE_OPTIONS: _, SVCMAP_DEBUG: __, ...env } = process.env;
+    const p = spawn('env', ['-u', 'NODE_OPTIONS', SVCMAP, 'cleanup', '--force', '--pin-dir', c.pinDir, '--done-file', done], {
+      env,
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let out = '';
+    let err = '';
+    p.stderr.setEncoding('utf8').on('data', (d: string) => (err += d));
+    const exited = new Promise<number | null>((resolve) => p.on('exit', (code) => resolve(code)));
+    // Waits for the line that says it is done (or for an early exit).
+    await new Promise<void>((resolve) => {
+      p.stdout.setEncoding('utf8').on('data', (d: string) => {
+        out += d;
+        if (out.includes('waiting for SIGTERM')) resolve();
+      });
+      void exited.then(() => resolve());
+    });
+    t.equal(p.exitCode, null, `still running after the cleanup${err ? `: ${err}` : ''}`);
+    t.match(out, /^removed:\n[\s\S]*done: created .*; waiting for SIGTERM\n$/);
+    t.ok(existsSync(done), 'the done file exists (the readiness probe turns ready)');
+    t.notOk(existsSync(c.pinDir), 'the pins are gone');
+    t.equal(await translated(), 0, 'the Service is no longer translated');
+    p.kill('SIGTERM');
+    t.equal(await exited, 0, 'SIGTERM: exit 0 (the hook deleting its pod)');
+  },
+);

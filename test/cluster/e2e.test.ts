@@ -47,6 +47,7 @@ import {
   staleWorkloads,
   workloads,
 } from './fixtures/workloads.ts';
+import { type ImageFile, judgeImageFiles, LIST_FILES } from './fixtures/image-files.ts';
 
 const log = (l: string) => t.comment(l);
 const savedPanicOnOops = readFileSync('/proc/sys/kernel/panic_on_oops', 'utf8').trim();
@@ -109,10 +110,70 @@ t.test(
     ]);
     for (const p of pods.items) {
       t.ok(p.spec.hostNetwork, `${p.metadata.name} is a hostNetwork pod`);
-      const seen = (await k.run(['-n', NAMESPACE, 'exec', p.metadata.name, '--', 'cat', '/proc/sys/kernel/hostname'])).trim();
+      // (The image has no cat: its node reads the file.)
+      const seen = (
+        await k.run([
+          '-n',
+          NAMESPACE,
+          'exec',
+          p.metadata.name,
+          '--',
+          'node',
+          '-p',
+          "require('node:fs').readFileSync('/proc/sys/kernel/hostname', 'utf8')",
+        ])
+      ).trim();
       t.equal(seen, p.spec.nodeName, `${p.metadata.name} on ${p.spec.nodeName} sees hostname ${seen}`);
     }
     for (const n of cluster.nodes) t.equal((await n.exec('hostname', [])).trim(), n.name, `${n.name}: hostname in the node`);
+  },
+);
+
+t.test(
+  'the agent image on the cluster (kubectl exec into each agent): no shell, package manager or compiler; svcmap version and preflight run in it; the init steps ran without a shell',
+  async (t) => {
+    const pods = await k.json<{
+      items: Array<{
+        metadata: { name: string };
+        spec: { nodeName: string; initContainers: Array<{ name: string; command: string[] }> };
+        status: { initContainerStatuses: Array<{ name: string; state: { terminated?: { exitCode: number } } }> };
+      }>;
+    }>(['-n', NAMESPACE, 'get', 'pods', '-l', AGENT_SELECTOR]);
+    for (const p of pods.items) {
+      const inAgent = (argv: readonly string[]) =>
+        k.run(['-n', NAMESPACE, 'exec', p.metadata.name, '-c', 'agent', '--', ...argv], { timeoutMs: 120_000 });
+      // The image's files as the running container has them, listed by its own node.
+      const files = JSON.parse(await inAgent(['node', '-e', LIST_FILES])) as ImageFile[];
+      const v = judgeImageFiles(files);
+      t.same(v.forbidden, [], `${p.spec.nodeName}: no shell, apt/dpkg, compiler or coreutils in the agent's image`);
+      t.same(v.unexpected, [], `${p.spec.nodeName}: outside /app only node, /etc/passwd, /etc/group, libraries and copyright files`);
+      t.same(v.missing, [], `${p.spec.nodeName}: node, /app, libbpf`);
+      t.comment(`${p.spec.nodeName}: ${files.length} files in the agent's image`);
+      await t.rejects(inAgent(['sh', '-c', 'true']), `${p.spec.nodeName}: kubectl exec ... sh fails: there is none`);
+      t.match(
+        await inAgent(['svcmap', 'version']),
+        /^svcmap {2}\S+ \(commit \S+, built \S+\)\nnode {4}v24\.[\s\S]*\nlibbpf {2}1\.\d+\n/,
+        `${p.spec.nodeName}: svcmap version`,
+      );
+      const pre = JSON.parse(
+        await inAgent(['svcmap', 'preflight', '--cgroup', '/run/svcmap/cgroupv2', '--pin-dir', PIN_DIR, '-o', 'json']),
+      ) as { canRun: boolean; requirements: Array<{ id: string; status: string }> };
+      t.ok(pre.canRun, `${p.spec.nodeName}: svcmap preflight in the agent container: can run`);
+      // The chart's init containers: svcmap subcommands, and they ran to exit 0. (Here that
+      // is preflight: the lab turns mount-host-fs off, since its nodes' PID 1 is this
+      // machine's and the mounts would land in its namespace; test/cli/mount-host-fs.test.ts
+      // runs it against a namespace of its own.)
+      t.same(
+        p.spec.initContainers.map((c) => c.command),
+        p.spec.initContainers.map(() => ['svcmap']),
+        'init containers run svcmap, no shell',
+      );
+      t.same(
+        p.status.initContainerStatuses.map((s) => [s.name, s.state.terminated?.exitCode]),
+        p.spec.initContainers.map((c) => [c.name, 0]),
+        `${p.spec.nodeName}: every init container exited 0 (${p.spec.initContainers.map((c) => c.name).join(', ')})`,
+      );
+    }
   },
 );
 

