@@ -1,34 +1,37 @@
-// svcmap agent: datapath up, metrics and health endpoints up, then the
-// source (a manifest directory, or the Kubernetes API) drives the sync. On
-// SIGTERM the agent exits and leaves the datapath pinned and working;
-// svcmap cleanup removes it.
+// svcmap agent: a list of parts (components.ts), started in order: the
+// datapath first, then the parts built on its maps, metrics and health
+// endpoints, the sync loop, and last the source (a manifest directory, or
+// the Kubernetes API) that drives the sync. On SIGTERM the agent stops them
+// in the reverse order and leaves the datapath pinned and working; svcmap
+// cleanup removes it.
 import type { LbAlgorithmName } from '../maps/constants.ts';
 import { readBackendConnections } from '../maps/backend-connections.ts';
 import { readDatapathCounters } from '../maps/datapath-counters.ts';
-import type { Frontend } from '../model/types.ts';
-import { FileSource, MANIFEST_READ } from '../sources/file/file-source.ts';
+import type { Frontend, NodeInfo } from '../model/types.ts';
+import type { KubeConfig } from '../sources/kubernetes/client-node.ts';
 import type { KubeConnection } from '../sources/kubernetes/config.ts';
+import { FamilySyncers } from '../sync/families.ts';
 import { MapsAdapter } from '../sync/maps-adapter.ts';
 import { Syncer } from '../sync/syncer.ts';
 import { ZoneNames } from '../sync/zones.ts';
-import { FamilySyncers } from '../sync/families.ts';
-import { Components } from './components.ts';
+import type { Family } from '../util/family.ts';
+import { type Component, Components } from './components.ts';
 import { CONNS_ADJUST_PROGRAM, ConnCounts } from './datapath/conn-counts.ts';
-import { CtGc, type CtLifetimes } from './loops/ct-gc.ts';
-import { type DatapathOptions, bringUpDatapath } from './datapath/datapath.ts';
-import { type HealthCheckService, HealthCheckPorts, healthCheckOf } from './http/health-check-ports.ts';
-import { proxyHealthy, serveHealth, serveMetrics } from './http/http-servers.ts';
-import { type ModelSource, SyncLoop } from './loops/sync-loop.ts';
-import type { Logger } from './log.ts';
-import { AgentMetrics, type BuildLabels } from './http/metrics.ts';
-import type { IpFamily } from './http/kube-proxy-metrics.ts';
-import { countingProblemReporter } from './loops/problems-log.ts';
-import { SyncStatus } from './loops/sync-status.ts';
-import { HeapReclaimer } from './loops/heap.ts';
+import { type Datapath, type DatapathOptions, DatapathPart } from './datapath/datapath.ts';
 import { SocketCounter } from './datapath/socket-recount.ts';
 import { SocketTerminator } from './datapath/socket-terminator.ts';
 import { TcDatapath } from './datapath/tc-datapath.ts';
-import type { Family } from '../util/family.ts';
+import { type HealthCheckService, HealthCheckPorts, healthCheckOf } from './http/health-check-ports.ts';
+import { HttpServers, proxyHealthy } from './http/http-servers.ts';
+import type { IpFamily } from './http/kube-proxy-metrics.ts';
+import { AgentMetrics, type BuildLabels } from './http/metrics.ts';
+import type { Logger } from './log.ts';
+import { CtGc, type CtLifetimes } from './loops/ct-gc.ts';
+import { HeapReclaimer } from './loops/heap.ts';
+import { countingProblemReporter } from './loops/problems-log.ts';
+import { fileSourcePart } from './loops/source-part.ts';
+import { SyncLoop } from './loops/sync-loop.ts';
+import { SyncStatus } from './loops/sync-status.ts';
 
 export type AgentSource = { kind: 'files'; dir: string } | ({ kind: 'kubernetes' } & KubeConnection);
 
@@ -72,7 +75,7 @@ export async function runAgent(cfg: AgentConfig, log: Logger): Promise<RunningAg
     cfg.source.kind === 'kubernetes'
       ? {
           ...(await import('../sources/kubernetes/config.ts')),
-          ...(await import('../sources/kubernetes/source.ts')),
+          ...(await import('./loops/kube-source-part.ts')),
           ...(await import('./events/k8s-sink.ts')),
         }
       : undefined;
@@ -84,204 +87,13 @@ export async function runAgent(cfg: AgentConfig, log: Logger): Promise<RunningAg
     );
   }
 
-  const dp = bringUpDatapath(cfg, (msg, fields) => log.info(fields ?? {}, msg));
-  // Each part once started; stopped in the reverse order.
   const parts = new Components((name, err) => log.error({ err, part: name }, 'stopping a part of the agent failed'));
-  parts.add('datapath', () => {
-    dp.maps.close();
-    dp.sock.close(); // pins and links stay: the datapath keeps working
-    dp.tc.close();
-    dp.pinLock.release(); // from here svcmap cleanup no longer asks for --force
-  });
-  // A part that fails to start stops the ones started before it: nothing is left running behind the error.
+  // The datapath first: its maps are what the other parts are built on.
+  const datapath = new DatapathPart(cfg, log);
+  await parts.start([datapath]);
   try {
-    for (const n of dp.notes) log.warn(n);
-    log.info(
-      {
-        objects: dp.objectPaths,
-        reusedMaps: dp.reusedMaps,
-        links: dp.links,
-        cgroup: cfg.cgroup,
-        pinDir: cfg.pinDir,
-      },
-      dp.reusedMaps.length ? 'datapath up (reusing pinned maps)' : 'datapath up',
-    );
-
-    // Backends that leave a frontend: the sockets the socket LB sent to them are destroyed (each family's by its own map).
-    const { v4, v6 } = dp.maps;
-    const families: IpFamily[] = v6 ? ['IPv4', 'IPv6'] : ['IPv4'];
-    const metrics = new AgentMetrics({ families, ...(cfg.build ? { build: cfg.build } : {}) });
-    const syncer = new FamilySyncers(
-      new Syncer(new MapsAdapter(v4), { onBackendsRemoved: (removed) => terminator.enqueue(removed, 4) }),
-      v6 ? new Syncer(new MapsAdapter(v6), { onBackendsRemoved: (removed) => terminator.enqueue(removed, 6) }) : undefined,
-      (family, full, ms) => metrics.kubeProxy.synced(family === 6 ? 'IPv6' : 'IPv4', full, ms),
-    );
-    log.info({ frontends: syncer.state.frontends.size, backends: syncer.state.backends.size }, 'read current map state');
-
-    const terminator = SocketTerminator.start(
-      {
-        pinDir: cfg.pinDir,
-        cgroup: cfg.cgroup,
-        tcp: cfg.destroyTcpSockets ?? false,
-        ...(cfg.netnsDir ? { netnsDir: cfg.netnsDir } : {}),
-        ...(cfg.objectDir ? { objectDir: cfg.objectDir } : {}),
-        ...(cfg.forceCompile ? { forceCompile: true } : {}),
-      },
-      log,
-      metrics.registry,
-    );
-    parts.add('socket terminator', () => terminator.close());
-    const counters = dp.maps.counters;
-    if (counters) metrics.readDatapathCountersWith(() => readDatapathCounters(counters));
-    metrics.readBackendConnectionsWith(() => readBackendConnections([dp.maps.family(4), dp.maps.family(6)]));
-    // Live connection counts (lc, sed, nq): the GC takes collected flows off them and recounts tc's.
-    const counter = (family: Family) =>
-      SocketCounter.load(
-        {
-          pinDir: cfg.pinDir,
-          family,
-          ...(cfg.objectDir ? { objectDir: cfg.objectDir } : {}),
-          ...(cfg.forceCompile ? { forceCompile: true } : {}),
-        },
-        log,
-      );
-    const sockets = v4.conns ? counter(4) : undefined;
-    const conns = v4.conns
-      ? new ConnCounts(
-          { conns: v4.conns, backends: v4.backends },
-          dp.tc.programFd(CONNS_ADJUST_PROGRAM),
-          sockets,
-          v6?.conns ? { maps: { conns: v6.conns, backends: v6.backends }, sockets: sockets ? counter(6) : undefined } : undefined,
-        )
-      : undefined;
-    if (conns) parts.add('connection counts', () => conns.close());
-    const ctGc = v4.ct ? new CtGc(v4.ct, { ...cfg.ctGc, metrics, log, map6: v6?.ct, ...(conns ? { conns } : {}) }) : undefined;
-    if (ctGc) {
-      ctGc.start();
-      parts.add('conntrack GC', () => ctGc.stop());
-    }
-    // Kubernetes Events about what could not be programmed: only where there is an API server to hold them.
-    const events = k8s ? k8s.startKubernetesEvents(kc!, cfg.nodeName!, log, metrics) : undefined;
-    if (events) parts.add('events', () => events.stop());
-    const heap = new HeapReclaimer(log);
-    const statusArgs = [metrics, log, { afterFullSync: () => heap.afterFullSync() }] as const;
-    const status = events?.syncStatus(...statusArgs) ?? new SyncStatus(...statusArgs);
-    const problems = countingProblemReporter(log, metrics, events?.problems);
-    const tcDatapath = new TcDatapath(
-      dp.tc,
-      { config: dp.maps.config!, devAddr: v4.devAddr!, devAddr6: v6?.devAddr },
-      cfg.pinDir,
-      log,
-      cfg.devices,
-      cfg.tcAttach ?? 'auto',
-    );
-    const attachTc = (node: { name: string; addresses: string[] } | undefined) => {
-      try {
-        tcDatapath.update(node);
-      } catch (err) {
-        metrics.syncErrors.inc({ kind: 'write_failed' });
-        log.error({ err }, 'attaching the tc datapath failed; NodePort/LoadBalancer/externalIP traffic from outside is not translated');
-      }
-    };
-    if (cfg.devices?.length) attachTc(cfg.nodeName ? { name: cfg.nodeName, addresses: [] } : undefined);
-    else attachTc(undefined); // the SNAT addresses, and the devices with routes out of the node
-    // From now on the node's address and route changes are followed without a restart.
-    tcDatapath.follow();
-    parts.add('tc datapath', () => tcDatapath.stop());
-    const healthTimeoutMs = cfg.healthTimeoutMs ?? Math.max(60_000, 2 * cfg.minSyncIntervalMs);
-    const healthChecks = new HealthCheckPorts(log, () => proxyHealthy(status.health, healthTimeoutMs));
-    parts.add('health check ports', () => healthChecks.close());
-    const running: Partial<RunningAgent> = {};
-    if (cfg.metrics) {
-      const m = await serveMetrics(metrics, cfg.metrics);
-      parts.add('metrics server', () => m.server.close());
-      running.metricsPort = m.port;
-    }
-    if (cfg.health) {
-      const h = await serveHealth(() => status.health, healthTimeoutMs, { ...cfg.health, families });
-      parts.add('health server', () => h.server.close());
-      running.healthPort = h.port;
-    }
-    log.info(
-      {
-        metricsPort: running.metricsPort,
-        healthPort: running.healthPort,
-        metricsAddress: cfg.metrics?.bindAddress,
-        healthAddress: cfg.health?.bindAddress,
-      },
-      'serving metrics and health',
-    );
-
-    // One sync loop for both sources; the source only feeds its model.
-    let loop: SyncLoop | undefined;
-    const changed = () => loop?.poke();
-    const countEvent = (kind: 'Service' | 'EndpointSlice') =>
-      kind === 'Service' ? metrics.kubeProxy.serviceEvent() : metrics.kubeProxy.endpointSliceEvent();
-    let source: ModelSource & { stop(): void };
-    let started: () => Promise<void>;
-    if (cfg.source.kind === 'files') {
-      const files = new FileSource({
-        dir: cfg.source.dir,
-        ...(cfg.nodeName ? { nodeName: cfg.nodeName } : {}),
-        changed,
-        event: countEvent,
-        onNode: (node) => attachTc(node),
-        // Debug: a test that writes a file waits for this, then for the sync after it.
-        onRead: (file) => log.debug({ file }, MANIFEST_READ),
-        onError: (err) => {
-          metrics.syncErrors.inc({ kind: 'source' });
-          log.error({ err }, 'reading manifests failed; keeping the last state');
-        },
-      });
-      source = files;
-      started = async () => {
-        await files.start();
-        log.info({ manifests: (cfg.source as { dir: string }).dir }, 'watching manifests');
-      };
-    } else {
-      const kube = new k8s!.KubernetesSource(kc!, cfg.nodeName, {
-        changed,
-        informerError: (kind, err, retryMs) => {
-          metrics.syncErrors.inc({ kind: 'source' });
-          log.warn(
-            { informer: kind, err: String((err as Error)?.message ?? err), retryMs },
-            'watch failed; the maps keep their state, retrying',
-          );
-        },
-        sliceTrigger: (svc, at, family) => loop?.trigger(svc, at, family),
-        node: (node) => attachTc(node),
-        nodeEligible: (eligible) => {
-          if (eligible !== status.health.nodeEligible)
-            log.warn({ node: cfg.nodeName, eligible }, eligible ? 'node eligible again' : 'node is being deleted: /healthz answers 503');
-          status.health.nodeEligible = eligible;
-        },
-        event: countEvent,
-      });
-      kube.model.setNode({ name: cfg.nodeName!, addresses: [] });
-      source = kube;
-      started = async () => {
-        kube.start();
-        log.info({ apiServer: kc!.getCurrentCluster()?.server, node: cfg.nodeName }, 'watching the Kubernetes API');
-        void kube.synced.then(() => log.info('informers synced'));
-      };
-    }
-    loop = new SyncLoop(source, syncer, status, metrics, problems, log, {
-      minIntervalMs: cfg.minSyncIntervalMs,
-      syncPeriodMs: cfg.syncPeriodMs,
-      ...(cfg.lbAlgorithm ? { lbAlgorithm: cfg.lbAlgorithm } : {}),
-      ...(dp.maps.zones ? { zones: new ZoneNames(dp.maps.zones, (msg, zone) => log.warn({ zone }, msg)) } : {}),
-      onServices: (changed, full) => {
-        // A full sync lists every Service: one that is gone (say, deleted while
-        // a partial sync failed) loses its health check server here.
-        if (full) healthChecks.replaceAll(healthChecksByService([...changed.values()].flat()));
-        else for (const [svc, frontends] of changed) healthChecks.set(svc, healthCheckOf(frontends));
-      },
-    });
-    loop.start();
-    parts.add('sync loop', () => loop.stop());
-    await started();
-    parts.add('source', () => source.stop());
-
+    const list = buildParts(cfg, log, datapath.datapath, k8s && kc ? { ...k8s, kc } : undefined);
+    await parts.start(list.parts);
     let resolveStopped!: () => void;
     const stopped = new Promise<void>((r) => (resolveStopped = r));
     let done = false;
@@ -292,11 +104,115 @@ export async function runAgent(cfg: AgentConfig, log: Logger): Promise<RunningAg
       log.info('agent stopped; datapath left in place (svcmap cleanup removes it)');
       resolveStopped();
     };
-    return { ...running, stop, stopped };
+    const { metricsPort, healthPort } = list.servers;
+    return { ...(metricsPort !== undefined ? { metricsPort } : {}), ...(healthPort !== undefined ? { healthPort } : {}), stop, stopped };
   } catch (err) {
-    parts.stop();
+    parts.stop(); // the datapath too, when building the list failed
     throw err;
   }
+}
+
+/** What the Kubernetes source brings: its part, its Events sink, and the client's config. */
+type KubeKit = typeof import('./loops/kube-source-part.ts') & typeof import('./events/k8s-sink.ts') & { kc: KubeConfig };
+
+/**
+ * The agent's parts on a datapath that is up, in the order they start (the
+ * reverse of the order they stop): nothing here acquires anything yet.
+ */
+function buildParts(cfg: AgentConfig, log: Logger, dp: Datapath, k8s: KubeKit | undefined): { parts: Component[]; servers: HttpServers } {
+  const families: IpFamily[] = dp.maps.v6 ? ['IPv4', 'IPv6'] : ['IPv4'];
+  const metrics = new AgentMetrics({ families, ...(cfg.build ? { build: cfg.build } : {}) });
+  const bpfBuild = { ...(cfg.objectDir ? { objectDir: cfg.objectDir } : {}), ...(cfg.forceCompile ? { forceCompile: true } : {}) };
+  const terminator = new SocketTerminator(
+    {
+      pinDir: cfg.pinDir,
+      cgroup: cfg.cgroup,
+      tcp: cfg.destroyTcpSockets ?? false,
+      ...(cfg.netnsDir ? { netnsDir: cfg.netnsDir } : {}),
+      ...(cfg.objectDir ? { objectDir: cfg.objectDir } : {}),
+      ...(cfg.forceCompile ? { forceCompile: true } : {}),
+    },
+    log,
+    metrics.registry,
+  );
+  // Backends that leave a frontend: the sockets the socket LB sent to them are destroyed (each family's by its own map).
+  const syncer = new FamilySyncers(
+    dp.maps.families().map((maps) => ({
+      family: maps.family,
+      syncer: new Syncer(new MapsAdapter(maps), { onBackendsRemoved: (removed) => terminator.enqueue(removed, maps.family) }),
+    })),
+    (family, full, ms) => metrics.kubeProxy.synced(family === 6 ? 'IPv6' : 'IPv4', full, ms),
+  );
+  log.info({ frontends: syncer.state.frontends.size, backends: syncer.state.backends.size }, 'read current map state');
+  const counters = dp.maps.counters;
+  if (counters) metrics.readDatapathCountersWith(() => readDatapathCounters(counters));
+  metrics.readBackendConnectionsWith(() => readBackendConnections(dp.maps.families()));
+
+  // Live connection counts (lc, sed, nq): the GC takes collected flows off them and recounts tc's.
+  const conns = new ConnCounts(dp.maps.families(), dp.tc.programFd(CONNS_ADJUST_PROGRAM), (family) =>
+    SocketCounter.load({ pinDir: cfg.pinDir, family, ...bpfBuild }, log),
+  );
+  const ctGc = new CtGc(dp.maps.families(), { ...cfg.ctGc, metrics, log, ...(conns.any ? { conns } : {}) });
+  // Kubernetes Events about what could not be programmed: only where there is an API server to hold them.
+  const events = k8s ? k8s.startKubernetesEvents(k8s.kc, cfg.nodeName!, log, metrics) : undefined;
+  const heap = new HeapReclaimer(log);
+  const statusArgs = [metrics, log, { afterFullSync: () => heap.afterFullSync() }] as const;
+  const status = events?.syncStatus(...statusArgs) ?? new SyncStatus(...statusArgs);
+  const problems = countingProblemReporter(log, metrics, events?.problems);
+  const tc = new TcDatapath(dp.tc, { config: dp.maps.config!, families: dp.maps.families() }, cfg.pinDir, log, {
+    devices: cfg.devices,
+    mode: cfg.tcAttach ?? 'auto',
+    // With --devices the node's name is all there is to know at start; without, the devices come from its addresses and routes.
+    node: cfg.devices?.length && cfg.nodeName ? { name: cfg.nodeName, addresses: [] } : undefined,
+    onAttachFailed: () => metrics.syncErrors.inc({ kind: 'write_failed' }),
+  });
+  const healthTimeoutMs = cfg.healthTimeoutMs ?? Math.max(60_000, 2 * cfg.minSyncIntervalMs);
+  const healthChecks = new HealthCheckPorts(log, () => proxyHealthy(status.health, healthTimeoutMs));
+  const servers = new HttpServers(
+    metrics,
+    { metrics: cfg.metrics, health: cfg.health && { ...cfg.health, families }, state: () => status.health, timeoutMs: healthTimeoutMs },
+    log,
+  );
+
+  // One sync loop for both sources; the source only feeds its model.
+  let loop: SyncLoop | undefined;
+  const hooks = {
+    changed: () => loop?.poke(),
+    event: (kind: 'Service' | 'EndpointSlice') =>
+      kind === 'Service' ? metrics.kubeProxy.serviceEvent() : metrics.kubeProxy.endpointSliceEvent(),
+    node: (node: NodeInfo | undefined) => tc.attach(node),
+    failed: () => metrics.syncErrors.inc({ kind: 'source' }),
+    sliceTrigger: (svc: string, at: number, family: Family) => loop?.trigger(svc, at, family),
+  };
+  const source =
+    cfg.source.kind === 'files'
+      ? fileSourcePart(cfg.source.dir, cfg.nodeName, hooks, log)
+      : k8s!.kubeSourcePart(k8s!.kc, cfg.nodeName!, hooks, status, log);
+  loop = new SyncLoop(source.source, syncer, status, metrics, problems, log, {
+    minIntervalMs: cfg.minSyncIntervalMs,
+    syncPeriodMs: cfg.syncPeriodMs,
+    ...(cfg.lbAlgorithm ? { lbAlgorithm: cfg.lbAlgorithm } : {}),
+    ...(dp.maps.zones ? { zones: new ZoneNames(dp.maps.zones, (msg, zone) => log.warn({ zone }, msg)) } : {}),
+    onServices: (changed, full) => {
+      // A full sync lists every Service: one that is gone (say, deleted while
+      // a partial sync failed) loses its health check server here.
+      if (full) healthChecks.replaceAll(healthChecksByService([...changed.values()].flat()));
+      else for (const [svc, frontends] of changed) healthChecks.set(svc, healthCheckOf(frontends));
+    },
+  });
+
+  const parts: Array<Component | undefined> = [
+    terminator,
+    conns.any ? conns : undefined,
+    ctGc.any ? ctGc : undefined,
+    events,
+    tc,
+    healthChecks,
+    servers,
+    loop,
+    source,
+  ];
+  return { parts: parts.filter((p) => p !== undefined), servers };
 }
 
 function healthChecksByService(frontends: Iterable<Frontend>): Map<string, HealthCheckService> {

@@ -106,6 +106,11 @@ export class DatapathMaps {
     return family === 4 ? this.v4 : this.v6;
   }
 
+  /** Each family's maps the datapath has, IPv4's first: code that serves every family walks this list. */
+  families(): FamilyMaps[] {
+    return this.v6 ? [this.v4, this.v6] : [this.v4];
+  }
+
   /**
    * The maps of loaded objects (shared maps are the same pinned map in each),
    * after checking every codec against the BTF of the objects that use it.

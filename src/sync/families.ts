@@ -26,15 +26,20 @@ export function targetFamily(t: FrontendTarget): Family {
 /** Told how long each family's part of a sync attempt took, failed attempts too (an attempt stops at the first family that fails). */
 export type FamilyTimer = (family: Family, full: boolean, ms: number) => void;
 
+/** One family's engine: the Syncer over that family's maps. */
+export interface FamilySyncer {
+  readonly family: Family;
+  readonly syncer: Syncer;
+}
+
 export class FamilySyncers implements SyncEngine {
-  readonly v4: Syncer;
-  /** Undefined when the datapath has no IPv6 maps (pins older than them): IPv6 targets are then left out. */
-  readonly v6: Syncer | undefined;
+  /** IPv4's first; a family without maps (IPv6 in pins older than them) has none, and its targets are left out. */
+  readonly #engines: readonly FamilySyncer[];
   readonly #timed: FamilyTimer | undefined;
 
-  constructor(v4: Syncer, v6: Syncer | undefined, timed?: FamilyTimer) {
-    this.v4 = v4;
-    this.v6 = v6;
+  constructor(engines: readonly FamilySyncer[], timed?: FamilyTimer) {
+    if (engines[0]?.family !== 4) throw new Error('FamilySyncers: the IPv4 engine comes first');
+    this.#engines = engines;
     this.#timed = timed;
   }
 
@@ -49,67 +54,58 @@ export class FamilySyncers implements SyncEngine {
   }
 
   get state(): SyncEngine['state'] {
-    const [a, b] = [this.v4.state, this.v6?.state];
-    return {
-      frontends: { size: a.frontends.size + (b?.frontends.size ?? 0) },
-      backends: { size: a.backends.size + (b?.backends.size ?? 0) },
-    };
+    let [frontends, backends] = [0, 0];
+    for (const { syncer } of this.#engines) {
+      frontends += syncer.state.frontends.size;
+      backends += syncer.state.backends.size;
+    }
+    return { frontends: { size: frontends }, backends: { size: backends } };
   }
 
   /** The IPv4 maps' capacity (each map's metric is its own; the IPv6 maps' is in SyncReport.v6). */
   capacity(): Capacity {
-    return this.v4.capacity();
+    return this.#engines[0]!.syncer.capacity();
   }
 
   zonesInUse(): Set<number> {
-    const out = this.v4.zonesInUse();
-    for (const z of this.v6?.zonesInUse() ?? []) out.add(z);
+    const out = new Set<number>();
+    for (const { syncer } of this.#engines) for (const z of syncer.zonesInUse()) out.add(z);
     return out;
   }
 
   reload(): void {
-    this.v4.reload();
-    this.v6?.reload();
+    for (const { syncer } of this.#engines) syncer.reload();
   }
 
   sync(targets: readonly FrontendTarget[]): SyncReport {
-    const [t4, t6] = this.#split(targets);
-    const r4 = this.#time(4, true, () => this.v4.sync(t4));
-    const v6 = this.v6;
-    return v6
-      ? merge(
-          r4,
-          this.#time(6, true, () => v6.sync(t6)),
-          v6.capacity(),
-        )
-      : r4;
+    const byFamily = this.#split(targets);
+    return this.#each(true, (f) => f.syncer.sync(byFamily[f.family]));
   }
 
   syncOwners(changes: ReadonlyMap<string, readonly FrontendTarget[]>): SyncReport {
-    // Every owner goes to both families: an empty list removes what it had there.
-    const c4 = new Map<string, FrontendTarget[]>();
-    const c6 = new Map<string, FrontendTarget[]>();
+    // Every owner goes to every family: an empty list removes what it had there.
+    const byFamily: Record<Family, Map<string, FrontendTarget[]>> = { 4: new Map(), 6: new Map() };
     for (const [owner, list] of changes) {
-      const [t4, t6] = this.#split(list);
-      c4.set(owner, t4);
-      c6.set(owner, t6);
+      const split = this.#split(list);
+      for (const f of [4, 6] as const) byFamily[f].set(owner, split[f]);
     }
-    const r4 = this.#time(4, false, () => this.v4.syncOwners(c4));
-    const v6 = this.v6;
-    return v6
-      ? merge(
-          r4,
-          this.#time(6, false, () => v6.syncOwners(c6)),
-          v6.capacity(),
-        )
-      : r4;
+    return this.#each(false, (f) => f.syncer.syncOwners(byFamily[f.family]));
   }
 
-  #split(targets: readonly FrontendTarget[]): [FrontendTarget[], FrontendTarget[]] {
-    const t4: FrontendTarget[] = [];
-    const t6: FrontendTarget[] = [];
-    for (const t of targets) (targetFamily(t) === 4 ? t4 : t6).push(t);
-    return [t4, t6];
+  /** Runs each family's part in order (the first to fail stops the attempt), timed, and merges the reports. */
+  #each(full: boolean, run: (f: FamilySyncer) => SyncReport): SyncReport {
+    let out: SyncReport | undefined;
+    for (const f of this.#engines) {
+      const r = this.#time(f.family, full, () => run(f));
+      out = out ? merge(out, r, f.syncer.capacity()) : r;
+    }
+    return out!;
+  }
+
+  #split(targets: readonly FrontendTarget[]): Record<Family, FrontendTarget[]> {
+    const out: Record<Family, FrontendTarget[]> = { 4: [], 6: [] };
+    for (const t of targets) out[targetFamily(t)].push(t);
+    return out;
   }
 }
 

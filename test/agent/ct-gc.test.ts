@@ -338,7 +338,7 @@ t.test('the collector: reads the map, one batch delete per run, metrics, injecte
   t.teardown(() => map.raw.close());
   const metrics = new AgentMetrics();
   let now = T0 + 5n * S;
-  const gc = new CtGc(map, { now: () => now, metrics, intervalMs: 0 });
+  const gc = new CtGc([{ family: 4, ct: map }], { now: () => now, metrics, intervalMs: 0 });
 
   t.match(gc.runOnce(), { entries: 4, deleted: 0 });
   now = T0 + 11n * S;
@@ -374,7 +374,7 @@ t.test('the collector runs on its interval until stopped', async (t) => {
   const map = kernelMap(snatFlow({ flags: CT_F_CLOSING, fwdSeen: T0 }));
   t.teardown(() => map.raw.close());
   let runs = 0;
-  const gc = new CtGc(map, {
+  const gc = new CtGc([{ family: 4, ct: map }], {
     now: () => {
       runs++;
       return T0 + 60n * S;
@@ -400,7 +400,7 @@ t.test('a failing run is logged and the next one goes on', async (t) => {
   const warnings: unknown[] = [];
   const log = { warn: (o: unknown) => warnings.push(o), debug: () => {}, info: () => {} } as unknown as Logger;
   let runs = 0;
-  const gc = new CtGc(map, {
+  const gc = new CtGc([{ family: 4, ct: map }], {
     intervalMs: 10,
     log,
     now: () => {
@@ -419,14 +419,14 @@ t.test('a failing run is logged and the next one goes on', async (t) => {
 t.test('bad settings are refused', async (t) => {
   const map = kernelMap([]);
   t.teardown(() => map.raw.close());
-  t.throws(() => new CtGc(map, { lifetimes: { tcpClosingMs: 0 } }), /tcpClosingMs must be more than 0/);
+  t.throws(() => new CtGc([{ family: 4, ct: map }], { lifetimes: { tcpClosingMs: 0 } }), /tcpClosingMs must be more than 0/);
   t.throws(
-    () => new CtGc(map, { lifetimes: { tcpClosingMs: SNAT_TAKE_OVER_MAX_MS } }),
+    () => new CtGc([{ family: 4, ct: map }], { lifetimes: { tcpClosingMs: SNAT_TAKE_OVER_MAX_MS } }),
     /tcpClosingMs must be more than the datapath's SNAT take-over limit of 9000 ms/,
   );
-  t.throws(() => new CtGc(map, { intervalMs: -1 }), /interval/);
+  t.throws(() => new CtGc([{ family: 4, ct: map }], { intervalMs: -1 }), /interval/);
   t.same(
-    new CtGc(map, { lifetimes: { otherMs: 5000, tcpSynMs: undefined } }).lifetimes,
+    new CtGc([{ family: 4, ct: map }], { lifetimes: { otherMs: 5000, tcpSynMs: undefined } }).lifetimes,
     { ...DEFAULT_CT_LIFETIMES, otherMs: 5000 },
     'unset lifetimes keep their defaults',
   );

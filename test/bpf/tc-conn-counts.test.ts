@@ -29,9 +29,13 @@ const h = TcHarness.open({ ctMax: 512 });
 t.teardown(() => h.close());
 h.configure(NODE_IP);
 h.configure6(NODE6);
-const counts = new ConnCounts({ conns: h.conns, backends: h.backends }, h.object.programFd(CONNS_ADJUST_PROGRAM), undefined, {
-  maps: { conns: h.conns6, backends: h.backends6 },
-});
+const counts = new ConnCounts(
+  [
+    { family: 4, conns: h.conns, backends: h.backends },
+    { family: 6, conns: h.conns6, backends: h.backends6 },
+  ],
+  h.object.programFd(CONNS_ADJUST_PROGRAM),
+);
 
 /** One family's frontends, backends and packets: the same ids in each family's own maps. */
 interface Family {
@@ -96,8 +100,14 @@ for (const f of FAMILIES) {
       f.build({ saddr: LOCAL.addr, daddr: client, sport: LOCAL.port, dport: sport, tcpFlags: flags, payload: Buffer.from('y') });
     const connsOf = (id: number) => h.connsOf(id, family);
     const ctEntries = () => (family === 6 ? h.ct6Entries() : h.ctEntries());
-    const gcOf = (opts: Omit<ConstructorParameters<typeof CtGc>[1] & object, 'map6' | 'conns'>) =>
-      new CtGc(h.ct, { ...opts, map6: h.ct6, conns: counts });
+    const gcOf = (opts: Omit<ConstructorParameters<typeof CtGc>[1] & object, 'conns'>) =>
+      new CtGc(
+        [
+          { family: 4, ct: h.ct },
+          { family: 6, ct: h.ct6 },
+        ],
+        { ...opts, conns: counts },
+      );
     /** This family's part of a pass's recount. */
     const mine = (r: RecountResult | undefined) => (family === 6 ? r?.v6 : r);
 

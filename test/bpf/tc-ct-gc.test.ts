@@ -47,7 +47,7 @@ const tcp = (client: string, sport: number, dport: number, flags: number) =>
  */
 function gcAt(metrics?: AgentMetrics) {
   let now = 0n;
-  const gc = new CtGc(h.ct, { now: () => now, intervalMs: 0, ...(metrics ? { metrics } : {}) });
+  const gc = new CtGc([{ family: 4, ct: h.ct }], { now: () => now, intervalMs: 0, ...(metrics ? { metrics } : {}) });
   const seen = () => h.ctEntries().map(([, v]) => v.last_seen);
   const clock = {
     /** The clock at `sec` seconds after the newest entry was last seen: every entry has been idle at least that long. */

@@ -139,7 +139,7 @@ t.test('maglev before its table is published (none written here) is random, and 
   t.ok(seen.size > 1, `random spread (${[...seen].join(', ')})`);
 });
 
-const counts = new ConnCounts({ conns: h.conns, backends: h.backends }, h.object.programFd(CONNS_ADJUST_PROGRAM));
+const counts = new ConnCounts([{ family: 4, conns: h.conns, backends: h.backends }], h.object.programFd(CONNS_ADJUST_PROGRAM));
 const tcCount = (b: BackendSpec) => h.connsOf(b.id).tc;
 
 /** The lc test's frontend and backends in each family: IPv6 flows count in svcmap_conns6, by the same rules. */

@@ -322,7 +322,13 @@ t.test('the conntrack GC collects IPv6 flows with the IPv4 ones', async (t) => {
   h.ingress(tcp(REMOTE.addr, NODE6, 8080, answered.sport, TCP_SYN | TCP_ACK));
   t.equal(h.ct6Entries().length, 4);
   let ahead = 0n;
-  const gc = new CtGc(h.ct, { map6: h.ct6, intervalMs: 0, now: () => process.hrtime.bigint() + ahead });
+  const gc = new CtGc(
+    [
+      { family: 4, ct: h.ct },
+      { family: 6, ct: h.ct6 },
+    ],
+    { intervalMs: 0, now: () => process.hrtime.bigint() + ahead },
+  );
   t.match(gc.runOnce(), { entries: 4, deleted: 0 }, 'nothing is idle yet');
   ahead = 61n * 1_000_000_000n;
   const run = gc.runOnce();

@@ -19,7 +19,10 @@ const sorted = (view: Map<string, string[] | string>) => [...view].map(([k, v]) 
 
 t.test('each family reaches only its own maps; owners lose what they no longer have', async (t) => {
   const [m4, m6] = [new MemoryMaps(), new MemoryMaps()];
-  const s = new FamilySyncers(new Syncer(m4), new Syncer(m6));
+  const s = new FamilySyncers([
+    { family: 4, syncer: new Syncer(m4) },
+    { family: 6, syncer: new Syncer(m6) },
+  ]);
   const dual = [svc('web', f4.vip(10), [f4.pod(1), f4.pod(2)]), svc('web', f6.vip(10), [f6.pod(1), f6.pod(2), f6.pod(3)])];
   const r = s.sync([...dual, svc('api', f6.vip(11), [f6.pod(4)])]);
   t.same(sorted(m4.resolve()), [[`${f4.vip(10)}:80/6/0`, [`${f4.pod(1)}:8080`, `${f4.pod(2)}:8080`]]]);
@@ -51,7 +54,7 @@ t.test('each family reaches only its own maps; owners lose what they no longer h
 
 t.test('without IPv6 maps, IPv6 targets are left out and IPv4 works as before', async (t) => {
   const m4 = new MemoryMaps();
-  const s = new FamilySyncers(new Syncer(m4), undefined);
+  const s = new FamilySyncers([{ family: 4, syncer: new Syncer(m4) }]);
   s.sync([svc('web', f4.vip(1), [f4.pod(1)]), svc('web', f6.vip(1), [f6.pod(1)])]);
   t.same([...m4.resolve().keys()], [`${f4.vip(1)}:80/6/0`]);
 });
@@ -67,7 +70,8 @@ t.test('on the kernel maps: IPv6 frontends in svcmap_svc6/be6/revnat6, read back
     pins.release();
   });
   const v6 = maps.family(6)!;
-  const s = new FamilySyncers(new Syncer(new MapsAdapter(maps.v4)), new Syncer(new MapsAdapter(v6)));
+  const engines = maps.families().map((f) => ({ family: f.family, syncer: new Syncer(new MapsAdapter(f)) }));
+  const s = new FamilySyncers(engines);
   const want = [
     svc('web', f4.vip(10), [f4.pod(1)]),
     svc('web', f6.vip(10), [f6.pod(1), `[${f6.pod(0x1234)}]:443`]),
@@ -79,7 +83,11 @@ t.test('on the kernel maps: IPv6 frontends in svcmap_svc6/be6/revnat6, read back
     ['fd00:10:96:ffff:ffff:ffff:ffff:fffe:80/6/0', [`${f6.pod(2)}:8080`]],
   ]);
   t.same(sorted(kernelView(maps.v4)), [[`${f4.vip(10)}:80/6/0`, [`${f4.pod(1)}:8080`]]], 'the IPv4 maps hold the IPv4 frontend only');
-  t.same(normState(s.v6!.state), normState(new MapsAdapter(v6).readState()), 'a fresh read of the IPv6 maps equals the tracked state');
+  t.same(
+    normState(engines[1]!.syncer.state),
+    normState(new MapsAdapter(v6).readState()),
+    'a fresh read of the IPv6 maps equals the tracked state',
+  );
   // A restarted agent keeps every IPv6 id: nothing to write.
   const again = new Syncer(new MapsAdapter(v6));
   const r = again.sync(want.slice(1));

@@ -46,19 +46,16 @@ import type { TypedMap } from '../../maps/typed-map.ts';
 import type { PackedCt } from './ct-packed.ts';
 import type { SocketCounter } from './socket-recount.ts';
 import type { Family } from '../../util/family.ts';
+import type { FamilyMaps } from '../../maps/datapath-maps.ts';
+import type { Component } from '../components.ts';
 
 export const CONNS_ADJUST_PROGRAM = 'svcmap_conns_adjust';
 
-export interface ConnCountMaps {
-  conns: TypedMap<number, BackendConns>;
-  backends: TypedMap<number, BackendValue>;
-}
+/** One family's counts (svcmap_be_conns, svcmap_conns6) and the backends their ids name; a family without counts is left out. */
+export type ConnCountMaps = Pick<FamilyMaps, 'family' | 'conns' | 'backends'>;
 
-/** The IPv6 backends' counts, beside the IPv4 ones. */
-export interface ConnCountFamily6 {
-  maps: ConnCountMaps;
-  sockets?: SocketCounter | undefined;
-}
+/** Loads a family's socket recount; undefined where the kernel cannot (said in the log). */
+export type SocketCounterLoader = (family: Family) => SocketCounter | undefined;
 
 export interface FieldRecount {
   /** Backends whose count was set right, and by how much in all (absolute). */
@@ -86,11 +83,11 @@ export interface CtPassRead {
   deleted: Uint32Array;
 }
 
-/** What a pass saw before it read the conntrack map (each family's counts). */
-export interface ConnsSnapshot {
-  v4: ReadonlyMap<number, BackendConns>;
-  v6?: ReadonlyMap<number, BackendConns>;
-}
+/** What a pass saw before it read the conntrack maps: each family's counts. */
+export type ConnsSnapshot = ReadonlyMap<Family, ReadonlyMap<number, BackendConns>>;
+
+/** One family's part of a RecountResult (tc's only when the pass read the family's conntrack map). */
+type FamilyRecount = NonNullable<RecountResult['v6']>;
 
 const fieldAt = (layout: typeof ctValue.layout, name: string) => layout.fields.find((f) => f.name === name)!.offset;
 
@@ -128,8 +125,10 @@ function bytesOf6(be: BackendValue): Buffer {
   return b;
 }
 
-const COUNTED4 = countedLayout(ctKey, ctValue, (be, values, at) => ipv4ToU32(be.addr) === values.readUInt32BE(at));
-const COUNTED6 = countedLayout(ct6Key, ct6Value, (be, values, at) => bytesOf6(be).equals(values.subarray(at, at + 16)));
+const COUNTED: Readonly<Record<Family, CountedLayout>> = {
+  4: countedLayout(ctKey, ctValue, (be, values, at) => ipv4ToU32(be.addr) === values.readUInt32BE(at)),
+  6: countedLayout(ct6Key, ct6Value, (be, values, at) => bytesOf6(be).equals(values.subarray(at, at + 16))),
+};
 
 /** One family's tc part of a pass: the flows the GC collected taken off, and the counts the surviving entries say. */
 interface TcPass {
@@ -169,18 +168,39 @@ export function backendLookup(map: Pick<TypedMap<number, BackendValue>, 'get' | 
   };
 }
 
-export class ConnCounts {
-  readonly #maps: ConnCountMaps;
+/** The counts of each family that has them: a component whose start loads the socket recounts. */
+export class ConnCounts implements Component {
+  readonly name = 'connection counts';
+  readonly #families: ReadonlyArray<ConnCountMaps & { conns: TypedMap<number, BackendConns> }>;
   readonly #adjustFd: number;
-  readonly #sockets: SocketCounter | undefined;
-  readonly #v6: ConnCountFamily6 | undefined;
+  readonly #loadSockets: SocketCounterLoader | undefined;
+  readonly #sockets = new Map<Family, SocketCounter>();
 
-  /** adjustFd: the loaded svcmap_conns_adjust program of the tc object; sockets: the socket recount, where the kernel has it; v6: the IPv6 backends' maps. */
-  constructor(maps: ConnCountMaps, adjustFd: number, sockets?: SocketCounter, v6?: ConnCountFamily6) {
-    this.#maps = maps;
+  /** adjustFd: the loaded svcmap_conns_adjust program of the tc object; loadSockets: the socket recount, loaded by start(). */
+  constructor(families: readonly ConnCountMaps[], adjustFd: number, loadSockets?: SocketCounterLoader) {
+    this.#families = families.flatMap((f) => (f.conns ? [{ ...f, conns: f.conns }] : []));
     this.#adjustFd = adjustFd;
-    this.#sockets = sockets;
-    this.#v6 = v6;
+    this.#loadSockets = loadSockets;
+  }
+
+  /** Whether any family has counts. */
+  get any(): boolean {
+    return this.#families.length > 0;
+  }
+
+  /** Loads each family's socket recount; a kernel that cannot load the first is not asked for the others. */
+  start(): void {
+    if (!this.#loadSockets) return;
+    try {
+      for (const { family } of this.#families) {
+        const sockets = this.#loadSockets(family);
+        if (!sockets) break;
+        this.#sockets.set(family, sockets);
+      }
+    } catch (err) {
+      this.stop();
+      throw err;
+    }
   }
 
   /** Adds delta to a backend's count (field 'sock' or 'tc'; family 6: an IPv6 backend id), atomically in the kernel. */
@@ -196,27 +216,26 @@ export class ConnCounts {
   }
 
   snapshot(): ConnsSnapshot {
-    return { v4: new Map(this.#maps.conns.entries()), ...(this.#v6 ? { v6: new Map(this.#v6.maps.conns.entries()) } : {}) };
+    return new Map(this.#families.map((f) => [f.family, new Map(f.conns.entries())]));
   }
 
   /**
-   * After a GC pass: `v4` (and `v6`, svcmap_ct6) what the pass read of each
-   * conntrack map (after `before` was taken) and the indices it removed.
+   * After a GC pass: `reads`, what the pass read of each family's conntrack
+   * map (after `before` was taken) and the indices it removed.
    */
-  afterGc(before: ConnsSnapshot, v4: CtPassRead, v6?: CtPassRead): RecountResult {
-    const backend = backendLookup(this.#maps.backends);
-    const tc4 = this.#tcPass(4, COUNTED4, v4, backend);
-    const res: RecountResult = { collected: tc4.collected, tc: tc4.r, removed: 0 };
-    const r4 = this.#recount(4, this.#maps, backend, before.v4, this.#sockets, tc4);
-    res.removed = r4.removed;
-    if (r4.sock) res.sock = r4.sock;
-    if (this.#v6) {
-      const backend6 = backendLookup(this.#v6.maps.backends);
-      const tc6 = v6 ? this.#tcPass(6, COUNTED6, v6, backend6) : undefined;
-      res.v6 = this.#recount(6, this.#v6.maps, backend6, before.v6 ?? new Map(), this.#v6.sockets, tc6);
-      if (tc6) res.v6 = { collected: tc6.collected, tc: tc6.r, ...res.v6 };
+  afterGc(before: ConnsSnapshot, reads: ReadonlyMap<Family, CtPassRead>): RecountResult {
+    const byFamily = new Map<Family, FamilyRecount>();
+    for (const f of this.#families) {
+      const backend = backendLookup(f.backends);
+      const read = reads.get(f.family);
+      const tc = read ? this.#tcPass(f.family, COUNTED[f.family], read, backend) : undefined;
+      const r = this.#recount(f.family, f.conns, backend, before.get(f.family) ?? new Map(), this.#sockets.get(f.family), tc);
+      byFamily.set(f.family, tc ? { collected: tc.collected, tc: tc.r, ...r } : r);
     }
-    return res;
+    // IPv4's at the top, IPv6's under v6 (the shape the log and its readers know).
+    const { collected = 0, tc = { corrected: 0, drift: 0, busy: 0 }, ...r4 } = byFamily.get(4) ?? { removed: 0 };
+    const v6 = byFamily.get(6);
+    return { collected, tc, ...r4, ...(v6 ? { v6 } : {}) };
   }
 
   /** Takes the open counted flows the pass removed off their backends, and counts those left. */
@@ -259,7 +278,7 @@ export class ConnCounts {
    */
   #recount(
     family: Family,
-    maps: ConnCountMaps,
+    conns: TypedMap<number, BackendConns>,
     backend: (id: number) => BackendValue | undefined,
     before: ReadonlyMap<number, BackendConns>,
     sockets: SocketCounter | undefined,
@@ -276,10 +295,10 @@ export class ConnCounts {
       }
       out.sock = { corrected: 0, drift: 0, busy: 0 };
     }
-    const after = new Map(maps.conns.entries());
+    const after = new Map(conns.entries());
     for (const [id, c] of after) {
       if (backend(id) === undefined) {
-        if (maps.conns.delete(id)) out.removed++;
+        if (conns.delete(id)) out.removed++;
         continue;
       }
       const was = before.get(id);
@@ -315,8 +334,9 @@ export class ConnCounts {
     r.drift += Math.abs(Number(d));
   }
 
-  close(): void {
-    this.#sockets?.close();
-    this.#v6?.sockets?.close();
+  /** Closes the socket recounts (the counts stay with the datapath). */
+  stop(): void {
+    for (const s of this.#sockets.values()) s.close();
+    this.#sockets.clear();
   }
 }

@@ -12,6 +12,8 @@ import type { BpfObject } from '../../bpf/object.ts';
 import { type PinDirLock, holdPinDir } from '../../bpf/pin-lock.ts';
 import { DatapathMaps } from '../../maps/datapath-maps.ts';
 import { type MapSizes, mapSize } from '../../maps/registry.ts';
+import type { Component } from '../components.ts';
+import type { Logger } from '../log.ts';
 
 /** The socket hooks, by program name (the SEC names give the attach types). */
 export const SOCK_PROGRAMS = [
@@ -102,4 +104,47 @@ function loadAndAttach(opts: DatapathOptions, log: (msg: string, fields?: object
     notes: [...sock.notes, ...tc.notes],
     pinLock,
   };
+}
+
+/**
+ * The datapath as the agent's first part: its maps are what every other part
+ * is built on. Stopping closes the agent's handles only: pins and links stay,
+ * so the datapath keeps working.
+ */
+export class DatapathPart implements Component {
+  readonly name = 'datapath';
+  readonly #opts: DatapathOptions;
+  readonly #log: Logger;
+  #dp: Datapath | undefined;
+
+  constructor(opts: DatapathOptions, log: Logger) {
+    this.#opts = opts;
+    this.#log = log;
+  }
+
+  /** The loaded datapath (once started). */
+  get datapath(): Datapath {
+    if (!this.#dp) throw new Error('the datapath is not up yet');
+    return this.#dp;
+  }
+
+  start(): void {
+    const dp = bringUpDatapath(this.#opts, (msg, fields) => this.#log.info(fields ?? {}, msg));
+    this.#dp = dp;
+    for (const n of dp.notes) this.#log.warn(n);
+    this.#log.info(
+      { objects: dp.objectPaths, reusedMaps: dp.reusedMaps, links: dp.links, cgroup: this.#opts.cgroup, pinDir: this.#opts.pinDir },
+      dp.reusedMaps.length ? 'datapath up (reusing pinned maps)' : 'datapath up',
+    );
+  }
+
+  stop(): void {
+    const dp = this.#dp;
+    if (!dp) return;
+    this.#dp = undefined;
+    dp.maps.close();
+    dp.sock.close(); // pins and links stay: the datapath keeps working
+    dp.tc.close();
+    dp.pinLock.release(); // from here svcmap cleanup no longer asks for --force
+  }
 }

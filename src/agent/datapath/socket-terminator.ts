@@ -38,6 +38,7 @@ import { IPPROTO_TCP, IPPROTO_UDP, protoName, SVCMAP_MAP_SK_TERM, SVCMAP_MAP_SK_
 import type { MapSpec } from '../../maps/registry.ts';
 import { TypedMap } from '../../maps/typed-map.ts';
 import type { RemovedBackend } from '../../sync/removed.ts';
+import type { Component } from '../components.ts';
 import type { Logger } from '../log.ts';
 import type { Family } from '../../util/family.ts';
 import { type Namespace, type NamespaceSource, checkNetnsDir, describeSource, openPodNamespaces, ownNetnsId } from './pod-namespaces.ts';
@@ -131,33 +132,24 @@ function namespaceSource(opts: SocketTerminatorOptions): NamespaceSource {
   return opts.netnsDir !== undefined ? { kind: 'netns-dir', dir: opts.netnsDir } : { kind: 'cgroup', cgroup: opts.cgroup };
 }
 
-export class SocketTerminator {
+export class SocketTerminator implements Component {
+  readonly name = 'socket terminator';
   readonly #opts: SocketTerminatorOptions;
   readonly #log: Logger;
-  readonly #object: BpfObject | undefined;
-  readonly #map: TypedMap<SockTermKey, number> | undefined;
-  readonly #map6: TypedMap<SockTermKey, number> | undefined;
+  #object: BpfObject | undefined;
+  #map: TypedMap<SockTermKey, number> | undefined;
+  #map6: TypedMap<SockTermKey, number> | undefined;
   readonly #links: { udp: number; tcp: number } = { udp: -1, tcp: -1 };
   readonly #destroyed: Counter<'proto'>;
   readonly #pending = new Map<string, TermKey>();
   #running: Promise<void> | undefined;
   #closed = false;
 
-  private constructor(opts: SocketTerminatorOptions, log: Logger, registry: Registry, object?: BpfObject) {
+  /** Off until start(): backends enqueued before are not searched for. */
+  constructor(opts: SocketTerminatorOptions, log: Logger, registry: Registry) {
     this.#opts = opts;
     this.#log = log;
     this.#destroyed = socketsDestroyedCounter(registry);
-    if (!object) return;
-    this.#object = object;
-    this.#map = new TypedMap(sockTermMap, object.map(SVCMAP_MAP_SK_TERM));
-    this.#map6 = new TypedMap(sockTerm6Map, object.map(SVCMAP_MAP_SK_TERM6));
-    try {
-      this.#links.udp = this.#link(TERM_PROGRAMS.udp);
-      if (opts.tcp) this.#links.tcp = this.#link(TERM_PROGRAMS.tcp);
-    } catch (err) {
-      this.close();
-      throw err;
-    }
   }
 
   /**
@@ -165,7 +157,9 @@ export class SocketTerminator {
    * and creates its iterator links. A kernel that cannot load it leaves the
    * feature off, said once in the log; anything else is an error.
    */
-  static start(opts: SocketTerminatorOptions, log: Logger, registry: Registry): SocketTerminator {
+  start(): void {
+    const opts = this.#opts;
+    const log = this.#log;
     if (opts.netnsDir !== undefined) checkNetnsDir(opts.netnsDir);
     const compiled = compileBpf({
       program: 'sock_destroy',
@@ -185,7 +179,7 @@ export class SocketTerminator {
         },
         'socket termination is off: the kernel cannot load bpf/sock_destroy.c (it needs BPF socket iterators and the bpf_sock_destroy kfunc, Linux 6.5+). Connected sockets the socket LB sent to a removed backend keep it until the application reconnects',
       );
-      return new SocketTerminator(opts, log, registry);
+      return;
     }
     try {
       const drift = [
@@ -196,17 +190,21 @@ export class SocketTerminator {
       ];
       if (drift.length)
         throw new Error(`bpf/sock_destroy.c and the agent disagree on the socket termination map's layout:\n${drift.join('\n')}`);
-      const t = new SocketTerminator(opts, log, registry, object);
-      const podNamespaces = describeSource(namespaceSource(opts));
-      log.info(
-        { object: compiled.path, tcp: opts.tcp, podNamespaces },
-        `socket termination on: connected sockets sent to a removed backend are destroyed, in this namespace and in pods' found through ${podNamespaces}`,
-      );
-      return t;
+      this.#object = object;
+      this.#map = new TypedMap(sockTermMap, object.map(SVCMAP_MAP_SK_TERM));
+      this.#map6 = new TypedMap(sockTerm6Map, object.map(SVCMAP_MAP_SK_TERM6));
+      this.#links.udp = this.#link(TERM_PROGRAMS.udp);
+      if (opts.tcp) this.#links.tcp = this.#link(TERM_PROGRAMS.tcp);
     } catch (err) {
+      this.stop(); // closes the object and any link made
       object.close();
       throw err;
     }
+    const podNamespaces = describeSource(namespaceSource(opts));
+    log.info(
+      { object: compiled.path, tcp: opts.tcp, podNamespaces },
+      `socket termination on: connected sockets sent to a removed backend are destroyed, in this namespace and in pods' found through ${podNamespaces}`,
+    );
   }
 
   get enabled(): boolean {
@@ -319,7 +317,7 @@ export class SocketTerminator {
   }
 
   /** Closes the links and the object (nothing of it is pinned but the shared map). */
-  close(): void {
+  stop(): void {
     if (this.#closed) return;
     this.#closed = true;
     for (const fd of [this.#links.udp, this.#links.tcp]) if (fd >= 0) closeSync(fd);

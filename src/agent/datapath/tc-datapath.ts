@@ -20,12 +20,14 @@ import {
 } from '../../bpf/netlink.ts';
 import { type TcMode, attachTc } from '../../bpf/tc.ts';
 import type { BpfObject } from '../../bpf/object.ts';
-import type { DevAddrValue, SvcmapConfig } from '../../maps/codecs.ts';
+import type { SvcmapConfig } from '../../maps/codecs.ts';
+import type { FamilyMaps } from '../../maps/datapath-maps.ts';
 import type { TypedMap } from '../../maps/typed-map.ts';
 import type { NodeInfo } from '../../model/types.ts';
 import { TC_PROGRAMS } from './datapath.ts';
 import { syncDeviceAddresses } from './device-addresses.ts';
 import { type HostNet, defaultDevices, deviceAddresses, readHostNet } from './host-net.ts';
+import type { Component } from '../components.ts';
 import type { Logger } from '../log.ts';
 
 /**
@@ -45,9 +47,8 @@ export interface TcAttachment {
 
 export interface TcDatapathMaps {
   config: TypedMap<number, SvcmapConfig>;
-  devAddr: TypedMap<number, DevAddrValue>;
-  /** The IPv6 SNAT address per device (absent: a datapath without IPv6 tc). */
-  devAddr6?: TypedMap<number, DevAddrValue> | undefined;
+  /** Each family's SNAT address per device (a family without the map is left out). */
+  families: ReadonlyArray<Pick<FamilyMaps, 'family' | 'devAddr'>>;
 }
 
 export interface FollowOptions {
@@ -57,18 +58,31 @@ export interface FollowOptions {
   intervalMs?: number;
 }
 
+export interface TcDatapathOptions {
+  /** --devices: the interfaces to attach to (default: chosen from the node's addresses and routes). */
+  devices?: string[] | undefined;
+  /** tcx links where the kernel has them (auto), or force one kind. */
+  mode?: TcMode | 'auto';
+  /** The node known at start (before the source says more). */
+  node?: NodeInfo | undefined;
+  /** Told when attaching fails (the agent runs on, without tc translation, and counts it). */
+  onAttachFailed?: () => void;
+}
+
 /** What made the agent re-read the node's network (logged). */
 export type RefreshTrigger = 'node' | 'netlink' | 'interval';
 
 const pinName = (program: string, device: string) => `${program}@${device}`;
 
-export class TcDatapath {
+export class TcDatapath implements Component {
+  readonly name = 'tc datapath';
   readonly #object: BpfObject;
   readonly #maps: TcDatapathMaps;
   readonly #pinDir: string;
   readonly #log: Logger;
   readonly #explicit: string[] | undefined;
   readonly #mode: TcMode | 'auto';
+  readonly #onAttachFailed: (() => void) | undefined;
   #node: NodeInfo | undefined;
   #current = '';
   #watch: NetlinkWatch | undefined;
@@ -77,13 +91,31 @@ export class TcDatapath {
   #lastError: string | undefined;
   attachments: TcAttachment[] = [];
 
-  constructor(object: BpfObject, maps: TcDatapathMaps, pinDir: string, log: Logger, devices?: string[], mode: TcMode | 'auto' = 'auto') {
-    this.#mode = mode;
+  constructor(object: BpfObject, maps: TcDatapathMaps, pinDir: string, log: Logger, opts: TcDatapathOptions = {}) {
+    this.#mode = opts.mode ?? 'auto';
     this.#object = object;
     this.#maps = maps;
     this.#pinDir = pinDir;
     this.#log = log;
-    this.#explicit = devices?.length ? devices : undefined;
+    this.#explicit = opts.devices?.length ? opts.devices : undefined;
+    this.#node = opts.node;
+    this.#onAttachFailed = opts.onAttachFailed;
+  }
+
+  /** Attaches for the node known at start, then follows the node's addresses and routes. */
+  start(): void {
+    this.attach(this.#node);
+    this.follow();
+  }
+
+  /** update(), a failure said in the log instead of thrown: the rest of the agent runs on. */
+  attach(node: NodeInfo | undefined): void {
+    try {
+      this.update(node);
+    } catch (err) {
+      this.#onAttachFailed?.();
+      this.#log.error({ err }, 'attaching the tc datapath failed; NodePort/LoadBalancer/externalIP traffic from outside is not translated');
+    }
   }
 
   /** This node's Node changed (its addresses pick the default devices and the config's node IP). */
@@ -174,10 +206,7 @@ export class TcDatapath {
 
   #syncAddresses(net: HostNet, trigger: RefreshTrigger): void {
     const name = (ifindex: number) => net.devices.find((d) => d.ifindex === ifindex)?.name ?? `ifindex ${ifindex}`;
-    for (const [family, map] of [
-      [4, this.#maps.devAddr],
-      [6, this.#maps.devAddr6],
-    ] as const) {
+    for (const { family, devAddr: map } of this.#maps.families) {
       if (!map) continue;
       const { set, removed } = syncDeviceAddresses(map, deviceAddresses(net, family));
       if (!set.size && !removed.length) continue;

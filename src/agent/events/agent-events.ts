@@ -7,6 +7,7 @@
 import { Counter, type Registry } from 'prom-client';
 import type { Problem } from '../../model/types.ts';
 import type { SyncReport } from '../../sync/syncer.ts';
+import type { Component } from '../components.ts';
 import type { Logger } from '../log.ts';
 import type { AgentMetrics } from '../http/metrics.ts';
 import { SyncStatus } from '../loops/sync-status.ts';
@@ -68,7 +69,8 @@ export function eventsDroppedCounter(registry: Registry): Counter<'reason'> {
   return c;
 }
 
-export class AgentEvents {
+export class AgentEvents implements Component {
+  readonly name = 'events';
   readonly recorder: EventRecorder;
 
   constructor(sink: EventSink, log: Logger, metrics: AgentMetrics, opts: AgentEventsOptions = {}) {
@@ -101,6 +103,9 @@ export class AgentEvents {
       }
     })(...ctor);
   }
+
+  /** Nothing to do: the recorder writes an Event once one is recorded. */
+  start(): void {}
 
   stop(): void {
     this.recorder.stop();

@@ -15,6 +15,7 @@
 import { type Server, createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Frontend } from '../../model/types.ts';
+import type { Component } from '../components.ts';
 import type { Logger } from '../log.ts';
 import { familyOf } from '../../util/family.ts';
 
@@ -59,7 +60,8 @@ export function healthCheckBody(hc: { namespace: string; name: string }, localEn
   return JSON.stringify({ service: { namespace: hc.namespace, name: hc.name }, localEndpoints, serviceProxyHealthy }, null, '\t');
 }
 
-export class HealthCheckPorts {
+export class HealthCheckPorts implements Component {
+  readonly name = 'health check ports';
   readonly #log: Logger;
   readonly #proxyHealthy: () => boolean;
   /** By Service id (namespace/name). */
@@ -130,7 +132,10 @@ export class HealthCheckPorts {
     }
   }
 
-  close(): void {
+  /** Nothing to do: a server opens once a Service asks for its port. */
+  start(): void {}
+
+  stop(): void {
     for (const s of this.#servers.values()) s.close();
     this.#servers.clear();
   }

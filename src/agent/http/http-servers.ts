@@ -5,6 +5,8 @@
 import { type Server, createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { AgentMetrics } from './metrics.ts';
+import type { Component } from '../components.ts';
+import type { Logger } from '../log.ts';
 import { familyOf } from '../../util/family.ts';
 
 export interface HealthState {
@@ -100,4 +102,64 @@ export async function serveHealth(
       .end(`${JSON.stringify(body)}\n`);
   });
   return { server, port: await listen(server, opts, 'health checks') };
+}
+
+export interface HttpServersOptions {
+  /** null: no metrics endpoint. */
+  metrics: ServerOptions | null;
+  /** null: no health endpoint. */
+  health: (ServerOptions & { families?: readonly string[] }) | null;
+  /** The health state the health endpoint reports, and how long a change may wait before it answers 503. */
+  state: () => HealthState;
+  timeoutMs: number;
+}
+
+/** The metrics and health endpoints as one part: both listen (or neither), then the agent says where. */
+export class HttpServers implements Component {
+  readonly name = 'metrics and health servers';
+  readonly #metrics: AgentMetrics;
+  readonly #opts: HttpServersOptions;
+  readonly #log: Logger;
+  readonly #servers: Server[] = [];
+  /** The ports they listen on, once started (0 given: the one the kernel chose). */
+  metricsPort: number | undefined;
+  healthPort: number | undefined;
+
+  constructor(metrics: AgentMetrics, opts: HttpServersOptions, log: Logger) {
+    this.#metrics = metrics;
+    this.#opts = opts;
+    this.#log = log;
+  }
+
+  async start(): Promise<void> {
+    const { metrics, health } = this.#opts;
+    try {
+      if (metrics) {
+        const m = await serveMetrics(this.#metrics, metrics);
+        this.#servers.push(m.server);
+        this.metricsPort = m.port;
+      }
+      if (health) {
+        const h = await serveHealth(this.#opts.state, this.#opts.timeoutMs, health);
+        this.#servers.push(h.server);
+        this.healthPort = h.port;
+      }
+    } catch (err) {
+      this.stop();
+      throw err;
+    }
+    this.#log.info(
+      {
+        metricsPort: this.metricsPort,
+        healthPort: this.healthPort,
+        metricsAddress: metrics?.bindAddress,
+        healthAddress: health?.bindAddress,
+      },
+      'serving metrics and health',
+    );
+  }
+
+  stop(): void {
+    for (let s = this.#servers.pop(); s; s = this.#servers.pop()) s.close();
+  }
 }

@@ -57,6 +57,9 @@ import type { ConnCounts, RecountResult } from '../datapath/conn-counts.ts';
 import type { Logger } from '../log.ts';
 import type { AgentMetrics } from '../http/metrics.ts';
 import type { PackedCt } from '../datapath/ct-packed.ts';
+import type { FamilyMaps } from '../../maps/datapath-maps.ts';
+import type { Family } from '../../util/family.ts';
+import type { Component } from '../components.ts';
 
 /** How long a flow may stay idle (no packet in either direction), by state. */
 export interface CtLifetimes {
@@ -84,6 +87,9 @@ export const DEFAULT_CT_GC_INTERVAL_MS = 10_000;
 export const SNAT_TAKE_OVER_MAX_MS = SNAT_TAKE_OVER_MAX_NS / 1e6;
 
 export type CtFlowState = 'tcp_established' | 'tcp_syn' | 'tcp_closing' | 'other';
+
+/** Every state at 0 flows. */
+const noFlows = (): Record<CtFlowState, number> => ({ tcp_established: 0, tcp_syn: 0, tcp_closing: 0, other: 0 });
 
 /** The state a flow's (combined) flags and protocol put it in. */
 export function ctFlowState(proto: number, flags: number): CtFlowState {
@@ -177,6 +183,10 @@ function ctFormat(map: string, key: Codec<CtKey>, value: Codec<CtValue>, addrWor
 /** svcmap_ct (IPv4) and svcmap_ct6 (IPv6). */
 export const CT4_FORMAT = ctFormat(SVCMAP_MAP_CT, ctKey, ctValue, 1);
 export const CT6_FORMAT = ctFormat(SVCMAP_MAP_CT6, ct6Key, ct6Value, 4);
+const CT_FORMATS: Readonly<Record<Family, CtFormat>> = { 4: CT4_FORMAT, 6: CT6_FORMAT };
+
+/** One family's conntrack map (a family without one is left out). */
+export type CtGcMaps = Pick<FamilyMaps, 'family' | 'ct'>;
 
 /** A conntrack map's entries as the kernel hands them over: `count` packed keys and values. */
 export interface PackedSelection {
@@ -305,7 +315,7 @@ export function selectExpiredPacked(
     tcp_closing: nowNs - toNs(lifetimes.tcpClosingMs),
     other: nowNs - toNs(lifetimes.otherMs),
   };
-  const flows: Record<CtFlowState, number> = { tcp_established: 0, tcp_syn: 0, tcp_closing: 0, other: 0 };
+  const flows = noFlows();
   const expired = (i: number, flags: number, lastSeen: bigint): boolean => {
     const state = ctFlowState(protoOf(i), flags);
     if (lastSeen >= cutoff[state]) return false;
@@ -449,8 +459,6 @@ export interface CtGcOptions {
   log?: Logger;
   /** Live connection counts: each pass takes the open flows it collects off their backends and recounts tc's counts. */
   conns?: ConnCounts;
-  /** The IPv6 conntrack map (svcmap_ct6), collected in the same pass (its counted flows too). */
-  map6?: TypedMap<CtKey, CtValue> | undefined;
 }
 
 export interface CtGcRun {
@@ -474,10 +482,10 @@ interface MapPass {
   deleted: number;
 }
 
-/** The periodic collector over the conntrack maps (IPv4, and IPv6 when given). */
-export class CtGc {
-  readonly #map: TypedMap<CtKey, CtValue>;
-  readonly #map6: TypedMap<CtKey, CtValue> | undefined;
+/** The periodic collector over each family's conntrack map, all in one pass. */
+export class CtGc implements Component {
+  readonly name = 'conntrack GC';
+  readonly #maps: ReadonlyArray<{ family: Family; ct: TypedMap<CtKey, CtValue> }>;
   readonly #intervalMs: number;
   readonly #now: () => bigint;
   readonly #metrics: AgentMetrics | undefined;
@@ -486,9 +494,8 @@ export class CtGc {
   readonly lifetimes: CtLifetimes;
   #timer: NodeJS.Timeout | undefined;
 
-  constructor(map: TypedMap<CtKey, CtValue>, opts: CtGcOptions = {}) {
-    this.#map = map;
-    this.#map6 = opts.map6;
+  constructor(families: readonly CtGcMaps[], opts: CtGcOptions = {}) {
+    this.#maps = families.flatMap((f) => (f.ct ? [{ family: f.family, ct: f.ct }] : []));
     this.#intervalMs = opts.intervalMs ?? DEFAULT_CT_GC_INTERVAL_MS;
     this.#now = opts.now ?? (() => process.hrtime.bigint());
     this.#metrics = opts.metrics;
@@ -505,8 +512,12 @@ export class CtGc {
     }
     if (!(Number.isFinite(this.#intervalMs) && this.#intervalMs >= 0))
       throw new Error(`conntrack GC: interval must be 0 or more (got ${this.#intervalMs})`);
-    this.#metrics?.mapCapacity.set({ map: SVCMAP_MAP_CT }, map.raw.maxEntries);
-    if (this.#map6) this.#metrics?.mapCapacity.set({ map: SVCMAP_MAP_CT6 }, this.#map6.raw.maxEntries);
+    for (const { family, ct } of this.#maps) this.#metrics?.mapCapacity.set({ map: CT_FORMATS[family].map }, ct.raw.maxEntries);
+  }
+
+  /** Whether any family has a conntrack map to collect. */
+  get any(): boolean {
+    return this.#maps.length > 0;
   }
 
   /** One map's part of a pass: read, select, delete (forward entries first). */
@@ -542,30 +553,27 @@ export class CtGc {
     const before = this.#conns?.snapshot();
     // Before the read, not after: see Races above.
     const now = this.#now();
-    const v4 = this.#pass(this.#map, CT4_FORMAT, now);
-    const v6 = this.#map6 ? this.#pass(this.#map6, CT6_FORMAT, now) : undefined;
+    const passes = this.#maps.map(({ family, ct }) => ({ family, pass: this.#pass(ct, CT_FORMATS[family], now) }));
     // The counts lose the open counted flows this pass removed, of either family.
     const removedOf = (p: MapPass) => ({ ct: p.ct, deleted: Uint32Array.from(p.removed, (i) => p.sel.indices[i]!) });
-    const conns = before && this.#conns?.afterGc(before, removedOf(v4), v6 && removedOf(v6));
-    const flows = { ...v4.sel.flows };
-    if (v6) for (const k of Object.keys(flows) as CtFlowState[]) flows[k] += v6.sel.flows[k];
+    const conns = before && this.#conns?.afterGc(before, new Map(passes.map(({ family, pass }) => [family, removedOf(pass)])));
+    const flows = noFlows();
+    let [entries, deleted] = [0, 0];
+    for (const { pass } of passes) {
+      for (const k of Object.keys(flows) as CtFlowState[]) flows[k] += pass.sel.flows[k];
+      entries += pass.ct.count;
+      deleted += pass.deleted;
+    }
     const run: CtGcRun = {
-      entries: v4.ct.count + (v6?.ct.count ?? 0),
-      deleted: v4.deleted + (v6?.deleted ?? 0),
+      entries,
+      deleted,
       flows,
       durationMs: Number(process.hrtime.bigint() - started) / 1e6,
       ...(conns ? { conns } : {}),
     };
-    if (
-      conns &&
-      (conns.tc.corrected ||
-        conns.sock?.corrected ||
-        conns.removed ||
-        conns.v6?.tc?.corrected ||
-        conns.v6?.sock?.corrected ||
-        conns.v6?.removed)
-    )
-      this.#log?.info({ ...conns }, 'connection counts recounted');
+    const changed = (r: { tc?: { corrected: number }; sock?: { corrected: number }; removed: number } | undefined) =>
+      !!(r?.tc?.corrected || r?.sock?.corrected || r?.removed);
+    if (conns && (changed(conns) || changed(conns.v6))) this.#log?.info({ ...conns }, 'connection counts recounted');
     this.#metrics?.conntrackEntries.set(run.entries - run.deleted);
     this.#metrics?.conntrackGcDeleted.inc(run.deleted);
     if (run.deleted) this.#log?.debug({ ...run }, 'conntrack GC removed idle flows');

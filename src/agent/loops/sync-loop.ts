@@ -18,6 +18,7 @@ import type { FrontendTarget } from '../../sync/targets.ts';
 import { TriggerTimes } from '../../sync/trigger-times.ts';
 import type { LbAlgorithmName } from '../../maps/constants.ts';
 import { DEFAULT_LB_ALGORITHM, toTarget } from './targets.ts';
+import type { Component } from '../components.ts';
 import type { Logger } from '../log.ts';
 import type { AgentMetrics } from '../http/metrics.ts';
 import type { ProblemReporter } from './problems-log.ts';
@@ -53,7 +54,8 @@ export interface ModelSource {
 /** Logged (debug) when a change reached the model but left every frontend as programmed. */
 export const NOTHING_TO_SYNC = 'nothing to sync: every frontend is as programmed';
 
-export class SyncLoop {
+export class SyncLoop implements Component {
+  readonly name = 'sync loop';
   readonly #source: ModelSource;
   readonly #syncer: SyncEngine;
   readonly #status: SyncStatus;
