@@ -754,6 +754,12 @@ async function staleRound(t: Test, round: string, from: string, to: string, tcpD
   };
 }
 
+/** helm upgrade with the release's values and these set; resolves once the restarted agents are ready. */
+async function upgradeAgents(values: Record<string, string>): Promise<void> {
+  await helmFor(cluster).run(['upgrade', RELEASE, CHART, '-n', NAMESPACE, '--reuse-values', ...Helm.sets(values)]);
+  await waitAgentsReady(cluster);
+}
+
 /** The holder's socket 1 got ECONNABORTED and nothing else; every reply after it came from `to`. */
 function checkReplaced(t: Test, name: string, events: HoldEvent[], to: string) {
   const errors = events.filter((e) => e.event === 'error').map((e) => `${e.socket}:${e.error}`);
@@ -833,16 +839,7 @@ t.test(
     );
 
     // staleSockets.tcp: the agents restart with --destroy-tcp-sockets.
-    await helmFor(cluster).run([
-      'upgrade',
-      RELEASE,
-      CHART,
-      '-n',
-      NAMESPACE,
-      '--reuse-values',
-      ...Helm.sets({ 'staleSockets.tcp': 'true' }),
-    ]);
-    await waitAgentsReady(cluster);
+    await upgradeAgents({ 'staleSockets.tcp': 'true' });
     const two = await staleRound(t, '2', b, a, true);
     for (const h of two.holders) checkReplaced(t, h.name, two.events.get(h.name)!, a);
     t.same(
@@ -852,16 +849,7 @@ t.test(
     );
 
     // The fallback for runtimes that pin namespaces nowhere: through the pods' processes (hostPID, SYS_PTRACE).
-    await helmFor(cluster).run([
-      'upgrade',
-      RELEASE,
-      CHART,
-      '-n',
-      NAMESPACE,
-      '--reuse-values',
-      ...Helm.sets({ 'staleSockets.podNamespaces': 'hostPID' }),
-    ]);
-    await waitAgentsReady(cluster);
+    await upgradeAgents({ 'staleSockets.podNamespaces': 'hostPID' });
     const fallback = await node1Agent();
     t.equal(fallback.pod.spec.hostPID, true, 'podNamespaces=hostPID: hostPID');
     t.equal(readlinkSync(`/proc/${fallback.pid}/ns/pid`), readlinkSync('/proc/self/ns/pid'), "the agent in the host's PID namespace");
