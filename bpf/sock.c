@@ -7,7 +7,8 @@
 #include "lib/sock_lb.h"
 
 /* A frontend without backends fails at once with ECONNREFUSED instead of a
- * connect that hangs on an address nobody answers. */
+ * connect that hangs on an address nobody answers; a bind the node's own
+ * socket may not make fails with EADDRINUSE. */
 static __always_inline int reject(int err)
 {
 	bpf_set_retval(err);
@@ -84,6 +85,23 @@ int svcmap_getpeer6(struct bpf_sock_addr *ctx)
 {
 	sock_xlate_rev(AF_INET6, ctx, DP_HOOK_GETPEERNAME6);
 	return SYS_PROCEED;
+}
+
+/* Bind protection: the node's own socket may not take a NodePort's port. */
+SEC("cgroup/bind4")
+int svcmap_bind4(struct bpf_sock_addr *ctx)
+{
+	int err = sock_bind(AF_INET, ctx, DP_HOOK_BIND4);
+
+	return err ? reject(err) : SYS_PROCEED;
+}
+
+SEC("cgroup/bind6")
+int svcmap_bind6(struct bpf_sock_addr *ctx)
+{
+	int err = sock_bind(AF_INET6, ctx, DP_HOOK_BIND6);
+
+	return err ? reject(err) : SYS_PROCEED;
 }
 
 /* The socket's backend (if the socket LB connected it to one) stops

@@ -10,9 +10,9 @@
  *
  * The file is grouped by concern: first every map's name and default size,
  * then per concern (services, Maglev, backends, reverse NAT, conntrack,
- * source ranges, affinity, connection counts, node settings, counters,
- * socket termination) its constants and its structs, each IPv4 struct next
- * to its IPv6 twin.
+ * source ranges, affinity, connection counts, node settings, the socket
+ * hooks' settings, counters, socket termination) its constants and its
+ * structs, each IPv4 struct next to its IPv6 twin.
  *
  * IPv6 frontends and backends: maps of their own beside the IPv4 ones (as
  * Cilium does), so the IPv4 datapath and its layouts stay as they are. The
@@ -42,6 +42,7 @@
 #define SVCMAP_MAP_SK_BACKEND svcmap_sk_be
 #define SVCMAP_MAP_MAGLEV     svcmap_maglev
 #define SVCMAP_MAP_ZONES      svcmap_zones
+#define SVCMAP_MAP_SOCK_CFG   svcmap_sockcfg
 #define SVCMAP_MAP_SK_COUNT   svcmap_sk_count /* not pinned: the recount's working set */
 #define SVCMAP_MAP_SK_TERM    svcmap_sk_term  /* not pinned: socket termination's working set */
 
@@ -569,6 +570,35 @@ struct dev_addr6_value {
 	__be32 addr[4];
 };
 
+/* ==== The socket hooks' node settings: svcmap_sockcfg ==== */
+
+/*
+ * What the socket hooks do for the node's own sockets (array map, one entry
+ * at key 0, written by the agent before it attaches the hooks). The node's
+ * own: a socket whose network namespace is host_netns (the agent's, a
+ * host-network pod's: bpf_get_netns_cookie()), not a pod's; 0 (not written
+ * yet) matches no socket. A pod's 127.0.0.1 is its own loopback, and its
+ * binds are in its own port space: neither is the node's.
+ *  SOCK_CFG_LOCALHOST4: 127.0.0.0/8:NodePort (and 0.0.0.0:NodePort, which
+ *                       connect() takes as a local address) reaches the
+ *                       NodePort through its wildcard entry.
+ *  SOCK_CFG_LOCALHOST6: [::1]:NodePort (and [::]:NodePort) likewise.
+ *  SOCK_CFG_BIND_PROTECT: bind() to a port a NodePort of the socket's
+ *                       protocol holds fails with EADDRINUSE, on the
+ *                       wildcard address, on an address that serves
+ *                       NodePorts (it has a NodePort entry of its own), and
+ *                       on loopback where localhost NodePorts are served.
+ */
+#define SOCK_CFG_LOCALHOST4   0x1
+#define SOCK_CFG_LOCALHOST6   0x2
+#define SOCK_CFG_BIND_PROTECT 0x4
+
+struct sock_config {
+	__u64 host_netns; /* the network namespace cookie of the node's own sockets */
+	__u32 flags;      /* SOCK_CFG_* */
+	__u32 pad;
+};
+
 /* ==== Datapath counters: svcmap_metrics ==== */
 
 /*
@@ -591,7 +621,9 @@ enum dp_hook {
 	DP_HOOK_SENDMSG6     = 7,
 	DP_HOOK_RECVMSG6     = 8,
 	DP_HOOK_GETPEERNAME6 = 9,
-	DP_HOOK_MAX          = 10,
+	DP_HOOK_BIND4        = 10,
+	DP_HOOK_BIND6        = 11,
+	DP_HOOK_MAX          = 12,
 };
 
 enum dp_reason {
@@ -620,7 +652,8 @@ enum dp_reason {
 	DP_R_REVNAT_STALE      = 18, /* socket: the reverse entry's frontend is gone: entry removed, the real peer shown */
 	DP_R_SNAT_NO_ROUTE     = 19, /* tc: SNAT needed and the FIB has no forwardable route to the backend */
 	DP_R_IPV6_EXT_HDR      = 20, /* tc: IPv6 whose next header is not TCP, UDP or ICMPv6 (extension headers, fragments): untouched */
-	DP_R_MAX               = 21,
+	DP_R_BIND_DENIED       = 21, /* bind: the node's own socket asked for a port a NodePort holds: EADDRINUSE */
+	DP_R_MAX               = 22,
 };
 
 #define DP_REASON_STRIDE   32

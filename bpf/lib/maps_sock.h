@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
 /*
- * The socket hooks' own map: which frontend a socket asked for, so that
- * recvmsg and getpeername can show it again. Only bpf/sock.c includes this,
- * so the tc object does not carry (or allocate) it. Pinned like every map
- * (see maps.h), so its entries outlive an agent restart.
+ * The socket hooks' own maps: which frontend a socket asked for, so that
+ * recvmsg and getpeername can show it again, the sockets' counted backends,
+ * and the hooks' node settings. Only bpf/sock.c includes this, so the tc
+ * object does not carry (or allocate) them. Pinned like every map (see
+ * maps.h), so their entries outlive an agent restart.
  */
 #ifndef SVCMAP_LIB_MAPS_SOCK_H
 #define SVCMAP_LIB_MAPS_SOCK_H
@@ -46,5 +47,15 @@ struct {
 	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } SVCMAP_MAP_SK_BACKEND6 SEC(".maps");
+
+/* The node's settings for the socket hooks (struct sock_config), written
+ * by the agent before it attaches them. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__type(key, __u32);
+	__type(value, struct sock_config);
+	__uint(max_entries, 1);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} SVCMAP_MAP_SOCK_CFG SEC(".maps");
 
 #endif /* SVCMAP_LIB_MAPS_SOCK_H */

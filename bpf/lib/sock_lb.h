@@ -14,7 +14,10 @@
  * An IPv4-mapped destination (::ffff:a.b.c.d, a dual-stack application's
  * AF_INET6 socket to an IPv4 VIP) goes through the IPv4 maps instead, with
  * the IPv4 rules, counts and per-socket reverse NAT.
- * [::1]:NodePort finds the wildcard NodePort entry ([::]), as 127.0.0.1 does.
+ * 127.0.0.1:NodePort and [::1]:NodePort find the wildcard NodePort entry
+ * (0.0.0.0, [::]) for the node's own sockets only, where the agent turned
+ * localhost NodePorts on (struct sock_config); the bind hooks refuse a
+ * node's socket a port that a NodePort holds (sock_bind()).
  */
 #ifndef SVCMAP_LIB_SOCK_LB_H
 #define SVCMAP_LIB_SOCK_LB_H
@@ -213,6 +216,41 @@ static __always_inline int sock_loopback(const int family, const __be32 *addr)
 	return family == AF_INET6 ? addr6_loopback(addr) : is_loopback4(addr[0]);
 }
 
+/* The agent's settings (struct sock_config): all zero until it writes them. */
+static __always_inline const struct sock_config *sock_cfg(void)
+{
+	__u32 zero = 0;
+
+	return bpf_map_lookup_elem(&SVCMAP_MAP_SOCK_CFG, &zero);
+}
+
+/*
+ * The socket is the node's own: its network namespace is the one the agent
+ * runs in (a host-network process), not a pod's. A pod's 127.0.0.1 is its
+ * own loopback and its port space its own: neither localhost NodePorts nor
+ * bind protection are about it.
+ */
+static __always_inline int sock_on_node(const struct sock_config *cfg, struct bpf_sock_addr *ctx)
+{
+	return cfg && cfg->host_netns && bpf_get_netns_cookie(ctx) == cfg->host_netns;
+}
+
+/* The family's localhost NodePorts are on (SOCK_CFG_LOCALHOST4/6). */
+static __always_inline int sock_localhost_on(const int family, const struct sock_config *cfg)
+{
+	return cfg && (cfg->flags & (family == AF_INET6 ? SOCK_CFG_LOCALHOST6 : SOCK_CFG_LOCALHOST4));
+}
+
+/* The wildcard NodePort entry (asked for by a loopback address, or by the
+ * wildcard address itself) serves this socket: the node's own, localhost
+ * NodePorts on. */
+static __always_inline int sock_wildcard_ok(const int family, struct bpf_sock_addr *ctx)
+{
+	const struct sock_config *cfg = sock_cfg();
+
+	return sock_localhost_on(family, cfg) && sock_on_node(cfg, ctx);
+}
+
 /*
  * The destination {*addr (the family's words), *port} of a TCP or UDP
  * socket, translated when it is a frontend: 1 when it was (*addr, *port
@@ -246,6 +284,11 @@ static __always_inline int sock_xlate_addr(const int family, struct bpf_sock_add
 		if (svc && !(svc->flags & SVC_F_WILDCARD))
 			svc = NULL;
 	}
+	/* Only the node's own sockets, and only with localhost NodePorts on: a
+	 * pod's loopback is its own, and the switch is off as kube-proxy's
+	 * --iptables-localhost-nodeports=false is. Left untouched otherwise. */
+	if (svc && (svc->flags & SVC_F_WILDCARD) && !sock_wildcard_ok(family, ctx))
+		svc = NULL;
 	if (!svc) {
 		dp_count(hook, DP_R_PASSED);
 		return 0;
@@ -369,6 +412,74 @@ static __always_inline void sock_xlate_rev(const int family, struct bpf_sock_add
 	}
 	if (sock_xlate_rev_addr(family, ctx, addr, &port, hook))
 		sock_set(family, ctx, addr, port);
+}
+
+/*
+ * A port {*addr, port} of protocol proto that a NodePort holds: the
+ * wildcard address's (any NodePort of the family), an address that serves
+ * NodePorts (one with a NodePort entry of its own; a ClusterIP or
+ * LoadBalancer IP at that port is not a NodePort), or loopback's where the
+ * family's localhost NodePorts are on (the wildcard entry serves it).
+ */
+static __always_inline int sock_nodeport_port(const int family, const struct sock_config *cfg, const __be32 *addr,
+					      __be16 port, __u8 proto)
+{
+	union {
+		struct svc_key v4;
+		struct svc6_key v6;
+	} key;
+	struct svc_value *svc;
+
+	if (sock_loopback(family, addr) && !sock_localhost_on(family, cfg))
+		return 0;
+	__builtin_memset(&key, 0, sizeof(key));
+	if (!sock_loopback(family, addr))
+		addr_copy(family, svc_key_addr(family, &key), addr);
+	svc_key_f(family, &key, port) = port;
+	svc_key_f(family, &key, proto) = proto;
+	svc_key_f(family, &key, scope) = SVC_SCOPE_EXT;
+	svc = lb_lookup_service(family, &key);
+	return svc && (svc->flags & SVC_F_NODEPORT);
+}
+
+/*
+ * bind4 (family AF_INET) and bind6 (AF_INET6): 0, or -EADDRINUSE when bind
+ * protection is on and the node's own TCP or UDP socket asks for a port a
+ * NodePort of its protocol holds (sock_nodeport_port()): such a listener
+ * would never see that traffic (the socket LB and tc send it to the
+ * Service's backends), so it must not start as if it did, as with Cilium's
+ * nodePort.bindProtection. An IPv4-mapped address is the IPv4 one; [::]
+ * also takes the IPv4 port unless the socket is IPV6_V6ONLY, which this hook
+ * cannot see, so the IPv4 wildcard is asked as well. Port 0 (the kernel's
+ * choice, from the ephemeral range) is not looked at. Counted under hook.
+ */
+static __always_inline int sock_bind(const int family, struct bpf_sock_addr *ctx, enum dp_hook hook)
+{
+	const struct sock_config *cfg = sock_cfg();
+	__be16 port = (__be16)ctx->user_port;
+	__u32 proto = ctx->protocol;
+	__be32 addr[4], any = 0;
+	int taken;
+
+	if (!cfg || !(cfg->flags & SOCK_CFG_BIND_PROTECT) || !port || (proto != IPPROTO_TCP && proto != IPPROTO_UDP) ||
+	    !sock_on_node(cfg, ctx)) {
+		dp_count(hook, DP_R_PASSED);
+		return 0;
+	}
+	sock_get(family, ctx, addr);
+	if (family == AF_INET6 && addr6_v4mapped(addr)) {
+		taken = sock_nodeport_port(AF_INET, cfg, &addr[3], port, proto);
+	} else {
+		taken = sock_nodeport_port(family, cfg, addr, port, proto);
+		if (!taken && family == AF_INET6 && addr6_zero(addr))
+			taken = sock_nodeport_port(AF_INET, cfg, &any, port, proto);
+	}
+	if (taken) {
+		dp_count(hook, DP_R_BIND_DENIED);
+		return -EADDRINUSE;
+	}
+	dp_count(hook, DP_R_PASSED);
+	return 0;
 }
 
 #endif /* SVCMAP_LIB_SOCK_LB_H */

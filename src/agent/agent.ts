@@ -7,6 +7,7 @@
 import type { LbAlgorithmName } from '../maps/constants.ts';
 import { readBackendConnections } from '../maps/backend-connections.ts';
 import { readDatapathCounters } from '../maps/datapath-counters.ts';
+import { EVERY_NODE_ADDRESS, type NodePortAddressSpec } from '../model/nodeport-addresses.ts';
 import type { Frontend, NodeInfo } from '../model/types.ts';
 import type { KubeConfig } from '../sources/kubernetes/client-node.ts';
 import type { KubeConnection } from '../sources/kubernetes/config.ts';
@@ -60,6 +61,8 @@ export interface AgentConfig extends DatapathOptions {
   destroyTcpSockets?: boolean;
   /** Socket termination finds pods' network namespaces in this directory of pinned namespaces, not through the cgroup's processes. */
   netnsDir?: string;
+  /** Which of the node's addresses serve NodePorts (--nodeport-addresses; default: every one). */
+  nodePortAddresses?: NodePortAddressSpec;
 }
 
 export interface RunningAgent {
@@ -165,6 +168,12 @@ function buildParts(cfg: AgentConfig, log: Logger, dp: Datapath, k8s: KubeKit | 
     // With --devices the node's name is all there is to know at start; without, the devices come from its addresses and routes.
     node: cfg.devices?.length && cfg.nodeName ? { name: cfg.nodeName, addresses: [] } : undefined,
     onAttachFailed: () => metrics.syncErrors.inc({ kind: 'write_failed' }),
+    // Every address the node holds may serve NodePorts: the model builds their frontends.
+    onNodeAddresses: (addresses) => {
+      log.info({ addresses }, "the node's addresses");
+      source.source.model.setNodePortAddresses(nodePorts, addresses);
+      loop?.poke();
+    },
   });
   const healthTimeoutMs = cfg.healthTimeoutMs ?? Math.max(60_000, 2 * cfg.minSyncIntervalMs);
   const healthChecks = new HealthCheckPorts(log, () => proxyHealthy(status.health, healthTimeoutMs));
@@ -188,6 +197,8 @@ function buildParts(cfg: AgentConfig, log: Logger, dp: Datapath, k8s: KubeKit | 
     cfg.source.kind === 'files'
       ? fileSourcePart(cfg.source.dir, cfg.nodeName, hooks, log)
       : k8s!.kubeSourcePart(k8s!.kc, cfg.nodeName!, hooks, status, log);
+  const nodePorts = cfg.nodePortAddresses ?? EVERY_NODE_ADDRESS;
+  source.source.model.setNodePortAddresses(nodePorts, []);
   loop = new SyncLoop(source.source, syncer, status, metrics, problems, log, {
     minIntervalMs: cfg.minSyncIntervalMs,
     syncPeriodMs: cfg.syncPeriodMs,

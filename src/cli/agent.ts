@@ -5,6 +5,7 @@ import { type AgentSource, runAgent } from '../agent/agent.ts';
 import { DEFAULT_CT_GC_INTERVAL_MS, DEFAULT_CT_LIFETIMES } from '../agent/loops/ct-gc.ts';
 import { createLogger } from '../agent/log.ts';
 import { LB_ALGORITHM_NAMES, SVCMAP_AFFINITY_MAX, SVCMAP_BACKENDS_MAX, SVCMAP_CT_MAX, SVCMAP_SERVICES_MAX } from '../maps/constants.ts';
+import { EVERY_NODE_ADDRESS, localhostNodePorts, parseNodePortAddresses } from '../model/nodeport-addresses.ts';
 import { UsageError, command, duration, intString, parseFlags, pinDirFlag } from './args.ts';
 import { bindAddressFlag } from './bind-address.ts';
 import { buildIdentity } from './version.ts';
@@ -18,6 +19,16 @@ const REPLACED: Record<string, string> = {
 const capacity = (what: string, dflt: number) =>
   ({ value: 'N', schema: intString(1, 16_777_216), otherwise: String(dflt), help: `${what} capacity for a new map` }) as const;
 const L = DEFAULT_CT_LIFETIMES;
+/** A true/false flag whose default is true (a switch can only turn things on). */
+const bool = z.enum(['true', 'false'], { message: 'must be true or false' }).transform((v) => v === 'true');
+const nodePortAddresses = z.string().transform((text, ctx) => {
+  try {
+    return parseNodePortAddresses(text);
+  } catch (err) {
+    ctx.addIssue({ code: 'custom', message: (err as Error).message });
+    return z.NEVER;
+  }
+});
 const lifetime = duration.refine((ms) => ms >= 1000, { message: 'must be at least 1s' });
 
 export const agentCommand = command({
@@ -101,6 +112,24 @@ export const agentCommand = command({
       otherwise: "the processes in the --cgroup subtree (/proc/PID/ns/net: needs the host's PID namespace and CAP_SYS_PTRACE)",
       help: "where the container runtime pins pods' network namespaces (containerd, CRI-O: /var/run/netns): socket termination searches the namespaces of its files",
     },
+    'nodeport-addresses': {
+      value: 'LIST',
+      schema: nodePortAddresses,
+      otherwise: "every address of the node (the Node's InternalIP/ExternalIP and its interfaces')",
+      help: "which node addresses serve NodePorts, as kube-proxy's flag: comma-separated CIDRs (a family without a CIDR of its own keeps every address), or primary (the Node's first address of each family). 127.0.0.1 and [::1] only if the family's CIDRs contain them",
+    },
+    'localhost-nodeports': {
+      value: 'BOOL',
+      schema: bool,
+      default: 'true',
+      help: "127.0.0.1:NodePort and [::1]:NodePort reach the NodePort from the node's own processes (kube-proxy's --iptables-localhost-nodeports)",
+    },
+    'bind-protection': {
+      value: 'BOOL',
+      schema: bool,
+      default: 'true',
+      help: "a node's own process cannot bind() a port a NodePort holds (EADDRINUSE, counted as nodeport_bind_denied), as Cilium's nodePort.bindProtection",
+    },
     'min-sync-interval': { value: 'D', schema: duration, default: '0s', help: 'minimum time between syncs (0s: immediate)' },
     'sync-period': {
       value: 'D',
@@ -141,6 +170,7 @@ export async function agent(argv: string[]): Promise<void> {
   const log = createLogger(f['log-level']);
   const nodeName = f['node-name'] ?? process.env.NODE_NAME;
   const apiServer = f['k8s-api-server'] ?? process.env.SVCMAP_K8S_API_SERVER;
+  const nodePorts = f['nodeport-addresses'] ?? EVERY_NODE_ADDRESS;
   const source: AgentSource = f.manifests
     ? { kind: 'files', dir: f.manifests }
     : { kind: 'kubernetes', ...(f.kubeconfig ? { kubeconfig: f.kubeconfig } : {}), ...(apiServer ? { apiServer } : {}) };
@@ -174,6 +204,14 @@ export async function agent(argv: string[]): Promise<void> {
       destroyTcpSockets: f['destroy-tcp-sockets'],
       ...(f['netns-dir'] ? { netnsDir: f['netns-dir'] } : {}),
       lbAlgorithm: f['lb-algorithm'],
+      nodePortAddresses: nodePorts,
+      sockSettings: {
+        localhostNodePorts: {
+          4: localhostNodePorts(nodePorts, 4, f['localhost-nodeports']),
+          6: localhostNodePorts(nodePorts, 6, f['localhost-nodeports']),
+        },
+        bindProtection: f['bind-protection'],
+      },
     },
     log,
   );

@@ -353,6 +353,20 @@ export const configValue = codec<SvcmapConfig>(
   ]),
 );
 
+/** svcmap_sockcfg (one entry, key 0): the socket hooks' node settings. */
+export interface SockConfig {
+  /** The network namespace cookie of the node's own sockets (the agent's); 0: none. */
+  host_netns: bigint;
+  /** SOCK_CFG_*. */
+  flags: number;
+}
+
+export const sockConfigKey = scalarCodec(scalar('__u32', 'u32'));
+
+export const sockConfigValue = codec<SockConfig>(
+  struct('sock_config', 16, [field('host_netns', 0, 'u64'), field('flags', 8, 'u32'), pad('pad', 12, 4)]),
+);
+
 /** svcmap_devaddr: ifindex -> the device's primary IPv4 address (the SNAT source through it). */
 export interface DevAddrValue {
   addr: string;

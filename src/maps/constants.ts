@@ -57,6 +57,8 @@ export const DP_HOOKS: readonly DpHook[] = [
   { id: c.DP_HOOK_SENDMSG6, name: 'sendmsg6', kind: 'sock' },
   { id: c.DP_HOOK_RECVMSG6, name: 'recvmsg6', kind: 'sock' },
   { id: c.DP_HOOK_GETPEERNAME6, name: 'getpeername6', kind: 'sock' },
+  { id: c.DP_HOOK_BIND4, name: 'bind4', kind: 'sock' },
+  { id: c.DP_HOOK_BIND6, name: 'bind6', kind: 'sock' },
 ];
 
 export interface DpReason {
@@ -65,7 +67,7 @@ export interface DpReason {
   name: string;
   /** The hooks that count it (by name). */
   hooks: readonly string[];
-  /** A drop (tc) or a refused connect/sendmsg (socket hooks). */
+  /** A drop (tc) or a refused connect/sendmsg/bind (socket hooks). */
   drop: boolean;
   help: string;
 }
@@ -74,15 +76,16 @@ const TC_IN = ['tc_ingress'];
 const TC = ['tc_ingress', 'tc_egress'];
 const SOCK_FWD = ['connect4', 'sendmsg4', 'connect6', 'sendmsg6'];
 const SOCK_REV = ['recvmsg4', 'getpeername4', 'recvmsg6', 'getpeername6'];
+const SOCK_BIND = ['bind4', 'bind6'];
 
 /** Every reason, which hooks count it, and what it means (`svcmap status`, docs). */
 export const DP_REASONS: readonly DpReason[] = [
   {
     id: c.DP_R_PASSED,
     name: 'passed',
-    hooks: [...TC, ...SOCK_FWD, ...SOCK_REV],
+    hooks: [...TC, ...SOCK_FWD, ...SOCK_REV, ...SOCK_BIND],
     drop: false,
-    help: 'not for svcmap (no frontend, no tracked flow): untouched',
+    help: 'not for svcmap (no frontend, no tracked flow, a port no NodePort holds): untouched',
   },
   {
     id: c.DP_R_OTHER_PROTO,
@@ -163,6 +166,13 @@ export const DP_REASONS: readonly DpReason[] = [
     help: 'IPv6 with extension headers (or a fragment): untouched',
   },
   { id: c.DP_R_SNAT_NO_ROUTE, name: 'snat_no_route', hooks: TC_IN, drop: true, help: 'SNAT needed, no forwardable route to the backend' },
+  {
+    id: c.DP_R_BIND_DENIED,
+    name: 'nodeport_bind_denied',
+    hooks: SOCK_BIND,
+    drop: true,
+    help: "bind protection: a node's own socket asked for a port a NodePort holds (EADDRINUSE)",
+  },
   {
     id: c.DP_R_REVNAT_STALE,
     name: 'revnat_stale',

@@ -18,6 +18,7 @@ import {
   revNatMap,
   servicesMap,
   skRevNatMap,
+  sockConfigMap,
   zonesMap,
 } from './registry.ts';
 import { MaglevTables } from './maglev-tables.ts';
@@ -80,6 +81,8 @@ export class DatapathMaps {
   readonly affinity: TypedMap<c.AffinityKey, c.AffinityValue> | undefined;
   /** The tc datapath's configuration, when it is loaded. */
   readonly config: TypedMap<number, c.SvcmapConfig> | undefined;
+  /** The socket hooks' settings; absent in pins older than it. */
+  readonly sockConfig: TypedMap<number, c.SockConfig> | undefined;
   /** The datapath's counters (per CPU: read with readDatapathCounters()); absent in pins older than it. */
   readonly counters: BpfMap | undefined;
   /** Zone id -> name, for the backends' zone field; absent in pins older than it. */
@@ -94,6 +97,8 @@ export class DatapathMaps {
     this.affinity = affinity ? new TypedMap(affinityMap, affinity) : undefined;
     const config = open(configMap.name);
     this.config = config ? new TypedMap(configMap, config) : undefined;
+    const sockConfig = open(sockConfigMap.name);
+    this.sockConfig = sockConfig ? new TypedMap(sockConfigMap, sockConfig) : undefined;
     this.counters = open(metricsMap.name);
     const zones = open(zonesMap.name);
     this.zones = zones ? new TypedMap(zonesMap, zones) : undefined;
@@ -152,7 +157,7 @@ export class DatapathMaps {
   all(): Array<TypedMap<unknown, unknown>> {
     const family = (f: FamilyMaps | undefined) =>
       f ? [f.services, f.backends, f.revNat, f.skRevNat, f.conns, f.maglevIndex, f.ct, f.srcRange, f.devAddr] : [];
-    return [...family(this.v4), this.affinity, this.config, this.zones, ...family(this.v6)].filter((m) => m !== undefined) as Array<
+    return [...family(this.v4), this.affinity, this.config, this.sockConfig, this.zones, ...family(this.v6)].filter((m) => m !== undefined) as Array<
       TypedMap<unknown, unknown>
     >;
   }

@@ -32,6 +32,7 @@ import {
   SVCMAP_MAP_REVNAT,
   SVCMAP_MAP_SERVICES,
   SVCMAP_MAP_SK_REVNAT,
+  SVCMAP_MAP_SOCK_CFG,
   SVCMAP_MAP_SRC_RANGE,
   SVCMAP_MAP_ZONES,
 } from './constants.ts';
@@ -105,6 +106,12 @@ export const configMap: MapSpec<number, c.SvcmapConfig> = {
   key: c.configKey,
   value: c.configValue,
   purpose: 'tc datapath settings (node IP, SNAT ports)',
+};
+export const sockConfigMap: MapSpec<number, c.SockConfig> = {
+  name: SVCMAP_MAP_SOCK_CFG,
+  key: c.sockConfigKey,
+  value: c.sockConfigValue,
+  purpose: "socket hooks' settings (the node's network namespace, localhost NodePorts, bind protection)",
 };
 export const devAddrMap: MapSpec<number, c.DevAddrValue> = {
   name: SVCMAP_MAP_DEV_ADDR,
@@ -271,6 +278,7 @@ export const ALL_MAPS: readonly MapSpec[] = [
   ctMap,
   srcRangeMap,
   configMap,
+  sockConfigMap,
   metricsMap,
   devAddrMap,
   backendConnsMap,

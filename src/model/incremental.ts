@@ -9,6 +9,7 @@ import { type IpSlice, type ModelSlice, modelSlice } from './endpoints.ts';
 import { serviceFrontends, type SourcedFrontend } from './frontends.ts';
 import { keepClaimedFrontends } from './claims.ts';
 import { sameFrontends } from './same.ts';
+import { EVERY_NODE_ADDRESS, type NodePortAddressSpec, withNodePortAddresses } from './nodeport-addresses.ts';
 import { OneToMany } from '../util/one-to-many.ts';
 import type { EndpointSlice, Service } from './schemas.ts';
 import type { Frontend, NodeInfo, Problem } from './types.ts';
@@ -52,7 +53,12 @@ export class IncrementalModel {
   /** Slice id -> the Service it feeds (only slices kube-proxy would use). */
   readonly #sliceOwner = new Map<string, string>();
   readonly #slicesBySvc = new OneToMany();
+  /** The node as the source describes it. */
   #node: NodeInfo | undefined;
+  /** Which of the node's addresses serve NodePorts (--nodeport-addresses), and the node's interfaces' addresses. */
+  #nodePorts: { spec: NodePortAddressSpec; local: readonly string[] } = { spec: EVERY_NODE_ADDRESS, local: [] };
+  /** #node with the addresses that serve NodePorts: what frontends are built from. */
+  #effectiveNode: NodeInfo | undefined;
 
   /** Every frontend each Service would have if it won every conflict. */
   readonly #candidates = new Map<string, SourcedFrontend[]>();
@@ -147,6 +153,24 @@ export class IncrementalModel {
   setNode(node: NodeInfo | undefined): void {
     if (JSON.stringify(node) === JSON.stringify(this.#node)) return;
     this.#node = node;
+    this.#nodeChanged();
+  }
+
+  /**
+   * Which of the node's addresses serve NodePorts (nodeport-addresses.ts),
+   * and the addresses of the node's interfaces (empty where the agent does
+   * not run in the node's network namespace): every Service whose NodePort
+   * addresses change is recomputed.
+   */
+  setNodePortAddresses(spec: NodePortAddressSpec, local: readonly string[]): void {
+    this.#nodePorts = { spec, local: [...local] };
+    this.#nodeChanged();
+  }
+
+  #nodeChanged(): void {
+    const effective = withNodePortAddresses(this.#node, this.#nodePorts.spec, this.#nodePorts.local);
+    if (JSON.stringify(effective) === JSON.stringify(this.#effectiveNode)) return;
+    this.#effectiveNode = effective;
     for (const id of this.#services.keys()) this.#dirty.add(id);
   }
 
@@ -219,7 +243,7 @@ export class IncrementalModel {
     const svc = this.#services.get(id);
     if (!svc || !isProxied(svc, problems)) return [];
     const slices = [...this.#slicesBySvc.values(id)].sort().map((s) => this.#slices.get(s)!);
-    return serviceFrontends(svc, slices, this.#node, problems);
+    return serviceFrontends(svc, slices, this.#effectiveNode, problems);
   }
 
   /** The candidates of one Service minus the frontends another Service (sorting first) owns. */

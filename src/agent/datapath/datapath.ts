@@ -2,16 +2,21 @@
 // loads them with their maps pinned (the socket hooks and the tc programs
 // share the service maps through the pins; which maps, the C code declares),
 // sized by the --max-* options the registry names, checks the codecs against
-// their BTF, and attaches the socket hooks to the cgroup through pinned
-// links. The tc programs are attached separately, once the devices are known.
+// their BTF, writes the socket hooks' settings (the node's network namespace,
+// localhost NodePorts, bind protection) and attaches the socket hooks to the
+// cgroup through pinned links. The tc programs are attached separately, once
+// the devices are known.
 import { join } from 'node:path';
 import { type BpfProgramName, compileBpf } from '../../bpf/compile.ts';
 import { checkCgroup, checkPrivileges, ensureBpffs } from '../../bpf/environment.ts';
 import { type LinkAction, ensureCgroupLink, linkPinDir, loadPinned } from '../../bpf/loader.ts';
 import type { BpfObject } from '../../bpf/object.ts';
+import { netnsCookie } from '../../bpf/netns.ts';
 import { type PinDirLock, holdPinDir } from '../../bpf/pin-lock.ts';
+import { SOCK_CFG_BIND_PROTECT, SOCK_CFG_LOCALHOST4, SOCK_CFG_LOCALHOST6 } from '../../maps/constants.ts';
 import { DatapathMaps } from '../../maps/datapath-maps.ts';
 import { type MapSizes, mapSize } from '../../maps/registry.ts';
+import type { Family } from '../../util/family.ts';
 import type { Component } from '../components.ts';
 import type { Logger } from '../log.ts';
 
@@ -25,14 +30,29 @@ export const SOCK_PROGRAMS = [
   'svcmap_sendmsg6',
   'svcmap_recvmsg6',
   'svcmap_getpeer6',
+  'svcmap_bind4',
+  'svcmap_bind6',
   'svcmap_sock_release',
 ] as const;
 /** The tc programs: ingress and egress of the node's external devices. */
 export const TC_PROGRAMS = { ingress: 'svcmap_tc_in', egress: 'svcmap_tc_out' } as const;
 
+/** What the socket hooks do for the node's own sockets (those of the agent's network namespace): struct sock_config. */
+export interface SockSettings {
+  /** 127.0.0.1:NodePort (4) and [::1]:NodePort (6) reach the NodePort. */
+  localhostNodePorts: Readonly<Record<Family, boolean>>;
+  /** bind() to a port a NodePort holds fails with EADDRINUSE. */
+  bindProtection: boolean;
+}
+
+/** kube-proxy's defaults (--iptables-localhost-nodeports) and Cilium's (nodePort.bindProtection). */
+export const DEFAULT_SOCK_SETTINGS: SockSettings = { localhostNodePorts: { 4: true, 6: true }, bindProtection: true };
+
 export interface DatapathOptions extends MapSizes {
   pinDir: string;
   cgroup: string;
+  /** Default: DEFAULT_SOCK_SETTINGS. */
+  sockSettings?: SockSettings;
   /** Where compiled objects are cached; default build/bpf. */
   objectDir?: string;
   /** Compile even if a cached object matches. */
@@ -90,6 +110,15 @@ function loadAndAttach(opts: DatapathOptions, log: (msg: string, fields?: object
     tc.object.close();
     throw err;
   }
+  try {
+    // Before the hooks are attached (or their programs replaced): a new hook never runs without them.
+    writeSockSettings(maps, opts.sockSettings ?? DEFAULT_SOCK_SETTINGS, log);
+  } catch (err) {
+    maps.close();
+    sock.object.close();
+    tc.object.close();
+    throw err;
+  }
   const links = SOCK_PROGRAMS.map((program) => ({
     program,
     action: ensureCgroupLink(sock.object, program, opts.cgroup, join(linkPinDir(opts.pinDir), program)),
@@ -104,6 +133,22 @@ function loadAndAttach(opts: DatapathOptions, log: (msg: string, fields?: object
     notes: [...sock.notes, ...tc.notes],
     pinLock,
   };
+}
+
+/** struct sock_config: the node is this process's network namespace. */
+function writeSockSettings(maps: DatapathMaps, settings: SockSettings, log: (msg: string, fields?: object) => void): void {
+  if (!maps.sockConfig) throw new Error('the socket object has no svcmap_sockcfg map');
+  const hostNetns = netnsCookie();
+  const flags =
+    (settings.localhostNodePorts[4] ? SOCK_CFG_LOCALHOST4 : 0) |
+    (settings.localhostNodePorts[6] ? SOCK_CFG_LOCALHOST6 : 0) |
+    (settings.bindProtection ? SOCK_CFG_BIND_PROTECT : 0);
+  maps.sockConfig.put(0, { host_netns: hostNetns, flags });
+  log('socket hooks configured', {
+    hostNetns: String(hostNetns),
+    localhostNodePorts: { ipv4: settings.localhostNodePorts[4], ipv6: settings.localhostNodePorts[6] },
+    bindProtection: settings.bindProtection,
+  });
 }
 
 /**

@@ -1,7 +1,8 @@
 // The node's own network, as the tc datapath needs it: each device's index
 // and primary IPv4 address and first global IPv6 address (the SNAT sources
 // for flows leaving through it),
-// and which devices carry routes out of the node (the default --devices).
+// and which devices carry routes out of the node (the default --devices);
+// and every address the node holds (which may serve NodePorts).
 // Read from this process's network namespace: os.networkInterfaces()
 // (getifaddrs: up devices only, a device's primary addresses before its
 // secondaries), if_nametoindex, /proc/net/route and /proc/net/ipv6_route
@@ -139,6 +140,18 @@ export function defaultDevices(net: HostNet, nodeAddresses: readonly string[]): 
   if (!out.size) return [];
   for (const r of net.routes) if (r.device !== 'lo' && (r.isDefault || r.viaGateway)) out.add(r.device);
   return [...out].sort();
+}
+
+/**
+ * Every IPv4 and global IPv6 address the node's devices hold (loopback and
+ * link-local ones left out), in device order: the node's addresses beside
+ * its Node object's. None while no device here holds one of the Node's
+ * addresses: this network namespace is then not the node's (or the Node is
+ * not known yet), as for defaultDevices().
+ */
+export function nodeLocalAddresses(net: HostNet, nodeAddresses: readonly string[]): string[] {
+  const all = net.devices.flatMap((d) => [...d.addrs, ...d.addrs6]);
+  return all.some((a) => nodeAddresses.includes(a)) ? [...new Set(all)] : [];
 }
 
 /** The device map's desired content: ifindex -> primary IPv4 address (family 6: first global IPv6 address). */

@@ -4,7 +4,9 @@
 // each device SNATs to (svcmap_devaddr), and the attachments themselves.
 // Re-evaluated when the node's Node object changes and when the node's
 // addresses, routes or links change (rtnetlink), with a periodic re-read as
-// a safety net, so an address change needs no restart.
+// a safety net, so an address change needs no restart. Since it follows the
+// node's addresses, it also tells the agent every address the node holds
+// (which may serve NodePorts: nodeport-addresses.ts).
 import { existsSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { detachPinnedLink } from '../../bpf/link.ts';
@@ -26,7 +28,7 @@ import type { TypedMap } from '../../maps/typed-map.ts';
 import type { NodeInfo } from '../../model/types.ts';
 import { TC_PROGRAMS } from './datapath.ts';
 import { syncDeviceAddresses } from './device-addresses.ts';
-import { type HostNet, defaultDevices, deviceAddresses, readHostNet } from './host-net.ts';
+import { type HostNet, defaultDevices, deviceAddresses, nodeLocalAddresses, readHostNet } from './host-net.ts';
 import type { Component } from '../components.ts';
 import type { Logger } from '../log.ts';
 
@@ -67,6 +69,8 @@ export interface TcDatapathOptions {
   node?: NodeInfo | undefined;
   /** Told when attaching fails (the agent runs on, without tc translation, and counts it). */
   onAttachFailed?: () => void;
+  /** Told every address the node's devices hold (host-net.ts nodeLocalAddresses()) whenever that list changes. */
+  onNodeAddresses?: (addresses: string[]) => void;
 }
 
 /** What made the agent re-read the node's network (logged). */
@@ -83,6 +87,8 @@ export class TcDatapath implements Component {
   readonly #explicit: string[] | undefined;
   readonly #mode: TcMode | 'auto';
   readonly #onAttachFailed: (() => void) | undefined;
+  readonly #onNodeAddresses: ((addresses: string[]) => void) | undefined;
+  #nodeAddresses = '';
   #node: NodeInfo | undefined;
   #current = '';
   #watch: NetlinkWatch | undefined;
@@ -100,6 +106,7 @@ export class TcDatapath implements Component {
     this.#explicit = opts.devices?.length ? opts.devices : undefined;
     this.#node = opts.node;
     this.#onAttachFailed = opts.onAttachFailed;
+    this.#onNodeAddresses = opts.onNodeAddresses;
   }
 
   /** Attaches for the node known at start, then follows the node's addresses and routes. */
@@ -167,7 +174,9 @@ export class TcDatapath implements Component {
   /** Re-reads the node's network: the device map first, then the attachments (idempotent; cheap when nothing changed). */
   refresh(net: HostNet = readHostNet(), trigger: RefreshTrigger = 'node'): void {
     this.#syncAddresses(net, trigger);
-    const devices = this.#explicit ?? defaultDevices(net, [...(this.#node?.addresses ?? []), ...(this.#node?.addresses6 ?? [])]);
+    const own = [...(this.#node?.addresses ?? []), ...(this.#node?.addresses6 ?? [])];
+    this.#tellNodeAddresses(nodeLocalAddresses(net, own));
+    const devices = this.#explicit ?? defaultDevices(net, own);
     const nodeIp = this.#node?.addresses[0] ?? net.devices.find((d) => d.name === devices[0])?.addr;
     const key = JSON.stringify({ devices, nodeIp });
     if (key === this.#current) return;
@@ -202,6 +211,13 @@ export class TcDatapath implements Component {
     this.attachments = attachments;
     this.#current = key;
     this.#log.info({ devices, nodeIp, mode: attachments[0]?.mode, trigger }, 'tc datapath attached');
+  }
+
+  #tellNodeAddresses(addresses: string[]): void {
+    const key = addresses.join(',');
+    if (key === this.#nodeAddresses) return;
+    this.#nodeAddresses = key;
+    this.#onNodeAddresses?.(addresses);
   }
 
   #syncAddresses(net: HostNet, trigger: RefreshTrigger): void {

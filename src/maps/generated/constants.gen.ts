@@ -16,6 +16,7 @@ export const SVCMAP_MAP_BE_CONNS = 'svcmap_be_conns';
 export const SVCMAP_MAP_SK_BACKEND = 'svcmap_sk_be';
 export const SVCMAP_MAP_MAGLEV = 'svcmap_maglev';
 export const SVCMAP_MAP_ZONES = 'svcmap_zones';
+export const SVCMAP_MAP_SOCK_CFG = 'svcmap_sockcfg';
 /** not pinned: the recount's working set */
 export const SVCMAP_MAP_SK_COUNT = 'svcmap_sk_count';
 /** not pinned: socket termination's working set */
@@ -102,6 +103,9 @@ export const AFFINITY_ORIGIN_SOCK6 = 3;
 export const AFFINITY_ORIGIN_TC6 = 4;
 export const CONNS_FIELD_SOCK = 0;
 export const CONNS_FIELD_TC = 1;
+export const SOCK_CFG_LOCALHOST4 = 0x1;
+export const SOCK_CFG_LOCALHOST6 = 0x2;
+export const SOCK_CFG_BIND_PROTECT = 0x4;
 export const DP_HOOK_TC_INGRESS = 0;
 export const DP_HOOK_TC_EGRESS = 1;
 export const DP_HOOK_CONNECT4 = 2;
@@ -112,7 +116,9 @@ export const DP_HOOK_CONNECT6 = 6;
 export const DP_HOOK_SENDMSG6 = 7;
 export const DP_HOOK_RECVMSG6 = 8;
 export const DP_HOOK_GETPEERNAME6 = 9;
-export const DP_HOOK_MAX = 10;
+export const DP_HOOK_BIND4 = 10;
+export const DP_HOOK_BIND6 = 11;
+export const DP_HOOK_MAX = 12;
 /** not for svcmap: no frontend, no tracked flow (also for an ICMP error's quote) */
 export const DP_R_PASSED = 0;
 /** tc: not IP TCP, UDP or an ICMP error (ARP, ICMP echo, ICMPv6 neighbour discovery, ...) */
@@ -155,7 +161,9 @@ export const DP_R_REVNAT_STALE = 18;
 export const DP_R_SNAT_NO_ROUTE = 19;
 /** tc: IPv6 whose next header is not TCP, UDP or ICMPv6 (extension headers, fragments): untouched */
 export const DP_R_IPV6_EXT_HDR = 20;
-export const DP_R_MAX = 21;
+/** bind: the node's own socket asked for a port a NodePort holds: EADDRINUSE */
+export const DP_R_BIND_DENIED = 21;
+export const DP_R_MAX = 22;
 export const DP_REASON_STRIDE = 32;
 /** 16 hooks of DP_REASON_STRIDE reasons */
 export const SVCMAP_METRICS_MAX = 512;
