@@ -5,6 +5,8 @@
 
 import type { ChildProcess } from 'node:child_process';
 import type {
+  BindArgs,
+  BindResult,
   ClientOp,
   ClientOps,
   TcpConnectArgs,
@@ -117,6 +119,11 @@ export class LabClient {
   /** Stops a stream: every exchange, error and reconnection it saw. */
   udpStreamStop(stream: number): Promise<UdpStreamResult> {
     return this.#request('udpStreamStop', { stream }, GUARD_SLACK_MS);
+  }
+
+  /** bind() a socket to ip:port (TCP: and listen) and close it: 'ok' or the errno code. */
+  bind(args: BindArgs): Promise<BindResult> {
+    return this.#request('bind', args, GUARD_SLACK_MS);
   }
 
   /** The client's pid, /proc/self/cgroup and netns. */

@@ -6,13 +6,15 @@
 // {"id","ok":true,"result"} or {"id","ok":false,"error"}. End of stdin exits.
 // Every network operation has a timeout; failures are counted by errno code.
 
-import { connect, type Socket } from 'node:net';
+import { connect, createServer, type Socket } from 'node:net';
 import { createSocket, type Socket as UdpSocket } from 'node:dgram';
 import { createInterface } from 'node:readline';
 import { readFileSync, readlinkSync } from 'node:fs';
 import { performance } from 'node:perf_hooks';
 import { randomBytes } from 'node:crypto';
 import type {
+  BindArgs,
+  BindResult,
   ClientReady,
   ClientRequest,
   ClientResponse,
@@ -233,6 +235,27 @@ function whoami(): WhoAmI {
   return { pid: process.pid, procCgroup, cgroup: v2 ? v2.slice(3) : '', netns: readlinkSync('/proc/self/ns/net') };
 }
 
+/**
+ * bind() (TCP: and listen, as a server does; [::] dual-stack, Node's default)
+ * to ip:port, then close: 'ok' or the errno code.
+ */
+function bindOnce(a: BindArgs): Promise<BindResult> {
+  return new Promise((resolve) => {
+    if (a.proto === 'tcp') {
+      const server = createServer();
+      server.once('error', (e) => resolve({ result: errCode(e) }));
+      server.listen({ host: a.ip, port: a.port, exclusive: true }, () => server.close(() => resolve({ result: 'ok' })));
+      return;
+    }
+    const sock = createSocket(a.ip.includes(':') ? 'udp6' : 'udp4');
+    sock.once('error', (e) => {
+      sock.close();
+      resolve({ result: errCode(e) });
+    });
+    sock.bind({ address: a.ip, port: a.port, exclusive: true }, () => sock.close(() => resolve({ result: 'ok' })));
+  });
+}
+
 const streams = new Map<number, UdpStream>();
 let nextStream = 1;
 
@@ -246,6 +269,8 @@ async function handle(req: ClientRequest): Promise<unknown> {
       return udpSend(req.args as UdpSendArgs);
     case 'whoami':
       return whoami();
+    case 'bind':
+      return bindOnce(req.args as BindArgs);
     case 'udpStreamStart': {
       const s = new UdpStream(req.args as UdpStreamArgs);
       const started = await s.start();

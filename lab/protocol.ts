@@ -159,11 +159,24 @@ export interface UdpStreamResult {
   reconnects: number;
 }
 
+/** bind() a socket to ip:port and close it again: what became of the bind. */
+export interface BindArgs {
+  ip: string;
+  port: number;
+  proto: 'tcp' | 'udp';
+}
+
+/** 'ok', or the bind's errno code (EADDRINUSE, EACCES, ...). */
+export interface BindResult {
+  result: string;
+}
+
 export interface ClientOps {
   tcpConnect: { args: TcpConnectArgs; result: TcpResult };
   tcpLoop: { args: TcpLoopArgs; result: TcpLoopResult };
   udpSend: { args: UdpSendArgs; result: UdpResult };
   whoami: { args: Record<string, never>; result: WhoAmI };
+  bind: { args: BindArgs; result: BindResult };
   udpStreamStart: { args: UdpStreamArgs; result: UdpStreamStarted };
   udpStreamStop: { args: { stream: number }; result: UdpStreamResult };
   udpStreamReplies: { args: UdpStreamRepliesArgs; result: UdpStreamEvent[] };

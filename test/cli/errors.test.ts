@@ -41,6 +41,15 @@ t.test('bad flags are named', async (t) => {
   t.match(r.stderr, /--log-level: must be one of debug, info, warn, error/);
   r = run(['agent', '--manifests', tmp, '--no-such-flag']);
   t.match(r.stderr, /svcmap agent: unknown flag --no-such-flag \(see svcmap agent --help\)\n$/);
+  r = run(['agent', '--manifests', tmp, '--nodeport-addresses', '10.0.0.0/8,192.168.1.0']);
+  t.equal(r.status, 2);
+  t.match(r.stderr, /svcmap agent: --nodeport-addresses: "192\.168\.1\.0" is not a CIDR \(e\.g\. 10\.0\.0\.0\/8 or fd00::\/64\) nor "primary"/);
+  r = run(['agent', '--manifests', tmp, '--nodeport-addresses', 'primary,10.0.0.0/8']);
+  t.match(r.stderr, /--nodeport-addresses: "primary" stands alone: it cannot be combined with CIDRs/);
+  r = run(['agent', '--manifests', tmp, '--localhost-nodeports', 'no']);
+  t.match(r.stderr, /svcmap agent: --localhost-nodeports: must be true or false/);
+  r = run(['agent', '--manifests', tmp, '--bind-protection=off']);
+  t.match(r.stderr, /svcmap agent: --bind-protection: must be true or false/);
   r = run(['dump', '-o', 'xml']);
   t.match(r.stderr, /svcmap dump: --output: must be table, wide, json or yaml/);
   r = run(['frobnicate']);
