@@ -102,6 +102,10 @@ function expectedArgs(v: {
   healthzAddress: string;
   logLevel: string;
   lbAlgorithm?: string;
+  /** nodePort.localhost, nodePort.bindProtection (default true) and nodePort.addresses. */
+  localhostNodePorts?: boolean;
+  bindProtection?: boolean;
+  nodePortAddresses?: string[];
   devices?: string[];
   compile?: boolean;
   /** --netns-dir (staleSockets.podNamespaces: netnsDir, the default); false: not passed. */
@@ -126,7 +130,12 @@ function expectedArgs(v: {
     v.logLevel,
     '--lb-algorithm',
     v.lbAlgorithm ?? 'random',
+    '--localhost-nodeports',
+    String(v.localhostNodePorts ?? true),
+    '--bind-protection',
+    String(v.bindProtection ?? true),
   ];
+  if (v.nodePortAddresses?.length) args.push('--nodeport-addresses', v.nodePortAddresses.join(','));
   if (v.devices && v.devices.length > 0) args.push('--devices', v.devices.join(','));
   if (v.compile) args.push('--compile', '--bpf-dir', '/run/svcmap/bpf');
   if (v.netnsDir ?? true) args.push('--netns-dir', '/run/svcmap/netns');
@@ -445,6 +454,9 @@ t.test('edge values (custom ports, devices, resources, IPv6 API server, no init 
         healthzAddress: '[::1]:19256',
         logLevel: 'debug',
         lbAlgorithm: 'rr',
+        localhostNodePorts: false,
+        bindProtection: false,
+        nodePortAddresses: ['192.168.0.0/16', 'fd00:10::/64'],
         devices: ['eth0', 'eth1', 'bond0.100'],
         compile: true,
         extra: ['--example-flag=1'],

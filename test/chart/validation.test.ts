@@ -91,6 +91,14 @@ t.test('values.schema.json rejects wrong types with a message naming the value',
     schemaError,
     /\/lbAlgorithm.*value must be one of/,
   ]);
+  renderFails(t, 'nodePort.addresses holding something that is no CIDR', { set: [...base, 'nodePort.addresses={10.0.0.0}'] }, [
+    schemaError,
+    /\/nodePort\/addresses\/0/,
+  ]);
+  renderFails(t, 'nodePort.bindProtection not a boolean', { set: [...base, 'nodePort.bindProtection=yes'] }, [
+    schemaError,
+    /\/nodePort\/bindProtection/,
+  ]);
   renderFails(t, 'staleSockets.podSockets not a boolean', { set: [...base, 'staleSockets.podSockets=yes'] }, [
     schemaError,
     /\/staleSockets\/podSockets/,
