@@ -173,6 +173,8 @@ export const REQUIREMENTS: readonly Requirement[] = [
   sockHook('sendmsg6', '4.18', 'socket LB: unconnected UDP (DNS) to an IPv6 service'),
   sockHook('recvmsg6', '5.2', 'socket LB: UDP replies carry the IPv6 service address'),
   sockHook('getpeername6', '5.8', 'socket LB: getpeername() reports the IPv6 service address'),
+  sockHook('bind4', '4.17', "bind protection: the node's IPv4 sockets cannot bind a NodePort's port"),
+  sockHook('bind6', '4.17', "bind protection: the node's IPv6 sockets cannot bind a NodePort's port"),
   {
     ...sockHook('sock_release', '5.9', 'per-backend connection counts (least-connections): a closed socket stops counting'),
     id: 'program:sock_release',
@@ -215,6 +217,14 @@ export const REQUIREMENTS: readonly Requirement[] = [
     'cgroup_sock_addr',
     '5.18',
     'a service without endpoints refuses connect() at once (ECONNREFUSED)',
+  ),
+  helper(
+    'bpf_get_netns_cookie',
+    122,
+    PROG_CGROUP_SOCK_ADDR,
+    'cgroup_sock_addr',
+    '5.7',
+    "the node's own sockets told from pods' (localhost NodePorts, bind protection; session affinity's client)",
   ),
   helper('bpf_loop', 181, PROG_SCHED_CLS, 'sched_cls', '5.17', 'least-connections backend scan in the tc programs'),
   helper('bpf_check_mtu', 163, PROG_SCHED_CLS, 'sched_cls', '5.12', 'NodePort forwarding: packets too big for the way out'),
