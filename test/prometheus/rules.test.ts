@@ -16,8 +16,8 @@ import { PROMTOOL, promtool } from './promtool.ts';
 
 const RULES = join(ROOT, 'charts', 'svcmap', 'files', 'prometheus-rules.yaml');
 const TESTS = join(ROOT, 'test', 'prometheus', 'rules.test.yaml');
-/** Refusals a Service asks for (no endpoints, externalTrafficPolicy Local, loadBalancerSourceRanges): no alert. */
-const POLICY_DROPS = ['no_backend', 'no_local_endpoint', 'source_denied'];
+/** Refusals a Service or the node's settings ask for (no endpoints, externalTrafficPolicy Local, loadBalancerSourceRanges, bind protection): no alert. */
+const POLICY_DROPS = ['no_backend', 'no_local_endpoint', 'source_denied', 'nodeport_bind_denied'];
 
 interface Rule {
   alert?: string;
