@@ -39,15 +39,13 @@ t.before(async () => {
   // The load balancer: a namespace behind the node holding both IPs, answering on port 80.
   const lb: LabNs = await c.lab.netns('lb');
   await c.lab.link(c.node, lb, `${LINK.node}/30`, `${LINK.lb}/30`, { names: ['to-lb', 'to-node'] });
-  await c.lab.ip(lb, 'link', 'add', 'lb0', 'type', 'dummy');
-  await c.lab.ip(lb, 'link', 'set', 'lb0', 'up');
-  await c.lab.ip(lb, 'addr', 'add', `${LB[4]}/32`, 'dev', 'lb0');
+  await c.lab.ip(lb, 'addr', 'add', `${LB[4]}/32`, 'dev', 'to-node');
   await c.lab.route(lb, c.node.cidr, LINK.node);
   await c.lab.route(c.node, `${LB[4]}/32`, LINK.lb);
   await c.lab.forward(c.node);
   await c.lab.ipv6(c.node, LINK.node6, { dev: 'to-lb' });
   await c.lab.ipv6(lb, LINK.lb6, { dev: 'to-node', gateway: LINK.node6 });
-  await c.lab.ipv6(lb, LB[6], { dev: 'lb0' });
+  await c.lab.ipv6(lb, LB[6], { dev: 'to-node' });
   await c.lab.ip(c.node, '-6', 'route', 'replace', `${LB[6]}/128`, 'via', LINK.lb6);
   await c.lab.sysctl(c.node, 'net.ipv6.conf.all.forwarding', 1);
   await c.lab.echoServer(lb, { tcpPorts: [80] });

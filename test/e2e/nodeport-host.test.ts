@@ -34,7 +34,7 @@ const svc: ServiceSpec = {
   endpoints: POD_IPS.map((ip) => ({ ip })),
   endpoints6: POD_IPS6.map((ip) => ({ ip })),
 };
-/** A second address of the node, on a device of its own (not in the Node object): added while the agent runs. */
+/** A second address of the node, beside the InternalIP on its bridge (not in the Node object): added while the agent runs. */
 const SECOND = { 4: '192.0.2.10', 6: 'fd00:192:0:2::10' } as const;
 const FAMILIES = [
   { family: 4, node: NODE_IP, second: SECOND[4], loopback: '127.0.0.1', any: '0.0.0.0' },
@@ -134,10 +134,8 @@ t.test("a pod's own loopback is its own: its 127.0.0.1:NodePort is not translate
 
 t.test("every address of the node: one the node gains while the agent runs serves NodePorts, to the node and to pods", async (t) => {
   const from = c.agent.mark();
-  await c.lab.ip(c.node, 'link', 'add', 'np0', 'type', 'dummy');
-  await c.lab.ip(c.node, 'link', 'set', 'np0', 'up');
-  await c.lab.ip(c.node, 'addr', 'add', `${SECOND[4]}/32`, 'dev', 'np0');
-  await c.lab.ipv6(c.node, SECOND[6], { dev: 'np0' });
+  await c.lab.ip(c.node, 'addr', 'add', `${SECOND[4]}/32`, 'dev', c.node.bridge);
+  await c.lab.ipv6(c.node, SECOND[6], { dev: c.node.bridge });
   const seen = await c.agent.waitFor(
     (l) => l.msg === "the node's addresses" && [SECOND[4], SECOND[6]].every((a) => (l.addresses as string[]).includes(a)),
     { from, what: 'the agent seeing the new addresses' },
