@@ -59,6 +59,8 @@ let lab: Lab;
 let node: LabNode;
 let client: LabClient;
 let agent: NodeAgent | undefined;
+/** The socket hooks' cgroup, one for every agent this test starts on node1. */
+let cgroup: string;
 
 t.before(async () => {
   assertBuilt();
@@ -79,6 +81,7 @@ t.before(async () => {
   await lab.ipv6(pod, POD.ip6, { dev: pod.ifname, gateway: V6.bridge1 });
   await lab.echoServer(pod, { tcpPorts: [8080], host: POD.ip6 });
   client = await lab.client(clientPod);
+  cgroup = await lab.cgroup('node1');
 });
 
 t.teardown(async () => {
@@ -92,7 +95,7 @@ t.teardown(async () => {
 /** (Re)starts node1's agent with these flags and waits for its first sync after it saw the node's addresses. */
 async function startAgent(flags: string[]): Promise<void> {
   await agent?.stop();
-  agent = await startNodeAgent(lab, node, 'node1', { 'np.yaml': manifest }, flags);
+  agent = await startNodeAgent(lab, node, 'node1', { 'np.yaml': manifest }, flags, { cgroup });
   const seen = await agent.agent.waitFor(
     (l) => l.msg === "the node's addresses" && (l.addresses as string[]).includes(SECOND[6]),
     { what: "the agent seeing node1's addresses" },
