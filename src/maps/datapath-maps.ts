@@ -157,9 +157,9 @@ export class DatapathMaps {
   all(): Array<TypedMap<unknown, unknown>> {
     const family = (f: FamilyMaps | undefined) =>
       f ? [f.services, f.backends, f.revNat, f.skRevNat, f.conns, f.maglevIndex, f.ct, f.srcRange, f.devAddr] : [];
-    return [...family(this.v4), this.affinity, this.config, this.sockConfig, this.zones, ...family(this.v6)].filter((m) => m !== undefined) as Array<
-      TypedMap<unknown, unknown>
-    >;
+    return [...family(this.v4), this.affinity, this.config, this.sockConfig, this.zones, ...family(this.v6)].filter(
+      (m) => m !== undefined,
+    ) as Array<TypedMap<unknown, unknown>>;
   }
 
   close(): void {

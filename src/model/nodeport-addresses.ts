@@ -88,7 +88,11 @@ export function nodePortIPs(spec: NodePortAddressSpec, family: Family, node: Nod
  * The node with the addresses that serve NodePorts in place of the Node
  * object's (what the model builds NodePort frontends from).
  */
-export function withNodePortAddresses(node: NodeInfo | undefined, spec: NodePortAddressSpec, local: readonly string[]): NodeInfo | undefined {
+export function withNodePortAddresses(
+  node: NodeInfo | undefined,
+  spec: NodePortAddressSpec,
+  local: readonly string[],
+): NodeInfo | undefined {
   if (!node) return undefined;
   const { addresses6: _, ...rest } = node;
   const v6 = nodePortIPs(spec, 6, node, local);

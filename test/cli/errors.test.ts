@@ -43,7 +43,10 @@ t.test('bad flags are named', async (t) => {
   t.match(r.stderr, /svcmap agent: unknown flag --no-such-flag \(see svcmap agent --help\)\n$/);
   r = run(['agent', '--manifests', tmp, '--nodeport-addresses', '10.0.0.0/8,192.168.1.0']);
   t.equal(r.status, 2);
-  t.match(r.stderr, /svcmap agent: --nodeport-addresses: "192\.168\.1\.0" is not a CIDR \(e\.g\. 10\.0\.0\.0\/8 or fd00::\/64\) nor "primary"/);
+  t.match(
+    r.stderr,
+    /svcmap agent: --nodeport-addresses: "192\.168\.1\.0" is not a CIDR \(e\.g\. 10\.0\.0\.0\/8 or fd00::\/64\) nor "primary"/,
+  );
   r = run(['agent', '--manifests', tmp, '--nodeport-addresses', 'primary,10.0.0.0/8']);
   t.match(r.stderr, /--nodeport-addresses: "primary" stands alone: it cannot be combined with CIDRs/);
   r = run(['agent', '--manifests', tmp, '--localhost-nodeports', 'no']);

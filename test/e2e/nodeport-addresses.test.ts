@@ -96,10 +96,9 @@ t.teardown(async () => {
 async function startAgent(flags: string[]): Promise<void> {
   await agent?.stop();
   agent = await startNodeAgent(lab, node, 'node1', { 'np.yaml': manifest }, flags, { cgroup });
-  const seen = await agent.agent.waitFor(
-    (l) => l.msg === "the node's addresses" && (l.addresses as string[]).includes(SECOND[6]),
-    { what: "the agent seeing node1's addresses" },
-  );
+  const seen = await agent.agent.waitFor((l) => l.msg === "the node's addresses" && (l.addresses as string[]).includes(SECOND[6]), {
+    what: "the agent seeing node1's addresses",
+  });
   await agent.agent.waitForSync(agent.agent.lines.indexOf(seen) + 1);
 }
 

@@ -102,7 +102,8 @@ async function bindCounters(): Promise<Record<string, number>> {
   ]);
   const out: Record<string, number> = {};
   for (const s of parseSamples(text))
-    if (s.name === 'svcmap_datapath_packets_total' && s.labels.hook?.startsWith('bind')) out[`${s.labels.hook}/${s.labels.reason}`] = s.value;
+    if (s.name === 'svcmap_datapath_packets_total' && s.labels.hook?.startsWith('bind'))
+      out[`${s.labels.hook}/${s.labels.reason}`] = s.value;
   return out;
 }
 
@@ -132,7 +133,7 @@ t.test("a pod's own loopback is its own: its 127.0.0.1:NodePort is not translate
   }
 });
 
-t.test("every address of the node: one the node gains while the agent runs serves NodePorts, to the node and to pods", async (t) => {
+t.test('every address of the node: one the node gains while the agent runs serves NodePorts, to the node and to pods', async (t) => {
   const from = c.agent.mark();
   await c.lab.ip(c.node, 'addr', 'add', `${SECOND[4]}/32`, 'dev', c.node.bridge);
   await c.lab.ipv6(c.node, SECOND[6], { dev: c.node.bridge });
@@ -147,47 +148,57 @@ t.test("every address of the node: one the node gains while the agent runs serve
   }
 });
 
-t.test('bind protection (the default): the NodePorts are EADDRINUSE to the node, counted; other ports, other protocols and pods bind', async (t) => {
-  const before = await bindCounters();
-  const denied: Array<[string, number, 'tcp' | 'udp']> = [];
-  for (const f of FAMILIES) {
-    for (const ip of [f.any, f.node, f.second, f.loopback]) {
-      denied.push([ip, TCP_NP, 'tcp']);
-      denied.push([ip, UDP_NP, 'udp']);
+t.test(
+  'bind protection (the default): the NodePorts are EADDRINUSE to the node, counted; other ports, other protocols and pods bind',
+  async (t) => {
+    const before = await bindCounters();
+    const denied: Array<[string, number, 'tcp' | 'udp']> = [];
+    for (const f of FAMILIES) {
+      for (const ip of [f.any, f.node, f.second, f.loopback]) {
+        denied.push([ip, TCP_NP, 'tcp']);
+        denied.push([ip, UDP_NP, 'udp']);
+      }
     }
-  }
-  for (const [ip, port, proto] of denied) {
-    t.same(await host.bind({ ip, port, proto }), { result: 'EADDRINUSE' }, `${proto} ${hostPort(ip, port)}: EADDRINUSE`);
-  }
-  const allowed: Array<[string, number, 'tcp' | 'udp']> = [
-    ['0.0.0.0', TCP_NP + 1, 'tcp'],
-    ['::', TCP_NP + 1, 'tcp'],
-    ['0.0.0.0', TCP_NP, 'udp'], // the NodePort is TCP's
-    ['::', UDP_NP, 'tcp'], // ... and UDP's
-  ];
-  for (const [ip, port, proto] of allowed) {
-    t.same(await host.bind({ ip, port, proto }), { result: 'ok' }, `${proto} ${hostPort(ip, port)}: bound`);
-  }
-  for (const f of FAMILIES) {
-    t.same(await c.client.bind({ ip: f.any, port: TCP_NP, proto: 'tcp' }), { result: 'ok' }, `a pod binds ${hostPort(f.any, TCP_NP)}`);
-  }
-  const after = await bindCounters();
-  const moved = (k: string) => (after[k] ?? 0) - (before[k] ?? 0);
-  t.equal(moved('bind4/nodeport_bind_denied'), 8, 'bind4: one count per refused IPv4 bind');
-  t.equal(moved('bind6/nodeport_bind_denied'), 8, 'bind6: one count per refused IPv6 bind');
-  t.equal(moved('bind4/passed'), 3, 'bind4: the two allowed binds and the pod');
-  t.equal(moved('bind6/passed'), 3, 'bind6: the two allowed binds and the pod');
-});
+    for (const [ip, port, proto] of denied) {
+      t.same(await host.bind({ ip, port, proto }), { result: 'EADDRINUSE' }, `${proto} ${hostPort(ip, port)}: EADDRINUSE`);
+    }
+    const allowed: Array<[string, number, 'tcp' | 'udp']> = [
+      ['0.0.0.0', TCP_NP + 1, 'tcp'],
+      ['::', TCP_NP + 1, 'tcp'],
+      ['0.0.0.0', TCP_NP, 'udp'], // the NodePort is TCP's
+      ['::', UDP_NP, 'tcp'], // ... and UDP's
+    ];
+    for (const [ip, port, proto] of allowed) {
+      t.same(await host.bind({ ip, port, proto }), { result: 'ok' }, `${proto} ${hostPort(ip, port)}: bound`);
+    }
+    for (const f of FAMILIES) {
+      t.same(await c.client.bind({ ip: f.any, port: TCP_NP, proto: 'tcp' }), { result: 'ok' }, `a pod binds ${hostPort(f.any, TCP_NP)}`);
+    }
+    const after = await bindCounters();
+    const moved = (k: string) => (after[k] ?? 0) - (before[k] ?? 0);
+    t.equal(moved('bind4/nodeport_bind_denied'), 8, 'bind4: one count per refused IPv4 bind');
+    t.equal(moved('bind6/nodeport_bind_denied'), 8, 'bind6: one count per refused IPv6 bind');
+    t.equal(moved('bind4/passed'), 3, 'bind4: the two allowed binds and the pod');
+    t.equal(moved('bind6/passed'), 3, 'bind6: the two allowed binds and the pod');
+  },
+);
 
-t.test('--localhost-nodeports=false: 127.0.0.1 and [::1] are not translated (refused), nor protected; the addresses still are', async (t) => {
-  await agent(['--localhost-nodeports=false']);
-  for (const f of FAMILIES) {
-    await notServed(t, host, f.loopback, `IPv${f.family}: ${f.loopback}`);
-    await served(t, host, f.node, `IPv${f.family}: the node's InternalIP`);
-    t.same(await host.bind({ ip: f.loopback, port: TCP_NP, proto: 'tcp' }), { result: 'ok' }, `${f.loopback}: bound (it serves no NodePort)`);
-    t.same(await host.bind({ ip: f.any, port: TCP_NP, proto: 'tcp' }), { result: 'EADDRINUSE' }, `${f.any}: still protected`);
-  }
-});
+t.test(
+  '--localhost-nodeports=false: 127.0.0.1 and [::1] are not translated (refused), nor protected; the addresses still are',
+  async (t) => {
+    await agent(['--localhost-nodeports=false']);
+    for (const f of FAMILIES) {
+      await notServed(t, host, f.loopback, `IPv${f.family}: ${f.loopback}`);
+      await served(t, host, f.node, `IPv${f.family}: the node's InternalIP`);
+      t.same(
+        await host.bind({ ip: f.loopback, port: TCP_NP, proto: 'tcp' }),
+        { result: 'ok' },
+        `${f.loopback}: bound (it serves no NodePort)`,
+      );
+      t.same(await host.bind({ ip: f.any, port: TCP_NP, proto: 'tcp' }), { result: 'EADDRINUSE' }, `${f.any}: still protected`);
+    }
+  },
+);
 
 t.test('--bind-protection=false: the node binds the NodePorts; localhost NodePorts are back', async (t) => {
   await agent(['--bind-protection=false']);

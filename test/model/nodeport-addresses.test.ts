@@ -42,7 +42,11 @@ t.test('cidrContains: host bits in the CIDR ignored, the other family never', as
 t.test('not given: every address of the node, the Node object first, per family', async (t) => {
   t.same(nodePortIPs(EVERY_NODE_ADDRESS, 4, NODE, LOCAL), ['192.168.1.10', '203.0.113.7', '10.244.0.1', '172.16.5.1']);
   t.same(nodePortIPs(EVERY_NODE_ADDRESS, 6, NODE, LOCAL), ['fd00:1::10', 'fd00:10:244::1']);
-  t.same(nodePortIPs(EVERY_NODE_ADDRESS, 4, NODE, []), NODE.addresses, "without the interfaces' (the agent not in the node's namespace): the Node's");
+  t.same(
+    nodePortIPs(EVERY_NODE_ADDRESS, 4, NODE, []),
+    NODE.addresses,
+    "without the interfaces' (the agent not in the node's namespace): the Node's",
+  );
   t.same(nodePortIPs(EVERY_NODE_ADDRESS, 4, NODE, ['127.0.0.1', '::1']), NODE.addresses, 'loopback never');
 });
 
@@ -100,7 +104,12 @@ t.test('the incremental model: NodePort frontends follow the rule and the interf
     }),
   );
   m.upsertService(
-    obj({ apiVersion: 'v1', kind: 'Service', metadata: { name: 'ci', namespace: 'default' }, spec: { clusterIP: '10.96.0.6', ports: [{ port: 80 }] } }),
+    obj({
+      apiVersion: 'v1',
+      kind: 'Service',
+      metadata: { name: 'ci', namespace: 'default' },
+      spec: { clusterIP: '10.96.0.6', ports: [{ port: 80 }] },
+    }),
   );
   m.setNode({ name: 'n1', addresses: ['192.168.1.10'] });
   const nodePorts = () =>
