@@ -6,11 +6,14 @@
  */
 #include "lib/sock_lb.h"
 
-/* A frontend without backends fails at once with ECONNREFUSED instead of a
- * connect that hangs on an address nobody answers; a bind the node's own
- * socket may not make fails with EADDRINUSE. */
-static __always_inline int reject(int err)
+/* 0: proceed. A negative errno: refuse the call with it, at once: a
+ * frontend without backends fails with ECONNREFUSED instead of a connect
+ * that hangs on an address nobody answers; a bind the node's own socket may
+ * not make fails with EADDRINUSE. */
+static __always_inline int verdict(int err)
 {
+	if (!err)
+		return SYS_PROCEED;
 	bpf_set_retval(err);
 	return SYS_REJECT;
 }
@@ -18,23 +21,18 @@ static __always_inline int reject(int err)
 SEC("cgroup/connect4")
 int svcmap_connect4(struct bpf_sock_addr *ctx)
 {
-	int err = sock_xlate_fwd(AF_INET, ctx, DP_HOOK_CONNECT4);
-
-	return err ? reject(err) : SYS_PROCEED;
+	return verdict(sock_xlate_fwd(AF_INET, ctx, DP_HOOK_CONNECT4));
 }
 
 /* Unconnected UDP: every datagram picks its backend. */
 SEC("cgroup/sendmsg4")
 int svcmap_sendmsg4(struct bpf_sock_addr *ctx)
 {
-	int err;
-
 	if (ctx->type != SOCK_DGRAM) {
 		dp_count(DP_HOOK_SENDMSG4, DP_R_PASSED);
 		return SYS_PROCEED;
 	}
-	err = sock_xlate_fwd(AF_INET, ctx, DP_HOOK_SENDMSG4);
-	return err ? reject(err) : SYS_PROCEED;
+	return verdict(sock_xlate_fwd(AF_INET, ctx, DP_HOOK_SENDMSG4));
 }
 
 SEC("cgroup/recvmsg4")
@@ -55,22 +53,17 @@ int svcmap_getpeer4(struct bpf_sock_addr *ctx)
 SEC("cgroup/connect6")
 int svcmap_connect6(struct bpf_sock_addr *ctx)
 {
-	int err = sock_xlate_fwd(AF_INET6, ctx, DP_HOOK_CONNECT6);
-
-	return err ? reject(err) : SYS_PROCEED;
+	return verdict(sock_xlate_fwd(AF_INET6, ctx, DP_HOOK_CONNECT6));
 }
 
 SEC("cgroup/sendmsg6")
 int svcmap_sendmsg6(struct bpf_sock_addr *ctx)
 {
-	int err;
-
 	if (ctx->type != SOCK_DGRAM) {
 		dp_count(DP_HOOK_SENDMSG6, DP_R_PASSED);
 		return SYS_PROCEED;
 	}
-	err = sock_xlate_fwd(AF_INET6, ctx, DP_HOOK_SENDMSG6);
-	return err ? reject(err) : SYS_PROCEED;
+	return verdict(sock_xlate_fwd(AF_INET6, ctx, DP_HOOK_SENDMSG6));
 }
 
 SEC("cgroup/recvmsg6")
@@ -91,17 +84,13 @@ int svcmap_getpeer6(struct bpf_sock_addr *ctx)
 SEC("cgroup/bind4")
 int svcmap_bind4(struct bpf_sock_addr *ctx)
 {
-	int err = sock_bind(AF_INET, ctx, DP_HOOK_BIND4);
-
-	return err ? reject(err) : SYS_PROCEED;
+	return verdict(sock_bind(AF_INET, ctx, DP_HOOK_BIND4));
 }
 
 SEC("cgroup/bind6")
 int svcmap_bind6(struct bpf_sock_addr *ctx)
 {
-	int err = sock_bind(AF_INET6, ctx, DP_HOOK_BIND6);
-
-	return err ? reject(err) : SYS_PROCEED;
+	return verdict(sock_bind(AF_INET6, ctx, DP_HOOK_BIND6));
 }
 
 /* The socket's backend (if the socket LB connected it to one) stops

@@ -11,26 +11,17 @@
 // made; every step waits for the agent's sync or log line.
 import t from 'tap';
 import { stringify } from 'yaml';
-import { assertBuilt } from '../../lab/agent-process.ts';
-import { Lab, type LabClient, type LabPod } from '../../lab/index.ts';
-import { ensureBpffs, sweepStalePins } from '../../lab/pins.ts';
+import type { Lab, LabClient, LabPod } from '../../lab/index.ts';
 import { hostPort } from '../../lab/protocol.ts';
 import { HC_LISTENING } from '../../src/agent/http/health-check-ports.ts';
 import { type EndpointSpec, type ServiceSpec, serviceObject, sliceObject } from './fixtures/manifests.ts';
-import { CLIENT_IP, NODE_IPS, type NodeAgent, makeTcNode, startNodeAgent } from './fixtures/tc-nodes.ts';
+import { NODE1_POD, NODE_IPS, type NodeAgent, V6_IPS, oneDualStackNode, startNodeAgent } from './fixtures/tc-nodes.ts';
 
 const HC_PORT = 32000;
 const NODE_PORT = 30081;
-const POD_A = '10.244.1.10';
-const V6 = {
-  client: 'fd00:192:168:100::100',
-  node1: 'fd00:192:168:100::11',
-  podA: 'fd00:10:244:1::10',
-  bridge1: 'fd00:10:244:1::1',
-} as const;
 const FAMILIES = [
   { family: 4, node: NODE_IPS.node1 },
-  { family: 6, node: V6.node1 },
+  { family: 6, node: V6_IPS.node1 },
 ] as const;
 
 /** The Service, its two slices (one per family) and node1, with the pod's endpoints in the given state. */
@@ -42,8 +33,8 @@ function manifest(state: Pick<EndpointSpec, 'ready' | 'serving' | 'terminating'>
     type: 'LoadBalancer',
     externalTrafficPolicy: 'Local',
     ports: [{ name: 'http', protocol: 'TCP', port: 80, targetPort: 8080, nodePort: NODE_PORT }],
-    endpoints: [{ ip: POD_A, nodeName: 'node1', ...state }],
-    endpoints6: [{ ip: V6.podA, nodeName: 'node1', ...state }],
+    endpoints: [{ ip: NODE1_POD.ip, nodeName: 'node1', ...state }],
+    endpoints6: [{ ip: NODE1_POD.ip6, nodeName: 'node1', ...state }],
     extraSpec: { healthCheckNodePort: HC_PORT },
   };
   const node = {
@@ -53,7 +44,7 @@ function manifest(state: Pick<EndpointSpec, 'ready' | 'serving' | 'terminating'>
     status: {
       addresses: [
         { type: 'InternalIP', address: NODE_IPS.node1 },
-        { type: 'InternalIP', address: V6.node1 },
+        { type: 'InternalIP', address: V6_IPS.node1 },
       ],
     },
   };
@@ -68,21 +59,10 @@ let client: LabClient;
 let node1: NodeAgent;
 
 t.before(async () => {
-  assertBuilt();
-  ensureBpffs();
-  sweepStalePins();
-  lab = await Lab.create();
-  const net = await lab.node('net', { cidr: '192.168.100.0/24' });
-  clientPod = await lab.pod(net, 'client', `${CLIENT_IP}/24`);
-  await lab.ipv6(clientPod, V6.client, { dev: clientPod.ifname });
-  const node = await makeTcNode(lab, net, 'node1', '10.244.1.0/24', 'n1');
-  await lab.ipv6(node, V6.node1, { dev: 'eth0' });
-  await lab.ipv6(node, V6.bridge1, { dev: 'br0' });
-  await lab.sysctl(node, 'net.ipv6.conf.all.forwarding', 1);
-  const pod = await lab.pod(node, 'pod-a', POD_A);
-  await lab.echoServer(pod, { tcpPorts: [8080] });
-  await lab.ipv6(pod, V6.podA, { dev: pod.ifname, gateway: V6.bridge1 });
-  await lab.echoServer(pod, { tcpPorts: [8080], host: V6.podA });
+  const one = await oneDualStackNode();
+  lab = one.lab;
+  clientPod = one.clientPod;
+  const node = one.node;
   client = await lab.client(clientPod);
   node1 = await startNodeAgent(lab, node, 'node1', { 'lb.yaml': manifest({ ready: true }) }, ['--healthz-bind-address', '127.0.0.1:0']);
   await node1.agent.waitFor((l) => l.msg === HC_LISTENING && l.port === HC_PORT, {

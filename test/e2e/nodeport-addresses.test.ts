@@ -10,15 +10,11 @@
 // Every address lives in namespaces this test made.
 import t, { type Test } from 'tap';
 import { stringify } from 'yaml';
-import { assertBuilt } from '../../lab/agent-process.ts';
-import { Lab, type LabClient, type LabNode } from '../../lab/index.ts';
-import { ensureBpffs, sweepStalePins } from '../../lab/pins.ts';
-import { type ServiceSpec, serviceObject, sliceObject } from './fixtures/manifests.ts';
-import { CLIENT_IP, NODE_IPS, type NodeAgent, makeTcNode, startNodeAgent } from './fixtures/tc-nodes.ts';
+import type { Lab, LabClient, LabNode } from '../../lab/index.ts';
+import { type ServiceSpec, nodeObject, serviceObject, sliceObject } from './fixtures/manifests.ts';
+import { NODE1_POD as POD, NODE_IPS, type NodeAgent, V6_IPS as V6, oneDualStackNode, startNodeAgent } from './fixtures/tc-nodes.ts';
 
 const NODE_PORT = 30082;
-const POD = { ip: '10.244.1.10', ip6: 'fd00:10:244:1::10' } as const;
-const V6 = { client: 'fd00:192:168:100::100', node1: 'fd00:192:168:100::11', bridge1: 'fd00:10:244:1::1' } as const;
 /** node1's second address of each family, on eth0 beside the InternalIP. */
 const SECOND = { 4: '192.168.100.21', 6: 'fd00:192:168:100::21' } as const;
 const FAMILIES = [
@@ -40,17 +36,7 @@ const manifest = [
   serviceObject(svc),
   sliceObject(svc),
   sliceObject(svc, 'v6abc', svc.endpoints6, 'IPv6'),
-  {
-    apiVersion: 'v1',
-    kind: 'Node',
-    metadata: { name: 'node1' },
-    status: {
-      addresses: [
-        { type: 'InternalIP', address: NODE_IPS.node1 },
-        { type: 'InternalIP', address: V6.node1 },
-      ],
-    },
-  },
+  nodeObject('node1', [NODE_IPS.node1, V6.node1]),
 ]
   .map((d) => stringify(d))
   .join('---\n');
@@ -63,24 +49,12 @@ let agent: NodeAgent | undefined;
 let cgroup: string;
 
 t.before(async () => {
-  assertBuilt();
-  ensureBpffs();
-  sweepStalePins();
-  lab = await Lab.create();
-  const net = await lab.node('net', { cidr: '192.168.100.0/24' });
-  const clientPod = await lab.pod(net, 'client', `${CLIENT_IP}/24`);
-  await lab.ipv6(clientPod, V6.client, { dev: clientPod.ifname });
-  node = await makeTcNode(lab, net, 'node1', '10.244.1.0/24', 'n1');
+  const one = await oneDualStackNode();
+  lab = one.lab;
+  node = one.node;
   await lab.ip(node, 'addr', 'add', `${SECOND[4]}/24`, 'dev', 'eth0');
-  await lab.ipv6(node, V6.node1, { dev: 'eth0' });
   await lab.ipv6(node, SECOND[6], { dev: 'eth0' });
-  await lab.ipv6(node, V6.bridge1, { dev: 'br0' });
-  await lab.sysctl(node, 'net.ipv6.conf.all.forwarding', 1);
-  const pod = await lab.pod(node, 'pod-a', POD.ip);
-  await lab.echoServer(pod, { tcpPorts: [8080] });
-  await lab.ipv6(pod, POD.ip6, { dev: pod.ifname, gateway: V6.bridge1 });
-  await lab.echoServer(pod, { tcpPorts: [8080], host: POD.ip6 });
-  client = await lab.client(clientPod);
+  client = await lab.client(one.clientPod);
   cgroup = await lab.cgroup('node1');
 });
 

@@ -18,7 +18,7 @@ import { hostPort } from '../../lab/protocol.ts';
 import type { LabClient } from '../../lab/index.ts';
 import { parseSamples } from '../../bench/prom.ts';
 import { type Cluster, NODE_IP, NODE_IP6, POD_IPS, POD_IPS6, POD_NAMES, TCP_PORT, UDP_PORT, startCluster } from './fixtures/cluster.ts';
-import type { ServiceSpec } from './fixtures/manifests.ts';
+import { type ServiceSpec, nodeObject } from './fixtures/manifests.ts';
 
 const TCP_NP = 30080;
 const UDP_NP = 30053;
@@ -53,27 +53,13 @@ async function agent(flags: string[] = []): Promise<void> {
 
 t.before(async () => {
   c = await startCluster([svc], { ipv6: true });
-  writeFileSync(join(c.manifests, 'node.yaml'), nodeYaml());
+  writeFileSync(join(c.manifests, 'node.yaml'), stringify(nodeObject('node', [NODE_IP, NODE_IP6])));
   host = await c.lab.client(c.node, { cgroup: c.cgroup });
   await c.startAgent([], { inNode: true });
 });
 t.teardown(async () => {
   await c?.destroy();
 });
-
-function nodeYaml(): string {
-  return stringify({
-    apiVersion: 'v1',
-    kind: 'Node',
-    metadata: { name: 'node' },
-    status: {
-      addresses: [
-        { type: 'InternalIP', address: NODE_IP },
-        { type: 'InternalIP', address: NODE_IP6 },
-      ],
-    },
-  });
-}
 
 /** TCP and UDP to ip's NodePorts reach the three pods, showing ip:NodePort as the peer. */
 async function served(t: Test, client: LabClient, ip: string, what: string): Promise<void> {
