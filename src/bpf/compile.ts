@@ -9,8 +9,8 @@ import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, w
 import { join, relative } from 'node:path';
 import { packageRoot } from './native.ts';
 
-/** The entry files in bpf/: one per attach point (sock_destroy: the socket iterators that end stale sockets; sock_count: the socket storage iterator that recounts the socket LB's connections). */
-export const BPF_PROGRAMS = ['sock', 'tc', 'sock_destroy', 'sock_count'] as const;
+/** The entry files in bpf/: one per attach point (veth: the pods' veths; sock_destroy: the socket iterators that end stale sockets; sock_count: the socket storage iterator that recounts the socket LB's connections). */
+export const BPF_PROGRAMS = ['sock', 'tc', 'veth', 'sock_destroy', 'sock_count'] as const;
 export type BpfProgramName = (typeof BPF_PROGRAMS)[number];
 
 export interface CompileRequest {
