@@ -23,6 +23,8 @@ import { leftInPlace } from './datapath/left-in-place.ts';
 import { SocketCounter } from './datapath/socket-recount.ts';
 import { SocketTerminator } from './datapath/socket-terminator.ts';
 import { TcDatapath } from './datapath/tc-datapath.ts';
+import { clearRemovedFlows } from './datapath/ct-clear.ts';
+import { VethDatapath } from './datapath/veth-datapath.ts';
 import { type HealthCheckService, HealthCheckPorts, healthCheckOf } from './http/health-check-ports.ts';
 import { HttpServers, proxyHealthy } from './http/http-servers.ts';
 import type { IpFamily } from './http/kube-proxy-metrics.ts';
@@ -65,6 +67,8 @@ export interface AgentConfig extends DatapathOptions {
   netnsDir?: string;
   /** Which of the node's addresses serve NodePorts (--nodeport-addresses; default: every one). */
   nodePortAddresses?: NodePortAddressSpec;
+  /** Per-packet translation at the pods' veths (--veth-lb; always with --socket-lb=host-only). */
+  vethLb?: boolean;
 }
 
 export interface RunningAgent {
@@ -152,10 +156,17 @@ function buildParts(
     metrics.registry,
   );
   // Backends that leave a frontend: the sockets the socket LB sent to them are destroyed (each family's by its own map).
+  // Backends that leave a frontend: their UDP flows' conntrack entries go too (kube-proxy clears UDP conntrack so).
   const syncer = new FamilySyncers(
     dp.maps.families().map((maps) => ({
       family: maps.family,
-      syncer: new Syncer(new MapsAdapter(maps), { onBackendsRemoved: (removed) => terminator.enqueue(removed, maps.family) }),
+      syncer: new Syncer(new MapsAdapter(maps), {
+        onBackendsRemoved: (removed) => {
+          terminator.enqueue(removed, maps.family);
+          const cleared = clearRemovedFlows(maps, removed);
+          if (cleared) log.info({ family: maps.family, entries: cleared }, "conntrack entries of removed backends' UDP flows deleted");
+        },
+      }),
     })),
     (family, full, ms) => metrics.kubeProxy.synced(family === 6 ? 'IPv6' : 'IPv4', full, ms),
   );
@@ -188,6 +199,13 @@ function buildParts(
       loop?.poke();
     },
   });
+  const vethOn = cfg.vethLb || cfg.sockSettings?.socketLb === 'host-only';
+  const veth = vethOn
+    ? new VethDatapath(dp.veth, cfg.pinDir, log, {
+        mode: cfg.tcAttach ?? 'auto',
+        externalDevices: () => tc.attachments.map((a) => a.device),
+      })
+    : undefined;
   const healthTimeoutMs = cfg.healthTimeoutMs ?? Math.max(60_000, 2 * cfg.minSyncIntervalMs);
   const healthChecks = new HealthCheckPorts(log, () => proxyHealthy(status.health, healthTimeoutMs));
   const servers = new HttpServers(
@@ -235,6 +253,7 @@ function buildParts(
     ctGc.any ? ctGc : undefined,
     events,
     tc,
+    veth,
     healthChecks,
     servers,
     loop,
