@@ -194,6 +194,22 @@ export class BpfMap {
     if (rc < 0) this.#fail('update', rc);
   }
 
+  /** Writes a per-CPU map's values for key, one buffer of value_size bytes per possible CPU. */
+  updatePerCpu(key: Buffer, values: readonly Buffer[], flags: bigint = BPF_ANY): void {
+    this.#checkKey(key, 'update');
+    if (!this.isPerCpu) throw new Error(`update ${this.label}: not a per-CPU map`);
+    const stride = Math.ceil(this.valueSize / 8) * 8;
+    const n = numPossibleCpus();
+    if (values.length !== n) throw new Error(`update ${this.label}: ${values.length} values for ${n} possible CPUs`);
+    const all = Buffer.alloc(stride * n);
+    values.forEach((v, i) => {
+      this.#checkValue(v, 'update');
+      v.copy(all, i * stride);
+    });
+    const rc = native().mapUpdate(this.fd, key, all, flags) as number;
+    if (rc < 0) this.#fail('update', rc);
+  }
+
   /** False when the key was not there. */
   delete(key: Buffer): boolean {
     this.#checkKey(key, 'delete');

@@ -10,11 +10,14 @@ import { join } from 'node:path';
 import { type BpfProgramName, compileBpf } from '../../bpf/compile.ts';
 import { checkCgroup, checkPrivileges, ensureBpffs } from '../../bpf/environment.ts';
 import { type LinkAction, ensureCgroupLink, linkPinDir, loadPinned } from '../../bpf/loader.ts';
-import type { BpfObject } from '../../bpf/object.ts';
+import type { BpfMap } from '../../bpf/map.ts';
+import { BpfObject } from '../../bpf/object.ts';
 import { netnsCookie } from '../../bpf/netns.ts';
 import { type PinDirLock, holdPinDir } from '../../bpf/pin-lock.ts';
 import { SOCK_CFG_BIND_PROTECT, SOCK_CFG_LOCALHOST4, SOCK_CFG_LOCALHOST6 } from '../../maps/constants.ts';
 import { DatapathMaps } from '../../maps/datapath-maps.ts';
+import { Migration } from '../../maps/migration/migrate.ts';
+import { planMigration } from '../../maps/migration/plan.ts';
 import { type MapSizes, mapSize } from '../../maps/registry.ts';
 import type { Family } from '../../util/family.ts';
 import type { Component } from '../components.ts';
@@ -92,32 +95,35 @@ function loadAndAttach(opts: DatapathOptions, log: (msg: string, fields?: object
   };
   const sockPath = build('sock');
   const tcPath = build('tc');
-  const load = (objectPath: string) => loadPinned({ objectPath, pinDir: opts.pinDir, maxEntries: (name) => mapSize(opts, name) });
-  const sock = load(sockPath);
+  const maxEntries = (name: string) => mapSize(opts, name);
+  // Pinned maps of another layout or capacity move to new maps (src/maps/migration/).
+  const migration = planMigrationOf([sockPath, tcPath], opts.pinDir, maxEntries, log);
+  const pinPaths = migration?.pinPaths();
+  const load = (objectPath: string) => loadPinned({ objectPath, pinDir: opts.pinDir, maxEntries, ...(pinPaths ? { pinPaths } : {}) });
+  const loaded: BpfObject[] = [];
+  let maps: DatapathMaps | undefined;
+  let sock: ReturnType<typeof loadPinned>;
   let tc: ReturnType<typeof loadPinned>;
   try {
+    sock = load(sockPath);
+    loaded.push(sock.object);
     tc = load(tcPath);
-  } catch (err) {
-    sock.object.close();
-    throw err;
-  }
-  let maps: DatapathMaps;
-  try {
+    loaded.push(tc.object);
     // Before anything is attached: a codec that disagrees with an object stops us here.
     maps = DatapathMaps.fromObjects([sock.object, tc.object]);
-  } catch (err) {
-    sock.object.close();
-    tc.object.close();
-    throw err;
-  }
-  try {
+    migration?.copy((name) => objectMap(loaded, name));
     // Before the hooks are attached (or their programs replaced): a new hook never runs without them.
     writeSockSettings(maps, opts.sockSettings ?? DEFAULT_SOCK_SETTINGS, log);
+    if (migration)
+      log('migration: every hook takes the new programs', { links: migration.swap(loaded, (name) => objectMap(loaded, name)) });
   } catch (err) {
-    maps.close();
-    sock.object.close();
-    tc.object.close();
+    maps?.close();
+    for (const o of loaded) o.close();
+    migration?.abort();
     throw err;
+  }
+  if (migration) {
+    for (const r of migration.finish((name) => objectMap(loaded, name))) log('map migrated', { ...r });
   }
   const links = SOCK_PROGRAMS.map((program) => ({
     program,
@@ -133,6 +139,31 @@ function loadAndAttach(opts: DatapathOptions, log: (msg: string, fields?: object
     notes: [...sock.notes, ...tc.notes],
     pinLock,
   };
+}
+
+/** The migration these objects need in pinDir, or undefined when every pinned map fits them. */
+function planMigrationOf(
+  objectPaths: readonly string[],
+  pinDir: string,
+  maxEntries: (name: string) => number | undefined,
+  log: (msg: string, fields?: object) => void,
+): Migration | undefined {
+  const objects = objectPaths.map((p) => BpfObject.open(p, pinDir));
+  try {
+    const moves = planMigration(objects, pinDir, maxEntries);
+    if (!moves.length) return undefined;
+    log('migration: pinned maps move to new maps', { maps: moves.map((m) => ({ map: m.spec.name, why: m.why })) });
+    return new Migration(pinDir, moves, log);
+  } finally {
+    for (const o of objects) o.close();
+  }
+}
+
+/** A map of whichever loaded object has it. */
+function objectMap(objects: readonly BpfObject[], name: string): BpfMap {
+  const o = objects.find((x) => x.maps().some((m) => m.name === name));
+  if (!o) throw new Error(`no loaded object has map ${name}`);
+  return o.map(name);
 }
 
 /** struct sock_config: the node is this process's network namespace. */
