@@ -14,7 +14,7 @@ import type { BpfMap } from '../../bpf/map.ts';
 import { BpfObject } from '../../bpf/object.ts';
 import { netnsCookie } from '../../bpf/netns.ts';
 import { type PinDirLock, holdPinDir } from '../../bpf/pin-lock.ts';
-import { SOCK_CFG_BIND_PROTECT, SOCK_CFG_LOCALHOST4, SOCK_CFG_LOCALHOST6 } from '../../maps/constants.ts';
+import { SOCK_CFG_BIND_PROTECT, SOCK_CFG_HOST_ONLY, SOCK_CFG_LOCALHOST4, SOCK_CFG_LOCALHOST6 } from '../../maps/constants.ts';
 import { DatapathMaps } from '../../maps/datapath-maps.ts';
 import { Migration } from '../../maps/migration/migrate.ts';
 import { planMigration } from '../../maps/migration/plan.ts';
@@ -37,7 +37,7 @@ export const SOCK_PROGRAMS = [
   'svcmap_bind6',
   'svcmap_sock_release',
 ] as const;
-/** The tc programs: ingress and egress of the node's external devices. */
+/** The tc programs: ingress and egress of the node's external devices (the pods' veths: veth-datapath.ts). */
 export const TC_PROGRAMS = { ingress: 'svcmap_tc_in', egress: 'svcmap_tc_out' } as const;
 
 /** What the socket hooks do for the node's own sockets (those of the agent's network namespace): struct sock_config. */
@@ -46,10 +46,16 @@ export interface SockSettings {
   localhostNodePorts: Readonly<Record<Family, boolean>>;
   /** bind() to a port a NodePort holds fails with EADDRINUSE. */
   bindProtection: boolean;
+  /** --socket-lb: all sockets, or only the node's own (host-only: pods' traffic is translated at their veths). */
+  socketLb?: SocketLbMode;
 }
 
+/** Which sockets the socket LB translates (--socket-lb). */
+export const SOCKET_LB_MODES = ['all', 'host-only'] as const;
+export type SocketLbMode = (typeof SOCKET_LB_MODES)[number];
+
 /** kube-proxy's defaults (--iptables-localhost-nodeports) and Cilium's (nodePort.bindProtection). */
-export const DEFAULT_SOCK_SETTINGS: SockSettings = { localhostNodePorts: { 4: true, 6: true }, bindProtection: true };
+export const DEFAULT_SOCK_SETTINGS: SockSettings = { localhostNodePorts: { 4: true, 6: true }, bindProtection: true, socketLb: 'all' };
 
 export interface DatapathOptions extends MapSizes {
   pinDir: string;
@@ -65,6 +71,8 @@ export interface DatapathOptions extends MapSizes {
 export interface Datapath {
   sock: BpfObject;
   tc: BpfObject;
+  /** The pods' veths' programs (bpf/veth.c). */
+  veth: BpfObject;
   maps: DatapathMaps;
   objectPaths: string[];
   reusedMaps: string[];
@@ -93,38 +101,34 @@ function loadAndAttach(opts: DatapathOptions, log: (msg: string, fields?: object
     log(o.cached ? 'using cached BPF object' : 'compiled BPF object', { path: o.path });
     return o.path;
   };
-  const sockPath = build('sock');
-  const tcPath = build('tc');
+  const paths = [build('sock'), build('tc'), build('veth')] as const;
   const maxEntries = (name: string) => mapSize(opts, name);
   // Pinned maps of another layout or capacity move to new maps (src/maps/migration/).
-  const migration = planMigrationOf([sockPath, tcPath], opts.pinDir, maxEntries, log);
+  const migration = planMigrationOf(paths, opts.pinDir, maxEntries, log);
   const pinPaths = migration?.pinPaths();
   const load = (objectPath: string) => loadPinned({ objectPath, pinDir: opts.pinDir, maxEntries, ...(pinPaths ? { pinPaths } : {}) });
-  const loaded: BpfObject[] = [];
+  const loaded: Array<ReturnType<typeof loadPinned>> = [];
+  const objects = () => loaded.map((l) => l.object);
   let maps: DatapathMaps | undefined;
-  let sock: ReturnType<typeof loadPinned>;
-  let tc: ReturnType<typeof loadPinned>;
   try {
-    sock = load(sockPath);
-    loaded.push(sock.object);
-    tc = load(tcPath);
-    loaded.push(tc.object);
+    for (const p of paths) loaded.push(load(p));
     // Before anything is attached: a codec that disagrees with an object stops us here.
-    maps = DatapathMaps.fromObjects([sock.object, tc.object]);
-    migration?.copy((name) => objectMap(loaded, name));
+    maps = DatapathMaps.fromObjects(objects());
+    migration?.copy((name) => objectMap(objects(), name));
     // Before the hooks are attached (or their programs replaced): a new hook never runs without them.
     writeSockSettings(maps, opts.sockSettings ?? DEFAULT_SOCK_SETTINGS, log);
     if (migration)
-      log('migration: every hook takes the new programs', { links: migration.swap(loaded, (name) => objectMap(loaded, name)) });
+      log('migration: every hook takes the new programs', { links: migration.swap(objects(), (name) => objectMap(objects(), name)) });
   } catch (err) {
     maps?.close();
-    for (const o of loaded) o.close();
+    for (const o of objects()) o.close();
     migration?.abort();
     throw err;
   }
   if (migration) {
-    for (const r of migration.finish((name) => objectMap(loaded, name))) log('map migrated', { ...r });
+    for (const r of migration.finish((name) => objectMap(objects(), name))) log('map migrated', { ...r });
   }
+  const [sock, tc, veth] = loaded as [(typeof loaded)[0], (typeof loaded)[0], (typeof loaded)[0]];
   const links = SOCK_PROGRAMS.map((program) => ({
     program,
     action: ensureCgroupLink(sock.object, program, opts.cgroup, join(linkPinDir(opts.pinDir), program)),
@@ -132,11 +136,12 @@ function loadAndAttach(opts: DatapathOptions, log: (msg: string, fields?: object
   return {
     sock: sock.object,
     tc: tc.object,
+    veth: veth.object,
     maps,
-    objectPaths: [sockPath, tcPath],
-    reusedMaps: [...new Set([...sock.reusedMaps, ...tc.reusedMaps])],
+    objectPaths: [...paths],
+    reusedMaps: [...new Set(loaded.flatMap((l) => l.reusedMaps))],
     links,
-    notes: [...sock.notes, ...tc.notes],
+    notes: loaded.flatMap((l) => l.notes),
     pinLock,
   };
 }
@@ -173,10 +178,12 @@ function writeSockSettings(maps: DatapathMaps, settings: SockSettings, log: (msg
   const flags =
     (settings.localhostNodePorts[4] ? SOCK_CFG_LOCALHOST4 : 0) |
     (settings.localhostNodePorts[6] ? SOCK_CFG_LOCALHOST6 : 0) |
-    (settings.bindProtection ? SOCK_CFG_BIND_PROTECT : 0);
+    (settings.bindProtection ? SOCK_CFG_BIND_PROTECT : 0) |
+    (settings.socketLb === 'host-only' ? SOCK_CFG_HOST_ONLY : 0);
   maps.sockConfig.put(0, { host_netns: hostNetns, flags });
   log('socket hooks configured', {
     hostNetns: String(hostNetns),
+    socketLb: settings.socketLb ?? 'all',
     localhostNodePorts: { ipv4: settings.localhostNodePorts[4], ipv6: settings.localhostNodePorts[6] },
     bindProtection: settings.bindProtection,
   });
@@ -221,6 +228,7 @@ export class DatapathPart implements Component {
     dp.maps.close();
     dp.sock.close(); // pins and links stay: the datapath keeps working
     dp.tc.close();
+    dp.veth.close();
     dp.pinLock.release(); // from here svcmap cleanup no longer asks for --force
   }
 }
