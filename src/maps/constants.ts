@@ -190,6 +190,13 @@ export const DP_REASONS: readonly DpReason[] = [
     help: "a pod's flow to a Service whose chosen backend is that pod: not translated at the veth (the pod's own stack would drop it)",
   },
   {
+    id: c.DP_R_MIGRATION_HOLD,
+    name: 'migration_hold',
+    hooks: [...TC_IN, ...VETH_IN],
+    drop: true,
+    help: 'a new flow in the moment the agent moves the maps to new ones (a layout change or a resize): dropped, the retransmission is served',
+  },
+  {
     id: c.DP_R_BIND_DENIED,
     name: 'nodeport_bind_denied',
     hooks: SOCK_BIND,

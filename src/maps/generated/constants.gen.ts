@@ -103,6 +103,7 @@ export const AFFINITY_ORIGIN_SOCK6 = 3;
 export const AFFINITY_ORIGIN_TC6 = 4;
 export const CONNS_FIELD_SOCK = 0;
 export const CONNS_FIELD_TC = 1;
+export const SVCMAP_CFG_MIGRATION_HOLD = 0x1;
 export const SOCK_CFG_LOCALHOST4 = 0x1;
 export const SOCK_CFG_LOCALHOST6 = 0x2;
 export const SOCK_CFG_BIND_PROTECT = 0x4;
@@ -170,7 +171,9 @@ export const DP_R_IPV6_EXT_HDR = 20;
 export const DP_R_BIND_DENIED = 21;
 /** veth: a pod's flow to a frontend whose chosen backend is that pod itself */
 export const DP_R_HAIRPIN = 22;
-export const DP_R_MAX = 23;
+/** tc: a new flow while the agent moves the maps (SVCMAP_CFG_MIGRATION_HOLD): dropped, retried */
+export const DP_R_MIGRATION_HOLD = 23;
+export const DP_R_MAX = 24;
 export const DP_REASON_STRIDE = 32;
 /** 16 hooks of DP_REASON_STRIDE reasons */
 export const SVCMAP_METRICS_MAX = 512;

@@ -19,7 +19,9 @@ import { linkPinDir } from '../../bpf/loader.ts';
 import { BpfMap } from '../../bpf/map.ts';
 import type { BpfObject } from '../../bpf/object.ts';
 import { native } from '../../bpf/native.ts';
-import { backendConns6Map, backendConnsMap, metricsMap } from '../registry.ts';
+import { configValue } from '../codecs.ts';
+import { SVCMAP_CFG_MIGRATION_HOLD } from '../constants.ts';
+import { backendConns6Map, backendConnsMap, configMap, ct6Map, ctMap, metricsMap } from '../registry.ts';
 import { type Converter, converter, fieldChanges } from './convert.ts';
 import { CapacityError, type Values, addCounted, copyAll, mergeChanges } from './copy.ts';
 import { overrideFor } from './overrides.ts';
@@ -27,6 +29,13 @@ import { type MapMove, migratingDir } from './plan.ts';
 
 /** Maps whose values are counts the programs add to: the catch-up adds what the old programs counted. */
 const COUNTER_MAPS = new Set([backendConnsMap.name, backendConns6Map.name, metricsMap.name]);
+
+/**
+ * Maps the tc programs add an entry to per new flow: while one moves, new
+ * flows are held (SVCMAP_CFG_MIGRATION_HOLD) from the last copy before the
+ * switch until after it, so that the old programs add none the copy misses.
+ */
+const FLOW_MAPS = new Set([ctMap.name, ct6Map.name]);
 
 /** The --max-* option that sizes a map, as the operator writes it. */
 const FLAG: Record<string, string> = {
@@ -118,6 +127,34 @@ export class Migration {
    * links swapped so far get their old programs back.
    */
   swap(objects: readonly BpfObject[], newMap: (name: string) => BpfMap): number {
+    const hold = this.moves.some((m) => FLOW_MAPS.has(m.spec.name));
+    if (hold) this.#hold([BpfMap.openPinned(join(this.pinDir, configMap.name))], true);
+    try {
+      return this.#swap(objects, newMap);
+    } finally {
+      if (hold) this.#hold([BpfMap.openPinned(join(this.pinDir, configMap.name)), newMap(configMap.name)], false);
+    }
+  }
+
+  /** Sets or clears SVCMAP_CFG_MIGRATION_HOLD in these svcmap_cfg maps (closed after). */
+  #hold(maps: BpfMap[], on: boolean): void {
+    const zero = Buffer.alloc(4);
+    for (const m of maps) {
+      try {
+        if (m.valueSize !== configValue.layout.size) continue; // another layout's: its programs know no hold
+        const v = m.lookup(zero);
+        if (!v) continue;
+        const cfg = configValue.decode(v, 0);
+        cfg.flags = on ? cfg.flags | SVCMAP_CFG_MIGRATION_HOLD : cfg.flags & ~SVCMAP_CFG_MIGRATION_HOLD;
+        configValue.encode(cfg, v, 0);
+        m.update(zero, v);
+      } finally {
+        m.close();
+      }
+    }
+  }
+
+  #swap(objects: readonly BpfObject[], newMap: (name: string) => BpfMap): number {
     // What the old programs wrote since the copy, once more just before: the window after the swap is shorter.
     for (const m of this.#moving) {
       if (!m.copied || COUNTER_MAPS.has(m.move.spec.name)) continue;
