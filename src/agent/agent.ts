@@ -19,6 +19,7 @@ import type { Family } from '../util/family.ts';
 import { type Component, Components } from './components.ts';
 import { CONNS_ADJUST_PROGRAM, ConnCounts } from './datapath/conn-counts.ts';
 import { type Datapath, type DatapathOptions, DatapathPart } from './datapath/datapath.ts';
+import { leftInPlace } from './datapath/left-in-place.ts';
 import { SocketCounter } from './datapath/socket-recount.ts';
 import { SocketTerminator } from './datapath/socket-terminator.ts';
 import { TcDatapath } from './datapath/tc-datapath.ts';
@@ -36,7 +37,8 @@ import { fileSourcePart } from './loops/source-part.ts';
 import { SyncLoop } from './loops/sync-loop.ts';
 import { SyncStatus } from './loops/sync-status.ts';
 
-export type AgentSource = { kind: 'files'; dir: string } | ({ kind: 'kubernetes' } & KubeConnection);
+/** stallMs: how long a watch may stay silent before its API server counts as stalled (default: server-bound.ts). */
+export type AgentSource = { kind: 'files'; dir: string } | ({ kind: 'kubernetes'; stallMs?: number } & KubeConnection);
 
 export interface AgentConfig extends DatapathOptions {
   source: AgentSource;
@@ -108,7 +110,11 @@ export async function runAgent(cfg: AgentConfig, log: Logger): Promise<RunningAg
       if (done) return;
       done = true;
       parts.stop();
-      log.info('agent stopped; datapath left in place (svcmap cleanup removes it)');
+      // The last line: the datapath goes on serving without the agent, and what holds it there.
+      log.info(
+        leftInPlace(cfg.pinDir, list.tc.attachments),
+        'agent stopped; the datapath keeps serving: the programs stay attached through their pinned links and the maps stay pinned (svcmap cleanup removes them)',
+      );
       resolveStopped();
     };
     const { metricsPort, healthPort } = list.servers;
@@ -120,13 +126,20 @@ export async function runAgent(cfg: AgentConfig, log: Logger): Promise<RunningAg
 }
 
 /** What the Kubernetes source brings: its part, its Events sink, and the client's config. */
-type KubeKit = typeof import('./loops/kube-source-part.ts') & typeof import('./events/k8s-sink.ts') & { kc: KubeConfig };
+type KubeKit = typeof import('./loops/kube-source-part.ts') &
+  typeof import('./events/k8s-sink.ts') &
+  Pick<typeof import('../sources/kubernetes/config.ts'), 'apiServerUrls'> & { kc: KubeConfig };
 
 /**
  * The agent's parts on a datapath that is up, in the order they start (the
  * reverse of the order they stop): nothing here acquires anything yet.
  */
-function buildParts(cfg: AgentConfig, log: Logger, dp: Datapath, k8s: KubeKit | undefined): { parts: Component[]; servers: HttpServers } {
+function buildParts(
+  cfg: AgentConfig,
+  log: Logger,
+  dp: Datapath,
+  k8s: KubeKit | undefined,
+): { parts: Component[]; servers: HttpServers; tc: TcDatapath } {
   const families: IpFamily[] = dp.maps.v6 ? ['IPv4', 'IPv6'] : ['IPv4'];
   const metrics = new AgentMetrics({ families, ...(cfg.build ? { build: cfg.build } : {}) });
   const bpfBuild = { ...(cfg.objectDir ? { objectDir: cfg.objectDir } : {}), ...(cfg.forceCompile ? { forceCompile: true } : {}) };
@@ -210,11 +223,15 @@ function buildParts(cfg: AgentConfig, log: Logger, dp: Datapath, k8s: KubeKit | 
     node: (node: NodeInfo | undefined) => tc.attach(node),
     failed: () => metrics.syncErrors.inc({ kind: 'source' }),
     sliceTrigger: (svc: string, at: number, family: Family) => loop?.trigger(svc, at, family),
+    apiServer: (url: string, moved: boolean) => metrics.apiServer(url, moved),
   };
   const source =
     cfg.source.kind === 'files'
       ? fileSourcePart(cfg.source.dir, cfg.nodeName, hooks, log)
-      : k8s!.kubeSourcePart(k8s!.kc, cfg.nodeName!, hooks, status, log);
+      : k8s!.kubeSourcePart(k8s!.kc, cfg.nodeName!, hooks, status, log, {
+          ...(cfg.source.apiServer ? { apiServers: k8s!.apiServerUrls(cfg.source.apiServer) } : {}),
+          ...(cfg.source.stallMs ? { stallMs: cfg.source.stallMs } : {}),
+        });
   const nodePorts = cfg.nodePortAddresses ?? EVERY_NODE_ADDRESS;
   source.source.model.setNodePortAddresses(nodePorts, []);
   loop = new SyncLoop(source.source, syncer, status, metrics, problems, log, {
@@ -242,7 +259,7 @@ function buildParts(cfg: AgentConfig, log: Logger, dp: Datapath, k8s: KubeKit | 
     loop,
     source,
   ];
-  return { parts: parts.filter((p) => p !== undefined), servers };
+  return { parts: parts.filter((p) => p !== undefined), servers, tc };
 }
 
 function healthChecksByService(frontends: Iterable<Frontend>): Map<string, HealthCheckService> {

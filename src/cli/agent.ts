@@ -6,6 +6,7 @@ import { DEFAULT_CT_GC_INTERVAL_MS, DEFAULT_CT_LIFETIMES } from '../agent/loops/
 import { createLogger } from '../agent/log.ts';
 import { LB_ALGORITHM_NAMES, SVCMAP_AFFINITY_MAX, SVCMAP_BACKENDS_MAX, SVCMAP_CT_MAX, SVCMAP_SERVICES_MAX } from '../maps/constants.ts';
 import { EVERY_NODE_ADDRESS, localhostNodePorts, parseNodePortAddresses } from '../model/nodeport-addresses.ts';
+import { DEFAULT_STALL_MS } from '../sources/kubernetes/server-failure.ts';
 import { UsageError, command, duration, intString, parseFlags, pinDirFlag } from './args.ts';
 import { bindAddressFlag } from './bind-address.ts';
 import { buildIdentity } from './version.ts';
@@ -58,7 +59,13 @@ export const agentCommand = command({
       value: 'URL',
       schema: z.string(),
       otherwise: 'env SVCMAP_K8S_API_SERVER',
-      help: 'https://HOST:PORT of the API server, bypassing the kubernetes Service',
+      help: 'https://HOST:PORT of the API server, bypassing the kubernetes Service; several, comma-separated: the next is used when one stops answering',
+    },
+    'k8s-api-stall-timeout': {
+      value: 'D',
+      schema: duration.refine((ms) => ms >= 1000, { message: 'must be at least 1s' }),
+      default: `${DEFAULT_STALL_MS / 1000}s`,
+      help: "silence (no event, no bookmark: the API server sends one a minute) after which a watch's API server counts as stalled and the next is used",
     },
     'node-name': { value: 'NAME', schema: z.string(), otherwise: 'env NODE_NAME', help: "this node's name; required with the API" },
     cgroup: {
@@ -194,7 +201,12 @@ export async function agent(argv: string[]): Promise<void> {
   const nodePorts = f['nodeport-addresses'] ?? EVERY_NODE_ADDRESS;
   const source: AgentSource = f.manifests
     ? { kind: 'files', dir: f.manifests }
-    : { kind: 'kubernetes', ...(f.kubeconfig ? { kubeconfig: f.kubeconfig } : {}), ...(apiServer ? { apiServer } : {}) };
+    : {
+        kind: 'kubernetes',
+        ...(f.kubeconfig ? { kubeconfig: f.kubeconfig } : {}),
+        ...(apiServer ? { apiServer } : {}),
+        stallMs: f['k8s-api-stall-timeout'],
+      };
   const running = await runAgent(
     {
       source,

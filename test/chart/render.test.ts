@@ -640,3 +640,20 @@ t.test('Kubernetes older than the tested releases (docs/compatibility.md): refus
   t.match(r.stderr, /kubeVersion: >=1\.34\.0-0 which is incompatible with Kubernetes v1\.33\.9/);
   t.ok(render({ set: [`k8sServiceHost=${HOST}`], kubeVersion: '1.34.4' }).length, 'v1.34.4, the tested one, renders');
 });
+
+t.test('k8sServiceHostFallbacks: the agent gets every API server, k8sServiceHost first, each as a URL', async (t) => {
+  const spec = agentSpec(
+    render({
+      set: [
+        `k8sServiceHost=${HOST}`,
+        'k8sServicePort=6443',
+        'k8sServiceHostFallbacks={192.0.2.11,192.0.2.12:7443,fd00::13,[fd00::14]:8443}',
+      ],
+    }),
+  );
+  const agent = spec.containers.find((c) => c.name === 'agent')!;
+  const urls = `https://${HOST}:6443,https://192.0.2.11:6443,https://192.0.2.12:7443,https://[fd00::13]:6443,https://[fd00::14]:8443`;
+  t.equal(agent.args![agent.args!.indexOf('--k8s-api-server') + 1], urls, '--k8s-api-server');
+  t.equal(agent.env!.find((e) => e.name === 'SVCMAP_K8S_API_SERVER')?.value, urls, 'SVCMAP_K8S_API_SERVER');
+  t.equal(agent.env!.find((e) => e.name === 'KUBERNETES_SERVICE_HOST')?.value, HOST, 'in-cluster clients: k8sServiceHost alone');
+});
