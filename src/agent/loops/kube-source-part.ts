@@ -1,5 +1,5 @@
 // The Kubernetes source as the agent's part: informers for Services,
-// EndpointSlices and this node's Node. Loaded (with client-node) only when it
+// EndpointSlices, this node's Node and (for hostPorts) this node's Pods. Loaded (with client-node) only when it
 // is the source.
 import type { KubeConfig } from '../../sources/kubernetes/client-node.ts';
 import { KubernetesSource } from '../../sources/kubernetes/source.ts';
@@ -13,26 +13,38 @@ export interface KubeSourceHooks extends SourceHooks {
   sliceTrigger(serviceId: string, at: number, family: Family): void;
 }
 
-/** status: its nodeEligible follows the Node (a node being deleted answers 503 at /healthz). */
-export function kubeSourcePart(kc: KubeConfig, nodeName: string, hooks: KubeSourceHooks, status: SyncStatus, log: Logger): SourcePart {
-  const kube = new KubernetesSource(kc, nodeName, {
-    changed: () => hooks.changed(),
-    informerError: (kind, err, retryMs) => {
-      hooks.failed();
-      log.warn(
-        { informer: kind, err: String((err as Error)?.message ?? err), retryMs },
-        'watch failed; the maps keep their state, retrying',
-      );
+/** status: its nodeEligible follows the Node (a node being deleted answers 503 at /healthz). pods: watch this node's Pods (--host-ports). */
+export function kubeSourcePart(
+  kc: KubeConfig,
+  nodeName: string,
+  hooks: KubeSourceHooks,
+  status: SyncStatus,
+  log: Logger,
+  pods = true,
+): SourcePart {
+  const kube = new KubernetesSource(
+    kc,
+    nodeName,
+    {
+      changed: () => hooks.changed(),
+      informerError: (kind, err, retryMs) => {
+        hooks.failed();
+        log.warn(
+          { informer: kind, err: String((err as Error)?.message ?? err), retryMs },
+          'watch failed; the maps keep their state, retrying',
+        );
+      },
+      sliceTrigger: (svc, at, family) => hooks.sliceTrigger(svc, at, family),
+      node: (node) => hooks.node(node),
+      nodeEligible: (eligible) => {
+        if (eligible !== status.health.nodeEligible)
+          log.warn({ node: nodeName, eligible }, eligible ? 'node eligible again' : 'node is being deleted: /healthz answers 503');
+        status.health.nodeEligible = eligible;
+      },
+      event: (kind) => hooks.event(kind),
     },
-    sliceTrigger: (svc, at, family) => hooks.sliceTrigger(svc, at, family),
-    node: (node) => hooks.node(node),
-    nodeEligible: (eligible) => {
-      if (eligible !== status.health.nodeEligible)
-        log.warn({ node: nodeName, eligible }, eligible ? 'node eligible again' : 'node is being deleted: /healthz answers 503');
-      status.health.nodeEligible = eligible;
-    },
-    event: (kind) => hooks.event(kind),
-  });
+    { pods },
+  );
   kube.model.setNode({ name: nodeName, addresses: [] });
   return {
     name: 'source',

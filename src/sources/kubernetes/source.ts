@@ -8,7 +8,7 @@
 import type { KubeConfig } from './client-node.ts';
 import { IncrementalModel } from '../../model/incremental.ts';
 import { nodeEligible, nodeInfoFromNode } from '../../model/node.ts';
-import { type EndpointSlice, type Node, type Service, identify } from '../../model/schemas.ts';
+import { type EndpointSlice, type Node, type Pod, type Service, identify } from '../../model/schemas.ts';
 import { validateObject } from '../../model/validate.ts';
 import type { NodeInfo } from '../../model/types.ts';
 import { type CachedObject, type InformerKind, type RunningInformer, makeInformers } from './informers.ts';
@@ -50,9 +50,13 @@ export class KubernetesSource {
   /** The trigger time each EndpointSlice last came with: a relist re-delivers slices, not the changes behind them. */
   readonly #sliceTriggers = new Map<string, number>();
 
-  constructor(kc: KubeConfig, nodeName: string | undefined, events: SourceEvents) {
+  /** This node's Pods are watched (for their hostPorts): needs the node's name. */
+  readonly #pods: boolean;
+
+  constructor(kc: KubeConfig, nodeName: string | undefined, events: SourceEvents, opts: { pods?: boolean } = {}) {
     this.#kc = kc;
     this.#nodeName = nodeName;
+    this.#pods = opts.pods ?? false;
     this.#events = events;
     this.synced = new Promise((r) => (this.#syncedResolve = r));
   }
@@ -62,7 +66,7 @@ export class KubernetesSource {
   }
 
   start(): void {
-    this.#informers = makeInformers(this.#kc, this.#nodeName, {
+    this.#informers = makeInformers(this.#kc, this.#nodeName, this.#pods, {
       upsert: (kind, raw) => this.#upsert(kind, raw),
       remove: (kind, raw) => this.#remove(kind, raw),
       listed: (kind) => {
@@ -108,7 +112,7 @@ export class KubernetesSource {
 
   #upsert(kind: InformerKind, cached: CachedObject): void {
     this.#failures.delete(kind); // events flow again: the next failure starts the back-off afresh
-    if (kind !== 'Node') this.#events.event?.(kind);
+    if (kind === 'Service' || kind === 'EndpointSlice') this.#events.event?.(kind);
     // Validated once, by the informer's transform, as the object arrived (see informers.ts).
     const r = cached.validated ?? validateObject(cached, 'api');
     // Not kept in the informer's cache too: the model holds what it reads of
@@ -126,6 +130,7 @@ export class KubernetesSource {
     this.model.accept(kind, who.namespace, who.name);
     const obj = r.obj;
     if (obj.kind === 'Service') this.model.upsertService(obj as Service);
+    else if (obj.kind === 'Pod') this.model.upsertPod(obj as Pod);
     else if (obj.kind === 'EndpointSlice') {
       const slice = obj as EndpointSlice;
       const owner = this.model.upsertSlice(slice);
@@ -146,7 +151,7 @@ export class KubernetesSource {
   }
 
   #remove(kind: InformerKind, raw: CachedObject): void {
-    if (kind !== 'Node') this.#events.event?.(kind);
+    if (kind === 'Service' || kind === 'EndpointSlice') this.#events.event?.(kind);
     const who = this.#who(kind, raw);
     this.#removeById(kind, who);
     this.model.accept(kind, who.namespace, who.name);
@@ -163,6 +168,7 @@ export class KubernetesSource {
 
   #removeById(kind: InformerKind, who: { namespace: string; name: string }): void {
     if (kind === 'Service') this.model.deleteService(who.namespace, who.name);
+    else if (kind === 'Pod') this.model.deletePod(who.namespace, who.name);
     else if (kind === 'EndpointSlice') {
       this.model.deleteSlice(who.namespace, who.name);
       this.#sliceTriggers.delete(`${who.namespace}/${who.name}`);
