@@ -41,6 +41,9 @@ const AGENT_RBAC = [
   '/nodes:get',
   '/nodes:list',
   '/nodes:watch',
+  '/pods:get',
+  '/pods:list',
+  '/pods:watch',
   'discovery.k8s.io/endpointslices:get',
   'discovery.k8s.io/endpointslices:list',
   'discovery.k8s.io/endpointslices:watch',
@@ -106,6 +109,9 @@ function expectedArgs(v: {
   localhostNodePorts?: boolean;
   bindProtection?: boolean;
   nodePortAddresses?: string[];
+  /** nodePort.range (default 30000-32767) and hostPort.enabled (default true). */
+  nodePortRange?: string;
+  hostPorts?: boolean;
   devices?: string[];
   compile?: boolean;
   /** --netns-dir (staleSockets.podNamespaces: netnsDir, the default); false: not passed. */
@@ -134,6 +140,10 @@ function expectedArgs(v: {
     String(v.localhostNodePorts ?? true),
     '--bind-protection',
     String(v.bindProtection ?? true),
+    '--node-port-range',
+    v.nodePortRange ?? '30000-32767',
+    '--host-ports',
+    String(v.hostPorts ?? true),
   ];
   if (v.nodePortAddresses?.length) args.push('--nodeport-addresses', v.nodePortAddresses.join(','));
   if (v.devices && v.devices.length > 0) args.push('--devices', v.devices.join(','));
@@ -171,7 +181,7 @@ t.test('default values (k8sServiceHost set)', async (t) => {
     }
   });
 
-  t.test('RBAC: exactly get/list/watch on services, endpointslices, nodes and create/patch on events', async (t) => {
+  t.test('RBAC: exactly get/list/watch on services, endpointslices, nodes, pods and create/patch on events', async (t) => {
     const roles = byKind(ms, 'ClusterRole');
     t.equal(roles.length, 1, 'one ClusterRole');
     const role = roles[0] as Manifest;
@@ -456,6 +466,8 @@ t.test('edge values (custom ports, devices, resources, IPv6 API server, no init 
         lbAlgorithm: 'rr',
         localhostNodePorts: false,
         bindProtection: false,
+        nodePortRange: '20000-22767',
+        hostPorts: false,
         nodePortAddresses: ['192.168.0.0/16', 'fd00:10::/64'],
         devices: ['eth0', 'eth1', 'bond0.100'],
         compile: true,
@@ -513,8 +525,12 @@ t.test('edge values (custom ports, devices, resources, IPv6 API server, no init 
     });
   });
 
-  t.test('RBAC and capabilities do not move with the values', async (t) => {
-    t.same(flattenRules(byKind(ms, 'ClusterRole')[0] as Manifest), AGENT_RBAC);
+  t.test('RBAC and capabilities do not move with the values (but Pods are read only for hostPort.enabled)', async (t) => {
+    t.same(
+      flattenRules(byKind(ms, 'ClusterRole')[0] as Manifest),
+      AGENT_RBAC.filter((r) => !r.startsWith('/pods:')),
+      'hostPort.enabled false: no Pods',
+    );
     t.same(sorted(agent.securityContext?.capabilities?.add), sorted(AGENT_CAPS));
     for (const { m, spec: s } of workloads(ms)) {
       for (const c of allContainers(s)) {
