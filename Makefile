@@ -14,7 +14,7 @@ APT_PACKAGES := clang llvm libbpf-dev libbpf1 bpftool iproute2 gcc make linux-li
 SHIM := native/build/libsvcmap_shim.so
 TS_SOURCES := $(shell find src -name '*.ts' 2>/dev/null)
 
-.PHONY: all deps apt-deps npm-deps build native constants dist bpf typecheck lint fmt test demo bench bench-smoke bench-ffi clean sweep flake-hunt docs
+.PHONY: all deps apt-deps npm-deps build native constants layouts dist bpf typecheck lint fmt test demo bench bench-smoke bench-ffi clean sweep flake-hunt fuzz docs
 
 all: build
 
@@ -67,6 +67,14 @@ $(CONSTANTS): $(shell find bpf/include -name '*.h' 2>/dev/null) mk/gen-constants
 	$(NODE) mk/gen-constants.ts
 	@touch $@
 
+# The layout of every pinned map per layout version (src/maps/registry.ts
+# layoutVersion), from the compiled objects' BTF (committed; a recorded
+# version is never rewritten; test/maps/layout-versions.test.ts fails when a
+# layout changed without a new version). Run after changing a map.
+LAYOUTS := src/maps/generated/layouts.gen.ts
+layouts: native
+	$(NODE) mk/gen-layouts.ts
+
 dist: dist/.stamp
 # Built aside and renamed into place, so bin/svcmap never runs a half-built dist/.
 # Rebuilt when HEAD moves too: dist/build-info.json names the commit (svcmap version).
@@ -118,6 +126,15 @@ include mk/cluster.mk
 include mk/cluster-images.mk
 include mk/conformance.mk
 include mk/prometheus.mk
+
+# make fuzz: fuzzed packets through every tc program (BPF_PROG_TEST_RUN)
+# until each ran FUZZ_PACKETS of them, each checked (test/fuzz/); the seed is
+# random and printed unless FUZZ_SEED gives one. make test runs a short,
+# seeded run (test/fuzz/tc-fuzz.test.ts).
+FUZZ_PACKETS ?= 1000000
+FUZZ_SEED ?=
+fuzz: apt-deps npm-deps build
+	$(NODE) test/fuzz/run.ts --packets $(FUZZ_PACKETS) $(if $(FUZZ_SEED),--seed $(FUZZ_SEED))
 
 # make flake-hunt FILES='test/a.test.ts ...' N=3: each file N times, one at a
 # time, under stress-ng on every core (lab/flake-hunt.ts); installs stress-ng

@@ -20,9 +20,12 @@ import type { Family } from '../util/family.ts';
 import { type Component, Components } from './components.ts';
 import { CONNS_ADJUST_PROGRAM, ConnCounts } from './datapath/conn-counts.ts';
 import { type Datapath, type DatapathOptions, DatapathPart } from './datapath/datapath.ts';
+import { leftInPlace } from './datapath/left-in-place.ts';
 import { SocketCounter } from './datapath/socket-recount.ts';
 import { SocketTerminator } from './datapath/socket-terminator.ts';
 import { TcDatapath } from './datapath/tc-datapath.ts';
+import { clearRemovedFlows } from './datapath/ct-clear.ts';
+import { VethDatapath } from './datapath/veth-datapath.ts';
 import { type HealthCheckService, HealthCheckPorts, healthCheckOf } from './http/health-check-ports.ts';
 import { HttpServers, proxyHealthy } from './http/http-servers.ts';
 import type { IpFamily } from './http/kube-proxy-metrics.ts';
@@ -35,7 +38,8 @@ import { fileSourcePart } from './loops/source-part.ts';
 import { SyncLoop } from './loops/sync-loop.ts';
 import { SyncStatus } from './loops/sync-status.ts';
 
-export type AgentSource = { kind: 'files'; dir: string } | ({ kind: 'kubernetes' } & KubeConnection);
+/** stallMs: how long a watch may stay silent before its API server counts as stalled (default: server-bound.ts). */
+export type AgentSource = { kind: 'files'; dir: string } | ({ kind: 'kubernetes'; stallMs?: number } & KubeConnection);
 
 export interface AgentConfig extends DatapathOptions {
   source: AgentSource;
@@ -68,6 +72,8 @@ export interface AgentConfig extends DatapathOptions {
   hostPorts?: boolean;
   /** The cluster's NodePort range: hostPorts inside it are ignored (--node-port-range; default 30000-32767). */
   nodePortRange?: PortRange;
+  /** Per-packet translation at the pods' veths (--veth-lb; always with --socket-lb=host-only). */
+  vethLb?: boolean;
 }
 
 export interface RunningAgent {
@@ -109,7 +115,11 @@ export async function runAgent(cfg: AgentConfig, log: Logger): Promise<RunningAg
       if (done) return;
       done = true;
       parts.stop();
-      log.info('agent stopped; datapath left in place (svcmap cleanup removes it)');
+      // The last line: the datapath goes on serving without the agent, and what holds it there.
+      log.info(
+        leftInPlace(cfg.pinDir, list.tc.attachments),
+        'agent stopped; the datapath keeps serving: the programs stay attached through their pinned links and the maps stay pinned (svcmap cleanup removes them)',
+      );
       resolveStopped();
     };
     const { metricsPort, healthPort } = list.servers;
@@ -121,13 +131,20 @@ export async function runAgent(cfg: AgentConfig, log: Logger): Promise<RunningAg
 }
 
 /** What the Kubernetes source brings: its part, its Events sink, and the client's config. */
-type KubeKit = typeof import('./loops/kube-source-part.ts') & typeof import('./events/k8s-sink.ts') & { kc: KubeConfig };
+type KubeKit = typeof import('./loops/kube-source-part.ts') &
+  typeof import('./events/k8s-sink.ts') &
+  Pick<typeof import('../sources/kubernetes/config.ts'), 'apiServerUrls'> & { kc: KubeConfig };
 
 /**
  * The agent's parts on a datapath that is up, in the order they start (the
  * reverse of the order they stop): nothing here acquires anything yet.
  */
-function buildParts(cfg: AgentConfig, log: Logger, dp: Datapath, k8s: KubeKit | undefined): { parts: Component[]; servers: HttpServers } {
+function buildParts(
+  cfg: AgentConfig,
+  log: Logger,
+  dp: Datapath,
+  k8s: KubeKit | undefined,
+): { parts: Component[]; servers: HttpServers; tc: TcDatapath } {
   const families: IpFamily[] = dp.maps.v6 ? ['IPv4', 'IPv6'] : ['IPv4'];
   const metrics = new AgentMetrics({ families, ...(cfg.build ? { build: cfg.build } : {}) });
   const bpfBuild = { ...(cfg.objectDir ? { objectDir: cfg.objectDir } : {}), ...(cfg.forceCompile ? { forceCompile: true } : {}) };
@@ -144,10 +161,17 @@ function buildParts(cfg: AgentConfig, log: Logger, dp: Datapath, k8s: KubeKit | 
     metrics.registry,
   );
   // Backends that leave a frontend: the sockets the socket LB sent to them are destroyed (each family's by its own map).
+  // Backends that leave a frontend: their UDP flows' conntrack entries go too (kube-proxy clears UDP conntrack so).
   const syncer = new FamilySyncers(
     dp.maps.families().map((maps) => ({
       family: maps.family,
-      syncer: new Syncer(new MapsAdapter(maps), { onBackendsRemoved: (removed) => terminator.enqueue(removed, maps.family) }),
+      syncer: new Syncer(new MapsAdapter(maps), {
+        onBackendsRemoved: (removed) => {
+          terminator.enqueue(removed, maps.family);
+          const cleared = clearRemovedFlows(maps, removed);
+          if (cleared) log.info({ family: maps.family, entries: cleared }, "conntrack entries of removed backends' UDP flows deleted");
+        },
+      }),
     })),
     (family, full, ms) => metrics.kubeProxy.synced(family === 6 ? 'IPv6' : 'IPv4', full, ms),
   );
@@ -180,6 +204,13 @@ function buildParts(cfg: AgentConfig, log: Logger, dp: Datapath, k8s: KubeKit | 
       loop?.poke();
     },
   });
+  const vethOn = cfg.vethLb || cfg.sockSettings?.socketLb === 'host-only';
+  const veth = vethOn
+    ? new VethDatapath(dp.veth, cfg.pinDir, log, {
+        mode: cfg.tcAttach ?? 'auto',
+        externalDevices: () => tc.attachments.map((a) => a.device),
+      })
+    : undefined;
   const healthTimeoutMs = cfg.healthTimeoutMs ?? Math.max(60_000, 2 * cfg.minSyncIntervalMs);
   const healthChecks = new HealthCheckPorts(log, () => proxyHealthy(status.health, healthTimeoutMs));
   const servers = new HttpServers(
@@ -197,11 +228,16 @@ function buildParts(cfg: AgentConfig, log: Logger, dp: Datapath, k8s: KubeKit | 
     node: (node: NodeInfo | undefined) => tc.attach(node),
     failed: () => metrics.syncErrors.inc({ kind: 'source' }),
     sliceTrigger: (svc: string, at: number, family: Family) => loop?.trigger(svc, at, family),
+    apiServer: (url: string, moved: boolean) => metrics.apiServer(url, moved),
   };
   const source =
     cfg.source.kind === 'files'
       ? fileSourcePart(cfg.source.dir, cfg.nodeName, hooks, log)
-      : k8s!.kubeSourcePart(k8s!.kc, cfg.nodeName!, hooks, status, log, cfg.hostPorts ?? true);
+      : k8s!.kubeSourcePart(k8s!.kc, cfg.nodeName!, hooks, status, log, {
+          ...(cfg.source.apiServer ? { apiServers: k8s!.apiServerUrls(cfg.source.apiServer) } : {}),
+          ...(cfg.source.stallMs ? { stallMs: cfg.source.stallMs } : {}),
+          pods: cfg.hostPorts ?? true,
+        });
   const nodePorts = cfg.nodePortAddresses ?? EVERY_NODE_ADDRESS;
   source.source.model.setNodePortAddresses(nodePorts, []);
   source.source.model.setHostPorts(cfg.hostPorts ?? true, cfg.nodePortRange ?? DEFAULT_NODE_PORT_RANGE);
@@ -224,12 +260,13 @@ function buildParts(cfg: AgentConfig, log: Logger, dp: Datapath, k8s: KubeKit | 
     ctGc.any ? ctGc : undefined,
     events,
     tc,
+    veth,
     healthChecks,
     servers,
     loop,
     source,
   ];
-  return { parts: parts.filter((p) => p !== undefined), servers };
+  return { parts: parts.filter((p) => p !== undefined), servers, tc };
 }
 
 function healthChecksByService(frontends: Iterable<Frontend>): Map<string, HealthCheckService> {

@@ -7,9 +7,11 @@ import { createLogger } from '../agent/log.ts';
 import { LB_ALGORITHM_NAMES, SVCMAP_AFFINITY_MAX, SVCMAP_BACKENDS_MAX, SVCMAP_CT_MAX, SVCMAP_SERVICES_MAX } from '../maps/constants.ts';
 import { EVERY_NODE_ADDRESS, localhostNodePorts, parseNodePortAddresses } from '../model/nodeport-addresses.ts';
 import { parsePortRange } from '../model/host-ports.ts';
+import { DEFAULT_STALL_MS } from '../sources/kubernetes/server-failure.ts';
 import { UsageError, command, duration, intString, parseFlags, pinDirFlag } from './args.ts';
 import { bindAddressFlag } from './bind-address.ts';
 import { buildIdentity } from './version.ts';
+import { SOCKET_LB_MODES } from '../agent/datapath/datapath.ts';
 
 /** Flags of earlier releases, with what replaced them: named in the error rather than "unknown option". */
 const REPLACED: Record<string, string> = {
@@ -61,7 +63,13 @@ export const agentCommand = command({
       value: 'URL',
       schema: z.string(),
       otherwise: 'env SVCMAP_K8S_API_SERVER',
-      help: 'https://HOST:PORT of the API server, bypassing the kubernetes Service',
+      help: 'https://HOST:PORT of the API server, bypassing the kubernetes Service; several, comma-separated: the next is used when one stops answering',
+    },
+    'k8s-api-stall-timeout': {
+      value: 'D',
+      schema: duration.refine((ms) => ms >= 1000, { message: 'must be at least 1s' }),
+      default: `${DEFAULT_STALL_MS / 1000}s`,
+      help: "silence (no event, no bookmark: the API server sends one a minute) after which a watch's API server counts as stalled and the next is used",
     },
     'node-name': { value: 'NAME', schema: z.string(), otherwise: 'env NODE_NAME', help: "this node's name; required with the API" },
     cgroup: {
@@ -151,6 +159,18 @@ export const agentCommand = command({
       default: '30000-32767',
       help: "the cluster's NodePort range (kube-apiserver's --service-node-port-range): a hostPort inside it is ignored, with a HostPortIgnored Event on its Pod",
     },
+    'socket-lb': {
+      value: 'MODE',
+      schema: z.enum(SOCKET_LB_MODES, { message: `must be one of ${SOCKET_LB_MODES.join(', ')}` }),
+      default: 'all',
+      help: "all: every socket's connect()/sendmsg() to a Service is translated; host-only: only the node's own (host-network) sockets, pods' traffic is translated per packet at their veths (service meshes: a sidecar sees the ClusterIP)",
+    },
+    'veth-lb': {
+      value: 'BOOL',
+      schema: bool,
+      otherwise: 'true with --socket-lb=host-only, else false',
+      help: "per-packet Service translation at the host side of every pod's veth (tc), for traffic the socket LB did not translate",
+    },
     'min-sync-interval': { value: 'D', schema: duration, default: '0s', help: 'minimum time between syncs (0s: immediate)' },
     'sync-period': {
       value: 'D',
@@ -188,13 +208,21 @@ export async function agent(argv: string[]): Promise<void> {
   if (f.manifests && (f.kubeconfig || f['k8s-api-server'])) {
     throw new UsageError('svcmap agent: --manifests is a local file source; it cannot be combined with --kubeconfig or --k8s-api-server');
   }
+  if (f['socket-lb'] === 'host-only' && f['veth-lb'] === false) {
+    throw new UsageError("svcmap agent: --socket-lb=host-only with --veth-lb=false would leave pods' traffic to Services untranslated");
+  }
   const log = createLogger(f['log-level']);
   const nodeName = f['node-name'] ?? process.env.NODE_NAME;
   const apiServer = f['k8s-api-server'] ?? process.env.SVCMAP_K8S_API_SERVER;
   const nodePorts = f['nodeport-addresses'] ?? EVERY_NODE_ADDRESS;
   const source: AgentSource = f.manifests
     ? { kind: 'files', dir: f.manifests }
-    : { kind: 'kubernetes', ...(f.kubeconfig ? { kubeconfig: f.kubeconfig } : {}), ...(apiServer ? { apiServer } : {}) };
+    : {
+        kind: 'kubernetes',
+        ...(f.kubeconfig ? { kubeconfig: f.kubeconfig } : {}),
+        ...(apiServer ? { apiServer } : {}),
+        stallMs: f['k8s-api-stall-timeout'],
+      };
   const running = await runAgent(
     {
       source,
@@ -234,7 +262,9 @@ export async function agent(argv: string[]): Promise<void> {
           6: localhostNodePorts(nodePorts, 6, f['localhost-nodeports']),
         },
         bindProtection: f['bind-protection'],
+        socketLb: f['socket-lb'],
       },
+      vethLb: f['veth-lb'] ?? f['socket-lb'] === 'host-only',
     },
     log,
   );

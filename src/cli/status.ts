@@ -2,24 +2,38 @@
 // Reads the pins only, so it answers whether or not the agent runs.
 import { closeSync, existsSync, readdirSync, statSync } from 'node:fs';
 import { join } from 'node:path';
+import { z } from 'zod';
 import { cgroup2Mounts } from '../bpf/environment.ts';
 import { ATTACH_TYPE_NAMES, LINK_TYPE_CGROUP, LINK_TYPE_TCX, linkInfo, openPinned, progInfoById } from '../bpf/link.ts';
 import { linkPinDir } from '../bpf/loader.ts';
 import { classicTcProgram, ifIndex, interfaceNames } from '../bpf/tc.ts';
 import { BpfMap, MAP_TYPE_NAMES } from '../bpf/map.ts';
 import { readDatapathCounters } from '../maps/datapath-counters.ts';
-import { ALL_MAPS, devAddr6Map, devAddrMap, metricsMap } from '../maps/registry.ts';
+import { ALL_MAPS, devAddr6Map, devAddrMap, metricsMap, sockConfigMap } from '../maps/registry.ts';
+import { SOCK_CFG_HOST_ONLY } from '../maps/constants.ts';
+import { pinnedVeths } from '../agent/datapath/veth-datapath.ts';
 import { TypedMap } from '../maps/typed-map.ts';
 import { command, noHeadersFlag, parseFlags, pinDirFlag } from './args.ts';
 import { type Column, PLAIN, type TableStyle, formatData, isTable, outputFlag, printed, renderColumns, tableStyle } from './format.ts';
 import { pinDirExists, withPinAccess } from './pin-access.ts';
+import { type AgentAnswer, askAgent, describeAgent } from './agent-health.ts';
 
 export const statusCommand = command({
   name: 'status',
   summary: 'attached programs, map fill levels, SNAT addresses, datapath counters',
   description:
-    "Lists the attached programs and where they are attached (cgroup, tcx or tc), each map's fill level, the SNAT address of each device (svcmap_devaddr), and the datapath's counters that are not zero (svcmap_datapath_packets_total: per hook, what became of the packets).",
-  flags: { output: outputFlag(), 'no-headers': noHeadersFlag, 'pin-dir': pinDirFlag },
+    "Says what the running agent reports at /healthz (healthy, ready, the API server it uses and its failovers), then lists the attached programs and where they are attached (cgroup, tcx or tc), each map's fill level, the SNAT address of each device (svcmap_devaddr), and the datapath's counters that are not zero (svcmap_datapath_packets_total: per hook, what became of the packets).",
+  flags: {
+    output: outputFlag(),
+    'no-headers': noHeadersFlag,
+    'pin-dir': pinDirFlag,
+    'healthz-address': {
+      value: 'HOST:PORT',
+      schema: z.string().min(1),
+      default: '127.0.0.1:10256',
+      help: "the agent's /healthz (its --healthz-bind-address), asked which API server the agent uses and how often it failed over",
+    },
+  },
 });
 
 export interface StatusReport {
@@ -40,6 +54,26 @@ export interface StatusReport {
   counters: Array<{ hook: string; reason: string; packets: number; drop: boolean }>;
   /** svcmap_devaddr: the address a flow SNATed out of each device takes (device: its name here, if it has one). */
   snatAddresses: Array<{ ifindex: number; device?: string; addr: string }>;
+  /** What the running agent says at /healthz (absent: not asked). */
+  agent?: AgentAnswer;
+  /** Which sockets the socket LB translates (svcmap_sockcfg): all, host-only, or unknown (not written). */
+  socketLb: 'all' | 'host-only' | 'unknown';
+  /** The pods' veths with svcmap_veth_in/out attached (by their pinned links). */
+  veths: string[];
+}
+
+/** The socket LB's mode as svcmap_sockcfg says it. */
+function socketLbMode(pinDir: string): StatusReport['socketLb'] {
+  const path = join(pinDir, sockConfigMap.name);
+  if (!existsSync(path)) return 'unknown';
+  const m = new TypedMap(sockConfigMap, BpfMap.openPinned(path));
+  try {
+    const cfg = m.get(0);
+    if (!cfg || cfg.host_netns === 0n) return 'unknown';
+    return cfg.flags & SOCK_CFG_HOST_ONLY ? 'host-only' : 'all';
+  } finally {
+    m.raw.close();
+  }
 }
 
 /** The cgroup directory whose id (inode) is `id`, searched under the cgroup v2 mounts. */
@@ -68,7 +102,15 @@ function cgroupPathById(id: bigint): string | undefined {
 }
 
 export function collectStatus(pinDir: string): StatusReport {
-  const report: StatusReport = { pinDir, programs: [], maps: [], counters: [], snatAddresses: [] };
+  const report: StatusReport = {
+    pinDir,
+    programs: [],
+    maps: [],
+    counters: [],
+    snatAddresses: [],
+    socketLb: socketLbMode(pinDir),
+    veths: pinnedVeths(pinDir),
+  };
   const linkDir = linkPinDir(pinDir);
   if (existsSync(linkDir)) {
     for (const name of readdirSync(linkDir).sort()) {
@@ -236,7 +278,14 @@ export function renderStatus(r: StatusReport, style: TableStyle = PLAIN): string
       rows: r.counters.map((c) => [c.hook, c.reason, String(c.packets), c.drop ? 'drop' : '']),
     },
   ];
-  const lines: string[] = style.headers ? [`pin directory: ${r.pinDir}`] : [];
+  const lines: string[] = style.headers
+    ? [
+        `pin directory: ${r.pinDir}`,
+        ...(r.agent ? [describeAgent(r.agent)] : []),
+        `socket LB: ${r.socketLb === 'host-only' ? "host-only (the node's own sockets; pods' traffic is translated at their veths)" : r.socketLb}`,
+        `pod veths with programs: ${r.veths.length ? r.veths.join(', ') : '(none)'}`,
+      ]
+    : [];
   sections.forEach((s, i) => {
     if (style.headers || i > 0) lines.push('');
     if (style.headers) lines.push(s.title);
@@ -246,10 +295,11 @@ export function renderStatus(r: StatusReport, style: TableStyle = PLAIN): string
   return printed(lines);
 }
 
-export function status(argv: string[], out: (s: string) => void): void {
+export async function status(argv: string[], out: (s: string) => void): Promise<void> {
   const f = parseFlags(statusCommand, argv);
   if (!pinDirExists(f['pin-dir']))
     throw new Error(`nothing is pinned at ${f['pin-dir']}: the agent has not run with this --pin-dir, or svcmap cleanup removed it`);
-  const r = withPinAccess(f['pin-dir'], () => collectStatus(f['pin-dir']));
+  const agent = askAgent(f['healthz-address']);
+  const r = { ...withPinAccess(f['pin-dir'], () => collectStatus(f['pin-dir'])), agent: await agent };
   out(isTable(f.output) ? renderStatus(r, tableStyle(f)) : formatData(r, f.output));
 }

@@ -112,6 +112,9 @@ function expectedArgs(v: {
   /** nodePort.range (default 30000-32767) and hostPort.enabled (default true). */
   nodePortRange?: string;
   hostPorts?: boolean;
+  /** socketLB.mode (default all) and the --veth-lb it implies with socketLB.vethTranslation (default true). */
+  socketLb?: string;
+  vethLb?: boolean;
   devices?: string[];
   compile?: boolean;
   /** --netns-dir (staleSockets.podNamespaces: netnsDir, the default); false: not passed. */
@@ -144,6 +147,10 @@ function expectedArgs(v: {
     v.nodePortRange ?? '30000-32767',
     '--host-ports',
     String(v.hostPorts ?? true),
+    '--socket-lb',
+    v.socketLb ?? 'all',
+    '--veth-lb',
+    String(v.vethLb ?? true),
   ];
   if (v.nodePortAddresses?.length) args.push('--nodeport-addresses', v.nodePortAddresses.join(','));
   if (v.devices && v.devices.length > 0) args.push('--devices', v.devices.join(','));
@@ -421,7 +428,9 @@ t.test('default values (k8sServiceHost set)', async (t) => {
     t.equal(envValue(agent, 'KUBERNETES_SERVICE_HOST'), HOST);
     t.equal(envValue(agent, 'KUBERNETES_SERVICE_PORT'), '6443');
     t.same(agent.env?.find((e) => e.name === 'NODE_NAME')?.valueFrom, { fieldRef: { fieldPath: 'spec.nodeName' } });
-    t.equal(agent.image, 'svcmap:0.1.0', 'tag defaults to the appVersion');
+    const appVersion = (parse(readFileSync(new URL('../../charts/svcmap/Chart.yaml', import.meta.url), 'utf8')) as { appVersion: string })
+      .appVersion;
+    t.equal(agent.image, `svcmap:${appVersion}`, 'tag defaults to the appVersion');
     t.same(agent.resources, { requests: { cpu: '100m', memory: '256Mi' }, limits: {} });
   });
 
@@ -469,6 +478,8 @@ t.test('edge values (custom ports, devices, resources, IPv6 API server, no init 
         nodePortRange: '20000-22767',
         hostPorts: false,
         nodePortAddresses: ['192.168.0.0/16', 'fd00:10::/64'],
+        socketLb: 'host-only',
+        vethLb: true,
         devices: ['eth0', 'eth1', 'bond0.100'],
         compile: true,
         extra: ['--example-flag=1'],
@@ -644,4 +655,21 @@ t.test('Kubernetes older than the tested releases (docs/compatibility.md): refus
   t.not(r.status, 0);
   t.match(r.stderr, /kubeVersion: >=1\.34\.0-0 which is incompatible with Kubernetes v1\.33\.9/);
   t.ok(render({ set: [`k8sServiceHost=${HOST}`], kubeVersion: '1.34.4' }).length, 'v1.34.4, the tested one, renders');
+});
+
+t.test('k8sServiceHostFallbacks: the agent gets every API server, k8sServiceHost first, each as a URL', async (t) => {
+  const spec = agentSpec(
+    render({
+      set: [
+        `k8sServiceHost=${HOST}`,
+        'k8sServicePort=6443',
+        'k8sServiceHostFallbacks={192.0.2.11,192.0.2.12:7443,fd00::13,[fd00::14]:8443}',
+      ],
+    }),
+  );
+  const agent = spec.containers.find((c) => c.name === 'agent')!;
+  const urls = `https://${HOST}:6443,https://192.0.2.11:6443,https://192.0.2.12:7443,https://[fd00::13]:6443,https://[fd00::14]:8443`;
+  t.equal(agent.args![agent.args!.indexOf('--k8s-api-server') + 1], urls, '--k8s-api-server');
+  t.equal(agent.env!.find((e) => e.name === 'SVCMAP_K8S_API_SERVER')?.value, urls, 'SVCMAP_K8S_API_SERVER');
+  t.equal(agent.env!.find((e) => e.name === 'KUBERNETES_SERVICE_HOST')?.value, HOST, 'in-cluster clients: k8sServiceHost alone');
 });

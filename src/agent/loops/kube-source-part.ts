@@ -2,7 +2,7 @@
 // EndpointSlices, this node's Node and (for hostPorts) this node's Pods. Loaded (with client-node) only when it
 // is the source.
 import type { KubeConfig } from '../../sources/kubernetes/client-node.ts';
-import { KubernetesSource } from '../../sources/kubernetes/source.ts';
+import { KubernetesSource, type SourceOptions } from '../../sources/kubernetes/source.ts';
 import type { Family } from '../../util/family.ts';
 import type { Logger } from '../log.ts';
 import type { SourceHooks, SourcePart } from './source-part.ts';
@@ -11,16 +11,22 @@ import type { SyncStatus } from './sync-status.ts';
 export interface KubeSourceHooks extends SourceHooks {
   /** An EndpointSlice came with a new last-change-trigger-time (the latency metric). */
   sliceTrigger(serviceId: string, at: number, family: Family): void;
+  /** The API server in use: at start, and after each failover (moved). */
+  apiServer(url: string, moved: boolean): void;
 }
 
-/** status: its nodeEligible follows the Node (a node being deleted answers 503 at /healthz). pods: watch this node's Pods (--host-ports). */
+/**
+ * status: its nodeEligible follows the Node (a node being deleted answers 503
+ * at /healthz), its apiServer the API server in use. opts: the API servers,
+ * the stall bound, and whether this node's Pods are watched (--host-ports).
+ */
 export function kubeSourcePart(
   kc: KubeConfig,
   nodeName: string,
   hooks: KubeSourceHooks,
   status: SyncStatus,
   log: Logger,
-  pods = true,
+  opts: SourceOptions = {},
 ): SourcePart {
   const kube = new KubernetesSource(
     kc,
@@ -42,16 +48,30 @@ export function kubeSourcePart(
         status.health.nodeEligible = eligible;
       },
       event: (kind) => hooks.event(kind),
+      moved: (move) => {
+        log.warn(move, 'the API server stopped answering; moved to the next one, relisting there (the maps keep their state)');
+        status.health.apiServer = kube.apiServer;
+        hooks.apiServer(move.to, true);
+      },
     },
-    { pods },
+    opts,
   );
+  status.health.apiServer = kube.apiServer;
+  hooks.apiServer(kube.apiServer.url, false);
   kube.model.setNode({ name: nodeName, addresses: [] });
   return {
     name: 'source',
     source: kube,
     start() {
       kube.start();
-      log.info({ apiServer: kc.getCurrentCluster()?.server, node: nodeName }, 'watching the Kubernetes API');
+      log.info(
+        {
+          apiServer: kube.apiServer.url,
+          ...(opts.apiServers && opts.apiServers.length > 1 ? { apiServers: opts.apiServers } : {}),
+          node: nodeName,
+        },
+        'watching the Kubernetes API',
+      );
       void kube.synced.then(() => log.info('informers synced'));
     },
     stop: () => kube.stop(),
