@@ -671,8 +671,7 @@ enum dp_reason {
 	DP_R_SNAT_NO_ROUTE     = 19, /* tc: SNAT needed and the FIB has no forwardable route to the backend */
 	DP_R_IPV6_EXT_HDR      = 20, /* tc: IPv6 whose next header is not TCP, UDP or ICMPv6 (extension headers, fragments): untouched */
 	DP_R_BIND_DENIED       = 21, /* bind: the node's own socket asked for a port a NodePort holds: EADDRINUSE */
-	DP_R_HAIRPIN           = 22, /* veth: a pod's flow to a frontend whose chosen backend is that pod itself */
-	DP_R_MAX               = 23,
+	DP_R_MAX               = 22,
 };
 
 #define DP_REASON_STRIDE   32

@@ -26,6 +26,7 @@ import { SocketTerminator } from './datapath/socket-terminator.ts';
 import { TcDatapath } from './datapath/tc-datapath.ts';
 import { clearRemovedFlows } from './datapath/ct-clear.ts';
 import { VethDatapath } from './datapath/veth-datapath.ts';
+import { readHostNet, uplinkDevices } from './datapath/host-net.ts';
 import { type HealthCheckService, HealthCheckPorts, healthCheckOf } from './http/health-check-ports.ts';
 import { HttpServers, proxyHealthy } from './http/http-servers.ts';
 import type { IpFamily } from './http/kube-proxy-metrics.ts';
@@ -208,7 +209,8 @@ function buildParts(
   const veth = vethOn
     ? new VethDatapath(dp.veth, cfg.pinDir, log, {
         mode: cfg.tcAttach ?? 'auto',
-        externalDevices: () => tc.attachments.map((a) => a.device),
+        // The tc datapath's devices, and every way out of the node (also before the Node is known and tc attached).
+        externalDevices: () => [...tc.attachments.map((a) => a.device), ...uplinkDevices(readHostNet())],
       })
     : undefined;
   const healthTimeoutMs = cfg.healthTimeoutMs ?? Math.max(60_000, 2 * cfg.minSyncIntervalMs);
@@ -225,7 +227,10 @@ function buildParts(
     changed: () => loop?.poke(),
     event: (kind: 'Service' | 'EndpointSlice') =>
       kind === 'Service' ? metrics.kubeProxy.serviceEvent() : metrics.kubeProxy.endpointSliceEvent(),
-    node: (node: NodeInfo | undefined) => tc.attach(node),
+    node: (node: NodeInfo | undefined) => {
+      tc.attach(node);
+      veth?.resync(); // the node's devices are known now: none of them is a pod's
+    },
     failed: () => metrics.syncErrors.inc({ kind: 'source' }),
     sliceTrigger: (svc: string, at: number, family: Family) => loop?.trigger(svc, at, family),
     apiServer: (url: string, moved: boolean) => metrics.apiServer(url, moved),

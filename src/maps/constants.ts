@@ -183,13 +183,6 @@ export const DP_REASONS: readonly DpReason[] = [
   },
   { id: c.DP_R_SNAT_NO_ROUTE, name: 'snat_no_route', hooks: TC_IN, drop: true, help: 'SNAT needed, no forwardable route to the backend' },
   {
-    id: c.DP_R_HAIRPIN,
-    name: 'hairpin',
-    hooks: VETH_IN,
-    drop: true,
-    help: "a pod's flow to a Service whose chosen backend is that pod: not translated at the veth (the pod's own stack would drop it)",
-  },
-  {
     id: c.DP_R_BIND_DENIED,
     name: 'nodeport_bind_denied',
     hooks: SOCK_BIND,

@@ -169,9 +169,7 @@ export const DP_R_SNAT_NO_ROUTE = 19;
 export const DP_R_IPV6_EXT_HDR = 20;
 /** bind: the node's own socket asked for a port a NodePort holds: EADDRINUSE */
 export const DP_R_BIND_DENIED = 21;
-/** veth: a pod's flow to a frontend whose chosen backend is that pod itself */
-export const DP_R_HAIRPIN = 22;
-export const DP_R_MAX = 23;
+export const DP_R_MAX = 22;
 export const DP_REASON_STRIDE = 32;
 /** 16 hooks of DP_REASON_STRIDE reasons */
 export const SVCMAP_METRICS_MAX = 512;
