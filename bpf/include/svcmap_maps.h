@@ -95,6 +95,11 @@
 #define SVC_F_SRC_RANGES   0x0100 /* loadBalancerSourceRanges apply */
 #define SVC_F_TWO_SCOPES   0x0200 /* an internal-scope entry exists too */
 #define SVC_F_SH_PORT      0x0400 /* LB_ALG_SH at tc: hash the source port too */
+/* A Pod's hostPort (its only backend is that Pod): with SVC_F_WILDCARD, or on
+ * a loopback address, it serves the node's own sockets only, whatever
+ * SOCK_CFG_LOCALHOST4/6 say (those are about NodePorts); it holds no port
+ * against bind() (SOCK_CFG_BIND_PROTECT is about NodePorts too). */
+#define SVC_F_HOSTPORT 0x0800
 
 /*
  * svc_value.algorithm: how a new connection picks one of the frontend's

@@ -226,6 +226,7 @@ export const SVC_FLAG_NAMES: Array<[number, string]> = [
   [c.SVC_F_SRC_RANGES, 'source-ranges'],
   [c.SVC_F_TWO_SCOPES, 'two-scopes'],
   [c.SVC_F_SH_PORT, 'sh-port'],
+  [c.SVC_F_HOSTPORT, 'HostPort'],
 ];
 
 /** Conntrack entry flag names for display, in bit order. */
