@@ -17,9 +17,11 @@
 // Each step waits for the agent's log and sync; no step is timed.
 import t from 'tap';
 import { type ApiServer, endpointSlice, node, service, startApiServer, writeKubeconfig } from '../../lab/apiserver/index.ts';
-import type { LogLine } from '../../lab/agent-process.ts';
+import { type LogLine, SVCMAP } from '../../lab/agent-process.ts';
 import { type Cluster, POD_IPS, POD_NAMES, TCP_PORT, startCluster } from './fixtures/cluster.ts';
+import { execFile } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
+import { promisify } from 'node:util';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
@@ -29,8 +31,13 @@ const AFTER = '10.96.0.12';
 const STALLED = '10.96.0.13';
 /** Generous guards against a hang (an agent that never syncs): the waits end on the agent's log, not on time. */
 const HANG_GUARD_MS = 120_000;
-/** Short, so that the stall test does not wait the production bound (75 s); the servers' bookmarks come well within it. */
-const STALL = '5s';
+/**
+ * Short, so that the stall test does not wait the production bound (75 s);
+ * the servers' bookmarks come well within it. The API servers run in this
+ * process: nothing here blocks its event loop (svcmap runs asynchronously),
+ * or they would fall silent.
+ */
+const STALL = '10s';
 const BOOKMARK_MS = 250;
 const MOVED = 'the API server stopped answering; moved to the next one, relisting there (the maps keep their state)';
 
@@ -67,9 +74,14 @@ t.teardown(async () => {
   if (dir) rmSync(dir, { recursive: true, force: true });
 });
 
+/** svcmap ARGS on the test's pin directory, without blocking the API servers in this process. */
+async function svcmap(...args: string[]): Promise<string> {
+  return (await promisify(execFile)(SVCMAP, [...args, '--pin-dir', c.pinDir], { encoding: 'utf8' })).stdout;
+}
+
 /** The frontend addresses svcmap dump lists. */
-function dumped(): string[] {
-  const d = JSON.parse(c.svcmap('dump', '-o', 'json')) as { frontends: Array<{ address: string }> };
+async function dumped(): Promise<string[]> {
+  const d = JSON.parse(await svcmap('dump', '-o', 'json')) as { frontends: Array<{ address: string }> };
   return [...new Set(d.frontends.map((f) => f.address))].sort();
 }
 
@@ -77,7 +89,7 @@ function dumped(): string[] {
 async function synced(from: number, addresses: string[], what: string): Promise<void> {
   for (let at = from; ; ) {
     const l: LogLine = await c.agent.waitFor((l) => l.msg === 'sync done', { from: at, timeoutMs: HANG_GUARD_MS, what });
-    if (JSON.stringify(dumped()) === JSON.stringify([...addresses].sort())) return;
+    if (JSON.stringify(await dumped()) === JSON.stringify([...addresses].sort())) return;
     at = c.agent.lines.indexOf(l) + 1;
   }
 }
@@ -91,7 +103,7 @@ async function reached(ip: string, count = 30): Promise<string[]> {
 /** What the operator sees: /healthz's apiServer fields, `svcmap status`'s agent line, the two metrics. */
 async function reported(): Promise<{ healthz: unknown; status: string; info: string[]; failovers: string | undefined }> {
   const healthz = (await (await fetch(`http://127.0.0.1:${ports.health}/healthz`)).json()) as Record<string, unknown>;
-  const status = c.svcmap('status', '--healthz-address', `127.0.0.1:${ports.health}`).split('\n')[1]!;
+  const status = (await svcmap('status', '--healthz-address', `127.0.0.1:${ports.health}`)).split('\n')[1]!;
   const metrics = await (await fetch(`http://127.0.0.1:${ports.metrics}/metrics`)).text();
   const info = metrics.split('\n').filter((l) => l.startsWith('svcmap_k8s_api_server_info{'));
   const failovers = metrics.split('\n').find((l) => l.startsWith('svcmap_k8s_api_failovers_total '));
@@ -148,7 +160,7 @@ t.test(
     a.create(svc('stalled', STALLED)); // B's watches say nothing of it
     a.create(slice('stalled'));
     const moved = await c.agent.waitFor((l) => l.msg === MOVED, { from, timeoutMs: HANG_GUARD_MS, what: 'the move back to A' });
-    t.match(moved, { from: b.url, to: a.url, failovers: 2, reason: /^no answer for 5s/ }, `moved from B to A (${String(moved.reason)})`);
+    t.match(moved, { from: b.url, to: a.url, failovers: 2, reason: /^no answer for 10s/ }, `moved from B to A (${String(moved.reason)})`);
     await synced(from, [WEB, AFTER, STALLED], 'web, after and stalled');
     t.ok(a.lists('Service', onA).length > 0, 'the agent listed again on A');
     t.same(await reached(STALLED), POD_NAMES, 'the Service created while B stalled is served');
