@@ -46,6 +46,15 @@ cluster-images: build cluster-bins cluster-images-apt
 image: build cluster-images-apt
 	$(NODE) $(ROOT)/lab/cluster/images/product.ts build
 
+# A recorded release (RELEASES) built from its own commit: a git worktree,
+# its make build, its svcmap image and its chart, cached by commit under
+# $(TOOLS)/releases (lab/release/build.ts). RELEASE defaults to the release
+# this build upgrades from.
+.PHONY: release-image
+RELEASE ?=
+release-image: npm-deps cluster-images-apt
+	$(NODE) $(ROOT)/lab/release/build.ts $(RELEASE)
+
 REGISTRY ?=
 # REGISTRY is checked before anything is built.
 image-push:

@@ -411,7 +411,9 @@ t.test('default values (k8sServiceHost set)', async (t) => {
     t.equal(envValue(agent, 'KUBERNETES_SERVICE_HOST'), HOST);
     t.equal(envValue(agent, 'KUBERNETES_SERVICE_PORT'), '6443');
     t.same(agent.env?.find((e) => e.name === 'NODE_NAME')?.valueFrom, { fieldRef: { fieldPath: 'spec.nodeName' } });
-    t.equal(agent.image, 'svcmap:0.1.0', 'tag defaults to the appVersion');
+    const appVersion = (parse(readFileSync(new URL('../../charts/svcmap/Chart.yaml', import.meta.url), 'utf8')) as { appVersion: string })
+      .appVersion;
+    t.equal(agent.image, `svcmap:${appVersion}`, 'tag defaults to the appVersion');
     t.same(agent.resources, { requests: { cpu: '100m', memory: '256Mi' }, limits: {} });
   });
 

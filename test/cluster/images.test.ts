@@ -156,7 +156,12 @@ t.test('every image, each in an archive that names its ref', async (t) => {
   }
   t.equal(image('pause').ref, 'registry.k8s.io/pause:3.10.1', 'the pause image kubelet 1.34 and e2e.test name');
   t.equal(image('agnhost').ref, 'registry.k8s.io/e2e-test-images/agnhost:2.56', 'the agnhost e2e.test v1.34 names');
-  t.match(image('svcmap').ref, /^localhost\/svcmap:[0-9a-f]{16}$/);
+  const version = (JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { version: string }).version;
+  t.match(
+    image('svcmap').ref,
+    new RegExp(`^localhost/svcmap:${version.replace(/\./g, '\\.')}-[0-9a-f]{16}$`),
+    "the svcmap tag: package.json's version, then the key",
+  );
   t.match(image('labtool').ref, /^localhost\/svcmap-labtool:[0-9a-f]{16}$/);
   t.ok(image('labtool').binary && existsSync(image('labtool').binary!), 'labtool kept on the host too');
 });

@@ -15,8 +15,9 @@ import { buildah } from './buildah.ts';
 import { exec } from './exec.ts';
 import { buildImages } from './index.ts';
 import { withScratch } from './scratch.ts';
+import { SVCMAP_VERSION } from './svcmap.ts';
 
-const VERSION = (JSON.parse(readFileSync(join(REPO_ROOT, 'package.json'), 'utf8')) as { version: string }).version;
+const VERSION = SVCMAP_VERSION;
 export const PRODUCT_ARCHIVE = join(REPO_ROOT, 'build', 'image', `svcmap-${VERSION}.oci.tar`);
 
 const out = (s: string) => process.stdout.write(`${s}\n`);

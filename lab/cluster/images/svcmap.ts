@@ -6,7 +6,7 @@
 // package manager, no coreutils. SVCMAP_LAYOUT is that layout as data:
 // test/cluster/images.test.ts checks it against the Dockerfile.
 import { execFileSync } from 'node:child_process';
-import { copyFileSync, existsSync, mkdirSync, renameSync } from 'node:fs';
+import { copyFileSync, existsSync, mkdirSync, readFileSync, renameSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { REPO_ROOT } from '../paths.ts';
@@ -44,6 +44,9 @@ export const SVCMAP_LAYOUT = {
   entrypoint: ['/app/bin/svcmap'],
   cmd: ['--help'],
 } as const;
+
+/** The release version the image carries (package.json's): its tag starts with it. */
+export const SVCMAP_VERSION = (JSON.parse(readFileSync(join(REPO_ROOT, 'package.json'), 'utf8')) as { version: string }).version;
 
 /** The Debian tree the libraries come from (not the image's root). */
 export const SVCMAP_ROOTFS: RootfsSpec = { suite: 'bookworm', packages: ['libbpf1'] };
@@ -100,8 +103,9 @@ export const svcmap: Recipe = {
       ...files.map((path) => ({ path })),
     ];
   },
+  // The version first, so that a node's image list says which release runs; the key tells builds of one version apart.
   async ref(key) {
-    return `localhost/svcmap:${key}`;
+    return `localhost/svcmap:${SVCMAP_VERSION}-${key}`;
   },
   config: {
     entrypoint: SVCMAP_LAYOUT.entrypoint,
