@@ -14,7 +14,7 @@ APT_PACKAGES := clang llvm libbpf-dev libbpf1 bpftool iproute2 gcc make linux-li
 SHIM := native/build/libsvcmap_shim.so
 TS_SOURCES := $(shell find src -name '*.ts' 2>/dev/null)
 
-.PHONY: all deps apt-deps npm-deps build native constants dist bpf typecheck lint fmt test demo bench bench-smoke bench-ffi clean sweep flake-hunt docs
+.PHONY: all deps apt-deps npm-deps build native constants layouts dist bpf typecheck lint fmt test demo bench bench-smoke bench-ffi clean sweep flake-hunt docs
 
 all: build
 
@@ -66,6 +66,14 @@ constants: $(CONSTANTS)
 $(CONSTANTS): $(shell find bpf/include -name '*.h' 2>/dev/null) mk/gen-constants.ts | npm-deps
 	$(NODE) mk/gen-constants.ts
 	@touch $@
+
+# The layout of every pinned map per layout version (src/maps/registry.ts
+# layoutVersion), from the compiled objects' BTF (committed; a recorded
+# version is never rewritten; test/maps/layout-versions.test.ts fails when a
+# layout changed without a new version). Run after changing a map.
+LAYOUTS := src/maps/generated/layouts.gen.ts
+layouts: native
+	$(NODE) mk/gen-layouts.ts
 
 dist: dist/.stamp
 # Built aside and renamed into place, so bin/svcmap never runs a half-built dist/.

@@ -217,6 +217,11 @@ struct backend_value {
 	__u8 flags; /* BACKEND_F_* */
 	__u8 pad;
 	__u16 zone; /* zone id (svcmap_zones), 0 = none given */
+#ifdef SVCMAP_TEST_LAYOUT
+	/* Only in the objects built for SVCMAP_TEST_LAYOUT=1: a layout that
+	 * differs, for the upgrade tests' migration (docs/upgrade.md). */
+	__u32 reserved_test;
+#endif
 };
 
 struct backend6_value {

@@ -8,6 +8,7 @@ import { createHash } from 'node:crypto';
 import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { join, relative } from 'node:path';
 import { packageRoot } from './native.ts';
+import { TEST_LAYOUT_DEFINES, testLayout } from './test-layout.ts';
 
 /** The entry files in bpf/: one per attach point (sock_destroy: the socket iterators that end stale sockets; sock_count: the socket storage iterator that recounts the socket LB's connections). */
 export const BPF_PROGRAMS = ['sock', 'tc', 'sock_destroy', 'sock_count'] as const;
@@ -93,7 +94,9 @@ function multiarchInclude(): string[] {
 }
 
 /** Returns the cached object for these sources and flags, compiling it if needed. */
-export function compileBpf(req: CompileRequest): CompiledObject {
+export function compileBpf(request: CompileRequest): CompiledObject {
+  // A process running the test layout (test-layout.ts) builds and finds its own objects.
+  const req = testLayout() ? { ...request, defines: { ...TEST_LAYOUT_DEFINES, ...request.defines } } : request;
   const outDir = req.outDir ?? defaultObjectDir();
   const hash = objectHash(req.program, req.defines);
   const path = objectPath(req.program, hash, outDir);

@@ -56,6 +56,8 @@ function bind() {
     mapPinPath: libbpf.func('const char *bpf_map__pin_path(const bpf_map *map)'),
     mapKeySize: libbpf.func('uint32_t bpf_map__key_size(const bpf_map *map)'),
     mapValueSize: libbpf.func('uint32_t bpf_map__value_size(const bpf_map *map)'),
+    mapType: libbpf.func('int bpf_map__type(const bpf_map *map)'),
+    mapFlags: libbpf.func('uint32_t bpf_map__map_flags(const bpf_map *map)'),
     programName: libbpf.func('const char *bpf_program__name(const bpf_program *prog)'),
     programSectionName: libbpf.func('const char *bpf_program__section_name(const bpf_program *prog)'),
     programFd: libbpf.func('int bpf_program__fd(const bpf_program *prog)'),

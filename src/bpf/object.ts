@@ -101,6 +101,15 @@ export class BpfObject {
     return native().mapValueSize(this.#map(name)) as number;
   }
 
+  /** BPF_MAP_TYPE_* as the C definition gives it. */
+  mapType(name: string): number {
+    return native().mapType(this.#map(name)) as number;
+  }
+
+  mapFlags(name: string): number {
+    return native().mapFlags(this.#map(name)) as number;
+  }
+
   setMaxEntries(name: string, maxEntries: number): void {
     const rc = native().mapSetMaxEntries(this.#map(name), maxEntries) as number;
     if (rc < 0) throw new BpfError(`set max_entries of ${name}`, rc, libbpfText(rc));

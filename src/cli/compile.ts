@@ -2,6 +2,7 @@
 // the image build do; the agent finds them there.
 import { z } from 'zod';
 import { BPF_PROGRAMS, compileBpf } from '../bpf/compile.ts';
+import { TEST_LAYOUT_DEFINES } from '../bpf/test-layout.ts';
 import { command, parseFlags } from './args.ts';
 
 export const compileCommand = command({
@@ -16,8 +17,11 @@ export const compileCommand = command({
 
 export function compile(argv: string[], out: (s: string) => void): void {
   const f = parseFlags(compileCommand, argv);
-  for (const program of BPF_PROGRAMS) {
-    const r = compileBpf({ program, ...(f.out ? { outDir: f.out } : {}), force: f.force });
-    out(`${r.cached ? 'up to date' : 'compiled'}: ${r.path}\n`);
+  // Both object sets: the agent's, and those of the test layout (SVCMAP_TEST_LAYOUT=1, docs/upgrade.md).
+  for (const defines of [{}, TEST_LAYOUT_DEFINES]) {
+    for (const program of BPF_PROGRAMS) {
+      const r = compileBpf({ program, defines, ...(f.out ? { outDir: f.out } : {}), force: f.force });
+      out(`${r.cached ? 'up to date' : 'compiled'}: ${r.path}\n`);
+    }
   }
 }

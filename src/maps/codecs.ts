@@ -1,6 +1,7 @@
 // One codec per BPF map key and value: typed TypeScript objects to and from
 // the bytes the datapath reads. The layouts mirror bpf/include/svcmap_maps.h
 // and are checked against its BTF at load (see btf-check.ts).
+import { testLayout } from '../bpf/test-layout.ts';
 import { SVCMAP_ZONE_NAME_LEN } from './constants.ts';
 import { type StructLayout, decoderOf, encoderOf, field, pad, scalar, scalarCodecOf, struct, text } from './layout.ts';
 
@@ -128,16 +129,20 @@ export const skRevNat6Value = codec<SkRevNatValue>(
 
 export const backendId = scalarCodec(scalar('__u32', 'u32'));
 
+const BACKEND_FIELDS = [
+  field('addr', 0, 'ipv4'),
+  field('port', 4, 'be16'),
+  field('proto', 6, 'u8'),
+  field('state', 7, 'u8'),
+  field('flags', 8, 'u8'),
+  pad('pad', 9, 1),
+  field('zone', 10, 'u16'),
+];
+/** The test layout (src/bpf/test-layout.ts) has reserved_test after zone. */
 export const backendValue = codec<BackendValue>(
-  struct('backend_value', 12, [
-    field('addr', 0, 'ipv4'),
-    field('port', 4, 'be16'),
-    field('proto', 6, 'u8'),
-    field('state', 7, 'u8'),
-    field('flags', 8, 'u8'),
-    pad('pad', 9, 1),
-    field('zone', 10, 'u16'),
-  ]),
+  testLayout()
+    ? struct('backend_value', 16, [...BACKEND_FIELDS, pad('reserved_test', 12, 4)])
+    : struct('backend_value', 12, BACKEND_FIELDS),
 );
 
 export const revNatId = scalarCodec(scalar('__u32', 'u32'));

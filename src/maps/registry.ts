@@ -39,6 +39,16 @@ import {
 
 export interface MapSpec<K = unknown, V = unknown> {
   name: string;
+  /**
+   * The version of this map's layout (type, flags, key and value structs):
+   * raise it by one whenever any of them changes, then run `make layouts`,
+   * which records the new layout beside the old ones in
+   * src/maps/generated/layouts.gen.ts (the migration on start converts
+   * pinned maps from any recorded layout). Every pinned map (ALL_MAPS) has
+   * one, test/maps/layout-versions.test.ts checks; a map of one run (not
+   * pinned) has none.
+   */
+  layoutVersion?: number;
   key: Codec<K>;
   value: Codec<V>;
   /** What the map is for, for status and docs. */
@@ -55,6 +65,7 @@ export type MapSizes = Partial<Record<MapSizeOption, number>>;
 
 export const servicesMap: MapSpec<c.SvcKey, c.SvcValue> = {
   name: SVCMAP_MAP_SERVICES,
+  layoutVersion: 1,
   key: c.svcKey,
   value: c.svcValue,
   purpose: 'frontend -> master entry and backend slots',
@@ -62,6 +73,7 @@ export const servicesMap: MapSpec<c.SvcKey, c.SvcValue> = {
 };
 export const backendsMap: MapSpec<number, c.BackendValue> = {
   name: SVCMAP_MAP_BACKENDS,
+  layoutVersion: 1,
   key: c.backendId,
   value: c.backendValue,
   purpose: 'backend id -> endpoint',
@@ -69,6 +81,7 @@ export const backendsMap: MapSpec<number, c.BackendValue> = {
 };
 export const revNatMap: MapSpec<number, c.RevNatValue> = {
   name: SVCMAP_MAP_REVNAT,
+  layoutVersion: 1,
   key: c.revNatId,
   value: c.revNatValue,
   purpose: 'reverse NAT id -> frontend',
@@ -76,12 +89,14 @@ export const revNatMap: MapSpec<number, c.RevNatValue> = {
 };
 export const skRevNatMap: MapSpec<c.SkRevNatKey, c.SkRevNatValue> = {
   name: SVCMAP_MAP_SK_REVNAT,
+  layoutVersion: 1,
   key: c.skRevNatKey,
   value: c.skRevNatValue,
   purpose: 'socket -> frontend it asked for (LRU)',
 };
 export const affinityMap: MapSpec<c.AffinityKey, c.AffinityValue> = {
   name: SVCMAP_MAP_AFFINITY,
+  layoutVersion: 1,
   key: c.affinityKey,
   value: c.affinityValue,
   purpose: 'session affinity: client + frontend -> backend (LRU)',
@@ -90,6 +105,7 @@ export const affinityMap: MapSpec<c.AffinityKey, c.AffinityValue> = {
 
 export const ctMap: MapSpec<c.CtKey, c.CtValue> = {
   name: SVCMAP_MAP_CT,
+  layoutVersion: 1,
   key: c.ctKey,
   value: c.ctValue,
   purpose: 'tc connection tracking: flow -> translation (LRU)',
@@ -97,30 +113,35 @@ export const ctMap: MapSpec<c.CtKey, c.CtValue> = {
 };
 export const srcRangeMap: MapSpec<c.SrcRangeKey, number> = {
   name: SVCMAP_MAP_SRC_RANGE,
+  layoutVersion: 1,
   key: c.srcRangeKey,
   value: c.srcRangeValue,
   purpose: 'loadBalancerSourceRanges (LPM trie)',
 };
 export const configMap: MapSpec<number, c.SvcmapConfig> = {
   name: SVCMAP_MAP_CONFIG,
+  layoutVersion: 1,
   key: c.configKey,
   value: c.configValue,
   purpose: 'tc datapath settings (node IP, SNAT ports)',
 };
 export const sockConfigMap: MapSpec<number, c.SockConfig> = {
   name: SVCMAP_MAP_SOCK_CFG,
+  layoutVersion: 1,
   key: c.sockConfigKey,
   value: c.sockConfigValue,
   purpose: "socket hooks' settings (the node's network namespace, localhost NodePorts, bind protection)",
 };
 export const devAddrMap: MapSpec<number, c.DevAddrValue> = {
   name: SVCMAP_MAP_DEV_ADDR,
+  layoutVersion: 1,
   key: c.devAddrKey,
   value: c.devAddrValue,
   purpose: 'SNAT address per egress device: ifindex -> IPv4',
 };
 export const metricsMap: MapSpec<number, c.DpCounter> = {
   name: SVCMAP_MAP_METRICS,
+  layoutVersion: 1,
   key: c.dpIndexKey,
   value: c.dpCounter,
   purpose: 'datapath counters: hook + reason -> packets (per CPU)',
@@ -128,6 +149,7 @@ export const metricsMap: MapSpec<number, c.DpCounter> = {
 
 export const backendConnsMap: MapSpec<number, c.BackendConns> = {
   name: SVCMAP_MAP_BE_CONNS,
+  layoutVersion: 1,
   key: c.backendId,
   value: c.backendConnsValue,
   purpose: 'backend id -> live connections (socket LB, tc)',
@@ -136,6 +158,7 @@ export const backendConnsMap: MapSpec<number, c.BackendConns> = {
 /** Socket storage: not iterable from user space (its key is a socket fd). */
 export const skBackendMap: MapSpec<number, c.SkBackend> = {
   name: SVCMAP_MAP_SK_BACKEND,
+  layoutVersion: 1,
   key: c.skBackendKey,
   value: c.skBackendValue,
   purpose: 'socket storage: the backend a connected socket counts for',
@@ -145,6 +168,7 @@ export const skBackendMap: MapSpec<number, c.SkBackend> = {
 /** Map of maps: the value is an inner map's fd when written, its id when read (src/maps/maglev-tables.ts). */
 export const maglevMap: MapSpec<number, number> = {
   name: SVCMAP_MAP_MAGLEV,
+  layoutVersion: 1,
   key: c.revNatId,
   value: c.revNatId,
   purpose: 'Maglev tables: reverse NAT id -> lookup table (map of maps)',
@@ -153,6 +177,7 @@ export const maglevMap: MapSpec<number, number> = {
 /** The names of the backends' zone ids (both families'); the agent's and dump's only. */
 export const zonesMap: MapSpec<number, c.ZoneName> = {
   name: SVCMAP_MAP_ZONES,
+  layoutVersion: 1,
   key: c.zoneId,
   value: c.zoneNameValue,
   purpose: "zone id -> zone name (the backends' zone field; for dump)",
@@ -160,6 +185,7 @@ export const zonesMap: MapSpec<number, c.ZoneName> = {
 
 export const services6Map: MapSpec<c.SvcKey, c.SvcValue> = {
   name: SVCMAP_MAP_SERVICES6,
+  layoutVersion: 1,
   key: c.svc6Key,
   value: c.svcValue,
   purpose: 'IPv6 frontend -> master entry and backend slots',
@@ -167,6 +193,7 @@ export const services6Map: MapSpec<c.SvcKey, c.SvcValue> = {
 };
 export const backends6Map: MapSpec<number, c.BackendValue> = {
   name: SVCMAP_MAP_BACKENDS6,
+  layoutVersion: 1,
   key: c.backendId,
   value: c.backend6Value,
   purpose: 'IPv6 backend id -> endpoint',
@@ -174,6 +201,7 @@ export const backends6Map: MapSpec<number, c.BackendValue> = {
 };
 export const revNat6Map: MapSpec<number, c.RevNatValue> = {
   name: SVCMAP_MAP_REVNAT6,
+  layoutVersion: 1,
   key: c.revNatId,
   value: c.revNat6Value,
   purpose: 'IPv6 reverse NAT id -> frontend',
@@ -181,12 +209,14 @@ export const revNat6Map: MapSpec<number, c.RevNatValue> = {
 };
 export const skRevNat6Map: MapSpec<c.SkRevNatKey, c.SkRevNatValue> = {
   name: SVCMAP_MAP_SK_REVNAT6,
+  layoutVersion: 1,
   key: c.skRevNat6Key,
   value: c.skRevNat6Value,
   purpose: 'IPv6 socket -> frontend it asked for (LRU)',
 };
 export const skBackend6Map: MapSpec<number, c.SkBackend> = {
   name: SVCMAP_MAP_SK_BACKEND6,
+  layoutVersion: 1,
   key: c.skBackendKey,
   value: c.skBackend6Value,
   purpose: 'socket storage: the IPv6 backend a connected socket counts for',
@@ -194,6 +224,7 @@ export const skBackend6Map: MapSpec<number, c.SkBackend> = {
 };
 export const maglev6Map: MapSpec<number, number> = {
   name: SVCMAP_MAP_MAGLEV6,
+  layoutVersion: 1,
   key: c.revNatId,
   value: c.revNatId,
   purpose: 'Maglev tables of IPv6 frontends: reverse NAT id -> lookup table (map of maps)',
@@ -203,6 +234,7 @@ export const IPV6_MAPS: readonly MapSpec[] = [services6Map, backends6Map, revNat
 /** In both datapaths' objects: svcmap_conns_adjust (tc.c) changes it. */
 export const backendConns6Map: MapSpec<number, c.BackendConns> = {
   name: SVCMAP_MAP_BE_CONNS6,
+  layoutVersion: 1,
   key: c.backendId,
   value: c.backendConnsValue,
   purpose: 'IPv6 backend id -> live connections (socket LB, tc)',
@@ -211,6 +243,7 @@ export const backendConns6Map: MapSpec<number, c.BackendConns> = {
 
 export const ct6Map: MapSpec<c.CtKey, c.CtValue> = {
   name: SVCMAP_MAP_CT6,
+  layoutVersion: 1,
   key: c.ct6Key,
   value: c.ct6Value,
   purpose: 'tc connection tracking of IPv6 flows (LRU)',
@@ -218,12 +251,14 @@ export const ct6Map: MapSpec<c.CtKey, c.CtValue> = {
 };
 export const srcRange6Map: MapSpec<c.SrcRangeKey, number> = {
   name: SVCMAP_MAP_SRC_RANGE6,
+  layoutVersion: 1,
   key: c.srcRange6Key,
   value: c.srcRangeValue,
   purpose: 'loadBalancerSourceRanges of IPv6 frontends (LPM trie)',
 };
 export const devAddr6Map: MapSpec<number, c.DevAddrValue> = {
   name: SVCMAP_MAP_DEV_ADDR6,
+  layoutVersion: 1,
   key: c.devAddrKey,
   value: c.devAddr6Value,
   purpose: 'SNAT address per egress device: ifindex -> IPv6',
