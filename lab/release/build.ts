@@ -11,7 +11,7 @@
 //
 // One build per commit at a time: the work runs under flock on
 // .tools/releases/<commit>.lock.
-import { existsSync, mkdirSync, readFileSync, rmSync, symlinkSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, realpathSync, rmSync, symlinkSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { z } from 'zod';
@@ -21,7 +21,10 @@ import { IMAGES_DIR } from '../cluster/images/scratch.ts';
 import { REPO_ROOT } from '../cluster/paths.ts';
 import { findRelease, previousRelease, type Release, releasesFile } from './releases.ts';
 
-export const RELEASES_CACHE = process.env.SVCMAP_RELEASES_DIR ?? join(REPO_ROOT, '.tools', 'releases');
+// .tools resolved: a worktree's .tools is often a link to the main checkout's, and the
+// paths recorded (release.json, git's worktree list) must not depend on the worktree.
+const TOOLS = join(REPO_ROOT, '.tools');
+export const RELEASES_CACHE = process.env.SVCMAP_RELEASES_DIR ?? join(existsSync(TOOLS) ? realpathSync(TOOLS) : TOOLS, 'releases');
 
 export const BuiltRelease = z.object({
   version: z.string(),
