@@ -20,7 +20,7 @@ int svcmap_tc_in(struct __sk_buff *skb)
 	if (skb->protocol != bpf_htons(ETH_P_IPV6))
 		return tc4_ingress(skb);
 	verdict = tc6_ingress(skb);
-	return verdict == TC6_ICMP ? tc6_icmp(skb, 1) : verdict;
+	return verdict == TC6_ICMP ? tc6_icmp(skb, DP_HOOK_TC_INGRESS) : verdict;
 }
 
 SEC("tc")
@@ -29,9 +29,9 @@ int svcmap_tc_out(struct __sk_buff *skb)
 	int verdict;
 
 	if (skb->protocol != bpf_htons(ETH_P_IPV6))
-		return tc4_egress(skb);
-	verdict = tc6_egress(skb);
-	return verdict == TC6_ICMP ? tc6_icmp(skb, 0) : verdict;
+		return tc4_egress(skb, DP_HOOK_TC_EGRESS);
+	verdict = tc6_egress(skb, DP_HOOK_TC_EGRESS);
+	return verdict == TC6_ICMP ? tc6_icmp(skb, DP_HOOK_TC_EGRESS) : verdict;
 }
 
 /* Not attached: the agent runs it (BPF_PROG_RUN) to change a backend's

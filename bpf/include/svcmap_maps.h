@@ -593,10 +593,16 @@ struct dev_addr6_value {
  *                       wildcard address, on an address that serves
  *                       NodePorts (it has a NodePort entry of its own), and
  *                       on loopback where localhost NodePorts are served.
+ *  SOCK_CFG_HOST_ONLY:  the socket LB translates the node's own sockets
+ *                       only (--socket-lb=host-only): pods' sockets are left
+ *                       alone, their traffic is translated per packet at
+ *                       their veths (bpf/veth.c), where a sidecar proxy's
+ *                       iptables REDIRECT has seen the ClusterIP first.
  */
 #define SOCK_CFG_LOCALHOST4   0x1
 #define SOCK_CFG_LOCALHOST6   0x2
 #define SOCK_CFG_BIND_PROTECT 0x4
+#define SOCK_CFG_HOST_ONLY    0x8
 
 struct sock_config {
 	__u64 host_netns; /* the network namespace cookie of the node's own sockets */
@@ -628,7 +634,9 @@ enum dp_hook {
 	DP_HOOK_GETPEERNAME6 = 9,
 	DP_HOOK_BIND4        = 10,
 	DP_HOOK_BIND6        = 11,
-	DP_HOOK_MAX          = 12,
+	DP_HOOK_VETH_INGRESS = 12, /* a pod's veth, host side: what the pod sends */
+	DP_HOOK_VETH_EGRESS  = 13, /* a pod's veth, host side: what the pod receives */
+	DP_HOOK_MAX          = 14,
 };
 
 enum dp_reason {
@@ -658,7 +666,8 @@ enum dp_reason {
 	DP_R_SNAT_NO_ROUTE     = 19, /* tc: SNAT needed and the FIB has no forwardable route to the backend */
 	DP_R_IPV6_EXT_HDR      = 20, /* tc: IPv6 whose next header is not TCP, UDP or ICMPv6 (extension headers, fragments): untouched */
 	DP_R_BIND_DENIED       = 21, /* bind: the node's own socket asked for a port a NodePort holds: EADDRINUSE */
-	DP_R_MAX               = 22,
+	DP_R_HAIRPIN           = 22, /* veth: a pod's flow to a frontend whose chosen backend is that pod itself */
+	DP_R_MAX               = 23,
 };
 
 #define DP_REASON_STRIDE   32

@@ -235,6 +235,18 @@ static __always_inline int sock_on_node(const struct sock_config *cfg, struct bp
 	return cfg && cfg->host_netns && bpf_get_netns_cookie(ctx) == cfg->host_netns;
 }
 
+/*
+ * The socket LB leaves this socket alone (SOCK_CFG_HOST_ONLY): it is a pod's,
+ * and the node translates pods' traffic per packet at their veths. The
+ * node's own sockets (host-network processes) keep the socket LB.
+ */
+static __always_inline int sock_lb_bypassed(struct bpf_sock_addr *ctx)
+{
+	const struct sock_config *cfg = sock_cfg();
+
+	return cfg && (cfg->flags & SOCK_CFG_HOST_ONLY) && !sock_on_node(cfg, ctx);
+}
+
 /* The family's localhost NodePorts are on (SOCK_CFG_LOCALHOST4/6). */
 static __always_inline int sock_localhost_on(const int family, const struct sock_config *cfg)
 {
@@ -341,6 +353,10 @@ static __always_inline int sock_xlate_fwd(const int family, struct bpf_sock_addr
 		sock_uncount(AF_INET, ctx->sk);
 		if (family == AF_INET6)
 			sock_uncount(AF_INET6, ctx->sk);
+	}
+	if (sock_lb_bypassed(ctx)) {
+		dp_count(hook, DP_R_PASSED);
+		return 0;
 	}
 	sock_get(family, ctx, addr);
 	if (family == AF_INET6 && addr6_v4mapped(addr)) {

@@ -252,7 +252,8 @@ static __always_inline void *lb_tc_select(const int family, const void *p, void 
  * stack untouched), or the reason the packet is dropped: for a frontend
  * that must not or cannot take it.
  */
-static __always_inline enum dp_reason lb_tc_new_flow(const int family, struct __sk_buff *skb, const void *p, void *bufs)
+static __always_inline enum dp_reason lb_tc_new_flow(const int family, struct __sk_buff *skb, const void *p, void *bufs,
+						     const int from_pod)
 {
 	union {
 		struct svc_key v4;
@@ -272,18 +273,33 @@ static __always_inline enum dp_reason lb_tc_new_flow(const int family, struct __
 	svc = lb_tc_service(family, &key, p);
 	if (!svc)
 		return DP_R_PASSED;
-	if (!lb_source_allowed(family, svc, p))
-		return DP_R_SOURCE_DENIED;
-	/* With externalTrafficPolicy Local the external entry holds only this
-	 * node's endpoints: none here means drop, as kube-proxy does. */
-	if (svc->count == 0)
-		return (svc->flags & SVC_F_ETP_LOCAL) ? DP_R_NO_LOCAL_ENDPOINT : DP_R_NO_BACKEND;
+	if (from_pod) {
+		/* A pod's traffic is in-node traffic, as a socket's is
+		 * (lb_internal_scope()): an ETP=Local frontend's internal twin,
+		 * and the socket LB's rules (no loadBalancerSourceRanges). */
+		svc = lb_internal_scope(family, &key, svc);
+		if (svc->count == 0)
+			return DP_R_NO_BACKEND;
+	} else {
+		if (!lb_source_allowed(family, svc, p))
+			return DP_R_SOURCE_DENIED;
+		/* With externalTrafficPolicy Local the external entry holds only this
+		 * node's endpoints: none here means drop, as kube-proxy does. */
+		if (svc->count == 0)
+			return (svc->flags & SVC_F_ETP_LOCAL) ? DP_R_NO_LOCAL_ENDPOINT : DP_R_NO_BACKEND;
+	}
 	be = lb_tc_select(family, p, &key, svc, &backend_id);
 	if (!be)
 		return DP_R_NO_BACKEND;
+	/* A pod sent to itself (hairpin): DNAT alone would hand it a packet
+	 * from its own address, which its stack drops as a martian. */
+	if (from_pod && addr_eq(family, be_addr(family, be), pkt_addr(family, p, saddr)))
+		return DP_R_HAIRPIN;
 
 	now = bpf_ktime_get_ns();
-	snat = !(be_f(family, be, flags) & BACKEND_F_LOCAL) && !(svc->flags & SVC_F_ETP_LOCAL);
+	/* A pod's flow is DNAT only: the backend answers the pod's address,
+	 * whose replies pass the pod's veth, where they are translated back. */
+	snat = !from_pod && !(be_f(family, be, flags) & BACKEND_F_LOCAL) && !(svc->flags & SVC_F_ETP_LOCAL);
 	if (family == AF_INET6)
 		__builtin_memset(bufs, 0, sizeof(struct tc6_scratch));
 	else
@@ -387,9 +403,9 @@ static __always_inline int tc_verdict(enum dp_hook hook, enum dp_reason reason, 
  * forwards to a client about a packet of a DNAT-only flow); the rest passes
  * untouched.
  */
-static __always_inline int tc_icmp(const int family, struct __sk_buff *skb, void *p, int ingress)
+static __always_inline int tc_icmp(const int family, struct __sk_buff *skb, void *p, enum dp_hook hook)
 {
-	enum dp_hook hook = ingress ? DP_HOOK_TC_INGRESS : DP_HOOK_TC_EGRESS;
+	int ingress = hook == DP_HOOK_TC_INGRESS;
 	enum dp_reason reason = DP_R_ICMP_TRANSLATED;
 	struct icmp_quote q;
 	void *ct;
@@ -416,19 +432,20 @@ static __always_inline int tc_icmp(const int family, struct __sk_buff *skb, void
 
 /* An ICMP packet of p's family: IPv4's handled here, IPv6's returned as
  * TC6_ICMP for the entry point (tc6_icmp()). */
-static __always_inline int tc_icmp_or_defer(const int family, struct __sk_buff *skb, void *p, int ingress)
+static __always_inline int tc_icmp_or_defer(const int family, struct __sk_buff *skb, void *p, enum dp_hook hook)
 {
 	if (family == AF_INET6)
 		return TC6_ICMP;
-	return tc_icmp(family, skb, p, ingress);
+	return tc_icmp(family, skb, p, hook);
 }
 
 /* An IPv4 fragment after the first (frag.h): the addresses its datagram's
- * first fragment got, at ingress forwarded like the flow's packets. */
-static __always_inline int tc4_frag_later(struct __sk_buff *skb, struct pkt4 *p, int ingress)
+ * first fragment got; at an external device's ingress forwarded like the
+ * flow's packets, elsewhere handed to the stack. */
+static __always_inline int tc4_frag_later(struct __sk_buff *skb, struct pkt4 *p, enum dp_hook hook)
 {
-	enum dp_hook hook = ingress ? DP_HOOK_TC_INGRESS : DP_HOOK_TC_EGRESS;
-	enum dp_reason reason = ingress ? DP_R_TRANSLATED : DP_R_REPLY_TRANSLATED;
+	int fwd = hook == DP_HOOK_TC_INGRESS || hook == DP_HOOK_VETH_INGRESS;
+	enum dp_reason reason = fwd ? DP_R_TRANSLATED : DP_R_REPLY_TRANSLATED;
 	struct ct_value v;
 	int verdict;
 
@@ -436,7 +453,7 @@ static __always_inline int tc4_frag_later(struct __sk_buff *skb, struct pkt4 *p,
 		return tc_verdict(hook, DP_R_FRAGMENT, TC_ACT_OK);
 	if (nat_rewrite(AF_INET, skb, p, &v) < 0)
 		return tc_verdict(hook, DP_R_REWRITE_FAILED, TC_ACT_SHOT);
-	if (!ingress)
+	if (hook != DP_HOOK_TC_INGRESS)
 		return tc_verdict(hook, reason, TC_ACT_OK);
 	verdict = fib_redirect(AF_INET, skb, p, &reason);
 	return tc_verdict(hook, reason, verdict);
@@ -452,9 +469,9 @@ static __always_inline int tc_ingress(const int family, struct __sk_buff *skb, v
 	if (reason)
 		return tc_verdict(DP_HOOK_TC_INGRESS, reason, TC_ACT_OK);
 	if (pkt_f(family, p, proto) == (family == AF_INET6 ? IPPROTO_ICMPV6 : IPPROTO_ICMP))
-		return tc_icmp_or_defer(family, skb, p, 1);
+		return tc_icmp_or_defer(family, skb, p, DP_HOOK_TC_INGRESS);
 	if (family == AF_INET && ((struct pkt4 *)p)->frag == PKT4_FRAG_LATER)
-		return tc4_frag_later(skb, p, 1);
+		return tc4_frag_later(skb, p, DP_HOOK_TC_INGRESS);
 
 	reason = DP_R_TRANSLATED;
 	ct = ct_lookup(family, p, CT_DIR_FWD);
@@ -473,7 +490,7 @@ static __always_inline int tc_ingress(const int family, struct __sk_buff *skb, v
 		bufs = tc_bufs(family, stack_bufs);
 		if (!bufs)
 			return tc_verdict(DP_HOOK_TC_INGRESS, DP_R_CT_INSERT_FAILED, TC_ACT_SHOT);
-		reason = lb_tc_new_flow(family, skb, p, bufs);
+		reason = lb_tc_new_flow(family, skb, p, bufs, 0);
 		if (reason == DP_R_PASSED)
 			return tc_verdict(DP_HOOK_TC_INGRESS, reason, TC_ACT_OK);
 		if (reason != DP_R_TRANSLATED)
@@ -489,26 +506,76 @@ static __always_inline int tc_ingress(const int family, struct __sk_buff *skb, v
 	return tc_verdict(DP_HOOK_TC_INGRESS, reason, verdict);
 }
 
-static __always_inline int tc_egress(const int family, struct __sk_buff *skb, void *p)
+/* Egress of an external device (hook DP_HOOK_TC_EGRESS) or of a pod's veth
+ * towards the pod (DP_HOOK_VETH_EGRESS): a reply to a DNAT-only client gets
+ * the frontend back as its source. */
+static __always_inline int tc_egress(const int family, struct __sk_buff *skb, void *p, enum dp_hook hook)
 {
 	enum dp_reason reason;
 	void *ct;
 
 	reason = pkt_parse(family, skb, p);
 	if (reason)
-		return tc_verdict(DP_HOOK_TC_EGRESS, reason, TC_ACT_OK);
+		return tc_verdict(hook, reason, TC_ACT_OK);
 	if (pkt_f(family, p, proto) == (family == AF_INET6 ? IPPROTO_ICMPV6 : IPPROTO_ICMP))
-		return tc_icmp_or_defer(family, skb, p, 0);
+		return tc_icmp_or_defer(family, skb, p, hook);
 	if (family == AF_INET && ((struct pkt4 *)p)->frag == PKT4_FRAG_LATER)
-		return tc4_frag_later(skb, p, 0);
+		return tc4_frag_later(skb, p, hook);
 	ct = ct_lookup(family, p, CT_DIR_REPLY_OUT);
 	if (!ct)
-		return tc_verdict(DP_HOOK_TC_EGRESS, DP_R_PASSED, TC_ACT_OK);
+		return tc_verdict(hook, DP_R_PASSED, TC_ACT_OK);
 	if (family == AF_INET)
 		frag4_remember(p, ct);
 	if (nat_rewrite(family, skb, p, ct) < 0)
-		return tc_verdict(DP_HOOK_TC_EGRESS, DP_R_REWRITE_FAILED, TC_ACT_SHOT);
-	return tc_verdict(DP_HOOK_TC_EGRESS, DP_R_REPLY_TRANSLATED, TC_ACT_OK);
+		return tc_verdict(hook, DP_R_REWRITE_FAILED, TC_ACT_SHOT);
+	return tc_verdict(hook, DP_R_REPLY_TRANSLATED, TC_ACT_OK);
+}
+
+/*
+ * Ingress of a pod's veth (its host side): what the pod sends. A packet of
+ * a known flow gets the flow's translation; a new one to a frontend picks a
+ * backend with the same rules as the socket LB (in-node traffic: the
+ * internal scope; session affinity and the hashes by the pod's address) and
+ * is DNATed to it; anything else passes untouched (its cost: the conntrack
+ * and frontend lookups). Translated packets go on to the stack, which
+ * routes them (and the node's firewall sees the backend, as after
+ * kube-proxy's DNAT). ICMP from a pod passes untouched.
+ */
+static __always_inline int veth_from_pod(const int family, struct __sk_buff *skb, void *p, void *stack_bufs)
+{
+	const enum dp_hook hook = DP_HOOK_VETH_INGRESS;
+	enum dp_reason reason;
+	void *ct, *bufs;
+
+	reason = pkt_parse(family, skb, p);
+	if (reason)
+		return tc_verdict(hook, reason, TC_ACT_OK);
+	if (pkt_f(family, p, proto) == (family == AF_INET6 ? IPPROTO_ICMPV6 : IPPROTO_ICMP))
+		return tc_verdict(hook, DP_R_OTHER_PROTO, TC_ACT_OK);
+	if (family == AF_INET && ((struct pkt4 *)p)->frag == PKT4_FRAG_LATER)
+		return tc4_frag_later(skb, p, hook);
+
+	ct = ct_lookup(family, p, CT_DIR_FWD);
+	if (ct && lb_flow_stale(family, p, ct)) {
+		ct_forget_flow(family, p, ct);
+		ct = NULL;
+	}
+	if (!ct) {
+		bufs = tc_bufs(family, stack_bufs);
+		if (!bufs)
+			return tc_verdict(hook, DP_R_CT_INSERT_FAILED, TC_ACT_SHOT);
+		reason = lb_tc_new_flow(family, skb, p, bufs, 1);
+		if (reason == DP_R_PASSED)
+			return tc_verdict(hook, reason, TC_ACT_OK);
+		if (reason != DP_R_TRANSLATED)
+			return tc_verdict(hook, reason, TC_ACT_SHOT);
+		ct = tc_buf(family, bufs, fwd);
+	}
+	if (family == AF_INET)
+		frag4_remember(p, ct);
+	if (nat_rewrite(family, skb, p, ct) < 0)
+		return tc_verdict(hook, DP_R_REWRITE_FAILED, TC_ACT_SHOT);
+	return tc_verdict(hook, DP_R_TRANSLATED, TC_ACT_OK);
 }
 
 /* The per-family instances the entry file (tc.c) dispatches to: each a
@@ -529,30 +596,46 @@ static __noinline int tc6_ingress(struct __sk_buff *skb)
 	return tc_ingress(AF_INET6, skb, &p, NULL);
 }
 
-static __noinline int tc4_egress(struct __sk_buff *skb)
+static __noinline int tc4_egress(struct __sk_buff *skb, enum dp_hook hook)
 {
 	struct pkt4 p;
 
-	return tc_egress(AF_INET, skb, &p);
+	return tc_egress(AF_INET, skb, &p, hook);
 }
 
-static __noinline int tc6_egress(struct __sk_buff *skb)
+static __noinline int tc6_egress(struct __sk_buff *skb, enum dp_hook hook)
 {
 	struct pkt6 p;
 
-	return tc_egress(AF_INET6, skb, &p);
+	return tc_egress(AF_INET6, skb, &p, hook);
+}
+
+/* The pod veth's ingress instances (veth.c). */
+static __noinline int veth4_from_pod(struct __sk_buff *skb)
+{
+	struct tc4_bufs bufs;
+	struct pkt4 p;
+
+	return veth_from_pod(AF_INET, skb, &p, &bufs);
+}
+
+static __noinline int veth6_from_pod(struct __sk_buff *skb)
+{
+	struct pkt6 p;
+
+	return veth_from_pod(AF_INET6, skb, &p, NULL);
 }
 
 /* An ICMPv6 packet that tc6_ingress()/tc6_egress() deferred (TC6_ICMP). */
-static __noinline int tc6_icmp(struct __sk_buff *skb, int ingress)
+static __noinline int tc6_icmp(struct __sk_buff *skb, enum dp_hook hook)
 {
 	enum dp_reason reason;
 	struct pkt6 p;
 
 	reason = pkt6_parse(skb, &p);
 	if (reason)
-		return tc_verdict(ingress ? DP_HOOK_TC_INGRESS : DP_HOOK_TC_EGRESS, reason, TC_ACT_OK);
-	return tc_icmp(AF_INET6, skb, &p, ingress);
+		return tc_verdict(hook, reason, TC_ACT_OK);
+	return tc_icmp(AF_INET6, skb, &p, hook);
 }
 
 #endif /* SVCMAP_LIB_TC_LB_H */

@@ -22,6 +22,8 @@ import { type Datapath, type DatapathOptions, DatapathPart } from './datapath/da
 import { SocketCounter } from './datapath/socket-recount.ts';
 import { SocketTerminator } from './datapath/socket-terminator.ts';
 import { TcDatapath } from './datapath/tc-datapath.ts';
+import { clearRemovedFlows } from './datapath/ct-clear.ts';
+import { VethDatapath } from './datapath/veth-datapath.ts';
 import { type HealthCheckService, HealthCheckPorts, healthCheckOf } from './http/health-check-ports.ts';
 import { HttpServers, proxyHealthy } from './http/http-servers.ts';
 import type { IpFamily } from './http/kube-proxy-metrics.ts';
@@ -63,6 +65,8 @@ export interface AgentConfig extends DatapathOptions {
   netnsDir?: string;
   /** Which of the node's addresses serve NodePorts (--nodeport-addresses; default: every one). */
   nodePortAddresses?: NodePortAddressSpec;
+  /** Per-packet translation at the pods' veths (--veth-lb; always with --socket-lb=host-only). */
+  vethLb?: boolean;
 }
 
 export interface RunningAgent {
@@ -139,10 +143,17 @@ function buildParts(cfg: AgentConfig, log: Logger, dp: Datapath, k8s: KubeKit | 
     metrics.registry,
   );
   // Backends that leave a frontend: the sockets the socket LB sent to them are destroyed (each family's by its own map).
+  // Backends that leave a frontend: their UDP flows' conntrack entries go too (kube-proxy clears UDP conntrack so).
   const syncer = new FamilySyncers(
     dp.maps.families().map((maps) => ({
       family: maps.family,
-      syncer: new Syncer(new MapsAdapter(maps), { onBackendsRemoved: (removed) => terminator.enqueue(removed, maps.family) }),
+      syncer: new Syncer(new MapsAdapter(maps), {
+        onBackendsRemoved: (removed) => {
+          terminator.enqueue(removed, maps.family);
+          const cleared = clearRemovedFlows(maps, removed);
+          if (cleared) log.info({ family: maps.family, entries: cleared }, "conntrack entries of removed backends' UDP flows deleted");
+        },
+      }),
     })),
     (family, full, ms) => metrics.kubeProxy.synced(family === 6 ? 'IPv6' : 'IPv4', full, ms),
   );
@@ -175,6 +186,13 @@ function buildParts(cfg: AgentConfig, log: Logger, dp: Datapath, k8s: KubeKit | 
       loop?.poke();
     },
   });
+  const vethOn = cfg.vethLb || cfg.sockSettings?.socketLb === 'host-only';
+  const veth = vethOn
+    ? new VethDatapath(dp.veth, cfg.pinDir, log, {
+        mode: cfg.tcAttach ?? 'auto',
+        externalDevices: () => tc.attachments.map((a) => a.device),
+      })
+    : undefined;
   const healthTimeoutMs = cfg.healthTimeoutMs ?? Math.max(60_000, 2 * cfg.minSyncIntervalMs);
   const healthChecks = new HealthCheckPorts(log, () => proxyHealthy(status.health, healthTimeoutMs));
   const servers = new HttpServers(
@@ -218,6 +236,7 @@ function buildParts(cfg: AgentConfig, log: Logger, dp: Datapath, k8s: KubeKit | 
     ctGc.any ? ctGc : undefined,
     events,
     tc,
+    veth,
     healthChecks,
     servers,
     loop,

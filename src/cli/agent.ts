@@ -9,6 +9,7 @@ import { EVERY_NODE_ADDRESS, localhostNodePorts, parseNodePortAddresses } from '
 import { UsageError, command, duration, intString, parseFlags, pinDirFlag } from './args.ts';
 import { bindAddressFlag } from './bind-address.ts';
 import { buildIdentity } from './version.ts';
+import { SOCKET_LB_MODES } from '../agent/datapath/datapath.ts';
 
 /** Flags of earlier releases, with what replaced them: named in the error rather than "unknown option". */
 const REPLACED: Record<string, string> = {
@@ -130,6 +131,18 @@ export const agentCommand = command({
       default: 'true',
       help: "a node's own process cannot bind() a port a NodePort holds (EADDRINUSE, counted as nodeport_bind_denied), as Cilium's nodePort.bindProtection",
     },
+    'socket-lb': {
+      value: 'MODE',
+      schema: z.enum(SOCKET_LB_MODES, { message: `must be one of ${SOCKET_LB_MODES.join(', ')}` }),
+      default: 'all',
+      help: "all: every socket's connect()/sendmsg() to a Service is translated; host-only: only the node's own (host-network) sockets, pods' traffic is translated per packet at their veths (service meshes: a sidecar sees the ClusterIP)",
+    },
+    'veth-lb': {
+      value: 'BOOL',
+      schema: bool,
+      otherwise: 'true with --socket-lb=host-only, else false',
+      help: "per-packet Service translation at the host side of every pod's veth (tc), for traffic the socket LB did not translate",
+    },
     'min-sync-interval': { value: 'D', schema: duration, default: '0s', help: 'minimum time between syncs (0s: immediate)' },
     'sync-period': {
       value: 'D',
@@ -166,6 +179,9 @@ export async function agent(argv: string[]): Promise<void> {
   const f = parseFlags(agentCommand, argv);
   if (f.manifests && (f.kubeconfig || f['k8s-api-server'])) {
     throw new UsageError('svcmap agent: --manifests is a local file source; it cannot be combined with --kubeconfig or --k8s-api-server');
+  }
+  if (f['socket-lb'] === 'host-only' && f['veth-lb'] === false) {
+    throw new UsageError("svcmap agent: --socket-lb=host-only with --veth-lb=false would leave pods' traffic to Services untranslated");
   }
   const log = createLogger(f['log-level']);
   const nodeName = f['node-name'] ?? process.env.NODE_NAME;
@@ -211,7 +227,9 @@ export async function agent(argv: string[]): Promise<void> {
           6: localhostNodePorts(nodePorts, 6, f['localhost-nodeports']),
         },
         bindProtection: f['bind-protection'],
+        socketLb: f['socket-lb'],
       },
+      vethLb: f['veth-lb'] ?? f['socket-lb'] === 'host-only',
     },
     log,
   );

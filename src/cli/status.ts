@@ -8,7 +8,9 @@ import { linkPinDir } from '../bpf/loader.ts';
 import { classicTcProgram, ifIndex, interfaceNames } from '../bpf/tc.ts';
 import { BpfMap, MAP_TYPE_NAMES } from '../bpf/map.ts';
 import { readDatapathCounters } from '../maps/datapath-counters.ts';
-import { ALL_MAPS, devAddr6Map, devAddrMap, metricsMap } from '../maps/registry.ts';
+import { ALL_MAPS, devAddr6Map, devAddrMap, metricsMap, sockConfigMap } from '../maps/registry.ts';
+import { SOCK_CFG_HOST_ONLY } from '../maps/constants.ts';
+import { pinnedVeths } from '../agent/datapath/veth-datapath.ts';
 import { TypedMap } from '../maps/typed-map.ts';
 import { command, noHeadersFlag, parseFlags, pinDirFlag } from './args.ts';
 import { type Column, PLAIN, type TableStyle, formatData, isTable, outputFlag, printed, renderColumns, tableStyle } from './format.ts';
@@ -40,6 +42,24 @@ export interface StatusReport {
   counters: Array<{ hook: string; reason: string; packets: number; drop: boolean }>;
   /** svcmap_devaddr: the address a flow SNATed out of each device takes (device: its name here, if it has one). */
   snatAddresses: Array<{ ifindex: number; device?: string; addr: string }>;
+  /** Which sockets the socket LB translates (svcmap_sockcfg): all, host-only, or unknown (not written). */
+  socketLb: 'all' | 'host-only' | 'unknown';
+  /** The pods' veths with svcmap_veth_in/out attached (by their pinned links). */
+  veths: string[];
+}
+
+/** The socket LB's mode as svcmap_sockcfg says it. */
+function socketLbMode(pinDir: string): StatusReport['socketLb'] {
+  const path = join(pinDir, sockConfigMap.name);
+  if (!existsSync(path)) return 'unknown';
+  const m = new TypedMap(sockConfigMap, BpfMap.openPinned(path));
+  try {
+    const cfg = m.get(0);
+    if (!cfg || cfg.host_netns === 0n) return 'unknown';
+    return cfg.flags & SOCK_CFG_HOST_ONLY ? 'host-only' : 'all';
+  } finally {
+    m.raw.close();
+  }
 }
 
 /** The cgroup directory whose id (inode) is `id`, searched under the cgroup v2 mounts. */
@@ -68,7 +88,15 @@ function cgroupPathById(id: bigint): string | undefined {
 }
 
 export function collectStatus(pinDir: string): StatusReport {
-  const report: StatusReport = { pinDir, programs: [], maps: [], counters: [], snatAddresses: [] };
+  const report: StatusReport = {
+    pinDir,
+    programs: [],
+    maps: [],
+    counters: [],
+    snatAddresses: [],
+    socketLb: socketLbMode(pinDir),
+    veths: pinnedVeths(pinDir),
+  };
   const linkDir = linkPinDir(pinDir);
   if (existsSync(linkDir)) {
     for (const name of readdirSync(linkDir).sort()) {
@@ -236,7 +264,13 @@ export function renderStatus(r: StatusReport, style: TableStyle = PLAIN): string
       rows: r.counters.map((c) => [c.hook, c.reason, String(c.packets), c.drop ? 'drop' : '']),
     },
   ];
-  const lines: string[] = style.headers ? [`pin directory: ${r.pinDir}`] : [];
+  const lines: string[] = style.headers
+    ? [
+        `pin directory: ${r.pinDir}`,
+        `socket LB: ${r.socketLb === 'host-only' ? "host-only (the node's own sockets; pods' traffic is translated at their veths)" : r.socketLb}`,
+        `pod veths with programs: ${r.veths.length ? r.veths.join(', ') : '(none)'}`,
+      ]
+    : [];
   sections.forEach((s, i) => {
     if (style.headers || i > 0) lines.push('');
     if (style.headers) lines.push(s.title);

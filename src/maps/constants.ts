@@ -43,7 +43,7 @@ export function lbAlgorithmName(id: number): LbAlgorithmName | undefined {
 export interface DpHook {
   id: number;
   name: string;
-  kind: 'tc' | 'sock';
+  kind: 'tc' | 'sock' | 'veth';
 }
 /** The hooks, with the label each is exported under. */
 export const DP_HOOKS: readonly DpHook[] = [
@@ -59,6 +59,8 @@ export const DP_HOOKS: readonly DpHook[] = [
   { id: c.DP_HOOK_GETPEERNAME6, name: 'getpeername6', kind: 'sock' },
   { id: c.DP_HOOK_BIND4, name: 'bind4', kind: 'sock' },
   { id: c.DP_HOOK_BIND6, name: 'bind6', kind: 'sock' },
+  { id: c.DP_HOOK_VETH_INGRESS, name: 'veth_ingress', kind: 'veth' },
+  { id: c.DP_HOOK_VETH_EGRESS, name: 'veth_egress', kind: 'veth' },
 ];
 
 export interface DpReason {
@@ -72,6 +74,8 @@ export interface DpReason {
   help: string;
 }
 
+const VETH_IN = ['veth_ingress'];
+const VETH = ['veth_ingress', 'veth_egress'];
 const TC_IN = ['tc_ingress'];
 const TC = ['tc_ingress', 'tc_egress'];
 const SOCK_FWD = ['connect4', 'sendmsg4', 'connect6', 'sendmsg6'];
@@ -83,29 +87,29 @@ export const DP_REASONS: readonly DpReason[] = [
   {
     id: c.DP_R_PASSED,
     name: 'passed',
-    hooks: [...TC, ...SOCK_FWD, ...SOCK_REV, ...SOCK_BIND],
+    hooks: [...TC, ...VETH, ...SOCK_FWD, ...SOCK_REV, ...SOCK_BIND],
     drop: false,
     help: 'not for svcmap (no frontend, no tracked flow, a port no NodePort holds): untouched',
   },
   {
     id: c.DP_R_OTHER_PROTO,
     name: 'other_protocol',
-    hooks: TC,
+    hooks: [...TC, ...VETH],
     drop: false,
     help: 'not IP TCP/UDP or an ICMP error (ARP, ICMP echo, ICMPv6 neighbour discovery): untouched',
   },
   {
     id: c.DP_R_MALFORMED,
     name: 'malformed',
-    hooks: TC,
+    hooks: [...TC, ...VETH],
     drop: false,
     help: 'headers cut short or invalid: untouched, for the stack to judge',
   },
-  { id: c.DP_R_TRANSLATED, name: 'translated', hooks: [...TC_IN, ...SOCK_FWD], drop: false, help: 'sent to a backend' },
+  { id: c.DP_R_TRANSLATED, name: 'translated', hooks: [...TC_IN, ...VETH_IN, ...SOCK_FWD], drop: false, help: 'sent to a backend' },
   {
     id: c.DP_R_REPLY_TRANSLATED,
     name: 'reply_translated',
-    hooks: [...TC, ...SOCK_REV],
+    hooks: [...TC, ...VETH, ...SOCK_REV],
     drop: false,
     help: 'a reply shown as coming from the frontend',
   },
@@ -127,7 +131,7 @@ export const DP_REASONS: readonly DpReason[] = [
   {
     id: c.DP_R_ICMP_TRANSLATED,
     name: 'icmp_translated',
-    hooks: TC,
+    hooks: [...TC, 'veth_egress'],
     drop: false,
     help: 'an ICMP error about a tracked flow, translated back',
   },
@@ -138,7 +142,13 @@ export const DP_REASONS: readonly DpReason[] = [
     drop: false,
     help: 'sent to a backend, but the per-socket reverse entry could not be written',
   },
-  { id: c.DP_R_NO_BACKEND, name: 'no_backend', hooks: [...TC_IN, ...SOCK_FWD], drop: true, help: 'the frontend has no backend' },
+  {
+    id: c.DP_R_NO_BACKEND,
+    name: 'no_backend',
+    hooks: [...TC_IN, ...VETH_IN, ...SOCK_FWD],
+    drop: true,
+    help: 'the frontend has no backend',
+  },
   {
     id: c.DP_R_NO_LOCAL_ENDPOINT,
     name: 'no_local_endpoint',
@@ -155,17 +165,30 @@ export const DP_REASONS: readonly DpReason[] = [
     help: "SNAT needed, the egress device has no address of the flow's family",
   },
   { id: c.DP_R_SNAT_EXHAUSTED, name: 'snat_ports_exhausted', hooks: TC_IN, drop: true, help: 'no free SNAT port towards the backend' },
-  { id: c.DP_R_CT_INSERT_FAILED, name: 'ct_insert_failed', hooks: TC_IN, drop: true, help: 'the conntrack entry could not be stored' },
-  { id: c.DP_R_REWRITE_FAILED, name: 'rewrite_failed', hooks: TC, drop: true, help: 'a header or checksum write failed' },
-  { id: c.DP_R_FRAGMENT, name: 'fragment', hooks: TC, drop: false, help: 'an IP fragment: untouched' },
+  {
+    id: c.DP_R_CT_INSERT_FAILED,
+    name: 'ct_insert_failed',
+    hooks: [...TC_IN, ...VETH_IN],
+    drop: true,
+    help: 'the conntrack entry could not be stored',
+  },
+  { id: c.DP_R_REWRITE_FAILED, name: 'rewrite_failed', hooks: [...TC, ...VETH], drop: true, help: 'a header or checksum write failed' },
+  { id: c.DP_R_FRAGMENT, name: 'fragment', hooks: [...TC, ...VETH], drop: false, help: 'an IP fragment: untouched' },
   {
     id: c.DP_R_IPV6_EXT_HDR,
     name: 'ipv6_ext_header',
-    hooks: TC,
+    hooks: [...TC, ...VETH],
     drop: false,
     help: 'IPv6 with extension headers (or a fragment): untouched',
   },
   { id: c.DP_R_SNAT_NO_ROUTE, name: 'snat_no_route', hooks: TC_IN, drop: true, help: 'SNAT needed, no forwardable route to the backend' },
+  {
+    id: c.DP_R_HAIRPIN,
+    name: 'hairpin',
+    hooks: VETH_IN,
+    drop: true,
+    help: "a pod's flow to a Service whose chosen backend is that pod: not translated at the veth (the pod's own stack would drop it)",
+  },
   {
     id: c.DP_R_BIND_DENIED,
     name: 'nodeport_bind_denied',

@@ -106,6 +106,9 @@ function expectedArgs(v: {
   localhostNodePorts?: boolean;
   bindProtection?: boolean;
   nodePortAddresses?: string[];
+  /** socketLB.mode (default all) and the --veth-lb it implies with socketLB.vethTranslation (default true). */
+  socketLb?: string;
+  vethLb?: boolean;
   devices?: string[];
   compile?: boolean;
   /** --netns-dir (staleSockets.podNamespaces: netnsDir, the default); false: not passed. */
@@ -134,6 +137,10 @@ function expectedArgs(v: {
     String(v.localhostNodePorts ?? true),
     '--bind-protection',
     String(v.bindProtection ?? true),
+    '--socket-lb',
+    v.socketLb ?? 'all',
+    '--veth-lb',
+    String(v.vethLb ?? true),
   ];
   if (v.nodePortAddresses?.length) args.push('--nodeport-addresses', v.nodePortAddresses.join(','));
   if (v.devices && v.devices.length > 0) args.push('--devices', v.devices.join(','));
@@ -459,6 +466,8 @@ t.test('edge values (custom ports, devices, resources, IPv6 API server, no init 
         localhostNodePorts: false,
         bindProtection: false,
         nodePortAddresses: ['192.168.0.0/16', 'fd00:10::/64'],
+        socketLb: 'host-only',
+        vethLb: true,
         devices: ['eth0', 'eth1', 'bond0.100'],
         compile: true,
         extra: ['--example-flag=1'],

@@ -7,6 +7,8 @@ import { cells, checkTableStyles } from './table-styles.ts';
 
 const report: StatusReport = {
   pinDir: '/sys/fs/bpf/svcmap-x',
+  socketLb: 'host-only',
+  veths: ['veth1a2b', 'veth3c4d'],
   programs: [
     {
       link: 'svcmap_connect4',
@@ -72,7 +74,7 @@ t.test('the plain table: each section a title, a header and its rows', async (t)
   const text = renderStatus(report);
   t.match(
     text,
-    /^pin directory: \/sys\/fs\/bpf\/svcmap-x\n\nPROGRAMS\n {2}ATTACH TYPE +PROGRAM +ID +ATTACHED\n {2}cgroup\/connect4 +svcmap_connect4 +41 +cgroup link on cgroup \/sys\/fs\/cgroup\/x\n/,
+    /^pin directory: \/sys\/fs\/bpf\/svcmap-x\nsocket LB: host-only \(the node.s own sockets; pods. traffic is translated at their veths\)\npod veths with programs: veth1a2b, veth3c4d\n\nPROGRAMS\n {2}ATTACH TYPE +PROGRAM +ID +ATTACHED\n {2}cgroup\/connect4 +svcmap_connect4 +41 +cgroup link on cgroup \/sys\/fs\/cgroup\/x\n/,
   );
   t.match(text, /^ {2}svcmap_svc +hash +2\/65536 +0\.0% +services: frontends/m);
   t.match(
@@ -114,10 +116,10 @@ t.test('-o wide and --no-headers, section by section', async (t) => {
 });
 
 t.test('empty sections: a placeholder in the table, nothing without headers', async (t) => {
-  const empty: StatusReport = { pinDir: '/p', programs: [], maps: [], counters: [], snatAddresses: [] };
+  const empty: StatusReport = { pinDir: '/p', programs: [], maps: [], counters: [], snatAddresses: [], socketLb: 'all', veths: [] };
   t.equal(
     renderStatus(empty),
-    'pin directory: /p\n\nPROGRAMS\n  (none attached)\n\nMAPS\n  (none pinned)\n\n' +
+    'pin directory: /p\nsocket LB: all\npod veths with programs: (none)\n\nPROGRAMS\n  (none attached)\n\nMAPS\n  (none pinned)\n\n' +
       "SNAT ADDRESSES (svcmap_devaddr, svcmap_devaddr6: a flow SNATed out of a device takes its address of the flow's family)\n  (none)\n\n" +
       'DATAPATH COUNTERS (not zero; svcmap_datapath_packets_total)\n  (all zero)\n',
   );

@@ -13,7 +13,7 @@ import { type LinkAction, ensureCgroupLink, linkPinDir, loadPinned } from '../..
 import type { BpfObject } from '../../bpf/object.ts';
 import { netnsCookie } from '../../bpf/netns.ts';
 import { type PinDirLock, holdPinDir } from '../../bpf/pin-lock.ts';
-import { SOCK_CFG_BIND_PROTECT, SOCK_CFG_LOCALHOST4, SOCK_CFG_LOCALHOST6 } from '../../maps/constants.ts';
+import { SOCK_CFG_BIND_PROTECT, SOCK_CFG_HOST_ONLY, SOCK_CFG_LOCALHOST4, SOCK_CFG_LOCALHOST6 } from '../../maps/constants.ts';
 import { DatapathMaps } from '../../maps/datapath-maps.ts';
 import { type MapSizes, mapSize } from '../../maps/registry.ts';
 import type { Family } from '../../util/family.ts';
@@ -34,7 +34,7 @@ export const SOCK_PROGRAMS = [
   'svcmap_bind6',
   'svcmap_sock_release',
 ] as const;
-/** The tc programs: ingress and egress of the node's external devices. */
+/** The tc programs: ingress and egress of the node's external devices (the pods' veths: veth-datapath.ts). */
 export const TC_PROGRAMS = { ingress: 'svcmap_tc_in', egress: 'svcmap_tc_out' } as const;
 
 /** What the socket hooks do for the node's own sockets (those of the agent's network namespace): struct sock_config. */
@@ -43,10 +43,16 @@ export interface SockSettings {
   localhostNodePorts: Readonly<Record<Family, boolean>>;
   /** bind() to a port a NodePort holds fails with EADDRINUSE. */
   bindProtection: boolean;
+  /** --socket-lb: all sockets, or only the node's own (host-only: pods' traffic is translated at their veths). */
+  socketLb?: SocketLbMode;
 }
 
+/** Which sockets the socket LB translates (--socket-lb). */
+export const SOCKET_LB_MODES = ['all', 'host-only'] as const;
+export type SocketLbMode = (typeof SOCKET_LB_MODES)[number];
+
 /** kube-proxy's defaults (--iptables-localhost-nodeports) and Cilium's (nodePort.bindProtection). */
-export const DEFAULT_SOCK_SETTINGS: SockSettings = { localhostNodePorts: { 4: true, 6: true }, bindProtection: true };
+export const DEFAULT_SOCK_SETTINGS: SockSettings = { localhostNodePorts: { 4: true, 6: true }, bindProtection: true, socketLb: 'all' };
 
 export interface DatapathOptions extends MapSizes {
   pinDir: string;
@@ -62,6 +68,8 @@ export interface DatapathOptions extends MapSizes {
 export interface Datapath {
   sock: BpfObject;
   tc: BpfObject;
+  /** The pods' veths' programs (bpf/veth.c). */
+  veth: BpfObject;
   maps: DatapathMaps;
   objectPaths: string[];
   reusedMaps: string[];
@@ -90,33 +98,28 @@ function loadAndAttach(opts: DatapathOptions, log: (msg: string, fields?: object
     log(o.cached ? 'using cached BPF object' : 'compiled BPF object', { path: o.path });
     return o.path;
   };
-  const sockPath = build('sock');
-  const tcPath = build('tc');
+  const paths = [build('sock'), build('tc'), build('veth')] as const;
   const load = (objectPath: string) => loadPinned({ objectPath, pinDir: opts.pinDir, maxEntries: (name) => mapSize(opts, name) });
-  const sock = load(sockPath);
-  let tc: ReturnType<typeof loadPinned>;
-  try {
-    tc = load(tcPath);
-  } catch (err) {
-    sock.object.close();
-    throw err;
-  }
+  const loaded: Array<ReturnType<typeof loadPinned>> = [];
+  const closeAll = () => {
+    for (const l of loaded) l.object.close();
+  };
   let maps: DatapathMaps;
   try {
+    for (const p of paths) loaded.push(load(p));
     // Before anything is attached: a codec that disagrees with an object stops us here.
-    maps = DatapathMaps.fromObjects([sock.object, tc.object]);
+    maps = DatapathMaps.fromObjects(loaded.map((l) => l.object));
   } catch (err) {
-    sock.object.close();
-    tc.object.close();
+    closeAll();
     throw err;
   }
+  const [sock, tc, veth] = loaded as [(typeof loaded)[0], (typeof loaded)[0], (typeof loaded)[0]];
   try {
     // Before the hooks are attached (or their programs replaced): a new hook never runs without them.
     writeSockSettings(maps, opts.sockSettings ?? DEFAULT_SOCK_SETTINGS, log);
   } catch (err) {
     maps.close();
-    sock.object.close();
-    tc.object.close();
+    closeAll();
     throw err;
   }
   const links = SOCK_PROGRAMS.map((program) => ({
@@ -126,11 +129,12 @@ function loadAndAttach(opts: DatapathOptions, log: (msg: string, fields?: object
   return {
     sock: sock.object,
     tc: tc.object,
+    veth: veth.object,
     maps,
-    objectPaths: [sockPath, tcPath],
-    reusedMaps: [...new Set([...sock.reusedMaps, ...tc.reusedMaps])],
+    objectPaths: [...paths],
+    reusedMaps: [...new Set(loaded.flatMap((l) => l.reusedMaps))],
     links,
-    notes: [...sock.notes, ...tc.notes],
+    notes: loaded.flatMap((l) => l.notes),
     pinLock,
   };
 }
@@ -142,10 +146,12 @@ function writeSockSettings(maps: DatapathMaps, settings: SockSettings, log: (msg
   const flags =
     (settings.localhostNodePorts[4] ? SOCK_CFG_LOCALHOST4 : 0) |
     (settings.localhostNodePorts[6] ? SOCK_CFG_LOCALHOST6 : 0) |
-    (settings.bindProtection ? SOCK_CFG_BIND_PROTECT : 0);
+    (settings.bindProtection ? SOCK_CFG_BIND_PROTECT : 0) |
+    (settings.socketLb === 'host-only' ? SOCK_CFG_HOST_ONLY : 0);
   maps.sockConfig.put(0, { host_netns: hostNetns, flags });
   log('socket hooks configured', {
     hostNetns: String(hostNetns),
+    socketLb: settings.socketLb ?? 'all',
     localhostNodePorts: { ipv4: settings.localhostNodePorts[4], ipv6: settings.localhostNodePorts[6] },
     bindProtection: settings.bindProtection,
   });
@@ -190,6 +196,7 @@ export class DatapathPart implements Component {
     dp.maps.close();
     dp.sock.close(); // pins and links stay: the datapath keeps working
     dp.tc.close();
+    dp.veth.close();
     dp.pinLock.release(); // from here svcmap cleanup no longer asks for --force
   }
 }

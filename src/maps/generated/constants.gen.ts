@@ -106,6 +106,7 @@ export const CONNS_FIELD_TC = 1;
 export const SOCK_CFG_LOCALHOST4 = 0x1;
 export const SOCK_CFG_LOCALHOST6 = 0x2;
 export const SOCK_CFG_BIND_PROTECT = 0x4;
+export const SOCK_CFG_HOST_ONLY = 0x8;
 export const DP_HOOK_TC_INGRESS = 0;
 export const DP_HOOK_TC_EGRESS = 1;
 export const DP_HOOK_CONNECT4 = 2;
@@ -118,7 +119,11 @@ export const DP_HOOK_RECVMSG6 = 8;
 export const DP_HOOK_GETPEERNAME6 = 9;
 export const DP_HOOK_BIND4 = 10;
 export const DP_HOOK_BIND6 = 11;
-export const DP_HOOK_MAX = 12;
+/** a pod's veth, host side: what the pod sends */
+export const DP_HOOK_VETH_INGRESS = 12;
+/** a pod's veth, host side: what the pod receives */
+export const DP_HOOK_VETH_EGRESS = 13;
+export const DP_HOOK_MAX = 14;
 /** not for svcmap: no frontend, no tracked flow (also for an ICMP error's quote) */
 export const DP_R_PASSED = 0;
 /** tc: not IP TCP, UDP or an ICMP error (ARP, ICMP echo, ICMPv6 neighbour discovery, ...) */
@@ -163,7 +168,9 @@ export const DP_R_SNAT_NO_ROUTE = 19;
 export const DP_R_IPV6_EXT_HDR = 20;
 /** bind: the node's own socket asked for a port a NodePort holds: EADDRINUSE */
 export const DP_R_BIND_DENIED = 21;
-export const DP_R_MAX = 22;
+/** veth: a pod's flow to a frontend whose chosen backend is that pod itself */
+export const DP_R_HAIRPIN = 22;
+export const DP_R_MAX = 23;
 export const DP_REASON_STRIDE = 32;
 /** 16 hooks of DP_REASON_STRIDE reasons */
 export const SVCMAP_METRICS_MAX = 512;
