@@ -12,9 +12,9 @@
 // crosses it back. Per phase: connections tried and failed in each direction
 // (printed), 0 failed; afterwards the maps on each node (svcmap dump in its
 // agent) are exactly what the API server says and no old pins are left.
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import t, { type Test } from 'tap';
 import { parse } from 'yaml';
 import { Cluster } from '../../lab/cluster/cluster.ts';
@@ -52,10 +52,13 @@ const current = splitRef(images.get('svcmap')!.ref);
 // The release's image under its release name, as a registry would have it.
 const released: ImageRef = { repository: 'localhost/svcmap', tag: from.version.replace(/^v/, '') };
 
-// The upgrade changes a map's layout (the test layout: SVCMAP_TEST_LAYOUT=1) once
-// the agent migrates pinned maps across layouts; until then it keeps the layouts.
-const CROSS_LAYOUT = false;
-const testLayoutEnv = CROSS_LAYOUT ? TEST_LAYOUT_ENV : undefined;
+// The upgrade changes a map's layout (the test layout: SVCMAP_TEST_LAYOUT=1) when
+// both this build and the release migrate pinned maps across layouts (the
+// rollback crosses it back); until then it keeps the layouts.
+const MIGRATION = join('src', 'maps', 'migration', 'migrate.ts');
+const migrates = (root: string) => existsSync(join(root, MIGRATION));
+const crossLayout = migrates(REPO_ROOT) && migrates(dirname(dirname(previous.chart)));
+const testLayoutEnv = crossLayout ? TEST_LAYOUT_ENV : undefined;
 // A value that sizes a map, once the chart has one.
 const chartDefaults = parse(readFileSync(join(CHART, 'values.yaml'), 'utf8')) as Record<string, unknown>;
 const sizeValue = ['maxBackends', 'conntrackSize'].find((v) => typeof chartDefaults[v] === 'number');
@@ -88,7 +91,9 @@ for (const n of nodes) await n.tagImage(previous.imageRef, `${released.repositor
 t.comment(
   `upgrade from ${from.version} (${from.commit}${from.provisional ? ', provisional' : ''}: ${previous.imageRef}) to ${version} (${current.repository}:${current.tag})`,
 );
-t.comment(`test layout: ${testLayoutEnv ? `${testLayoutEnv}=1 on the upgrade` : 'not in this build: the upgrade keeps the layouts'}`);
+t.comment(
+  `layout change: ${testLayoutEnv ? `${testLayoutEnv}=1 on the upgrade` : `none (${MIGRATION} missing in ${migrates(REPO_ROOT) ? from.version : 'this build'}): the upgrade keeps the layouts`}`,
+);
 
 interface AgentPod {
   metadata: { name: string };
