@@ -14,7 +14,7 @@ APT_PACKAGES := clang llvm libbpf-dev libbpf1 bpftool iproute2 gcc make linux-li
 SHIM := native/build/libsvcmap_shim.so
 TS_SOURCES := $(shell find src -name '*.ts' 2>/dev/null)
 
-.PHONY: all deps apt-deps npm-deps build native constants layouts dist bpf typecheck lint fmt test demo bench bench-smoke bench-ffi clean sweep flake-hunt docs
+.PHONY: all deps apt-deps npm-deps build native constants layouts dist bpf typecheck lint fmt test demo bench bench-smoke bench-ffi clean sweep flake-hunt fuzz docs
 
 all: build
 
@@ -126,6 +126,15 @@ include mk/cluster.mk
 include mk/cluster-images.mk
 include mk/conformance.mk
 include mk/prometheus.mk
+
+# make fuzz: fuzzed packets through every tc program (BPF_PROG_TEST_RUN)
+# until each ran FUZZ_PACKETS of them, each checked (test/fuzz/); the seed is
+# random and printed unless FUZZ_SEED gives one. make test runs a short,
+# seeded run (test/fuzz/tc-fuzz.test.ts).
+FUZZ_PACKETS ?= 1000000
+FUZZ_SEED ?=
+fuzz: apt-deps npm-deps build
+	$(NODE) test/fuzz/run.ts --packets $(FUZZ_PACKETS) $(if $(FUZZ_SEED),--seed $(FUZZ_SEED))
 
 # make flake-hunt FILES='test/a.test.ts ...' N=3: each file N times, one at a
 # time, under stress-ng on every core (lab/flake-hunt.ts); installs stress-ng

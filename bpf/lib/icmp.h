@@ -121,27 +121,50 @@ struct icmp_quote {
  * lies (*csum_off 0: not there to update: cut off, or UDP's zero "none"),
  * with the checksum's value. 0, or -1 when the ports are not in the quote.
  */
-static __always_inline int icmp_quote_l4(struct __sk_buff *skb, __u8 proto, __u32 l4_off, __be16 ports[2],
+static __always_inline int icmp_quote_l4(struct __sk_buff *skb, __u8 proto, __u32 l4_off, __u32 end, __be16 ports[2],
 					 __u32 *csum_off, __u16 *csum)
 {
-	if (bpf_skb_load_bytes(skb, l4_off, ports, 2 * sizeof(__be16)) < 0)
+	if (l4_off + 2 * sizeof(__be16) > end || bpf_skb_load_bytes(skb, l4_off, ports, 2 * sizeof(__be16)) < 0)
 		return -1;
 	*csum_off = l4_off + (proto == IPPROTO_TCP ? offsetof(struct tcphdr, check) : offsetof(struct udphdr, check));
-	if (bpf_skb_load_bytes(skb, *csum_off, csum, sizeof(*csum)) < 0 || (proto == IPPROTO_UDP && *csum == 0))
+	if (*csum_off + sizeof(*csum) > end || bpf_skb_load_bytes(skb, *csum_off, csum, sizeof(*csum)) < 0 ||
+	    (proto == IPPROTO_UDP && *csum == 0))
 		*csum_off = 0;
+	return 0;
+}
+
+/*
+ * Where the outer IP packet, and with it the ICMP message, ends: bytes after
+ * it in the frame are the link's padding, not part of the quote, and the
+ * ICMP checksum does not cover them (a short quote followed by padding must
+ * not have its "ports" or checksum read from, or written into, the padding).
+ */
+static __always_inline int icmp_message_end(const int family, struct __sk_buff *skb, __u32 *end)
+{
+	__be16 len;
+
+	if (family == AF_INET6) {
+		if (bpf_skb_load_bytes(skb, ETH_HLEN + offsetof(struct ipv6hdr, payload_len), &len, sizeof(len)) < 0)
+			return -1;
+		*end = ETH_HLEN + sizeof(struct ipv6hdr) + bpf_ntohs(len);
+		return 0;
+	}
+	if (bpf_skb_load_bytes(skb, ETH_HLEN + offsetof(struct iphdr, tot_len), &len, sizeof(len)) < 0)
+		return -1;
+	*end = ETH_HLEN + bpf_ntohs(len);
 	return 0;
 }
 
 /* The quoted IP header at q->ip_off, per family: its addresses and protocol
  * into q, and where the quoted L4 header starts. 0, or -1 when it is not
  * one to look into (an IPv4 fragment after the first quotes no ports). */
-static __always_inline int icmp4_quote_ip(struct __sk_buff *skb, struct icmp_quote *q)
+static __always_inline int icmp4_quote_ip(struct __sk_buff *skb, struct icmp_quote *q, __u32 end)
 {
 	struct iphdr ip;
 
 	if (bpf_skb_load_bytes(skb, q->ip_off, &ip, sizeof(ip)) < 0)
 		return -1;
-	if (ip.version != 4 || ip.ihl < 5 || (ip.frag_off & bpf_htons(IP4_OFFSET)))
+	if (ip.version != 4 || ip.ihl < 5 || (ip.frag_off & bpf_htons(IP4_OFFSET)) || q->ip_off + ip.ihl * 4 > end)
 		return -1;
 	q->l4_off = q->ip_off + ip.ihl * 4;
 	q->ip_csum = ip.check;
@@ -151,11 +174,11 @@ static __always_inline int icmp4_quote_ip(struct __sk_buff *skb, struct icmp_quo
 	return 0;
 }
 
-static __always_inline int icmp6_quote_ip(struct __sk_buff *skb, struct icmp_quote *q)
+static __always_inline int icmp6_quote_ip(struct __sk_buff *skb, struct icmp_quote *q, __u32 end)
 {
 	struct ipv6hdr ip;
 
-	if (bpf_skb_load_bytes(skb, q->ip_off, &ip, sizeof(ip)) < 0 || ip.version != 6)
+	if (q->ip_off + sizeof(ip) > end || bpf_skb_load_bytes(skb, q->ip_off, &ip, sizeof(ip)) < 0 || ip.version != 6)
 		return -1;
 	q->l4_off = q->ip_off + sizeof(ip);
 	q->ip_csum = 0;
@@ -185,21 +208,22 @@ static __always_inline int icmp_parse_quote(const int family, struct __sk_buff *
 	__u32 l4_off = pkt_f(family, p, l4_off);
 	__be16 ports[2];
 	__u8 icmp[4];
+	__u32 end;
 	int err;
 
-	if (bpf_skb_load_bytes(skb, l4_off, icmp, sizeof(icmp)) < 0)
+	if (icmp_message_end(family, skb, &end) < 0 || bpf_skb_load_bytes(skb, l4_off, icmp, sizeof(icmp)) < 0)
 		return -1;
 	if (!icmp_is_error(family, icmp[0]))
 		return -1;
 	q->icmp_off = l4_off;
 	__builtin_memcpy(&q->icmp_csum, &icmp[ICMP_CSUM_OFF], sizeof(q->icmp_csum));
 	q->ip_off = l4_off + ICMP_QUOTE_OFF;
-	err = family == AF_INET6 ? icmp6_quote_ip(skb, q) : icmp4_quote_ip(skb, q);
+	err = family == AF_INET6 ? icmp6_quote_ip(skb, q, end) : icmp4_quote_ip(skb, q, end);
 	if (err < 0)
 		return -1;
 	if (q->proto != IPPROTO_TCP && q->proto != IPPROTO_UDP)
 		return -1;
-	if (icmp_quote_l4(skb, q->proto, q->l4_off, ports, &q->l4_csum_off, &q->l4_csum) < 0)
+	if (icmp_quote_l4(skb, q->proto, q->l4_off, end, ports, &q->l4_csum_off, &q->l4_csum) < 0)
 		return -1;
 	q->sport = ports[0];
 	q->dport = ports[1];

@@ -268,11 +268,14 @@ static __always_inline enum dp_reason lb_tc_new_flow(const int family, struct __
 	__u32 backend_id = 0;
 	__be16 snat_port;
 	__u64 now;
-	int snat, insert_failed = 0;
+	int snat, hairpin, insert_failed = 0;
 
 	svc = lb_tc_service(family, &key, p);
 	if (!svc)
 		return DP_R_PASSED;
+	cfg = tc_config();
+	if (cfg && (cfg->flags & SVCMAP_CFG_MIGRATION_HOLD))
+		return DP_R_MIGRATION_HOLD;
 	if (from_pod) {
 		/* A pod's traffic is in-node traffic, as a socket's is
 		 * (lb_internal_scope()): an ETP=Local frontend's internal twin,
@@ -292,9 +295,11 @@ static __always_inline enum dp_reason lb_tc_new_flow(const int family, struct __
 	if (!be)
 		return DP_R_NO_BACKEND;
 	/* A pod sent to itself (hairpin): DNAT alone would hand it a packet
-	 * from its own address, which its stack drops as a martian. */
-	if (from_pod && addr_eq(family, be_addr(family, be), pkt_addr(family, p, saddr)))
-		return DP_R_HAIRPIN;
+	 * from its own address, which its stack drops as a martian. Its source
+	 * becomes the frontend's address (its port kept): the pod answers the
+	 * frontend, through its veth, where the reply entry (CT_DIR_REPLY_IN,
+	 * keyed by that answer) turns it back into frontend -> pod. */
+	hairpin = from_pod && addr_eq(family, be_addr(family, be), pkt_addr(family, p, saddr));
 
 	now = bpf_ktime_get_ns();
 	/* A pod's flow is DNAT only: the backend answers the pod's address,
@@ -347,6 +352,17 @@ static __always_inline enum dp_reason lb_tc_new_flow(const int family, struct __
 			return insert_failed ? DP_R_CT_INSERT_FAILED : DP_R_SNAT_EXHAUSTED;
 		ct_val_f(family, fwd, new_sport) = snat_port;
 		addr_copy(family, ct_val_addr(family, fwd, new_saddr), ct_key_addr(family, rkey, daddr));
+		ct_val_f(family, fwd, flags) |= CT_F_SNAT;
+	} else if (hairpin) {
+		addr_copy(family, ct_key_addr(family, rkey, daddr), pkt_addr(family, p, daddr));
+		ct_key_f(family, rkey, dport) = pkt_f(family, p, sport);
+		ct_key_f(family, rkey, dir) = CT_DIR_REPLY_IN;
+		addr_copy(family, ct_val_addr(family, rev, new_daddr), pkt_addr(family, p, saddr));
+		ct_val_f(family, rev, new_dport) = pkt_f(family, p, sport);
+		ct_val_f(family, rev, flags) |= CT_F_SNAT;
+		if (ct_insert(family, rkey, rev, BPF_ANY) < 0)
+			return DP_R_CT_INSERT_FAILED;
+		addr_copy(family, ct_val_addr(family, fwd, new_saddr), pkt_addr(family, p, daddr));
 		ct_val_f(family, fwd, flags) |= CT_F_SNAT;
 	} else {
 		addr_copy(family, ct_key_addr(family, rkey, daddr), pkt_addr(family, p, saddr));
@@ -539,7 +555,9 @@ static __always_inline int tc_egress(const int family, struct __sk_buff *skb, vo
  * is DNATed to it; anything else passes untouched (its cost: the conntrack
  * and frontend lookups). Translated packets go on to the stack, which
  * routes them (and the node's firewall sees the backend, as after
- * kube-proxy's DNAT). ICMP from a pod passes untouched.
+ * kube-proxy's DNAT). A pod whose flow lands on itself (hairpin) is
+ * SNATed to the frontend's address, and its answers translated back here.
+ * ICMP from a pod passes untouched.
  */
 static __always_inline int veth_from_pod(const int family, struct __sk_buff *skb, void *p, void *stack_bufs)
 {
@@ -555,10 +573,15 @@ static __always_inline int veth_from_pod(const int family, struct __sk_buff *skb
 	if (family == AF_INET && ((struct pkt4 *)p)->frag == PKT4_FRAG_LATER)
 		return tc4_frag_later(skb, p, hook);
 
+	reason = DP_R_TRANSLATED;
 	ct = ct_lookup(family, p, CT_DIR_FWD);
 	if (ct && lb_flow_stale(family, p, ct)) {
 		ct_forget_flow(family, p, ct);
 		ct = NULL;
+	} else if (!ct) {
+		/* A hairpin flow's answer: the pod to the frontend's address. */
+		ct = ct_lookup(family, p, CT_DIR_REPLY_IN);
+		reason = DP_R_REPLY_TRANSLATED;
 	}
 	if (!ct) {
 		bufs = tc_bufs(family, stack_bufs);
@@ -575,7 +598,7 @@ static __always_inline int veth_from_pod(const int family, struct __sk_buff *skb
 		frag4_remember(p, ct);
 	if (nat_rewrite(family, skb, p, ct) < 0)
 		return tc_verdict(hook, DP_R_REWRITE_FAILED, TC_ACT_SHOT);
-	return tc_verdict(hook, DP_R_TRANSLATED, TC_ACT_OK);
+	return tc_verdict(hook, reason, TC_ACT_OK);
 }
 
 /* The per-family instances the entry file (tc.c) dispatches to: each a

@@ -50,6 +50,8 @@ export interface RouterContext {
   token?: string;
   /** True while the server simulates an outage by answering 503. */
   unavailable(): boolean;
+  /** True while the server is stalled: a request is taken and never answered. */
+  stalled(): boolean;
 }
 
 const MAX_BODY = 16 * 1024 * 1024;
@@ -254,6 +256,7 @@ export function createHandler(ctx: RouterContext): (req: IncomingMessage, res: S
       if (parsed.name !== undefined) rec.name = parsed.name;
     }
     ctx.record(rec);
+    if (ctx.stalled()) return; // a hung server: the connection stays open, nothing comes back
 
     const run = async (): Promise<void> => {
       if (ctx.unavailable()) throw serviceUnavailable();

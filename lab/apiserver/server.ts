@@ -33,6 +33,12 @@ export interface ApiServerOptions {
    * Set true to test exactly that.
    */
   keepAlive?: boolean;
+  /**
+   * Serve the objects of this other server (its store: objects, resourceVersions,
+   * history), as two kube-apiservers on one etcd: a write through either is
+   * seen by the watches of both. Not with `objects` or the store's options.
+   */
+  sameStoreAs?: ApiServer;
 }
 
 export interface RestartOptions {
@@ -74,12 +80,17 @@ export class ApiServer {
   #outageCancel: (() => void) | undefined;
   #outageEnd: (() => void) | undefined;
   #closed = false;
+  #stalled = false;
 
   constructor(opts: ApiServerOptions = {}) {
-    this.#store = new Store({
-      ...(opts.initialResourceVersion !== undefined ? { initialResourceVersion: opts.initialResourceVersion } : {}),
-      ...(opts.historyLimit !== undefined ? { historyLimit: opts.historyLimit } : {}),
-    });
+    if (opts.sameStoreAs && (opts.objects || opts.initialResourceVersion !== undefined || opts.historyLimit !== undefined))
+      throw new Error("test API server: sameStoreAs serves the other server's store; objects and the store options belong to that one");
+    this.#store = opts.sameStoreAs
+      ? opts.sameStoreAs.#store
+      : new Store({
+          ...(opts.initialResourceVersion !== undefined ? { initialResourceVersion: opts.initialResourceVersion } : {}),
+          ...(opts.historyLimit !== undefined ? { historyLimit: opts.historyLimit } : {}),
+        });
     if (opts.objects) for (const o of opts.objects) this.create(o);
     this.#hub = new WatchHub(this.#store, {
       bookmarkIntervalMs: opts.bookmarkIntervalMs ?? 60_000,
@@ -97,6 +108,7 @@ export class ApiServer {
         tooLargeWaitMs: opts.tooLargeWaitMs ?? 3000,
         ...(opts.token !== undefined ? { token: opts.token } : {}),
         unavailable: () => Date.now() < this.#unavailableUntil,
+        stalled: () => this.#stalled,
       }),
       { keepAlive: opts.keepAlive ?? false },
     );
@@ -199,6 +211,17 @@ export class ApiServer {
   /** Send a BOOKMARK (current RV) to every watch that allowed them, now; returns how many. */
   sendBookmarks(): number {
     return this.#hub.sendBookmarks();
+  }
+
+  /**
+   * Hang like a stopped (SIGSTOP) process: connections are still accepted,
+   * no request is answered, open watches stay open and send nothing (no
+   * events, no bookmarks). stall(false) resumes; what changed meanwhile is
+   * not sent to the watches that were open.
+   */
+  stall(stalled = true): void {
+    this.#stalled = stalled;
+    this.#hub.mute(stalled);
   }
 
   /** Stop like a killed process: the port closes, every connection is destroyed. The store is kept in memory. */

@@ -60,6 +60,8 @@ class WatchStream {
   /** Changes at or before this were covered by the initial state or the requested RV. */
   #after = 0;
   closed = false;
+  /** Set while the server is stalled: the stream stays open and says nothing, not even a bookmark. */
+  muted = false;
 
   constructor(res: ServerResponse, params: WatchParams) {
     this.#res = res;
@@ -72,7 +74,7 @@ class WatchStream {
   }
 
   send(type: WatchEvent['type'], object: KubeObject | Status): void {
-    if (this.closed || this.#res.destroyed || this.#res.writableEnded) return;
+    if (this.muted || this.closed || this.#res.destroyed || this.#res.writableEnded) return;
     this.#res.write(JSON.stringify({ type, object }) + '\n');
   }
 
@@ -184,6 +186,11 @@ export class WatchHub {
     const stream = new WatchStream(res, params);
     this.#streams.add(stream);
     stream.start(this.#store, this.#opts, () => this.#streams.delete(stream));
+  }
+
+  /** Every open watch goes silent (stall) or speaks again; the changes in between are lost to it, as to a hung server's. */
+  mute(muted: boolean): void {
+    for (const s of this.#streams) s.muted = muted;
   }
 
   /** Cut every open watch; returns how many. */

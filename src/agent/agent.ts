@@ -8,6 +8,7 @@ import type { LbAlgorithmName } from '../maps/constants.ts';
 import { readBackendConnections } from '../maps/backend-connections.ts';
 import { readDatapathCounters } from '../maps/datapath-counters.ts';
 import { EVERY_NODE_ADDRESS, type NodePortAddressSpec } from '../model/nodeport-addresses.ts';
+import { DEFAULT_NODE_PORT_RANGE, type PortRange } from '../model/host-ports.ts';
 import type { Frontend, NodeInfo } from '../model/types.ts';
 import type { KubeConfig } from '../sources/kubernetes/client-node.ts';
 import type { KubeConnection } from '../sources/kubernetes/config.ts';
@@ -19,11 +20,13 @@ import type { Family } from '../util/family.ts';
 import { type Component, Components } from './components.ts';
 import { CONNS_ADJUST_PROGRAM, ConnCounts } from './datapath/conn-counts.ts';
 import { type Datapath, type DatapathOptions, DatapathPart } from './datapath/datapath.ts';
+import { leftInPlace } from './datapath/left-in-place.ts';
 import { SocketCounter } from './datapath/socket-recount.ts';
 import { SocketTerminator } from './datapath/socket-terminator.ts';
 import { TcDatapath } from './datapath/tc-datapath.ts';
 import { clearRemovedFlows } from './datapath/ct-clear.ts';
 import { VethDatapath } from './datapath/veth-datapath.ts';
+import { readHostNet, uplinkDevices } from './datapath/host-net.ts';
 import { type HealthCheckService, HealthCheckPorts, healthCheckOf } from './http/health-check-ports.ts';
 import { HttpServers, proxyHealthy } from './http/http-servers.ts';
 import type { IpFamily } from './http/kube-proxy-metrics.ts';
@@ -36,7 +39,8 @@ import { fileSourcePart } from './loops/source-part.ts';
 import { SyncLoop } from './loops/sync-loop.ts';
 import { SyncStatus } from './loops/sync-status.ts';
 
-export type AgentSource = { kind: 'files'; dir: string } | ({ kind: 'kubernetes' } & KubeConnection);
+/** stallMs: how long a watch may stay silent before its API server counts as stalled (default: server-bound.ts). */
+export type AgentSource = { kind: 'files'; dir: string } | ({ kind: 'kubernetes'; stallMs?: number } & KubeConnection);
 
 export interface AgentConfig extends DatapathOptions {
   source: AgentSource;
@@ -65,6 +69,10 @@ export interface AgentConfig extends DatapathOptions {
   netnsDir?: string;
   /** Which of the node's addresses serve NodePorts (--nodeport-addresses; default: every one). */
   nodePortAddresses?: NodePortAddressSpec;
+  /** Serve this node's Pods' hostPorts (--host-ports; default: on). */
+  hostPorts?: boolean;
+  /** The cluster's NodePort range: hostPorts inside it are ignored (--node-port-range; default 30000-32767). */
+  nodePortRange?: PortRange;
   /** Per-packet translation at the pods' veths (--veth-lb; always with --socket-lb=host-only). */
   vethLb?: boolean;
 }
@@ -108,7 +116,11 @@ export async function runAgent(cfg: AgentConfig, log: Logger): Promise<RunningAg
       if (done) return;
       done = true;
       parts.stop();
-      log.info('agent stopped; datapath left in place (svcmap cleanup removes it)');
+      // The last line: the datapath goes on serving without the agent, and what holds it there.
+      log.info(
+        leftInPlace(cfg.pinDir, list.tc.attachments),
+        'agent stopped; the datapath keeps serving: the programs stay attached through their pinned links and the maps stay pinned (svcmap cleanup removes them)',
+      );
       resolveStopped();
     };
     const { metricsPort, healthPort } = list.servers;
@@ -120,13 +132,20 @@ export async function runAgent(cfg: AgentConfig, log: Logger): Promise<RunningAg
 }
 
 /** What the Kubernetes source brings: its part, its Events sink, and the client's config. */
-type KubeKit = typeof import('./loops/kube-source-part.ts') & typeof import('./events/k8s-sink.ts') & { kc: KubeConfig };
+type KubeKit = typeof import('./loops/kube-source-part.ts') &
+  typeof import('./events/k8s-sink.ts') &
+  Pick<typeof import('../sources/kubernetes/config.ts'), 'apiServerUrls'> & { kc: KubeConfig };
 
 /**
  * The agent's parts on a datapath that is up, in the order they start (the
  * reverse of the order they stop): nothing here acquires anything yet.
  */
-function buildParts(cfg: AgentConfig, log: Logger, dp: Datapath, k8s: KubeKit | undefined): { parts: Component[]; servers: HttpServers } {
+function buildParts(
+  cfg: AgentConfig,
+  log: Logger,
+  dp: Datapath,
+  k8s: KubeKit | undefined,
+): { parts: Component[]; servers: HttpServers; tc: TcDatapath } {
   const families: IpFamily[] = dp.maps.v6 ? ['IPv4', 'IPv6'] : ['IPv4'];
   const metrics = new AgentMetrics({ families, ...(cfg.build ? { build: cfg.build } : {}) });
   const bpfBuild = { ...(cfg.objectDir ? { objectDir: cfg.objectDir } : {}), ...(cfg.forceCompile ? { forceCompile: true } : {}) };
@@ -190,7 +209,8 @@ function buildParts(cfg: AgentConfig, log: Logger, dp: Datapath, k8s: KubeKit | 
   const veth = vethOn
     ? new VethDatapath(dp.veth, cfg.pinDir, log, {
         mode: cfg.tcAttach ?? 'auto',
-        externalDevices: () => tc.attachments.map((a) => a.device),
+        // The tc datapath's devices, and every way out of the node (also before the Node is known and tc attached).
+        externalDevices: () => [...tc.attachments.map((a) => a.device), ...uplinkDevices(readHostNet())],
       })
     : undefined;
   const healthTimeoutMs = cfg.healthTimeoutMs ?? Math.max(60_000, 2 * cfg.minSyncIntervalMs);
@@ -207,16 +227,25 @@ function buildParts(cfg: AgentConfig, log: Logger, dp: Datapath, k8s: KubeKit | 
     changed: () => loop?.poke(),
     event: (kind: 'Service' | 'EndpointSlice') =>
       kind === 'Service' ? metrics.kubeProxy.serviceEvent() : metrics.kubeProxy.endpointSliceEvent(),
-    node: (node: NodeInfo | undefined) => tc.attach(node),
+    node: (node: NodeInfo | undefined) => {
+      tc.attach(node);
+      veth?.resync(); // the node's devices are known now: none of them is a pod's
+    },
     failed: () => metrics.syncErrors.inc({ kind: 'source' }),
     sliceTrigger: (svc: string, at: number, family: Family) => loop?.trigger(svc, at, family),
+    apiServer: (url: string, moved: boolean) => metrics.apiServer(url, moved),
   };
   const source =
     cfg.source.kind === 'files'
       ? fileSourcePart(cfg.source.dir, cfg.nodeName, hooks, log)
-      : k8s!.kubeSourcePart(k8s!.kc, cfg.nodeName!, hooks, status, log);
+      : k8s!.kubeSourcePart(k8s!.kc, cfg.nodeName!, hooks, status, log, {
+          ...(cfg.source.apiServer ? { apiServers: k8s!.apiServerUrls(cfg.source.apiServer) } : {}),
+          ...(cfg.source.stallMs ? { stallMs: cfg.source.stallMs } : {}),
+          pods: cfg.hostPorts ?? true,
+        });
   const nodePorts = cfg.nodePortAddresses ?? EVERY_NODE_ADDRESS;
   source.source.model.setNodePortAddresses(nodePorts, []);
+  source.source.model.setHostPorts(cfg.hostPorts ?? true, cfg.nodePortRange ?? DEFAULT_NODE_PORT_RANGE);
   loop = new SyncLoop(source.source, syncer, status, metrics, problems, log, {
     minIntervalMs: cfg.minSyncIntervalMs,
     syncPeriodMs: cfg.syncPeriodMs,
@@ -242,12 +271,13 @@ function buildParts(cfg: AgentConfig, log: Logger, dp: Datapath, k8s: KubeKit | 
     loop,
     source,
   ];
-  return { parts: parts.filter((p) => p !== undefined), servers };
+  return { parts: parts.filter((p) => p !== undefined), servers, tc };
 }
 
 function healthChecksByService(frontends: Iterable<Frontend>): Map<string, HealthCheckService> {
   const bySvc = new Map<string, Frontend[]>();
   for (const f of frontends) {
+    if (f.service.kind === 'Pod') continue; // a hostPort has no health check
     const id = `${f.service.namespace}/${f.service.name}`;
     const list = bySvc.get(id);
     if (list) list.push(f);

@@ -22,6 +22,7 @@ export const MAP_TYPE_NAMES: Record<number, string> = {
 /** Map types whose value is one per possible CPU (BPF_MAP_TYPE_PERCPU_HASH, _ARRAY, LRU_PERCPU_HASH). */
 const PERCPU_TYPES = new Set([5, 6, 10]);
 const ARRAY_TYPES = new Set([2, 6]);
+const BPF_MAP_TYPE_PERCPU_ARRAY = 6;
 
 /** A CPU list as the kernel prints it ("0-3", "0,2-5"): the CPUs it names. */
 export function parseCpuList(text: string): number[] {
@@ -186,11 +187,54 @@ export class BpfMap {
     return Array.from({ length: n }, (_, i) => Buffer.from(all.subarray(i * stride, i * stride + this.valueSize)));
   }
 
+  /**
+   * A per-CPU array's values at indexes first .. first+count-1 in one
+   * BPF_MAP_LOOKUP_BATCH (one syscall where lookupPerCpu() takes one per
+   * index): for each index, one value_size (8-byte aligned) slot per possible CPU.
+   */
+  lookupPerCpuRange(first: number, count: number): Buffer {
+    if (this.info.type !== BPF_MAP_TYPE_PERCPU_ARRAY) throw new Error(`lookup range ${this.label}: not a per-CPU array`);
+    if (!Number.isInteger(first) || !Number.isInteger(count) || first < 0 || count < 1 || first + count > this.maxEntries) {
+      throw new RangeError(`lookup range ${this.label}: indexes ${first}+${count} outside 0..${this.maxEntries - 1}`);
+    }
+    const perIndex = Math.ceil(this.valueSize / 8) * 8 * numPossibleCpus();
+    // An array's batch token is the last index read: start after first-1 (no token: at 0).
+    let inBatch: Buffer | null = null;
+    if (first > 0) {
+      inBatch = Buffer.alloc(4);
+      inBatch.writeUInt32LE(first - 1);
+    }
+    const keys = Buffer.alloc(4 * count);
+    const values = Buffer.alloc(perIndex * count);
+    const n = Buffer.alloc(4);
+    n.writeUInt32LE(count);
+    const rc = native().mapLookupBatch(this.fd, inBatch, Buffer.alloc(4), keys, values, n) as number;
+    if (rc < 0 && rc !== -ENOENT) this.#fail('lookup batch', rc);
+    if (n.readUInt32LE() !== count) throw new Error(`lookup range ${this.label}: read ${n.readUInt32LE()} of ${count} indexes`);
+    return values;
+  }
+
   update(key: Buffer, value: Buffer, flags: bigint = BPF_ANY): void {
     this.#checkKey(key, 'update');
     this.#notPerCpu('update');
     this.#checkValue(value, 'update');
     const rc = native().mapUpdate(this.fd, key, value, flags) as number;
+    if (rc < 0) this.#fail('update', rc);
+  }
+
+  /** Writes a per-CPU map's values for key, one buffer of value_size bytes per possible CPU. */
+  updatePerCpu(key: Buffer, values: readonly Buffer[], flags: bigint = BPF_ANY): void {
+    this.#checkKey(key, 'update');
+    if (!this.isPerCpu) throw new Error(`update ${this.label}: not a per-CPU map`);
+    const stride = Math.ceil(this.valueSize / 8) * 8;
+    const n = numPossibleCpus();
+    if (values.length !== n) throw new Error(`update ${this.label}: ${values.length} values for ${n} possible CPUs`);
+    const all = Buffer.alloc(stride * n);
+    values.forEach((v, i) => {
+      this.#checkValue(v, 'update');
+      v.copy(all, i * stride);
+    });
+    const rc = native().mapUpdate(this.fd, key, all, flags) as number;
     if (rc < 0) this.#fail('update', rc);
   }
 

@@ -6,6 +6,8 @@ import { DEFAULT_CT_GC_INTERVAL_MS, DEFAULT_CT_LIFETIMES } from '../agent/loops/
 import { createLogger } from '../agent/log.ts';
 import { LB_ALGORITHM_NAMES, SVCMAP_AFFINITY_MAX, SVCMAP_BACKENDS_MAX, SVCMAP_CT_MAX, SVCMAP_SERVICES_MAX } from '../maps/constants.ts';
 import { EVERY_NODE_ADDRESS, localhostNodePorts, parseNodePortAddresses } from '../model/nodeport-addresses.ts';
+import { parsePortRange } from '../model/host-ports.ts';
+import { DEFAULT_STALL_MS } from '../sources/kubernetes/server-failure.ts';
 import { UsageError, command, duration, intString, parseFlags, pinDirFlag } from './args.ts';
 import { bindAddressFlag } from './bind-address.ts';
 import { buildIdentity } from './version.ts';
@@ -18,13 +20,26 @@ const REPLACED: Record<string, string> = {
   'bind-address': '--metrics-bind-address and --healthz-bind-address',
 };
 const capacity = (what: string, dflt: number) =>
-  ({ value: 'N', schema: intString(1, 16_777_216), otherwise: String(dflt), help: `${what} capacity for a new map` }) as const;
+  ({
+    value: 'N',
+    schema: intString(1, 16_777_216),
+    otherwise: String(dflt),
+    help: `${what} capacity (a map pinned with another is migrated to it at start)`,
+  }) as const;
 const L = DEFAULT_CT_LIFETIMES;
 /** A true/false flag whose default is true (a switch can only turn things on). */
 const bool = z.enum(['true', 'false'], { message: 'must be true or false' }).transform((v) => v === 'true');
 const nodePortAddresses = z.string().transform((text, ctx) => {
   try {
     return parseNodePortAddresses(text);
+  } catch (err) {
+    ctx.addIssue({ code: 'custom', message: (err as Error).message });
+    return z.NEVER;
+  }
+});
+const portRange = z.string().transform((text, ctx) => {
+  try {
+    return parsePortRange(text);
   } catch (err) {
     ctx.addIssue({ code: 'custom', message: (err as Error).message });
     return z.NEVER;
@@ -53,7 +68,13 @@ export const agentCommand = command({
       value: 'URL',
       schema: z.string(),
       otherwise: 'env SVCMAP_K8S_API_SERVER',
-      help: 'https://HOST:PORT of the API server, bypassing the kubernetes Service',
+      help: 'https://HOST:PORT of the API server, bypassing the kubernetes Service; several, comma-separated: the next is used when one stops answering',
+    },
+    'k8s-api-stall-timeout': {
+      value: 'D',
+      schema: duration.refine((ms) => ms >= 1000, { message: 'must be at least 1s' }),
+      default: `${DEFAULT_STALL_MS / 1000}s`,
+      help: "silence (no event, no bookmark: the API server sends one a minute) after which a watch's API server counts as stalled and the next is used",
     },
     'node-name': { value: 'NAME', schema: z.string(), otherwise: 'env NODE_NAME', help: "this node's name; required with the API" },
     cgroup: {
@@ -70,7 +91,7 @@ export const agentCommand = command({
     'max-conntrack': capacity('tc connection tracking', SVCMAP_CT_MAX),
     'max-affinity': {
       ...capacity('session affinity (ClientIP) map', SVCMAP_AFFINITY_MAX),
-      help: 'session affinity (ClientIP) map capacity for a new map: clients x services remembered (LRU)',
+      help: 'session affinity (ClientIP) map capacity: clients x services remembered (LRU; a map pinned with another is migrated to it at start)',
     },
     devices: {
       value: 'LIST',
@@ -131,6 +152,18 @@ export const agentCommand = command({
       default: 'true',
       help: "a node's own process cannot bind() a port a NodePort holds (EADDRINUSE, counted as nodeport_bind_denied), as Cilium's nodePort.bindProtection",
     },
+    'host-ports': {
+      value: 'BOOL',
+      schema: bool,
+      default: 'true',
+      help: "serve this node's Pods' hostPorts (from every node address, and 127.0.0.1/[::1] for the node's own processes) in place of the CNI's portmap plugin; the Kubernetes source watches this node's Pods",
+    },
+    'node-port-range': {
+      value: 'A-B',
+      schema: portRange,
+      default: '30000-32767',
+      help: "the cluster's NodePort range (kube-apiserver's --service-node-port-range): a hostPort inside it is ignored, with a HostPortIgnored Event on its Pod",
+    },
     'socket-lb': {
       value: 'MODE',
       schema: z.enum(SOCKET_LB_MODES, { message: `must be one of ${SOCKET_LB_MODES.join(', ')}` }),
@@ -189,7 +222,12 @@ export async function agent(argv: string[]): Promise<void> {
   const nodePorts = f['nodeport-addresses'] ?? EVERY_NODE_ADDRESS;
   const source: AgentSource = f.manifests
     ? { kind: 'files', dir: f.manifests }
-    : { kind: 'kubernetes', ...(f.kubeconfig ? { kubeconfig: f.kubeconfig } : {}), ...(apiServer ? { apiServer } : {}) };
+    : {
+        kind: 'kubernetes',
+        ...(f.kubeconfig ? { kubeconfig: f.kubeconfig } : {}),
+        ...(apiServer ? { apiServer } : {}),
+        stallMs: f['k8s-api-stall-timeout'],
+      };
   const running = await runAgent(
     {
       source,
@@ -221,6 +259,8 @@ export async function agent(argv: string[]): Promise<void> {
       ...(f['netns-dir'] ? { netnsDir: f['netns-dir'] } : {}),
       lbAlgorithm: f['lb-algorithm'],
       nodePortAddresses: nodePorts,
+      hostPorts: f['host-ports'],
+      nodePortRange: f['node-port-range'],
       sockSettings: {
         localhostNodePorts: {
           4: localhostNodePorts(nodePorts, 4, f['localhost-nodeports']),

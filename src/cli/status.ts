@@ -2,6 +2,7 @@
 // Reads the pins only, so it answers whether or not the agent runs.
 import { closeSync, existsSync, readdirSync, statSync } from 'node:fs';
 import { join } from 'node:path';
+import { z } from 'zod';
 import { cgroup2Mounts } from '../bpf/environment.ts';
 import { ATTACH_TYPE_NAMES, LINK_TYPE_CGROUP, LINK_TYPE_TCX, linkInfo, openPinned, progInfoById } from '../bpf/link.ts';
 import { linkPinDir } from '../bpf/loader.ts';
@@ -15,13 +16,24 @@ import { TypedMap } from '../maps/typed-map.ts';
 import { command, noHeadersFlag, parseFlags, pinDirFlag } from './args.ts';
 import { type Column, PLAIN, type TableStyle, formatData, isTable, outputFlag, printed, renderColumns, tableStyle } from './format.ts';
 import { pinDirExists, withPinAccess } from './pin-access.ts';
+import { type AgentAnswer, askAgent, describeAgent } from './agent-health.ts';
 
 export const statusCommand = command({
   name: 'status',
   summary: 'attached programs, map fill levels, SNAT addresses, datapath counters',
   description:
-    "Lists the attached programs and where they are attached (cgroup, tcx or tc), each map's fill level, the SNAT address of each device (svcmap_devaddr), and the datapath's counters that are not zero (svcmap_datapath_packets_total: per hook, what became of the packets).",
-  flags: { output: outputFlag(), 'no-headers': noHeadersFlag, 'pin-dir': pinDirFlag },
+    "Says what the running agent reports at /healthz (healthy, ready, the API server it uses and its failovers), then lists the attached programs and where they are attached (cgroup, tcx or tc), each map's fill level, the SNAT address of each device (svcmap_devaddr), and the datapath's counters that are not zero (svcmap_datapath_packets_total: per hook, what became of the packets).",
+  flags: {
+    output: outputFlag(),
+    'no-headers': noHeadersFlag,
+    'pin-dir': pinDirFlag,
+    'healthz-address': {
+      value: 'HOST:PORT',
+      schema: z.string().min(1),
+      default: '127.0.0.1:10256',
+      help: "the agent's /healthz (its --healthz-bind-address), asked which API server the agent uses and how often it failed over",
+    },
+  },
 });
 
 export interface StatusReport {
@@ -42,6 +54,8 @@ export interface StatusReport {
   counters: Array<{ hook: string; reason: string; packets: number; drop: boolean }>;
   /** svcmap_devaddr: the address a flow SNATed out of each device takes (device: its name here, if it has one). */
   snatAddresses: Array<{ ifindex: number; device?: string; addr: string }>;
+  /** What the running agent says at /healthz (absent: not asked). */
+  agent?: AgentAnswer;
   /** Which sockets the socket LB translates (svcmap_sockcfg): all, host-only, or unknown (not written). */
   socketLb: 'all' | 'host-only' | 'unknown';
   /** The pods' veths with svcmap_veth_in/out attached (by their pinned links). */
@@ -267,6 +281,7 @@ export function renderStatus(r: StatusReport, style: TableStyle = PLAIN): string
   const lines: string[] = style.headers
     ? [
         `pin directory: ${r.pinDir}`,
+        ...(r.agent ? [describeAgent(r.agent)] : []),
         `socket LB: ${r.socketLb === 'host-only' ? "host-only (the node's own sockets; pods' traffic is translated at their veths)" : r.socketLb}`,
         `pod veths with programs: ${r.veths.length ? r.veths.join(', ') : '(none)'}`,
       ]
@@ -280,10 +295,11 @@ export function renderStatus(r: StatusReport, style: TableStyle = PLAIN): string
   return printed(lines);
 }
 
-export function status(argv: string[], out: (s: string) => void): void {
+export async function status(argv: string[], out: (s: string) => void): Promise<void> {
   const f = parseFlags(statusCommand, argv);
   if (!pinDirExists(f['pin-dir']))
     throw new Error(`nothing is pinned at ${f['pin-dir']}: the agent has not run with this --pin-dir, or svcmap cleanup removed it`);
-  const r = withPinAccess(f['pin-dir'], () => collectStatus(f['pin-dir']));
+  const agent = askAgent(f['healthz-address']);
+  const r = { ...withPinAccess(f['pin-dir'], () => collectStatus(f['pin-dir'])), agent: await agent };
   out(isTable(f.output) ? renderStatus(r, tableStyle(f)) : formatData(r, f.output));
 }

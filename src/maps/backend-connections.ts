@@ -16,10 +16,10 @@ export interface BackendConnectionsRow {
   tc: number;
 }
 
-export function readBackendConnections(families: ReadonlyArray<FamilyMaps | undefined>): BackendConnectionsRow[] {
+export function readBackendConnections(families: readonly FamilyMaps[]): BackendConnectionsRow[] {
   const rows: BackendConnectionsRow[] = [];
   for (const f of families) {
-    if (!f?.conns) continue;
+    if (!f.conns) continue;
     for (const [id, c] of f.conns.entries()) {
       const socket = c.sock > 0n ? Number(c.sock) : 0;
       const tc = c.tc > 0n ? Number(c.tc) : 0;

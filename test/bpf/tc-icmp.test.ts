@@ -96,6 +96,26 @@ t.test('SNATed flow: "fragmentation needed" from a router before the backend rea
   }
 });
 
+t.test('a quote that stops short of the TCP checksum, with link padding after it: the padding is not taken for the quote', async (t) => {
+  // Found by make fuzz: the quoted checksum was looked for by the frame's
+  // length, not the IP packet's, so it was "updated" inside the padding and
+  // the ICMP checksum, which does not cover the padding, came out wrong.
+  h.clearCt();
+  const syn = buildIpv4({ saddr: CLIENT, daddr: NODE_IP, proto: 'tcp', sport: 40003, dport: 30200, tcpFlags: TCP_SYN });
+  const fwd = h.ingress(syn).packetOut;
+  const padding = Buffer.alloc(8);
+  const quoted = Buffer.concat([buildQuoting(POD_ROUTER, NODE_IP, ICMP_DEST_UNREACH, 4, fwd, 10, 1400), padding]);
+  const res = h.ingress(quoted);
+  translatedError(
+    t,
+    res,
+    quoted,
+    { saddr: POD_ROUTER, daddr: CLIENT, quote: quoteOf(syn, TTL_IN_QUOTE, 10) },
+    'frag needed quoting 10 bytes of TCP',
+  );
+  t.ok(res.packetOut.subarray(-padding.length).equals(padding), 'the padding is left as it came');
+});
+
 t.test('SNATed flow: the backend\'s own "port unreachable" comes from the frontend', async (t) => {
   h.clearCt();
   const dgram = buildIpv4({ saddr: CLIENT, daddr: NODE_IP, proto: 'udp', sport: 40001, dport: 30300, payload: Buffer.from('query') });

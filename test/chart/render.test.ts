@@ -41,6 +41,9 @@ const AGENT_RBAC = [
   '/nodes:get',
   '/nodes:list',
   '/nodes:watch',
+  '/pods:get',
+  '/pods:list',
+  '/pods:watch',
   'discovery.k8s.io/endpointslices:get',
   'discovery.k8s.io/endpointslices:list',
   'discovery.k8s.io/endpointslices:watch',
@@ -106,6 +109,9 @@ function expectedArgs(v: {
   localhostNodePorts?: boolean;
   bindProtection?: boolean;
   nodePortAddresses?: string[];
+  /** nodePort.range (default 30000-32767) and hostPort.enabled (default true). */
+  nodePortRange?: string;
+  hostPorts?: boolean;
   /** socketLB.mode (default all) and the --veth-lb it implies with socketLB.vethTranslation (default true). */
   socketLb?: string;
   vethLb?: boolean;
@@ -137,6 +143,10 @@ function expectedArgs(v: {
     String(v.localhostNodePorts ?? true),
     '--bind-protection',
     String(v.bindProtection ?? true),
+    '--node-port-range',
+    v.nodePortRange ?? '30000-32767',
+    '--host-ports',
+    String(v.hostPorts ?? true),
     '--socket-lb',
     v.socketLb ?? 'all',
     '--veth-lb',
@@ -178,7 +188,7 @@ t.test('default values (k8sServiceHost set)', async (t) => {
     }
   });
 
-  t.test('RBAC: exactly get/list/watch on services, endpointslices, nodes and create/patch on events', async (t) => {
+  t.test('RBAC: exactly get/list/watch on services, endpointslices, nodes, pods and create/patch on events', async (t) => {
     const roles = byKind(ms, 'ClusterRole');
     t.equal(roles.length, 1, 'one ClusterRole');
     const role = roles[0] as Manifest;
@@ -465,6 +475,8 @@ t.test('edge values (custom ports, devices, resources, IPv6 API server, no init 
         lbAlgorithm: 'rr',
         localhostNodePorts: false,
         bindProtection: false,
+        nodePortRange: '20000-22767',
+        hostPorts: false,
         nodePortAddresses: ['192.168.0.0/16', 'fd00:10::/64'],
         socketLb: 'host-only',
         vethLb: true,
@@ -524,8 +536,12 @@ t.test('edge values (custom ports, devices, resources, IPv6 API server, no init 
     });
   });
 
-  t.test('RBAC and capabilities do not move with the values', async (t) => {
-    t.same(flattenRules(byKind(ms, 'ClusterRole')[0] as Manifest), AGENT_RBAC);
+  t.test('RBAC and capabilities do not move with the values (but Pods are read only for hostPort.enabled)', async (t) => {
+    t.same(
+      flattenRules(byKind(ms, 'ClusterRole')[0] as Manifest),
+      AGENT_RBAC.filter((r) => !r.startsWith('/pods:')),
+      'hostPort.enabled false: no Pods',
+    );
     t.same(sorted(agent.securityContext?.capabilities?.add), sorted(AGENT_CAPS));
     for (const { m, spec: s } of workloads(ms)) {
       for (const c of allContainers(s)) {
@@ -639,4 +655,21 @@ t.test('Kubernetes older than the tested releases (docs/compatibility.md): refus
   t.not(r.status, 0);
   t.match(r.stderr, /kubeVersion: >=1\.34\.0-0 which is incompatible with Kubernetes v1\.33\.9/);
   t.ok(render({ set: [`k8sServiceHost=${HOST}`], kubeVersion: '1.34.4' }).length, 'v1.34.4, the tested one, renders');
+});
+
+t.test('k8sServiceHostFallbacks: the agent gets every API server, k8sServiceHost first, each as a URL', async (t) => {
+  const spec = agentSpec(
+    render({
+      set: [
+        `k8sServiceHost=${HOST}`,
+        'k8sServicePort=6443',
+        'k8sServiceHostFallbacks={192.0.2.11,192.0.2.12:7443,fd00::13,[fd00::14]:8443}',
+      ],
+    }),
+  );
+  const agent = spec.containers.find((c) => c.name === 'agent')!;
+  const urls = `https://${HOST}:6443,https://192.0.2.11:6443,https://192.0.2.12:7443,https://[fd00::13]:6443,https://[fd00::14]:8443`;
+  t.equal(agent.args![agent.args!.indexOf('--k8s-api-server') + 1], urls, '--k8s-api-server');
+  t.equal(agent.env!.find((e) => e.name === 'SVCMAP_K8S_API_SERVER')?.value, urls, 'SVCMAP_K8S_API_SERVER');
+  t.equal(agent.env!.find((e) => e.name === 'KUBERNETES_SERVICE_HOST')?.value, HOST, 'in-cluster clients: k8sServiceHost alone');
 });

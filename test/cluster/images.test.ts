@@ -280,7 +280,7 @@ t.test('pause: static, exits 0 on SIGTERM', async (t) => {
   });
 });
 
-t.test('labtool: servers and clients, and busybox for kubectl exec sh', async (t) => {
+t.test('labtool: servers and clients, busybox for kubectl exec sh, iptables', async (t) => {
   await withArchiveContainer(image('labtool').archive, 'labtool', async (c) => {
     t.same(c.config.Entrypoint, ['/labtool']);
     const out = await c.run([
@@ -295,6 +295,8 @@ t.test('labtool: servers and clients, and busybox for kubectl exec sh', async (t
       ].join('\n'),
     ]);
     t.same(out.trim().split('\n'), ['pod-x', 'pod-x', 'pod-x', 'pod-x', 'pod-x', '/bin/nc', '/bin/sh', '/bin/sleep']);
+    // The mesh check's init container runs iptables (nf_tables) from this image.
+    t.match(await c.run(['/usr/sbin/ip6tables', '-V']), /^ip6tables v[\d.]+ \(nf_tables\)/);
   });
   // Its Go tests, over loopback in a network namespace of their own.
   await exec('unshare', ['--net', '--', 'sh', '-c', 'ip link set lo up && exec go test -count=1 ./...'], {

@@ -17,6 +17,7 @@ import {
 } from './fixtures/cluster.ts';
 import { invalidSliceYaml } from './fixtures/manifests.ts';
 import { hostPort } from '../../lab/protocol.ts';
+import { SVCMAP_MAP_SERVICES } from '../../src/maps/constants.ts';
 
 const WEB = '10.96.0.10';
 const EMPTY = '10.96.0.20';
@@ -188,6 +189,27 @@ t.test('an invalid manifest is reported and leaves the other services working', 
   t.equal(w.ok, 30, 'other services keep working');
   await c.removeManifest('broken.yaml');
 });
+
+t.test(
+  'SIGTERM: the last log line says the datapath keeps serving and names its pins; with no agent, both families still connect',
+  async (t) => {
+    c.agent.kill('SIGTERM');
+    await c.agent.exited;
+    const last = c.agent.lines.at(-1)!;
+    t.match(last.msg, /^agent stopped; the datapath keeps serving/, `the last line says so: ${last.msg}`);
+    t.equal(last.pinDir, c.pinDir, 'it names the pin directory');
+    t.ok((last.maps as string[]).includes(SVCMAP_MAP_SERVICES), `it lists the pinned maps (${(last.maps as string[]).join(', ')})`);
+    t.ok(
+      (last.links as string[]).length >= 4,
+      `it lists the pinned links that keep the hooks attached (${(last.links as string[]).join(', ')})`,
+    );
+    for (const f of FAMILIES) {
+      const r = await c.client.tcpConnect({ ip: f.web, port: 80, count: 30, timeoutMs: 2000 });
+      t.equal(r.ok, 30, `IPv${f.family}: every connection succeeds while no agent runs (${JSON.stringify(r.errors)})`);
+    }
+    await c.startAgent();
+  },
+);
 
 t.test('kill -9 and restart of the agent during 2,000 connections of each family: 0 failures', async (t) => {
   const loops = FAMILIES.map((f) => c.client.tcpLoop({ ip: f.web, port: 80, count: 2000, timeoutMs: 2000 }));

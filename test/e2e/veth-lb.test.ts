@@ -16,6 +16,7 @@ import {
   type Cluster,
   FAMILIES,
   POD_IPS,
+  POD_IPS6,
   POD_NAMES,
   dualStackEchoService,
   startCluster,
@@ -23,11 +24,20 @@ import {
 
 const WEB = 10;
 const ONE = 20;
+const SELF = 30;
 const CLIENTS = { 4: CLIENT_IP, 6: CLIENT_IP6 } as const;
 
 let c: Cluster;
 t.before(async () => {
-  c = await startCluster([dualStackEchoService('web', WEB), dualStackEchoService('one', ONE)], { ipv6: true });
+  c = await startCluster(
+    [
+      dualStackEchoService('web', WEB),
+      dualStackEchoService('one', ONE),
+      // pod-a alone: its own connections to it are hairpin flows.
+      dualStackEchoService('self', SELF, { endpoints: [{ ip: POD_IPS[0]! }], endpoints6: [{ ip: POD_IPS6[0]! }] }),
+    ],
+    { ipv6: true },
+  );
   // A node forwards its pods' traffic (the translated packets go on through the node's stack).
   await c.lab.sysctl(c.node, 'net.ipv4.ip_forward', 1);
   await c.lab.sysctl(c.node, 'net.ipv6.conf.all.forwarding', 1);
@@ -99,6 +109,20 @@ for (const f of FAMILIES) {
     t.ok(counter(status(), 'veth_ingress', 'passed') > counter(before, 'veth_ingress', 'passed'), 'counted as passed');
   });
 }
+
+t.test('hairpin: a pod reaches a Service whose backend is itself, seen from the frontend address', async (t) => {
+  const self = await c.lab.client(c.pods[0]!, { cgroup: c.cgroup });
+  for (const f of FAMILIES) {
+    const r = await self.tcpConnect({ ip: f.vip(SELF), port: 80, count: 20, timeoutMs: 3000 });
+    t.equal(r.failed, 0, `IPv${f.family}: ${JSON.stringify(r.errors)}`);
+    t.same(Object.keys(r.byPod), [POD_NAMES[0]], `IPv${f.family}: pod-a answered itself`);
+    t.same(r.seenFrom, [f.vip(SELF)], `IPv${f.family}: it saw the frontend's address as the client`);
+    t.same(r.peerNames, [hostPort(f.vip(SELF), 80)]);
+    const u = await self.udpSend({ ip: f.vip(SELF), port: 53, count: 5, connected: false, timeoutMs: 3000 });
+    t.equal(u.failed, 0, JSON.stringify(u.errors));
+    t.same(u.replySources, [hostPort(f.vip(SELF), 53)], `IPv${f.family}: UDP replies from the frontend`);
+  }
+});
 
 t.test('a pod that comes up after the agent gets the programs on its veth (rtnetlink)', async (t) => {
   const from = c.agent.mark();

@@ -107,6 +107,31 @@ are bracketed.
 {{- end -}}
 
 {{/*
+Every API server URL handed to the agent (--k8s-api-server), comma-separated:
+k8sServiceHost's first, then each of k8sServiceHostFallbacks ("HOST" takes
+k8sServicePort; "HOST:PORT" and "[IPv6]:PORT" keep theirs; a bare IPv6
+literal is bracketed).
+*/}}
+{{- define "svcmap.apiServerURLs" -}}
+{{- $urls := list (include "svcmap.apiServerURL" .) -}}
+{{- $port := int .Values.k8sServicePort -}}
+{{- range .Values.k8sServiceHostFallbacks -}}
+{{- if regexMatch "^\\[.*\\]:[0-9]+$" . -}}
+{{- $urls = append $urls (printf "https://%s" .) -}}
+{{- else if hasPrefix "[" . -}}
+{{- $urls = append $urls (printf "https://%s:%d" . $port) -}}
+{{- else if regexMatch "^[^:]+:[0-9]+$" . -}}
+{{- $urls = append $urls (printf "https://%s" .) -}}
+{{- else if contains ":" . -}}
+{{- $urls = append $urls (printf "https://[%s]:%d" . $port) -}}
+{{- else -}}
+{{- $urls = append $urls (printf "https://%s:%d" . $port) -}}
+{{- end -}}
+{{- end -}}
+{{- join "," $urls -}}
+{{- end -}}
+
+{{/*
 Whether the cluster has the pod-level securityContext.appArmorProfile field
 (1.30+). helm template without --kube-version assumes a current version.
 */}}

@@ -138,8 +138,13 @@ export function defaultDevices(net: HostNet, nodeAddresses: readonly string[]): 
   const out = new Set<string>();
   for (const d of net.devices) if ([...d.addrs, ...d.addrs6].some((a) => nodeAddresses.includes(a))) out.add(d.name);
   if (!out.size) return [];
-  for (const r of net.routes) if (r.device !== 'lo' && (r.isDefault || r.viaGateway)) out.add(r.device);
+  for (const d of uplinkDevices(net)) out.add(d);
   return [...out].sort();
+}
+
+/** Devices with a default route or a route through a gateway: the ways out of the node, never a pod's interface. */
+export function uplinkDevices(net: HostNet): string[] {
+  return [...new Set(net.routes.filter((r) => r.device !== 'lo' && (r.isDefault || r.viaGateway)).map((r) => r.device))].sort();
 }
 
 /**

@@ -125,12 +125,7 @@ function openDirNamespaces(dir: string, self: string): Namespace[] {
   // Checked at start; an error here (the mount gone since) is the caller's to report.
   for (const name of readdirSync(dir).sort()) {
     const path = join(dir, name);
-    try {
-      if (statSync(path).dev !== nsfsDev) continue;
-    } catch {
-      continue; // removed meanwhile
-    }
-    const ns = openOnce(path, seen, nsfsDev);
+    const ns = openOnce(path, seen, nsfsDev); // skips what is not on nsfs, or gone meanwhile
     if (ns) out.push({ label: `net:[${ns.ino}] (${path})`, fd: ns.fd });
   }
   return out;

@@ -94,6 +94,11 @@ export class VethDatapath implements Component {
     clearInterval(this.#interval);
   }
 
+  /** refresh(), a failure said in the log instead of thrown. */
+  resync(): void {
+    this.#refreshLogged();
+  }
+
   #refreshLogged(): void {
     try {
       this.refresh();

@@ -22,6 +22,8 @@ export interface HealthState {
   pendingSince: number;
   /** False once this node's Node object is being deleted or carries the ToBeDeletedByClusterAutoscaler taint (/healthz then answers 503, as kube-proxy's). */
   nodeEligible: boolean;
+  /** The Kubernetes source's API server in use and its failovers so far (absent with the file source). */
+  apiServer?: { url: string; failovers: number };
 }
 
 /** kube-proxy's rule: healthy unless a change has waited `timeoutMs` or longer without reaching the maps. */
@@ -65,7 +67,9 @@ export async function serveMetrics(metrics: AgentMetrics, opts: ServerOptions): 
  * node is not eligible (being deleted, or tainted for deletion by the
  * cluster autoscaler), saying so in nodeEligible. svcmap adds ready,
  * lastSuccessfulSync and, while syncs fail and are retried, how many failed
- * in a row and since when a change waits. /readyz: 200 once the first full
+ * in a row and since when a change waits; with the Kubernetes source, the
+ * API server in use (apiServer) and how often the agent moved to another
+ * (apiServerFailovers). /readyz: 200 once the first full
  * sync is done.
  */
 export async function serveHealth(
@@ -95,6 +99,7 @@ export async function serveHealth(
       lastSuccessfulSync: s.lastSyncAt ? iso(s.lastSyncAt) : '',
       ...(s.consecutiveFailures ? { consecutiveSyncFailures: s.consecutiveFailures } : {}),
       ...(s.pendingSince ? { pendingSince: iso(s.pendingSince) } : {}),
+      ...(s.apiServer ? { apiServer: s.apiServer.url, apiServerFailovers: s.apiServer.failovers } : {}),
     };
     const ok = path === '/readyz' ? s.ready : path === '/healthz' ? proxy && s.nodeEligible : proxy;
     res

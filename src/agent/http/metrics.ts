@@ -40,8 +40,17 @@ export class AgentMetrics {
   readonly datapathPackets: Counter<'hook' | 'reason'>;
   readonly backendConnections: Gauge<'family' | 'backend' | 'protocol' | 'datapath'>;
   readonly kubeProxy: KubeProxyMetrics;
+  readonly #apiServer: Gauge<'url'>;
+  readonly #apiFailovers: Counter;
   #readDatapath: (() => DpCounterRow[]) | undefined;
   #readConnections: (() => BackendConnectionsRow[]) | undefined;
+
+  /** The API server in use: at start, and after each failover (moved). */
+  apiServer(url: string, moved: boolean): void {
+    this.#apiServer.reset();
+    this.#apiServer.set({ url }, 1);
+    if (moved) this.#apiFailovers.inc();
+  }
 
   constructor(opts: MetricsOptions = {}) {
     // Read from the kernel at scrape time: the datapath keeps the counts.
@@ -79,6 +88,17 @@ export class AgentMetrics {
       name: 'svcmap_map_capacity',
       help: 'max_entries of each BPF map.',
       labelNames: ['map'],
+      registers: [this.registry],
+    });
+    this.#apiServer = new Gauge({
+      name: 'svcmap_k8s_api_server_info',
+      help: 'Always 1, for the API server the agent lists and watches through now (url); another after a failover.',
+      labelNames: ['url'],
+      registers: [this.registry],
+    });
+    this.#apiFailovers = new Counter({
+      name: 'svcmap_k8s_api_failovers_total',
+      help: 'Moves to the next API server (--k8s-api-server with several) because the one in use stopped answering: connection refused or reset, a timeout, a watch silent past --k8s-api-stall-timeout, an HTTP 5xx.',
       registers: [this.registry],
     });
     this.syncErrors = new Counter({

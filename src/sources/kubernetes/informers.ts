@@ -1,4 +1,4 @@
-// List+watch of the three kinds the agent needs, with the real client-node
+// List+watch of the kinds the agent needs (Services, EndpointSlices, its Node and, for hostPorts, its Pods), with the real client-node
 // ListWatch (the informer). Services and EndpointSlices that belong to
 // another proxy or carry the headless label are filtered at the API server,
 // with kube-proxy's label selector. An object that gains such a label leaves
@@ -13,13 +13,14 @@
 // then drops (the model keeps a compact record of what it reads); the
 // raw JSON (managedFields, annotations, selectors, status the model does not
 // read) is dropped at once.
-import { type KubeConfig, type KubernetesObject, ListWatch, Watch } from './client-node.ts';
+import { type KubeConfig, type KubernetesObject, ListWatch, type Watch } from './client-node.ts';
 import { type ValidationResult } from '../../model/schemas.ts';
 import { validateObject } from '../../model/validate.ts';
 import { NOT_PROXIED_LABELS } from '../../model/proxied.ts';
 import { listAll } from './list.ts';
+import type { ServerBound } from './server-bound.ts';
 
-export type InformerKind = 'Service' | 'EndpointSlice' | 'Node';
+export type InformerKind = 'Service' | 'EndpointSlice' | 'Node' | 'Pod';
 
 /** What the informer caches for one object: kind, identity (the informer keys by it) and, unless it was deleted, its validation. */
 export interface CachedObject {
@@ -35,11 +36,15 @@ export interface InformerHandlers {
   remove(kind: InformerKind, obj: CachedObject): void;
   listed(kind: InformerKind): void;
   error(kind: InformerKind, err: unknown): void;
+  /** The API server answered: a list page, a watch event or bookmark. */
+  progress(): void;
 }
 
 export interface RunningInformer {
   kind: InformerKind;
   informer: ListWatch<CachedObject & KubernetesObject>;
+  /** The informer's next watch lists first, whatever resourceVersion it holds (after a move to another API server). */
+  relist(): void;
 }
 
 /** kube-proxy's selection for both informers: neither label present. */
@@ -53,8 +58,17 @@ interface Spec {
   fieldSelector?: string;
 }
 
-export function makeInformers(kc: KubeConfig, nodeName: string | undefined, h: InformerHandlers): RunningInformer[] {
-  const watch = new Watch(kc);
+/** As the API server answers a watch from a resourceVersion it no longer has: the informer relists. */
+const GONE = Object.assign(new Error('relist'), { statusCode: 410 });
+
+/** bound: the API servers, and the lists and watches bound to the one in use. pods: this node's Pods too (for their hostPorts). */
+export function makeInformers(
+  kc: KubeConfig,
+  nodeName: string | undefined,
+  h: InformerHandlers,
+  bound: ServerBound,
+  pods = false,
+): RunningInformer[] {
   const specs: Spec[] = [
     { kind: 'Service', apiVersion: 'v1', path: '/api/v1/services', labelSelector: PROXIED_SELECTOR },
     {
@@ -65,6 +79,8 @@ export function makeInformers(kc: KubeConfig, nodeName: string | undefined, h: I
     },
   ];
   if (nodeName) specs.push({ kind: 'Node', apiVersion: 'v1', path: '/api/v1/nodes', fieldSelector: `metadata.name=${nodeName}` });
+  // This node's Pods only, for their hostPorts (as the kubelet watches them).
+  if (nodeName && pods) specs.push({ kind: 'Pod', apiVersion: 'v1', path: '/api/v1/pods', fieldSelector: `spec.nodeName=${nodeName}` });
   return specs.map((s) => {
     const transform = (raw: KubernetesObject, validate: boolean): CachedObject & KubernetesObject => {
       // List items come without kind/apiVersion (as the API server sends them);
@@ -87,22 +103,48 @@ export function makeInformers(kc: KubeConfig, nodeName: string | undefined, h: I
       };
       return out as CachedObject & KubernetesObject;
     };
+    // Set after a move to another API server: the next watch lists first (a list clears it).
+    let relist = false;
     const list = async () => {
-      const result = await listAll(kc, s.path, { labelSelector: s.labelSelector, fieldSelector: s.fieldSelector }, (item) =>
-        transform(item, true),
-      );
+      relist = false;
+      const server = bound.servers.current;
+      let result;
+      try {
+        result = await listAll(
+          kc,
+          s.path,
+          { labelSelector: s.labelSelector, fieldSelector: s.fieldSelector },
+          (item) => transform(item, true),
+          () => bound.listSignal(),
+        );
+      } catch (err) {
+        throw bound.listFailure(server, err);
+      }
+      // Listed from a server the agent has left meanwhile: the informer lists again from the new one.
+      if (server !== bound.servers.current) throw bound.listFailure(server, undefined);
+      h.progress();
       // The informer applies the list right after this promise resolves, in
       // the same turn; by the next macrotask every item has been delivered.
       setImmediate(() => h.listed(s.kind));
       return result as never;
     };
     // The query in the path survives into the watch request; client-node sends no
-    // allowWatchBookmarks itself, and without bookmarks a quiet resource's watch
-    // is re-opened every 30 s from an ever older resourceVersion.
+    // allowWatchBookmarks itself, and without bookmarks a quiet watch says
+    // nothing that tells a live API server from a stalled one (server-bound.ts).
     // The watch events go through the transform before the informer sees them.
     const transforming = {
-      watch: (path: string, query: Parameters<Watch['watch']>[1], cb: Parameters<Watch['watch']>[2], done: Parameters<Watch['watch']>[3]) =>
-        watch.watch(
+      watch: (
+        path: string,
+        query: Parameters<Watch['watch']>[1],
+        cb: Parameters<Watch['watch']>[2],
+        done: Parameters<Watch['watch']>[3],
+      ) => {
+        if (relist) {
+          relist = false;
+          setImmediate(() => done(GONE));
+          return Promise.resolve(new AbortController());
+        }
+        return bound.watch(
           path,
           query,
           (phase, obj, raw) => {
@@ -110,7 +152,9 @@ export function makeInformers(kc: KubeConfig, nodeName: string | undefined, h: I
             cb(phase, known && obj && typeof obj === 'object' ? transform(obj as KubernetesObject, phase !== 'DELETED') : obj, raw);
           },
           done,
-        ),
+          () => h.progress(),
+        );
+      },
     } as Watch;
     const informer = new ListWatch<CachedObject & KubernetesObject>(
       `${s.path}?allowWatchBookmarks=true`,
@@ -124,6 +168,6 @@ export function makeInformers(kc: KubeConfig, nodeName: string | undefined, h: I
     informer.on('update', (o) => h.upsert(s.kind, o));
     informer.on('delete', (o) => h.remove(s.kind, o));
     informer.on('error', (err) => h.error(s.kind, err));
-    return { kind: s.kind, informer };
+    return { kind: s.kind, informer, relist: () => (relist = true) };
   });
 }

@@ -36,6 +36,8 @@ export async function listAll<T = KubernetesObject>(
   path: string,
   query: Record<string, string | undefined>,
   transform: (item: KubernetesObject) => T = (item) => item as T,
+  /** Each page's request (and its body) ends when this asks: a page that takes too long, a move to another API server. */
+  signal: () => AbortSignal | undefined = () => undefined,
 ): Promise<ListResult<T>> {
   const items: T[] = [];
   let cont: string | undefined;
@@ -45,7 +47,8 @@ export async function listAll<T = KubernetesObject>(
     for (const [k, v] of Object.entries(query)) if (v !== undefined) url.searchParams.set(k, v);
     url.searchParams.set('limit', String(PAGE_SIZE));
     if (cont) url.searchParams.set('continue', cont);
-    const res = await apiRequest(kc, { method: 'GET', url });
+    const sig = signal();
+    const res = await apiRequest(kc, { method: 'GET', url, ...(sig ? { signal: sig } : {}) });
     if (res.status !== 200) throw new ListError(path, res.status, await res.text());
     const body = (await res.json()) as { items?: KubernetesObject[] | null; metadata?: { resourceVersion?: string; continue?: string } };
     for (const item of body.items ?? []) items.push(transform(item));

@@ -12,6 +12,8 @@ export interface ApiRequest {
   url: URL | string;
   body?: unknown;
   contentType?: string;
+  /** Ends the request (a timeout, a move to another API server). */
+  signal?: AbortSignal;
 }
 
 /** The current cluster's server URL + path. */
@@ -32,5 +34,6 @@ export async function apiRequest(kc: KubeConfig, r: ApiRequest): Promise<Respons
     headers,
     ...(r.body === undefined ? {} : { body: JSON.stringify(r.body) }),
     dispatcher: ctx.getDispatcher() as never,
+    ...(r.signal ? { signal: r.signal } : {}),
   });
 }

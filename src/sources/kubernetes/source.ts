@@ -4,14 +4,20 @@
 // previous valid version of it is removed, so that what the maps hold always
 // comes from objects that passed validation. Informers that fail are
 // restarted with backoff; none of this ever empties the model, so a dropped
-// watch or an API server outage never shrinks a map.
+// watch or an API server outage never shrinks a map. Given several API
+// servers, a failure that says the one in use stopped answering moves every
+// informer to the next one (api-servers.ts, server-bound.ts), and each
+// relists there: the relist drops what was deleted meanwhile.
 import type { KubeConfig } from './client-node.ts';
 import { IncrementalModel } from '../../model/incremental.ts';
 import { nodeEligible, nodeInfoFromNode } from '../../model/node.ts';
-import { type EndpointSlice, type Node, type Service, identify } from '../../model/schemas.ts';
+import { type EndpointSlice, type Node, type Pod, type Service, identify } from '../../model/schemas.ts';
 import { validateObject } from '../../model/validate.ts';
 import type { NodeInfo } from '../../model/types.ts';
 import { type CachedObject, type InformerKind, type RunningInformer, makeInformers } from './informers.ts';
+import { type ApiServerMove, ApiServers } from './api-servers.ts';
+import { ServerBound } from './server-bound.ts';
+import { ServerFailure } from './server-failure.ts';
 import type { Family } from '../../util/family.ts';
 
 export interface SourceEvents {
@@ -27,6 +33,17 @@ export interface SourceEvents {
   event?(kind: 'Service' | 'EndpointSlice'): void;
   /** An EndpointSlice arrived with a last-change-trigger-time it did not have before, for the latency metric. */
   sliceTrigger?(serviceId: string, at: number, family: Family): void;
+  /** The API server in use stopped answering; every informer moved to the next one and relists there. */
+  moved?(move: ApiServerMove): void;
+}
+
+export interface SourceOptions {
+  /** The API servers to use, in order (default: the kubeconfig's server alone). */
+  apiServers?: readonly string[];
+  /** How long a watch or a list page may go without a byte before its API server counts as stalled (server-bound.ts). */
+  stallMs?: number;
+  /** Watch this node's Pods, for their hostPorts (--host-ports); needs the node's name. */
+  pods?: boolean;
 }
 
 // client-node 2.x stops an informer for good on any error but a 410 (a cut
@@ -49,12 +66,26 @@ export class KubernetesSource {
   readonly #timers = new Set<NodeJS.Timeout>();
   /** The trigger time each EndpointSlice last came with: a relist re-delivers slices, not the changes behind them. */
   readonly #sliceTriggers = new Map<string, number>();
+  readonly #bound: ServerBound;
+  /** Moves since an API server last answered: once every server has failed in a row, the moves back off. */
+  #movesSinceProgress = 0;
 
-  constructor(kc: KubeConfig, nodeName: string | undefined, events: SourceEvents) {
+  /** This node's Pods are watched (for their hostPorts). */
+  readonly #pods: boolean;
+
+  constructor(kc: KubeConfig, nodeName: string | undefined, events: SourceEvents, opts: SourceOptions = {}) {
     this.#kc = kc;
     this.#nodeName = nodeName;
+    this.#pods = opts.pods ?? false;
     this.#events = events;
     this.synced = new Promise((r) => (this.#syncedResolve = r));
+    const servers = new ApiServers(kc, opts.apiServers ?? [kc.getCurrentCluster()?.server ?? '']);
+    this.#bound = new ServerBound(kc, servers, opts.stallMs);
+  }
+
+  /** The API server in use, and how many times the source has moved to another. */
+  get apiServer(): { url: string; failovers: number } {
+    return { url: this.#bound.servers.current, failovers: this.#bound.servers.failovers };
   }
 
   get isSynced(): boolean {
@@ -62,17 +93,24 @@ export class KubernetesSource {
   }
 
   start(): void {
-    this.#informers = makeInformers(this.#kc, this.#nodeName, {
-      upsert: (kind, raw) => this.#upsert(kind, raw),
-      remove: (kind, raw) => this.#remove(kind, raw),
-      listed: (kind) => {
-        this.#failures.delete(kind);
-        this.#listed.add(kind);
-        if (this.isSynced) this.#syncedResolve();
-        this.#events.changed();
+    this.#informers = makeInformers(
+      this.#kc,
+      this.#nodeName,
+      {
+        upsert: (kind, raw) => this.#upsert(kind, raw),
+        remove: (kind, raw) => this.#remove(kind, raw),
+        listed: (kind) => {
+          this.#failures.delete(kind);
+          this.#listed.add(kind);
+          if (this.isSynced) this.#syncedResolve();
+          this.#events.changed();
+        },
+        error: (kind, err) => this.#failed(kind, err),
+        progress: () => (this.#movesSinceProgress = 0),
       },
-      error: (kind, err) => this.#restartLater(kind, err),
-    });
+      this.#bound,
+      this.#pods,
+    );
     for (const i of this.#informers) void this.#startOne(i);
   }
 
@@ -80,8 +118,29 @@ export class KubernetesSource {
     try {
       await i.informer.start();
     } catch (err) {
-      this.#restartLater(i.kind, err);
+      this.#failed(i.kind, err);
     }
+  }
+
+  #failed(kind: InformerKind, err: unknown): void {
+    if (this.#stopped) return;
+    const servers = this.#bound.servers;
+    if (err instanceof ServerFailure) {
+      const move = servers.failed(err.server, err.reason);
+      if (move) {
+        this.#movesSinceProgress++;
+        for (const i of this.#informers) i.relist();
+        this.#bound.left();
+        this.#events.moved?.(move);
+      }
+      // A request to a server left behind (by this move or an earlier one): the informer goes on against the new one.
+      if (err.server !== servers.current) {
+        const n = this.#movesSinceProgress - servers.urls.length;
+        this.#restart(kind, n < 0 ? 0 : BACKOFF_MS[Math.min(n, BACKOFF_MS.length - 1)]!);
+        return;
+      }
+    }
+    this.#restartLater(kind, err);
   }
 
   #restartLater(kind: InformerKind, err: unknown): void {
@@ -90,6 +149,12 @@ export class KubernetesSource {
     this.#failures.set(kind, n + 1);
     const retryMs = BACKOFF_MS[Math.min(n, BACKOFF_MS.length - 1)]!;
     this.#events.informerError(kind, err, retryMs);
+    this.#restart(kind, retryMs);
+  }
+
+  /** Starts the informer again after `retryMs` (0: on the next turn, once client-node is done with the failed request). */
+  #restart(kind: InformerKind, retryMs: number): void {
+    if (this.#stopped) return;
     const i = this.#informers.find((x) => x.kind === kind);
     if (!i) return;
     const timer = setTimeout(() => {
@@ -101,6 +166,7 @@ export class KubernetesSource {
 
   stop(): void {
     this.#stopped = true;
+    this.#bound.left(); // nothing pending keeps the process alive
     for (const t of this.#timers) clearTimeout(t);
     this.#timers.clear();
     for (const i of this.#informers) void i.informer.stop();
@@ -108,7 +174,7 @@ export class KubernetesSource {
 
   #upsert(kind: InformerKind, cached: CachedObject): void {
     this.#failures.delete(kind); // events flow again: the next failure starts the back-off afresh
-    if (kind !== 'Node') this.#events.event?.(kind);
+    if (kind === 'Service' || kind === 'EndpointSlice') this.#events.event?.(kind);
     // Validated once, by the informer's transform, as the object arrived (see informers.ts).
     const r = cached.validated ?? validateObject(cached, 'api');
     // Not kept in the informer's cache too: the model holds what it reads of
@@ -126,6 +192,7 @@ export class KubernetesSource {
     this.model.accept(kind, who.namespace, who.name);
     const obj = r.obj;
     if (obj.kind === 'Service') this.model.upsertService(obj as Service);
+    else if (obj.kind === 'Pod') this.model.upsertPod(obj as Pod);
     else if (obj.kind === 'EndpointSlice') {
       const slice = obj as EndpointSlice;
       const owner = this.model.upsertSlice(slice);
@@ -146,7 +213,7 @@ export class KubernetesSource {
   }
 
   #remove(kind: InformerKind, raw: CachedObject): void {
-    if (kind !== 'Node') this.#events.event?.(kind);
+    if (kind === 'Service' || kind === 'EndpointSlice') this.#events.event?.(kind);
     const who = this.#who(kind, raw);
     this.#removeById(kind, who);
     this.model.accept(kind, who.namespace, who.name);
@@ -163,6 +230,7 @@ export class KubernetesSource {
 
   #removeById(kind: InformerKind, who: { namespace: string; name: string }): void {
     if (kind === 'Service') this.model.deleteService(who.namespace, who.name);
+    else if (kind === 'Pod') this.model.deletePod(who.namespace, who.name);
     else if (kind === 'EndpointSlice') {
       this.model.deleteSlice(who.namespace, who.name);
       this.#sliceTriggers.delete(`${who.namespace}/${who.name}`);

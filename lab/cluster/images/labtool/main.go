@@ -8,6 +8,7 @@
 //	labtool loop HOST PORT (--duration 60s | --until-file PATH) [--interval 10ms] [--timeout 2s]
 //	labtool http URL [--timeout 5s]
 //	labtool hold udp|tcp HOST PORT [--interval 200ms] [--timeout 2s] [--until-file PATH]
+//	labtool proxy [--port 15001] [--timeout 5s]
 //
 // Exit status: 0 done, 1 a check failed (the reason on stderr), 2 usage.
 package main
@@ -49,6 +50,13 @@ const usage = `usage:
       reply within --timeout; the socket is kept); at the end (the file
       exists, or SIGTERM) {"event":"summary","sockets":N,"replies":{..},
       "errors":{..},"timeouts":N}.
+  labtool proxy [--port 15001] [--timeout 5s]
+      A sidecar proxy's shape: accepts the connections a pod's iptables
+      REDIRECT sends it, reads each one's SO_ORIGINAL_DST, connects onward
+      to it, reads the backend's first line, then tells the client (and
+      stdout) {"orig":"IP:PORT","backend":"NAME"} as its first line and
+      relays both ways. Its own connections must be left out of the
+      REDIRECT (e.g. by its uid, as Istio's 1337).
 `
 
 // usageError: wrong arguments (exit 2, with the usage).
@@ -130,6 +138,8 @@ func run(argv []string) error {
 		return cmdHTTP(rest)
 	case "hold":
 		return cmdHold(rest)
+	case "proxy":
+		return cmdProxy(rest)
 	case "help", "-h", "--help":
 		fmt.Print(usage)
 		return nil

@@ -1,0 +1,154 @@
+// A service mesh's sidecar on the real cluster (make e2e): a pod whose init
+// container installs the sidecar's iptables REDIRECT of its outgoing TCP to
+// a local proxy, and the proxy (labtool proxy) that reads SO_ORIGINAL_DST and
+// connects onward to it. With the socket LB for every socket (the chart's
+// default) the application's connect() to the ClusterIP is rewritten before
+// the pod's iptables see it: the proxy sees a pod IP. With
+// socketLB.mode=host-only the pod's sockets are left alone: the proxy sees
+// the ClusterIP, and its onward connection is balanced per packet at the
+// pod's veth over the Service's backends; the node's own processes keep the
+// socket LB. Both families.
+import { join } from 'node:path';
+import t from 'tap';
+import { Cluster } from '../../lab/cluster/cluster.ts';
+import { CHART, Helm } from '../../lab/cluster/helm.ts';
+import { buildImages } from '../../lab/cluster/images/index.ts';
+import { REPO_ROOT } from '../../lab/cluster/paths.ts';
+import {
+  NAMESPACE,
+  PIN_DIR,
+  RELEASE,
+  helmFor,
+  installSvcmap,
+  splitRef,
+  svcmapDiagnostics,
+  waitAgentsReady,
+} from '../../lab/cluster/svcmap.ts';
+import { MESH_NS, WEB, meshWorkloads } from './fixtures/mesh.ts';
+
+const log = (l: string) => t.comment(l);
+const images = await buildImages({ only: ['pause', 'labtool', 'svcmap'], log });
+const ref = (name: 'labtool' | 'svcmap') => images.get(name)!.ref;
+const cluster = await Cluster.up({ images: [...images.values()].map((i) => i.archive), log });
+t.teardown(async () => {
+  if (!t.passing()) t.comment(await svcmapDiagnostics(cluster));
+  await cluster.down();
+});
+const k = cluster.kubectl;
+
+interface ProxyLine {
+  orig: string;
+  backend?: string;
+  error?: string;
+}
+
+/** The application connects to the Service (count connections); what the proxy told it for each. */
+async function throughProxy(ip: string, count: number): Promise<ProxyLine[]> {
+  const out = await k.run(['-n', MESH_NS, 'exec', 'meshed', '-c', 'app', '--', '/labtool', 'tcp', ip, String(WEB.port), String(count)], {
+    timeoutMs: 120_000,
+  });
+  return out
+    .split('\n')
+    .map((l) => l.trim())
+    .filter(Boolean)
+    .map((l) => JSON.parse(l) as ProxyLine);
+}
+
+const hostPort = (ip: string, port: number) => (ip.includes(':') ? `[${ip}]:${port}` : `${ip}:${port}`);
+
+let clusterIPs: string[] = [];
+let backends: { names: string[]; ips: string[] } = { names: [], ips: [] };
+
+t.test('svcmap installed (socket LB for all sockets), the mesh workloads running', async (t) => {
+  await installSvcmap(cluster, splitRef(ref('svcmap')));
+  await k.apply(meshWorkloads(ref('labtool')));
+  await k.run(['-n', MESH_NS, 'rollout', 'status', `deployment/${WEB.name}`, '--timeout=120s'], { timeoutMs: 130_000 });
+  await k.run(['-n', MESH_NS, 'wait', '--for=condition=Ready', 'pod/meshed', '--timeout=120s'], { timeoutMs: 130_000 });
+  clusterIPs = (await k.json<{ spec: { clusterIPs: string[] } }>(['-n', MESH_NS, 'get', 'service', WEB.name])).spec.clusterIPs;
+  const pods = await k.json<{ items: Array<{ metadata: { name: string }; status: { podIPs?: Array<{ ip: string }> } }> }>([
+    '-n',
+    MESH_NS,
+    'get',
+    'pods',
+    '-l',
+    `app=${WEB.name}`,
+  ]);
+  backends = {
+    names: pods.items.map((p) => p.metadata.name).sort(),
+    ips: pods.items.flatMap((p) => (p.status.podIPs ?? []).map((a) => a.ip)),
+  };
+  t.equal(clusterIPs.length, 2, `a ClusterIP of each family: ${clusterIPs.join(', ')}`);
+  t.equal(backends.names.length, WEB.replicas);
+});
+
+t.test("socket LB for all: the connection is rewritten before the pod's iptables, the proxy sees a pod IP", async (t) => {
+  for (const ip of clusterIPs) {
+    const seen = await throughProxy(ip, 10);
+    t.equal(seen.length, 10, `IPv${ip.includes(':') ? 6 : 4}: 10 connections through the proxy`);
+    t.same(
+      seen.filter((l) => l.error),
+      [],
+      'no proxy errors',
+    );
+    const origs = new Set(seen.map((l) => l.orig));
+    t.notOk(origs.has(hostPort(ip, WEB.port)), `the proxy never saw the ClusterIP ${ip}`);
+    t.ok(
+      [...origs].every((o) => backends.ips.some((b) => o === hostPort(b, WEB.target))),
+      `the proxy saw backend pod addresses: ${[...origs].join(', ')}`,
+    );
+  }
+});
+
+t.test('socketLB.mode=host-only: the proxy sees the ClusterIP and its onward connections are balanced at the veth', async (t) => {
+  await helmFor(cluster).run([
+    'upgrade',
+    RELEASE,
+    CHART,
+    '-n',
+    NAMESPACE,
+    '--reuse-values',
+    ...Helm.sets({ 'socketLB.mode': 'host-only' }),
+  ]);
+  await waitAgentsReady(cluster);
+  for (const ip of clusterIPs) {
+    const seen = await throughProxy(ip, 30);
+    t.equal(seen.length, 30, `IPv${ip.includes(':') ? 6 : 4}: 30 connections through the proxy`);
+    t.same(
+      seen.filter((l) => l.error),
+      [],
+      'no proxy errors',
+    );
+    t.same([...new Set(seen.map((l) => l.orig))], [hostPort(ip, WEB.port)], 'SO_ORIGINAL_DST is the ClusterIP');
+    const reached = new Set(seen.map((l) => l.backend));
+    t.ok(reached.size >= 2, `the onward connections reached ${reached.size} backends: ${[...reached].join(', ')}`);
+    t.ok(
+      [...reached].every((b) => backends.names.includes(b!)),
+      'each a backend of the Service',
+    );
+  }
+  for (const n of cluster.nodes) {
+    const status = JSON.parse(await n.exec(join(REPO_ROOT, 'bin', 'svcmap'), ['status', '--pin-dir', PIN_DIR, '-o', 'json'])) as {
+      socketLb: string;
+      veths: string[];
+      counters: Array<{ hook: string; reason: string; packets: number }>;
+    };
+    t.equal(status.socketLb, 'host-only', `${n.name}: svcmap status says host-only`);
+    t.ok(status.veths.length > 0, `${n.name}: programs on the pods' veths (${status.veths.join(', ')})`);
+  }
+});
+
+t.test("host-only: the node's own processes keep the socket LB", async (t) => {
+  const node = cluster.nodes[0]!;
+  for (const ip of clusterIPs) {
+    const out = await node.exec(images.get('labtool')!.binary!, ['tcp', ip, String(WEB.port), '5'], { timeoutMs: 60_000 });
+    const names = out
+      .split('\n')
+      .map((l) => l.trim())
+      .filter(Boolean);
+    t.equal(names.length, 5, `${node.name} reaches ${ip} (the socket LB translates the node's own connect())`);
+    t.ok(
+      names.every((n) => backends.names.includes(n)),
+      'each answer from a backend',
+    );
+  }
+});
