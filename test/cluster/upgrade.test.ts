@@ -178,7 +178,7 @@ async function phase(t: Test, name: string, action: () => Promise<void>): Promis
   }
   await checkDatapath(t);
 }
-const errorsOf = (c: PhaseCounts) => (Object.keys(c.errors).length ? `: ${JSON.stringify(c.errors)}` : '');
+const errorsOf = (c: PhaseCounts) => (c.failedLoops.length ? `: ${c.failedLoops.join('; ')}` : '');
 const countLine = (c: PhaseCounts) => `${c.direction} ${c.tried} tried, ${c.failed} failed${errorsOf(c)}`;
 
 t.test(`helm install ${from.version}: its chart and image`, async (t) => {
