@@ -127,17 +127,29 @@ async function upgrade(chart: string, image: ImageRef, extra: { testLayout: bool
   await waitAgentsReady(cluster);
 }
 
-/** Each node's maps (svcmap dump in its agent: the agent's own build reads its own layout) against the API; no old pins. */
+/**
+ * Each node's maps (svcmap dump in its agent: the agent's own build reads its
+ * own layout) against the API; no old pins. The API and the maps are read
+ * one after the other, so a change between the two reads (an EndpointSlice
+ * the agent already has) is read again until they agree or 30 s pass.
+ */
 async function checkDatapath(t: Test): Promise<void> {
-  const services = (await k.json<{ items: ApiService[] }>(['get', 'services', '-A'])).items;
-  const slices = (await k.json<{ items: ApiSlice[] }>(['get', 'endpointslices', '-A'])).items;
   for (const p of await agents()) {
     const node = cluster.net.nodes.find((n) => n.name === p.spec.nodeName)!;
-    const dump = JSON.parse(
-      await k.run(['-n', NAMESPACE, 'exec', p.metadata.name, '-c', 'agent', '--', 'svcmap', 'dump', '--pin-dir', PIN_DIR, '-o', 'json']),
-    ) as { frontends: DumpFrontend[] };
-    const diffs = mapsVersusApi(dump.frontends, services, slices, { name: node.name, addresses: [node.ip, node.ip6] });
-    t.same(diffs, [], `${node.name}: the maps are what the API server says (${dump.frontends.length} frontends)`);
+    let diffs: string[] = [];
+    let frontends = 0;
+    const agree = async () => {
+      const services = (await k.json<{ items: ApiService[] }>(['get', 'services', '-A'])).items;
+      const slices = (await k.json<{ items: ApiSlice[] }>(['get', 'endpointslices', '-A'])).items;
+      const dump = JSON.parse(
+        await k.run(['-n', NAMESPACE, 'exec', p.metadata.name, '-c', 'agent', '--', 'svcmap', 'dump', '--pin-dir', PIN_DIR, '-o', 'json']),
+      ) as { frontends: DumpFrontend[] };
+      frontends = dump.frontends.length;
+      diffs = mapsVersusApi(dump.frontends, services, slices, { name: node.name, addresses: [node.ip, node.ip6] });
+      return diffs.length === 0;
+    };
+    await waitUntil(`${node.name}: the maps and the API to agree`, agree, { timeoutMs: 30_000, intervalMs: 1000 }).catch(() => {});
+    t.same(diffs, [], `${node.name}: the maps are what the API server says (${frontends} frontends)`);
     const n = nodes.find((x) => x.name === node.name)!;
     const migrating = join(PIN_DIR, 'migrating');
     const left = await n.exec('sh', ['-c', `[ -d "$1" ] && ls -A "$1" || true`, 'sh', migrating]);
