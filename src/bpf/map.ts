@@ -17,6 +17,7 @@ export const MAP_TYPE_NAMES: Record<number, string> = {
   10: 'lru_percpu_hash',
   5: 'percpu_hash',
   6: 'percpu_array',
+  24: 'sk_storage',
 };
 
 /** Map types whose value is one per possible CPU (BPF_MAP_TYPE_PERCPU_HASH, _ARRAY, LRU_PERCPU_HASH). */
