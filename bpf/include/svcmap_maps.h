@@ -559,8 +559,14 @@ struct svcmap_config {
 	__be32 node_ip;      /* the node's InternalIP (for dump; SNAT uses svcmap_devaddr) */
 	__u16 snat_port_min; /* SNAT source ports, host order: above the */
 	__u16 snat_port_max; /* kernel's ephemeral range by default */
-	__u32 flags;
+	__u32 flags;         /* SVCMAP_CFG_* */
 };
+
+/* The agent is moving the maps to new ones (src/maps/migration/): no new tc
+ * flow gets a conntrack entry the copy could miss; its first packet is
+ * dropped (DP_R_MIGRATION_HOLD) and the client's retransmission meets the
+ * new programs. Set for the moment around the switch only. */
+#define SVCMAP_CFG_MIGRATION_HOLD 0x1
 
 /*
  * The SNAT source address per egress device (hash map, svcmap_devaddr):
@@ -671,7 +677,8 @@ enum dp_reason {
 	DP_R_SNAT_NO_ROUTE     = 19, /* tc: SNAT needed and the FIB has no forwardable route to the backend */
 	DP_R_IPV6_EXT_HDR      = 20, /* tc: IPv6 whose next header is not TCP, UDP or ICMPv6 (extension headers, fragments): untouched */
 	DP_R_BIND_DENIED       = 21, /* bind: the node's own socket asked for a port a NodePort holds: EADDRINUSE */
-	DP_R_MAX               = 22,
+	DP_R_MIGRATION_HOLD    = 22, /* tc: a new flow while the agent moves the maps (SVCMAP_CFG_MIGRATION_HOLD): dropped, retried */
+	DP_R_MAX               = 23,
 };
 
 #define DP_REASON_STRIDE   32

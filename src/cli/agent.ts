@@ -20,7 +20,12 @@ const REPLACED: Record<string, string> = {
   'bind-address': '--metrics-bind-address and --healthz-bind-address',
 };
 const capacity = (what: string, dflt: number) =>
-  ({ value: 'N', schema: intString(1, 16_777_216), otherwise: String(dflt), help: `${what} capacity for a new map` }) as const;
+  ({
+    value: 'N',
+    schema: intString(1, 16_777_216),
+    otherwise: String(dflt),
+    help: `${what} capacity (a map pinned with another is migrated to it at start)`,
+  }) as const;
 const L = DEFAULT_CT_LIFETIMES;
 /** A true/false flag whose default is true (a switch can only turn things on). */
 const bool = z.enum(['true', 'false'], { message: 'must be true or false' }).transform((v) => v === 'true');
@@ -86,7 +91,7 @@ export const agentCommand = command({
     'max-conntrack': capacity('tc connection tracking', SVCMAP_CT_MAX),
     'max-affinity': {
       ...capacity('session affinity (ClientIP) map', SVCMAP_AFFINITY_MAX),
-      help: 'session affinity (ClientIP) map capacity for a new map: clients x services remembered (LRU)',
+      help: 'session affinity (ClientIP) map capacity: clients x services remembered (LRU; a map pinned with another is migrated to it at start)',
     },
     devices: {
       value: 'LIST',

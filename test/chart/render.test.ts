@@ -104,6 +104,8 @@ function expectedArgs(v: {
   metricsAddress: string;
   healthzAddress: string;
   logLevel: string;
+  /** maxServices, maxBackends, conntrackSize, maxAffinity (default: the C defaults). */
+  capacities?: [number, number, number, number];
   lbAlgorithm?: string;
   /** nodePort.localhost, nodePort.bindProtection (default true) and nodePort.addresses. */
   localhostNodePorts?: boolean;
@@ -137,6 +139,10 @@ function expectedArgs(v: {
     v.healthzAddress,
     '--log-level',
     v.logLevel,
+    ...(['--max-services', '--max-backends', '--max-conntrack', '--max-affinity'] as const).flatMap((flag, i) => [
+      flag,
+      String((v.capacities ?? [65536, 65536, 262144, 65536])[i]),
+    ]),
     '--lb-algorithm',
     v.lbAlgorithm ?? 'random',
     '--localhost-nodeports',
@@ -472,6 +478,7 @@ t.test('edge values (custom ports, devices, resources, IPv6 API server, no init 
         metricsAddress: '[::]:19249',
         healthzAddress: '[::1]:19256',
         logLevel: 'debug',
+        capacities: [131072, 262144, 524288, 1024],
         lbAlgorithm: 'rr',
         localhostNodePorts: false,
         bindProtection: false,
