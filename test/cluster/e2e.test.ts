@@ -10,7 +10,8 @@
 // from outside over both families, `helm test`, `helm upgrade` to a new image tag while a
 // client loops (0 failed connections), stale-socket termination of pods'
 // connected sockets (UDP by default, TCP with staleSockets.tcp) when their
-// backend leaves the Service, and `helm uninstall` leaving no
+// backend leaves the Service, a pod's hostPorts served by svcmap (the nodes'
+// CNI has no portmap) from outside and from the node, and `helm uninstall` leaving no
 // programs, links or pins on either node. On failure: the agents' logs and
 // `svcmap status` of each node.
 import { existsSync, readdirSync, readFileSync, readlinkSync } from 'node:fs';
@@ -50,6 +51,7 @@ import {
   workloads,
 } from './fixtures/workloads.ts';
 import { type ImageFile, judgeImageFiles, LIST_FILES } from './fixtures/image-files.ts';
+import type { HoldEvent } from './fixtures/traffic.ts';
 
 const log = (l: string) => t.comment(l);
 const savedPanicOnOops = readFileSync('/proc/sys/kernel/panic_on_oops', 'utf8').trim();
@@ -572,16 +574,6 @@ t.test('helm upgrade to a new image tag while a client loops: 0 failed connectio
 const STALE_FAMILIES = ['IPv4', 'IPv6'] as const;
 /** The chart's default metricsPort; the agent binds it on the node's loopback (metricsBindAddress 127.0.0.1, hostNetwork). */
 const METRICS_PORT = 10249;
-interface HoldEvent {
-  socket?: number;
-  event: string;
-  server?: string;
-  error?: string;
-  sockets?: number;
-  replies?: Record<string, number>;
-  errors?: Record<string, number>;
-  timeouts?: number;
-}
 const holdEvents = async (pod: string) => lines(await k.run(['-n', NS, 'logs', pod])).map((l) => JSON.parse(l) as HoldEvent);
 /** svcmap_sockets_destroyed_total of a node's agent, by proto. */
 const destroyedTotal = async (node: typeof node1) => {
