@@ -74,6 +74,8 @@ export class Migration {
   readonly #moving: Moving[] = [];
   readonly #log: (msg: string, fields?: object) => void;
   #swapped = false;
+  /** How long new tc flows were held (SVCMAP_CFG_MIGRATION_HOLD), when they were. */
+  holdMs: number | undefined;
 
   constructor(pinDir: string, moves: readonly MapMove[], log: (msg: string, fields?: object) => void) {
     this.pinDir = pinDir;
@@ -128,11 +130,15 @@ export class Migration {
    */
   swap(objects: readonly BpfObject[], newMap: (name: string) => BpfMap): number {
     const hold = this.moves.some((m) => FLOW_MAPS.has(m.spec.name));
+    const from = performance.now();
     if (hold) this.#hold([BpfMap.openPinned(join(this.pinDir, configMap.name))], true);
     try {
       return this.#swap(objects, newMap);
     } finally {
-      if (hold) this.#hold([BpfMap.openPinned(join(this.pinDir, configMap.name)), newMap(configMap.name)], false);
+      if (hold) {
+        this.#hold([BpfMap.openPinned(join(this.pinDir, configMap.name)), newMap(configMap.name)], false);
+        this.holdMs = Math.round((performance.now() - from) * 10) / 10;
+      }
     }
   }
 
