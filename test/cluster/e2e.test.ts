@@ -50,6 +50,7 @@ import {
   workloads,
 } from './fixtures/workloads.ts';
 import { type ImageFile, judgeImageFiles, LIST_FILES } from './fixtures/image-files.ts';
+import type { HoldEvent } from './fixtures/traffic.ts';
 
 const log = (l: string) => t.comment(l);
 const savedPanicOnOops = readFileSync('/proc/sys/kernel/panic_on_oops', 'utf8').trim();
@@ -572,16 +573,6 @@ t.test('helm upgrade to a new image tag while a client loops: 0 failed connectio
 const STALE_FAMILIES = ['IPv4', 'IPv6'] as const;
 /** The chart's default metricsPort; the agent binds it on the node's loopback (metricsBindAddress 127.0.0.1, hostNetwork). */
 const METRICS_PORT = 10249;
-interface HoldEvent {
-  socket?: number;
-  event: string;
-  server?: string;
-  error?: string;
-  sockets?: number;
-  replies?: Record<string, number>;
-  errors?: Record<string, number>;
-  timeouts?: number;
-}
 const holdEvents = async (pod: string) => lines(await k.run(['-n', NS, 'logs', pod])).map((l) => JSON.parse(l) as HoldEvent);
 /** svcmap_sockets_destroyed_total of a node's agent, by proto. */
 const destroyedTotal = async (node: typeof node1) => {
