@@ -10,7 +10,8 @@
 // from outside over both families, `helm test`, `helm upgrade` to a new image tag while a
 // client loops (0 failed connections), stale-socket termination of pods'
 // connected sockets (UDP by default, TCP with staleSockets.tcp) when their
-// backend leaves the Service, and `helm uninstall` leaving no
+// backend leaves the Service, a pod's hostPorts served by svcmap (the nodes'
+// CNI has no portmap) from outside and from the node, and `helm uninstall` leaving no
 // programs, links or pins on either node. On failure: the agents' logs and
 // `svcmap status` of each node.
 import { existsSync, readdirSync, readFileSync, readlinkSync } from 'node:fs';
