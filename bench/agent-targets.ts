@@ -95,6 +95,25 @@ export function agentTargets(r: AgentTargetInputs): AgentTarget[] {
       : notMeasured('N=10k and 100k not in this run'),
   );
 
+  // The same change at every size: its cost must follow the change, not the cluster.
+  const a1k = at(1000);
+  const scaling = [a1k, a10k, a100k].filter((a): a is AgentCpResult => a !== undefined);
+  row(
+    "One change at 1k / 10k / 100k costs what it costs at 1k (wall p50 / p99 and the partial sync's p99; 100k within 2x of 1k)",
+    '100k <= 2x 1k',
+    scaling.length
+      ? {
+          measured: scaling
+            .map(
+              (a) =>
+                `N=${a.n / 1000}k ${a.change.wallP50.toFixed(1)} / ${a.change.wallP99.toFixed(1)} ms (sync p99 ${a.change.syncP99.toFixed(2)} ms)`,
+            )
+            .join('; '),
+          met: a1k && a100k ? a100k.change.wallP99 <= 2 * a1k.change.wallP99 && a100k.change.syncP99 <= 2 * a1k.change.syncP99 : undefined,
+        }
+      : notMeasured('N=1k, 10k and 100k not in this run'),
+  );
+
   const f10k = r.fileSource?.find((f) => f.n === 10_000 && (f.layout ?? 'json') === 'json');
   row(
     'File source: 10k services from a manifest directory (JSON) to synced',

@@ -95,6 +95,11 @@
 #define SVC_F_SRC_RANGES   0x0100 /* loadBalancerSourceRanges apply */
 #define SVC_F_TWO_SCOPES   0x0200 /* an internal-scope entry exists too */
 #define SVC_F_SH_PORT      0x0400 /* LB_ALG_SH at tc: hash the source port too */
+/* A Pod's hostPort (its only backend is that Pod): with SVC_F_WILDCARD, or on
+ * a loopback address, it serves the node's own sockets only, whatever
+ * SOCK_CFG_LOCALHOST4/6 say (those are about NodePorts); it holds no port
+ * against bind() (SOCK_CFG_BIND_PROTECT is about NodePorts too). */
+#define SVC_F_HOSTPORT 0x0800
 
 /*
  * svc_value.algorithm: how a new connection picks one of the frontend's
@@ -554,8 +559,14 @@ struct svcmap_config {
 	__be32 node_ip;      /* the node's InternalIP (for dump; SNAT uses svcmap_devaddr) */
 	__u16 snat_port_min; /* SNAT source ports, host order: above the */
 	__u16 snat_port_max; /* kernel's ephemeral range by default */
-	__u32 flags;
+	__u32 flags;         /* SVCMAP_CFG_* */
 };
+
+/* The agent is moving the maps to new ones (src/maps/migration/): no new tc
+ * flow gets a conntrack entry the copy could miss; its first packet is
+ * dropped (DP_R_MIGRATION_HOLD) and the client's retransmission meets the
+ * new programs. Set for the moment around the switch only. */
+#define SVCMAP_CFG_MIGRATION_HOLD 0x1
 
 /*
  * The SNAT source address per egress device (hash map, svcmap_devaddr):
@@ -666,7 +677,8 @@ enum dp_reason {
 	DP_R_SNAT_NO_ROUTE     = 19, /* tc: SNAT needed and the FIB has no forwardable route to the backend */
 	DP_R_IPV6_EXT_HDR      = 20, /* tc: IPv6 whose next header is not TCP, UDP or ICMPv6 (extension headers, fragments): untouched */
 	DP_R_BIND_DENIED       = 21, /* bind: the node's own socket asked for a port a NodePort holds: EADDRINUSE */
-	DP_R_MAX               = 22,
+	DP_R_MIGRATION_HOLD    = 22, /* tc: a new flow while the agent moves the maps (SVCMAP_CFG_MIGRATION_HOLD): dropped, retried */
+	DP_R_MAX               = 23,
 };
 
 #define DP_REASON_STRIDE   32

@@ -17,7 +17,9 @@
  * 127.0.0.1:NodePort and [::1]:NodePort find the wildcard NodePort entry
  * (0.0.0.0, [::]) for the node's own sockets only, where the agent turned
  * localhost NodePorts on (struct sock_config); the bind hooks refuse a
- * node's socket a port that a NodePort holds (sock_bind()).
+ * node's socket a port that a NodePort holds (sock_bind()). A Pod's
+ * hostPort is a frontend like a NodePort's (SVC_F_HOSTPORT): its wildcard
+ * and loopback entries serve the node's own sockets only.
  */
 #ifndef SVCMAP_LIB_SOCK_LB_H
 #define SVCMAP_LIB_SOCK_LB_H
@@ -255,12 +257,14 @@ static __always_inline int sock_localhost_on(const int family, const struct sock
 
 /* The wildcard NodePort entry (asked for by a loopback address, or by the
  * wildcard address itself) serves this socket: the node's own, localhost
- * NodePorts on. */
-static __always_inline int sock_wildcard_ok(const int family, struct bpf_sock_addr *ctx)
+ * NodePorts on. A hostPort's wildcard entry, or one on a loopback address
+ * (hostIP 127.0.0.1), serves the node's own sockets whatever that switch
+ * says, as portmap serves 127.0.0.1:hostPort on the node. */
+static __always_inline int sock_wildcard_ok(const int family, const struct svc_value *svc, struct bpf_sock_addr *ctx)
 {
 	const struct sock_config *cfg = sock_cfg();
 
-	return sock_localhost_on(family, cfg) && sock_on_node(cfg, ctx);
+	return ((svc->flags & SVC_F_HOSTPORT) || sock_localhost_on(family, cfg)) && sock_on_node(cfg, ctx);
 }
 
 /*
@@ -299,7 +303,10 @@ static __always_inline int sock_xlate_addr(const int family, struct bpf_sock_add
 	/* Only the node's own sockets, and only with localhost NodePorts on: a
 	 * pod's loopback is its own, and the switch is off as kube-proxy's
 	 * --iptables-localhost-nodeports=false is. Left untouched otherwise. */
-	if (svc && (svc->flags & SVC_F_WILDCARD) && !sock_wildcard_ok(family, ctx))
+	if (svc && (svc->flags & SVC_F_WILDCARD) && !sock_wildcard_ok(family, svc, ctx))
+		svc = NULL;
+	/* A hostPort on 127.0.0.1 or [::1] is the node's loopback, not a pod's. */
+	if (svc && (svc->flags & SVC_F_HOSTPORT) && sock_loopback(family, addr) && !sock_wildcard_ok(family, svc, ctx))
 		svc = NULL;
 	if (!svc) {
 		dp_count(hook, DP_R_PASSED);

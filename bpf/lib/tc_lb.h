@@ -273,6 +273,9 @@ static __always_inline enum dp_reason lb_tc_new_flow(const int family, struct __
 	svc = lb_tc_service(family, &key, p);
 	if (!svc)
 		return DP_R_PASSED;
+	cfg = tc_config();
+	if (cfg && (cfg->flags & SVCMAP_CFG_MIGRATION_HOLD))
+		return DP_R_MIGRATION_HOLD;
 	if (from_pod) {
 		/* A pod's traffic is in-node traffic, as a socket's is
 		 * (lb_internal_scope()): an ETP=Local frontend's internal twin,

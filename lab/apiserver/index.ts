@@ -5,9 +5,11 @@ export { kubeconfigYaml, writeKubeconfig, type KubeconfigOptions } from './kubec
 export {
   endpointSlice,
   node,
+  pod,
   service,
   type EndpointSliceOptions,
   type NodeOptions,
+  type PodOptions,
   type ServiceOptions,
   type SliceEndpoint,
 } from './objects.ts';

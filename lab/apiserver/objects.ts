@@ -108,3 +108,27 @@ export function node(name: string, o: NodeOptions = {}): KubeObject {
   const metadata: KubeObject['metadata'] = { name, labels: { 'kubernetes.io/hostname': name, ...(o.labels ?? {}) } };
   return { apiVersion: 'v1', kind: 'Node', metadata, spec: o.unschedulable ? { unschedulable: true } : {}, status: { addresses } };
 }
+
+export interface PodOptions {
+  nodeName: string;
+  /** status.podIPs, one per family; with any, the Pod is Running. */
+  podIPs?: string[];
+  ports?: Array<{ containerPort: number; hostPort?: number; hostIP?: string; protocol?: 'TCP' | 'UDP' | 'SCTP' }>;
+  hostNetwork?: boolean;
+}
+
+/** A Pod bound to a node, as the kubelet reports it Running (or Pending without IPs). */
+export function pod(name: string, o: PodOptions): KubeObject {
+  const ips = o.podIPs ?? [];
+  return {
+    apiVersion: 'v1',
+    kind: 'Pod',
+    metadata: { name },
+    spec: {
+      nodeName: o.nodeName,
+      ...(o.hostNetwork ? { hostNetwork: true } : {}),
+      containers: [{ name: 'app', image: 'app', ports: o.ports ?? [] }],
+    },
+    status: ips.length ? { phase: 'Running', podIP: ips[0], podIPs: ips.map((ip) => ({ ip })) } : { phase: 'Pending' },
+  };
+}

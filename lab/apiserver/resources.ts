@@ -71,6 +71,34 @@ export const RESOURCES: readonly Resource[] = [
     returnDeletedObject: false,
     extraFields: { 'spec.unschedulable': (o) => (spec(o)['unschedulable'] === true ? 'true' : 'false') },
   },
+  {
+    // The agent watches its node's Pods (spec.nodeName) for their hostPorts.
+    kind: 'Pod',
+    listKind: 'PodList',
+    plural: 'pods',
+    group: '',
+    version: 'v1',
+    apiVersion: 'v1',
+    namespaced: true,
+    statusSubresource: true,
+    clearStatusOnCreate: false,
+    returnDeletedObject: true,
+    extraFields: { 'spec.nodeName': (o) => str(spec(o)['nodeName']) },
+  },
+  {
+    // What the agent writes about objects it cannot program.
+    kind: 'Event',
+    listKind: 'EventList',
+    plural: 'events',
+    group: 'events.k8s.io',
+    version: 'v1',
+    apiVersion: 'events.k8s.io/v1',
+    namespaced: true,
+    statusSubresource: false,
+    clearStatusOnCreate: false,
+    returnDeletedObject: false,
+    extraFields: {},
+  },
 ];
 
 /** Look a resource up by kind ("Service"), plural ("services") or short list kind, case-insensitively. */

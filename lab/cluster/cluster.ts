@@ -36,6 +36,8 @@ export interface ClusterOptions {
   controllers?: string;
   /** Progress lines (default: stderr). */
   log?: (line: string) => void;
+  /** The nodes' CNI config has the portmap plugin for hostPorts (default); false: the proxy serves them (svcmap's hostPort.enabled). */
+  portmap?: boolean;
 }
 
 interface NodeKubeStatus {
@@ -178,6 +180,7 @@ export class Cluster {
           token: this.pki.nodeTokens.get(n.name)!,
           clusterDns: CLUSTER_DNS_IP,
           resolvConf,
+          portmap: opts.portmap ?? true,
         }),
       );
     }

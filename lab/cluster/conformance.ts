@@ -333,7 +333,10 @@ export async function runConformance(opts: ConformanceOptions): Promise<Conforma
     if (!img) throw new Error(`buildImages did not return the ${n} image`);
     return img.ref;
   };
-  const cluster = await phase('cluster', () => Cluster.up({ nodes: 2, images: names.map((n) => images.get(n)!.archive), log: out }));
+  // svcmap serves hostPorts itself (the chart's hostPort.enabled): its nodes' CNI has no portmap; kube-proxy's keep it, as kind's.
+  const cluster = await phase('cluster', () =>
+    Cluster.up({ nodes: 2, images: names.map((n) => images.get(n)!.archive), log: out, portmap: opts.proxy !== 'svcmap' }),
+  );
   let proxies: KubeProxy[] = [];
   const diagnostics = async (): Promise<string> => {
     try {

@@ -32,6 +32,8 @@ export interface NodeOptions {
   token: string;
   clusterDns: string;
   resolvConf: string;
+  /** The CNI's portmap plugin serves hostPorts (default); false: left out, for a proxy that serves them itself (svcmap's hostPort.enabled). */
+  portmap?: boolean;
 }
 
 function containerdConfig(dir: string, cniConfDir: string): string {
@@ -73,11 +75,12 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
 
 /**
  * One address of each family per pod; the bridge plugin puts each range's
- * gateway on cni0. portmap serves the pods' hostPorts (DNAT rules in the
- * node's namespace), as kind's CNI does: a service proxy does not serve
- * hostPort, kube-proxy no more than svcmap.
+ * gateway on cni0. With `portmap`, that plugin serves the pods' hostPorts
+ * (DNAT rules in the node's namespace), as kind's CNI does and as
+ * kube-proxy needs; without, the service proxy must (svcmap with
+ * hostPort.enabled, as Cilium with its kube-proxy replacement).
  */
-function cniConfig(net: NodeNet, ipamDir: string): string {
+function cniConfig(net: NodeNet, ipamDir: string, portmap: boolean): string {
   return `${JSON.stringify(
     {
       cniVersion: '0.4.0',
@@ -96,10 +99,7 @@ function cniConfig(net: NodeNet, ipamDir: string): string {
             routes: [{ dst: '0.0.0.0/0' }, { dst: '::/0' }],
           },
         },
-        {
-          type: 'portmap',
-          capabilities: { portMappings: true },
-        },
+        ...(portmap ? [{ type: 'portmap', capabilities: { portMappings: true } }] : []),
       ],
     },
     null,
@@ -179,7 +179,7 @@ export class LabNode {
     const cniConf = join(o.dir, 'cni', 'net.d');
     mkdirSync(cniConf, { recursive: true });
     mkdirSync(join(o.cgroupV2, 'system'), { recursive: true });
-    writeFileSync(join(cniConf, '10-lab.conflist'), cniConfig(o.net, join(o.dir, 'cni', 'ipam')));
+    writeFileSync(join(cniConf, '10-lab.conflist'), cniConfig(o.net, join(o.dir, 'cni', 'ipam'), o.portmap ?? true));
     const config = join(o.dir, 'containerd.toml');
     writeFileSync(config, containerdConfig(o.dir, cniConf));
     this.containerd = this.#component('containerd', 'containerd', ['--config', config]);

@@ -18,7 +18,11 @@ import { socketsDestroyedCounter } from '../../src/agent/datapath/socket-termina
 import { type CommandSpec, allFlags, isSwitch } from '../../src/cli/args.ts';
 import { COMMANDS } from '../../src/cli/commands.ts';
 import { choicesOf, synopsis } from '../../src/cli/usage.ts';
+import { MAP_TYPE_NAMES } from '../../src/bpf/map.ts';
 import { DP_HOOKS, DP_REASONS } from '../../src/maps/constants.ts';
+import { LAYOUTS } from '../../src/maps/generated/layouts.gen.ts';
+import type { StructShape } from '../../src/maps/layout-versions.ts';
+import { ALL_MAPS, type MapSizeOption } from '../../src/maps/registry.ts';
 import { METADATA_KEYS } from '../../src/model/metadata-keys.ts';
 
 export const REFERENCE_DIR = 'docs/reference';
@@ -63,6 +67,42 @@ function cliDoc(specs: readonly CommandSpec[]): string {
     out.push(table(['flag', 'meaning', 'values', 'default'], rows));
   }
   return `${out.join('\n')}\n`;
+}
+
+/** The sizing option as the operator writes it: the flag and the chart value. */
+const SIZE_OPTIONS: Record<MapSizeOption, string> = {
+  maxServices: '`--max-services` (`maxServices`)',
+  maxBackends: '`--max-backends` (`maxBackends`)',
+  maxConntrack: '`--max-conntrack` (`conntrackSize`)',
+  maxAffinity: '`--max-affinity` (`maxAffinity`)',
+};
+
+function mapsDoc(): string {
+  const struct = (s: StructShape) => `\`${s.type}\` (${s.size} B: ${s.fields.map((f) => f[0]).join(', ')})`;
+  const rows = ALL_MAPS.map((m) => {
+    const versions = Object.keys(LAYOUTS[m.name] ?? {});
+    const l = LAYOUTS[m.name]?.[m.layoutVersion ?? 0];
+    return [
+      code(m.name),
+      l ? (MAP_TYPE_NAMES[l.type] ?? String(l.type)) : '',
+      l ? struct(l.key) : '',
+      l ? struct(l.value) : '',
+      `${m.layoutVersion ?? ''} (recorded: ${versions.join(', ')})`,
+      m.size ? SIZE_OPTIONS[m.size] : 'its C size',
+      m.purpose,
+    ];
+  });
+  return `${[
+    '# Pinned maps',
+    '',
+    GENERATED,
+    '',
+    'Every map svcmap pins under the pin directory, from the map registry (src/maps/registry.ts) and',
+    'the layouts recorded per version (src/maps/generated/layouts.gen.ts, `make layouts`). A map pinned',
+    'with another layout or capacity is migrated when the agent starts: [Upgrade](../upgrade.md#map-layouts-and-capacities).',
+    '',
+    table(['map', 'type', 'key', 'value', 'layout version', 'capacity', 'what it holds'], rows),
+  ].join('\n')}\n`;
 }
 
 function annotationsDoc(): string {
@@ -238,6 +278,7 @@ function indexDoc(files: string[]): string {
     'annotations.md': 'Annotations and labels svcmap reads',
     'metrics.md': 'Prometheus metrics',
     'chart-values.md': 'Helm chart values',
+    'maps.md': 'Pinned maps and their layouts',
   };
   return `${[
     '# Reference',
@@ -260,6 +301,7 @@ export async function renderReference(root: string): Promise<Map<string, string>
     ['annotations.md', annotationsDoc()],
     ['metrics.md', await metricsDoc()],
     ['chart-values.md', chartValuesDoc(schema, values)],
+    ['maps.md', mapsDoc()],
   ]);
   files.set('README.md', indexDoc([...files.keys()]));
   return files;

@@ -8,6 +8,7 @@ import type { LbAlgorithmName } from '../maps/constants.ts';
 import { readBackendConnections } from '../maps/backend-connections.ts';
 import { readDatapathCounters } from '../maps/datapath-counters.ts';
 import { EVERY_NODE_ADDRESS, type NodePortAddressSpec } from '../model/nodeport-addresses.ts';
+import { DEFAULT_NODE_PORT_RANGE, type PortRange } from '../model/host-ports.ts';
 import type { Frontend, NodeInfo } from '../model/types.ts';
 import type { KubeConfig } from '../sources/kubernetes/client-node.ts';
 import type { KubeConnection } from '../sources/kubernetes/config.ts';
@@ -68,6 +69,10 @@ export interface AgentConfig extends DatapathOptions {
   netnsDir?: string;
   /** Which of the node's addresses serve NodePorts (--nodeport-addresses; default: every one). */
   nodePortAddresses?: NodePortAddressSpec;
+  /** Serve this node's Pods' hostPorts (--host-ports; default: on). */
+  hostPorts?: boolean;
+  /** The cluster's NodePort range: hostPorts inside it are ignored (--node-port-range; default 30000-32767). */
+  nodePortRange?: PortRange;
   /** Per-packet translation at the pods' veths (--veth-lb; always with --socket-lb=host-only). */
   vethLb?: boolean;
 }
@@ -236,9 +241,11 @@ function buildParts(
       : k8s!.kubeSourcePart(k8s!.kc, cfg.nodeName!, hooks, status, log, {
           ...(cfg.source.apiServer ? { apiServers: k8s!.apiServerUrls(cfg.source.apiServer) } : {}),
           ...(cfg.source.stallMs ? { stallMs: cfg.source.stallMs } : {}),
+          pods: cfg.hostPorts ?? true,
         });
   const nodePorts = cfg.nodePortAddresses ?? EVERY_NODE_ADDRESS;
   source.source.model.setNodePortAddresses(nodePorts, []);
+  source.source.model.setHostPorts(cfg.hostPorts ?? true, cfg.nodePortRange ?? DEFAULT_NODE_PORT_RANGE);
   loop = new SyncLoop(source.source, syncer, status, metrics, problems, log, {
     minIntervalMs: cfg.minSyncIntervalMs,
     syncPeriodMs: cfg.syncPeriodMs,
@@ -270,6 +277,7 @@ function buildParts(
 function healthChecksByService(frontends: Iterable<Frontend>): Map<string, HealthCheckService> {
   const bySvc = new Map<string, Frontend[]>();
   for (const f of frontends) {
+    if (f.service.kind === 'Pod') continue; // a hostPort has no health check
     const id = `${f.service.namespace}/${f.service.name}`;
     const list = bySvc.get(id);
     if (list) list.push(f);

@@ -13,6 +13,8 @@ export interface LoadOptions {
   pinDir: string;
   /** Capacity of a map created now, by name (undefined: the size the C code declares); a pinned map keeps its own. */
   maxEntries?: (map: string) => number | undefined;
+  /** Maps pinned elsewhere than pinDir/NAME (a migration's new maps), by name. */
+  pinPaths?: ReadonlyMap<string, string>;
 }
 
 export interface LoadResult {
@@ -32,7 +34,8 @@ export function linkPinDir(pinDir: string): string {
  * run) already pinned there is reused, so the objects share one map and its
  * entries survive a restart. A pinned map whose key or value size differs
  * from this build's is refused with what to do, before libbpf would refuse
- * it with EINVAL; one pinned with another capacity keeps it.
+ * it with EINVAL; one pinned with another capacity keeps it. (The agent
+ * moves such maps to new ones first: src/maps/migration/.)
  */
 export function loadPinned(opts: LoadOptions): LoadResult {
   mkdirSync(opts.pinDir, { recursive: true });
@@ -40,8 +43,11 @@ export function loadPinned(opts: LoadOptions): LoadResult {
   const reusedMaps: string[] = [];
   const notes: string[] = [];
   try {
-    for (const { name, pinPath: path } of object.maps()) {
+    for (const m of object.maps()) {
+      const name = m.name;
+      const path = m.pinPath === undefined ? undefined : (opts.pinPaths?.get(name) ?? m.pinPath);
       if (path === undefined) continue;
+      if (path !== m.pinPath) object.setPinPath(name, path);
       // A map of no capacity (socket storage: one value per socket) cannot be sized.
       const want = object.mapMaxEntries(name) === 0 ? undefined : opts.maxEntries?.(name);
       if (existsSync(path)) {
@@ -51,12 +57,12 @@ export function loadPinned(opts: LoadOptions): LoadResult {
           const wantValue = object.mapValueSize(name);
           if (pinned.keySize !== wantKey || pinned.valueSize !== wantValue) {
             throw new Error(
-              `the map pinned at ${path} has key/value sizes ${pinned.keySize}/${pinned.valueSize}, this build of the datapath expects ${wantKey}/${wantValue}: the layout changed. Remove the old datapath with svcmap cleanup --pin-dir ${opts.pinDir} (services are unreachable until the agent re-syncs), then start the agent again`,
+              `the map pinned at ${path} has key/value sizes ${pinned.keySize}/${pinned.valueSize}, this build of the datapath expects ${wantKey}/${wantValue}: the layout changed. The agent migrates it when it starts (docs/upgrade.md); start the agent first`,
             );
           }
           if (want !== undefined && want !== pinned.maxEntries) {
             notes.push(
-              `map ${name} is pinned with ${pinned.maxEntries} entries; keeping that size rather than ${want} (resizing needs svcmap cleanup)`,
+              `map ${name} is pinned with ${pinned.maxEntries} entries; keeping that size rather than ${want} (the agent resizes it when it starts with that --max-* option)`,
             );
           }
           object.setMaxEntries(name, pinned.maxEntries);

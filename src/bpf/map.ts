@@ -17,6 +17,7 @@ export const MAP_TYPE_NAMES: Record<number, string> = {
   10: 'lru_percpu_hash',
   5: 'percpu_hash',
   6: 'percpu_array',
+  24: 'sk_storage',
 };
 
 /** Map types whose value is one per possible CPU (BPF_MAP_TYPE_PERCPU_HASH, _ARRAY, LRU_PERCPU_HASH). */
@@ -219,6 +220,22 @@ export class BpfMap {
     this.#notPerCpu('update');
     this.#checkValue(value, 'update');
     const rc = native().mapUpdate(this.fd, key, value, flags) as number;
+    if (rc < 0) this.#fail('update', rc);
+  }
+
+  /** Writes a per-CPU map's values for key, one buffer of value_size bytes per possible CPU. */
+  updatePerCpu(key: Buffer, values: readonly Buffer[], flags: bigint = BPF_ANY): void {
+    this.#checkKey(key, 'update');
+    if (!this.isPerCpu) throw new Error(`update ${this.label}: not a per-CPU map`);
+    const stride = Math.ceil(this.valueSize / 8) * 8;
+    const n = numPossibleCpus();
+    if (values.length !== n) throw new Error(`update ${this.label}: ${values.length} values for ${n} possible CPUs`);
+    const all = Buffer.alloc(stride * n);
+    values.forEach((v, i) => {
+      this.#checkValue(v, 'update');
+      v.copy(all, i * stride);
+    });
+    const rc = native().mapUpdate(this.fd, key, all, flags) as number;
     if (rc < 0) this.#fail('update', rc);
   }
 

@@ -54,6 +54,7 @@ function bind() {
     mapSetMaxEntries: libbpf.func('int bpf_map__set_max_entries(bpf_map *map, uint32_t max_entries)'),
     mapMaxEntries: libbpf.func('uint32_t bpf_map__max_entries(const bpf_map *map)'),
     mapPinPath: libbpf.func('const char *bpf_map__pin_path(const bpf_map *map)'),
+    mapSetPinPath: libbpf.func('int bpf_map__set_pin_path(bpf_map *map, const char *path)'),
     mapKeySize: libbpf.func('uint32_t bpf_map__key_size(const bpf_map *map)'),
     mapValueSize: libbpf.func('uint32_t bpf_map__value_size(const bpf_map *map)'),
     mapType: libbpf.func('int bpf_map__type(const bpf_map *map)'),

@@ -110,6 +110,12 @@ export class BpfObject {
     return native().mapFlags(this.#map(name)) as number;
   }
 
+  /** Where a map is pinned (or its pin reused) at load, in place of pinDir/NAME. */
+  setPinPath(name: string, path: string): void {
+    const rc = native().mapSetPinPath(this.#map(name), path) as number;
+    if (rc < 0) throw new BpfError(`set the pin path of ${name}`, rc, libbpfText(rc));
+  }
+
   setMaxEntries(name: string, maxEntries: number): void {
     const rc = native().mapSetMaxEntries(this.#map(name), maxEntries) as number;
     if (rc < 0) throw new BpfError(`set max_entries of ${name}`, rc, libbpfText(rc));

@@ -6,6 +6,7 @@ import { DEFAULT_CT_GC_INTERVAL_MS, DEFAULT_CT_LIFETIMES } from '../agent/loops/
 import { createLogger } from '../agent/log.ts';
 import { LB_ALGORITHM_NAMES, SVCMAP_AFFINITY_MAX, SVCMAP_BACKENDS_MAX, SVCMAP_CT_MAX, SVCMAP_SERVICES_MAX } from '../maps/constants.ts';
 import { EVERY_NODE_ADDRESS, localhostNodePorts, parseNodePortAddresses } from '../model/nodeport-addresses.ts';
+import { parsePortRange } from '../model/host-ports.ts';
 import { DEFAULT_STALL_MS } from '../sources/kubernetes/server-failure.ts';
 import { UsageError, command, duration, intString, parseFlags, pinDirFlag } from './args.ts';
 import { bindAddressFlag } from './bind-address.ts';
@@ -19,13 +20,26 @@ const REPLACED: Record<string, string> = {
   'bind-address': '--metrics-bind-address and --healthz-bind-address',
 };
 const capacity = (what: string, dflt: number) =>
-  ({ value: 'N', schema: intString(1, 16_777_216), otherwise: String(dflt), help: `${what} capacity for a new map` }) as const;
+  ({
+    value: 'N',
+    schema: intString(1, 16_777_216),
+    otherwise: String(dflt),
+    help: `${what} capacity (a map pinned with another is migrated to it at start)`,
+  }) as const;
 const L = DEFAULT_CT_LIFETIMES;
 /** A true/false flag whose default is true (a switch can only turn things on). */
 const bool = z.enum(['true', 'false'], { message: 'must be true or false' }).transform((v) => v === 'true');
 const nodePortAddresses = z.string().transform((text, ctx) => {
   try {
     return parseNodePortAddresses(text);
+  } catch (err) {
+    ctx.addIssue({ code: 'custom', message: (err as Error).message });
+    return z.NEVER;
+  }
+});
+const portRange = z.string().transform((text, ctx) => {
+  try {
+    return parsePortRange(text);
   } catch (err) {
     ctx.addIssue({ code: 'custom', message: (err as Error).message });
     return z.NEVER;
@@ -77,7 +91,7 @@ export const agentCommand = command({
     'max-conntrack': capacity('tc connection tracking', SVCMAP_CT_MAX),
     'max-affinity': {
       ...capacity('session affinity (ClientIP) map', SVCMAP_AFFINITY_MAX),
-      help: 'session affinity (ClientIP) map capacity for a new map: clients x services remembered (LRU)',
+      help: 'session affinity (ClientIP) map capacity: clients x services remembered (LRU; a map pinned with another is migrated to it at start)',
     },
     devices: {
       value: 'LIST',
@@ -137,6 +151,18 @@ export const agentCommand = command({
       schema: bool,
       default: 'true',
       help: "a node's own process cannot bind() a port a NodePort holds (EADDRINUSE, counted as nodeport_bind_denied), as Cilium's nodePort.bindProtection",
+    },
+    'host-ports': {
+      value: 'BOOL',
+      schema: bool,
+      default: 'true',
+      help: "serve this node's Pods' hostPorts (from every node address, and 127.0.0.1/[::1] for the node's own processes) in place of the CNI's portmap plugin; the Kubernetes source watches this node's Pods",
+    },
+    'node-port-range': {
+      value: 'A-B',
+      schema: portRange,
+      default: '30000-32767',
+      help: "the cluster's NodePort range (kube-apiserver's --service-node-port-range): a hostPort inside it is ignored, with a HostPortIgnored Event on its Pod",
     },
     'socket-lb': {
       value: 'MODE',
@@ -233,6 +259,8 @@ export async function agent(argv: string[]): Promise<void> {
       ...(f['netns-dir'] ? { netnsDir: f['netns-dir'] } : {}),
       lbAlgorithm: f['lb-algorithm'],
       nodePortAddresses: nodePorts,
+      hostPorts: f['host-ports'],
+      nodePortRange: f['node-port-range'],
       sockSettings: {
         localhostNodePorts: {
           4: localhostNodePorts(nodePorts, 4, f['localhost-nodeports']),

@@ -183,6 +183,13 @@ export const DP_REASONS: readonly DpReason[] = [
   },
   { id: c.DP_R_SNAT_NO_ROUTE, name: 'snat_no_route', hooks: TC_IN, drop: true, help: 'SNAT needed, no forwardable route to the backend' },
   {
+    id: c.DP_R_MIGRATION_HOLD,
+    name: 'migration_hold',
+    hooks: [...TC_IN, ...VETH_IN],
+    drop: true,
+    help: 'a new flow in the moment the agent moves the maps to new ones (a layout change or a resize): dropped, the retransmission is served',
+  },
+  {
     id: c.DP_R_BIND_DENIED,
     name: 'nodeport_bind_denied',
     hooks: SOCK_BIND,
@@ -219,6 +226,7 @@ export const SVC_FLAG_NAMES: Array<[number, string]> = [
   [c.SVC_F_SRC_RANGES, 'source-ranges'],
   [c.SVC_F_TWO_SCOPES, 'two-scopes'],
   [c.SVC_F_SH_PORT, 'sh-port'],
+  [c.SVC_F_HOSTPORT, 'HostPort'],
 ];
 
 /** Conntrack entry flag names for display, in bit order. */

@@ -10,12 +10,13 @@ import { serviceFrontends, type SourcedFrontend } from './frontends.ts';
 import { keepClaimedFrontends } from './claims.ts';
 import { sameFrontends } from './same.ts';
 import { EVERY_NODE_ADDRESS, type NodePortAddressSpec, withNodePortAddresses } from './nodeport-addresses.ts';
+import { DEFAULT_NODE_PORT_RANGE, type HostPortPod, hostPortFrontends, hostPortPod, type PortRange } from './host-ports.ts';
 import { OneToMany } from '../util/one-to-many.ts';
-import type { EndpointSlice, Service } from './schemas.ts';
+import type { EndpointSlice, Pod, Service } from './schemas.ts';
 import type { Frontend, NodeInfo, Problem } from './types.ts';
 
 export interface ModelChanges {
-  /** Services whose frontends changed, with all their frontends now (empty: none). */
+  /** Services (and Pods' hostPorts, by host-ports.ts podOwner()) whose frontends changed, with all their frontends now (empty: none). */
   services: Map<string, Frontend[]>;
   /** Problems of the objects recomputed, by object ("Kind namespace/name"); an empty list means it is fine now. */
   problems: Map<string, Problem[]>;
@@ -66,6 +67,16 @@ export class IncrementalModel {
   readonly #claims = new OneToMany();
   /** What the maps were last told, per Service. */
   readonly #emitted = new Map<string, Frontend[]>();
+
+  /** This node's Pods with hostPorts to map (host-ports.ts), by namespace/name. */
+  readonly #pods = new Map<string, HostPortPod>();
+  #hostPorts: { enabled: boolean; nodePortRange: PortRange } = { enabled: true, nodePortRange: DEFAULT_NODE_PORT_RANGE };
+  /** Every frontend key the Pods ask for: a Service claiming or leaving one recomputes the Pods. */
+  #podKeys = new Set<string>();
+  /** The Pods' hostPort frontends (or problems) may have changed. */
+  #podsDirty = false;
+  /** Pods whose problems were last reported non-empty (a Pod leaving the model clears them). */
+  readonly #podProblems = new Set<string>();
 
   readonly #dirty = new Set<string>();
   readonly #problemDirty = new Map<string, Problem[]>();
@@ -124,6 +135,28 @@ export class IncrementalModel {
   }
 
   /**
+   * A Pod of this node (only hostPorts are read of it): its mappings, if it
+   * has any to serve, recompute the Pods' frontends.
+   */
+  upsertPod(pod: Pod): void {
+    const id = `${pod.metadata.namespace}/${pod.metadata.name}`;
+    const kept = hostPortPod(pod);
+    if (kept) this.#pods.set(id, kept);
+    else if (!this.#pods.delete(id)) return;
+    this.#podsDirty = true;
+  }
+
+  deletePod(namespace: string, name: string): void {
+    if (this.#pods.delete(`${namespace}/${name}`)) this.#podsDirty = true;
+  }
+
+  /** Whether Pods' hostPorts are served (--host-ports), and the NodePort range they must stay out of. */
+  setHostPorts(enabled: boolean, nodePortRange: PortRange): void {
+    this.#hostPorts = { enabled, nodePortRange };
+    this.#podsDirty = true;
+  }
+
+  /**
    * An object failed validation (the source has removed any earlier version):
    * its problems are reported with the model's own, and stay known until
    * accept() is called for it.
@@ -172,12 +205,14 @@ export class IncrementalModel {
     if (JSON.stringify(effective) === JSON.stringify(this.#effectiveNode)) return;
     this.#effectiveNode = effective;
     for (const id of this.#services.keys()) this.#dirty.add(id);
+    this.#podsDirty = true;
   }
 
   /** Marks every Service for recomputation (a periodic full resync). */
   markAllDirty(): void {
     for (const id of this.#services.keys()) this.#dirty.add(id);
     for (const id of this.#emitted.keys()) this.#dirty.add(id);
+    this.#podsDirty = true;
   }
 
   /** All frontends, by Service, as last computed (for a full sync). */
@@ -207,11 +242,13 @@ export class IncrementalModel {
       const isClaimed = membership(after);
       for (const key of before) {
         if (isClaimed(key)) continue;
+        if (this.#podKeys.has(key)) this.#podsDirty = true;
         this.#claims.remove(key, id);
         for (const other of this.#claims.values(key)) affected.add(other);
       }
       for (const key of after) {
         if (wasClaimed(key)) continue;
+        if (this.#podKeys.has(key)) this.#podsDirty = true;
         for (const other of this.#claims.values(key)) affected.add(other);
         this.#claims.add(key, id);
       }
@@ -236,7 +273,45 @@ export class IncrementalModel {
         else this.#emitted.delete(id);
       }
     }
+    if (this.#podsDirty) this.#takePodChanges(services, problems);
     return { services, problems };
+  }
+
+  /** 3. The Pods' hostPort frontends, all recomputed (a node holds a handful), after the Services' claims are settled. */
+  #takePodChanges(services: Map<string, Frontend[]>, problems: Map<string, Problem[]>): void {
+    this.#podsDirty = false;
+    const result = hostPortFrontends(this.#hostPorts.enabled ? this.#pods.values() : [], {
+      node: this.#node,
+      local: this.#nodePorts.local,
+      nodePortRange: this.#hostPorts.nodePortRange,
+      serviceHolding: (key) => firstSorted(this.#claims.values(key)),
+    });
+    this.#podKeys = result.keys;
+    for (const [owner, list] of result.frontends) {
+      if (sameFrontends(this.#emitted.get(owner), list)) continue;
+      services.set(owner, list);
+      if (list.length) this.#emitted.set(owner, list);
+      else this.#emitted.delete(owner);
+    }
+    // Pods gone from the model: their frontends removed, their problems cleared.
+    for (const owner of [...this.#emitted.keys()]) {
+      if (!owner.startsWith('Pod ') || result.frontends.has(owner)) continue;
+      services.set(owner, []);
+      this.#emitted.delete(owner);
+    }
+    for (const id of [...this.#podProblems]) {
+      if (!result.problems.has(id)) {
+        problems.set(objectKey('Pod', id), []);
+        this.#podProblems.delete(id);
+      }
+    }
+    for (const [id, list] of result.problems) {
+      const key = objectKey('Pod', id);
+      const rejected = this.#rejected.get(key);
+      problems.set(key, rejected ? [...rejected, ...list] : list);
+      if (list.length) this.#podProblems.add(id);
+      else this.#podProblems.delete(id);
+    }
   }
 
   #compute(id: string, problems: Problem[]): SourcedFrontend[] {

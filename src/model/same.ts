@@ -34,6 +34,7 @@ export function sameFrontend(a: Frontend, b: Frontend): boolean {
     a.service.namespace === b.service.namespace &&
     a.service.name === b.service.name &&
     a.service.portName === b.service.portName &&
+    a.service.kind === b.service.kind &&
     a.externalLocal === b.externalLocal &&
     a.internalLocal === b.internalLocal &&
     a.wildcard === b.wildcard &&

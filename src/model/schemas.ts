@@ -402,6 +402,70 @@ export const NodeSchema = z.object({
   status: orDefault(z.object({ addresses: orDefault(z.array(nodeAddress), []) }), { addresses: [] }),
 });
 
+// ---------------------------------------------------------------- Pod (v1)
+
+// Only what hostPort mappings need (src/model/host-ports.ts), and the output
+// keeps only that: the ports that have a hostPort, the phase, the pod's IPs.
+// A node holds ~100 Pods; most have no hostPort and become a few fields.
+
+const containerPort = z.object({
+  containerPort: portNumber,
+  hostPort: portNumber.nullish(),
+  // "" (or absent): every address of the node.
+  hostIP: orDefault(z.union([z.literal(''), ipAddress], { error: 'must be an IP address or ""' }), ''),
+  protocol,
+});
+
+const container = z.object({ ports: orDefault(z.array(containerPort), []) });
+
+/** One container port with a hostPort, and where it is in the Pod (for problems). */
+export interface PodHostPort {
+  containerPort: number;
+  hostPort: number;
+  hostIP: string;
+  protocol: (typeof PROTOCOL_NAMES)[number];
+  path: string;
+}
+
+export const PodSchema = z
+  .object({
+    apiVersion: z.literal('v1', { error: 'must be v1' }),
+    kind: z.literal('Pod'),
+    metadata: namespacedMeta.omit({ labels: true }).extend({ creationTimestamp: orDefault(z.string(), '') }),
+    spec: z.object({
+      nodeName: orDefault(z.string(), ''),
+      hostNetwork: orDefault(z.boolean({ error: 'must be true or false' }), false),
+      containers: orDefault(z.array(container), []),
+    }),
+    status: orDefault(
+      z.object({
+        phase: orDefault(z.string(), ''),
+        podIPs: orDefault(z.array(z.object({ ip: ipAddress })), []),
+      }),
+      { phase: '', podIPs: [] },
+    ),
+  })
+  .transform(({ apiVersion, kind, metadata, spec, status }) => {
+    const hostPorts: PodHostPort[] = [];
+    spec.containers.forEach((c, i) => {
+      c.ports.forEach((p, j) => {
+        if (p.hostPort == null) return;
+        const { containerPort, hostPort, hostIP, protocol } = p;
+        hostPorts.push({ containerPort, hostPort, hostIP, protocol, path: `spec.containers[${i}].ports[${j}]` });
+      });
+    });
+    return {
+      apiVersion,
+      kind,
+      metadata,
+      nodeName: spec.nodeName,
+      hostNetwork: spec.hostNetwork,
+      phase: status.phase,
+      podIPs: status.podIPs.map((a) => a.ip),
+      hostPorts,
+    };
+  });
+
 // ---------------------------------------------------------------- types and validation
 
 export type Service = z.output<typeof ServiceSchema>;
@@ -410,18 +474,21 @@ export type EndpointSlice = z.output<typeof EndpointSliceSchema>;
 export type Endpoint = EndpointSlice['endpoints'][number];
 export type EndpointPort = EndpointSlice['ports'][number];
 export type Node = z.output<typeof NodeSchema>;
-export type KubeObject = Service | EndpointSlice | Node;
+/** A Pod as far as its hostPorts go (PodSchema's output). */
+export type Pod = z.output<typeof PodSchema>;
+export type KubeObject = Service | EndpointSlice | Node | Pod;
 export type SupportedKind = KubeObject['kind'];
 
 export type ValidationResult = { ok: true; obj: KubeObject } | { ok: false; problems: Problem[] };
 
 /** API group each kind must come from; a `serving.knative.dev` Service is not ours. */
-const GROUPS: Record<SupportedKind, string> = { Service: '', Node: '', EndpointSlice: 'discovery.k8s.io' };
+const GROUPS: Record<SupportedKind, string> = { Service: '', Node: '', EndpointSlice: 'discovery.k8s.io', Pod: '' };
 
 export const SCHEMAS: Record<SupportedKind, z.ZodType<KubeObject>> = {
   Service: ServiceSchema,
   EndpointSlice: EndpointSliceSchema,
   Node: NodeSchema,
+  Pod: PodSchema,
 };
 
 export function isRecord(v: unknown): v is Record<string, unknown> {
@@ -448,6 +515,6 @@ export function identify(raw: unknown): { kind: string; namespace: string; name:
   const kind = typeof r.kind === 'string' ? r.kind : '';
   const name = typeof meta.name === 'string' ? meta.name : '';
   let namespace = typeof meta.namespace === 'string' ? meta.namespace : '';
-  if (namespace === '' && (kind === 'Service' || kind === 'EndpointSlice')) namespace = 'default';
+  if (namespace === '' && (kind === 'Service' || kind === 'EndpointSlice' || kind === 'Pod')) namespace = 'default';
   return { kind, namespace, name };
 }

@@ -21,7 +21,8 @@ export interface Backend {
   local: boolean;
 }
 
-export type FrontendType = 'ClusterIP' | 'NodePort' | 'ExternalIP' | 'LoadBalancer';
+/** HostPort: a Pod's hostPort mapping (host-ports.ts), whose only backend is that Pod. */
+export type FrontendType = 'ClusterIP' | 'NodePort' | 'ExternalIP' | 'LoadBalancer' | 'HostPort';
 
 /** external: what traffic from outside the node (and ClusterIP traffic) sees; internal: the all-backends twin of an ETP=Local frontend. */
 export type Scope = 'external' | 'internal';
@@ -31,6 +32,8 @@ export interface ServiceRef {
   name: string;
   /** The Service port's name ('' for a single unnamed port). */
   portName: string;
+  /** 'Pod': a hostPort mapping's frontend, named by its Pod (namespace, name); absent: a Service's. */
+  kind?: 'Pod';
 }
 
 export interface Frontend {

@@ -1,5 +1,5 @@
 // The validation entry: one raw object (parsed YAML/JSON or an API response)
-// to a validated Service, EndpointSlice or Node, or problems that name the
+// to a validated Service, EndpointSlice, Node or Pod, or problems that name the
 // object and the field. Plain Services and IPv4 EndpointSlices take the lean
 // paths (lean-service.ts, lean-slice.ts); everything else, and every error,
 // goes through the zod schemas (schemas.ts).
@@ -21,7 +21,7 @@ export function leanObject(raw: unknown): KubeObject | undefined {
 
 /**
  * Validate one raw object (parsed YAML/JSON or an API response) as a Service,
- * EndpointSlice or Node. Every problem names the object and the field.
+ * EndpointSlice, Node or Pod. Every problem names the object and the field.
  */
 export function validateObject(raw: unknown, source?: string): ValidationResult {
   const id = identify(raw);
@@ -41,7 +41,7 @@ export function validateObject(raw: unknown, source?: string): ValidationResult 
       problems: [
         problem(
           'kind',
-          `kind: ${raw.kind} (apiVersion ${String(raw.apiVersion)}) is not consumed by svcmap (Service, EndpointSlice, Node)`,
+          `kind: ${raw.kind} (apiVersion ${String(raw.apiVersion)}) is not consumed by svcmap (Service, EndpointSlice, Node, Pod)`,
         ),
       ],
     };

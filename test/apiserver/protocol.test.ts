@@ -62,7 +62,7 @@ t.test('GET one object; 404 Status; unknown paths', async (t) => {
     details: { name: 'nope', group: 'discovery.k8s.io', kind: 'endpointslices' },
     code: 404,
   });
-  t.equal((await http(server, 'GET', '/api/v1/pods')).status, 404, 'resource not served');
+  t.equal((await http(server, 'GET', '/api/v1/configmaps')).status, 404, 'resource not served');
   t.equal((await http(server, 'GET', '/api/v1/services/web')).status, 404, 'a namespaced object needs its namespace');
   t.equal((await http(server, 'GET', '/api/v1/namespaces/default/nodes')).status, 404, 'nodes are cluster-scoped');
   t.equal((await http(server, 'GET', '/nonsense')).status, 404);

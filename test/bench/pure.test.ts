@@ -176,7 +176,7 @@ t.test("issue 11's agent targets: met, missed, and not measured when a part did 
     Object.fromEntries(rows.map((r) => [r.what.split(' (')[0]!.split(',')[0]!, r.met]));
 
   const none = agentTargets({ controlPlane: undefined });
-  t.equal(none.length, 10, 'every row of the issues, always');
+  t.equal(none.length, 11, 'every row of the issues, always');
   t.ok(
     none.every((r) => r.met === undefined && r.measured.startsWith('not measured')),
     'nothing run: nothing judged',
@@ -211,6 +211,7 @@ t.test("issue 11's agent targets: met, missed, and not measured when a part did 
     'Full sync of 10k x 10': true,
     'Start -> synced at 10k x 10': true,
     'One change end to end': true,
+    'One change at 1k / 10k / 100k costs what it costs at 1k': undefined,
     'File source: 10k services from a manifest directory': undefined,
     'One 10k-Service YAML file': undefined,
     'RSS after reading that file': undefined,
@@ -257,4 +258,11 @@ t.test("issue 11's agent targets: met, missed, and not measured when a part did 
   t.equal(w['Start -> synced at 10k x 10'], false);
   t.equal(w['One change end to end'], undefined, 'the p99 target needs both sizes');
   t.equal(w['Agent RSS at 100k services x 10'], undefined);
+
+  const scaling = (p99At1k: number) =>
+    byWhat(agentTargets({ controlPlane: cp([agent(1000, 100, { p99: p99At1k }), agent(100_000, 700, { p99: 9 })]) }))[
+      'One change at 1k / 10k / 100k costs what it costs at 1k'
+    ];
+  t.equal(scaling(5), true, '9 ms at 100k against 5 ms at 1k: within 2x');
+  t.equal(scaling(4), false, '9 ms at 100k against 4 ms at 1k: more than 2x');
 });

@@ -41,6 +41,9 @@ const AGENT_RBAC = [
   '/nodes:get',
   '/nodes:list',
   '/nodes:watch',
+  '/pods:get',
+  '/pods:list',
+  '/pods:watch',
   'discovery.k8s.io/endpointslices:get',
   'discovery.k8s.io/endpointslices:list',
   'discovery.k8s.io/endpointslices:watch',
@@ -101,11 +104,16 @@ function expectedArgs(v: {
   metricsAddress: string;
   healthzAddress: string;
   logLevel: string;
+  /** maxServices, maxBackends, conntrackSize, maxAffinity (default: the C defaults). */
+  capacities?: [number, number, number, number];
   lbAlgorithm?: string;
   /** nodePort.localhost, nodePort.bindProtection (default true) and nodePort.addresses. */
   localhostNodePorts?: boolean;
   bindProtection?: boolean;
   nodePortAddresses?: string[];
+  /** nodePort.range (default 30000-32767) and hostPort.enabled (default true). */
+  nodePortRange?: string;
+  hostPorts?: boolean;
   /** socketLB.mode (default all) and the --veth-lb it implies with socketLB.vethTranslation (default true). */
   socketLb?: string;
   vethLb?: boolean;
@@ -131,12 +139,20 @@ function expectedArgs(v: {
     v.healthzAddress,
     '--log-level',
     v.logLevel,
+    ...(['--max-services', '--max-backends', '--max-conntrack', '--max-affinity'] as const).flatMap((flag, i) => [
+      flag,
+      String((v.capacities ?? [65536, 65536, 262144, 65536])[i]),
+    ]),
     '--lb-algorithm',
     v.lbAlgorithm ?? 'random',
     '--localhost-nodeports',
     String(v.localhostNodePorts ?? true),
     '--bind-protection',
     String(v.bindProtection ?? true),
+    '--node-port-range',
+    v.nodePortRange ?? '30000-32767',
+    '--host-ports',
+    String(v.hostPorts ?? true),
     '--socket-lb',
     v.socketLb ?? 'all',
     '--veth-lb',
@@ -178,7 +194,7 @@ t.test('default values (k8sServiceHost set)', async (t) => {
     }
   });
 
-  t.test('RBAC: exactly get/list/watch on services, endpointslices, nodes and create/patch on events', async (t) => {
+  t.test('RBAC: exactly get/list/watch on services, endpointslices, nodes, pods and create/patch on events', async (t) => {
     const roles = byKind(ms, 'ClusterRole');
     t.equal(roles.length, 1, 'one ClusterRole');
     const role = roles[0] as Manifest;
@@ -462,9 +478,12 @@ t.test('edge values (custom ports, devices, resources, IPv6 API server, no init 
         metricsAddress: '[::]:19249',
         healthzAddress: '[::1]:19256',
         logLevel: 'debug',
+        capacities: [131072, 262144, 524288, 1024],
         lbAlgorithm: 'rr',
         localhostNodePorts: false,
         bindProtection: false,
+        nodePortRange: '20000-22767',
+        hostPorts: false,
         nodePortAddresses: ['192.168.0.0/16', 'fd00:10::/64'],
         socketLb: 'host-only',
         vethLb: true,
@@ -524,8 +543,12 @@ t.test('edge values (custom ports, devices, resources, IPv6 API server, no init 
     });
   });
 
-  t.test('RBAC and capabilities do not move with the values', async (t) => {
-    t.same(flattenRules(byKind(ms, 'ClusterRole')[0] as Manifest), AGENT_RBAC);
+  t.test('RBAC and capabilities do not move with the values (but Pods are read only for hostPort.enabled)', async (t) => {
+    t.same(
+      flattenRules(byKind(ms, 'ClusterRole')[0] as Manifest),
+      AGENT_RBAC.filter((r) => !r.startsWith('/pods:')),
+      'hostPort.enabled false: no Pods',
+    );
     t.same(sorted(agent.securityContext?.capabilities?.add), sorted(AGENT_CAPS));
     for (const { m, spec: s } of workloads(ms)) {
       for (const c of allContainers(s)) {

@@ -99,6 +99,8 @@ t.test('values.schema.json rejects wrong types with a message naming the value',
     schemaError,
     /\/nodePort\/bindProtection/,
   ]);
+  renderFails(t, 'nodePort.range not first-last', { set: [...base, 'nodePort.range=30000'] }, [schemaError, /\/nodePort\/range/]);
+  renderFails(t, 'hostPort.enabled not a boolean', { set: [...base, 'hostPort.enabled=yes'] }, [schemaError, /\/hostPort\/enabled/]);
   renderFails(t, 'staleSockets.podSockets not a boolean', { set: [...base, 'staleSockets.podSockets=yes'] }, [
     schemaError,
     /\/staleSockets\/podSockets/,

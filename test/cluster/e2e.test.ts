@@ -10,7 +10,8 @@
 // from outside over both families, `helm test`, `helm upgrade` to a new image tag while a
 // client loops (0 failed connections), stale-socket termination of pods'
 // connected sockets (UDP by default, TCP with staleSockets.tcp) when their
-// backend leaves the Service, and `helm uninstall` leaving no
+// backend leaves the Service, a pod's hostPorts served by svcmap (the nodes'
+// CNI has no portmap) from outside and from the node, and `helm uninstall` leaving no
 // programs, links or pins on either node. On failure: the agents' logs and
 // `svcmap status` of each node.
 import { existsSync, readdirSync, readFileSync, readlinkSync } from 'node:fs';
@@ -37,6 +38,8 @@ import { REPO_ROOT, stateDir } from '../../lab/cluster/paths.ts';
 import { listNetns } from '../../lab/netns.ts';
 import {
   clientPod,
+  HOST_PORTS,
+  hostPortWorkloads,
   EXTERNAL_IP_CLUSTER,
   EXTERNAL_IP_LOCAL,
   LB_IPS,
@@ -48,12 +51,14 @@ import {
   workloads,
 } from './fixtures/workloads.ts';
 import { type ImageFile, judgeImageFiles, LIST_FILES } from './fixtures/image-files.ts';
+import type { HoldEvent } from './fixtures/traffic.ts';
 
 const log = (l: string) => t.comment(l);
 const savedPanicOnOops = readFileSync('/proc/sys/kernel/panic_on_oops', 'utf8').trim();
 const images = await buildImages({ only: ['pause', 'labtool', 'svcmap', 'coredns'], log });
 const ref = (name: 'pause' | 'labtool' | 'svcmap' | 'coredns') => images.get(name)!.ref;
-const cluster = await Cluster.up({ images: [...images.values()].map((i) => i.archive), log });
+// svcmap serves hostPorts (the chart's default): the nodes' CNI has no portmap plugin.
+const cluster = await Cluster.up({ images: [...images.values()].map((i) => i.archive), log, portmap: false });
 let diagnosed = false;
 /** On the first failure: the agents' logs and svcmap status of each node, while the cluster still runs. */
 const diagnose = async () => {
@@ -347,6 +352,39 @@ t.test("a RequireDualStack NodePort Service from outside the cluster over IPv6 (
   }
 });
 
+t.test(
+  "hostPort without the CNI's portmap: a pod's hostPorts from outside (tc) and from the node (socket LB: its addresses, 127.0.0.1, [::1])",
+  async (t) => {
+    const conflist = readFileSync(join(node1.opts.dir, 'cni', 'net.d', '10-lab.conflist'), 'utf8');
+    t.notMatch(conflist, /portmap/, "node1's CNI config has no portmap plugin");
+    await k.apply(hostPortWorkloads(ref('labtool')));
+    for (const pod of [HOST_PORTS.pod, HOST_PORTS.client])
+      await k.run(['-n', NS, 'wait', '--for=condition=Ready', `pod/${pod}`, '--timeout=120s'], { timeoutMs: 130_000 });
+    const { ip, ip6 } = node1.opts.net;
+    const [tcp, udp] = [String(HOST_PORTS.tcp), String(HOST_PORTS.udp)];
+    // The agent programs the Pod once it is Running with its IPs: the first connection may come before that sync.
+    await waitUntil(
+      'the hostPort from outside',
+      async () => (await outsideTool(['tcp', ip, tcp, '1', '--timeout', '2s']).catch(() => '')).trim() !== '',
+      {
+        timeoutMs: 30_000,
+        intervalMs: 500,
+      },
+    );
+    for (const addr of [ip, ip6]) {
+      t.same(new Set(lines(await outsideTool(['tcp', addr, tcp, '10']))), new Set([HOST_PORTS.pod]), `${addr}:${tcp} TCP from outside`);
+      t.same(new Set(lines(await outsideTool(['udp', addr, udp, '5']))), new Set([HOST_PORTS.pod]), `${addr}:${udp} UDP from outside`);
+    }
+    const fromNode = (args: readonly string[]) =>
+      k.run(['-n', NS, 'exec', HOST_PORTS.client, '--', '/labtool', ...args], { timeoutMs: 60_000 });
+    for (const addr of [ip, ip6, '127.0.0.1', '::1']) {
+      t.same(new Set(lines(await fromNode(['tcp', addr, tcp, '10']))), new Set([HOST_PORTS.pod]), `${addr}:${tcp} TCP from node1`);
+      t.same(new Set(lines(await fromNode(['udp', addr, udp, '5']))), new Set([HOST_PORTS.pod]), `${addr}:${udp} UDP from node1`);
+    }
+    await k.run(['-n', NS, 'delete', 'pod', HOST_PORTS.pod, HOST_PORTS.client, '--wait=true'], { timeoutMs: 60_000 });
+  },
+);
+
 t.test('externalIP, externalTrafficPolicy Cluster', async (t) => {
   await cluster.lab.route(cluster.net.outside.ns, `${EXTERNAL_IP_CLUSTER}/32`, node1.opts.net.ip);
   const tcp = await outsideTool(['tcp', EXTERNAL_IP_CLUSTER, String(PORTS.tcp.port), '20']);
@@ -536,16 +574,6 @@ t.test('helm upgrade to a new image tag while a client loops: 0 failed connectio
 const STALE_FAMILIES = ['IPv4', 'IPv6'] as const;
 /** The chart's default metricsPort; the agent binds it on the node's loopback (metricsBindAddress 127.0.0.1, hostNetwork). */
 const METRICS_PORT = 10249;
-interface HoldEvent {
-  socket?: number;
-  event: string;
-  server?: string;
-  error?: string;
-  sockets?: number;
-  replies?: Record<string, number>;
-  errors?: Record<string, number>;
-  timeouts?: number;
-}
 const holdEvents = async (pod: string) => lines(await k.run(['-n', NS, 'logs', pod])).map((l) => JSON.parse(l) as HoldEvent);
 /** svcmap_sockets_destroyed_total of a node's agent, by proto. */
 const destroyedTotal = async (node: typeof node1) => {

@@ -5,7 +5,11 @@
 // the replies translated back there. Pods are namespaces on the node's
 // bridge; Services come from the file source. Both families, TCP and UDP.
 import t from 'tap';
-import type { LogLine } from '../../lab/agent-process.ts';
+import { closeSync, readdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { type LogLine, SVCMAP } from '../../lab/agent-process.ts';
+import { linkInfo, openPinned } from '../../src/bpf/link.ts';
+import { linkPinDir } from '../../src/bpf/loader.ts';
 import { hostPort } from '../../lab/protocol.ts';
 import { DatapathMaps } from '../../src/maps/datapath-maps.ts';
 import { IPPROTO_UDP } from '../../src/maps/constants.ts';
@@ -137,6 +141,16 @@ t.test('a pod that comes up after the agent gets the programs on its veth (rtnet
   const r = await client2.tcpConnect({ ip: FAMILIES[0].vip(WEB), port: 80, count: 30, timeoutMs: 3000 });
   t.equal(r.failed, 0, JSON.stringify(r.errors));
   t.same(r.seenFrom, ['10.244.0.102']);
+  await client2.close();
+  // The pod goes: its veth with it, and the agent removes the pins of its links.
+  const gone = c.agent.mark();
+  await c.lab.ip(c.node, 'link', 'del', dev);
+  await c.agent.waitFor((l: LogLine) => l.msg === "pods' veths attached" && ((l.removed as string[] | undefined) ?? []).includes(dev), {
+    from: gone,
+    timeoutMs: 15000,
+    what: `the agent's removal of ${dev}'s pins`,
+  });
+  t.notOk(status().veths.includes(dev), `${dev} no longer listed`);
 });
 
 t.test("a removed backend's UDP conntrack entries are deleted, the others' kept", async (t) => {
@@ -167,4 +181,36 @@ t.test("a removed backend's UDP conntrack entries are deleted, the others' kept"
   const r = await c.client.udpSend({ ip: vip, port: 53, count: 5, connected: true, timeoutMs: 3000 });
   t.equal(r.failed, 0);
   t.notOk(r.byPod[POD_NAMES[0]!], 'new flows avoid the removed backend');
+});
+
+/** The kernel's ids of the pinned veth links (tcx links on the pods' veths). */
+function vethLinkIds(): number[] {
+  const dir = linkPinDir(c.pinDir);
+  return readdirSync(dir)
+    .filter((n) => n.startsWith('svcmap_veth_'))
+    .map((n) => {
+      const fd = openPinned(join(dir, n))!;
+      try {
+        return linkInfo(fd).id;
+      } finally {
+        closeSync(fd);
+      }
+    });
+}
+
+t.test('the veth programs outlive the agent; svcmap cleanup detaches them', async (t) => {
+  c.agent.kill('SIGTERM');
+  await c.agent.exited;
+  const r = await c.client.tcpConnect({ ip: FAMILIES[0].vip(WEB), port: 80, count: 10, timeoutMs: 3000 });
+  t.equal(r.failed, 0, 'with the agent stopped, the pinned datapath still translates');
+  const ids = vethLinkIds();
+  t.equal(ids.length, 2 * (c.pods.length + 1), 'two links per pod veth');
+  await c.lab.exec(c.node, SVCMAP, ['cleanup', '--pin-dir', c.pinDir]);
+  // The kernel's list of links (bpftool, by id): none of them is left.
+  const left = JSON.parse(await c.lab.exec(c.node, 'bpftool', ['link', 'show', '-j'])) as Array<{ id: number }>;
+  t.same(
+    left.filter((l) => ids.includes(l.id)),
+    [],
+    'no veth link left in the kernel',
+  );
 });

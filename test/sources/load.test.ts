@@ -23,7 +23,7 @@ function build(r: LoadResult) {
   for (const { obj } of r.objects) {
     if (obj.kind === 'Service') services.push(obj);
     else if (obj.kind === 'EndpointSlice') slices.push(obj);
-    else node = nodeInfoFromNode(obj);
+    else if (obj.kind === 'Node') node = nodeInfoFromNode(obj);
   }
   return buildDesiredState(node === undefined ? { services, slices } : { services, slices, node });
 }

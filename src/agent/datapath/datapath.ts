@@ -10,11 +10,14 @@ import { join } from 'node:path';
 import { type BpfProgramName, compileBpf } from '../../bpf/compile.ts';
 import { checkCgroup, checkPrivileges, ensureBpffs } from '../../bpf/environment.ts';
 import { type LinkAction, ensureCgroupLink, linkPinDir, loadPinned } from '../../bpf/loader.ts';
-import type { BpfObject } from '../../bpf/object.ts';
+import type { BpfMap } from '../../bpf/map.ts';
+import { BpfObject } from '../../bpf/object.ts';
 import { netnsCookie } from '../../bpf/netns.ts';
 import { type PinDirLock, holdPinDir } from '../../bpf/pin-lock.ts';
 import { SOCK_CFG_BIND_PROTECT, SOCK_CFG_HOST_ONLY, SOCK_CFG_LOCALHOST4, SOCK_CFG_LOCALHOST6 } from '../../maps/constants.ts';
 import { DatapathMaps } from '../../maps/datapath-maps.ts';
+import { Migration } from '../../maps/migration/migrate.ts';
+import { planMigration } from '../../maps/migration/plan.ts';
 import { type MapSizes, mapSize } from '../../maps/registry.ts';
 import type { Family } from '../../util/family.ts';
 import type { Component } from '../components.ts';
@@ -99,29 +102,35 @@ function loadAndAttach(opts: DatapathOptions, log: (msg: string, fields?: object
     return o.path;
   };
   const paths = [build('sock'), build('tc'), build('veth')] as const;
-  const load = (objectPath: string) => loadPinned({ objectPath, pinDir: opts.pinDir, maxEntries: (name) => mapSize(opts, name) });
+  const maxEntries = (name: string) => mapSize(opts, name);
+  const began = performance.now();
+  // Pinned maps of another layout or capacity move to new maps (src/maps/migration/).
+  const migration = planMigrationOf(paths, opts.pinDir, maxEntries, log);
+  const pinPaths = migration?.pinPaths();
+  const load = (objectPath: string) => loadPinned({ objectPath, pinDir: opts.pinDir, maxEntries, ...(pinPaths ? { pinPaths } : {}) });
   const loaded: Array<ReturnType<typeof loadPinned>> = [];
-  const closeAll = () => {
-    for (const l of loaded) l.object.close();
-  };
-  let maps: DatapathMaps;
+  const objects = () => loaded.map((l) => l.object);
+  let maps: DatapathMaps | undefined;
   try {
     for (const p of paths) loaded.push(load(p));
     // Before anything is attached: a codec that disagrees with an object stops us here.
-    maps = DatapathMaps.fromObjects(loaded.map((l) => l.object));
-  } catch (err) {
-    closeAll();
-    throw err;
-  }
-  const [sock, tc, veth] = loaded as [(typeof loaded)[0], (typeof loaded)[0], (typeof loaded)[0]];
-  try {
+    maps = DatapathMaps.fromObjects(objects());
+    migration?.copy((name) => objectMap(objects(), name));
     // Before the hooks are attached (or their programs replaced): a new hook never runs without them.
     writeSockSettings(maps, opts.sockSettings ?? DEFAULT_SOCK_SETTINGS, log);
+    if (migration)
+      log('migration: every hook takes the new programs', { links: migration.swap(objects(), (name) => objectMap(objects(), name)) });
   } catch (err) {
-    maps.close();
-    closeAll();
+    maps?.close();
+    for (const o of objects()) o.close();
+    migration?.abort();
     throw err;
   }
+  if (migration) {
+    for (const r of migration.finish((name) => objectMap(objects(), name))) log('map migrated', { ...r });
+    log('migration done', { ms: Math.round(performance.now() - began), holdMs: migration.holdMs });
+  }
+  const [sock, tc, veth] = loaded as [(typeof loaded)[0], (typeof loaded)[0], (typeof loaded)[0]];
   const links = SOCK_PROGRAMS.map((program) => ({
     program,
     action: ensureCgroupLink(sock.object, program, opts.cgroup, join(linkPinDir(opts.pinDir), program)),
@@ -137,6 +146,31 @@ function loadAndAttach(opts: DatapathOptions, log: (msg: string, fields?: object
     notes: loaded.flatMap((l) => l.notes),
     pinLock,
   };
+}
+
+/** The migration these objects need in pinDir, or undefined when every pinned map fits them. */
+function planMigrationOf(
+  objectPaths: readonly string[],
+  pinDir: string,
+  maxEntries: (name: string) => number | undefined,
+  log: (msg: string, fields?: object) => void,
+): Migration | undefined {
+  const objects = objectPaths.map((p) => BpfObject.open(p, pinDir));
+  try {
+    const moves = planMigration(objects, pinDir, maxEntries);
+    if (!moves.length) return undefined;
+    log('migration: pinned maps move to new maps', { maps: moves.map((m) => ({ map: m.spec.name, why: m.why })) });
+    return new Migration(pinDir, moves, log);
+  } finally {
+    for (const o of objects) o.close();
+  }
+}
+
+/** A map of whichever loaded object has it. */
+function objectMap(objects: readonly BpfObject[], name: string): BpfMap {
+  const o = objects.find((x) => x.maps().some((m) => m.name === name));
+  if (!o) throw new Error(`no loaded object has map ${name}`);
+  return o.map(name);
 }
 
 /** struct sock_config: the node is this process's network namespace. */

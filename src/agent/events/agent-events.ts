@@ -3,7 +3,7 @@
 // values it does not know) each time it evaluates an object, and the
 // frontends a sync defers because a map is full. Only the Kubernetes source
 // has these (the file source has no API server and only logs). Events are
-// type Warning, action Program, about the Service or EndpointSlice itself.
+// type Warning, action Program, about the Service, EndpointSlice or Pod itself.
 import { Counter, type Registry } from 'prom-client';
 import type { Problem } from '../../model/types.ts';
 import type { SyncReport } from '../../sync/syncer.ts';
@@ -23,11 +23,13 @@ const ANNOTATION_PATH = /^metadata\.annotations(\[|\.|$)/;
  * or about a part svcmap deliberately leaves out (IPv6, SCTP) stay in the log.
  */
 export function eventForProblem(p: Problem): EventInput | undefined {
-  if (p.kind !== 'Service' && p.kind !== 'EndpointSlice') return undefined;
+  if (p.kind !== 'Service' && p.kind !== 'EndpointSlice' && p.kind !== 'Pod') return undefined;
   if (p.namespace === '' || p.name === '') return undefined; // nothing an Event could refer to
   let reason: EventReason;
   let note = p.message;
   if (ANNOTATION_PATH.test(p.path)) reason = 'UnknownAnnotationValue';
+  // A Pod's warnings are its hostPorts left out (inside the NodePort range, SCTP), as Cilium reports them.
+  else if (p.kind === 'Pod' && p.severity === 'warning') reason = 'HostPortIgnored';
   else if (p.severity !== 'error') return undefined;
   else if (p.conflict) reason = 'FrontendConflict';
   else {
@@ -42,9 +44,12 @@ export function eventsForDeferred(deferred: SyncReport['deferred']): EventInput[
   const out = new Map<string, EventInput>();
   for (const d of deferred) {
     const [namespace, name, ...rest] = d.owner.split('/');
+    // A Pod's hostPorts ("Pod namespace/name") are reported about the Pod.
+    const pod = namespace?.startsWith('Pod ');
     if (!namespace || !name || rest.length) continue;
     const note = `frontends of ${d.label} are not programmed: ${d.reason}; raise the map size (--max-services / --max-backends)`;
-    out.set(`${d.owner}\u0000${note}`, { regarding: { kind: 'Service', namespace, name }, reason: 'MapFull', note });
+    const regarding = pod ? { kind: 'Pod' as const, namespace: namespace.slice(4), name } : { kind: 'Service' as const, namespace, name };
+    out.set(`${d.owner}\u0000${note}`, { regarding, reason: 'MapFull', note });
   }
   return [...out.values()];
 }

@@ -25,10 +25,11 @@ const NOTE_MAX_BYTES = 1024;
 /** ...and reportingInstance over 128 characters. */
 const INSTANCE_MAX = 128;
 
-const API_VERSION: Record<Regarding['kind'], string> = { Service: 'v1', EndpointSlice: 'discovery.k8s.io/v1' };
+const API_VERSION: Record<Regarding['kind'], string> = { Service: 'v1', EndpointSlice: 'discovery.k8s.io/v1', Pod: 'v1' };
 const PATH: Record<Regarding['kind'], (namespace: string, name: string) => string> = {
   Service: (ns, name) => `/api/v1/namespaces/${encodeURIComponent(ns)}/services/${encodeURIComponent(name)}`,
   EndpointSlice: (ns, name) => `/apis/discovery.k8s.io/v1/namespaces/${encodeURIComponent(ns)}/endpointslices/${encodeURIComponent(name)}`,
+  Pod: (ns, name) => `/api/v1/namespaces/${encodeURIComponent(ns)}/pods/${encodeURIComponent(name)}`,
 };
 const eventsPath = (ns: string) => `/apis/events.k8s.io/v1/namespaces/${encodeURIComponent(ns)}/events`;
 

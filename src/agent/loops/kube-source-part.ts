@@ -1,5 +1,5 @@
 // The Kubernetes source as the agent's part: informers for Services,
-// EndpointSlices and this node's Node. Loaded (with client-node) only when it
+// EndpointSlices, this node's Node and (for hostPorts) this node's Pods. Loaded (with client-node) only when it
 // is the source.
 import type { KubeConfig } from '../../sources/kubernetes/client-node.ts';
 import { KubernetesSource, type SourceOptions } from '../../sources/kubernetes/source.ts';
@@ -17,8 +17,8 @@ export interface KubeSourceHooks extends SourceHooks {
 
 /**
  * status: its nodeEligible follows the Node (a node being deleted answers 503
- * at /healthz), its apiServer the API server in use. opts: the API servers
- * and the stall bound.
+ * at /healthz), its apiServer the API server in use. opts: the API servers,
+ * the stall bound, and whether this node's Pods are watched (--host-ports).
  */
 export function kubeSourcePart(
   kc: KubeConfig,

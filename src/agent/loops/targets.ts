@@ -15,6 +15,7 @@ import {
   SVC_F_CLUSTERIP,
   SVC_F_ETP_LOCAL,
   SVC_F_EXTERNALIP,
+  SVC_F_HOSTPORT,
   SVC_F_ITP_LOCAL,
   SVC_F_LOADBALANCER,
   SVC_F_NODEPORT,
@@ -27,6 +28,7 @@ import {
   protoNumber,
 } from '../../maps/constants.ts';
 import type { DesiredState, Frontend } from '../../model/types.ts';
+import { podOwner } from '../../model/host-ports.ts';
 import { type FrontendKey, frontendId } from '../../sync/state.ts';
 import type { FrontendTarget } from '../../sync/targets.ts';
 import { familyOf } from '../../util/family.ts';
@@ -36,6 +38,7 @@ const TYPE_FLAGS: Record<Frontend['type'], number> = {
   NodePort: SVC_F_NODEPORT,
   ExternalIP: SVC_F_EXTERNALIP,
   LoadBalancer: SVC_F_LOADBALANCER,
+  HostPort: SVC_F_HOSTPORT,
 };
 
 /** The node-wide algorithm (--lb-algorithm) when a Service names none. */
@@ -85,8 +88,12 @@ export function toTarget(fe: Frontend, nodeDefault: LbAlgorithmName = DEFAULT_LB
     })),
     // The model gives only ranges of the frontend's family (src/model/frontends.ts).
     sourceRanges: fe.sourceRanges.length === 0 ? [] : [...new Set(fe.sourceRanges.map(normalizeCidr))].sort(),
-    owner: flat(fe.service.namespace, '/', fe.service.name),
-    label: `${fe.service.namespace}/${fe.service.name}${fe.service.portName ? `:${fe.service.portName}` : ''}`,
+    // A Pod's hostPorts are owned apart from a Service of the same name (host-ports.ts podOwner()).
+    owner: fe.service.kind === 'Pod' ? podOwner(fe.service.namespace, fe.service.name) : flat(fe.service.namespace, '/', fe.service.name),
+    label:
+      fe.service.kind === 'Pod'
+        ? `Pod ${fe.service.namespace}/${fe.service.name} hostPort ${fe.port}`
+        : `${fe.service.namespace}/${fe.service.name}${fe.service.portName ? `:${fe.service.portName}` : ''}`,
   };
 }
 

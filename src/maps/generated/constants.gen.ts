@@ -66,6 +66,7 @@ export const SVC_F_SRC_RANGES = 0x0100;
 export const SVC_F_TWO_SCOPES = 0x0200;
 /** LB_ALG_SH at tc: hash the source port too */
 export const SVC_F_SH_PORT = 0x0400;
+export const SVC_F_HOSTPORT = 0x0800;
 export const LB_ALG_RANDOM = 0;
 export const LB_ALG_RR = 1;
 export const LB_ALG_SH = 2;
@@ -103,6 +104,7 @@ export const AFFINITY_ORIGIN_SOCK6 = 3;
 export const AFFINITY_ORIGIN_TC6 = 4;
 export const CONNS_FIELD_SOCK = 0;
 export const CONNS_FIELD_TC = 1;
+export const SVCMAP_CFG_MIGRATION_HOLD = 0x1;
 export const SOCK_CFG_LOCALHOST4 = 0x1;
 export const SOCK_CFG_LOCALHOST6 = 0x2;
 export const SOCK_CFG_BIND_PROTECT = 0x4;
@@ -168,7 +170,9 @@ export const DP_R_SNAT_NO_ROUTE = 19;
 export const DP_R_IPV6_EXT_HDR = 20;
 /** bind: the node's own socket asked for a port a NodePort holds: EADDRINUSE */
 export const DP_R_BIND_DENIED = 21;
-export const DP_R_MAX = 22;
+/** tc: a new flow while the agent moves the maps (SVCMAP_CFG_MIGRATION_HOLD): dropped, retried */
+export const DP_R_MIGRATION_HOLD = 22;
+export const DP_R_MAX = 23;
 export const DP_REASON_STRIDE = 32;
 /** 16 hooks of DP_REASON_STRIDE reasons */
 export const SVCMAP_METRICS_MAX = 512;

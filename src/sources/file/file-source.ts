@@ -222,16 +222,19 @@ export class FileSource {
   }
 
   #upsert(obj: KubeObject): void {
-    if (obj.kind !== 'Node') this.#opts.event?.(obj.kind);
+    if (obj.kind === 'Service' || obj.kind === 'EndpointSlice') this.#opts.event?.(obj.kind);
     if (obj.kind === 'Service') this.model.upsertService(obj);
     else if (obj.kind === 'EndpointSlice') this.model.upsertSlice(obj);
+    // Pods: the model serves the hostPorts of those on this node.
+    else if (obj.kind === 'Pod') this.model.upsertPod(obj);
     // Nodes: #settled() looks ours up
   }
 
   #remove(obj: KubeObject): void {
-    if (obj.kind !== 'Node') this.#opts.event?.(obj.kind);
+    if (obj.kind === 'Service' || obj.kind === 'EndpointSlice') this.#opts.event?.(obj.kind);
     if (obj.kind === 'Service') this.model.deleteService(obj.metadata.namespace, obj.metadata.name);
     else if (obj.kind === 'EndpointSlice') this.model.deleteSlice(obj.metadata.namespace, obj.metadata.name);
+    else if (obj.kind === 'Pod') this.model.deletePod(obj.metadata.namespace, obj.metadata.name);
   }
 
   /** After a pass: the node (it may have changed with its Node object), and a sync. */

@@ -1,4 +1,4 @@
-// List+watch of the three kinds the agent needs, with the real client-node
+// List+watch of the kinds the agent needs (Services, EndpointSlices, its Node and, for hostPorts, its Pods), with the real client-node
 // ListWatch (the informer). Services and EndpointSlices that belong to
 // another proxy or carry the headless label are filtered at the API server,
 // with kube-proxy's label selector. An object that gains such a label leaves
@@ -20,7 +20,7 @@ import { NOT_PROXIED_LABELS } from '../../model/proxied.ts';
 import { listAll } from './list.ts';
 import type { ServerBound } from './server-bound.ts';
 
-export type InformerKind = 'Service' | 'EndpointSlice' | 'Node';
+export type InformerKind = 'Service' | 'EndpointSlice' | 'Node' | 'Pod';
 
 /** What the informer caches for one object: kind, identity (the informer keys by it) and, unless it was deleted, its validation. */
 export interface CachedObject {
@@ -61,8 +61,14 @@ interface Spec {
 /** As the API server answers a watch from a resourceVersion it no longer has: the informer relists. */
 const GONE = Object.assign(new Error('relist'), { statusCode: 410 });
 
-/** bound: the API servers, and the lists and watches bound to the one in use. */
-export function makeInformers(kc: KubeConfig, nodeName: string | undefined, h: InformerHandlers, bound: ServerBound): RunningInformer[] {
+/** bound: the API servers, and the lists and watches bound to the one in use. pods: this node's Pods too (for their hostPorts). */
+export function makeInformers(
+  kc: KubeConfig,
+  nodeName: string | undefined,
+  h: InformerHandlers,
+  bound: ServerBound,
+  pods = false,
+): RunningInformer[] {
   const specs: Spec[] = [
     { kind: 'Service', apiVersion: 'v1', path: '/api/v1/services', labelSelector: PROXIED_SELECTOR },
     {
@@ -73,6 +79,8 @@ export function makeInformers(kc: KubeConfig, nodeName: string | undefined, h: I
     },
   ];
   if (nodeName) specs.push({ kind: 'Node', apiVersion: 'v1', path: '/api/v1/nodes', fieldSelector: `metadata.name=${nodeName}` });
+  // This node's Pods only, for their hostPorts (as the kubelet watches them).
+  if (nodeName && pods) specs.push({ kind: 'Pod', apiVersion: 'v1', path: '/api/v1/pods', fieldSelector: `spec.nodeName=${nodeName}` });
   return specs.map((s) => {
     const transform = (raw: KubernetesObject, validate: boolean): CachedObject & KubernetesObject => {
       // List items come without kind/apiVersion (as the API server sends them);

@@ -11,7 +11,7 @@
 import type { KubeConfig } from './client-node.ts';
 import { IncrementalModel } from '../../model/incremental.ts';
 import { nodeEligible, nodeInfoFromNode } from '../../model/node.ts';
-import { type EndpointSlice, type Node, type Service, identify } from '../../model/schemas.ts';
+import { type EndpointSlice, type Node, type Pod, type Service, identify } from '../../model/schemas.ts';
 import { validateObject } from '../../model/validate.ts';
 import type { NodeInfo } from '../../model/types.ts';
 import { type CachedObject, type InformerKind, type RunningInformer, makeInformers } from './informers.ts';
@@ -42,6 +42,8 @@ export interface SourceOptions {
   apiServers?: readonly string[];
   /** How long a watch or a list page may go without a byte before its API server counts as stalled (server-bound.ts). */
   stallMs?: number;
+  /** Watch this node's Pods, for their hostPorts (--host-ports); needs the node's name. */
+  pods?: boolean;
 }
 
 // client-node 2.x stops an informer for good on any error but a 410 (a cut
@@ -68,9 +70,13 @@ export class KubernetesSource {
   /** Moves since an API server last answered: once every server has failed in a row, the moves back off. */
   #movesSinceProgress = 0;
 
+  /** This node's Pods are watched (for their hostPorts). */
+  readonly #pods: boolean;
+
   constructor(kc: KubeConfig, nodeName: string | undefined, events: SourceEvents, opts: SourceOptions = {}) {
     this.#kc = kc;
     this.#nodeName = nodeName;
+    this.#pods = opts.pods ?? false;
     this.#events = events;
     this.synced = new Promise((r) => (this.#syncedResolve = r));
     const servers = new ApiServers(kc, opts.apiServers ?? [kc.getCurrentCluster()?.server ?? '']);
@@ -103,6 +109,7 @@ export class KubernetesSource {
         progress: () => (this.#movesSinceProgress = 0),
       },
       this.#bound,
+      this.#pods,
     );
     for (const i of this.#informers) void this.#startOne(i);
   }
@@ -167,7 +174,7 @@ export class KubernetesSource {
 
   #upsert(kind: InformerKind, cached: CachedObject): void {
     this.#failures.delete(kind); // events flow again: the next failure starts the back-off afresh
-    if (kind !== 'Node') this.#events.event?.(kind);
+    if (kind === 'Service' || kind === 'EndpointSlice') this.#events.event?.(kind);
     // Validated once, by the informer's transform, as the object arrived (see informers.ts).
     const r = cached.validated ?? validateObject(cached, 'api');
     // Not kept in the informer's cache too: the model holds what it reads of
@@ -185,6 +192,7 @@ export class KubernetesSource {
     this.model.accept(kind, who.namespace, who.name);
     const obj = r.obj;
     if (obj.kind === 'Service') this.model.upsertService(obj as Service);
+    else if (obj.kind === 'Pod') this.model.upsertPod(obj as Pod);
     else if (obj.kind === 'EndpointSlice') {
       const slice = obj as EndpointSlice;
       const owner = this.model.upsertSlice(slice);
@@ -205,7 +213,7 @@ export class KubernetesSource {
   }
 
   #remove(kind: InformerKind, raw: CachedObject): void {
-    if (kind !== 'Node') this.#events.event?.(kind);
+    if (kind === 'Service' || kind === 'EndpointSlice') this.#events.event?.(kind);
     const who = this.#who(kind, raw);
     this.#removeById(kind, who);
     this.model.accept(kind, who.namespace, who.name);
@@ -222,6 +230,7 @@ export class KubernetesSource {
 
   #removeById(kind: InformerKind, who: { namespace: string; name: string }): void {
     if (kind === 'Service') this.model.deleteService(who.namespace, who.name);
+    else if (kind === 'Pod') this.model.deletePod(who.namespace, who.name);
     else if (kind === 'EndpointSlice') {
       this.model.deleteSlice(who.namespace, who.name);
       this.#sliceTriggers.delete(`${who.namespace}/${who.name}`);
