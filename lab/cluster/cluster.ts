@@ -17,7 +17,7 @@ import { registerTeardown, unregisterTeardown, type Teardown } from '../cleanup.
 import { Lab } from '../lab.ts';
 import { forwardApi, type ApiForward } from './api-forward.ts';
 import { waitUntil } from './component.ts';
-import { API_PORT, ControlPlane } from './control-plane.ts';
+import { API_PORT, ControlPlane, SECOND_API_PORT } from './control-plane.ts';
 import { createCgroupV1, guardSysctls, removeCgroupV1Sync, restoreSysctls, saveSysctlsOnce, type SysctlValues } from './host-state.ts';
 import { Kubectl } from './kubectl.ts';
 import { createMountNs, releaseMntnsDir, removeMountNsSync } from './mount-ns.ts';
@@ -34,6 +34,12 @@ export interface ClusterOptions {
   apiserverArgs?: readonly string[];
   /** kube-controller-manager --controllers (default "*"). */
   controllers?: string;
+  /**
+   * A second kube-apiserver on the same etcd (SECOND_API_PORT, same address):
+   * the controllers, kubelets, kubectl and helm use it, the first is left to
+   * the svcmap agents (which get both), to be killed.
+   */
+  secondApiserver?: boolean;
   /** Progress lines (default: stderr). */
   log?: (line: string) => void;
   /** The nodes' CNI config has the portmap plugin for hostPorts (default); false: the proxy serves them (svcmap's hostPort.enabled). */
@@ -59,6 +65,8 @@ export class Cluster {
   readonly nodes: LabNode[] = [];
   /** Admin kubeconfig for use from the outside namespace (where kubectl, helm and e2e.test run). */
   adminKubeconfig!: string;
+  /** The port of the API server every client but svcmap uses: API_PORT, or SECOND_API_PORT with secondApiserver. */
+  clientApiPort = API_PORT;
   /** kubectl as the admin, from the outside namespace. */
   kubectl!: Kubectl;
   readonly #t0 = Date.now();
@@ -116,6 +124,7 @@ export class Cluster {
     this.pki = await this.step('certificates and tokens', async () =>
       makePki({ dir: join(this.dir, 'pki'), apiserverIps: [cp.ip, KUBERNETES_SERVICE_IP, '127.0.0.1'], nodes: names }),
     );
+    if (opts.secondApiserver) this.clientApiPort = SECOND_API_PORT;
     const cgroups = new Map<string, string>();
     for (const n of names) cgroups.set(n, await this.lab.cgroup(n));
 
@@ -131,12 +140,13 @@ export class Cluster {
       advertiseIp: cp.ip,
       serviceCidrs: this.net.serviceCidrs,
       apiserverArgs: opts.apiserverArgs ?? [],
+      ...(opts.secondApiserver ? { secondApiPort: SECOND_API_PORT } : {}),
       ...(opts.controllers !== undefined ? { controllers: opts.controllers } : {}),
       log: this.log,
     });
     this.adminKubeconfig = writeKubeconfig(
       join(this.dir, 'admin.kubeconfig'),
-      `https://${cp.ip}:${API_PORT}`,
+      `https://${cp.ip}:${this.clientApiPort}`,
       this.pki.caCert,
       'admin',
       this.pki.adminToken,
@@ -146,6 +156,7 @@ export class Cluster {
     const cpReady = this.step('etcd and kube-apiserver ready', async () => {
       this.controlPlane.startEtcd();
       this.controlPlane.startApiserver();
+      if (opts.secondApiserver) this.controlPlane.startSecondApiserver();
       await this.controlPlane.waitApiserverReady();
     });
     if (kubelets === 0) {
@@ -175,7 +186,7 @@ export class Cluster {
           cgroupRoot: `/${name}`,
           dir: join(this.dir, n.name),
           logDir: this.logDir,
-          apiServer: `https://${cp.ip}:${API_PORT}`,
+          apiServer: `https://${cp.ip}:${this.clientApiPort}`,
           caCert: this.pki.caCert,
           token: this.pki.nodeTokens.get(n.name)!,
           clusterDns: CLUSTER_DNS_IP,
@@ -258,7 +269,7 @@ export class Cluster {
 
   /** The API server on a loopback port of this process's namespace (see api-forward.ts). */
   async forwardApi(): Promise<ApiForward & { kubeconfig: string }> {
-    const fwd = await forwardApi(this.lab, this.net.outside.ns, join(this.dir, 'api.sock'), this.net.nodes[0]!.ip, API_PORT);
+    const fwd = await forwardApi(this.lab, this.net.outside.ns, join(this.dir, 'api.sock'), this.net.nodes[0]!.ip, this.clientApiPort);
     const kubeconfig = writeKubeconfig(join(this.dir, 'admin-forward.kubeconfig'), fwd.url, this.pki.caCert, 'admin', this.pki.adminToken);
     return { ...fwd, kubeconfig };
   }

@@ -3,6 +3,10 @@
 // address (Node,RBAC authorization, ServiceAccount tokens signed with the lab
 // key), kube-controller-manager (its endpointslice controller writes the real
 // EndpointSlices) and kube-scheduler. No kube-proxy: that is svcmap's job.
+// Optionally a second kube-apiserver on the same etcd (a highly available
+// control plane), on another port of the same address: then every other
+// client (controllers, kubelets, kubectl) uses the second, so that the first
+// can be killed for the svcmap agents alone to fail over.
 
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
@@ -28,10 +32,14 @@ export interface ControlPlaneOptions {
   controllers?: string;
   /** Extra kube-apiserver flags (e.g. --watch-cache=false for tests that need etcd's own 410s). */
   apiserverArgs?: readonly string[];
+  /** A second kube-apiserver on the same etcd, on this port (the other clients use it). */
+  secondApiPort?: number;
   log: (line: string) => void;
 }
 
 export const API_PORT = 6443;
+/** The second API server's port (ClusterOptions.secondApiserver). */
+export const SECOND_API_PORT = 6444;
 const ETCD_CLIENT = 'http://127.0.0.1:2379';
 
 export class ControlPlane {
@@ -39,8 +47,12 @@ export class ControlPlane {
   /** Admin kubeconfig reaching the API server over loopback, for use inside the node namespace. */
   readonly localKubeconfig: string;
   readonly kubectl: Kubectl;
+  /** kubectl on the first API server, when the other clients use the second. */
+  readonly #firstKubectl: Kubectl | undefined;
   etcd!: Component;
   apiserver!: Component;
+  /** The second kube-apiserver (with secondApiPort). */
+  apiserver2: Component | undefined;
   controllerManager!: Component;
   scheduler!: Component;
 
@@ -49,12 +61,22 @@ export class ControlPlane {
     mkdirSync(opts.dir, { recursive: true });
     this.localKubeconfig = writeKubeconfig(
       join(opts.dir, 'admin-local.kubeconfig'),
-      `https://127.0.0.1:${API_PORT}`,
+      `https://127.0.0.1:${opts.secondApiPort ?? API_PORT}`,
       opts.pki.caCert,
       'admin',
       opts.pki.adminToken,
     );
     this.kubectl = new Kubectl(opts.netns, this.localKubeconfig, join(opts.dir, 'kube-cache'));
+    if (opts.secondApiPort !== undefined) {
+      const first = writeKubeconfig(
+        join(opts.dir, 'admin-local-first.kubeconfig'),
+        `https://127.0.0.1:${API_PORT}`,
+        opts.pki.caCert,
+        'admin',
+        opts.pki.adminToken,
+      );
+      this.#firstKubectl = new Kubectl(opts.netns, first, join(opts.dir, 'kube-cache-first'));
+    }
   }
 
   #start(name: string, cmd: string, args: readonly string[]): Component {
@@ -87,8 +109,21 @@ export class ControlPlane {
   }
 
   startApiserver(): Component {
+    this.apiserver = this.#startApiserver('kube-apiserver', API_PORT, []);
+    return this.apiserver;
+  }
+
+  /** The second kube-apiserver: the same etcd, the same address; it leaves the `kubernetes` Endpoints to the first. */
+  startSecondApiserver(): Component {
+    const port = this.opts.secondApiPort;
+    if (port === undefined) throw new Error('no secondApiPort: the control plane has one API server');
+    this.apiserver2 = this.#startApiserver('kube-apiserver-2', port, ['--endpoint-reconciler-type', 'none']);
+    return this.apiserver2;
+  }
+
+  #startApiserver(name: string, port: number, extra: readonly string[]): Component {
     const { pki } = this.opts;
-    this.apiserver = this.#start('kube-apiserver', bin('kube-apiserver'), [
+    return this.#start(name, bin('kube-apiserver'), [
       '--etcd-servers',
       ETCD_CLIENT,
       '--bind-address',
@@ -96,7 +131,7 @@ export class ControlPlane {
       '--advertise-address',
       this.opts.advertiseIp,
       '--secure-port',
-      String(API_PORT),
+      String(port),
       '--tls-cert-file',
       pki.apiserverCert,
       '--tls-private-key-file',
@@ -123,9 +158,9 @@ export class ControlPlane {
       '--kubelet-client-key',
       pki.kubeletClientKey,
       '--profiling=false',
+      ...extra,
       ...(this.opts.apiserverArgs ?? []),
     ]);
-    return this.apiserver;
   }
 
   startControllerManager(): Component {
@@ -176,8 +211,12 @@ export class ControlPlane {
     return this.scheduler;
   }
 
-  waitApiserverReady(timeoutMs = 60_000): Promise<void> {
-    return waitUntil('kube-apiserver /readyz', () => this.kubectl.rawOk('/readyz'), { timeoutMs, alive: [this.etcd, this.apiserver] });
+  /** Every API server answers /readyz. */
+  async waitApiserverReady(timeoutMs = 60_000): Promise<void> {
+    const alive = [this.etcd, this.apiserver, ...(this.apiserver2 ? [this.apiserver2] : [])];
+    await waitUntil('kube-apiserver /readyz', () => this.kubectl.rawOk('/readyz'), { timeoutMs, alive });
+    const first = this.#firstKubectl;
+    if (first && this.apiserver2) await waitUntil('the first kube-apiserver /readyz', () => first.rawOk('/readyz'), { timeoutMs, alive });
   }
 
   /** The token controller has run once the default namespace's ServiceAccount exists. */
@@ -216,6 +255,6 @@ export class ControlPlane {
   }
 
   async stop(): Promise<void> {
-    for (const c of [this.scheduler, this.controllerManager, this.apiserver, this.etcd]) await c?.stop();
+    for (const c of [this.scheduler, this.controllerManager, this.apiserver2, this.apiserver, this.etcd]) await c?.stop();
   }
 }

@@ -1,6 +1,7 @@
 // svcmap on a lab cluster the way an operator installs it: `helm install` of
 // charts/svcmap with the image built locally (lab/cluster/images) and the API
-// server's node address as k8sServiceHost. The nodes already have bpffs and a
+// server's node address as k8sServiceHost (and, on a cluster with a second
+// API server, that one as k8sServiceHostFallbacks). The nodes already have bpffs and a
 // cgroup v2 mount at the chart's default cgroup.hostRoot (their mount
 // namespaces, mount-ns.ts), as a kind node does, so the init container that
 // would mount them on the host is turned off.
@@ -33,6 +34,9 @@ export function chartValues(cluster: Cluster, image: ImageRef): Record<string, s
   return {
     k8sServiceHost: cluster.net.nodes[0]!.ip,
     k8sServicePort: String(API_PORT),
+    ...(cluster.controlPlane.opts.secondApiPort
+      ? { k8sServiceHostFallbacks: `{${cluster.net.nodes[0]!.ip}:${cluster.controlPlane.opts.secondApiPort}}` }
+      : {}),
     'image.repository': image.repository,
     'image.tag': image.tag,
     'image.pullPolicy': 'IfNotPresent',
