@@ -63,7 +63,8 @@ t.test('svcmap installed (socket LB for all sockets), the mesh workloads running
   await installSvcmap(cluster, splitRef(ref('svcmap')));
   await k.apply(meshWorkloads(ref('labtool')));
   await k.run(['-n', MESH_NS, 'rollout', 'status', `deployment/${WEB.name}`, '--timeout=120s'], { timeoutMs: 130_000 });
-  await k.run(['-n', MESH_NS, 'wait', '--for=condition=Ready', 'pod/meshed', '--timeout=120s'], { timeoutMs: 130_000 });
+  for (const pod of ['meshed', 'hostnet'])
+    await k.run(['-n', MESH_NS, 'wait', '--for=condition=Ready', `pod/${pod}`, '--timeout=120s'], { timeoutMs: 130_000 });
   clusterIPs = (await k.json<{ spec: { clusterIPs: string[] } }>(['-n', MESH_NS, 'get', 'service', WEB.name])).spec.clusterIPs;
   const pods = await k.json<{ items: Array<{ metadata: { name: string }; status: { podIPs?: Array<{ ip: string }> } }> }>([
     '-n',
@@ -137,18 +138,24 @@ t.test('socketLB.mode=host-only: the proxy sees the ClusterIP and its onward con
   }
 });
 
-t.test("host-only: the node's own processes keep the socket LB", async (t) => {
-  const node = cluster.nodes[0]!;
+t.test("host-only: the node's own sockets (a host-network pod) keep the socket LB", async (t) => {
   for (const ip of clusterIPs) {
-    const out = await node.exec(images.get('labtool')!.binary!, ['tcp', ip, String(WEB.port), '5'], { timeoutMs: 60_000 });
+    const out = await k.run(['-n', MESH_NS, 'exec', 'hostnet', '--', '/labtool', 'tcp', ip, String(WEB.port), '5'], { timeoutMs: 60_000 });
     const names = out
       .split('\n')
       .map((l) => l.trim())
       .filter(Boolean);
-    t.equal(names.length, 5, `${node.name} reaches ${ip} (the socket LB translates the node's own connect())`);
+    t.equal(names.length, 5, `the host-network pod reaches ${ip}`);
     t.ok(
       names.every((n) => backends.names.includes(n)),
       'each answer from a backend',
     );
   }
+  const node = (await k.json<{ spec: { nodeName: string } }>(['-n', MESH_NS, 'get', 'pod', 'hostnet'])).spec.nodeName;
+  const n = cluster.nodes.find((x) => x.name === node)!;
+  const status = JSON.parse(await n.exec(join(REPO_ROOT, 'bin', 'svcmap'), ['status', '--pin-dir', PIN_DIR, '-o', 'json'])) as {
+    counters: Array<{ hook: string; reason: string; packets: number }>;
+  };
+  const translated = status.counters.filter((c) => (c.hook === 'connect4' || c.hook === 'connect6') && c.reason === 'translated');
+  t.ok(translated.length > 0, `${node}: the socket LB translated connect()s (${JSON.stringify(translated)})`);
 });

@@ -36,6 +36,7 @@ import {
 } from '../../lab/cluster/svcmap.ts';
 import { buildRelease } from '../../lab/release/build.ts';
 import { TEST_LAYOUT_ENV } from '../../src/bpf/test-layout.ts';
+import { SVCMAP_MAP_BACKENDS, SVCMAP_MAP_CT } from '../../src/maps/generated/constants.gen.ts';
 import { previousRelease, releasesFile } from '../../lab/release/releases.ts';
 import { type ApiService, type ApiSlice, type DumpFrontend, mapsVersusApi } from './fixtures/api-maps.ts';
 import { HeldFlow, Loops, type PhaseCounts } from './fixtures/traffic.ts';
@@ -256,7 +257,15 @@ t.test(
     const size = String((chartDefaults[value] as number) * 2);
     await phase(t, 'resize', () => upgrade(CHART, current, { testLayout: true, sets: { [value]: size } }));
     await checkAgents(t, current, true);
-    t.comment(`${value}=${size}`);
+    // The map the value sizes, as each node has it pinned now.
+    const map = value === 'maxBackends' ? SVCMAP_MAP_BACKENDS : SVCMAP_MAP_CT;
+    for (const n of nodes) {
+      const status = JSON.parse(await n.exec(join(REPO_ROOT, 'bin', 'svcmap'), ['status', '--pin-dir', PIN_DIR, '-o', 'json'])) as {
+        maps: Array<{ name: string; maxEntries: number }>;
+      };
+      const got = status.maps.find((m) => m.name === map)?.maxEntries;
+      t.equal(got, Number(size), `${n.name}: ${map} holds ${size} entries (${value}=${size})`);
+    }
   },
 );
 

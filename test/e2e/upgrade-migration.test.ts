@@ -116,7 +116,10 @@ async function switchAgents(t: Test, env: NodeJS.ProcessEnv, args: string[] = []
   const conns = connectUntilStopped();
   await c.stopAgent();
   const agent = await c.startAgent(args, env);
-  await agent.waitFor((l) => l.msg === 'map migrated', { timeoutMs: 5000, what: '"map migrated"' });
+  const done = await agent.waitFor((l) => l.msg === 'migration done', { timeoutMs: 5000, what: '"migration done"' });
+  t.comment(
+    `the migration took ${done.ms} ms (loading the new programs included)${done.holdMs === undefined ? '' : `, new tc flows held for ${done.holdMs} ms`}`,
+  );
   // The held flows answer again and again under the new agent's programs.
   for (const h of held) await c.client.udpStreamReplies(h.stream!, 20);
   const counts = await conns.stop();

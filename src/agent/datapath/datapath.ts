@@ -103,6 +103,7 @@ function loadAndAttach(opts: DatapathOptions, log: (msg: string, fields?: object
   };
   const paths = [build('sock'), build('tc'), build('veth')] as const;
   const maxEntries = (name: string) => mapSize(opts, name);
+  const began = performance.now();
   // Pinned maps of another layout or capacity move to new maps (src/maps/migration/).
   const migration = planMigrationOf(paths, opts.pinDir, maxEntries, log);
   const pinPaths = migration?.pinPaths();
@@ -127,6 +128,7 @@ function loadAndAttach(opts: DatapathOptions, log: (msg: string, fields?: object
   }
   if (migration) {
     for (const r of migration.finish((name) => objectMap(objects(), name))) log('map migrated', { ...r });
+    log('migration done', { ms: Math.round(performance.now() - began), holdMs: migration.holdMs });
   }
   const [sock, tc, veth] = loaded as [(typeof loaded)[0], (typeof loaded)[0], (typeof loaded)[0]];
   const links = SOCK_PROGRAMS.map((program) => ({

@@ -74,6 +74,8 @@ export class Migration {
   readonly #moving: Moving[] = [];
   readonly #log: (msg: string, fields?: object) => void;
   #swapped = false;
+  /** How long new tc flows were held (SVCMAP_CFG_MIGRATION_HOLD), when they were. */
+  holdMs: number | undefined;
 
   constructor(pinDir: string, moves: readonly MapMove[], log: (msg: string, fields?: object) => void) {
     this.pinDir = pinDir;
@@ -128,11 +130,17 @@ export class Migration {
    */
   swap(objects: readonly BpfObject[], newMap: (name: string) => BpfMap): number {
     const hold = this.moves.some((m) => FLOW_MAPS.has(m.spec.name));
+    // Once before the hold too: what is left for the merge under it is what changed in that merge's time.
+    if (hold) this.#merge(newMap);
+    const from = performance.now();
     if (hold) this.#hold([BpfMap.openPinned(join(this.pinDir, configMap.name))], true);
     try {
       return this.#swap(objects, newMap);
     } finally {
-      if (hold) this.#hold([BpfMap.openPinned(join(this.pinDir, configMap.name)), newMap(configMap.name)], false);
+      if (hold) {
+        this.#hold([BpfMap.openPinned(join(this.pinDir, configMap.name)), newMap(configMap.name)], false);
+        this.holdMs = Math.round((performance.now() - from) * 10) / 10;
+      }
     }
   }
 
@@ -154,12 +162,17 @@ export class Migration {
     }
   }
 
-  #swap(objects: readonly BpfObject[], newMap: (name: string) => BpfMap): number {
-    // What the old programs wrote since the copy, once more just before: the window after the swap is shorter.
+  /** What the old programs changed since the last copy, into the new maps (counters wait for finish()). */
+  #merge(newMap: (name: string) => BpfMap): void {
     for (const m of this.#moving) {
       if (!m.copied || COUNTER_MAPS.has(m.move.spec.name)) continue;
       m.copied = mergeChanges(m.old, newMap(m.move.spec.name), m.conv, m.copied).now;
     }
+  }
+
+  #swap(objects: readonly BpfObject[], newMap: (name: string) => BpfMap): number {
+    // What the old programs wrote since the copy, once more just before: the window after the swap is shorter.
+    this.#merge(newMap);
     const dir = linkPinDir(this.pinDir);
     const done: Array<{ path: string; oldProgId: number }> = [];
     try {
