@@ -163,10 +163,9 @@ const vip = async (svc: string) => (await k.run(['-n', NS, 'get', 'service', svc
 /**
  * Known, not fixed: in every phase a few pod -> ClusterIP connections (1-7 of
  * 1,000-2,000) time out, while pod -> NodePort and outside -> NodePort lose
- * none. A NodePort connection that the socket LB left untranslated is still
- * translated by the other node's tc program; a ClusterIP one is lost, so the
- * likely cause is a moment during the agent's restart in which connect() is
- * not translated. Kept as a todo (counted, printed, not hidden) until found;
+ * none. Only pod -> ClusterIP goes through the socket LB here (the other
+ * node's NodePort is translated by that node's tc program), so the cause is
+ * in the socket LB's path during the agent's restart. Kept as a todo (counted, printed, not hidden) until found;
  * docs/upgrade.md says so.
  */
 const CLUSTERIP_TIMEOUTS = 'known: a few pod -> ClusterIP timeouts per phase during the agent restart (docs/upgrade.md)';
