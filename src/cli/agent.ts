@@ -74,7 +74,7 @@ export const agentCommand = command({
       value: 'D',
       schema: duration.refine((ms) => ms >= 1000, { message: 'must be at least 1s' }),
       default: `${DEFAULT_STALL_MS / 1000}s`,
-      help: "silence (no event, no bookmark: the API server sends one a minute) after which a watch's API server counts as stalled and the next is used",
+      help: 'silence of a watch (no event, no bookmark: the API server sends one a minute while the resource changes) after which the agent asks its API server for /readyz; unanswered within 10s, the server counts as stalled and the next is used',
     },
     'node-name': { value: 'NAME', schema: z.string(), otherwise: 'env NODE_NAME', help: "this node's name; required with the API" },
     cgroup: {

@@ -12,8 +12,9 @@
 //    deletion too: the relist drops what is gone); /healthz, status and the
 //    metrics name B and one failover;
 //  - B stalls (takes requests, answers none, no bookmarks): after the stall
-//    bound (--k8s-api-stall-timeout, short here) the agent moves back to A
-//    (running again) and a change made meanwhile reaches the maps.
+//    bound (--k8s-api-stall-timeout, short here) and an unanswered /readyz
+//    the agent moves back to A (running again) and a change made meanwhile
+//    reaches the maps.
 // Each step waits for the agent's log and sync; no step is timed.
 import t from 'tap';
 import { type ApiServer, endpointSlice, node, service, startApiServer, writeKubeconfig } from '../../lab/apiserver/index.ts';
@@ -160,7 +161,11 @@ t.test(
     a.create(svc('stalled', STALLED)); // B's watches say nothing of it
     a.create(slice('stalled'));
     const moved = await c.agent.waitFor((l) => l.msg === MOVED, { from, timeoutMs: HANG_GUARD_MS, what: 'the move back to A' });
-    t.match(moved, { from: b.url, to: a.url, failovers: 2, reason: /^no answer for 10s/ }, `moved from B to A (${String(moved.reason)})`);
+    t.match(
+      moved,
+      { from: b.url, to: a.url, failovers: 2, reason: /^no event for 10s and \/readyz unanswered/ },
+      `moved from B to A (${String(moved.reason)})`,
+    );
     await synced(from, [WEB, AFTER, STALLED], 'web, after and stalled');
     t.ok(a.lists('Service', onA).length > 0, 'the agent listed again on A');
     t.same(await reached(STALLED), POD_NAMES, 'the Service created while B stalled is served');

@@ -5,15 +5,23 @@
 // on the server it left is ended at once, and its late events and errors are
 // dropped: the informers go on against the new server only.
 //
-// A silent stall is caught by a bound on silence (DEFAULT_STALL_MS says
-// why 75 s): a watch, from its request on, that brings no event (bookmarks
-// count) for that long. The verdict waits for the I/O already received: a
-// timer can fire right after the event loop was busy (a BPF load, a big
-// sync) with the bookmarks that came meanwhile still unread. A list page
-// gets twice the bound, as a plain timeout.
+// A silent stall: a watch that brings no event (bookmarks count) for the
+// bound (DEFAULT_STALL_MS says why 75 s) is not proof enough, since a watch
+// of a resource that does not change may get no bookmark at all
+// (kube-apiserver sends one only past the watch's resourceVersion). So the
+// server is asked (/readyz, PROBE_MS at most): answered, the silent watch is
+// ended and the informer watches again from its resourceVersion on the same
+// server; unanswered, the server counts as stalled. The check waits for the
+// I/O already received: a timer can fire right after the event loop was busy
+// (a BPF load, a big sync) with events still unread. A list page gets twice
+// the bound, as a plain timeout.
 import { type KubeConfig, Watch } from './client-node.ts';
 import type { ApiServers } from './api-servers.ts';
+import { apiRequest } from './request.ts';
 import { DEFAULT_STALL_MS, ServerFailure, whyUnanswered } from './server-failure.ts';
+
+/** How long the server may take to answer /readyz once a watch has been silent for the bound. */
+export const PROBE_MS = 10_000;
 
 type WatchArgs = Parameters<Watch['watch']>;
 
@@ -21,6 +29,7 @@ export class ServerBound {
   readonly servers: ApiServers;
   readonly stallMs: number;
   readonly #watch: Watch;
+  readonly #kc: KubeConfig;
   /** Aborted when the agent leaves the server in use: its lists end. */
   #leaving = new AbortController();
   /** Ends each open or pending watch, with the reason. */
@@ -29,17 +38,33 @@ export class ServerBound {
   constructor(kc: KubeConfig, servers: ApiServers, stallMs = DEFAULT_STALL_MS) {
     this.servers = servers;
     this.stallMs = stallMs;
+    this.#kc = kc;
     this.#watch = new Watch(kc);
     // client-node's inactivity timeout (30 s by default) would end a quiet
     // watch before the minute's bookmark comes; the stall check here decides,
     // client-node's (a private field in 2.x's types, with no option for it;
     // test/apiserver/client-node-behaviour.test.ts pins its behaviour) stays
     // behind it as a backstop.
-    (this.#watch as unknown as { requestTimeoutMs: number }).requestTimeoutMs = 2 * stallMs;
+    (this.#watch as unknown as { requestTimeoutMs: number }).requestTimeoutMs = 2 * stallMs + PROBE_MS;
   }
 
   get #timeout(): string {
     return `no answer for ${this.stallMs / 1000}s (no event, no bookmark)`;
+  }
+
+  /** Whether the server in use answers /readyz within PROBE_MS. */
+  async #answers(): Promise<boolean> {
+    try {
+      const res = await apiRequest(this.#kc, {
+        method: 'GET',
+        url: '/readyz',
+        signal: AbortSignal.timeout(Math.min(PROBE_MS, this.stallMs)),
+      });
+      await res.arrayBuffer();
+      return res.status === 200;
+    } catch {
+      return false;
+    }
   }
 
   /** The signal a list page goes with: the stall bound, and the move away from the server. */
@@ -89,8 +114,14 @@ export class ServerBound {
         () =>
           setImmediate(() => {
             if (finished) return;
-            if (Date.now() - heard >= this.stallMs) end(this.#timeout);
-            else arm();
+            if (Date.now() - heard < this.stallMs) return arm();
+            if (server !== this.servers.current) return end('left for another API server');
+            void this.#answers().then((ok) => {
+              // A quiet resource: watch again from its resourceVersion, at once (client-node
+              // re-watches after a TimeoutError without its reconnect back-off).
+              if (ok) finish(new DOMException('a quiet watch, renewed', 'TimeoutError'));
+              else end(`no event for ${this.stallMs / 1000}s and /readyz unanswered`);
+            });
           }),
         Math.max(0, heard + this.stallMs - Date.now()),
       );

@@ -4,12 +4,13 @@
 // the agent to the next API server.
 
 /**
- * How long a watch may go without a byte before its API server counts as
- * stalled. The API server sends a BOOKMARK about once a minute on a quiet
- * watch that allows them (kube-apiserver's cacher: defaultBookmarkFrequency
- * = 1 min), so a live server is never silent much longer than a minute: the
- * bound is that minute plus the 15 s margin kube-apiserver itself allows
- * past a bookmark (DefaultEventFreshDuration = bookmark frequency + 15 s).
+ * How long a watch may go without an event before the agent asks its API
+ * server whether it still answers (server-bound.ts). The API server sends a
+ * BOOKMARK about once a minute on a watch that allows them, as long as the
+ * resource's resourceVersion moved (kube-apiserver's cacher:
+ * defaultBookmarkFrequency = 1 min): the bound is that minute plus the 15 s
+ * margin kube-apiserver itself allows past a bookmark
+ * (DefaultEventFreshDuration = bookmark frequency + 15 s).
  */
 export const DEFAULT_STALL_MS = 75_000;
 
