@@ -86,6 +86,11 @@ func proxyConn(c *net.TCPConn, timeout time.Duration) {
 	var backendReader *bufio.Reader
 	if err != nil {
 		l.Error = fmt.Sprintf("SO_ORIGINAL_DST: %v", err)
+	} else if orig.String() == c.LocalAddr().String() || orig.Port() == uint16(c.LocalAddr().(*net.TCPAddr).Port) {
+		// Not redirected (a probe to the proxy's own port): dialing it would
+		// connect to the proxy again, and again, until it runs out of files.
+		l.Orig = orig.String()
+		l.Error = "not redirected: the destination is the proxy itself"
 	} else {
 		l.Orig = orig.String()
 		onward, err = net.DialTimeout("tcp", l.Orig, timeout)
@@ -144,7 +149,10 @@ func cmdProxy(argv []string) error {
 	for {
 		c, err := ln.Accept()
 		if err != nil {
-			return err
+			// Out of files for a moment (EMFILE): the listener stays.
+			fmt.Fprintf(os.Stderr, "labtool proxy: accept: %v\n", err)
+			time.Sleep(100 * time.Millisecond)
+			continue
 		}
 		go proxyConn(c.(*net.TCPConn), timeout)
 	}
