@@ -5,9 +5,10 @@
 // the replies translated back there. Pods are namespaces on the node's
 // bridge; Services come from the file source. Both families, TCP and UDP.
 import t from 'tap';
-import { closeSync, readdirSync } from 'node:fs';
+import { closeSync, existsSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { type LogLine, SVCMAP } from '../../lab/agent-process.ts';
+import { VETH_PIN_DIR_GONE } from '../../src/agent/datapath/veth-datapath.ts';
 import { linkInfo, openPinned } from '../../src/bpf/link.ts';
 import { linkPinDir } from '../../src/bpf/loader.ts';
 import { hostPort } from '../../lab/protocol.ts';
@@ -214,3 +215,20 @@ t.test('the veth programs outlive the agent; svcmap cleanup detaches them', asyn
     'no veth link left in the kernel',
   );
 });
+
+t.test(
+  "svcmap cleanup under a running agent, as the chart's uninstall runs it: a pod that comes up afterwards brings no pin back",
+  async (t) => {
+    await c.startAgent(['--socket-lb=host-only'], { inNode: true });
+    await c.lab.exec(c.node, SVCMAP, ['cleanup', '--force', '--pin-dir', c.pinDir]);
+    t.notOk(existsSync(c.pinDir), 'svcmap cleanup removed the pin directory');
+    const from = c.agent.mark();
+    const pod = await c.lab.pod(c.node, 'after-cleanup', '10.244.0.103');
+    await c.agent.waitFor((l: LogLine) => l.msg === VETH_PIN_DIR_GONE && Number(l.devices) > 0, {
+      from,
+      timeoutMs: 15000,
+      what: `the agent's refresh after ${pod.hostIfname} came up`,
+    });
+    t.notOk(existsSync(c.pinDir), 'the pin directory stays gone');
+  },
+);

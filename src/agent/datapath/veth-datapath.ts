@@ -24,6 +24,9 @@ export const VETH_PROGRAMS = { ingress: 'svcmap_veth_in', egress: 'svcmap_veth_o
 const PIN = /^(svcmap_veth_(?:in|out))@(.+)$/;
 const pinName = (program: string, device: string) => `${program}@${device}`;
 
+/** The log line of a refresh that attached nothing because the pin directory is gone (svcmap cleanup ran). */
+export const VETH_PIN_DIR_GONE = "the pin directory is gone (svcmap cleanup): pods' veths are left alone";
+
 /** The pods' interfaces among the links: veths with a peer in another namespace, not one of `exclude`. */
 export function podVeths(links: readonly NetLink[], exclude: ReadonlySet<string>): NetLink[] {
   return links.filter((l) => l.kind === 'veth' && l.peerInOtherNetns && !exclude.has(l.name)).sort((a, b) => a.name.localeCompare(b.name));
@@ -63,6 +66,8 @@ export class VethDatapath implements Component {
   #lastError: string | undefined;
   /** The devices with programs attached, as of the last refresh, by name: their ifindex (a pod's veth name may come back on a new device). */
   #attached = new Map<string, number>();
+  /** The pod veths last left alone because the pin directory was gone (logged when they change). */
+  #leftAlone: string | undefined;
 
   constructor(object: BpfObject, pinDir: string, log: Logger, opts: VethDatapathOptions = {}) {
     this.#object = object;
@@ -114,6 +119,16 @@ export class VethDatapath implements Component {
   /** Attaches to every pod veth not attached yet and removes the pins of those that are gone. Idempotent. */
   refresh(links: readonly NetLink[] = listLinks()): void {
     const want = podVeths(links, new Set(this.#opts.externalDevices?.() ?? []));
+    // `svcmap cleanup` took the datapath away under this agent (the chart's
+    // uninstall runs it before the agent goes): pinning a new pod's links
+    // would bring the pin directory back after it, so nothing is attached.
+    if (!existsSync(this.#pinDir)) {
+      const names = want.map((l) => l.name).join(',');
+      if (names !== this.#leftAlone) this.#log.info({ devices: want.length, pinDir: this.#pinDir }, VETH_PIN_DIR_GONE);
+      this.#leftAlone = names;
+      return;
+    }
+    this.#leftAlone = undefined;
     const added: string[] = [];
     const attached = new Map<string, number>();
     for (const { name: device, ifindex } of want) {
