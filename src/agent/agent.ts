@@ -24,7 +24,7 @@ import { leftInPlace } from './datapath/left-in-place.ts';
 import { SocketCounter } from './datapath/socket-recount.ts';
 import { SocketTerminator } from './datapath/socket-terminator.ts';
 import { TcDatapath } from './datapath/tc-datapath.ts';
-import { clearRemovedFlows } from './datapath/ct-clear.ts';
+import { clearRemovedFlows } from './loops/ct-clear.ts';
 import { VethDatapath } from './datapath/veth-datapath.ts';
 import { readHostNet, uplinkDevices } from './datapath/host-net.ts';
 import { type HealthCheckService, HealthCheckPorts, healthCheckOf } from './http/health-check-ports.ts';

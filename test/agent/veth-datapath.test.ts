@@ -4,7 +4,7 @@
 import t from 'tap';
 import { parseLinkMessage } from '../../src/bpf/links.ts';
 import { podVeths } from '../../src/agent/datapath/veth-datapath.ts';
-import { removedFlowKeys } from '../../src/agent/datapath/ct-clear.ts';
+import { removedFlowKeys } from '../../src/agent/loops/ct-clear.ts';
 import type { CtKey, CtValue } from '../../src/maps/codecs.ts';
 import { CT_DIR_FWD, CT_DIR_REPLY_OUT, IPPROTO_TCP, IPPROTO_UDP } from '../../src/maps/constants.ts';
 

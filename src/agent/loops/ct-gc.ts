@@ -183,7 +183,8 @@ function ctFormat(map: string, key: Codec<CtKey>, value: Codec<CtValue>, addrWor
 /** svcmap_ct (IPv4) and svcmap_ct6 (IPv6). */
 export const CT4_FORMAT = ctFormat(SVCMAP_MAP_CT, ctKey, ctValue, 1);
 export const CT6_FORMAT = ctFormat(SVCMAP_MAP_CT6, ct6Key, ct6Value, 4);
-const CT_FORMATS: Readonly<Record<Family, CtFormat>> = { 4: CT4_FORMAT, 6: CT6_FORMAT };
+/** Each family's conntrack layout. */
+export const CT_FORMATS: Readonly<Record<Family, CtFormat>> = { 4: CT4_FORMAT, 6: CT6_FORMAT };
 
 /** One family's conntrack map (a family without one is left out). */
 export type CtGcMaps = Pick<FamilyMaps, 'family' | 'ct'>;

@@ -13,6 +13,7 @@ import type { CtKey, CtValue } from '../../maps/codecs.ts';
 import { CT_DIR_FWD, IPPROTO_UDP } from '../../maps/constants.ts';
 import type { FamilyMaps } from '../../maps/datapath-maps.ts';
 import type { RemovedBackend } from '../../sync/removed.ts';
+import { CT_FORMATS, readCtPacked } from './ct-gc.ts';
 
 /** The entries of the removed backends' UDP flows: forward entries translated to one, reply entries from one. */
 export function removedFlowKeys(entries: Iterable<readonly [CtKey, CtValue]>, removed: readonly RemovedBackend[]): CtKey[] {
@@ -27,11 +28,27 @@ export function removedFlowKeys(entries: Iterable<readonly [CtKey, CtValue]>, re
   return out;
 }
 
-/** Deletes the conntrack entries of the removed backends' UDP flows; how many. */
-export function clearRemovedFlows(maps: Pick<FamilyMaps, 'ct'>, removed: readonly RemovedBackend[]): number {
+/**
+ * Deletes the conntrack entries of the removed backends' UDP flows; how many.
+ * Runs in the sync that removed them: the map is read as the GC reads it
+ * (batched, packed), and only UDP entries are decoded.
+ */
+export function clearRemovedFlows(maps: Pick<FamilyMaps, 'ct' | 'family'>, removed: readonly RemovedBackend[]): number {
   if (!maps.ct || !removed.some((r) => r.proto === IPPROTO_UDP)) return 0;
+  const fmt = CT_FORMATS[maps.family];
+  const ct = readCtPacked(maps.ct.raw, fmt);
+  function* udpEntries(): Generator<[CtKey, CtValue]> {
+    for (let i = 0; i < ct.count; i++) {
+      const k = i * fmt.keySize;
+      if (ct.keys[k + fmt.K.proto] !== IPPROTO_UDP) continue;
+      yield [
+        fmt.key.decode(Buffer.from(ct.keys.buffer, ct.keys.byteOffset + k, fmt.keySize), 0),
+        fmt.value.decode(Buffer.from(ct.values.buffer, ct.values.byteOffset + i * fmt.valueSize, fmt.valueSize), 0),
+      ];
+    }
+  }
   let n = 0;
   // One by one: an entry the datapath or the GC removed meanwhile is no error.
-  for (const k of removedFlowKeys(maps.ct.entries(), removed)) if (maps.ct.delete(k)) n++;
+  for (const k of removedFlowKeys(udpEntries(), removed)) if (maps.ct.delete(k)) n++;
   return n;
 }
