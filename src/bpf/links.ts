@@ -5,6 +5,7 @@
 // another namespace than this process's; the agent image has no `ip`.
 import koffi from 'koffi';
 import { errnoName } from './errors.ts';
+import { libc as bindLibc } from './libc.ts';
 
 export interface NetLink {
   name: string;
@@ -30,24 +31,6 @@ const IFLA_LINKINFO = 18;
 const IFLA_INFO_KIND = 1;
 const IFLA_LINK_NETNSID = 37;
 const NLA_TYPE_MASK = 0x3fff;
-
-interface Libc {
-  socket: (domain: number, type: number, protocol: number) => number;
-  send: (fd: number, buf: Buffer, len: number, flags: number) => number;
-  recv: (fd: number, buf: Buffer, len: number, flags: number) => number;
-  close: (fd: number) => number;
-}
-let libc: Libc | undefined;
-
-function bind(): Libc {
-  const lib = koffi.load('libc.so.6');
-  return {
-    socket: lib.func('int socket(int domain, int type, int protocol)') as Libc['socket'],
-    send: lib.func('long send(int fd, const uint8_t *buf, size_t len, int flags)') as Libc['send'],
-    recv: lib.func('long recv(int fd, _Out_ uint8_t *buf, size_t len, int flags)') as Libc['recv'],
-    close: lib.func('int close(int fd)') as Libc['close'],
-  };
-}
 
 const align4 = (n: number) => (n + 3) & ~3;
 
@@ -77,7 +60,7 @@ export function parseLinkMessage(msg: Buffer): NetLink {
 
 /** Every link of this network namespace. */
 export function listLinks(): NetLink[] {
-  libc ??= bind();
+  const libc = bindLibc();
   const fd = libc.socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_ROUTE);
   if (fd < 0) throw new Error(`socket(AF_NETLINK): ${errnoName(koffi.errno())}`);
   try {
