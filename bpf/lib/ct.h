@@ -343,4 +343,49 @@ static __always_inline void ct_forget_flow(const int family, const void *p, cons
 	ct_delete(family, &fwd);
 }
 
+/*
+ * A new TCP connection (a SYN without ACK) that svcmap leaves untranslated
+ * may come from a port an earlier, translated flow of the same client used,
+ * to the very backend that flow went to (a client that connects through a
+ * Service, then straight to the pod). The earlier flow's reply entry keys
+ * exactly this connection's answers (backend -> client, CT_DIR_REPLY_OUT)
+ * and would show them as the frontend's, so the client's SYN would never be
+ * answered. Its port being in use again, the earlier flow is over: it is
+ * forgotten, both entries, as ct_forget_flow() forgets a flow.
+ */
+static __always_inline void ct_forget_replaced(const int family, const void *p)
+{
+	union ct_key_any rep, fwd;
+	void *rv, *fv;
+
+	if (pkt_f(family, p, proto) != IPPROTO_TCP ||
+	    (pkt_f(family, p, tcp_flags) & (TCP_FLAG_SYN | TCP_FLAG_ACK)) != TCP_FLAG_SYN)
+		return;
+	/* The answer's tuple: p's reversed. */
+	if (family == AF_INET6) {
+		__builtin_memset(&rep, 0, sizeof(struct ct6_key));
+		__builtin_memcpy(rep.v6.saddr, ((const struct pkt6 *)p)->daddr, sizeof(rep.v6.saddr));
+		__builtin_memcpy(rep.v6.daddr, ((const struct pkt6 *)p)->saddr, sizeof(rep.v6.daddr));
+	} else {
+		__builtin_memset(&rep, 0, sizeof(struct ct_key));
+		rep.v4.saddr = ((const struct pkt4 *)p)->daddr;
+		rep.v4.daddr = ((const struct pkt4 *)p)->saddr;
+	}
+	ct_key_f(family, &rep, sport) = pkt_f(family, p, dport);
+	ct_key_f(family, &rep, dport) = pkt_f(family, p, sport);
+	ct_key_f(family, &rep, proto) = IPPROTO_TCP;
+	ct_key_f(family, &rep, dir) = CT_DIR_REPLY_OUT;
+	rv = bpf_map_lookup_elem(ct_map(family), &rep);
+	if (!rv)
+		return;
+	ct_peer_key(family, &fwd, &rep, rv);
+	fv = bpf_map_lookup_elem(ct_map(family), &fwd);
+	if (fv) {
+		if (!(ct_val_f(family, fv, flags) & CT_F_CLOSING))
+			ct_uncount(family, fv);
+		ct_delete(family, &fwd);
+	}
+	ct_delete(family, &rep);
+}
+
 #endif /* SVCMAP_LIB_CT_H */

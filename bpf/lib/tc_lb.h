@@ -507,8 +507,10 @@ static __always_inline int tc_ingress(const int family, struct __sk_buff *skb, v
 		if (!bufs)
 			return tc_verdict(DP_HOOK_TC_INGRESS, DP_R_CT_INSERT_FAILED, TC_ACT_SHOT);
 		reason = lb_tc_new_flow(family, skb, p, bufs, 0);
-		if (reason == DP_R_PASSED)
+		if (reason == DP_R_PASSED) {
+			ct_forget_replaced(family, p);
 			return tc_verdict(DP_HOOK_TC_INGRESS, reason, TC_ACT_OK);
+		}
 		if (reason != DP_R_TRANSLATED)
 			return tc_verdict(DP_HOOK_TC_INGRESS, reason, TC_ACT_SHOT);
 		ct = tc_buf(family, bufs, fwd);
@@ -588,8 +590,10 @@ static __always_inline int veth_from_pod(const int family, struct __sk_buff *skb
 		if (!bufs)
 			return tc_verdict(hook, DP_R_CT_INSERT_FAILED, TC_ACT_SHOT);
 		reason = lb_tc_new_flow(family, skb, p, bufs, 1);
-		if (reason == DP_R_PASSED)
+		if (reason == DP_R_PASSED) {
+			ct_forget_replaced(family, p);
 			return tc_verdict(hook, reason, TC_ACT_OK);
+		}
 		if (reason != DP_R_TRANSLATED)
 			return tc_verdict(hook, reason, TC_ACT_SHOT);
 		ct = tc_buf(family, bufs, fwd);
