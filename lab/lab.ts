@@ -242,7 +242,11 @@ export class Lab {
       bridgeIp,
       bridge: 'br0',
     }));
-    await ipBatchIn(node.ns, [`link add br0 address ${bridgeMac()} type bridge`, `addr add ${bridgeIp}/${cidr.prefix} dev br0`, 'link set br0 up']);
+    await ipBatchIn(node.ns, [
+      `link add br0 address ${bridgeMac()} type bridge`,
+      `addr add ${bridgeIp}/${cidr.prefix} dev br0`,
+      'link set br0 up',
+    ]);
     if (opts.forward) await this.forward(node);
     return node;
   }
