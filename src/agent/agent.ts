@@ -204,7 +204,8 @@ function buildParts(
       loop?.poke();
     },
   });
-  const veth = vethLbOn(cfg)
+  const vethOn = vethLbOn(cfg);
+  const veth = vethOn
     ? new VethDatapath(dp.veth!, cfg.pinDir, log, {
         mode: cfg.tcAttach ?? 'auto',
         // The tc datapath's devices, and every way out of the node (also before the Node is known and tc attached).
