@@ -15,6 +15,7 @@ import { type ConnHolderConfig, ConnHolder } from './conn-holder-handle.ts';
 import { EchoServer } from './echo-handle.ts';
 import { JsonLines, waitReady } from './jsonl.ts';
 import {
+  bridgeMac,
   cgroupName,
   checkIfName,
   checkPrefix,
@@ -241,7 +242,11 @@ export class Lab {
       bridgeIp,
       bridge: 'br0',
     }));
-    await ipBatchIn(node.ns, ['link add br0 type bridge', `addr add ${bridgeIp}/${cidr.prefix} dev br0`, 'link set br0 up']);
+    await ipBatchIn(node.ns, [
+      `link add br0 address ${bridgeMac()} type bridge`,
+      `addr add ${bridgeIp}/${cidr.prefix} dev br0`,
+      'link set br0 up',
+    ]);
     if (opts.forward) await this.forward(node);
     return node;
   }

@@ -79,6 +79,19 @@ export function sanitize(name: string): string {
   return name.toLowerCase().replace(/[^a-z0-9]/g, '');
 }
 
+/**
+ * A bridge's own MAC address: random, locally administered, unicast. A Linux
+ * bridge created without one takes the lowest MAC among its ports and changes
+ * it as ports come and go; its neighbours' ARP entries for the gateway then
+ * point at an address nobody owns, and their traffic is lost until they
+ * resolve it again (seconds). Set at creation, the bridge keeps it.
+ */
+export function bridgeMac(): string {
+  const b = randomBytes(6);
+  b[0] = (b[0]! & 0xfc) | 0x02;
+  return [...b].map((x) => x.toString(16).padStart(2, '0')).join(':');
+}
+
 export function checkIfName(name: string): string {
   if (name.length === 0 || name.length > IFNAME_MAX || !/^[A-Za-z0-9_.-]+$/.test(name)) {
     throw new Error(`bad interface name ${JSON.stringify(name)} (1..${IFNAME_MAX} chars of [A-Za-z0-9_.-])`);

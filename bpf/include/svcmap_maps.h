@@ -43,6 +43,7 @@
 #define SVCMAP_MAP_MAGLEV     svcmap_maglev
 #define SVCMAP_MAP_ZONES      svcmap_zones
 #define SVCMAP_MAP_SOCK_CFG   svcmap_sockcfg
+#define SVCMAP_MAP_SOCK_BYP   svcmap_sock_byp
 #define SVCMAP_MAP_SK_COUNT   svcmap_sk_count /* not pinned: the recount's working set */
 #define SVCMAP_MAP_SK_TERM    svcmap_sk_term  /* not pinned: socket termination's working set */
 
@@ -72,6 +73,7 @@
 #define SVCMAP_DEV_ADDR_MAX  1024
 #define SVCMAP_BE_CONNS_MAX  65536
 #define SVCMAP_MAGLEV_MAX    65536
+#define SVCMAP_SOCK_BYP_MAX  1024
 #define SVCMAP_ZONES_MAX     1024
 #define SVCMAP_SK_COUNT_MAX  65536
 #define SVCMAP_SK_TERM_MAX   1024
@@ -609,16 +611,41 @@ struct dev_addr6_value {
  *                       alone, their traffic is translated per packet at
  *                       their veths (bpf/veth.c), where a sidecar proxy's
  *                       iptables REDIRECT has seen the ClusterIP first.
+ *  SOCK_CFG_POD_BYPASS: svcmap_sock_byp holds pods whose sockets the socket
+ *                       LB leaves alone in every mode (svcmap.io/socket-lb:
+ *                       bypass on the Pod or its Namespace); off while the
+ *                       map is empty, so that other sockets pay no lookup.
  */
 #define SOCK_CFG_LOCALHOST4   0x1
 #define SOCK_CFG_LOCALHOST6   0x2
 #define SOCK_CFG_BIND_PROTECT 0x4
 #define SOCK_CFG_HOST_ONLY    0x8
+#define SOCK_CFG_POD_BYPASS   0x10
 
 struct sock_config {
 	__u64 host_netns; /* the network namespace cookie of the node's own sockets */
 	__u32 flags;      /* SOCK_CFG_* */
 	__u32 pad;
+};
+
+/* ==== Pods that bypass the socket LB: svcmap_sock_byp ==== */
+
+/*
+ * Hash map: the cgroup id (cgroup v2: the directory's inode number) of a
+ * bypassed Pod's pod-level cgroup -> struct sock_bypass. The kubelet makes
+ * that cgroup before any of the Pod's containers starts, and every process
+ * of the Pod runs below it; the socket hooks look for the calling task's
+ * ancestors at levels 1..SOCK_BYP_MAX_LEVEL (bpf_get_current_ancestor_cgroup_id:
+ * sock_addr programs cannot ask for the socket's, bpf_sk_ancestor_cgroup_id).
+ */
+#define SOCK_BYP_MAX_LEVEL 16
+/* "namespace/name": 63 + 1 + 253 bytes, NUL-terminated. */
+#define SVCMAP_SOCK_BYP_POD_LEN 320
+
+struct sock_bypass {
+	__u32 level; /* the cgroup's depth below the cgroup mount the agent sees */
+	__u32 pad;
+	char pod[SVCMAP_SOCK_BYP_POD_LEN]; /* the Pod: what dump and status show; the datapath reads none of it */
 };
 
 /* ==== Datapath counters: svcmap_metrics ==== */
@@ -678,7 +705,8 @@ enum dp_reason {
 	DP_R_IPV6_EXT_HDR      = 20, /* tc: IPv6 whose next header is not TCP, UDP or ICMPv6 (extension headers, fragments): untouched */
 	DP_R_BIND_DENIED       = 21, /* bind: the node's own socket asked for a port a NodePort holds: EADDRINUSE */
 	DP_R_MIGRATION_HOLD    = 22, /* tc: a new flow while the agent moves the maps (SVCMAP_CFG_MIGRATION_HOLD): dropped, retried */
-	DP_R_MAX               = 23,
+	DP_R_SOCK_BYPASSED     = 23, /* socket: a pod's socket the socket LB leaves to its veth (host-only, or a bypassed pod) */
+	DP_R_MAX               = 24,
 };
 
 #define DP_REASON_STRIDE   32

@@ -58,4 +58,13 @@ struct {
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } SVCMAP_MAP_SOCK_CFG SEC(".maps");
 
+/* Pods whose sockets the socket LB leaves alone (struct sock_bypass). */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__type(key, __u64);
+	__type(value, struct sock_bypass);
+	__uint(max_entries, SVCMAP_SOCK_BYP_MAX);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} SVCMAP_MAP_SOCK_BYP SEC(".maps");
+
 #endif /* SVCMAP_LIB_MAPS_SOCK_H */

@@ -238,15 +238,39 @@ static __always_inline int sock_on_node(const struct sock_config *cfg, struct bp
 }
 
 /*
- * The socket LB leaves this socket alone (SOCK_CFG_HOST_ONLY): it is a pod's,
- * and the node translates pods' traffic per packet at their veths. The
+ * The calling task runs in a bypassed pod's cgroup or below it: one of its
+ * ancestors (levels 1..SOCK_BYP_MAX_LEVEL, root excluded) is in
+ * svcmap_sock_byp. The task's, not the socket's: sock_addr programs may not
+ * ask for the socket's ancestors, and the task connecting or sending is the
+ * pod's process that made the socket (a pod cannot hand sockets to another
+ * pod's processes).
+ */
+static __always_inline int sock_pod_bypassed(void)
+{
+	for (int level = 1; level <= SOCK_BYP_MAX_LEVEL; level++) {
+		__u64 id = bpf_get_current_ancestor_cgroup_id(level);
+
+		if (!id)
+			return 0; /* deeper than the task's own cgroup */
+		if (bpf_map_lookup_elem(&SVCMAP_MAP_SOCK_BYP, &id))
+			return 1;
+	}
+	return 0;
+}
+
+/*
+ * The socket LB leaves this socket alone: it is a pod's, and the node
+ * translates pods' traffic per packet at their veths, for every pod
+ * (SOCK_CFG_HOST_ONLY) or for the bypassed ones (SOCK_CFG_POD_BYPASS). The
  * node's own sockets (host-network processes) keep the socket LB.
  */
 static __always_inline int sock_lb_bypassed(struct bpf_sock_addr *ctx)
 {
 	const struct sock_config *cfg = sock_cfg();
 
-	return cfg && (cfg->flags & SOCK_CFG_HOST_ONLY) && !sock_on_node(cfg, ctx);
+	if (!cfg || !(cfg->flags & (SOCK_CFG_HOST_ONLY | SOCK_CFG_POD_BYPASS)) || sock_on_node(cfg, ctx))
+		return 0;
+	return (cfg->flags & SOCK_CFG_HOST_ONLY) || sock_pod_bypassed();
 }
 
 /* The family's localhost NodePorts are on (SOCK_CFG_LOCALHOST4/6). */
@@ -362,7 +386,7 @@ static __always_inline int sock_xlate_fwd(const int family, struct bpf_sock_addr
 			sock_uncount(AF_INET6, ctx->sk);
 	}
 	if (sock_lb_bypassed(ctx)) {
-		dp_count(hook, DP_R_PASSED);
+		dp_count(hook, DP_R_SOCK_BYPASSED);
 		return 0;
 	}
 	sock_get(family, ctx, addr);

@@ -86,6 +86,20 @@ export const RESOURCES: readonly Resource[] = [
     extraFields: { 'spec.nodeName': (o) => str(spec(o)['nodeName']) },
   },
   {
+    // The agent reads the Namespaces' svcmap.io/socket-lb.
+    kind: 'Namespace',
+    listKind: 'NamespaceList',
+    plural: 'namespaces',
+    group: '',
+    version: 'v1',
+    apiVersion: 'v1',
+    namespaced: false,
+    statusSubresource: true,
+    clearStatusOnCreate: false,
+    returnDeletedObject: true,
+    extraFields: {},
+  },
+  {
     // What the agent writes about objects it cannot program.
     kind: 'Event',
     listKind: 'EventList',

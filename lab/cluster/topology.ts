@@ -11,6 +11,7 @@
 // of each range. IPv6 lives only in these namespaces (no route out either).
 
 import type { Lab, LabNs } from '../lab.ts';
+import { bridgeMac } from '../names.ts';
 
 export interface NodeNet {
   name: string;
@@ -83,7 +84,7 @@ export async function createClusterNet(lab: Lab, nodeNames: readonly string[]): 
   const gateway = `${NET}.1`;
   const gateway6 = `${NET6}:1`;
   const sw = await lab.netns('switch');
-  await lab.ip(sw, 'link', 'add', 'br0', 'type', 'bridge');
+  await lab.ip(sw, 'link', 'add', 'br0', 'address', bridgeMac(), 'type', 'bridge');
   await lab.ip(sw, 'addr', 'add', `${gateway}/${PREFIX}`, 'dev', 'br0');
   await lab.ip(sw, 'link', 'set', 'br0', 'up');
   // The switch forwards neither family (IPv6 forwarding is off in a new namespace).
@@ -102,6 +103,9 @@ export async function createClusterNet(lab: Lab, nodeNames: readonly string[]): 
     };
     await nodeSysctls(lab, ns);
     await plug(lab, sw, ns, node.ip, node.ip6);
+    // The CNI bridge plugin takes cni0 as it finds it; made here, it keeps its
+    // own MAC while pods come and go (bridgeMac says why that matters).
+    await lab.ip(ns, 'link', 'add', 'cni0', 'address', bridgeMac(), 'type', 'bridge');
     nodes.push(node);
   }
   for (const a of nodes) {

@@ -23,6 +23,7 @@ import { type Datapath, type DatapathOptions, DatapathPart } from './datapath/da
 import { leftInPlace } from './datapath/left-in-place.ts';
 import { SocketCounter } from './datapath/socket-recount.ts';
 import { SocketTerminator } from './datapath/socket-terminator.ts';
+import { PodBypass } from './datapath/sock-bypass.ts';
 import { TcDatapath } from './datapath/tc-datapath.ts';
 import { clearRemovedFlows } from './loops/ct-clear.ts';
 import { VethDatapath } from './datapath/veth-datapath.ts';
@@ -213,6 +214,18 @@ function buildParts(
         externalDevices: () => [...tc.attachments.map((a) => a.device), ...uplinkDevices(readHostNet())],
       })
     : undefined;
+  // Pods that bypass the socket LB (svcmap.io/socket-lb), found by their cgroups below the one the hooks attach to.
+  const bypass =
+    dp.maps.sockBypass && dp.maps.sockConfig
+      ? new PodBypass({ bypass: dp.maps.sockBypass, sockConfig: dp.maps.sockConfig }, cfg.cgroup, log)
+      : undefined;
+  const takeBypass = () => {
+    if (!bypass || !source.source.isSynced) return; // the first lists are not in: the pinned entries stay
+    const r = source.source.model.socketLb.take({ nodeName: cfg.nodeName, vethOn: Boolean(vethOn) });
+    if (!r) return;
+    for (const [key, list] of r.problems) problems.reportObject(`${key} socket-lb`, list);
+    bypass.set(r.pods);
+  };
   const healthTimeoutMs = cfg.healthTimeoutMs ?? Math.max(60_000, 2 * cfg.minSyncIntervalMs);
   const healthChecks = new HealthCheckPorts(log, () => proxyHealthy(status.health, healthTimeoutMs));
   const servers = new HttpServers(
@@ -224,7 +237,10 @@ function buildParts(
   // One sync loop for both sources; the source only feeds its model.
   let loop: SyncLoop | undefined;
   const hooks = {
-    changed: () => loop?.poke(),
+    changed: () => {
+      loop?.poke();
+      takeBypass();
+    },
     event: (kind: 'Service' | 'EndpointSlice') =>
       kind === 'Service' ? metrics.kubeProxy.serviceEvent() : metrics.kubeProxy.endpointSliceEvent(),
     node: (node: NodeInfo | undefined) => {
@@ -241,7 +257,8 @@ function buildParts(
       : k8s!.kubeSourcePart(k8s!.kc, cfg.nodeName!, hooks, status, log, {
           ...(cfg.source.apiServer ? { apiServers: k8s!.apiServerUrls(cfg.source.apiServer) } : {}),
           ...(cfg.source.stallMs ? { stallMs: cfg.source.stallMs } : {}),
-          pods: cfg.hostPorts ?? true,
+          // For their hostPorts, and for svcmap.io/socket-lb.
+          pods: (cfg.hostPorts ?? true) || Boolean(vethOn),
         });
   const nodePorts = cfg.nodePortAddresses ?? EVERY_NODE_ADDRESS;
   source.source.model.setNodePortAddresses(nodePorts, []);
@@ -266,6 +283,7 @@ function buildParts(
     events,
     tc,
     veth,
+    bypass,
     healthChecks,
     servers,
     loop,

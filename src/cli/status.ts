@@ -9,7 +9,7 @@ import { linkPinDir } from '../bpf/loader.ts';
 import { classicTcProgram, ifIndex, interfaceNames } from '../bpf/tc.ts';
 import { BpfMap, MAP_TYPE_NAMES } from '../bpf/map.ts';
 import { readDatapathCounters } from '../maps/datapath-counters.ts';
-import { ALL_MAPS, devAddr6Map, devAddrMap, metricsMap, sockConfigMap } from '../maps/registry.ts';
+import { ALL_MAPS, devAddr6Map, devAddrMap, metricsMap, sockBypassMap, sockConfigMap } from '../maps/registry.ts';
 import { SOCK_CFG_HOST_ONLY } from '../maps/constants.ts';
 import { pinnedVeths } from '../agent/datapath/veth-datapath.ts';
 import { TypedMap } from '../maps/typed-map.ts';
@@ -60,6 +60,23 @@ export interface StatusReport {
   socketLb: 'all' | 'host-only' | 'unknown';
   /** The pods' veths with svcmap_veth_in/out attached (by their pinned links). */
   veths: string[];
+  /** The Pods whose sockets the socket LB leaves alone (svcmap_sock_byp), by name; cgroupId as a decimal string. */
+  socketLbBypass: Array<{ pod: string; cgroupId: string }>;
+}
+
+/** svcmap_sock_byp's Pods, sorted by name. */
+function bypassedPods(pinDir: string): StatusReport['socketLbBypass'] {
+  const path = join(pinDir, sockBypassMap.name);
+  if (!existsSync(path)) return [];
+  const m = new TypedMap(sockBypassMap, BpfMap.openPinned(path));
+  try {
+    return m
+      .entries()
+      .map(([id, v]) => ({ pod: v.pod, cgroupId: String(id) }))
+      .sort((a, b) => (a.pod < b.pod ? -1 : a.pod > b.pod ? 1 : 0));
+  } finally {
+    m.raw.close();
+  }
 }
 
 /** The socket LB's mode as svcmap_sockcfg says it. */
@@ -110,6 +127,7 @@ export function collectStatus(pinDir: string): StatusReport {
     snatAddresses: [],
     socketLb: socketLbMode(pinDir),
     veths: pinnedVeths(pinDir),
+    socketLbBypass: bypassedPods(pinDir),
   };
   const linkDir = linkPinDir(pinDir);
   if (existsSync(linkDir)) {
@@ -284,6 +302,9 @@ export function renderStatus(r: StatusReport, style: TableStyle = PLAIN): string
         ...(r.agent ? [describeAgent(r.agent)] : []),
         `socket LB: ${r.socketLb === 'host-only' ? "host-only (the node's own sockets; pods' traffic is translated at their veths)" : r.socketLb}`,
         `pod veths with programs: ${r.veths.length ? r.veths.join(', ') : '(none)'}`,
+        ...(r.socketLbBypass.length
+          ? [`pods bypassing the socket LB: ${r.socketLbBypass.map((b) => `${b.pod} (cgroup ${b.cgroupId})`).join(', ')}`]
+          : []),
       ]
     : [];
   sections.forEach((s, i) => {

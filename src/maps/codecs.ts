@@ -2,7 +2,7 @@
 // the bytes the datapath reads. The layouts mirror bpf/include/svcmap_maps.h
 // and are checked against its BTF at load (see btf-check.ts).
 import { testLayout } from '../bpf/test-layout.ts';
-import { SVCMAP_ZONE_NAME_LEN } from './constants.ts';
+import { SVCMAP_SOCK_BYP_POD_LEN, SVCMAP_ZONE_NAME_LEN } from './constants.ts';
 import { type StructLayout, decoderOf, encoderOf, field, pad, scalar, scalarCodecOf, struct, text } from './layout.ts';
 
 export interface Codec<T> {
@@ -370,6 +370,20 @@ export const sockConfigKey = scalarCodec(scalar('__u32', 'u32'));
 
 export const sockConfigValue = codec<SockConfig>(
   struct('sock_config', 16, [field('host_netns', 0, 'u64'), field('flags', 8, 'u32'), pad('pad', 12, 4)]),
+);
+
+/** svcmap_sock_byp: a bypassed Pod's cgroup id -> struct sock_bypass. */
+export interface SockBypass {
+  /** The cgroup's depth below the cgroup mount the agent sees. */
+  level: number;
+  /** The Pod, "namespace/name". */
+  pod: string;
+}
+
+export const sockBypassKey = scalarCodec<bigint>(scalar('__u64', 'u64'));
+
+export const sockBypassValue = codec<SockBypass>(
+  struct('sock_bypass', 8 + SVCMAP_SOCK_BYP_POD_LEN, [field('level', 0, 'u32'), pad('pad', 4, 4), text('pod', 8, SVCMAP_SOCK_BYP_POD_LEN)]),
 );
 
 /** svcmap_devaddr: ifindex -> the device's primary IPv4 address (the SNAT source through it). */

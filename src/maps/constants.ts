@@ -197,6 +197,13 @@ export const DP_REASONS: readonly DpReason[] = [
     help: "bind protection: a node's own socket asked for a port a NodePort holds (EADDRINUSE)",
   },
   {
+    id: c.DP_R_SOCK_BYPASSED,
+    name: 'socket_lb_bypassed',
+    hooks: SOCK_FWD,
+    drop: false,
+    help: "a pod's socket the socket LB leaves alone (--socket-lb=host-only, or svcmap.io/socket-lb: bypass): translated at the pod's veth",
+  },
+  {
     id: c.DP_R_REVNAT_STALE,
     name: 'revnat_stale',
     hooks: SOCK_REV,

@@ -19,6 +19,7 @@ import {
   servicesMap,
   skRevNatMap,
   sockConfigMap,
+  sockBypassMap,
   zonesMap,
 } from './registry.ts';
 import { MaglevTables } from './maglev-tables.ts';
@@ -83,6 +84,8 @@ export class DatapathMaps {
   readonly config: TypedMap<number, c.SvcmapConfig> | undefined;
   /** The socket hooks' settings; absent in pins older than it. */
   readonly sockConfig: TypedMap<number, c.SockConfig> | undefined;
+  /** Pods that bypass the socket LB (cgroup id -> struct sock_bypass); absent in pins older than it. */
+  readonly sockBypass: TypedMap<bigint, c.SockBypass> | undefined;
   /** The datapath's counters (per CPU: read with readDatapathCounters()); absent in pins older than it. */
   readonly counters: BpfMap | undefined;
   /** Zone id -> name, for the backends' zone field; absent in pins older than it. */
@@ -99,6 +102,8 @@ export class DatapathMaps {
     this.config = config ? new TypedMap(configMap, config) : undefined;
     const sockConfig = open(sockConfigMap.name);
     this.sockConfig = sockConfig ? new TypedMap(sockConfigMap, sockConfig) : undefined;
+    const sockBypass = open(sockBypassMap.name);
+    this.sockBypass = sockBypass ? new TypedMap(sockBypassMap, sockBypass) : undefined;
     this.counters = open(metricsMap.name);
     const zones = open(zonesMap.name);
     this.zones = zones ? new TypedMap(zonesMap, zones) : undefined;
@@ -157,7 +162,7 @@ export class DatapathMaps {
   all(): Array<TypedMap<unknown, unknown>> {
     const family = (f: FamilyMaps | undefined) =>
       f ? [f.services, f.backends, f.revNat, f.skRevNat, f.conns, f.maglevIndex, f.ct, f.srcRange, f.devAddr] : [];
-    return [...family(this.v4), this.affinity, this.config, this.sockConfig, this.zones, ...family(this.v6)].filter(
+    return [...family(this.v4), this.affinity, this.config, this.sockConfig, this.sockBypass, this.zones, ...family(this.v6)].filter(
       (m) => m !== undefined,
     ) as Array<TypedMap<unknown, unknown>>;
   }

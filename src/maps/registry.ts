@@ -33,6 +33,7 @@ import {
   SVCMAP_MAP_SERVICES,
   SVCMAP_MAP_SK_REVNAT,
   SVCMAP_MAP_SOCK_CFG,
+  SVCMAP_MAP_SOCK_BYP,
   SVCMAP_MAP_SRC_RANGE,
   SVCMAP_MAP_ZONES,
 } from './constants.ts';
@@ -131,6 +132,13 @@ export const sockConfigMap: MapSpec<number, c.SockConfig> = {
   key: c.sockConfigKey,
   value: c.sockConfigValue,
   purpose: "socket hooks' settings (the node's network namespace, localhost NodePorts, bind protection)",
+};
+export const sockBypassMap: MapSpec<bigint, c.SockBypass> = {
+  name: SVCMAP_MAP_SOCK_BYP,
+  layoutVersion: 1,
+  key: c.sockBypassKey,
+  value: c.sockBypassValue,
+  purpose: 'pods whose sockets the socket LB leaves to their veths: pod cgroup id -> level (svcmap.io/socket-lb: bypass)',
 };
 export const devAddrMap: MapSpec<number, c.DevAddrValue> = {
   name: SVCMAP_MAP_DEV_ADDR,
@@ -314,6 +322,7 @@ export const ALL_MAPS: readonly MapSpec[] = [
   srcRangeMap,
   configMap,
   sockConfigMap,
+  sockBypassMap,
   metricsMap,
   devAddrMap,
   backendConnsMap,

@@ -11,6 +11,7 @@ import { keepClaimedFrontends } from './claims.ts';
 import { sameFrontends } from './same.ts';
 import { EVERY_NODE_ADDRESS, type NodePortAddressSpec, withNodePortAddresses } from './nodeport-addresses.ts';
 import { DEFAULT_NODE_PORT_RANGE, type HostPortPod, hostPortFrontends, hostPortPod, type PortRange } from './host-ports.ts';
+import { BypassModel } from './socket-lb-bypass.ts';
 import { OneToMany } from '../util/one-to-many.ts';
 import type { EndpointSlice, Pod, Service } from './schemas.ts';
 import type { Frontend, NodeInfo, Problem } from './types.ts';
@@ -78,6 +79,9 @@ export class IncrementalModel {
   /** Pods whose problems were last reported non-empty (a Pod leaving the model clears them). */
   readonly #podProblems = new Set<string>();
 
+  /** The Pods and Namespaces that say which Pods bypass the socket LB (socket-lb-bypass.ts): the agent reads it apart from the frontends. */
+  readonly socketLb = new BypassModel();
+
   readonly #dirty = new Set<string>();
   readonly #problemDirty = new Map<string, Problem[]>();
   /** Problems of objects that failed validation (by object key), until a valid version or a delete arrives. */
@@ -139,6 +143,7 @@ export class IncrementalModel {
    * has any to serve, recompute the Pods' frontends.
    */
   upsertPod(pod: Pod): void {
+    this.socketLb.upsertPod(pod);
     const id = `${pod.metadata.namespace}/${pod.metadata.name}`;
     const kept = hostPortPod(pod);
     if (kept) this.#pods.set(id, kept);
@@ -147,6 +152,7 @@ export class IncrementalModel {
   }
 
   deletePod(namespace: string, name: string): void {
+    this.socketLb.deletePod(namespace, name);
     if (this.#pods.delete(`${namespace}/${name}`)) this.#podsDirty = true;
   }
 

@@ -9,7 +9,7 @@ export interface MetadataKey {
   key: string;
   kind: 'annotation' | 'label';
   /** The objects svcmap reads it on. */
-  on: readonly ('Service' | 'EndpointSlice' | 'Node')[];
+  on: readonly ('Service' | 'EndpointSlice' | 'Node' | 'Pod' | 'Namespace')[];
   /** Who writes it: the user, or a Kubernetes controller. */
   setBy: string;
   /** What values svcmap accepts, in words. */
@@ -97,5 +97,16 @@ export const METADATA_KEYS = {
     values: 'a zone name',
     otherwise: 'zone hints are ignored (every endpoint is used)',
     meaning: "The node's zone: which EndpointSlice zone hints (trafficDistribution PreferClose) apply to this node.",
+  },
+  socketLb: {
+    key: 'svcmap.io/socket-lb',
+    kind: 'annotation',
+    on: ['Pod', 'Namespace'],
+    setBy: 'the user (a service mesh: the namespaces it injects)',
+    values: 'bypass, on',
+    otherwise:
+      "the Namespace's value, else on; an unknown value is a warning on its object (an UnknownAnnotationValue Event) and counts as absent",
+    meaning:
+      "bypass: the socket LB leaves the Pod's sockets alone (its traffic is translated per packet at its veth, so a sidecar's iptables REDIRECT sees the ClusterIP); on: the socket LB translates them (a Pod's own value wins over its Namespace's). Needs --veth-lb (chart socketLB.vethTranslation); takes effect for sockets that connect or send after the change. Host-network Pods keep the socket LB.",
   },
 } as const satisfies Record<string, MetadataKey>;

@@ -404,6 +404,15 @@ export const NodeSchema = z.object({
 
 // ---------------------------------------------------------------- Pod (v1)
 
+/** Of the annotations, only svcmap.io/socket-lb is kept (as socketLb, a string; socket-lb-bypass.ts judges it). */
+function socketLbOf<M extends { annotations?: Record<string, unknown> | null | undefined }>({
+  annotations,
+  ...meta
+}: M): Omit<M, 'annotations'> & { socketLb?: string } {
+  const v = annotations?.[METADATA_KEYS.socketLb.key];
+  return typeof v === 'string' ? { ...meta, socketLb: v } : meta;
+}
+
 // Only what hostPort mappings need (src/model/host-ports.ts), and the output
 // keeps only that: the ports that have a hostPort, the phase, the pod's IPs.
 // A node holds ~100 Pods; most have no hostPort and become a few fields.
@@ -431,7 +440,14 @@ export const PodSchema = z
   .object({
     apiVersion: z.literal('v1', { error: 'must be v1' }),
     kind: z.literal('Pod'),
-    metadata: namespacedMeta.omit({ labels: true }).extend({ creationTimestamp: orDefault(z.string(), '') }),
+    metadata: namespacedMeta
+      .omit({ labels: true })
+      .extend({
+        creationTimestamp: orDefault(z.string(), ''),
+        uid: orDefault(z.string(), ''),
+        annotations: z.record(z.string(), z.unknown()).nullish(),
+      })
+      .transform(socketLbOf),
     spec: z.object({
       nodeName: orDefault(z.string(), ''),
       hostNetwork: orDefault(z.boolean({ error: 'must be true or false' }), false),
@@ -466,6 +482,15 @@ export const PodSchema = z
     };
   });
 
+// ---------------------------------------------------------------- Namespace (v1)
+
+// Only its name and svcmap.io/socket-lb (socket-lb-bypass.ts).
+export const NamespaceSchema = z.object({
+  apiVersion: z.literal('v1', { error: 'must be v1' }),
+  kind: z.literal('Namespace'),
+  metadata: z.object({ name: objectName, annotations: z.record(z.string(), z.unknown()).nullish() }).transform(socketLbOf),
+});
+
 // ---------------------------------------------------------------- types and validation
 
 export type Service = z.output<typeof ServiceSchema>;
@@ -476,19 +501,21 @@ export type EndpointPort = EndpointSlice['ports'][number];
 export type Node = z.output<typeof NodeSchema>;
 /** A Pod as far as its hostPorts go (PodSchema's output). */
 export type Pod = z.output<typeof PodSchema>;
-export type KubeObject = Service | EndpointSlice | Node | Pod;
+export type Namespace = z.output<typeof NamespaceSchema>;
+export type KubeObject = Service | EndpointSlice | Node | Pod | Namespace;
 export type SupportedKind = KubeObject['kind'];
 
 export type ValidationResult = { ok: true; obj: KubeObject } | { ok: false; problems: Problem[] };
 
 /** API group each kind must come from; a `serving.knative.dev` Service is not ours. */
-const GROUPS: Record<SupportedKind, string> = { Service: '', Node: '', EndpointSlice: 'discovery.k8s.io', Pod: '' };
+const GROUPS: Record<SupportedKind, string> = { Service: '', Node: '', EndpointSlice: 'discovery.k8s.io', Pod: '', Namespace: '' };
 
 export const SCHEMAS: Record<SupportedKind, z.ZodType<KubeObject>> = {
   Service: ServiceSchema,
   EndpointSlice: EndpointSliceSchema,
   Node: NodeSchema,
   Pod: PodSchema,
+  Namespace: NamespaceSchema,
 };
 
 export function isRecord(v: unknown): v is Record<string, unknown> {

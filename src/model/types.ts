@@ -88,6 +88,8 @@ export interface Problem {
   severity: 'error' | 'warning';
   /** The object is valid but wants a frontend another Service already holds (counted apart from invalid objects). */
   conflict?: true;
+  /** The Event reason it is reported under, where the model says (else the reporter decides by severity and path). */
+  reason?: 'SocketLbBypassIgnored';
 }
 
 /** The node the agent runs on: its name (for local endpoints) and addresses (for NodePort frontends). */

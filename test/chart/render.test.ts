@@ -44,6 +44,9 @@ const AGENT_RBAC = [
   '/pods:get',
   '/pods:list',
   '/pods:watch',
+  '/namespaces:get',
+  '/namespaces:list',
+  '/namespaces:watch',
   'discovery.k8s.io/endpointslices:get',
   'discovery.k8s.io/endpointslices:list',
   'discovery.k8s.io/endpointslices:watch',
@@ -194,7 +197,7 @@ t.test('default values (k8sServiceHost set)', async (t) => {
     }
   });
 
-  t.test('RBAC: exactly get/list/watch on services, endpointslices, nodes, pods and create/patch on events', async (t) => {
+  t.test('RBAC: exactly get/list/watch on services, endpointslices, nodes, pods, namespaces and create/patch on events', async (t) => {
     const roles = byKind(ms, 'ClusterRole');
     t.equal(roles.length, 1, 'one ClusterRole');
     const role = roles[0] as Manifest;
@@ -543,11 +546,17 @@ t.test('edge values (custom ports, devices, resources, IPv6 API server, no init 
     });
   });
 
-  t.test('RBAC and capabilities do not move with the values (but Pods are read only for hostPort.enabled)', async (t) => {
+  t.test('RBAC and capabilities do not move with the values (Pods and Namespaces: for hostPorts or the veth translation)', async (t) => {
     t.same(
       flattenRules(byKind(ms, 'ClusterRole')[0] as Manifest),
-      AGENT_RBAC.filter((r) => !r.startsWith('/pods:')),
-      'hostPort.enabled false: no Pods',
+      AGENT_RBAC,
+      'hostPort.enabled false, host-only: Pods and Namespaces read',
+    );
+    const neither = render({ set: [`k8sServiceHost=${HOST}`, 'hostPort.enabled=false', 'socketLB.vethTranslation=false'] });
+    t.same(
+      flattenRules(byKind(neither, 'ClusterRole')[0] as Manifest),
+      AGENT_RBAC.filter((r) => !r.startsWith('/pods:') && !r.startsWith('/namespaces:')),
+      'neither hostPorts nor veth translation: no Pods, no Namespaces',
     );
     t.same(sorted(agent.securityContext?.capabilities?.add), sorted(AGENT_CAPS));
     for (const { m, spec: s } of workloads(ms)) {

@@ -9,6 +9,7 @@ const report: StatusReport = {
   pinDir: '/sys/fs/bpf/svcmap-x',
   socketLb: 'host-only',
   veths: ['veth1a2b', 'veth3c4d'],
+  socketLbBypass: [],
   programs: [
     {
       link: 'svcmap_connect4',
@@ -116,7 +117,16 @@ t.test('-o wide and --no-headers, section by section', async (t) => {
 });
 
 t.test('empty sections: a placeholder in the table, nothing without headers', async (t) => {
-  const empty: StatusReport = { pinDir: '/p', programs: [], maps: [], counters: [], snatAddresses: [], socketLb: 'all', veths: [] };
+  const empty: StatusReport = {
+    pinDir: '/p',
+    programs: [],
+    maps: [],
+    counters: [],
+    snatAddresses: [],
+    socketLb: 'all',
+    veths: [],
+    socketLbBypass: [],
+  };
   t.equal(
     renderStatus(empty),
     'pin directory: /p\nsocket LB: all\npod veths with programs: (none)\n\nPROGRAMS\n  (none attached)\n\nMAPS\n  (none pinned)\n\n' +

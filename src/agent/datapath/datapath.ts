@@ -14,7 +14,13 @@ import type { BpfMap } from '../../bpf/map.ts';
 import { BpfObject } from '../../bpf/object.ts';
 import { netnsCookie } from '../../bpf/netns.ts';
 import { type PinDirLock, holdPinDir } from '../../bpf/pin-lock.ts';
-import { SOCK_CFG_BIND_PROTECT, SOCK_CFG_HOST_ONLY, SOCK_CFG_LOCALHOST4, SOCK_CFG_LOCALHOST6 } from '../../maps/constants.ts';
+import {
+  SOCK_CFG_BIND_PROTECT,
+  SOCK_CFG_HOST_ONLY,
+  SOCK_CFG_LOCALHOST4,
+  SOCK_CFG_LOCALHOST6,
+  SOCK_CFG_POD_BYPASS,
+} from '../../maps/constants.ts';
 import { DatapathMaps } from '../../maps/datapath-maps.ts';
 import { Migration } from '../../maps/migration/migrate.ts';
 import { planMigration } from '../../maps/migration/plan.ts';
@@ -181,7 +187,9 @@ function writeSockSettings(maps: DatapathMaps, settings: SockSettings, log: (msg
     (settings.localhostNodePorts[4] ? SOCK_CFG_LOCALHOST4 : 0) |
     (settings.localhostNodePorts[6] ? SOCK_CFG_LOCALHOST6 : 0) |
     (settings.bindProtection ? SOCK_CFG_BIND_PROTECT : 0) |
-    (settings.socketLb === 'host-only' ? SOCK_CFG_HOST_ONLY : 0);
+    (settings.socketLb === 'host-only' ? SOCK_CFG_HOST_ONLY : 0) |
+    // Pods an earlier agent left bypassed stay so until this one has read the Pods (sock-bypass.ts).
+    (maps.sockBypass?.entries().length ? SOCK_CFG_POD_BYPASS : 0);
   maps.sockConfig.put(0, { host_netns: hostNetns, flags });
   log('socket hooks configured', {
     hostNetns: String(hostNetns),

@@ -27,7 +27,8 @@ export function eventForProblem(p: Problem): EventInput | undefined {
   if (p.namespace === '' || p.name === '') return undefined; // nothing an Event could refer to
   let reason: EventReason;
   let note = p.message;
-  if (ANNOTATION_PATH.test(p.path)) reason = 'UnknownAnnotationValue';
+  if (p.reason) reason = p.reason;
+  else if (ANNOTATION_PATH.test(p.path)) reason = 'UnknownAnnotationValue';
   // A Pod's warnings are its hostPorts left out (inside the NodePort range, SCTP), as Cilium reports them.
   else if (p.kind === 'Pod' && p.severity === 'warning') reason = 'HostPortIgnored';
   else if (p.severity !== 'error') return undefined;

@@ -13,7 +13,14 @@
 // written now is reported as dropped (the caller counts it), and its count is
 // kept, so the next write of that series carries it.
 
-export const EVENT_REASONS = ['InvalidObject', 'FrontendConflict', 'MapFull', 'UnknownAnnotationValue', 'HostPortIgnored'] as const;
+export const EVENT_REASONS = [
+  'InvalidObject',
+  'FrontendConflict',
+  'MapFull',
+  'UnknownAnnotationValue',
+  'HostPortIgnored',
+  'SocketLbBypassIgnored',
+] as const;
 export type EventReason = (typeof EVENT_REASONS)[number];
 
 /** The objects svcmap reports about; all are namespaced (a Pod: about its hostPorts). */

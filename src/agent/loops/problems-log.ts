@@ -13,7 +13,7 @@ function problemId(p: Problem): string {
 /** The svcmap_sync_errors_total kind a newly reported problem counts as (warnings count as none). */
 export function syncErrorKind(p: Problem): 'invalid_object' | 'frontend_conflict' | 'annotation_value' | undefined {
   // A Service annotation svcmap does not accept (svcmap.io/lb-algorithm, ...): used with the default, but counted.
-  if (p.path.startsWith('metadata.annotations[')) return 'annotation_value';
+  if (p.path.startsWith('metadata.annotations[') && !p.reason) return 'annotation_value';
   if (p.severity !== 'error') return undefined;
   return p.conflict ? 'frontend_conflict' : 'invalid_object';
 }

@@ -17,6 +17,7 @@ export const SVCMAP_MAP_SK_BACKEND = 'svcmap_sk_be';
 export const SVCMAP_MAP_MAGLEV = 'svcmap_maglev';
 export const SVCMAP_MAP_ZONES = 'svcmap_zones';
 export const SVCMAP_MAP_SOCK_CFG = 'svcmap_sockcfg';
+export const SVCMAP_MAP_SOCK_BYP = 'svcmap_sock_byp';
 /** not pinned: the recount's working set */
 export const SVCMAP_MAP_SK_COUNT = 'svcmap_sk_count';
 /** not pinned: socket termination's working set */
@@ -43,6 +44,7 @@ export const SVCMAP_AFFINITY_MAX = 65536;
 export const SVCMAP_DEV_ADDR_MAX = 1024;
 export const SVCMAP_BE_CONNS_MAX = 65536;
 export const SVCMAP_MAGLEV_MAX = 65536;
+export const SVCMAP_SOCK_BYP_MAX = 1024;
 export const SVCMAP_ZONES_MAX = 1024;
 export const SVCMAP_SK_COUNT_MAX = 65536;
 export const SVCMAP_SK_TERM_MAX = 1024;
@@ -109,6 +111,9 @@ export const SOCK_CFG_LOCALHOST4 = 0x1;
 export const SOCK_CFG_LOCALHOST6 = 0x2;
 export const SOCK_CFG_BIND_PROTECT = 0x4;
 export const SOCK_CFG_HOST_ONLY = 0x8;
+export const SOCK_CFG_POD_BYPASS = 0x10;
+export const SOCK_BYP_MAX_LEVEL = 16;
+export const SVCMAP_SOCK_BYP_POD_LEN = 320;
 export const DP_HOOK_TC_INGRESS = 0;
 export const DP_HOOK_TC_EGRESS = 1;
 export const DP_HOOK_CONNECT4 = 2;
@@ -172,7 +177,9 @@ export const DP_R_IPV6_EXT_HDR = 20;
 export const DP_R_BIND_DENIED = 21;
 /** tc: a new flow while the agent moves the maps (SVCMAP_CFG_MIGRATION_HOLD): dropped, retried */
 export const DP_R_MIGRATION_HOLD = 22;
-export const DP_R_MAX = 23;
+/** socket: a pod's socket the socket LB leaves to its veth (host-only, or a bypassed pod) */
+export const DP_R_SOCK_BYPASSED = 23;
+export const DP_R_MAX = 24;
 export const DP_REASON_STRIDE = 32;
 /** 16 hooks of DP_REASON_STRIDE reasons */
 export const SVCMAP_METRICS_MAX = 512;

@@ -193,6 +193,16 @@ export const LAYOUTS: RecordedLayouts = {
       value: { type: 'sk_rev_nat6_value', size: 24, fields: [['addr', 0, 16], ['port', 16, 2], ['pad', 18, 2], ['rev_nat_id', 20, 4]] },
     },
   },
+  svcmap_sock_byp: {
+    1: {
+      type: 1,
+      flags: 0,
+      keySize: 8,
+      valueSize: 328,
+      key: { type: '__u64', size: 8, fields: [['value', 0, 8]] },
+      value: { type: 'sock_bypass', size: 328, fields: [['level', 0, 4], ['pad', 4, 4], ['pod', 8, 320]] },
+    },
+  },
   svcmap_sockcfg: {
     1: {
       type: 2,

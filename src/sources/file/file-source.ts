@@ -227,6 +227,8 @@ export class FileSource {
     else if (obj.kind === 'EndpointSlice') this.model.upsertSlice(obj);
     // Pods: the model serves the hostPorts of those on this node.
     else if (obj.kind === 'Pod') this.model.upsertPod(obj);
+    // Namespaces: their svcmap.io/socket-lb.
+    else if (obj.kind === 'Namespace') this.model.socketLb.upsertNamespace(obj);
     // Nodes: #settled() looks ours up
   }
 
@@ -235,6 +237,7 @@ export class FileSource {
     if (obj.kind === 'Service') this.model.deleteService(obj.metadata.namespace, obj.metadata.name);
     else if (obj.kind === 'EndpointSlice') this.model.deleteSlice(obj.metadata.namespace, obj.metadata.name);
     else if (obj.kind === 'Pod') this.model.deletePod(obj.metadata.namespace, obj.metadata.name);
+    else if (obj.kind === 'Namespace') this.model.socketLb.deleteNamespace(obj.metadata.name);
   }
 
   /** After a pass: the node (it may have changed with its Node object), and a sync. */

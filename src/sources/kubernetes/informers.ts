@@ -1,4 +1,4 @@
-// List+watch of the kinds the agent needs (Services, EndpointSlices, its Node and, for hostPorts, its Pods), with the real client-node
+// List+watch of the kinds the agent needs (Services, EndpointSlices, its Node and, for hostPorts and socket-LB bypass, its Pods and the Namespaces), with the real client-node
 // ListWatch (the informer). Services and EndpointSlices that belong to
 // another proxy or carry the headless label are filtered at the API server,
 // with kube-proxy's label selector. An object that gains such a label leaves
@@ -20,7 +20,7 @@ import { NOT_PROXIED_LABELS } from '../../model/proxied.ts';
 import { listAll } from './list.ts';
 import type { ServerBound } from './server-bound.ts';
 
-export type InformerKind = 'Service' | 'EndpointSlice' | 'Node' | 'Pod';
+export type InformerKind = 'Service' | 'EndpointSlice' | 'Node' | 'Pod' | 'Namespace';
 
 /** What the informer caches for one object: kind, identity (the informer keys by it) and, unless it was deleted, its validation. */
 export interface CachedObject {
@@ -81,6 +81,8 @@ export function makeInformers(
   if (nodeName) specs.push({ kind: 'Node', apiVersion: 'v1', path: '/api/v1/nodes', fieldSelector: `metadata.name=${nodeName}` });
   // This node's Pods only, for their hostPorts (as the kubelet watches them).
   if (nodeName && pods) specs.push({ kind: 'Pod', apiVersion: 'v1', path: '/api/v1/pods', fieldSelector: `spec.nodeName=${nodeName}` });
+  // With the Pods, the Namespaces: their svcmap.io/socket-lb applies to their Pods.
+  if (nodeName && pods) specs.push({ kind: 'Namespace', apiVersion: 'v1', path: '/api/v1/namespaces' });
   return specs.map((s) => {
     const transform = (raw: KubernetesObject, validate: boolean): CachedObject & KubernetesObject => {
       // List items come without kind/apiVersion (as the API server sends them);

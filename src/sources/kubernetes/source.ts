@@ -11,7 +11,7 @@
 import type { KubeConfig } from './client-node.ts';
 import { IncrementalModel } from '../../model/incremental.ts';
 import { nodeEligible, nodeInfoFromNode } from '../../model/node.ts';
-import { type EndpointSlice, type Node, type Pod, type Service, identify } from '../../model/schemas.ts';
+import { type EndpointSlice, type Namespace, type Node, type Pod, type Service, identify } from '../../model/schemas.ts';
 import { validateObject } from '../../model/validate.ts';
 import type { NodeInfo } from '../../model/types.ts';
 import { type CachedObject, type InformerKind, type RunningInformer, makeInformers } from './informers.ts';
@@ -42,7 +42,7 @@ export interface SourceOptions {
   apiServers?: readonly string[];
   /** How long a watch or a list page may go without a byte before its API server counts as stalled (server-bound.ts). */
   stallMs?: number;
-  /** Watch this node's Pods, for their hostPorts (--host-ports); needs the node's name. */
+  /** Watch this node's Pods (for their hostPorts and svcmap.io/socket-lb) and the Namespaces (their svcmap.io/socket-lb); needs the node's name. */
   pods?: boolean;
 }
 
@@ -193,6 +193,7 @@ export class KubernetesSource {
     const obj = r.obj;
     if (obj.kind === 'Service') this.model.upsertService(obj as Service);
     else if (obj.kind === 'Pod') this.model.upsertPod(obj as Pod);
+    else if (obj.kind === 'Namespace') this.model.socketLb.upsertNamespace(obj as Namespace);
     else if (obj.kind === 'EndpointSlice') {
       const slice = obj as EndpointSlice;
       const owner = this.model.upsertSlice(slice);
@@ -225,12 +226,13 @@ export class KubernetesSource {
   /** The object's namespace (as the model keys it: "default" when unset; "" for a Node) and name. */
   #who(kind: InformerKind, raw: unknown): { namespace: string; name: string } {
     const who = identify(raw);
-    return { namespace: kind === 'Node' ? '' : who.namespace || 'default', name: who.name };
+    return { namespace: kind === 'Node' || kind === 'Namespace' ? '' : who.namespace || 'default', name: who.name };
   }
 
   #removeById(kind: InformerKind, who: { namespace: string; name: string }): void {
     if (kind === 'Service') this.model.deleteService(who.namespace, who.name);
     else if (kind === 'Pod') this.model.deletePod(who.namespace, who.name);
+    else if (kind === 'Namespace') this.model.socketLb.deleteNamespace(who.name);
     else if (kind === 'EndpointSlice') {
       this.model.deleteSlice(who.namespace, who.name);
       this.#sliceTriggers.delete(`${who.namespace}/${who.name}`);
