@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -9,7 +8,6 @@ import (
 	"io"
 	"net"
 	"os"
-	"strings"
 	"syscall"
 	"time"
 )
@@ -73,15 +71,8 @@ func firstLineLocal(ctx context.Context, addr string, timeout time.Duration) (st
 	if err := awaitConnect(ctx, nc, timeout); err != nil {
 		return "", local, err
 	}
-	nc.SetDeadline(time.Now().Add(timeout))
-	line, err := bufio.NewReader(nc).ReadString('\n')
-	if err != nil {
-		if errors.Is(err, io.EOF) {
-			return "", local, fmt.Errorf("connection closed before the first line: %w", err)
-		}
-		return "", local, err
-	}
-	return strings.TrimSuffix(line, "\n"), local, nil
+	line, err := readFirstLine(nc, timeout)
+	return line, local, err
 }
 
 func localAddr(fd int) string {
