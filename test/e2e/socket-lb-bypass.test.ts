@@ -17,6 +17,8 @@ import type { LogLine } from '../../lab/agent-process.ts';
 import { hostPort } from '../../lab/protocol.ts';
 import type { LabClient, LabPod } from '../../lab/index.ts';
 import type { StatusReport } from '../../src/cli/status.ts';
+import { SOCK_CFG_POD_BYPASS } from '../../src/maps/constants.ts';
+import { DatapathMaps } from '../../src/maps/datapath-maps.ts';
 import { type Cluster, FAMILIES, NODE_IP6, POD_NAMES, dualStackEchoService, startCluster } from './fixtures/cluster.ts';
 
 const WEB = 40;
@@ -115,6 +117,16 @@ async function toClusterIp(p: TestPod, family: 4 | 6, proto: 'tcp' | 'udp'): Pro
 
 const status = (): StatusReport => JSON.parse(c.svcmap('status', '-o', 'json')) as StatusReport;
 
+/** The hooks' flag that makes them look the calling task's cgroups up (svcmap_sockcfg). */
+function podBypassFlag(): boolean {
+  const maps = DatapathMaps.openPinned(c.pinDir);
+  try {
+    return ((maps.sockConfig!.get(0)?.flags ?? 0) & SOCK_CFG_POD_BYPASS) !== 0;
+  } finally {
+    maps.close();
+  }
+}
+
 /** TCP and UDP from the pod to the ClusterIP, both families: answered by the backends; whether the pod's sockets left for the ClusterIP. */
 async function check(t: Test, p: TestPod, bypassed: boolean): Promise<void> {
   for (const f of FAMILIES) {
@@ -154,6 +166,7 @@ t.test(
       ['default/meshed'],
       'svcmap status lists the bypassed Pod',
     );
+    t.ok(podBypassFlag(), "the hooks' flag is on");
     const bypassedCounter = s.counters.find((x) => x.hook === 'connect4' && x.reason === 'socket_lb_bypassed')?.packets ?? 0;
     t.ok(bypassedCounter >= 30, `connect4 counted the bypass (${bypassedCounter})`);
   },
@@ -202,4 +215,6 @@ t.test('the Pods deleted: the map is empty and the flag off', async (t) => {
     });
   }
   t.same(status().socketLbBypass, []);
+  t.notOk(podBypassFlag(), "the hooks' flag is off");
+  await check(t, MESHED, false);
 });
