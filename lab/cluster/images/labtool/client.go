@@ -31,6 +31,11 @@ func firstLine(ctx context.Context, addr string, timeout time.Duration) (string,
 		return "", err
 	}
 	defer c.Close()
+	return readFirstLine(c, timeout)
+}
+
+// readFirstLine: the first line the server sends on c, within timeout.
+func readFirstLine(c net.Conn, timeout time.Duration) (string, error) {
 	c.SetDeadline(time.Now().Add(timeout))
 	line, err := bufio.NewReader(c).ReadString('\n')
 	if err != nil {

@@ -4,6 +4,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -11,6 +12,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -230,5 +232,42 @@ func TestHoldTimeoutKeepsTheSocket(t *testing.T) {
 	sum := runHold(ctx, holdOptions{proto: "udp", addr: pc.LocalAddr().String(), interval: 10 * time.Millisecond, timeout: 50 * time.Millisecond}, func(e holdEvent) { events = append(events, e) })
 	if sum.Sockets != 1 || sum.Timeouts == 0 || len(sum.Errors) != 0 || len(sum.Replies) != 0 {
 		t.Fatalf("summary %+v, events %+v", sum, events)
+	}
+}
+
+// loop --trace: each attempt with its local address, also a refused one.
+func TestLoopTrace(t *testing.T) {
+	s, err := startServers("pod-t", "0", "0", "0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var out strings.Builder
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	_, port, _ := net.SplitHostPort(s.tcp.String())
+	sum := runLoop(ctx, loopOptions{addr: net.JoinHostPort("127.0.0.1", port), timeout: time.Second, interval: 5 * time.Millisecond, trace: &out})
+	ln, _ := net.Listen("tcp", "127.0.0.1:0")
+	closed := ln.Addr().String()
+	ln.Close()
+	line, local, err := firstLineLocal(context.Background(), closed, time.Second)
+	if line != "" || errorName(err) != "ECONNREFUSED" || !strings.HasPrefix(local, "127.0.0.1:") {
+		t.Fatalf("closed port: %q %q %v", line, local, err)
+	}
+	var attempts []attempt
+	for _, l := range strings.Split(strings.TrimSpace(out.String()), "\n") {
+		var a attempt
+		if err := json.Unmarshal([]byte(l), &a); err != nil {
+			t.Fatalf("trace line %q: %v", l, err)
+		}
+		attempts = append(attempts, a)
+	}
+	if sum.OK == 0 || sum.Failed != 0 || len(attempts) != sum.OK {
+		t.Fatalf("loop %+v, %d attempts traced", sum, len(attempts))
+	}
+	for _, a := range attempts {
+		if a.Server != "pod-t" || a.Error != "" || !strings.HasPrefix(a.Local, "127.0.0.1:") || a.Local == "127.0.0.1:0" || a.T == 0 {
+			t.Fatalf("attempt %+v", a)
+		}
 	}
 }

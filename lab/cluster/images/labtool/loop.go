@@ -61,6 +61,8 @@ type loopOptions struct {
 	timeout   time.Duration
 	interval  time.Duration
 	untilFile string
+	// With --trace: each attempt, a JSON line (see attempt) here.
+	trace io.Writer
 }
 
 // runLoop connects until ctx ends or untilFile exists. An attempt cut short
@@ -73,7 +75,14 @@ func runLoop(ctx context.Context, o loopOptions) summary {
 				break
 			}
 		}
-		line, err := firstLine(ctx, o.addr, o.timeout)
+		start := time.Now()
+		var line, local string
+		var err error
+		if o.trace != nil {
+			line, local, err = firstLineLocal(ctx, o.addr, o.timeout)
+		} else {
+			line, err = firstLine(ctx, o.addr, o.timeout)
+		}
 		if ended(ctx) {
 			break
 		}
@@ -83,6 +92,9 @@ func runLoop(ctx context.Context, o loopOptions) summary {
 		} else {
 			s.OK++
 			s.ByServer[line]++
+		}
+		if o.trace != nil {
+			traceAttempt(o.trace, start, local, line, err)
 		}
 		select {
 		case <-ctx.Done():
@@ -104,7 +116,7 @@ func ended(ctx context.Context) bool {
 }
 
 func cmdLoop(argv []string) error {
-	a, err := parseArgs(argv, "duration", "until-file", "interval", "timeout")
+	a, err := parseArgs(argv, "duration", "until-file", "interval", "timeout", "trace")
 	if err != nil {
 		return err
 	}
@@ -117,6 +129,13 @@ func cmdLoop(argv []string) error {
 		return usageError{"give one of --duration or --until-file"}
 	}
 	o := loopOptions{addr: net.JoinHostPort(a.pos[0], a.pos[1]), untilFile: untilFile}
+	switch a.flags["trace"] {
+	case "", "off":
+	case "stderr":
+		o.trace = os.Stderr
+	default:
+		return usageError{"--trace takes stderr or off"}
+	}
 	if o.interval, err = a.duration("interval", 10*time.Millisecond); err != nil {
 		return err
 	}

@@ -5,7 +5,7 @@
 //	labtool tcp HOST PORT COUNT [--timeout 2s]
 //	labtool udp HOST PORT COUNT [--timeout 2s]
 //	labtool dns NAME [--timeout 5s]
-//	labtool loop HOST PORT (--duration 60s | --until-file PATH) [--interval 10ms] [--timeout 2s]
+//	labtool loop HOST PORT (--duration 60s | --until-file PATH) [--interval 10ms] [--timeout 2s] [--trace stderr]
 //	labtool http URL [--timeout 5s]
 //	labtool hold udp|tcp HOST PORT [--interval 200ms] [--timeout 2s] [--until-file PATH]
 //	labtool proxy [--port 15001] [--timeout 5s]
@@ -36,9 +36,12 @@ const usage = `usage:
   labtool dns NAME [--timeout 5s]
       Resolves NAME as a pod does (/etc/resolv.conf: search, ndots); prints
       its IPv4 addresses.
-  labtool loop HOST PORT (--duration 60s | --until-file PATH) [--interval 10ms] [--timeout 2s]
+  labtool loop HOST PORT (--duration 60s | --until-file PATH) [--interval 10ms] [--timeout 2s] [--trace stderr]
       Connects, reads the first line and closes, again and again; at the end,
       or on SIGTERM, prints {"ok":N,"failed":N,"errors":{...},"byServer":{...}}.
+      --trace stderr: each attempt as a JSON line on stderr,
+      {"t":MS,"local":"IP:PORT","server":..} or with "error" (the local
+      address is known right after connect(), also for a timeout).
   labtool http URL [--timeout 5s]
       GET URL; prints the body.
   labtool hold udp|tcp HOST PORT [--interval 200ms] [--timeout 2s] [--until-file PATH]
