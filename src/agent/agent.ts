@@ -19,7 +19,7 @@ import { ZoneNames } from '../sync/zones.ts';
 import type { Family } from '../util/family.ts';
 import { type Component, Components } from './components.ts';
 import { CONNS_ADJUST_PROGRAM, ConnCounts } from './datapath/conn-counts.ts';
-import { type Datapath, type DatapathOptions, DatapathPart } from './datapath/datapath.ts';
+import { type Datapath, type DatapathOptions, DatapathPart, vethLbOn } from './datapath/datapath.ts';
 import { leftInPlace } from './datapath/left-in-place.ts';
 import { SocketCounter } from './datapath/socket-recount.ts';
 import { SocketTerminator } from './datapath/socket-terminator.ts';
@@ -74,8 +74,6 @@ export interface AgentConfig extends DatapathOptions {
   hostPorts?: boolean;
   /** The cluster's NodePort range: hostPorts inside it are ignored (--node-port-range; default 30000-32767). */
   nodePortRange?: PortRange;
-  /** Per-packet translation at the pods' veths (--veth-lb; always with --socket-lb=host-only). */
-  vethLb?: boolean;
 }
 
 export interface RunningAgent {
@@ -206,9 +204,9 @@ function buildParts(
       loop?.poke();
     },
   });
-  const vethOn = cfg.vethLb || cfg.sockSettings?.socketLb === 'host-only';
+  const vethOn = vethLbOn(cfg);
   const veth = vethOn
-    ? new VethDatapath(dp.veth, cfg.pinDir, log, {
+    ? new VethDatapath(dp.veth!, cfg.pinDir, log, {
         mode: cfg.tcAttach ?? 'auto',
         // The tc datapath's devices, and every way out of the node (also before the Node is known and tc attached).
         externalDevices: () => [...tc.attachments.map((a) => a.device), ...uplinkDevices(readHostNet())],

@@ -47,6 +47,16 @@ t.teardown(async () => {
   await c?.destroy();
 });
 
+t.test('without --veth-lb the agent loads the socket and tc programs, not the veth ones', async (t) => {
+  const up = c.agent.lines.find((l) => typeof l.msg === 'string' && l.msg.startsWith('datapath up'));
+  const objects = (up?.objects ?? []) as string[];
+  t.same(
+    objects.map((p) => /\/(\w+)-[0-9a-f]+\.o$/.exec(p)?.[1]),
+    ['sock', 'tc'],
+    `objects loaded: ${objects.join(', ')}`,
+  );
+});
+
 for (const f of FAMILIES) {
   t.test(`IPv${f.family}: 300 TCP connections to a VIP reach each of 3 backends at least 15% of the time`, async (t) => {
     const r = await c.client.tcpConnect({ ip: f.web, port: 80, count: 300, timeoutMs: 2000, concurrency: 8 });

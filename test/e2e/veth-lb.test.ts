@@ -52,6 +52,12 @@ t.teardown(async () => {
   await c?.destroy();
 });
 
+/** The kinds of the BPF objects an agent's "datapath up" names (sock, tc, veth). */
+const loadedObjects = (lines: readonly LogLine[]): Array<string | undefined> => {
+  const up = lines.find((l) => typeof l.msg === 'string' && l.msg.startsWith('datapath up'));
+  return ((up?.objects ?? []) as string[]).map((p) => /\/(\w+)-[0-9a-f]+\.o$/.exec(p)?.[1]);
+};
+
 const status = (): StatusReport => JSON.parse(c.svcmap('status', '-o', 'json')) as StatusReport;
 const counter = (s: StatusReport, hook: string, reason: string) =>
   s.counters.find((x) => x.hook === hook && x.reason === reason)?.packets ?? 0;
@@ -198,6 +204,22 @@ function vethLinkIds(): number[] {
       }
     });
 }
+
+t.test('with host-only the agent loads the veth programs', async (t) => {
+  t.same(loadedObjects(c.agent.lines), ['sock', 'tc', 'veth']);
+});
+
+t.test(
+  'an agent restarted without host-only over pinned veth links still loads the veth programs, and the pods keep reaching Services',
+  async (t) => {
+    c.agent.kill('SIGTERM');
+    await c.agent.exited;
+    await c.startAgent([], { inNode: true });
+    t.same(loadedObjects(c.agent.lines), ['sock', 'tc', 'veth'], 'the veth object is loaded (its links are pinned)');
+    const r = await c.client.tcpConnect({ ip: FAMILIES[0].vip(WEB), port: 80, count: 10, timeoutMs: 3000 });
+    t.equal(r.failed, 0, JSON.stringify(r.errors));
+  },
+);
 
 t.test('the veth programs outlive the agent; svcmap cleanup detaches them', async (t) => {
   c.agent.kill('SIGTERM');

@@ -28,6 +28,7 @@ import { type MapSizes, mapSize } from '../../maps/registry.ts';
 import type { Family } from '../../util/family.ts';
 import type { Component } from '../components.ts';
 import type { Logger } from '../log.ts';
+import { pinnedVeths } from './veth-datapath.ts';
 
 /** The socket hooks, by program name (the SEC names give the attach types). */
 export const SOCK_PROGRAMS = [
@@ -72,13 +73,20 @@ export interface DatapathOptions extends MapSizes {
   objectDir?: string;
   /** Compile even if a cached object matches. */
   forceCompile?: boolean;
+  /** Per-packet translation at the pods' veths (--veth-lb; always with --socket-lb=host-only). */
+  vethLb?: boolean;
+}
+
+/** The pods' veths get the veth programs: asked for, or implied by a socket LB that leaves pods alone. */
+export function vethLbOn(opts: Pick<DatapathOptions, 'vethLb' | 'sockSettings'>): boolean {
+  return !!opts.vethLb || opts.sockSettings?.socketLb === 'host-only';
 }
 
 export interface Datapath {
   sock: BpfObject;
   tc: BpfObject;
-  /** The pods' veths' programs (bpf/veth.c). */
-  veth: BpfObject;
+  /** The pods' veths' programs (bpf/veth.c); loaded only when they are used (vethLbOn) or an earlier run left veth links pinned (a migration swaps them too). */
+  veth: BpfObject | undefined;
   maps: DatapathMaps;
   objectPaths: string[];
   reusedMaps: string[];
@@ -107,7 +115,10 @@ function loadAndAttach(opts: DatapathOptions, log: (msg: string, fields?: object
     log(o.cached ? 'using cached BPF object' : 'compiled BPF object', { path: o.path });
     return o.path;
   };
-  const paths = [build('sock'), build('tc'), build('veth')] as const;
+  // The veth object only when its programs are attached or already pinned: verifying them costs
+  // as much CPU as the socket hooks' and a third of the start at 10k Services (~0.5 s here).
+  const withVeth = vethLbOn(opts) || pinnedVeths(opts.pinDir).length > 0;
+  const paths = withVeth ? [build('sock'), build('tc'), build('veth')] : [build('sock'), build('tc')];
   const maxEntries = (name: string) => mapSize(opts, name);
   const began = performance.now();
   // Pinned maps of another layout or capacity move to new maps (src/maps/migration/).
@@ -136,7 +147,7 @@ function loadAndAttach(opts: DatapathOptions, log: (msg: string, fields?: object
     for (const r of migration.finish((name) => objectMap(objects(), name))) log('map migrated', { ...r });
     log('migration done', { ms: Math.round(performance.now() - began), holdMs: migration.holdMs });
   }
-  const [sock, tc, veth] = loaded as [(typeof loaded)[0], (typeof loaded)[0], (typeof loaded)[0]];
+  const [sock, tc, veth] = loaded as [(typeof loaded)[0], (typeof loaded)[0], (typeof loaded)[0] | undefined];
   const links = SOCK_PROGRAMS.map((program) => ({
     program,
     action: ensureCgroupLink(sock.object, program, opts.cgroup, join(linkPinDir(opts.pinDir), program)),
@@ -144,7 +155,7 @@ function loadAndAttach(opts: DatapathOptions, log: (msg: string, fields?: object
   return {
     sock: sock.object,
     tc: tc.object,
-    veth: veth.object,
+    veth: veth?.object,
     maps,
     objectPaths: [...paths],
     reusedMaps: [...new Set(loaded.flatMap((l) => l.reusedMaps))],
@@ -238,7 +249,7 @@ export class DatapathPart implements Component {
     dp.maps.close();
     dp.sock.close(); // pins and links stay: the datapath keeps working
     dp.tc.close();
-    dp.veth.close();
+    dp.veth?.close();
     dp.pinLock.release(); // from here svcmap cleanup no longer asks for --force
   }
 }
