@@ -167,6 +167,15 @@ t.test(
       'svcmap status lists the bypassed Pod',
     );
     t.ok(podBypassFlag(), "the hooks' flag is on");
+    const dumped = JSON.parse(c.svcmap('dump', '--map', 'svcmap_sock_byp', '-o', 'json')) as {
+      entries: Array<{ key: string; value: { pod: string } }>;
+    };
+    t.same(
+      dumped.entries.map((e) => e.value.pod),
+      ['default/meshed'],
+      'svcmap dump shows the map: the Pod under its cgroup id',
+    );
+    t.equal(dumped.entries[0]!.key, s.socketLbBypass![0]!.cgroupId, 'the id status shows');
     const bypassedCounter = s.counters.find((x) => x.hook === 'connect4' && x.reason === 'socket_lb_bypassed')?.packets ?? 0;
     t.ok(bypassedCounter >= 30, `connect4 counted the bypass (${bypassedCounter})`);
   },
@@ -201,6 +210,51 @@ t.test('an unknown value: a warning naming the Pod and the field; the Namespace 
     what: 'plain bypassed',
   });
   await check(t, PLAIN, true);
+});
+
+t.test("a Pod whose cgroup is not there yet keeps the socket LB; once the kubelet's directory appears it bypasses", async (t) => {
+  const late: TestPod = {
+    name: 'late',
+    uid: '6a1f2b3c-0000-4000-8000-00000000a003',
+    ip: '10.244.0.122',
+    ip6: 'fd00:10:244::122',
+    qos: 'burstable',
+  };
+  const from = c.agent.mark();
+  await c.writeManifest('late.yaml', podYaml(late, 'bypass'));
+  await c.agent.waitFor((l: LogLine) => String(l.msg).startsWith("the Pod's cgroup is not there yet") && l.pod === 'default/late', {
+    from,
+    timeoutMs: 15000,
+    what: 'the agent missing the cgroup of late',
+  });
+  t.notOk(
+    status().socketLbBypass.some((b) => b.pod === 'default/late'),
+    'not in the map',
+  );
+  late.ns = await c.lab.pod(c.node, late.name, late.ip);
+  await c.lab.ipv6(late.ns, late.ip6, { dev: late.ns.ifname, gateway: NODE_IP6 });
+  const container = join(c.cgroup, 'kubepods', late.qos, `pod${late.uid}`, 'c0ffee');
+  mkdirSync(container, { recursive: true });
+  late.client = await c.lab.client(late.ns, { cgroup: container });
+  for (const f of FAMILIES) {
+    for (const proto of ['tcp', 'udp']) {
+      await c.lab.exec(late.ns, f.family === 4 ? 'iptables' : 'ip6tables', [
+        '-w',
+        '-A',
+        'OUTPUT',
+        '-d',
+        f.vip(WEB),
+        '-p',
+        proto,
+        '-j',
+        'ACCEPT',
+      ]);
+    }
+  }
+  // No change to the Pod: the agent's own retry finds the directory.
+  await c.agent.waitFor((l: LogLine) => l.msg === BYPASSED && l.pod === 'default/late', { from, timeoutMs: 60000, what: 'late bypassed' });
+  await check(t, late, true);
+  await c.removeManifest('late.yaml');
 });
 
 t.test('the Pods deleted: the map is empty and the flag off', async (t) => {
