@@ -141,3 +141,19 @@ t.test('empty sections: a placeholder in the table, nothing without headers', as
     "the maps' rows in the second section",
   );
 });
+
+t.test('bypassed Pods: a line naming each with its cgroup id (none: no line)', async (t) => {
+  const text = renderStatus({
+    ...report,
+    socketLb: 'all',
+    socketLbBypass: [
+      { pod: 'mesh/a', cgroupId: '4242' },
+      { pod: 'mesh/b', cgroupId: '4343' },
+    ],
+  });
+  t.match(
+    text,
+    /^pod veths with programs: veth1a2b, veth3c4d\npods bypassing the socket LB: mesh\/a \(cgroup 4242\), mesh\/b \(cgroup 4343\)\n\nPROGRAMS/m,
+  );
+  t.notMatch(renderStatus(report), /bypassing/);
+});

@@ -7,7 +7,10 @@
 // socketLB.mode=host-only the pod's sockets are left alone: the proxy sees
 // the ClusterIP, and its onward connection is balanced per packet at the
 // pod's veth over the Service's backends; the node's own processes keep the
-// socket LB. Both families.
+// socket LB. Back on the socket LB for all, the mesh's namespace annotated
+// svcmap.io/socket-lb: bypass: its meshed pod's proxy sees the ClusterIP
+// again, while the same pod in a namespace outside still sees a pod IP.
+// Both families.
 import { join } from 'node:path';
 import t from 'tap';
 import { Cluster } from '../../lab/cluster/cluster.ts';
@@ -24,7 +27,8 @@ import {
   svcmapDiagnostics,
   waitAgentsReady,
 } from '../../lab/cluster/svcmap.ts';
-import { MESH_NS, WEB, meshWorkloads } from './fixtures/mesh.ts';
+import { waitUntil } from '../../lab/cluster/component.ts';
+import { MESH_NS, OUTSIDE_NS, WEB, meshWorkloads } from './fixtures/mesh.ts';
 
 const log = (l: string) => t.comment(l);
 const images = await buildImages({ only: ['pause', 'labtool', 'svcmap'], log });
@@ -42,9 +46,9 @@ interface ProxyLine {
   error?: string;
 }
 
-/** The application connects to the Service (count connections); what the proxy told it for each. */
-async function throughProxy(ip: string, count: number): Promise<ProxyLine[]> {
-  const out = await k.run(['-n', MESH_NS, 'exec', 'meshed', '-c', 'app', '--', '/labtool', 'tcp', ip, String(WEB.port), String(count)], {
+/** The application (of the meshed pod in namespace ns) connects to the Service (count connections); what the proxy told it for each. */
+async function throughProxy(ip: string, count: number, ns = MESH_NS): Promise<ProxyLine[]> {
+  const out = await k.run(['-n', ns, 'exec', 'meshed', '-c', 'app', '--', '/labtool', 'tcp', ip, String(WEB.port), String(count)], {
     timeoutMs: 120_000,
   });
   return out
@@ -63,8 +67,12 @@ t.test('svcmap installed (socket LB for all sockets), the mesh workloads running
   await installSvcmap(cluster, splitRef(ref('svcmap')));
   await k.apply(meshWorkloads(ref('labtool')));
   await k.run(['-n', MESH_NS, 'rollout', 'status', `deployment/${WEB.name}`, '--timeout=120s'], { timeoutMs: 130_000 });
-  for (const pod of ['meshed', 'hostnet'])
-    await k.run(['-n', MESH_NS, 'wait', '--for=condition=Ready', `pod/${pod}`, '--timeout=120s'], { timeoutMs: 130_000 });
+  for (const [ns, pod] of [
+    [MESH_NS, 'meshed'],
+    [MESH_NS, 'hostnet'],
+    [OUTSIDE_NS, 'meshed'],
+  ] as const)
+    await k.run(['-n', ns, 'wait', '--for=condition=Ready', `pod/${pod}`, '--timeout=120s'], { timeoutMs: 130_000 });
   clusterIPs = (await k.json<{ spec: { clusterIPs: string[] } }>(['-n', MESH_NS, 'get', 'service', WEB.name])).spec.clusterIPs;
   const pods = await k.json<{ items: Array<{ metadata: { name: string }; status: { podIPs?: Array<{ ip: string }> } }> }>([
     '-n',
@@ -158,4 +166,50 @@ t.test("host-only: the node's own sockets (a host-network pod) keep the socket L
   };
   const translated = status.counters.filter((c) => (c.hook === 'connect4' || c.hook === 'connect6') && c.reason === 'translated');
   t.ok(translated.length > 0, `${node}: the socket LB translated connect()s (${JSON.stringify(translated)})`);
+});
+
+/** What svcmap status says on the node of pod ns/name. */
+async function statusOfNodeOf(
+  ns: string,
+  name: string,
+): Promise<{ socketLb: string; socketLbBypass: Array<{ pod: string; cgroupId: string }> }> {
+  const node = (await k.json<{ spec: { nodeName: string } }>(['-n', ns, 'get', 'pod', name])).spec.nodeName;
+  const n = cluster.nodes.find((x) => x.name === node)!;
+  return JSON.parse(await n.exec(join(REPO_ROOT, 'bin', 'svcmap'), ['status', '--pin-dir', PIN_DIR, '-o', 'json']));
+}
+
+t.test('socket LB for all, the mesh namespace annotated bypass: its proxy sees the ClusterIP, a pod outside still a pod IP', async (t) => {
+  await helmFor(cluster).run(['upgrade', RELEASE, CHART, '-n', NAMESPACE, '--reuse-values', ...Helm.sets({ 'socketLB.mode': 'all' })]);
+  await waitAgentsReady(cluster);
+  await k.run(['annotate', 'namespace', MESH_NS, 'svcmap.io/socket-lb=bypass']);
+  // The agent on the meshed pod's node has found the pod's cgroup.
+  await waitUntil(
+    `the bypass of ${MESH_NS}/meshed on its node`,
+    async () => (await statusOfNodeOf(MESH_NS, 'meshed')).socketLbBypass.some((b) => b.pod === `${MESH_NS}/meshed`),
+    { timeoutMs: 60_000, intervalMs: 500 },
+  );
+  const status = await statusOfNodeOf(MESH_NS, 'meshed');
+  t.equal(status.socketLb, 'all', 'the node-wide mode is all');
+  t.notOk(
+    status.socketLbBypass.some((b) => b.pod.startsWith(`${OUTSIDE_NS}/`) || b.pod === `${MESH_NS}/hostnet`),
+    `only the mesh namespace's pod-network pod bypasses: ${JSON.stringify(status.socketLbBypass)}`,
+  );
+  for (const ip of clusterIPs) {
+    const seen = await throughProxy(ip, 30);
+    t.equal(seen.length, 30, `IPv${ip.includes(':') ? 6 : 4}: 30 connections through the proxy`);
+    t.same(
+      seen.filter((l) => l.error),
+      [],
+      'no proxy errors',
+    );
+    t.same([...new Set(seen.map((l) => l.orig))], [hostPort(ip, WEB.port)], 'SO_ORIGINAL_DST is the ClusterIP');
+    const reached = new Set(seen.map((l) => l.backend));
+    t.ok(reached.size >= 2, `the onward connections reached ${reached.size} backends: ${[...reached].join(', ')}`);
+    const outside = await throughProxy(ip, 10, OUTSIDE_NS);
+    t.equal(outside.length, 10);
+    t.ok(
+      outside.every((l) => !l.error && backends.ips.some((b) => l.orig === hostPort(b, WEB.target))),
+      `outside the namespace the proxy sees pod addresses: ${[...new Set(outside.map((l) => l.orig))].join(', ')}`,
+    );
+  }
 });

@@ -17,6 +17,8 @@ import type { LogLine } from '../../lab/agent-process.ts';
 import { hostPort } from '../../lab/protocol.ts';
 import type { LabClient, LabPod } from '../../lab/index.ts';
 import type { StatusReport } from '../../src/cli/status.ts';
+import { SOCK_CFG_POD_BYPASS } from '../../src/maps/constants.ts';
+import { DatapathMaps } from '../../src/maps/datapath-maps.ts';
 import { type Cluster, FAMILIES, NODE_IP6, POD_NAMES, dualStackEchoService, startCluster } from './fixtures/cluster.ts';
 
 const WEB = 40;
@@ -115,6 +117,16 @@ async function toClusterIp(p: TestPod, family: 4 | 6, proto: 'tcp' | 'udp'): Pro
 
 const status = (): StatusReport => JSON.parse(c.svcmap('status', '-o', 'json')) as StatusReport;
 
+/** The hooks' flag that makes them look the calling task's cgroups up (svcmap_sockcfg). */
+function podBypassFlag(): boolean {
+  const maps = DatapathMaps.openPinned(c.pinDir);
+  try {
+    return ((maps.sockConfig!.get(0)?.flags ?? 0) & SOCK_CFG_POD_BYPASS) !== 0;
+  } finally {
+    maps.close();
+  }
+}
+
 /** TCP and UDP from the pod to the ClusterIP, both families: answered by the backends; whether the pod's sockets left for the ClusterIP. */
 async function check(t: Test, p: TestPod, bypassed: boolean): Promise<void> {
   for (const f of FAMILIES) {
@@ -154,6 +166,16 @@ t.test(
       ['default/meshed'],
       'svcmap status lists the bypassed Pod',
     );
+    t.ok(podBypassFlag(), "the hooks' flag is on");
+    const dumped = JSON.parse(c.svcmap('dump', '--map', 'svcmap_sock_byp', '-o', 'json')) as {
+      entries: Array<{ key: string; value: { pod: string } }>;
+    };
+    t.same(
+      dumped.entries.map((e) => e.value.pod),
+      ['default/meshed'],
+      'svcmap dump shows the map: the Pod under its cgroup id',
+    );
+    t.equal(dumped.entries[0]!.key, s.socketLbBypass![0]!.cgroupId, 'the id status shows');
     const bypassedCounter = s.counters.find((x) => x.hook === 'connect4' && x.reason === 'socket_lb_bypassed')?.packets ?? 0;
     t.ok(bypassedCounter >= 30, `connect4 counted the bypass (${bypassedCounter})`);
   },
@@ -190,6 +212,51 @@ t.test('an unknown value: a warning naming the Pod and the field; the Namespace 
   await check(t, PLAIN, true);
 });
 
+t.test("a Pod whose cgroup is not there yet keeps the socket LB; once the kubelet's directory appears it bypasses", async (t) => {
+  const late: TestPod = {
+    name: 'late',
+    uid: '6a1f2b3c-0000-4000-8000-00000000a003',
+    ip: '10.244.0.122',
+    ip6: 'fd00:10:244::122',
+    qos: 'burstable',
+  };
+  const from = c.agent.mark();
+  await c.writeManifest('late.yaml', podYaml(late, 'bypass'));
+  await c.agent.waitFor((l: LogLine) => String(l.msg).startsWith("the Pod's cgroup is not there yet") && l.pod === 'default/late', {
+    from,
+    timeoutMs: 15000,
+    what: 'the agent missing the cgroup of late',
+  });
+  t.notOk(
+    status().socketLbBypass.some((b) => b.pod === 'default/late'),
+    'not in the map',
+  );
+  late.ns = await c.lab.pod(c.node, late.name, late.ip);
+  await c.lab.ipv6(late.ns, late.ip6, { dev: late.ns.ifname, gateway: NODE_IP6 });
+  const container = join(c.cgroup, 'kubepods', late.qos, `pod${late.uid}`, 'c0ffee');
+  mkdirSync(container, { recursive: true });
+  late.client = await c.lab.client(late.ns, { cgroup: container });
+  for (const f of FAMILIES) {
+    for (const proto of ['tcp', 'udp']) {
+      await c.lab.exec(late.ns, f.family === 4 ? 'iptables' : 'ip6tables', [
+        '-w',
+        '-A',
+        'OUTPUT',
+        '-d',
+        f.vip(WEB),
+        '-p',
+        proto,
+        '-j',
+        'ACCEPT',
+      ]);
+    }
+  }
+  // No change to the Pod: the agent's own retry finds the directory.
+  await c.agent.waitFor((l: LogLine) => l.msg === BYPASSED && l.pod === 'default/late', { from, timeoutMs: 60000, what: 'late bypassed' });
+  await check(t, late, true);
+  await c.removeManifest('late.yaml');
+});
+
 t.test('the Pods deleted: the map is empty and the flag off', async (t) => {
   const from = c.agent.mark();
   await c.removeManifest('meshed.yaml');
@@ -202,4 +269,6 @@ t.test('the Pods deleted: the map is empty and the flag off', async (t) => {
     });
   }
   t.same(status().socketLbBypass, []);
+  t.notOk(podBypassFlag(), "the hooks' flag is off");
+  await check(t, MESHED, false);
 });
