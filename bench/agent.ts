@@ -85,6 +85,14 @@ export function memoryOf(pid: number): { rss: number; hwm: number } {
   return { rss: kb('VmRSS'), hwm: kb('VmHWM') };
 }
 
+/** CPU time (user, system) the process has used so far, ms: on a shared machine it says what the work cost where wall time says how busy the machine was. */
+export function cpuOf(pid: number): { userMs: number; sysMs: number } {
+  // Fields after the command (which may hold spaces) in /proc/PID/stat; utime and stime are the 14th and 15th, in clock ticks (USER_HZ, 100 on Linux).
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return { userMs: Number(f[11]) * 10, sysMs: Number(f[12]) * 10 };
+}
+
 export interface Histogram {
   /** Cumulative counts by upper bound (le), ascending; the last is +Inf. */
   buckets: Array<[number, number]>;

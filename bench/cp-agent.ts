@@ -12,6 +12,7 @@ import { startApiServer, writeKubeconfig } from '../lab/apiserver/index.ts';
 import { registerTeardown, unregisterTeardown } from '../lab/index.ts';
 import { cleanupPins } from '../src/cli/cleanup.ts';
 import {
+  cpuOf,
   diffHistogram,
   histogramQuantile,
   isSyncDone,
@@ -47,6 +48,8 @@ export interface AgentCpResult {
   source: 'kubernetes (lab/apiserver)';
   /** Agent spawn -> first full "sync done" (process start, BPF load, informer lists, model, sync). */
   startToSyncMs: number;
+  /** The agent's CPU time from its start to the first full sync (read as the bench sees the sync's log line), ms. */
+  cpuToSync?: { userMs: number; sysMs: number };
   /** The full sync's own duration (plan + batched map writes), from its log line. */
   fullSyncMs: number;
   /** RSS as the first full sync is logged, and once the agent has settled after it (bench/agent.ts settledRss). */
@@ -113,6 +116,7 @@ export async function runAgentControlPlane(o: AgentCpOptions): Promise<AgentCpRe
       },
     );
     const running = started.agent;
+    const cpuToSync = cpuOf(started.pid);
     const rssAtSync = memoryOf(started.pid).rss;
     const rssAfterSync = await settledRss(started);
 
@@ -179,6 +183,7 @@ export async function runAgentControlPlane(o: AgentCpOptions): Promise<AgentCpRe
       endpointsPerService: o.endpointsPerService,
       source: 'kubernetes (lab/apiserver)',
       startToSyncMs: started.startToSyncMs,
+      cpuToSync,
       fullSyncMs: Number(started.firstSync.durationMs),
       rssAtSync,
       rssAfterSync,
