@@ -48,6 +48,8 @@ export interface Plan {
   maglevDeletes: number[];
   /** The change to the tracked state, committed once the writes succeeded. */
   delta: {
+    /** The backends backendUpserts writes, indexed as the plan found them (the tracked table a first sync starts from). */
+    backendTable: BackendTable;
     frontendSets: Map<string, FrontendState>;
     frontendDeletes: string[];
     /** Slot references gained (+) and lost (-) by backend id. */
@@ -217,7 +219,11 @@ export function planSync(
   capacity: Capacity,
   scope: PlanScope = { full: true },
 ): Plan {
+  // This plan's backend upserts by id, and their ids by address (a backend
+  // new to the maps that two frontends share gets one id).
+  const planned = new BackendTable();
   const delta: Plan['delta'] = {
+    backendTable: planned,
     frontendSets: new Map(),
     frontendDeletes: [],
     refDelta: new IdDeltas(),
@@ -245,9 +251,6 @@ export function planSync(
     changed: [],
     deferred: [],
   };
-  // This plan's backend upserts by id, and their ids by address (a backend
-  // new to the maps that two frontends share gets one id).
-  const planned = new BackendTable();
   const plannedRevNat = new Set<number>();
   const refDelta = delta.refDelta;
   const ref = (id: number, d: number) => refDelta.add(id, d);
@@ -501,7 +504,14 @@ export function commitPlan(state: MapState, plan: Plan): void {
   for (const [id, fe] of d.frontendSets) state.frontends.set(id, fe);
   if (d.resolvedStrays.size) state.straySlots = state.straySlots.filter((k) => !d.resolvedStrays.has(svcSlotId(k)));
   let newBackends = 0;
-  for (const [id, be] of plan.backendUpserts) if (state.backends.upsert(id, be)) newBackends++; // indexes its address too, unless another id holds it
+  if (state.backends.empty && plan.backendDeletes.length === 0) {
+    // Nothing tracked yet (the first full sync): the plan's own table holds exactly the
+    // backends written, indexed; building it again cost ~40 ms at 10k x 10.
+    state.backends = d.backendTable;
+    newBackends = d.backendTable.size;
+  } else {
+    for (const [id, be] of plan.backendUpserts) if (state.backends.upsert(id, be)) newBackends++; // indexes its address too, unless another id holds it
+  }
   for (const id of plan.backendDeletes) {
     state.backends.delete(id);
     state.backends.clearRefs(id);

@@ -62,6 +62,11 @@ export class BackendTable {
     return this.#rowById.size;
   }
 
+  /** No backend and no reference to a missing one. */
+  get empty(): boolean {
+    return this.#rowById.size === 0 && this.#orphanRefs.size === 0;
+  }
+
   has(id: number): boolean {
     return this.#rowOf(id) >= 0;
   }
