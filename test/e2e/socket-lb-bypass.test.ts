@@ -283,6 +283,12 @@ t.test('the Pods deleted: the map is empty and the flag off', async (t) => {
       what: p.name,
     });
   }
+  // plain's unknown value went with it.
+  await c.agent.waitFor((l: LogLine) => l.msg === 'problems resolved' && l.object === 'Pod default/plain socket-lb', {
+    from,
+    timeoutMs: 15000,
+    what: "plain's warning resolved",
+  });
   t.same(status().socketLbBypass, []);
   t.notOk(podBypassFlag(), "the hooks' flag is off");
   await check(t, MESHED, false);
