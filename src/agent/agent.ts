@@ -217,11 +217,19 @@ function buildParts(
     dp.maps.sockBypass && dp.maps.sockConfig
       ? new PodBypass({ bypass: dp.maps.sockBypass, sockConfig: dp.maps.sockConfig }, cfg.cgroup, log)
       : undefined;
+  /** The objects whose svcmap.io/socket-lb problems were last reported non-empty: one that leaves has them cleared. */
+  let bypassProblems = new Set<string>();
   const takeBypass = () => {
     if (!bypass || !source.source.isSynced) return; // the first lists are not in: the pinned entries stay
     const r = source.source.model.socketLb.take({ nodeName: cfg.nodeName, vethOn: Boolean(vethOn) });
     if (!r) return;
-    for (const [key, list] of r.problems) problems.reportObject(`${key} socket-lb`, list);
+    const now = new Set<string>();
+    for (const [key, list] of r.problems) {
+      if (list.length) now.add(key);
+      if (list.length || bypassProblems.has(key)) problems.reportObject(`${key} socket-lb`, list);
+    }
+    for (const key of bypassProblems) if (!r.problems.has(key)) problems.reportObject(`${key} socket-lb`, []);
+    bypassProblems = now;
     bypass.set(r.pods);
   };
   const healthTimeoutMs = cfg.healthTimeoutMs ?? Math.max(60_000, 2 * cfg.minSyncIntervalMs);

@@ -181,6 +181,21 @@ t.test(
   },
 );
 
+t.test('across an agent restart the Pod keeps bypassing: while the agent is down, and after it has read the Pods again', async (t) => {
+  c.agent.kill('SIGTERM');
+  await c.agent.exited;
+  t.ok(podBypassFlag(), "the hooks' flag stays on with the agent stopped");
+  await check(t, MESHED, true);
+  await c.startAgent(['--veth-lb=true'], { inNode: true });
+  t.ok(podBypassFlag(), 'the new agent kept the flag of the pinned entries');
+  t.same(
+    status().socketLbBypass.map((b) => b.pod),
+    ['default/meshed'],
+  );
+  await check(t, MESHED, true);
+  await check(t, PLAIN, false);
+});
+
 t.test('the annotation removed: new sockets of the Pod get the socket LB again', async (t) => {
   await change('meshed.yaml', podYaml(MESHED), TRANSLATED_AGAIN, [MESHED]);
   await check(t, MESHED, false);
@@ -268,6 +283,12 @@ t.test('the Pods deleted: the map is empty and the flag off', async (t) => {
       what: p.name,
     });
   }
+  // plain's unknown value went with it.
+  await c.agent.waitFor((l: LogLine) => l.msg === 'problems resolved' && l.object === 'Pod default/plain socket-lb', {
+    from,
+    timeoutMs: 15000,
+    what: "plain's warning resolved",
+  });
   t.same(status().socketLbBypass, []);
   t.notOk(podBypassFlag(), "the hooks' flag is off");
   await check(t, MESHED, false);

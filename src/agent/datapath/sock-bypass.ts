@@ -25,13 +25,6 @@ export interface SockBypassMaps {
   sockConfig: TypedMap<number, SockConfig>;
 }
 
-/** A bypassed Pod as `svcmap status` and the log show it. */
-export interface BypassEntry {
-  pod: string;
-  cgroupId: bigint;
-  level: number;
-}
-
 export class PodBypass implements Component {
   readonly name = 'socket-lb-bypass';
   readonly #maps: SockBypassMaps;
@@ -69,11 +62,6 @@ export class PodBypass implements Component {
     for (const uid of [...this.#found.keys()]) if (!uids.has(uid)) this.#found.delete(uid);
     this.#failures = 0;
     this.#apply();
-  }
-
-  /** What the map holds. */
-  entries(): BypassEntry[] {
-    return this.#maps.bypass.entries().map(([id, v]) => ({ pod: v.pod, cgroupId: id, level: v.level }));
   }
 
   #apply(): void {
