@@ -26,7 +26,7 @@ import { cleanupPins } from '../../src/cli/cleanup.ts';
 import { ensureBpffs, labPinDir, sweepStalePins } from '../../lab/pins.ts';
 import { hostPort } from '../../lab/protocol.ts';
 import { type ServiceSpec, serviceObject, sliceObject } from './fixtures/manifests.ts';
-import { CLIENT_IP, LINK_IPS, NODE_IPS, REMOTE_NODEPORT, makeTcNode, startRemoteNodePort } from './fixtures/tc-nodes.ts';
+import { CLIENT_IP, LINK_IPS, NODE_IPS, REMOTE_NODEPORT, addNode1Pod, makeTcNode, startRemoteNodePort } from './fixtures/tc-nodes.ts';
 
 const CLIENT2_IP = '192.168.100.101';
 const EXTERNAL_IP = '192.168.200.10';
@@ -304,6 +304,14 @@ for (const mode of ['tcx', 'tc'] as const) {
   t.test(`two NICs on node1, attached as ${mode}: SNAT to the address of the device towards the backend`, async (t) => {
     const c = await startRemoteNodePort([], { twoNics: true, tcAttach: mode });
     t.teardown(() => c.destroy());
+    // A pod on node1's bridge: a bridge without ports has no carrier, and no
+    // device without one is a way out (the agent lists running devices only).
+    const podAdded = c.agent.mark();
+    await addNode1Pod(c);
+    await c.agent.waitFor(
+      (l) => l.msg === 'SNAT addresses updated' && (l.snatAddresses as Record<string, string> | undefined)?.br0 === '10.244.1.1',
+      { from: podAdded, timeoutMs: 45_000, what: "the pod bridge's address in the device map" },
+    );
     const NEW = { node1: '192.168.60.1', node2: '192.168.60.2' };
 
     t.test("1,000 connections to a NodePort whose backend is behind eth1: 0 failures, the pod sees eth1's address", async (t) => {
