@@ -42,6 +42,20 @@ export function xdpModeOf(ifindex: number): { mode: string; progId: number } | u
   return listLinks().find((l) => l.ifindex === ifindex)?.xdp;
 }
 
+/** The mode of the XDP link pinned at pinPath, if it is attached to this interface (and runs). */
+export function pinnedXdpMode(pinPath: string, ifname: string): XdpMode | undefined {
+  const fd = openPinned(pinPath);
+  if (fd === undefined) return undefined;
+  try {
+    const ifindex = ifIndex(ifname);
+    if (linkInfo(fd).type !== LINK_TYPE_XDP || xdpLinkIfindex(fd) !== ifindex) return undefined;
+    const mode = xdpModeOf(ifindex)?.mode;
+    return mode === 'native' || mode === 'generic' ? mode : undefined;
+  } finally {
+    closeSync(fd);
+  }
+}
+
 /**
  * Attaches an XDP program to an interface in a mode, through a link pinned
  * at pinPath. A link pinned there on the same interface in the same mode
@@ -53,17 +67,15 @@ export function xdpModeOf(ifindex: number): { mode: string; progId: number } | u
  */
 export function attachXdp(progFd: number, ifname: string, pinPath: string, mode: XdpMode): void {
   const ifindex = ifIndex(ifname);
+  const running = pinnedXdpMode(pinPath, ifname);
   const existing = openPinned(pinPath);
-  let replace = false;
   if (existing !== undefined) {
     try {
-      const ours = linkInfo(existing).type === LINK_TYPE_XDP && xdpLinkIfindex(existing) === ifindex;
-      if (ours && xdpModeOf(ifindex)?.mode === mode) {
+      if (running === mode) {
         updateLink(existing, progFd);
         return;
       }
-      if (ours) detachLink(existing); // the other mode: it must go before this one can come
-      replace = true;
+      if (running) detachLink(existing); // the other mode: it must go before this one can come
     } finally {
       closeSync(existing);
     }
@@ -73,5 +85,5 @@ export function attachXdp(progFd: number, ifname: string, pinPath: string, mode:
     // The detached link stays pinned (and detached) until a later attach replaces it or cleanup removes it.
     throw new BpfError(`attach XDP in ${mode} mode on ${ifname}`, fd, libbpfText(fd));
   }
-  pinNewLink(fd, pinPath, replace);
+  pinNewLink(fd, pinPath, existing !== undefined);
 }
