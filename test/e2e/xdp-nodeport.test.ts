@@ -26,15 +26,13 @@ import {
   REMOTE_UDP_NODEPORT,
   type RemoteNodePort,
   V6_IPS,
+  addClient2,
   addNode1Pod,
   startRemoteNodePort,
   tcCounters,
 } from './fixtures/tc-nodes.ts';
 
-/** The second client, on the same network, outside the source ranges. */
-const CLIENT2 = { 4: '192.168.100.200', 6: 'fd00:192:168:100::200' } as const;
-/** The LoadBalancer IPs, announced by node1 (the clients route them there). */
-const LB_NET = { 4: '192.168.210.0/24', 6: 'fd00:192:168:210::/64' } as const;
+/** The LoadBalancer IPs (in LB_NET): the clients route them to node1. */
 const LB_IP = { 4: '192.168.210.20', 6: 'fd00:192:168:210::20' } as const;
 
 const FAMILIES = [
@@ -120,13 +118,7 @@ t.test('--acceleration native on a veth', async (t) => {
   t.before(async () => {
     c = await startRemoteNodePort(['--acceleration', 'native'], { ipv6: true });
     await addNode1Pod(c);
-    const pod2 = await c.lab.pod(c.net, 'client2', `${CLIENT2[4]}/24`);
-    await c.lab.ipv6(pod2, CLIENT2[6], { dev: pod2.ifname });
-    client2 = await c.lab.client(pod2);
-    for (const pod of [c.clientPod, pod2]) {
-      await c.lab.route(pod, LB_NET[4], NODE_IPS.node1);
-      await c.lab.ip(pod, '-6', 'route', 'replace', LB_NET[6], 'via', V6_IPS.node1);
-    }
+    client2 = await addClient2(c); // outside the source ranges
     for (const s of [MIXED, LOCAL, AWAY, RANGED]) await c.writeManifest(`${s.name}.yaml`, yamlOf(s));
   });
   t.teardown(() => c?.destroy());
