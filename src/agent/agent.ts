@@ -25,7 +25,7 @@ import { SocketCounter } from './datapath/socket-recount.ts';
 import { SocketTerminator } from './datapath/socket-terminator.ts';
 import { PodBypass } from './datapath/sock-bypass.ts';
 import { TcDatapath } from './datapath/tc-datapath.ts';
-import { XDP_PROGRAM, XdpDevices } from './datapath/xdp-devices.ts';
+import { XDP_PROGRAM, XDP_TX_MAP, XdpDevices } from './datapath/xdp-devices.ts';
 import { clearRemovedFlows } from './loops/ct-clear.ts';
 import { VethDatapath } from './datapath/veth-datapath.ts';
 import { readHostNet, uplinkDevices } from './datapath/host-net.ts';
@@ -202,7 +202,7 @@ function buildParts(
     xdp: new XdpDevices(
       () => {
         if (!dp.xdp) throw new Error('the XDP object is not loaded');
-        return dp.xdp.programFd(XDP_PROGRAM);
+        return { progFd: dp.xdp.programFd(XDP_PROGRAM), tx: dp.xdp.map(XDP_TX_MAP) };
       },
       cfg.pinDir,
       cfg.acceleration ?? 'disabled',

@@ -82,7 +82,7 @@ let c: RemoteNodePort;
 let client2: LabClient;
 t.before(async () => {
   c = await startRemoteNodePort([], { ipv6: true });
-  client2 = await addClient2(c); // outside the first ranges
+  client2 = (await addClient2(c)).client; // outside the first ranges
   for (const s of [RANGED, ONLY6, ONLY4]) await c.writeManifest(`${s.name}.yaml`, lbYaml(s));
 });
 t.teardown(() => c?.destroy());

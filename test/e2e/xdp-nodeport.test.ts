@@ -11,6 +11,11 @@
 // (the XDP link pinned, its program swapped in place). Then best-effort and
 // native on a device whose driver refuses driver mode (node1's pod bridge).
 // Every address lives in namespaces this test made.
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import t, { type Test } from 'tap';
 import { stringify } from 'yaml';
 import { SVCMAP } from '../../lab/agent-process.ts';
@@ -86,7 +91,7 @@ function yamlOf(spec: ServiceSpec): string {
   return [svc, sliceObject(spec), sliceObject(spec, 'v6abc', spec.endpoints6 ?? [], 'IPv6')].map((o) => stringify(o)).join('---\n');
 }
 
-/** node1's counters at hook xdp, summed over the reasons that are translations. */
+/** node1's counters at hook xdp, by reason. */
 async function xdpCounters(c: RemoteNodePort): Promise<Record<string, number>> {
   return tcCounters(c, 'xdp');
 }
@@ -114,11 +119,28 @@ async function xdpLinkId(c: RemoteNodePort, device: string): Promise<number> {
 let c: RemoteNodePort;
 let client2: LabClient;
 
+/** test/fixtures/bpf/xdp-pass.c, compiled into a directory removed at the end. */
+function passObject(): string {
+  const dir = mkdtempSync(join(tmpdir(), 'svcmap-xdp-pass-'));
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+  const obj = join(dir, 'xdp-pass.o');
+  const src = fileURLToPath(new URL('../fixtures/bpf/xdp-pass.c', import.meta.url));
+  execFileSync('clang', ['-O2', '-g', '-target', 'bpf', '-I', '/usr/include/x86_64-linux-gnu', '-c', src, '-o', obj]);
+  return obj;
+}
+
 t.test('--acceleration native on a veth', async (t) => {
   t.before(async () => {
     c = await startRemoteNodePort(['--acceleration', 'native'], { ipv6: true });
     await addNode1Pod(c);
-    client2 = await addClient2(c); // outside the source ranges
+    const second = await addClient2(c); // outside the source ranges
+    client2 = second.client;
+    // Checksums complete, as from a NIC: a veth hands a local socket's partial one on, which XDP leaves to tc
+    // (bpf/lib/xdp_lb.h). The clients' and node2's (the remote pod's replies) transmit checksumming off.
+    for (const pod of [c.clientPod, second.pod]) await c.lab.exec(pod, 'ethtool', ['-K', pod.ifname, 'tx', 'off']);
+    await c.lab.exec(c.node2, 'ethtool', ['-K', 'eth0', 'tx', 'off']);
+    // The network side of node1's eth0 (a veth) takes the frames XDP_TX sends it only while it runs XDP itself, as a NIC's wire would.
+    await c.lab.ip(c.net, 'link', 'set', 'dev', 'n1', 'xdpdrv', 'obj', passObject(), 'program', 'xdp_pass_a');
     for (const s of [MIXED, LOCAL, AWAY, RANGED]) await c.writeManifest(`${s.name}.yaml`, yamlOf(s));
   });
   t.teardown(() => c?.destroy());
@@ -156,8 +178,13 @@ t.test('--acceleration native on a veth', async (t) => {
       t.same([...r.seenFrom].sort(), [f.client, f.node1].sort(), 'the local backend saw the client, the remote one saw node1 (SNAT)');
       t.same(r.peerNames, [hostPort(f.node1, 30082)], 'the client talked to the NodePort throughout');
       const after = await xdpCounters(c);
-      const translated = (after.translated ?? 0) - (before.translated ?? 0);
-      t.ok(translated >= 1000, `XDP translated at least the 1,000 SYNs (${translated}): ${JSON.stringify(after)}`);
+      const added = (reason: string) => (after[reason] ?? 0) - (before[reason] ?? 0);
+      const remote = r.byPod['pod-b'] ?? 0;
+      // A remote backend's flow leaves by eth0 again (XDP_TX): XDP translates it both ways. A local one's
+      // way is the pod bridge, which takes no XDP frames: XDP passes it to tc.
+      t.ok(added('translated') >= remote, `XDP translated at least the ${remote} remote flows' SYNs (${added('translated')})`);
+      t.ok(added('reply_translated') >= remote, `and their replies, each SYN-ACK at least (${added('reply_translated')})`);
+      t.ok(added('passed_to_tc') >= 1000 - remote, `the local flows passed to tc (${added('passed_to_tc')}): ${JSON.stringify(after)}`);
     });
 
     t.test(`${v}: UDP through a NodePort to a remote backend: the replies come from the NodePort`, async (t) => {

@@ -8,6 +8,8 @@ import { existsSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { detachPinnedLink } from '../../bpf/link.ts';
 import { linkPinDir } from '../../bpf/loader.ts';
+import type { BpfMap } from '../../bpf/map.ts';
+import { ifIndex } from '../../bpf/tc.ts';
 import { type XdpMode, attachXdp, pinnedXdpMode } from '../../bpf/xdp.ts';
 import type { Logger } from '../log.ts';
 
@@ -17,6 +19,15 @@ export type Acceleration = (typeof ACCELERATION_MODES)[number];
 
 /** The XDP entry (bpf/xdp.c). */
 export const XDP_PROGRAM = 'svcmap_xdp';
+/** Its devices that take the frames it translates (XDP_TX, redirects): per object, filled by the agent (bpf/lib/ctx_xdp.h). */
+export const XDP_TX_MAP = 'svcmap_xdp_tx';
+
+/** The loaded XDP object's parts the attachment needs. */
+export interface XdpObject {
+  progFd: number;
+  /** svcmap_xdp_tx: ifindex -> ifindex. */
+  tx: BpfMap;
+}
 
 /** What runs on a device: XDP in one of its modes in front of tc, or tc only. */
 export interface XdpAttachment {
@@ -41,14 +52,14 @@ export function pinnedXdpDevices(pinDir: string): string[] {
 export class XdpRefusedError extends Error {}
 
 export class XdpDevices {
-  readonly #progFd: () => number;
+  readonly #object: () => XdpObject;
   readonly #pinDir: string;
   readonly #acceleration: Acceleration;
   readonly #log: Logger;
 
-  /** progFd: svcmap_xdp's, asked only when acceleration is on. */
-  constructor(progFd: () => number, pinDir: string, acceleration: Acceleration, log: Logger) {
-    this.#progFd = progFd;
+  /** object: svcmap_xdp's, asked for only when acceleration is on. */
+  constructor(object: () => XdpObject, pinDir: string, acceleration: Acceleration, log: Logger) {
+    this.#object = object;
     this.#pinDir = pinDir;
     this.#acceleration = acceleration;
     this.#log = log;
@@ -65,6 +76,7 @@ export class XdpDevices {
     const out: XdpAttachment[] = [];
     const refused: string[] = [];
     for (const device of want) out.push({ device, mode: this.#attachOne(device, refused) });
+    if (want.length) this.#syncTx(out);
     this.#detachOthers(want);
     for (const a of out)
       this.#log.info({ device: a.device, mode: a.mode }, a.mode === 'off' ? 'XDP off: tc only' : `XDP attached (${a.mode})`);
@@ -79,7 +91,7 @@ export class XdpDevices {
   /** One device's mode; a native refusal is added to refused. */
   #attachOne(device: string, refused: string[]): XdpMode | 'off' {
     const pin = join(linkPinDir(this.#pinDir), pinName(device));
-    const fd = this.#progFd();
+    const fd = this.#object().progFd;
     // A device running it in generic mode refused driver mode before (its driver's support does not change).
     if (!(this.#acceleration === 'best-effort' && pinnedXdpMode(pin, device) === 'generic')) {
       try {
@@ -102,6 +114,24 @@ export class XdpDevices {
       detachPinnedLink(pin);
       return 'off';
     }
+  }
+
+  /**
+   * svcmap_xdp_tx: the devices running it natively, whose drivers send the
+   * frames it translates (XDP_TX, ndo_xdp_xmit); from any other device a
+   * translated packet goes to tc. Until this is written (a new object, at
+   * a restart) every translated packet goes to tc: slower, never wrong.
+   */
+  #syncTx(attached: readonly XdpAttachment[]): void {
+    const tx = this.#object().tx;
+    const want = new Set(attached.filter((a) => a.mode === 'native').map((a) => ifIndex(a.device)));
+    const key = (ifindex: number) => {
+      const b = Buffer.alloc(4);
+      b.writeUInt32LE(ifindex);
+      return b;
+    };
+    for (const ifindex of want) tx.update(key(ifindex), key(ifindex));
+    for (const k of tx.keys()) if (!want.has(k.readUInt32LE(0))) tx.delete(k);
   }
 
   /** XDP links of devices that are no longer wanted (all of them with acceleration disabled). */
