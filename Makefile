@@ -127,7 +127,7 @@ include mk/cluster-images.mk
 include mk/conformance.mk
 include mk/prometheus.mk
 
-# make fuzz: fuzzed packets through every tc program (BPF_PROG_TEST_RUN)
+# make fuzz: fuzzed packets through every tc and XDP program (BPF_PROG_TEST_RUN)
 # until each ran FUZZ_PACKETS of them, each checked (test/fuzz/); the seed is
 # random and printed unless FUZZ_SEED gives one. make test runs a short,
 # seeded run (test/fuzz/tc-fuzz.test.ts).
