@@ -6,24 +6,28 @@
 // the packets run after every round. The seed is random unless --seed gives
 // one, and printed first: a failure is reproduced with the same seed (fast-check
 // prints the case, shrunk, and the run's path).
-//   node test/fuzz/run.ts [--packets N] [--seed S]
+//   node test/fuzz/run.ts [--packets N] [--seed S] [--objects tc,veth,xdp]
 import { parseArgs } from 'node:util';
 import fc from 'fast-check';
 import { caseArb, sendCase } from './fixtures/cases.ts';
 import { TcFuzzer } from './fixtures/tc-fuzzer.ts';
 import { TC_OBJECTS, type TcObjectName } from '../bpf/fixtures/tc-harness.ts';
 
-const { values } = parseArgs({ options: { packets: { type: 'string' }, seed: { type: 'string' } } });
+const { values } = parseArgs({ options: { packets: { type: 'string' }, seed: { type: 'string' }, objects: { type: 'string' } } });
 const packets = Number(values.packets ?? 1_000_000);
 const seed = values.seed === undefined ? Math.floor(Math.random() * 2 ** 31) : Number(values.seed);
 if (!Number.isSafeInteger(packets) || packets < 1) throw new Error(`--packets: a positive integer, got ${values.packets}`);
 if (!Number.isSafeInteger(seed)) throw new Error(`--seed: an integer, got ${values.seed}`);
+const ALL = Object.keys(TC_OBJECTS) as TcObjectName[];
+const objects = (values.objects?.split(',') ?? ALL) as TcObjectName[];
+const unknown = objects.filter((o) => !ALL.includes(o));
+if (unknown.length) throw new Error(`--objects: ${unknown.join(', ')}: not one of ${ALL.join(', ')}`);
 
 /** Cases per round: the flows are forgotten between rounds, so that conntrack never fills. */
 const ROUND = 20_000;
 
 console.log(`fuzz: seed ${seed}, at least ${packets} packets per tc and XDP program`);
-for (const object of ['tc', 'veth', 'xdp'] as const) {
+for (const object of objects) {
   if (!fuzzObject(object)) process.exitCode = 1;
 }
 
