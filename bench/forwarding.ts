@@ -45,9 +45,13 @@
 // application socket would double the per-packet cost on the node's CPU).
 //
 // The generator (bench/fwdgen.c) sends prebuilt 60-byte frames from FLOWS
-// UDP source ports through AF_PACKET with qdisc bypass on the other CPU: it
-// outruns the node (the node's ring is full; refused frames are counted), so
-// each row runs at the node's own limit. Rounds run every row once, back to
+// UDP source ports through AF_PACKET with qdisc bypass on the other CPU, at
+// SCHED_FIFO too, napping 20 us whenever the node's ring is full (refused
+// frames are counted): it outruns the node, so each row runs at the node's
+// own limit, without spinning on that CPU. Run as an ordinary process on this
+// shared machine (load average 7), it got a third of its CPU and the node sat
+// idle two thirds of the time, at a higher cost per packet (fewer packets per
+// NAPI poll). Rounds run every row once, back to
 // back, the order alternating; ratios are medians of the per-round ratios.
 import { execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -78,7 +82,8 @@ const BACKEND = '10.244.9.10';
 /** UDP source ports per run: a few conntrack entries, as a handful of clients would make. */
 const FLOWS = 64;
 const FRAME_BYTES = 60;
-const NAPI_PRIORITY = 10;
+/** SCHED_FIFO priority of the node's NAPI kthreads and of the generator. */
+const RT_PRIORITY = 10;
 /** Per row: a letter for device names, the generator <-> node link, the node <-> pod link (/30s). */
 const NETS: Record<FwdRow, { k: string; front: [string, string]; back: [string, string] }> = {
   routing: { k: 'r', front: ['172.30.1.1', '172.30.1.2'], back: ['172.29.1.1', '172.29.1.2'] },
@@ -424,7 +429,7 @@ function napiThreads(dev: string, cpu: number): number[] {
     if (!comm.startsWith(prefix)) continue;
     const pid = Number(e);
     pinToCpu(pid, cpu);
-    execFileSync('chrt', ['-f', '-p', String(NAPI_PRIORITY), String(pid)], { stdio: 'ignore' });
+    execFileSync('chrt', ['-f', '-p', String(RT_PRIORITY), String(pid)], { stdio: 'ignore' });
     pids.push(pid);
   }
   if (!pids.length) throw new Error(`forwarding: no threaded NAPI kthread for ${dev} (${prefix}*)`);
@@ -464,8 +469,8 @@ async function measure(o: ForwardingOptions, gen: LabNs, e: RowEnv, ms: number):
   const out = await runProgram(
     o.lab,
     gen,
-    o.bins.fwdgen,
-    [e.genDev, e.nodeMac, NETS[e.row].front[0], e.dst, String(e.dstPort), String(FLOWS), String(ms)],
+    'chrt',
+    ['-f', String(RT_PRIORITY), o.bins.fwdgen, e.genDev, e.nodeMac, NETS[e.row].front[0], e.dst, String(e.dstPort), String(FLOWS), String(ms)],
     { cpu: o.genCpu, timeoutMs: ms + 60_000 },
   );
   const g = JSON.parse(out) as { sent: number; dropped: number; seconds: number; pps: number };
