@@ -65,6 +65,7 @@ import { JsonLines, waitReady } from '../lab/jsonl.ts';
 import { helperEnv, stopProcess } from '../lab/processes.ts';
 import { cleanupPins } from '../src/cli/cleanup.ts';
 import { stopAgent } from './agent.ts';
+import { BpfStats } from './bpf-stats.ts';
 import { pinToCpu } from './cluster.ts';
 import { ApiClient, KP_METRICS, kubeProxyArgv, Proc, SYNC_METRIC } from './kube-proxy-real.ts';
 import { serviceObject, sliceObject } from './manifests.ts';
@@ -138,6 +139,16 @@ export interface FwdRowResult {
   perCorePps: number;
   nodeBusy: number;
   runs: FwdRun[];
+  /** svcmap rows: one more run after the rounds with the kernel's BPF statistics on, its programs' own time per forwarded packet. */
+  bpf?: BpfShare;
+}
+
+export interface BpfShare {
+  /** That run's node CPU per packet (the statistics add their own cost to it). */
+  nsPerPacket: number;
+  /** The programs' run time per forwarded packet, summed. */
+  bpfNsPerPacket: number;
+  programs: Array<{ name: string; nsPerRun: number; runsPerPacket: number }>;
 }
 
 export interface FwdSkipped {
@@ -214,7 +225,7 @@ export async function runForwarding(o: ForwardingOptions): Promise<ForwardingRes
   let relay: ReturnType<Lab['spawn']> | undefined;
   let api: ApiClient | undefined;
   let kubernetesVersion: string | undefined;
-  const pinDirs: string[] = [];
+  const agentPins: Array<[FwdRow, string]> = [];
   try {
     const svc: BenchService = { index: 0, name: 'fwd', vip: vipOf(200), endpoints: [BACKEND], nodePort: NODE_PORT };
     const service = udpNodePort(svc);
@@ -222,7 +233,7 @@ export async function runForwarding(o: ForwardingOptions): Promise<ForwardingRes
     for (const row of ['svcmap-tc', 'svcmap-xdp'] as const) {
       if (!envs[row]) continue;
       const pinDir = join(o.pinRoot, `fwd-${row}`);
-      pinDirs.push(pinDir);
+      agentPins.push([row, pinDir]);
       agents.push(await startAgent(o, envs[row], service, slice, pinDir, dir));
     }
     const kpRows = (['kube-proxy-nftables', 'kube-proxy-iptables'] as const).filter((r) => envs[r]);
@@ -310,6 +321,15 @@ export async function runForwarding(o: ForwardingOptions): Promise<ForwardingRes
         );
       }
     }
+    const bpf: Partial<Record<FwdRow, BpfShare>> = {};
+    for (const [row, pinDir] of agentPins) {
+      const share = await bpfShare(o, gen, envs[row], pinDir);
+      if (!share) continue;
+      bpf[row] = share;
+      o.log(
+        `forwarding ${row} with BPF statistics: ${Math.round(share.nsPerPacket)} ns/packet, of which its programs ${Math.round(share.bpfNsPerPacket)} ns (${share.programs.map((p) => `${p.name} ${Math.round(p.nsPerRun)} ns x ${p.runsPerPacket.toFixed(2)}`).join(', ')})`,
+      );
+    }
     const result: ForwardingResult = {
       durationMs: o.durationMs,
       reps: o.reps,
@@ -327,6 +347,7 @@ export async function runForwarding(o: ForwardingOptions): Promise<ForwardingRes
             perCorePps: median(runs[row].map((x) => x.perCorePps)),
             nodeBusy: median(runs[row].map((x) => x.nodeBusy)),
             runs: runs[row],
+            ...(bpf[row] ? { bpf: bpf[row] } : {}),
           },
       ),
       ratios: {},
@@ -361,7 +382,7 @@ export async function runForwarding(o: ForwardingOptions): Promise<ForwardingRes
     api?.close();
     if (relay) await stopProcess(relay, 1000);
     await control?.stop();
-    for (const p of pinDirs) {
+    for (const [, p] of agentPins) {
       try {
         cleanupPins(p);
       } catch (e) {
@@ -470,7 +491,18 @@ async function measure(o: ForwardingOptions, gen: LabNs, e: RowEnv, ms: number):
     o.lab,
     gen,
     'chrt',
-    ['-f', String(RT_PRIORITY), o.bins.fwdgen, e.genDev, e.nodeMac, NETS[e.row].front[0], e.dst, String(e.dstPort), String(FLOWS), String(ms)],
+    [
+      '-f',
+      String(RT_PRIORITY),
+      o.bins.fwdgen,
+      e.genDev,
+      e.nodeMac,
+      NETS[e.row].front[0],
+      e.dst,
+      String(e.dstPort),
+      String(FLOWS),
+      String(ms),
+    ],
     { cpu: o.genCpu, timeoutMs: ms + 60_000 },
   );
   const g = JSON.parse(out) as { sent: number; dropped: number; seconds: number; pps: number };
@@ -488,6 +520,43 @@ async function measure(o: ForwardingOptions, gen: LabNs, e: RowEnv, ms: number):
     perCorePps: nodeCpuNs ? packets / (nodeCpuNs / 1e9) : 0,
     nodeBusy: nodeCpuNs / (g.seconds * 1e9),
   };
+}
+
+/**
+ * One run of an svcmap row with the kernel's BPF statistics on (bench/bpfstats.c --ids): the run time of
+ * the agent's tc / XDP programs (their links pinned under <pin dir>/links) per forwarded packet.
+ */
+async function bpfShare(o: ForwardingOptions, gen: LabNs, e: RowEnv, pinDir: string): Promise<BpfShare | undefined> {
+  const linksDir = join(pinDir, 'links');
+  const names = new Map<number, string>();
+  for (const f of readdirSync(linksDir)) {
+    if (!/^svcmap_(tc|xdp)/.test(f)) continue;
+    const link = JSON.parse(execFileSync('bpftool', ['-j', 'link', 'show', 'pinned', join(linksDir, f)], { encoding: 'utf8' })) as {
+      prog_id: number;
+    };
+    names.set(link.prog_id, f.split('@')[0]!);
+  }
+  const ids = [...names.keys()];
+  if (!ids.length) return undefined;
+  const stats = await BpfStats.start<Record<string, { ns: number; cnt: number }>>(o.bins.bpfstats, ['--ids', ids.join(',')]);
+  if (!stats) return undefined;
+  try {
+    const a = await stats.sample();
+    const run = await measure(o, gen, e, o.durationMs);
+    const b = await stats.sample();
+    const programs = ids.map((id) => {
+      const ns = b[id]!.ns - a[id]!.ns;
+      const cnt = b[id]!.cnt - a[id]!.cnt;
+      return { name: names.get(id)!, nsPerRun: cnt ? ns / cnt : 0, runsPerPacket: run.packets ? cnt / run.packets : 0, ns };
+    });
+    return {
+      nsPerPacket: run.nsPerPacket,
+      bpfNsPerPacket: programs.reduce((x, p) => x + p.ns, 0) / Math.max(1, run.packets),
+      programs: programs.map(({ name, nsPerRun, runsPerPacket }) => ({ name, nsPerRun, runsPerPacket })),
+    };
+  } finally {
+    stats.stop();
+  }
 }
 
 function udpNodePort(s: BenchService): Record<string, unknown> {

@@ -441,6 +441,14 @@ export function forwardingTable(r: BenchResults): string {
       ['datapath', 'packets/s at the backend', 'node CPU ns/packet', 'packets/s per core', 'CPU/packet vs routing', 'node CPU busy'],
       rows,
     ),
+    ...f.rows.flatMap((x) =>
+      !isFwdSkipped(x) && x.bpf
+        ? [
+            '',
+            `${label[x.row] ?? x.row}, one more run with the kernel's BPF statistics on (\`bench/bpfstats.c\`): its programs ran ${Math.round(x.bpf.bpfNsPerPacket)} ns of the ${Math.round(x.bpf.nsPerPacket)} ns of node CPU per packet (${x.bpf.programs.map((p) => `${p.name} ${Math.round(p.nsPerRun)} ns x ${p.runsPerPacket.toFixed(2)} per packet`).join(', ')}); the rest is the kernel around them.`,
+          ]
+        : [],
+    ),
   ].join('\n');
 }
 
