@@ -12,7 +12,7 @@
 // again, while the same pod in a namespace outside still sees a pod IP.
 // Both families.
 import { join } from 'node:path';
-import t from 'tap';
+import t, { type Test } from 'tap';
 import { Cluster } from '../../lab/cluster/cluster.ts';
 import { CHART, Helm } from '../../lab/cluster/helm.ts';
 import { buildImages } from '../../lab/cluster/images/index.ts';
@@ -108,6 +108,26 @@ t.test("socket LB for all: the connection is rewritten before the pod's iptables
   }
 });
 
+/** 30 connections through the mesh pod's proxy to ClusterIP ip: the proxy saw the
+ * ClusterIP (no socket LB for it) and its onward connections were balanced over the
+ * Service's backends (translated at the veth). */
+async function proxySawClusterIP(t: Test, ip: string): Promise<void> {
+  const seen = await throughProxy(ip, 30);
+  t.equal(seen.length, 30, `IPv${ip.includes(':') ? 6 : 4}: 30 connections through the proxy`);
+  t.same(
+    seen.filter((l) => l.error),
+    [],
+    'no proxy errors',
+  );
+  t.same([...new Set(seen.map((l) => l.orig))], [hostPort(ip, WEB.port)], 'SO_ORIGINAL_DST is the ClusterIP');
+  const reached = new Set(seen.map((l) => l.backend));
+  t.ok(reached.size >= 2, `the onward connections reached ${reached.size} backends: ${[...reached].join(', ')}`);
+  t.ok(
+    [...reached].every((b) => backends.names.includes(b!)),
+    'each a backend of the Service',
+  );
+}
+
 t.test('socketLB.mode=host-only: the proxy sees the ClusterIP and its onward connections are balanced at the veth', async (t) => {
   await helmFor(cluster).run([
     'upgrade',
@@ -120,20 +140,7 @@ t.test('socketLB.mode=host-only: the proxy sees the ClusterIP and its onward con
   ]);
   await waitAgentsReady(cluster);
   for (const ip of clusterIPs) {
-    const seen = await throughProxy(ip, 30);
-    t.equal(seen.length, 30, `IPv${ip.includes(':') ? 6 : 4}: 30 connections through the proxy`);
-    t.same(
-      seen.filter((l) => l.error),
-      [],
-      'no proxy errors',
-    );
-    t.same([...new Set(seen.map((l) => l.orig))], [hostPort(ip, WEB.port)], 'SO_ORIGINAL_DST is the ClusterIP');
-    const reached = new Set(seen.map((l) => l.backend));
-    t.ok(reached.size >= 2, `the onward connections reached ${reached.size} backends: ${[...reached].join(', ')}`);
-    t.ok(
-      [...reached].every((b) => backends.names.includes(b!)),
-      'each a backend of the Service',
-    );
+    await proxySawClusterIP(t, ip);
   }
   for (const n of cluster.nodes) {
     const status = JSON.parse(await n.exec(join(REPO_ROOT, 'bin', 'svcmap'), ['status', '--pin-dir', PIN_DIR, '-o', 'json'])) as {
@@ -195,16 +202,7 @@ t.test('socket LB for all, the mesh namespace annotated bypass: its proxy sees t
     `only the mesh namespace's pod-network pod bypasses: ${JSON.stringify(status.socketLbBypass)}`,
   );
   for (const ip of clusterIPs) {
-    const seen = await throughProxy(ip, 30);
-    t.equal(seen.length, 30, `IPv${ip.includes(':') ? 6 : 4}: 30 connections through the proxy`);
-    t.same(
-      seen.filter((l) => l.error),
-      [],
-      'no proxy errors',
-    );
-    t.same([...new Set(seen.map((l) => l.orig))], [hostPort(ip, WEB.port)], 'SO_ORIGINAL_DST is the ClusterIP');
-    const reached = new Set(seen.map((l) => l.backend));
-    t.ok(reached.size >= 2, `the onward connections reached ${reached.size} backends: ${[...reached].join(', ')}`);
+    await proxySawClusterIP(t, ip);
     const outside = await throughProxy(ip, 10, OUTSIDE_NS);
     t.equal(outside.length, 10);
     t.ok(
