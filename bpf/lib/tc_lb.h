@@ -475,21 +475,19 @@ static __always_inline int tc4_frag_later(struct ctx_buff *ctx, struct pkt4 *p, 
 	return tc_verdict(hook, reason, verdict);
 }
 
-static __always_inline int tc_ingress(const int family, struct ctx_buff *ctx, void *p, void *stack_bufs)
+/*
+ * The flow of p (TCP or UDP, not a later fragment) at an external device's
+ * ingress, at tc or XDP (xdp_lb.h): the conntrack entry whose translation
+ * it gets, with *reason DP_R_TRANSLATED or DP_R_REPLY_TRANSLATED; or NULL
+ * with *reason DP_R_PASSED (not for a frontend: untouched) or the reason it
+ * is dropped.
+ */
+static __always_inline void *lb_ingress_flow(const int family, struct ctx_buff *ctx, void *p, void *stack_bufs,
+					     enum dp_reason *reason)
 {
-	enum dp_reason reason;
 	void *ct, *bufs;
-	int verdict;
 
-	reason = pkt_parse(family, ctx, p);
-	if (reason)
-		return tc_verdict(DP_HOOK_TC_INGRESS, reason, CTX_PASS);
-	if (pkt_f(family, p, proto) == (family == AF_INET6 ? IPPROTO_ICMPV6 : IPPROTO_ICMP))
-		return tc_icmp_or_defer(family, ctx, p, DP_HOOK_TC_INGRESS);
-	if (family == AF_INET && ((struct pkt4 *)p)->frag == PKT4_FRAG_LATER)
-		return tc4_frag_later(ctx, p, DP_HOOK_TC_INGRESS);
-
-	reason = DP_R_TRANSLATED;
+	*reason = DP_R_TRANSLATED;
 	ct = ct_lookup(family, p, CT_DIR_FWD);
 	if (ct && lb_flow_stale(family, p, ct)) {
 		ct_forget_flow(family, p, ct);
@@ -500,21 +498,40 @@ static __always_inline int tc_ingress(const int family, struct ctx_buff *ctx, vo
 		 * entry's key names the address exactly) at a port of the SNAT
 		 * range (nat_snat_port()). */
 		ct = ct_lookup(family, p, CT_DIR_REPLY_IN);
-		reason = DP_R_REPLY_TRANSLATED;
+		*reason = DP_R_REPLY_TRANSLATED;
 	}
-	if (!ct) {
-		bufs = tc_bufs(family, stack_bufs);
-		if (!bufs)
-			return tc_verdict(DP_HOOK_TC_INGRESS, DP_R_CT_INSERT_FAILED, CTX_DROP);
-		reason = lb_tc_new_flow(family, ctx, p, bufs, 0);
-		if (reason == DP_R_PASSED) {
-			ct_forget_replaced(family, p);
-			return tc_verdict(DP_HOOK_TC_INGRESS, reason, CTX_PASS);
-		}
-		if (reason != DP_R_TRANSLATED)
-			return tc_verdict(DP_HOOK_TC_INGRESS, reason, CTX_DROP);
-		ct = tc_buf(family, bufs, fwd);
+	if (ct)
+		return ct;
+	bufs = tc_bufs(family, stack_bufs);
+	if (!bufs) {
+		*reason = DP_R_CT_INSERT_FAILED;
+		return NULL;
 	}
+	*reason = lb_tc_new_flow(family, ctx, p, bufs, 0);
+	if (*reason == DP_R_PASSED)
+		ct_forget_replaced(family, p);
+	if (*reason != DP_R_TRANSLATED)
+		return NULL;
+	return tc_buf(family, bufs, fwd);
+}
+
+static __always_inline int tc_ingress(const int family, struct ctx_buff *ctx, void *p, void *stack_bufs)
+{
+	enum dp_reason reason;
+	void *ct;
+	int verdict;
+
+	reason = pkt_parse(family, ctx, p);
+	if (reason)
+		return tc_verdict(DP_HOOK_TC_INGRESS, reason, CTX_PASS);
+	if (pkt_f(family, p, proto) == (family == AF_INET6 ? IPPROTO_ICMPV6 : IPPROTO_ICMP))
+		return tc_icmp_or_defer(family, ctx, p, DP_HOOK_TC_INGRESS);
+	if (family == AF_INET && ((struct pkt4 *)p)->frag == PKT4_FRAG_LATER)
+		return tc4_frag_later(ctx, p, DP_HOOK_TC_INGRESS);
+
+	ct = lb_ingress_flow(family, ctx, p, stack_bufs, &reason);
+	if (!ct)
+		return tc_verdict(DP_HOOK_TC_INGRESS, reason, reason == DP_R_PASSED ? CTX_PASS : CTX_DROP);
 
 	if (family == AF_INET)
 		frag4_remember(p, ct);
