@@ -530,8 +530,10 @@ static __always_inline int tc_ingress(const int family, struct ctx_buff *ctx, vo
 		return tc4_frag_later(ctx, p, DP_HOOK_TC_INGRESS);
 
 	ct = lb_ingress_flow(family, ctx, p, stack_bufs, &reason);
+	if (!ct && reason == DP_R_PASSED)
+		return tc_verdict(DP_HOOK_TC_INGRESS, reason, CTX_PASS);
 	if (!ct)
-		return tc_verdict(DP_HOOK_TC_INGRESS, reason, reason == DP_R_PASSED ? CTX_PASS : CTX_DROP);
+		return tc_verdict(DP_HOOK_TC_INGRESS, reason, CTX_DROP);
 
 	if (family == AF_INET)
 		frag4_remember(p, ct);

@@ -8,8 +8,10 @@
 // endpoint here and with none here, loadBalancerSourceRanges, 1,000
 // connections without a failure; the packets were translated at XDP (its
 // counters), not only at tc; a held connection survives an agent restart
-// (the XDP link pinned, its program swapped in place). Then best-effort and
-// native on a device whose driver refuses driver mode (node1's pod bridge).
+// (the XDP link pinned, its program swapped in place). Then the devices
+// followed at run time (a second NIC leaving the device list and coming
+// back), and best-effort and native on a device whose driver refuses
+// driver mode (node1's pod bridge).
 // Every address lives in namespaces this test made.
 import { execFileSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -24,6 +26,7 @@ import { hostPort } from '../../lab/protocol.ts';
 import { type ServiceSpec, serviceObject, sliceObject } from './fixtures/manifests.ts';
 import {
   CLIENT_IP,
+  LINK_IPS,
   NODE1_POD,
   NODE_IPS,
   REMOTE_NODEPORT,
@@ -244,6 +247,32 @@ t.test('--acceleration native on a veth', async (t) => {
     await c.lab.exec(c.node1, SVCMAP, ['cleanup', '--pin-dir', c.pinDir]);
     t.notMatch(await c.lab.exec(c.node1, 'ip', ['-d', 'link', 'show', 'eth0']), /prog\/xdp/, 'no XDP program on eth0');
   });
+});
+
+t.test('--acceleration native follows the devices: a device that stops being one loses XDP, one that comes back gets it', async (t) => {
+  const d = await startRemoteNodePort(['--acceleration', 'native'], { twoNics: true, defaultDevices: true });
+  t.teardown(() => d.destroy());
+  const attached = async (from: number, device: string) =>
+    d.agent.waitFor((l) => l.msg === 'XDP attached (native)' && l.device === device, { from, what: `XDP on ${device}` });
+  await attached(0, 'eth0');
+  await attached(0, 'eth1');
+  t.same((await status(d)).devices, [
+    { device: 'eth0', runs: 'xdp native' },
+    { device: 'eth1', runs: 'xdp native' },
+  ]);
+  let from = d.agent.mark();
+  await d.lab.ip(d.node1, 'route', 'del', '10.244.2.0/24'); // eth1's only route out of the node
+  const detached = await d.agent.waitFor((l) => l.msg === 'XDP detached from a device no longer used', { from, what: 'eth1 detached' });
+  t.equal(detached.device, 'eth1');
+  t.notMatch(await d.lab.exec(d.node1, 'ip', ['-d', 'link', 'show', 'eth1']), /prog\/xdp/, 'no XDP program on eth1');
+  t.same((await status(d)).devices, [{ device: 'eth0', runs: 'xdp native' }]);
+  from = d.agent.mark();
+  await d.lab.route(d.node1, '10.244.2.0/24', LINK_IPS.node2);
+  await attached(from, 'eth1');
+  t.match(await d.lab.exec(d.node1, 'ip', ['-d', 'link', 'show', 'eth1']), /prog\/xdp id \d+/, 'XDP on eth1 again, driver mode');
+  const r = await d.client.tcpConnect({ ip: NODE_IPS.node1, port: REMOTE_NODEPORT, count: 200, timeoutMs: 3000, concurrency: 8 });
+  t.equal(r.failed, 0, JSON.stringify(r.errors));
+  t.same(r.seenFrom, [LINK_IPS.node1]);
 });
 
 /** node1's pod bridge refuses driver mode (a bridge's driver has no XDP): the fallbacks. */
