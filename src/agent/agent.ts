@@ -198,6 +198,7 @@ function buildParts(
     // With --devices the node's name is all there is to know at start; without, the devices come from its addresses and routes.
     node: cfg.devices?.length && cfg.nodeName ? { name: cfg.nodeName, addresses: [] } : undefined,
     onAttachFailed: () => metrics.syncErrors.inc({ kind: 'write_failed' }),
+    onDevices: (devices) => metrics.externalDevices(devices),
     // Also with acceleration disabled: it detaches what an earlier run attached.
     xdp: new XdpDevices(
       () => {

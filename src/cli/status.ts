@@ -7,13 +7,14 @@ import { cgroup2Mounts } from '../bpf/environment.ts';
 import { ATTACH_TYPE_NAMES, LINK_TYPE_CGROUP, LINK_TYPE_TCX, linkInfo, openPinned, progInfoById } from '../bpf/link.ts';
 import { listLinks } from '../bpf/links.ts';
 import { linkPinDir } from '../bpf/loader.ts';
-import { LINK_TYPE_XDP } from '../bpf/xdp.ts';
+import { LINK_TYPE_XDP, type XdpMode } from '../bpf/xdp.ts';
 import { classicTcProgram, ifIndex, interfaceNames } from '../bpf/tc.ts';
 import { BpfMap, MAP_TYPE_NAMES } from '../bpf/map.ts';
 import { readDatapathCounters } from '../maps/datapath-counters.ts';
 import { ALL_MAPS, devAddr6Map, devAddrMap, metricsMap, sockBypassMap, sockConfigMap } from '../maps/registry.ts';
 import { SOCK_CFG_HOST_ONLY } from '../maps/constants.ts';
 import { pinnedVeths } from '../agent/datapath/veth-datapath.ts';
+import { type DeviceRuns, deviceRuns } from '../agent/datapath/xdp-devices.ts';
 import { TypedMap } from '../maps/typed-map.ts';
 import { command, noHeadersFlag, parseFlags, pinDirFlag } from './args.ts';
 import { type Column, PLAIN, type TableStyle, formatData, isTable, outputFlag, printed, renderColumns, tableStyle } from './format.ts';
@@ -37,8 +38,6 @@ export const statusCommand = command({
     },
   },
 });
-
-export type DeviceRuns = 'xdp native' | 'xdp generic' | 'tc only';
 
 export interface StatusReport {
   pinDir: string;
@@ -269,7 +268,7 @@ export function externalDevices(programs: StatusReport['programs']): StatusRepor
   );
   return [...new Set(programs.filter((p) => p.program === 'svcmap_tc_in').map(device))].sort().map((d) => {
     const mode = xdp.get(d);
-    return { device: d, runs: mode ? (`xdp ${mode}` as DeviceRuns) : 'tc only' };
+    return { device: d, runs: deviceRuns(mode as XdpMode | undefined) };
   });
 }
 

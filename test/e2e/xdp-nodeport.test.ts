@@ -112,6 +112,13 @@ async function status(c: RemoteNodePort): Promise<{ devices: Array<{ device: str
   return JSON.parse(await c.lab.exec(c.node1, SVCMAP, ['status', '-o', 'json', '--pin-dir', c.pinDir], { timeoutMs: 120_000 }));
 }
 
+/** svcmap_external_device_info's samples, sorted. */
+const deviceInfo = (metrics: string) =>
+  metrics
+    .split('\n')
+    .filter((l) => l.startsWith('svcmap_external_device_info{'))
+    .sort();
+
 /** The id of the XDP link pinned for a device, by bpftool (not by svcmap's own code). */
 async function xdpLinkId(c: RemoteNodePort, device: string): Promise<number> {
   const link = JSON.parse(
@@ -154,6 +161,7 @@ t.test('--acceleration native on a veth', async (t) => {
     t.match(line, { device: 'eth0', mode: 'native' }, 'the log names the device and the mode');
     const s = await status(c);
     t.same(s.devices, [{ device: 'eth0', runs: 'xdp native' }]);
+    t.same(deviceInfo(await c.metrics()), ['svcmap_external_device_info{device="eth0",runs="xdp native"} 1'], 'and the metrics');
     t.match(
       await c.lab.exec(c.node1, 'ip', ['-d', 'link', 'show', 'eth0']),
       /prog\/xdp id \d+/,
@@ -290,6 +298,11 @@ function bridgeTest(t: Test, acceleration: 'best-effort' | 'native'): void {
         { device: 'eth0', runs: 'xdp native' },
       ],
       `br0: ${br0}, eth0: driver mode`,
+    );
+    t.same(
+      deviceInfo(await d.metrics()),
+      [`svcmap_external_device_info{device="br0",runs="${br0}"} 1`, 'svcmap_external_device_info{device="eth0",runs="xdp native"} 1'],
+      'the metrics say the same',
     );
     if (acceleration === 'best-effort') {
       const warned = await d.agent.waitFor((l) => String(l.msg).startsWith('the driver refuses XDP in native mode'), {

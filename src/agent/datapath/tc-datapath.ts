@@ -29,7 +29,7 @@ import type { NodeInfo } from '../../model/types.ts';
 import { TC_PROGRAMS } from './datapath.ts';
 import { syncDeviceAddresses } from './device-addresses.ts';
 import { type HostNet, defaultDevices, deviceAddresses, nodeLocalAddresses, readHostNet } from './host-net.ts';
-import { type XdpAttachment, type XdpDevices, XdpRefusedError } from './xdp-devices.ts';
+import { type DeviceRuns, type XdpAttachment, type XdpDevices, XdpRefusedError, deviceRuns } from './xdp-devices.ts';
 import type { Component } from '../components.ts';
 import type { Logger } from '../log.ts';
 
@@ -72,6 +72,8 @@ export interface TcDatapathOptions {
   onAttachFailed?: () => void;
   /** XDP in front of tc ingress on the same devices (--acceleration); absent: tc only. */
   xdp?: XdpDevices | undefined;
+  /** Told the external devices and what runs on each after every change of them. */
+  onDevices?: (devices: Array<{ device: string; runs: DeviceRuns }>) => void;
   /** Told every address the node's devices hold (host-net.ts nodeLocalAddresses()) whenever that list changes. */
   onNodeAddresses?: (addresses: string[]) => void;
 }
@@ -91,6 +93,7 @@ export class TcDatapath implements Component {
   readonly #mode: TcMode | 'auto';
   readonly #onAttachFailed: (() => void) | undefined;
   readonly #xdp: XdpDevices | undefined;
+  readonly #onDevices: TcDatapathOptions['onDevices'];
   readonly #onNodeAddresses: ((addresses: string[]) => void) | undefined;
   #nodeAddresses = '';
   #node: NodeInfo | undefined;
@@ -113,6 +116,7 @@ export class TcDatapath implements Component {
     this.#node = opts.node;
     this.#onAttachFailed = opts.onAttachFailed;
     this.#xdp = opts.xdp;
+    this.#onDevices = opts.onDevices;
     this.#onNodeAddresses = opts.onNodeAddresses;
   }
 
@@ -224,7 +228,13 @@ export class TcDatapath implements Component {
     this.#current = key;
     this.#log.info({ devices, nodeIp, mode: attachments[0]?.mode, trigger }, 'tc datapath attached');
     // After tc: what XDP passes on finds tc ingress there. A refusal (--acceleration native) throws, tc stays.
-    if (this.#xdp) this.xdp = this.#xdp.attach(devices);
+    try {
+      this.#xdp?.attach(devices);
+    } finally {
+      this.xdp = this.#xdp?.attached ?? [];
+      const mode = new Map(this.xdp.map((x) => [x.device, x.mode]));
+      this.#onDevices?.(devices.map((device) => ({ device, runs: deviceRuns(mode.get(device)) })));
+    }
   }
 
   #tellNodeAddresses(addresses: string[]): void {

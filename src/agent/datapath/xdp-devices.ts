@@ -35,6 +35,10 @@ export interface XdpAttachment {
   mode: XdpMode | 'off';
 }
 
+/** What meets traffic from outside on an external device, as svcmap status and the metrics say it. */
+export type DeviceRuns = 'xdp native' | 'xdp generic' | 'tc only';
+export const deviceRuns = (mode: XdpMode | 'off' | undefined): DeviceRuns => (mode && mode !== 'off' ? `xdp ${mode}` : 'tc only');
+
 const PIN = /^svcmap_xdp@(.+)$/;
 const pinName = (device: string) => `${XDP_PROGRAM}@${device}`;
 
@@ -56,6 +60,8 @@ export class XdpDevices {
   readonly #pinDir: string;
   readonly #acceleration: Acceleration;
   readonly #log: Logger;
+  /** The last attach()'s outcome per device (also when it threw). */
+  attached: XdpAttachment[] = [];
 
   /** object: svcmap_xdp's, asked for only when acceleration is on. */
   constructor(object: () => XdpObject, pinDir: string, acceleration: Acceleration, log: Logger) {
@@ -76,6 +82,7 @@ export class XdpDevices {
     const out: XdpAttachment[] = [];
     const refused: string[] = [];
     for (const device of want) out.push({ device, mode: this.#attachOne(device, refused) });
+    this.attached = out;
     if (want.length) this.#syncTx(out);
     this.#detachOthers(want);
     for (const a of out)

@@ -41,11 +41,18 @@ export class AgentMetrics {
   readonly backendConnections: Gauge<'family' | 'backend' | 'protocol' | 'datapath'>;
   readonly kubeProxy: KubeProxyMetrics;
   readonly #apiServer: Gauge<'url'>;
+  readonly #devices: Gauge<'device' | 'runs'>;
   readonly #apiFailovers: Counter;
   #readDatapath: (() => DpCounterRow[]) | undefined;
   #readConnections: (() => BackendConnectionsRow[]) | undefined;
 
   /** The API server in use: at start, and after each failover (moved). */
+  /** The external devices and what meets traffic from outside on each (svcmap_external_device_info). */
+  externalDevices(devices: ReadonlyArray<{ device: string; runs: string }>): void {
+    this.#devices.reset();
+    for (const d of devices) this.#devices.set({ device: d.device, runs: d.runs }, 1);
+  }
+
   apiServer(url: string, moved: boolean): void {
     this.#apiServer.reset();
     this.#apiServer.set({ url }, 1);
@@ -88,6 +95,12 @@ export class AgentMetrics {
       name: 'svcmap_map_capacity',
       help: 'max_entries of each BPF map.',
       labelNames: ['map'],
+      registers: [this.registry],
+    });
+    this.#devices = new Gauge({
+      name: 'svcmap_external_device_info',
+      help: "Always 1, for each external device (the tc datapath's) with what meets traffic from outside there (runs): xdp native, xdp generic (--acceleration) or tc only.",
+      labelNames: ['device', 'runs'],
       registers: [this.registry],
     });
     this.#apiServer = new Gauge({
