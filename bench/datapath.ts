@@ -7,9 +7,8 @@
 // At the sizes asked for, one service per other load-balancing algorithm
 // (svcmap.io/lb-algorithm, on the same 4 pods) among the N: the datapath cost
 // of each, as a ratio to random, each run paired with a run of random.
-import { spawn } from 'node:child_process';
 import type { LabPod } from '../lab/index.ts';
-import { type JsonObject, JsonLines, waitReady } from '../lab/jsonl.ts';
+import { BpfStats } from './bpf-stats.ts';
 import { fmtDuration, type Budget } from './budget.ts';
 import { BACKEND_IPS, BACKEND_IPS6, type BenchCluster } from './cluster.ts';
 import { NetfilterNs, TimeoutError } from './netfilter.ts';
@@ -258,7 +257,7 @@ async function algorithmCosts(
 ): Promise<AlgorithmResult[]> {
   type Side = { runs: ClientRun[]; ns: Array<{ connect4: number; sockRelease: number }> };
   const pairs = algs.map(() => ({ random: { runs: [], ns: [] } as Side, alg: { runs: [], ns: [] } as Side }));
-  const stats = await BpfStats.start(c);
+  const stats = await BpfStats.start<ProgTotals>(c.bins.bpfstats, [c.cgSvcmap]);
   const measure = async (side: Side, t: Target, what: string) => {
     const before = await stats?.sample();
     side.runs.push(await runClient(c, o, t, what));
@@ -319,45 +318,6 @@ interface ProgTotals {
 function perCall(a: ProgTotals, b: ProgTotals): { connect4: number; sockRelease: number } {
   const one = (x: ProgTotals['connect4'], y: ProgTotals['connect4']) => (y.ns - x.ns) / Math.max(1, y.cnt - x.cnt);
   return { connect4: one(a.connect4, b.connect4), sockRelease: one(a.sockRelease, b.sockRelease) };
-}
-
-/** bench/bpfstats.c on the svcmap cgroup: BPF run-time totals on request. Undefined (logged) when the kernel will not count. */
-class BpfStats {
-  readonly #child: ReturnType<typeof spawn>;
-  readonly #lines: JsonLines;
-
-  private constructor(child: ReturnType<typeof spawn>) {
-    this.#child = child;
-    this.#lines = new JsonLines(child);
-  }
-
-  static async start(c: BenchCluster): Promise<BpfStats | undefined> {
-    const s = new BpfStats(spawn(c.bins.bpfstats, [c.cgSvcmap], { stdio: ['pipe', 'pipe', 'pipe'] }));
-    try {
-      await waitReady(s.#child, s.#lines, 'bpfstats');
-      return s;
-    } catch (err) {
-      s.stop();
-      process.stderr.write(`[bench] no BPF run-time statistics: ${(err as Error).message}\n`);
-      return undefined;
-    }
-  }
-
-  sample(): Promise<ProgTotals> {
-    return new Promise((resolve, reject) => {
-      const off = this.#lines.on((o: JsonObject) => {
-        off();
-        if (o.error) reject(new Error(`bpfstats: ${String(o.error)}`));
-        else resolve(o as unknown as ProgTotals);
-      });
-      this.#child.stdin!.write('\n');
-    });
-  }
-
-  stop(): void {
-    this.#child.stdin?.end();
-    this.#child.kill();
-  }
 }
 
 function summarize(mode: Mode, runs: ClientRun[]): ModeResult {

@@ -71,10 +71,10 @@ export type RealProxy = (typeof REAL_PROXIES)[number];
 const NODE_NAME = 'kpr-node';
 const CP_IP = '172.31.255.1';
 const NODE_IP = '172.31.255.2';
-const KP_METRICS = 10249;
+export const KP_METRICS = 10249;
 const KP_HEALTHZ = 10256;
 const CLIENT_IP = '10.244.0.100';
-const SYNC_METRIC = 'kubeproxy_sync_proxy_rules_duration_seconds';
+export const SYNC_METRIC = 'kubeproxy_sync_proxy_rules_duration_seconds';
 const PROG_METRIC = 'kubeproxy_network_programming_duration_seconds';
 const SM_PROG_METRIC = 'svcmap_network_programming_duration_seconds';
 
@@ -201,7 +201,7 @@ export function ipvsUnavailable(): string | undefined {
 // ---------------------------------------------------------------- API client
 
 /** HTTPS to the API server through the relay's unix socket, as the admin. */
-class ApiClient {
+export class ApiClient {
   readonly #agent: HttpsAgent;
   readonly #socket: string;
   readonly #token: string;
@@ -281,7 +281,7 @@ async function pool<T>(items: readonly T[], concurrency: number, f: (x: T) => Pr
 // ---------------------------------------------------------------- processes
 
 /** A process of ours in a lab namespace, output to a log file. */
-class Proc {
+export class Proc {
   readonly child: ChildProcess;
   readonly logFile: string;
   readonly name: string;
@@ -695,24 +695,22 @@ function quantileMs(h: Histogram, q: number): { ms: number | undefined; leMs: nu
   return { ms: x ? x.value * 1000 : undefined, leMs: x ? x.bucketLe * 1000 : undefined };
 }
 
-async function runKubeProxy(
-  env: Env,
-  mode: 'iptables' | 'nftables' | 'ipvs',
-  services: readonly BenchService[],
-  change: (i: number) => Promise<void>,
-): Promise<RealProxyResult> {
-  const { o, lab, node } = env;
-  const n = services.length;
+/**
+ * unshare's argv for kube-proxy in the node's network namespace: a mount
+ * namespace of its own with a private /run (its xtables lock), then exec
+ * kube-proxy (same pid). Kernel-wide conntrack settings stay as they are (see
+ * lab/cluster/kube-proxy.ts); metrics and healthz on the namespace's loopback.
+ */
+export function kubeProxyArgv(kubeconfig: string, mode: 'iptables' | 'nftables' | 'ipvs', nodeName: string, clusterCidr: string): string[] {
   const kpArgs = [
     '--kubeconfig',
-    env.kubeconfig,
+    kubeconfig,
     '--proxy-mode',
     mode,
     '--hostname-override',
-    NODE_NAME,
+    nodeName,
     '--cluster-cidr',
-    CLUSTER_CIDR,
-    // Kernel-wide conntrack settings stay as they are (see lab/cluster/kube-proxy.ts).
+    clusterCidr,
     '--conntrack-max-per-core',
     '0',
     '--conntrack-tcp-timeout-established',
@@ -726,17 +724,30 @@ async function runKubeProxy(
     '-v',
     '2',
   ];
-  // A mount namespace of its own with a private /run (its xtables lock), then exec kube-proxy: same pid.
   const script = 'mount -t tmpfs -o mode=0755 svcmap-bench-kp-run /run && exec "$0" "$@"';
+  return ['--mount', '--propagation', 'private', '--', 'sh', '-c', script, bin('kube-proxy'), ...kpArgs];
+}
+
+async function runKubeProxy(
+  env: Env,
+  mode: 'iptables' | 'nftables' | 'ipvs',
+  services: readonly BenchService[],
+  change: (i: number) => Promise<void>,
+): Promise<RealProxyResult> {
+  const { o, lab, node } = env;
+  const n = services.length;
   const t0 = performance.now();
   const kp = new Proc(
     lab,
     node,
     `kube-proxy-${mode}-${n}`,
     'unshare',
-    ['--mount', '--propagation', 'private', '--', 'sh', '-c', script, bin('kube-proxy'), ...kpArgs],
+    kubeProxyArgv(env.kubeconfig, mode, NODE_NAME, CLUSTER_CIDR),
     env.logDir,
-    { cpu: env.proxyCpu, cgroup: env.cgPlain },
+    {
+      cpu: env.proxyCpu,
+      cgroup: env.cgPlain,
+    },
   );
   const teardown = {
     emergency: () => {

@@ -1,4 +1,4 @@
-// Builds the bench's C helpers (client, server, ctflush, bpfstats) with gcc into
+// Builds the bench's C helpers (client, server, ctflush, bpfstats, fwdgen) with gcc into
 // build/bench/, rebuilding only when the source is newer than the binary.
 import { execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync, statSync } from 'node:fs';
@@ -7,7 +7,7 @@ import { fileURLToPath } from 'node:url';
 
 export const ROOT = fileURLToPath(new URL('..', import.meta.url));
 export const BUILD_DIR = join(ROOT, 'build', 'bench');
-const PROGRAMS = ['client', 'server', 'ctflush', 'bpfstats'] as const;
+const PROGRAMS = ['client', 'server', 'ctflush', 'bpfstats', 'fwdgen'] as const;
 export type Program = (typeof PROGRAMS)[number];
 export type Binaries = Record<Program, string>;
 

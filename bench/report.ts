@@ -2,10 +2,11 @@
 import { fmtDuration } from './budget.ts';
 import { isOp, type Op } from './cp-netfilter.ts';
 import { isSkipped, MODES } from './datapath.ts';
+import { isFwdSkipped } from './forwarding.ts';
 import { isRealSkipped, type RealKpResult, type RealProxyResult } from './kube-proxy-real.ts';
 import { maglevDisruptionLine } from './maglev-disruption.ts';
 import { type BenchResults, isAgentResult, modeResult } from './results.ts';
-import { median } from './stats.ts';
+import { median, pairedMedianRatio } from './stats.ts';
 
 const MiB = 2 ** 20;
 
@@ -403,6 +404,54 @@ export function snatTable(r: BenchResults): string {
   ].join('\n');
 }
 
+export function forwardingTable(r: BenchResults): string {
+  const f = r.forwarding;
+  if (!f) return '';
+  const label: Record<string, string> = {
+    routing: 'plain routing, no Service (the ceiling)',
+    'svcmap-tc': 'svcmap tc',
+    'svcmap-xdp': 'svcmap XDP (--acceleration native)',
+    'kube-proxy-nftables': 'kube-proxy nftables',
+    'kube-proxy-iptables': 'kube-proxy iptables',
+  };
+  const routing = f.rows.find((x) => x.row === 'routing');
+  const rows = f.rows.map((x) => {
+    if (isFwdSkipped(x)) return [label[x.row] ?? x.row, x.skipped, '', '', '', ''];
+    const vsRouting =
+      routing && !isFwdSkipped(routing) && x.row !== 'routing'
+        ? `${pairedMedianRatio(
+            x.runs.map((y) => y.nsPerPacket),
+            routing.runs.map((y) => y.nsPerPacket),
+          ).toFixed(2)}x`
+        : '';
+    return [
+      label[x.row] ?? x.row,
+      int(x.pps),
+      `${Math.round(x.nsPerPacket)}`,
+      int(x.perCorePps),
+      vsRouting,
+      `${Math.round(x.nodeBusy * 100)}%`,
+    ];
+  });
+  const ratio = (v: number | undefined) => (v === undefined ? 'n/a' : `${v.toFixed(2)}x`);
+  return [
+    `**Forwarded packets** of UDP (${f.frameBytes}-byte frames, ${f.flows} flows) from a generator outside the cluster to a NodePort whose one backend is on another node (externalTrafficPolicy Cluster: DNAT + SNAT on the node), counted at the backend; the node's work runs on CPU ${f.nodeCpu} (its ingress veth's threaded NAPI kthread, SCHED_FIFO), the generator on CPU ${f.genCpu}. CPU per packet: that kthread's and ksoftirqd's run time over the packets counted; packets per core: its inverse. ${f.durationMs / 1000} s per run, ${f.reps} rounds, every row once per round, the order alternating (medians; ratios are medians of the per-round ratios). Per core, svcmap tc is ${ratio(f.ratios.tcVsNftables)} and XDP ${ratio(f.ratios.xdpVsNftables)} kube-proxy nftables'.${f.kubernetesVersion ? ` kube-proxy ${f.kubernetesVersion.replace(/^Kubernetes /, '')}.` : ''}`,
+    '',
+    table(
+      ['datapath', 'packets/s at the backend', 'node CPU ns/packet', 'packets/s per core', 'CPU/packet vs routing', 'node CPU busy'],
+      rows,
+    ),
+    ...f.rows.flatMap((x) =>
+      !isFwdSkipped(x) && x.bpf
+        ? [
+            '',
+            `${label[x.row] ?? x.row}, one more run with the kernel's BPF statistics on (\`bench/bpfstats.c\`): its programs ran ${Math.round(x.bpf.bpfNsPerPacket)} ns of the ${Math.round(x.bpf.nsPerPacket)} ns of node CPU per packet (${x.bpf.programs.map((p) => `${p.name} ${Math.round(p.nsPerRun)} ns x ${p.runsPerPacket.toFixed(2)} per packet`).join(', ')}); the rest is the kernel around them.`,
+          ]
+        : [],
+    ),
+  ].join('\n');
+}
+
 export function targetsTable(r: BenchResults): string {
   return table(
     ['target', 'goal', 'measured', 'met'],
@@ -575,6 +624,7 @@ export function summaryMarkdown(r: BenchResults, chartPath: string): string {
     '',
     lbTable(r),
     ...(r.snat ? ['', '### SNAT rate beside MASQUERADE', '', snatTable(r)] : []),
+    ...(r.forwarding ? ['', '### Forwarding beside kube-proxy', '', forwardingTable(r)] : []),
     ...((r as BenchResults & { realKubeProxy?: RealKpResult }).realKubeProxy
       ? ['', '### The real kube-proxy beside svcmap', '', realKubeProxyTables(r)]
       : []),

@@ -8,6 +8,7 @@ import type { LbResult } from './lb-quality.ts';
 import type { MaglevDisruption } from './maglev-disruption.ts';
 import type { Machine } from './machine.ts';
 import type { SnatResult } from './snat.ts';
+import { type ForwardingResult, isFwdSkipped } from './forwarding.ts';
 
 export interface BenchResults {
   schema: 'svcmap-bench/1';
@@ -26,6 +27,8 @@ export interface BenchResults {
   maglev?: MaglevDisruption;
   /** New SNATed flows/s beside MASQUERADE (absent from runs before it, or without --only snat). */
   snat?: SnatResult;
+  /** Forwarded packets/s and CPU per packet beside kube-proxy (absent from runs before it, or without --only forwarding). */
+  forwarding?: ForwardingResult;
   targets: Target[];
   notes: string[];
 }
@@ -47,7 +50,7 @@ export function modeResult(p: DatapathPoint, mode: string): ModeResult | undefin
   return r && !isSkipped(r) ? r : undefined;
 }
 
-export function evaluateTargets(r: Pick<BenchResults, 'datapath' | 'controlPlane' | 'snat'> & AgentTargetInputs): Target[] {
+export function evaluateTargets(r: Pick<BenchResults, 'datapath' | 'controlPlane' | 'snat' | 'forwarding'> & AgentTargetInputs): Target[] {
   const t: Target[] = [];
   const ratios = r.datapath.flatMap((p) => {
     const s = modeResult(p, 'svcmap');
@@ -93,6 +96,63 @@ export function evaluateTargets(r: Pick<BenchResults, 'datapath' | 'controlPlane
       met: sustained ? sm.connPerSec >= 50_000 && sm.failed === 0 : undefined,
     });
   }
+  if (r.snat && sm && kp) {
+    t.push({
+      what: "New SNATed flows per second, svcmap over kube-proxy's MASQUERADE (same run, paired rounds)",
+      target: '>= 1.2x',
+      measured: `${r.snat.svcmapVsIptables.toFixed(2)}x`,
+      met: r.snat.durationMs >= 30_000 ? r.snat.svcmapVsIptables >= 1.2 : undefined,
+    });
+  }
+  t.push(...forwardingTargets(r.forwarding));
   t.push(...agentTargets(r));
   return t;
+}
+
+/** The forwarding part's targets (issue 23): packets per core beside kube-proxy nftables, XDP's CPU per packet beside plain routing. */
+function forwardingTargets(f: ForwardingResult | undefined): Target[] {
+  if (!f) return [];
+  // Judged on full runs only: the smoke run's 0.3 s rounds say nothing about rates.
+  const judged = f.durationMs >= 1000;
+  const row = (name: string) => {
+    const x = f.rows.find((y) => y.row === name);
+    return x && !isFwdSkipped(x) ? x : undefined;
+  };
+  const why = (name: string) => {
+    const x = f.rows.find((y) => y.row === name);
+    return x && isFwdSkipped(x) ? x.skipped : 'not run';
+  };
+  const nft = row('kube-proxy-nftables');
+  const perCore = (x: { perCorePps: number } | undefined) => (x ? `${Math.round(x.perCorePps).toLocaleString('en-US')} pps/core` : 'n/a');
+  const out: Target[] = [];
+  const tc = row('svcmap-tc');
+  out.push({
+    what: 'Forwarded UDP packets per core through a NodePort (remote backend, DNAT + SNAT), svcmap tc over kube-proxy nftables',
+    target: '>= 1.5x',
+    measured:
+      f.ratios.tcVsNftables !== undefined
+        ? `${f.ratios.tcVsNftables.toFixed(2)}x (tc ${perCore(tc)}, nftables ${perCore(nft)})`
+        : `not measured (${!tc ? why('svcmap-tc') : why('kube-proxy-nftables')})`,
+    met: judged && f.ratios.tcVsNftables !== undefined ? f.ratios.tcVsNftables >= 1.5 : undefined,
+  });
+  const xdp = row('svcmap-xdp');
+  out.push({
+    what: 'Forwarded UDP packets per core through a NodePort, svcmap XDP over kube-proxy nftables',
+    target: '>= 4x',
+    measured:
+      f.ratios.xdpVsNftables !== undefined
+        ? `${f.ratios.xdpVsNftables.toFixed(2)}x (XDP ${perCore(xdp)}, nftables ${perCore(nft)})`
+        : `not measured (${!xdp ? why('svcmap-xdp') : why('kube-proxy-nftables')})`,
+    met: judged && f.ratios.xdpVsNftables !== undefined ? f.ratios.xdpVsNftables >= 4 : undefined,
+  });
+  out.push({
+    what: "Node CPU per forwarded packet, svcmap XDP over plain routing's (no Service)",
+    target: '<= 1.3x',
+    measured:
+      f.ratios.xdpCpuVsRouting !== undefined
+        ? `${f.ratios.xdpCpuVsRouting.toFixed(2)}x (XDP ${Math.round(xdp?.nsPerPacket ?? 0)} ns, routing ${Math.round(row('routing')?.nsPerPacket ?? 0)} ns)`
+        : `not measured (${why('svcmap-xdp')})`,
+    met: judged && f.ratios.xdpCpuVsRouting !== undefined ? f.ratios.xdpCpuVsRouting <= 1.3 : undefined,
+  });
+  return out;
 }

@@ -4,13 +4,14 @@
 // writes <out>/<timestamp>.json, <out>/latest.json, <out>/chart.svg and
 // <out>/summary.md (default out: bench/results; --smoke: build/bench/smoke).
 //
-//   node bench/run.ts [--smoke] [--only datapath,datapath6,lb,control,files,churn,snat,real-kube-proxy] [--out DIR] [--budget-s S] [--cpu N]
+//   node bench/run.ts [--smoke] [--only datapath,datapath6,lb,control,files,churn,snat,forwarding,real-kube-proxy] [--out DIR] [--budget-s S] [--cpu N]
 //                     [--datapath-sizes 1,1000,...] [--control-sizes 1,1000,...] [--real-sizes 1000,10000,...]
 //                     [--lb-algorithm NAME]   the datapath part's svcmap agent with this node default (e.g. lc)
 //                     [--algorithm-sizes 1,10000]   the N at which the datapath part measures every algorithm beside random
 //                     [--file-sizes 1000,10000] [--file-layouts json,yaml-one-file,yaml-file-each] [--churn-minutes M]
 //   node bench/run.ts --only churn --churn-minutes 6   the churn soak alone: 2 min warm-up, then 6 min measured
 //   node bench/run.ts --only real-kube-proxy   the real kube-proxy beside svcmap alone (bench/kube-proxy-real.ts)
+//   node bench/run.ts --only forwarding   forwarded packets/s and CPU per packet, svcmap beside kube-proxy (bench/forwarding.ts)
 //   node bench/run.ts --render [--out DIR]   chart and summary again from <out>/latest.json, no measuring
 //
 // Network safety: every address, route and rule lives in a lab namespace; the
@@ -36,6 +37,7 @@ import { maglevDisruptionOf } from './maglev-disruption.ts';
 import { describeMachine } from './machine.ts';
 import { buildNative, ROOT } from './native.ts';
 import { type SnatResult, runSnat } from './snat.ts';
+import { type ForwardingResult, runForwarding } from './forwarding.ts';
 import { type ChurnResult, churnTable, runChurn } from './churn.ts';
 import { type FileSourceResult, fileSourceTable, runFileSource } from './cp-files.ts';
 import { MANIFEST_LAYOUTS, type ManifestLayout } from './manifests.ts';
@@ -49,6 +51,7 @@ import {
   lbTable,
   realKubeProxyTables,
   snatTable,
+  forwardingTable,
   summaryMarkdown,
   targetsTable,
   behind,
@@ -87,6 +90,8 @@ interface Config {
   };
   /** New SNATed TCP flows/s through a NodePort, svcmap beside MASQUERADE (bench/snat.ts). */
   snat: { reps: number; durationMs: number; warmupMs: number; processes: number };
+  /** Forwarded UDP packets/s and node CPU per packet through a NodePort: routing, svcmap tc / XDP, kube-proxy nftables / iptables (bench/forwarding.ts). */
+  forwarding: { reps: number; durationMs: number; warmupMs: number };
   /** The file source through the agent: N services from a manifest directory laid out each way, and one changed file (bench/cp-files.ts). */
   files: { sizes: number[]; layouts: readonly ManifestLayout[]; changeReps: number };
   /** The churn soak (bench/churn.ts): RSS under steady EndpointSlice changes. */
@@ -119,6 +124,7 @@ const FULL: Config = {
     concurrency: 32,
   },
   snat: { reps: 3, durationMs: 30_000, warmupMs: 1000, processes: 4 },
+  forwarding: { reps: 6, durationMs: 5000, warmupMs: 1000 },
   files: { sizes: [1000, 10_000], layouts: MANIFEST_LAYOUTS, changeReps: 10 },
   // The issue's soak: 1k services, ~100 changes/s, 2 min warm-up, then to minute 30.
   churn: { n: 1000, ratePerSec: 100, warmupMs: 120_000, durationMs: 28 * 60_000, sampleMs: 30_000, flatPct: 2 },
@@ -150,6 +156,7 @@ const SMOKE: Config = {
     concurrency: 16,
   },
   snat: { reps: 1, durationMs: 300, warmupMs: 50, processes: 2 },
+  forwarding: { reps: 1, durationMs: 300, warmupMs: 100 },
   files: { sizes: [100], layouts: MANIFEST_LAYOUTS, changeReps: 2 },
   churn: { n: 100, ratePerSec: 50, warmupMs: 5000, durationMs: 10_000, sampleMs: 5000, flatPct: 2 },
 };
@@ -158,7 +165,7 @@ const say = (s: string) => process.stdout.write(`${s}\n`);
 const log = (s: string) => process.stderr.write(`[bench ${new Date().toISOString().slice(11, 19)}] ${s}\n`);
 
 function checkTools(): void {
-  for (const t of ['gcc', 'taskset', 'nsenter', 'iptables-restore', 'nft', 'ip']) {
+  for (const t of ['gcc', 'taskset', 'nsenter', 'iptables-restore', 'nft', 'ip', 'ethtool', 'chrt']) {
     try {
       execFileSync('sh', ['-c', `command -v ${t}`], { stdio: 'ignore' });
     } catch {
@@ -236,12 +243,14 @@ async function main(): Promise<void> {
   const only = new Set(
     (
       values.only ??
-      (values.smoke ? 'datapath,datapath6,lb,control,files,churn,snat' : 'datapath,datapath6,lb,control,files,churn,snat,real-kube-proxy')
+      (values.smoke
+        ? 'datapath,datapath6,lb,control,files,churn,snat,forwarding'
+        : 'datapath,datapath6,lb,control,files,churn,snat,forwarding,real-kube-proxy')
     )
       .split(',')
       .map((s) => s.trim()),
   );
-  const PARTS = ['datapath', 'datapath6', 'lb', 'control', 'files', 'churn', 'snat', 'real-kube-proxy'];
+  const PARTS = ['datapath', 'datapath6', 'lb', 'control', 'files', 'churn', 'snat', 'forwarding', 'real-kube-proxy'];
   for (const o of only) if (!PARTS.includes(o)) throw new Error(`--only: unknown part ${o} (${PARTS.join(', ')})`);
   const cpu = values.cpu !== undefined ? Number(values.cpu) : execFileSync('nproc', { encoding: 'utf8' }).trim() === '1' ? 0 : 1;
 
@@ -280,6 +289,7 @@ async function main(): Promise<void> {
   let controlPlane: ControlPlaneResult | undefined;
   let realKubeProxy: RealKpResult | undefined;
   let snat: SnatResult | undefined;
+  let forwarding: ForwardingResult | undefined;
   const fileSource: FileSourceResult[] = [];
   let churn: ChurnResult | undefined;
   const notes: string[] = [
@@ -390,6 +400,20 @@ async function main(): Promise<void> {
       const agentCpu = cpu === 0 && Number(execFileSync('nproc', { encoding: 'utf8' }).trim()) > 1 ? 1 : 0;
       snat = await runSnat({ lab, bins, cpu, agentCpu, ...cfg.snat, agentTimeoutMs: cfg.agentTimeoutMs, workDir, pinRoot, log });
     }
+    if (only.has('forwarding')) {
+      const genCpu = cpu === 0 && Number(execFileSync('nproc', { encoding: 'utf8' }).trim()) > 1 ? 1 : 0;
+      forwarding = await runForwarding({
+        lab,
+        bins,
+        nodeCpu: cpu,
+        genCpu,
+        ...cfg.forwarding,
+        agentTimeoutMs: cfg.agentTimeoutMs,
+        workDir,
+        pinRoot,
+        log,
+      });
+    }
     if (only.has('real-kube-proxy')) {
       realKubeProxy = await runRealKubeProxy({
         lab,
@@ -427,6 +451,7 @@ async function main(): Promise<void> {
     datapath,
     controlPlane,
     ...(snat ? { snat } : {}),
+    ...(forwarding ? { forwarding } : {}),
     ...(fileSource.length ? { fileSource } : {}),
     ...(churn ? { churn } : {}),
     ...(realKubeProxy ? { realKubeProxy } : {}),
@@ -446,6 +471,7 @@ async function main(): Promise<void> {
     ...(only.has('lb') ? { maglev: maglevDisruptionOf() } : {}),
     ...(realKubeProxy ? { realKubeProxy } : {}),
     ...(snat ? { snat } : {}),
+    ...(forwarding ? { forwarding } : {}),
     ...(fileSource.length ? { fileSource } : {}),
     ...(churn ? { churn } : {}),
     targets: evaluateTargets(partial),
@@ -468,6 +494,7 @@ async function main(): Promise<void> {
   if (controlPlane) say(`## Control plane\n\n${controlPlaneTables(results)}\n`);
   if (lb.length) say(`## Load-balancing quality\n\n${lbTable(results)}\n`);
   if (snat) say(`## SNAT rate beside MASQUERADE\n\n${snatTable(results)}\n`);
+  if (forwarding) say(`## Forwarding beside kube-proxy\n\n${forwardingTable(results)}\n`);
   if (fileSource.length) say(`## File source\n\n${fileSourceTable(fileSource)}\n`);
   if (churn) say(`## Churn soak\n\n${churnTable(churn)}\n`);
   if (realKubeProxy) say(`## The real kube-proxy beside svcmap\n\n${realKubeProxyTables(results)}\n`);

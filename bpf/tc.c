@@ -6,6 +6,7 @@
  * core for both families; this file only sends each packet to its family's
  * instance of it.
  */
+#include "lib/ctx_skb.h"
 #include "lib/tc_lb.h"
 
 /* Each family to its own path, each a function of its own (not inlined), so

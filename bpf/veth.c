@@ -9,6 +9,7 @@
  * lib/tc_lb.h's, the same core as the external devices', one for both
  * families; this file only sends each packet to its family's instance.
  */
+#include "lib/ctx_skb.h"
 #include "lib/tc_lb.h"
 
 SEC("tc")

@@ -674,7 +674,8 @@ enum dp_hook {
 	DP_HOOK_BIND6        = 11,
 	DP_HOOK_VETH_INGRESS = 12, /* a pod's veth, host side: what the pod sends */
 	DP_HOOK_VETH_EGRESS  = 13, /* a pod's veth, host side: what the pod receives */
-	DP_HOOK_MAX          = 14,
+	DP_HOOK_XDP          = 14, /* an external device's XDP: NodePort/LoadBalancer/externalIP before the stack */
+	DP_HOOK_MAX          = 15,
 };
 
 enum dp_reason {
@@ -706,7 +707,8 @@ enum dp_reason {
 	DP_R_BIND_DENIED       = 21, /* bind: the node's own socket asked for a port a NodePort holds: EADDRINUSE */
 	DP_R_MIGRATION_HOLD    = 22, /* tc: a new flow while the agent moves the maps (SVCMAP_CFG_MIGRATION_HOLD): dropped, retried */
 	DP_R_SOCK_BYPASSED     = 23, /* socket: a pod's socket the socket LB leaves to its veth (host-only, or a bypassed pod) */
-	DP_R_MAX               = 24,
+	DP_R_TO_TC             = 24, /* xdp: what XDP leaves to tc (ICMP, fragments, a partial checksum, no route XDP can take): untouched */
+	DP_R_MAX               = 25,
 };
 
 #define DP_REASON_STRIDE   32

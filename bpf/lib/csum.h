@@ -4,12 +4,13 @@
  * the IPv4 header checksum for addresses and the TTL, the TCP/UDP checksum
  * for addresses (through the pseudo-header) and ports.
  *
- * bpf_l4_csum_replace works on the skb's checksum state: with a full
+ * At tc, bpf_l4_csum_replace (ctx_l4_csum_replace) works on the skb's checksum state: with a full
  * checksum in the packet it updates the field; with CHECKSUM_PARTIAL (an
  * offloaded packet that still has to be checksummed) the field holds only
  * the pseudo-header sum, so only BPF_F_PSEUDO_HDR changes touch it; with
  * CHECKSUM_COMPLETE it keeps skb->csum right too. Every change therefore
- * goes through the helpers, never as a recomputation here.
+ * goes through the helpers, never as a recomputation here. At XDP the
+ * same calls update complete checksums by arithmetic (ctx_xdp.h).
  *
  * UDP: a zero checksum means "none" (IPv4 allows it). BPF_F_MARK_MANGLED_0
  * leaves a zero field alone and writes a computed zero as 0xffff, its
@@ -29,33 +30,33 @@ static __always_inline __u64 csum_l4_flags(const struct pkt4 *p)
 /* Replace an IPv4 address (at IP4_SADDR_OFF or IP4_DADDR_OFF). 0 or a negative errno.
  * A fragment after the first has no L4 checksum (csum_off 0): the first
  * fragment's covers the whole datagram. */
-static __always_inline int csum4_store_addr(struct __sk_buff *skb, const struct pkt4 *p, __u32 off, __be32 from,
+static __always_inline int csum4_store_addr(struct ctx_buff *ctx, const struct pkt4 *p, __u32 off, __be32 from,
 					    __be32 to)
 {
 	int err;
 
 	if (p->csum_off) {
-		err = bpf_l4_csum_replace(skb, p->csum_off, from, to, csum_l4_flags(p) | BPF_F_PSEUDO_HDR | sizeof(to));
+		err = ctx_l4_csum_replace(ctx, p->csum_off, from, to, csum_l4_flags(p) | BPF_F_PSEUDO_HDR | sizeof(to));
 		if (err < 0)
 			return err;
 	}
-	err = bpf_l3_csum_replace(skb, IP4_CSUM_OFF, from, to, sizeof(to));
+	err = ctx_l3_csum_replace(ctx, IP4_CSUM_OFF, from, to, sizeof(to));
 	if (err < 0)
 		return err;
-	return bpf_skb_store_bytes(skb, off, &to, sizeof(to), 0);
+	return ctx_store_bytes(ctx, off, &to, sizeof(to));
 }
 
 /* Replace a TCP/UDP port (at l4_off + L4_SPORT_OFF or L4_DPORT_OFF), either family. */
-static __always_inline int csum_store_port(struct __sk_buff *skb, __u32 csum_off, __u8 proto, __u32 off, __be16 from,
+static __always_inline int csum_store_port(struct ctx_buff *ctx, __u32 csum_off, __u8 proto, __u32 off, __be16 from,
 					   __be16 to)
 {
 	int err;
 
-	err = bpf_l4_csum_replace(skb, csum_off, from, to,
+	err = ctx_l4_csum_replace(ctx, csum_off, from, to,
 				  (proto == IPPROTO_UDP ? BPF_F_MARK_MANGLED_0 : 0) | sizeof(to));
 	if (err < 0)
 		return err;
-	return bpf_skb_store_bytes(skb, off, &to, sizeof(to), 0);
+	return ctx_store_bytes(ctx, off, &to, sizeof(to));
 }
 
 /*
@@ -66,8 +67,8 @@ static __always_inline int csum_store_port(struct __sk_buff *skb, __u32 csum_off
  * invalid in IPv6 (RFC 8200); BPF_F_MARK_MANGLED_0 still keeps a computed
  * zero from being written as one.
  */
-static __always_inline int csum6_store_addr(struct __sk_buff *skb, const struct pkt6 *p, __u32 off,
-					    const __be32 from[4], const __be32 to[4])
+static __always_inline int csum6_store_addr(struct ctx_buff *ctx, const struct pkt6 *p, __u32 off, const __be32 from[4],
+					    const __be32 to[4])
 {
 	__be32 f[4], t[4];
 	__s64 diff;
@@ -78,18 +79,18 @@ static __always_inline int csum6_store_addr(struct __sk_buff *skb, const struct 
 	diff = bpf_csum_diff(f, sizeof(f), t, sizeof(t), 0);
 	if (diff < 0)
 		return (int)diff;
-	err = bpf_l4_csum_replace(skb, p->csum_off, 0, (__u32)diff,
+	err = ctx_l4_csum_replace(ctx, p->csum_off, 0, (__u32)diff,
 				  (p->proto == IPPROTO_UDP ? BPF_F_MARK_MANGLED_0 : 0) | BPF_F_PSEUDO_HDR);
 	if (err < 0)
 		return err;
-	return bpf_skb_store_bytes(skb, off, t, sizeof(t), 0);
+	return ctx_store_bytes(ctx, off, t, sizeof(t));
 }
 
 /* Hop limit minus one: no checksum covers it. */
-static __always_inline int csum6_dec_hop_limit(struct __sk_buff *skb, struct pkt6 *p)
+static __always_inline int csum6_dec_hop_limit(struct ctx_buff *ctx, struct pkt6 *p)
 {
 	__u8 hl = p->hop_limit - 1;
-	int err = bpf_skb_store_bytes(skb, IP6_HLIM_OFF, &hl, sizeof(hl), 0);
+	int err = ctx_store_bytes(ctx, IP6_HLIM_OFF, &hl, sizeof(hl));
 
 	if (err < 0)
 		return err;
@@ -99,17 +100,17 @@ static __always_inline int csum6_dec_hop_limit(struct __sk_buff *skb, struct pkt
 
 /* TTL minus one. The header checksum covers TTL as the high byte of the
  * 16-bit word it shares with the protocol. */
-static __always_inline int csum4_dec_ttl(struct __sk_buff *skb, struct pkt4 *p)
+static __always_inline int csum4_dec_ttl(struct ctx_buff *ctx, struct pkt4 *p)
 {
 	__u8 ttl = p->ttl - 1;
 	__be16 from = bpf_htons(((__u16)p->ttl << 8) | p->proto);
 	__be16 to = bpf_htons(((__u16)ttl << 8) | p->proto);
 	int err;
 
-	err = bpf_l3_csum_replace(skb, IP4_CSUM_OFF, from, to, sizeof(to));
+	err = ctx_l3_csum_replace(ctx, IP4_CSUM_OFF, from, to, sizeof(to));
 	if (err < 0)
 		return err;
-	err = bpf_skb_store_bytes(skb, IP4_TTL_OFF, &ttl, sizeof(ttl), 0);
+	err = ctx_store_bytes(ctx, IP4_TTL_OFF, &ttl, sizeof(ttl));
 	if (err < 0)
 		return err;
 	p->ttl = ttl;

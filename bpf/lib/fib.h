@@ -6,13 +6,15 @@
  * After translation the source may be one of the node's own addresses (the
  * SNAT address, or a NodePort frontend on a reply), which the input path
  * drops as a martian. So the packet is routed here: a FIB lookup on the new
- * addresses from the ingress device, then bpf_redirect_neigh() out of the
- * device the route names, which fills in the L2 header from the neighbour
- * table (and resolves the neighbour when it is not known yet: that is why
- * BPF_FIB_LKUP_RET_NO_NEIGH is good enough). As a router does, the TTL goes
+ * addresses from the ingress device, then ctx_redirect() out of the
+ * device the route names: at tc bpf_redirect_neigh(), which fills in the L2
+ * header from the neighbour table (and resolves the neighbour when it is
+ * not known yet: that is why BPF_FIB_LKUP_RET_NO_NEIGH is good enough
+ * there); at XDP the lookup's own MAC addresses, so an unresolved
+ * neighbour or a device XDP cannot send to is not forwardable (ctx.h). As a router does, the TTL goes
  * down by one on the way through.
  *
- * Every other outcome returns TC_ACT_OK with the packet already
+ * Every other outcome returns CTX_PASS with the packet already
  * translated, for the stack to handle as it would without svcmap:
  *  - the destination is local (a host-network backend on this node) or
  *    not a unicast route (NOT_FWDED), blackholed, unreachable, prohibited;
@@ -41,18 +43,20 @@
  * forwards it out of fib->ifindex itself, 0 when it goes to the stack, with
  * *reason (DP_R_TO_STACK_*) saying why. Either family.
  */
-static __always_inline int fib_forwardable(struct __sk_buff *skb, long rc, const struct bpf_fib_lookup *fib, __u8 ttl,
+static __always_inline int fib_forwardable(struct ctx_buff *ctx, long rc, const struct bpf_fib_lookup *fib, __u8 ttl,
 					   enum dp_reason *reason)
 {
-	__u32 mtu = 0; /* 0: check skb->len */
-
-	if (rc != BPF_FIB_LKUP_RET_SUCCESS && rc != BPF_FIB_LKUP_RET_NO_NEIGH) {
+	if (rc != BPF_FIB_LKUP_RET_SUCCESS && !(CTX_RESOLVES_NEIGH && rc == BPF_FIB_LKUP_RET_NO_NEIGH)) {
 		/* For an skb that is not GSO, a route found is also checked
 		 * against the egress MTU: too large is FRAG_NEEDED. */
 		*reason = rc == BPF_FIB_LKUP_RET_FRAG_NEEDED ? DP_R_TO_STACK_MTU : DP_R_TO_STACK_NO_ROUTE;
 		return 0;
 	}
-	if (bpf_check_mtu(skb, fib->ifindex, &mtu, 0, BPF_MTU_CHK_SEGS) != BPF_MTU_CHK_RET_SUCCESS) {
+	if (!ctx_can_redirect(ctx, fib->ifindex)) {
+		*reason = DP_R_TO_STACK_NO_ROUTE;
+		return 0;
+	}
+	if (!ctx_mtu_ok(ctx, fib->ifindex)) {
 		*reason = DP_R_TO_STACK_MTU;
 		return 0;
 	}
@@ -65,15 +69,15 @@ static __always_inline int fib_forwardable(struct __sk_buff *skb, long rc, const
 
 /* The lookup for a packet of p's tuple (struct pkt4 or pkt6) from the
  * ingress device to daddr (the family's words) and dport. At tc ingress,
- * skb->ifindex is the device the packet came in on. */
-static __always_inline void fib_params(const int family, struct bpf_fib_lookup *fib, struct __sk_buff *skb,
+ * ctx_ifindex(ctx) is the device the packet came in on. */
+static __always_inline void fib_params(const int family, struct bpf_fib_lookup *fib, struct ctx_buff *ctx,
 				       const void *p, const __be32 *daddr, __be16 dport)
 {
 	__builtin_memset(fib, 0, sizeof(*fib));
 	fib->l4_protocol = pkt_f(family, p, proto);
 	fib->sport = pkt_f(family, p, sport);
 	fib->dport = dport;
-	fib->ifindex = skb->ifindex;
+	fib->ifindex = ctx_ifindex(ctx);
 	if (family == AF_INET6) {
 		const struct pkt6 *p6 = p;
 
@@ -92,30 +96,30 @@ static __always_inline void fib_params(const int family, struct bpf_fib_lookup *
 }
 
 /*
- * Forwards p (struct pkt4 or pkt6), translated: TC_ACT_REDIRECT, TC_ACT_OK,
- * or TC_ACT_SHOT if the TTL (hop limit) could not be written. *reason (what
+ * Forwards p (struct pkt4 or pkt6), translated: TC_ACT_REDIRECT, CTX_PASS,
+ * or CTX_DROP if the TTL (hop limit) could not be written. *reason (what
  * the packet counts as when it is redirected) becomes DP_R_TO_STACK_* when
  * the packet goes to the stack instead, and DP_R_REWRITE_FAILED with
- * TC_ACT_SHOT.
+ * CTX_DROP.
  */
-static __always_inline int fib_redirect(const int family, struct __sk_buff *skb, void *p, enum dp_reason *reason)
+static __always_inline int fib_redirect(const int family, struct ctx_buff *ctx, void *p, enum dp_reason *reason)
 {
 	struct bpf_fib_lookup fib;
 	__u8 ttl;
 	long rc;
 	int err;
 
-	fib_params(family, &fib, skb, p, pkt_addr(family, p, daddr), pkt_f(family, p, dport));
-	rc = bpf_fib_lookup(skb, &fib, sizeof(fib), 0);
+	fib_params(family, &fib, ctx, p, pkt_addr(family, p, daddr), pkt_f(family, p, dport));
+	rc = bpf_fib_lookup(ctx, &fib, sizeof(fib), 0);
 	ttl = family == AF_INET6 ? ((struct pkt6 *)p)->hop_limit : ((struct pkt4 *)p)->ttl;
-	if (!fib_forwardable(skb, rc, &fib, ttl, reason))
-		return TC_ACT_OK;
-	err = family == AF_INET6 ? csum6_dec_hop_limit(skb, p) : csum4_dec_ttl(skb, p);
+	if (!fib_forwardable(ctx, rc, &fib, ttl, reason))
+		return CTX_PASS;
+	err = family == AF_INET6 ? csum6_dec_hop_limit(ctx, p) : csum4_dec_ttl(ctx, p);
 	if (err < 0) {
 		*reason = DP_R_REWRITE_FAILED;
-		return TC_ACT_SHOT;
+		return CTX_DROP;
 	}
-	return bpf_redirect_neigh(fib.ifindex, NULL, 0, 0);
+	return ctx_redirect(ctx, &fib);
 }
 
 #endif /* SVCMAP_LIB_FIB_H */

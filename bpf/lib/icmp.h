@@ -56,6 +56,7 @@
 #include "packet6.h"
 #include "csum.h"
 #include "ct.h"
+#include "csum_math.h"
 
 #define ICMP_DEST_UNREACH  3
 #define ICMP_TIME_EXCEEDED 11
@@ -67,26 +68,6 @@
 /* Offsets inside the ICMP (ICMPv6) message. */
 #define ICMP_CSUM_OFF  2
 #define ICMP_QUOTE_OFF 8
-
-/* RFC 1624: checksum c after a 16-bit word of the covered data went from
- * `from` to `to`. Words are as they lie in memory: one's-complement sums do
- * not depend on byte order as long as all words are taken alike. */
-static __always_inline __u16 csum16_replace2(__u16 c, __u16 from, __u16 to)
-{
-	__u32 s = (__u16)~c;
-
-	s += (__u16)~from;
-	s += to;
-	s = (s & 0xffff) + (s >> 16);
-	s = (s & 0xffff) + (s >> 16);
-	return (__u16)~s;
-}
-
-static __always_inline __u16 csum16_replace4(__u16 c, __u32 from, __u32 to)
-{
-	c = csum16_replace2(c, (__u16)from, (__u16)to);
-	return csum16_replace2(c, (__u16)(from >> 16), (__u16)(to >> 16));
-}
 
 /* Checksum c after an address of the family (one word, or four) went from `from` to `to`. */
 static __always_inline __u16 csum16_replace_addr(const int family, __u16 c, const __be32 *from, const __be32 *to)
@@ -121,13 +102,13 @@ struct icmp_quote {
  * lies (*csum_off 0: not there to update: cut off, or UDP's zero "none"),
  * with the checksum's value. 0, or -1 when the ports are not in the quote.
  */
-static __always_inline int icmp_quote_l4(struct __sk_buff *skb, __u8 proto, __u32 l4_off, __u32 end, __be16 ports[2],
+static __always_inline int icmp_quote_l4(struct ctx_buff *ctx, __u8 proto, __u32 l4_off, __u32 end, __be16 ports[2],
 					 __u32 *csum_off, __u16 *csum)
 {
-	if (l4_off + 2 * sizeof(__be16) > end || bpf_skb_load_bytes(skb, l4_off, ports, 2 * sizeof(__be16)) < 0)
+	if (l4_off + 2 * sizeof(__be16) > end || ctx_load_bytes(ctx, l4_off, ports, 2 * sizeof(__be16)) < 0)
 		return -1;
 	*csum_off = l4_off + (proto == IPPROTO_TCP ? offsetof(struct tcphdr, check) : offsetof(struct udphdr, check));
-	if (*csum_off + sizeof(*csum) > end || bpf_skb_load_bytes(skb, *csum_off, csum, sizeof(*csum)) < 0 ||
+	if (*csum_off + sizeof(*csum) > end || ctx_load_bytes(ctx, *csum_off, csum, sizeof(*csum)) < 0 ||
 	    (proto == IPPROTO_UDP && *csum == 0))
 		*csum_off = 0;
 	return 0;
@@ -139,17 +120,17 @@ static __always_inline int icmp_quote_l4(struct __sk_buff *skb, __u8 proto, __u3
  * ICMP checksum does not cover them (a short quote followed by padding must
  * not have its "ports" or checksum read from, or written into, the padding).
  */
-static __always_inline int icmp_message_end(const int family, struct __sk_buff *skb, __u32 *end)
+static __always_inline int icmp_message_end(const int family, struct ctx_buff *ctx, __u32 *end)
 {
 	__be16 len;
 
 	if (family == AF_INET6) {
-		if (bpf_skb_load_bytes(skb, ETH_HLEN + offsetof(struct ipv6hdr, payload_len), &len, sizeof(len)) < 0)
+		if (ctx_load_bytes(ctx, ETH_HLEN + offsetof(struct ipv6hdr, payload_len), &len, sizeof(len)) < 0)
 			return -1;
 		*end = ETH_HLEN + sizeof(struct ipv6hdr) + bpf_ntohs(len);
 		return 0;
 	}
-	if (bpf_skb_load_bytes(skb, ETH_HLEN + offsetof(struct iphdr, tot_len), &len, sizeof(len)) < 0)
+	if (ctx_load_bytes(ctx, ETH_HLEN + offsetof(struct iphdr, tot_len), &len, sizeof(len)) < 0)
 		return -1;
 	*end = ETH_HLEN + bpf_ntohs(len);
 	return 0;
@@ -158,11 +139,11 @@ static __always_inline int icmp_message_end(const int family, struct __sk_buff *
 /* The quoted IP header at q->ip_off, per family: its addresses and protocol
  * into q, and where the quoted L4 header starts. 0, or -1 when it is not
  * one to look into (an IPv4 fragment after the first quotes no ports). */
-static __always_inline int icmp4_quote_ip(struct __sk_buff *skb, struct icmp_quote *q, __u32 end)
+static __always_inline int icmp4_quote_ip(struct ctx_buff *ctx, struct icmp_quote *q, __u32 end)
 {
 	struct iphdr ip;
 
-	if (bpf_skb_load_bytes(skb, q->ip_off, &ip, sizeof(ip)) < 0)
+	if (ctx_load_bytes(ctx, q->ip_off, &ip, sizeof(ip)) < 0)
 		return -1;
 	if (ip.version != 4 || ip.ihl < 5 || (ip.frag_off & bpf_htons(IP4_OFFSET)) || q->ip_off + ip.ihl * 4 > end)
 		return -1;
@@ -174,11 +155,11 @@ static __always_inline int icmp4_quote_ip(struct __sk_buff *skb, struct icmp_quo
 	return 0;
 }
 
-static __always_inline int icmp6_quote_ip(struct __sk_buff *skb, struct icmp_quote *q, __u32 end)
+static __always_inline int icmp6_quote_ip(struct ctx_buff *ctx, struct icmp_quote *q, __u32 end)
 {
 	struct ipv6hdr ip;
 
-	if (q->ip_off + sizeof(ip) > end || bpf_skb_load_bytes(skb, q->ip_off, &ip, sizeof(ip)) < 0 || ip.version != 6)
+	if (q->ip_off + sizeof(ip) > end || ctx_load_bytes(ctx, q->ip_off, &ip, sizeof(ip)) < 0 || ip.version != 6)
 		return -1;
 	q->l4_off = q->ip_off + sizeof(ip);
 	q->ip_csum = 0;
@@ -202,8 +183,7 @@ static __always_inline int icmp_is_error(const int family, __u8 type)
  * discovery, quotes too short, with extension headers or not of a first
  * TCP/UDP fragment), which is passed untouched.
  */
-static __always_inline int icmp_parse_quote(const int family, struct __sk_buff *skb, const void *p,
-					    struct icmp_quote *q)
+static __always_inline int icmp_parse_quote(const int family, struct ctx_buff *ctx, const void *p, struct icmp_quote *q)
 {
 	__u32 l4_off = pkt_f(family, p, l4_off);
 	__be16 ports[2];
@@ -211,19 +191,19 @@ static __always_inline int icmp_parse_quote(const int family, struct __sk_buff *
 	__u32 end;
 	int err;
 
-	if (icmp_message_end(family, skb, &end) < 0 || bpf_skb_load_bytes(skb, l4_off, icmp, sizeof(icmp)) < 0)
+	if (icmp_message_end(family, ctx, &end) < 0 || ctx_load_bytes(ctx, l4_off, icmp, sizeof(icmp)) < 0)
 		return -1;
 	if (!icmp_is_error(family, icmp[0]))
 		return -1;
 	q->icmp_off = l4_off;
 	__builtin_memcpy(&q->icmp_csum, &icmp[ICMP_CSUM_OFF], sizeof(q->icmp_csum));
 	q->ip_off = l4_off + ICMP_QUOTE_OFF;
-	err = family == AF_INET6 ? icmp6_quote_ip(skb, q, end) : icmp4_quote_ip(skb, q, end);
+	err = family == AF_INET6 ? icmp6_quote_ip(ctx, q, end) : icmp4_quote_ip(ctx, q, end);
 	if (err < 0)
 		return -1;
 	if (q->proto != IPPROTO_TCP && q->proto != IPPROTO_UDP)
 		return -1;
-	if (icmp_quote_l4(skb, q->proto, q->l4_off, end, ports, &q->l4_csum_off, &q->l4_csum) < 0)
+	if (icmp_quote_l4(ctx, q->proto, q->l4_off, end, ports, &q->l4_csum_off, &q->l4_csum) < 0)
 		return -1;
 	q->sport = ports[0];
 	q->dport = ports[1];
@@ -247,24 +227,24 @@ static __always_inline void *icmp_flow(const int family, const struct icmp_quote
 	return bpf_map_lookup_elem(ct_map(family), &k);
 }
 
-static __always_inline int icmp_store(struct __sk_buff *skb, __u32 off, const void *v, __u32 len)
+static __always_inline int icmp_store(struct ctx_buff *ctx, __u32 off, const void *v, __u32 len)
 {
-	return bpf_skb_store_bytes(skb, off, v, len, 0);
+	return ctx_store_bytes(ctx, off, v, len);
 }
 
 /* The outer header's source (dst 0) or destination address from `from` to
  * `to`: with IPv4's header checksum, or for IPv6 through the ICMPv6
  * checksum's pseudo-header. */
-static __always_inline int icmp_outer_store(const int family, struct __sk_buff *skb, const void *p, const int dst,
+static __always_inline int icmp_outer_store(const int family, struct ctx_buff *ctx, const void *p, const int dst,
 					    const __be32 *from, const __be32 *to)
 {
 	int err;
 
 	if (family == AF_INET6)
-		return csum6_store_addr(skb, p, dst ? IP6_DADDR_OFF : IP6_SADDR_OFF, from, to);
-	err = bpf_l3_csum_replace(skb, IP4_CSUM_OFF, from[0], to[0], sizeof(__be32));
+		return csum6_store_addr(ctx, p, dst ? IP6_DADDR_OFF : IP6_SADDR_OFF, from, to);
+	err = ctx_l3_csum_replace(ctx, IP4_CSUM_OFF, from[0], to[0], sizeof(__be32));
 	if (!err)
-		err = icmp_store(skb, dst ? IP4_DADDR_OFF : IP4_SADDR_OFF, to, sizeof(__be32));
+		err = icmp_store(ctx, dst ? IP4_DADDR_OFF : IP4_SADDR_OFF, to, sizeof(__be32));
 	return err;
 }
 
@@ -274,7 +254,7 @@ static __always_inline int icmp_outer_store(const int family, struct __sk_buff *
  * negative errno, after which the packet may be half rewritten and must be
  * dropped.
  */
-static __always_inline int icmp_rewrite(const int family, struct __sk_buff *skb, void *p, const struct icmp_quote *q,
+static __always_inline int icmp_rewrite(const int family, struct ctx_buff *ctx, void *p, const struct icmp_quote *q,
 					const void *v)
 {
 	const __u32 alen = family == AF_INET6 ? 16 : 4;
@@ -319,36 +299,36 @@ static __always_inline int icmp_rewrite(const int family, struct __sk_buff *skb,
 		icmp_csum = csum16_replace2(icmp_csum, q->l4_csum, l4_csum);
 
 	err = icmp_store(
-		skb, q->ip_off + (family == AF_INET6 ? offsetof(struct ipv6hdr, saddr) : offsetof(struct iphdr, saddr)),
+		ctx, q->ip_off + (family == AF_INET6 ? offsetof(struct ipv6hdr, saddr) : offsetof(struct iphdr, saddr)),
 		saddr, alen);
 	if (!err)
-		err = icmp_store(skb,
+		err = icmp_store(ctx,
 				 q->ip_off + (family == AF_INET6 ? offsetof(struct ipv6hdr, daddr) :
 								   offsetof(struct iphdr, daddr)),
 				 daddr, alen);
 	if (!err && family == AF_INET)
-		err = icmp_store(skb, q->ip_off + offsetof(struct iphdr, check), &ip_csum, sizeof(ip_csum));
+		err = icmp_store(ctx, q->ip_off + offsetof(struct iphdr, check), &ip_csum, sizeof(ip_csum));
 	if (!err)
-		err = icmp_store(skb, q->l4_off + L4_SPORT_OFF, &sport, sizeof(sport));
+		err = icmp_store(ctx, q->l4_off + L4_SPORT_OFF, &sport, sizeof(sport));
 	if (!err)
-		err = icmp_store(skb, q->l4_off + L4_DPORT_OFF, &dport, sizeof(dport));
+		err = icmp_store(ctx, q->l4_off + L4_DPORT_OFF, &dport, sizeof(dport));
 	if (!err && q->l4_csum_off)
-		err = icmp_store(skb, q->l4_csum_off, &l4_csum, sizeof(l4_csum));
+		err = icmp_store(ctx, q->l4_csum_off, &l4_csum, sizeof(l4_csum));
 	if (!err)
-		err = icmp_store(skb, q->icmp_off + ICMP_CSUM_OFF, &icmp_csum, sizeof(icmp_csum));
+		err = icmp_store(ctx, q->icmp_off + ICMP_CSUM_OFF, &icmp_csum, sizeof(icmp_csum));
 	if (err)
 		return err;
 
 	/* The outer header: to where the entry sends the flow's packets; from
 	 * the frontend when the quoted packet's destination itself answered. */
 	if (!addr_zero(family, new_daddr) && !addr_eq(family, new_daddr, p_daddr)) {
-		err = icmp_outer_store(family, skb, p, 1, p_daddr, new_daddr);
+		err = icmp_outer_store(family, ctx, p, 1, p_daddr, new_daddr);
 		if (err)
 			return err;
 		addr_copy(family, p_daddr, new_daddr);
 	}
 	if (addr_eq(family, outer_s, q->daddr) && !addr_eq(family, daddr, outer_s)) {
-		err = icmp_outer_store(family, skb, p, 0, outer_s, daddr);
+		err = icmp_outer_store(family, ctx, p, 0, outer_s, daddr);
 		if (err)
 			return err;
 		addr_copy(family, p_saddr, daddr);

@@ -82,7 +82,7 @@
 
 /* The packet's source (dst 0) or destination address becomes the one entry v
  * sets, if it sets one (non-zero) other than the packet's, with checksums. */
-static __always_inline int nat_rewrite_addr(const int family, struct __sk_buff *skb, void *pkt, const void *val,
+static __always_inline int nat_rewrite_addr(const int family, struct ctx_buff *ctx, void *pkt, const void *val,
 					    const int dst)
 {
 	int err;
@@ -95,7 +95,7 @@ static __always_inline int nat_rewrite_addr(const int family, struct __sk_buff *
 
 		if (addr6_zero(to) || addr6_eq(to, addr))
 			return 0;
-		err = csum6_store_addr(skb, p, dst ? IP6_DADDR_OFF : IP6_SADDR_OFF, addr, to);
+		err = csum6_store_addr(ctx, p, dst ? IP6_DADDR_OFF : IP6_SADDR_OFF, addr, to);
 		if (err < 0)
 			return err;
 		__builtin_memcpy(addr, to, 16);
@@ -107,7 +107,7 @@ static __always_inline int nat_rewrite_addr(const int family, struct __sk_buff *
 
 		if (!to || to == *addr)
 			return 0;
-		err = csum4_store_addr(skb, p, dst ? IP4_DADDR_OFF : IP4_SADDR_OFF, *addr, to);
+		err = csum4_store_addr(ctx, p, dst ? IP4_DADDR_OFF : IP4_SADDR_OFF, *addr, to);
 		if (err < 0)
 			return err;
 		*addr = to;
@@ -116,14 +116,14 @@ static __always_inline int nat_rewrite_addr(const int family, struct __sk_buff *
 }
 
 /* The packet's port at l4_off + off (*port) becomes `to`, if non-zero and other. */
-static __always_inline int nat_rewrite_port(const int family, struct __sk_buff *skb, const void *p, __u32 off,
+static __always_inline int nat_rewrite_port(const int family, struct ctx_buff *ctx, const void *p, __u32 off,
 					    __be16 *port, __be16 to)
 {
 	int err;
 
 	if (!to || to == *port)
 		return 0;
-	err = csum_store_port(skb, pkt_f(family, p, csum_off), pkt_f(family, p, proto), pkt_f(family, p, l4_off) + off,
+	err = csum_store_port(ctx, pkt_f(family, p, csum_off), pkt_f(family, p, proto), pkt_f(family, p, l4_off) + off,
 			      *port, to);
 	if (err < 0)
 		return err;
@@ -137,18 +137,18 @@ static __always_inline int nat_rewrite_port(const int family, struct __sk_buff *
  * pkt4 or pkt6) to the new tuple. 0 or a negative errno; on error the
  * packet may be half rewritten and must be dropped.
  */
-static __always_inline int nat_rewrite(const int family, struct __sk_buff *skb, void *p, const void *v)
+static __always_inline int nat_rewrite(const int family, struct ctx_buff *ctx, void *p, const void *v)
 {
 	int err;
 
-	err = nat_rewrite_addr(family, skb, p, v, 0);
+	err = nat_rewrite_addr(family, ctx, p, v, 0);
 	if (!err)
-		err = nat_rewrite_addr(family, skb, p, v, 1);
+		err = nat_rewrite_addr(family, ctx, p, v, 1);
 	if (!err)
-		err = nat_rewrite_port(family, skb, p, L4_SPORT_OFF, &pkt_f(family, p, sport),
+		err = nat_rewrite_port(family, ctx, p, L4_SPORT_OFF, &pkt_f(family, p, sport),
 				       ct_val_f(family, v, new_sport));
 	if (!err)
-		err = nat_rewrite_port(family, skb, p, L4_DPORT_OFF, &pkt_f(family, p, dport),
+		err = nat_rewrite_port(family, ctx, p, L4_DPORT_OFF, &pkt_f(family, p, dport),
 				       ct_val_f(family, v, new_dport));
 	return err;
 }

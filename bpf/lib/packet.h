@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
 /*
  * Parsing: an Ethernet frame carrying IPv4 and TCP or UDP, reduced to the
- * tuple and offsets the tc programs need. Headers are copied out with
- * bpf_skb_load_bytes, so a non-linear skb parses like a linear one and no
- * packet pointer outlives a helper that may move the data.
+ * tuple and offsets the tc and XDP programs need. Headers are copied out
+ * with ctx_load_bytes (ctx.h), so a non-linear skb or a multi-buffer XDP
+ * frame parses like a linear one and no packet pointer outlives a helper
+ * that may move the data.
  */
 #ifndef SVCMAP_LIB_PACKET_H
 #define SVCMAP_LIB_PACKET_H
@@ -12,8 +13,8 @@
 #include <linux/ip.h>
 #include <linux/tcp.h>
 #include <linux/udp.h>
-#include <linux/pkt_cls.h>
 
+#include "ctx.h"
 #include "common.h"
 
 #ifndef offsetof
@@ -74,7 +75,7 @@ struct pkt_l4 {
  * *l4 filled, DP_R_OTHER_PROTO for another protocol, DP_R_MALFORMED when
  * the header is cut short (the checksum helpers write into all of it).
  */
-static __always_inline enum dp_reason pkt_l4_parse(struct __sk_buff *skb, __u8 proto, __u8 icmp_proto, __u32 l4_off,
+static __always_inline enum dp_reason pkt_l4_parse(struct ctx_buff *ctx, __u8 proto, __u8 icmp_proto, __u32 l4_off,
 						   __u32 l4_len, struct pkt_l4 *l4)
 {
 	__be16 ports[2] = {};
@@ -92,12 +93,12 @@ static __always_inline enum dp_reason pkt_l4_parse(struct __sk_buff *skb, __u8 p
 	} else {
 		return DP_R_OTHER_PROTO;
 	}
-	if (l4_len < l4_min || skb->len < l4_off + l4_min)
+	if (l4_len < l4_min || ctx_len(ctx) < l4_off + l4_min)
 		return DP_R_MALFORMED;
-	if (proto != icmp_proto && bpf_skb_load_bytes(skb, l4_off, ports, sizeof(ports)) < 0)
+	if (proto != icmp_proto && ctx_load_bytes(ctx, l4_off, ports, sizeof(ports)) < 0)
 		return DP_R_MALFORMED;
 	l4->tcp_flags = 0;
-	if (proto == IPPROTO_TCP && bpf_skb_load_bytes(skb, l4_off + TCP_FLAGS_OFF, &l4->tcp_flags, 1) < 0)
+	if (proto == IPPROTO_TCP && ctx_load_bytes(ctx, l4_off + TCP_FLAGS_OFF, &l4->tcp_flags, 1) < 0)
 		return DP_R_MALFORMED;
 	l4->sport = ports[0];
 	l4->dport = ports[1];
@@ -108,15 +109,15 @@ static __always_inline enum dp_reason pkt_l4_parse(struct __sk_buff *skb, __u8 p
 /* The frame's IP header (len bytes after the Ethernet header, at IP4_OFF or
  * IP6_OFF) into *ip when its ethertype is `ethertype`: 0, or
  * DP_R_OTHER_PROTO (another ethertype), DP_R_MALFORMED (cut short). */
-static __always_inline enum dp_reason pkt_ip_header(struct __sk_buff *skb, __u16 ethertype, void *ip, __u32 len)
+static __always_inline enum dp_reason pkt_ip_header(struct ctx_buff *ctx, __u16 ethertype, void *ip, __u32 len)
 {
 	__be16 proto;
 
-	if (bpf_skb_load_bytes(skb, offsetof(struct ethhdr, h_proto), &proto, sizeof(proto)) < 0)
+	if (ctx_load_bytes(ctx, offsetof(struct ethhdr, h_proto), &proto, sizeof(proto)) < 0)
 		return DP_R_MALFORMED;
 	if (proto != bpf_htons(ethertype))
 		return DP_R_OTHER_PROTO;
-	if (bpf_skb_load_bytes(skb, ETH_HLEN, ip, len) < 0)
+	if (ctx_load_bytes(ctx, ETH_HLEN, ip, len) < 0)
 		return DP_R_MALFORMED;
 	return 0;
 }
@@ -135,14 +136,14 @@ static __always_inline enum dp_reason pkt_ip_header(struct __sk_buff *skb, __u16
  *                    that is not one (the stack judges and drops it);
  *  DP_R_FRAGMENT:    fragments of ICMP (never translated).
  */
-static __always_inline enum dp_reason pkt4_parse(struct __sk_buff *skb, struct pkt4 *p)
+static __always_inline enum dp_reason pkt4_parse(struct ctx_buff *ctx, struct pkt4 *p)
 {
 	struct pkt_l4 l4;
 	enum dp_reason reason;
 	struct iphdr ip;
 	__u32 ip_len;
 
-	reason = pkt_ip_header(skb, ETH_P_IP, &ip, sizeof(ip));
+	reason = pkt_ip_header(ctx, ETH_P_IP, &ip, sizeof(ip));
 	if (reason)
 		return reason;
 	if (ip.version != 4 || ip.ihl < 5)
@@ -174,7 +175,7 @@ static __always_inline enum dp_reason pkt4_parse(struct __sk_buff *skb, struct p
 	p->l4_off = IP4_OFF + ip_len;
 	if (bpf_ntohs(ip.tot_len) < ip_len)
 		return DP_R_MALFORMED;
-	reason = pkt_l4_parse(skb, ip.protocol, IPPROTO_ICMP, p->l4_off, bpf_ntohs(ip.tot_len) - ip_len, &l4);
+	reason = pkt_l4_parse(ctx, ip.protocol, IPPROTO_ICMP, p->l4_off, bpf_ntohs(ip.tot_len) - ip_len, &l4);
 	if (reason)
 		return reason;
 	p->tcp_flags = l4.tcp_flags;

@@ -46,13 +46,13 @@ struct pkt6 {
  * other protocols), DP_R_IPV6_EXT_HDR (extension headers, fragments),
  * DP_R_MALFORMED (cut short, or not version 6).
  */
-static __always_inline enum dp_reason pkt6_parse(struct __sk_buff *skb, struct pkt6 *p)
+static __always_inline enum dp_reason pkt6_parse(struct ctx_buff *ctx, struct pkt6 *p)
 {
 	struct ipv6hdr ip;
 	struct pkt_l4 l4;
 	enum dp_reason reason;
 
-	reason = pkt_ip_header(skb, ETH_P_IPV6, &ip, sizeof(ip));
+	reason = pkt_ip_header(ctx, ETH_P_IPV6, &ip, sizeof(ip));
 	if (reason)
 		return reason;
 	if (ip.version != 6)
@@ -60,7 +60,7 @@ static __always_inline enum dp_reason pkt6_parse(struct __sk_buff *skb, struct p
 	if (ip.nexthdr != IPPROTO_TCP && ip.nexthdr != IPPROTO_UDP && ip.nexthdr != IPPROTO_ICMPV6)
 		return DP_R_IPV6_EXT_HDR;
 	p->l4_off = IP6_OFF + sizeof(ip);
-	reason = pkt_l4_parse(skb, ip.nexthdr, IPPROTO_ICMPV6, p->l4_off, bpf_ntohs(ip.payload_len), &l4);
+	reason = pkt_l4_parse(ctx, ip.nexthdr, IPPROTO_ICMPV6, p->l4_off, bpf_ntohs(ip.payload_len), &l4);
 	if (reason)
 		return reason;
 	__builtin_memcpy(p->saddr, &ip.saddr, sizeof(p->saddr));
@@ -83,9 +83,9 @@ static __always_inline enum dp_reason pkt6_parse(struct __sk_buff *skb, struct p
 #define pkt_addr(family, p, f) fam_addr(family, struct pkt4, struct pkt6, p, f)
 
 /* pkt4_parse() or pkt6_parse(), into p of the family. */
-static __always_inline enum dp_reason pkt_parse(const int family, struct __sk_buff *skb, void *p)
+static __always_inline enum dp_reason pkt_parse(const int family, struct ctx_buff *ctx, void *p)
 {
-	return family == AF_INET6 ? pkt6_parse(skb, p) : pkt4_parse(skb, p);
+	return family == AF_INET6 ? pkt6_parse(ctx, p) : pkt4_parse(ctx, p);
 }
 
 #endif /* SVCMAP_LIB_PACKET6_H */

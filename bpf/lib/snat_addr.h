@@ -34,15 +34,15 @@ static __always_inline int snat_route_found(long rc)
  * daddr and *addr the family's address (one word, or four): IPv6 takes
  * svcmap_devaddr6.
  */
-static __always_inline enum dp_reason snat_source(const int family, struct __sk_buff *skb, const void *p,
+static __always_inline enum dp_reason snat_source(const int family, struct ctx_buff *ctx, const void *p,
 						  const __be32 *daddr, __be16 dport, __be32 *addr)
 {
 	struct bpf_fib_lookup fib;
 	__u32 ifindex;
 	long rc;
 
-	fib_params(family, &fib, skb, p, daddr, dport);
-	rc = bpf_fib_lookup(skb, &fib, sizeof(fib), 0);
+	fib_params(family, &fib, ctx, p, daddr, dport);
+	rc = bpf_fib_lookup(ctx, &fib, sizeof(fib), 0);
 	if (!snat_route_found(rc))
 		return DP_R_SNAT_NO_ROUTE;
 	ifindex = fib.ifindex;

@@ -252,7 +252,7 @@ static __always_inline void *lb_tc_select(const int family, const void *p, void 
  * stack untouched), or the reason the packet is dropped: for a frontend
  * that must not or cannot take it.
  */
-static __always_inline enum dp_reason lb_tc_new_flow(const int family, struct __sk_buff *skb, const void *p, void *bufs,
+static __always_inline enum dp_reason lb_tc_new_flow(const int family, struct ctx_buff *ctx, const void *p, void *bufs,
 						     const int from_pod)
 {
 	union {
@@ -339,7 +339,7 @@ static __always_inline enum dp_reason lb_tc_new_flow(const int family, struct __
 		if (!cfg)
 			return DP_R_NO_SNAT_ADDR; /* not configured */
 		/* The address of the device the flow leaves through (snat_addr.h). */
-		why = snat_source(family, skb, p, ct_val_addr(family, fwd, new_daddr), ct_val_f(family, fwd, new_dport),
+		why = snat_source(family, ctx, p, ct_val_addr(family, fwd, new_daddr), ct_val_f(family, fwd, new_dport),
 				  ct_key_addr(family, rkey, daddr));
 		if (why)
 			return why;
@@ -408,7 +408,7 @@ static __always_inline int tc_verdict(enum dp_hook hook, enum dp_reason reason, 
 /* What tc6_ingress()/tc6_egress() return for an ICMPv6 packet, which the
  * entry points then hand to tc6_icmp(): called from there, not from inside
  * them, its stack frame and theirs are never on the call chain together (the
- * verifier allows 512 bytes for the whole chain). No TC_ACT_* has this value.
+ * verifier allows 512 bytes for the whole chain). No verdict has this value.
  * IPv4's ICMP is handled inside tc4_ingress()/tc4_egress(). */
 #define TC6_ICMP 0x7fff
 
@@ -419,7 +419,7 @@ static __always_inline int tc_verdict(enum dp_hook hook, enum dp_reason reason, 
  * forwards to a client about a packet of a DNAT-only flow); the rest passes
  * untouched.
  */
-static __always_inline int tc_icmp(const int family, struct __sk_buff *skb, void *p, enum dp_hook hook)
+static __always_inline int tc_icmp(const int family, struct ctx_buff *ctx, void *p, enum dp_hook hook)
 {
 	int ingress = hook == DP_HOOK_TC_INGRESS;
 	enum dp_reason reason = DP_R_ICMP_TRANSLATED;
@@ -427,8 +427,8 @@ static __always_inline int tc_icmp(const int family, struct __sk_buff *skb, void
 	void *ct;
 	int verdict;
 
-	if (icmp_parse_quote(family, skb, p, &q) < 0)
-		return tc_verdict(hook, DP_R_OTHER_PROTO, TC_ACT_OK);
+	if (icmp_parse_quote(family, ctx, p, &q) < 0)
+		return tc_verdict(hook, DP_R_OTHER_PROTO, CTX_PASS);
 	if (ingress) {
 		ct = icmp_flow(family, &q, CT_DIR_FWD);
 		if (!ct)
@@ -437,28 +437,28 @@ static __always_inline int tc_icmp(const int family, struct __sk_buff *skb, void
 		ct = icmp_flow(family, &q, CT_DIR_REPLY_OUT);
 	}
 	if (!ct)
-		return tc_verdict(hook, DP_R_PASSED, TC_ACT_OK);
-	if (icmp_rewrite(family, skb, p, &q, ct) < 0)
-		return tc_verdict(hook, DP_R_REWRITE_FAILED, TC_ACT_SHOT);
+		return tc_verdict(hook, DP_R_PASSED, CTX_PASS);
+	if (icmp_rewrite(family, ctx, p, &q, ct) < 0)
+		return tc_verdict(hook, DP_R_REWRITE_FAILED, CTX_DROP);
 	if (!ingress)
-		return tc_verdict(hook, reason, TC_ACT_OK);
-	verdict = fib_redirect(family, skb, p, &reason);
+		return tc_verdict(hook, reason, CTX_PASS);
+	verdict = fib_redirect(family, ctx, p, &reason);
 	return tc_verdict(hook, reason, verdict);
 }
 
 /* An ICMP packet of p's family: IPv4's handled here, IPv6's returned as
  * TC6_ICMP for the entry point (tc6_icmp()). */
-static __always_inline int tc_icmp_or_defer(const int family, struct __sk_buff *skb, void *p, enum dp_hook hook)
+static __always_inline int tc_icmp_or_defer(const int family, struct ctx_buff *ctx, void *p, enum dp_hook hook)
 {
 	if (family == AF_INET6)
 		return TC6_ICMP;
-	return tc_icmp(family, skb, p, hook);
+	return tc_icmp(family, ctx, p, hook);
 }
 
 /* An IPv4 fragment after the first (frag.h): the addresses its datagram's
  * first fragment got; at an external device's ingress forwarded like the
  * flow's packets, elsewhere handed to the stack. */
-static __always_inline int tc4_frag_later(struct __sk_buff *skb, struct pkt4 *p, enum dp_hook hook)
+static __always_inline int tc4_frag_later(struct ctx_buff *ctx, struct pkt4 *p, enum dp_hook hook)
 {
 	int fwd = hook == DP_HOOK_TC_INGRESS || hook == DP_HOOK_VETH_INGRESS;
 	enum dp_reason reason = fwd ? DP_R_TRANSLATED : DP_R_REPLY_TRANSLATED;
@@ -466,30 +466,28 @@ static __always_inline int tc4_frag_later(struct __sk_buff *skb, struct pkt4 *p,
 	int verdict;
 
 	if (frag4_later(p, &v) < 0)
-		return tc_verdict(hook, DP_R_FRAGMENT, TC_ACT_OK);
-	if (nat_rewrite(AF_INET, skb, p, &v) < 0)
-		return tc_verdict(hook, DP_R_REWRITE_FAILED, TC_ACT_SHOT);
+		return tc_verdict(hook, DP_R_FRAGMENT, CTX_PASS);
+	if (nat_rewrite(AF_INET, ctx, p, &v) < 0)
+		return tc_verdict(hook, DP_R_REWRITE_FAILED, CTX_DROP);
 	if (hook != DP_HOOK_TC_INGRESS)
-		return tc_verdict(hook, reason, TC_ACT_OK);
-	verdict = fib_redirect(AF_INET, skb, p, &reason);
+		return tc_verdict(hook, reason, CTX_PASS);
+	verdict = fib_redirect(AF_INET, ctx, p, &reason);
 	return tc_verdict(hook, reason, verdict);
 }
 
-static __always_inline int tc_ingress(const int family, struct __sk_buff *skb, void *p, void *stack_bufs)
+/*
+ * The flow of p (TCP or UDP, not a later fragment) at an external device's
+ * ingress, at tc or XDP (xdp_lb.h): the conntrack entry whose translation
+ * it gets, with *reason DP_R_TRANSLATED or DP_R_REPLY_TRANSLATED; or NULL
+ * with *reason DP_R_PASSED (not for a frontend: untouched) or the reason it
+ * is dropped.
+ */
+static __always_inline void *lb_ingress_flow(const int family, struct ctx_buff *ctx, void *p, void *stack_bufs,
+					     enum dp_reason *reason)
 {
-	enum dp_reason reason;
 	void *ct, *bufs;
-	int verdict;
 
-	reason = pkt_parse(family, skb, p);
-	if (reason)
-		return tc_verdict(DP_HOOK_TC_INGRESS, reason, TC_ACT_OK);
-	if (pkt_f(family, p, proto) == (family == AF_INET6 ? IPPROTO_ICMPV6 : IPPROTO_ICMP))
-		return tc_icmp_or_defer(family, skb, p, DP_HOOK_TC_INGRESS);
-	if (family == AF_INET && ((struct pkt4 *)p)->frag == PKT4_FRAG_LATER)
-		return tc4_frag_later(skb, p, DP_HOOK_TC_INGRESS);
-
-	reason = DP_R_TRANSLATED;
+	*reason = DP_R_TRANSLATED;
 	ct = ct_lookup(family, p, CT_DIR_FWD);
 	if (ct && lb_flow_stale(family, p, ct)) {
 		ct_forget_flow(family, p, ct);
@@ -500,53 +498,74 @@ static __always_inline int tc_ingress(const int family, struct __sk_buff *skb, v
 		 * entry's key names the address exactly) at a port of the SNAT
 		 * range (nat_snat_port()). */
 		ct = ct_lookup(family, p, CT_DIR_REPLY_IN);
-		reason = DP_R_REPLY_TRANSLATED;
+		*reason = DP_R_REPLY_TRANSLATED;
 	}
-	if (!ct) {
-		bufs = tc_bufs(family, stack_bufs);
-		if (!bufs)
-			return tc_verdict(DP_HOOK_TC_INGRESS, DP_R_CT_INSERT_FAILED, TC_ACT_SHOT);
-		reason = lb_tc_new_flow(family, skb, p, bufs, 0);
-		if (reason == DP_R_PASSED) {
-			ct_forget_replaced(family, p);
-			return tc_verdict(DP_HOOK_TC_INGRESS, reason, TC_ACT_OK);
-		}
-		if (reason != DP_R_TRANSLATED)
-			return tc_verdict(DP_HOOK_TC_INGRESS, reason, TC_ACT_SHOT);
-		ct = tc_buf(family, bufs, fwd);
+	if (ct)
+		return ct;
+	bufs = tc_bufs(family, stack_bufs);
+	if (!bufs) {
+		*reason = DP_R_CT_INSERT_FAILED;
+		return NULL;
 	}
+	*reason = lb_tc_new_flow(family, ctx, p, bufs, 0);
+	if (*reason == DP_R_PASSED)
+		ct_forget_replaced(family, p);
+	if (*reason != DP_R_TRANSLATED)
+		return NULL;
+	return tc_buf(family, bufs, fwd);
+}
+
+static __always_inline int tc_ingress(const int family, struct ctx_buff *ctx, void *p, void *stack_bufs)
+{
+	enum dp_reason reason;
+	void *ct;
+	int verdict;
+
+	reason = pkt_parse(family, ctx, p);
+	if (reason)
+		return tc_verdict(DP_HOOK_TC_INGRESS, reason, CTX_PASS);
+	if (pkt_f(family, p, proto) == (family == AF_INET6 ? IPPROTO_ICMPV6 : IPPROTO_ICMP))
+		return tc_icmp_or_defer(family, ctx, p, DP_HOOK_TC_INGRESS);
+	if (family == AF_INET && ((struct pkt4 *)p)->frag == PKT4_FRAG_LATER)
+		return tc4_frag_later(ctx, p, DP_HOOK_TC_INGRESS);
+
+	ct = lb_ingress_flow(family, ctx, p, stack_bufs, &reason);
+	if (!ct && reason == DP_R_PASSED)
+		return tc_verdict(DP_HOOK_TC_INGRESS, reason, CTX_PASS);
+	if (!ct)
+		return tc_verdict(DP_HOOK_TC_INGRESS, reason, CTX_DROP);
 
 	if (family == AF_INET)
 		frag4_remember(p, ct);
-	if (nat_rewrite(family, skb, p, ct) < 0)
-		return tc_verdict(DP_HOOK_TC_INGRESS, DP_R_REWRITE_FAILED, TC_ACT_SHOT);
-	verdict = fib_redirect(family, skb, p, &reason);
+	if (nat_rewrite(family, ctx, p, ct) < 0)
+		return tc_verdict(DP_HOOK_TC_INGRESS, DP_R_REWRITE_FAILED, CTX_DROP);
+	verdict = fib_redirect(family, ctx, p, &reason);
 	return tc_verdict(DP_HOOK_TC_INGRESS, reason, verdict);
 }
 
 /* Egress of an external device (hook DP_HOOK_TC_EGRESS) or of a pod's veth
  * towards the pod (DP_HOOK_VETH_EGRESS): a reply to a DNAT-only client gets
  * the frontend back as its source. */
-static __always_inline int tc_egress(const int family, struct __sk_buff *skb, void *p, enum dp_hook hook)
+static __always_inline int tc_egress(const int family, struct ctx_buff *ctx, void *p, enum dp_hook hook)
 {
 	enum dp_reason reason;
 	void *ct;
 
-	reason = pkt_parse(family, skb, p);
+	reason = pkt_parse(family, ctx, p);
 	if (reason)
-		return tc_verdict(hook, reason, TC_ACT_OK);
+		return tc_verdict(hook, reason, CTX_PASS);
 	if (pkt_f(family, p, proto) == (family == AF_INET6 ? IPPROTO_ICMPV6 : IPPROTO_ICMP))
-		return tc_icmp_or_defer(family, skb, p, hook);
+		return tc_icmp_or_defer(family, ctx, p, hook);
 	if (family == AF_INET && ((struct pkt4 *)p)->frag == PKT4_FRAG_LATER)
-		return tc4_frag_later(skb, p, hook);
+		return tc4_frag_later(ctx, p, hook);
 	ct = ct_lookup(family, p, CT_DIR_REPLY_OUT);
 	if (!ct)
-		return tc_verdict(hook, DP_R_PASSED, TC_ACT_OK);
+		return tc_verdict(hook, DP_R_PASSED, CTX_PASS);
 	if (family == AF_INET)
 		frag4_remember(p, ct);
-	if (nat_rewrite(family, skb, p, ct) < 0)
-		return tc_verdict(hook, DP_R_REWRITE_FAILED, TC_ACT_SHOT);
-	return tc_verdict(hook, DP_R_REPLY_TRANSLATED, TC_ACT_OK);
+	if (nat_rewrite(family, ctx, p, ct) < 0)
+		return tc_verdict(hook, DP_R_REWRITE_FAILED, CTX_DROP);
+	return tc_verdict(hook, DP_R_REPLY_TRANSLATED, CTX_PASS);
 }
 
 /*
@@ -561,19 +580,19 @@ static __always_inline int tc_egress(const int family, struct __sk_buff *skb, vo
  * SNATed to the frontend's address, and its answers translated back here.
  * ICMP from a pod passes untouched.
  */
-static __always_inline int veth_from_pod(const int family, struct __sk_buff *skb, void *p, void *stack_bufs)
+static __always_inline int veth_from_pod(const int family, struct ctx_buff *ctx, void *p, void *stack_bufs)
 {
 	const enum dp_hook hook = DP_HOOK_VETH_INGRESS;
 	enum dp_reason reason;
 	void *ct, *bufs;
 
-	reason = pkt_parse(family, skb, p);
+	reason = pkt_parse(family, ctx, p);
 	if (reason)
-		return tc_verdict(hook, reason, TC_ACT_OK);
+		return tc_verdict(hook, reason, CTX_PASS);
 	if (pkt_f(family, p, proto) == (family == AF_INET6 ? IPPROTO_ICMPV6 : IPPROTO_ICMP))
-		return tc_verdict(hook, DP_R_OTHER_PROTO, TC_ACT_OK);
+		return tc_verdict(hook, DP_R_OTHER_PROTO, CTX_PASS);
 	if (family == AF_INET && ((struct pkt4 *)p)->frag == PKT4_FRAG_LATER)
-		return tc4_frag_later(skb, p, hook);
+		return tc4_frag_later(ctx, p, hook);
 
 	reason = DP_R_TRANSLATED;
 	ct = ct_lookup(family, p, CT_DIR_FWD);
@@ -588,81 +607,81 @@ static __always_inline int veth_from_pod(const int family, struct __sk_buff *skb
 	if (!ct) {
 		bufs = tc_bufs(family, stack_bufs);
 		if (!bufs)
-			return tc_verdict(hook, DP_R_CT_INSERT_FAILED, TC_ACT_SHOT);
-		reason = lb_tc_new_flow(family, skb, p, bufs, 1);
+			return tc_verdict(hook, DP_R_CT_INSERT_FAILED, CTX_DROP);
+		reason = lb_tc_new_flow(family, ctx, p, bufs, 1);
 		if (reason == DP_R_PASSED) {
 			ct_forget_replaced(family, p);
-			return tc_verdict(hook, reason, TC_ACT_OK);
+			return tc_verdict(hook, reason, CTX_PASS);
 		}
 		if (reason != DP_R_TRANSLATED)
-			return tc_verdict(hook, reason, TC_ACT_SHOT);
+			return tc_verdict(hook, reason, CTX_DROP);
 		ct = tc_buf(family, bufs, fwd);
 	}
 	if (family == AF_INET)
 		frag4_remember(p, ct);
-	if (nat_rewrite(family, skb, p, ct) < 0)
-		return tc_verdict(hook, DP_R_REWRITE_FAILED, TC_ACT_SHOT);
-	return tc_verdict(hook, reason, TC_ACT_OK);
+	if (nat_rewrite(family, ctx, p, ct) < 0)
+		return tc_verdict(hook, DP_R_REWRITE_FAILED, CTX_DROP);
+	return tc_verdict(hook, reason, CTX_PASS);
 }
 
 /* The per-family instances the entry file (tc.c) dispatches to: each a
  * function of its own (not inlined), so that their stacks need not fit in
  * one frame. */
-static __noinline int tc4_ingress(struct __sk_buff *skb)
+static __noinline int tc4_ingress(struct ctx_buff *ctx)
 {
 	struct tc4_bufs bufs;
 	struct pkt4 p;
 
-	return tc_ingress(AF_INET, skb, &p, &bufs);
+	return tc_ingress(AF_INET, ctx, &p, &bufs);
 }
 
-static __noinline int tc6_ingress(struct __sk_buff *skb)
+static __noinline int tc6_ingress(struct ctx_buff *ctx)
 {
 	struct pkt6 p;
 
-	return tc_ingress(AF_INET6, skb, &p, NULL);
+	return tc_ingress(AF_INET6, ctx, &p, NULL);
 }
 
-static __noinline int tc4_egress(struct __sk_buff *skb, enum dp_hook hook)
+static __noinline int tc4_egress(struct ctx_buff *ctx, enum dp_hook hook)
 {
 	struct pkt4 p;
 
-	return tc_egress(AF_INET, skb, &p, hook);
+	return tc_egress(AF_INET, ctx, &p, hook);
 }
 
-static __noinline int tc6_egress(struct __sk_buff *skb, enum dp_hook hook)
+static __noinline int tc6_egress(struct ctx_buff *ctx, enum dp_hook hook)
 {
 	struct pkt6 p;
 
-	return tc_egress(AF_INET6, skb, &p, hook);
+	return tc_egress(AF_INET6, ctx, &p, hook);
 }
 
 /* The pod veth's ingress instances (veth.c). */
-static __noinline int veth4_from_pod(struct __sk_buff *skb)
+static __noinline int veth4_from_pod(struct ctx_buff *ctx)
 {
 	struct tc4_bufs bufs;
 	struct pkt4 p;
 
-	return veth_from_pod(AF_INET, skb, &p, &bufs);
+	return veth_from_pod(AF_INET, ctx, &p, &bufs);
 }
 
-static __noinline int veth6_from_pod(struct __sk_buff *skb)
+static __noinline int veth6_from_pod(struct ctx_buff *ctx)
 {
 	struct pkt6 p;
 
-	return veth_from_pod(AF_INET6, skb, &p, NULL);
+	return veth_from_pod(AF_INET6, ctx, &p, NULL);
 }
 
 /* An ICMPv6 packet that tc6_ingress()/tc6_egress() deferred (TC6_ICMP). */
-static __noinline int tc6_icmp(struct __sk_buff *skb, enum dp_hook hook)
+static __noinline int tc6_icmp(struct ctx_buff *ctx, enum dp_hook hook)
 {
 	enum dp_reason reason;
 	struct pkt6 p;
 
-	reason = pkt6_parse(skb, &p);
+	reason = pkt6_parse(ctx, &p);
 	if (reason)
-		return tc_verdict(hook, reason, TC_ACT_OK);
-	return tc_icmp(AF_INET6, skb, &p, hook);
+		return tc_verdict(hook, reason, CTX_PASS);
+	return tc_icmp(AF_INET6, ctx, &p, hook);
 }
 
 #endif /* SVCMAP_LIB_TC_LB_H */

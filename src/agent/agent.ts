@@ -25,6 +25,7 @@ import { SocketCounter } from './datapath/socket-recount.ts';
 import { SocketTerminator } from './datapath/socket-terminator.ts';
 import { PodBypass } from './datapath/sock-bypass.ts';
 import { TcDatapath } from './datapath/tc-datapath.ts';
+import { XDP_PROGRAM, XDP_TX_MAP, XdpDevices } from './datapath/xdp-devices.ts';
 import { clearRemovedFlows } from './loops/ct-clear.ts';
 import { VethDatapath } from './datapath/veth-datapath.ts';
 import { readHostNet, uplinkDevices } from './datapath/host-net.ts';
@@ -197,6 +198,16 @@ function buildParts(
     // With --devices the node's name is all there is to know at start; without, the devices come from its addresses and routes.
     node: cfg.devices?.length && cfg.nodeName ? { name: cfg.nodeName, addresses: [] } : undefined,
     onAttachFailed: () => metrics.syncErrors.inc({ kind: 'write_failed' }),
+    // Also with acceleration disabled: it detaches what an earlier run attached.
+    xdp: new XdpDevices(
+      () => {
+        if (!dp.xdp) throw new Error('the XDP object is not loaded');
+        return { progFd: dp.xdp.programFd(XDP_PROGRAM), tx: dp.xdp.map(XDP_TX_MAP) };
+      },
+      cfg.pinDir,
+      cfg.acceleration ?? 'disabled',
+      log,
+    ),
     // Every address the node holds may serve NodePorts: the model builds their frontends.
     onNodeAddresses: (addresses) => {
       log.info({ addresses }, "the node's addresses");

@@ -11,7 +11,7 @@ import { packageRoot } from './native.ts';
 import { TEST_LAYOUT_DEFINES, testLayout } from './test-layout.ts';
 
 /** The entry files in bpf/: one per attach point (veth: the pods' veths; sock_destroy: the socket iterators that end stale sockets; sock_count: the socket storage iterator that recounts the socket LB's connections). */
-export const BPF_PROGRAMS = ['sock', 'tc', 'veth', 'sock_destroy', 'sock_count'] as const;
+export const BPF_PROGRAMS = ['sock', 'tc', 'veth', 'xdp', 'sock_destroy', 'sock_count'] as const;
 export type BpfProgramName = (typeof BPF_PROGRAMS)[number];
 
 export interface CompileRequest {

@@ -1,7 +1,8 @@
 // The network interfaces of this process's network namespace as rtnetlink
 // lists them (RTM_GETLINK dump): name, index, kind (IFLA_INFO_KIND: "veth",
-// "bridge", ...) and whether the link's peer lives in another network
-// namespace (IFLA_LINK_NETNSID). sysfs cannot say the kind, and may show
+// "bridge", ...), whether the link's peer lives in another network
+// namespace (IFLA_LINK_NETNSID) and which XDP program runs on it in which
+// mode (IFLA_XDP: a link's info does not say the mode). sysfs cannot say the kind, and may show
 // another namespace than this process's; the agent image has no `ip`.
 import koffi from 'koffi';
 import { errnoName } from './errors.ts';
@@ -14,7 +15,11 @@ export interface NetLink {
   kind: string;
   /** The link's other end is in another network namespace (a pod's veth, seen from the node). */
   peerInOtherNetns: boolean;
+  /** The XDP program attached, if any: native (driver), generic (skb) or offloaded mode. */
+  xdp?: { mode: XdpAttachedMode; progId: number };
 }
+
+export type XdpAttachedMode = 'native' | 'generic' | 'offload' | 'multi';
 
 const AF_NETLINK = 16;
 const SOCK_RAW = 3;
@@ -30,6 +35,11 @@ const IFLA_IFNAME = 3;
 const IFLA_LINKINFO = 18;
 const IFLA_INFO_KIND = 1;
 const IFLA_LINK_NETNSID = 37;
+const IFLA_XDP = 43;
+const IFLA_XDP_ATTACHED = 2;
+const IFLA_XDP_PROG_ID = 4;
+/** XDP_ATTACHED_* (linux/if_link.h), by value; 0 is none. */
+const XDP_ATTACHED: Record<number, XdpAttachedMode> = { 1: 'native', 2: 'generic', 3: 'offload', 4: 'multi' };
 const NLA_TYPE_MASK = 0x3fff;
 
 const align4 = (n: number) => (n + 3) & ~3;
@@ -55,7 +65,15 @@ export function parseLinkMessage(msg: Buffer): NetLink {
   const attrs = attributes(msg, 16, msg.length);
   const info = attrs.get(IFLA_LINKINFO);
   const kind = info ? cString(attributes(info, 0, info.length).get(IFLA_INFO_KIND)) : '';
-  return { name: cString(attrs.get(IFLA_IFNAME)), ifindex, kind, peerInOtherNetns: attrs.has(IFLA_LINK_NETNSID) };
+  const link: NetLink = { name: cString(attrs.get(IFLA_IFNAME)), ifindex, kind, peerInOtherNetns: attrs.has(IFLA_LINK_NETNSID) };
+  const xdp = attrs.get(IFLA_XDP);
+  if (xdp) {
+    const x = attributes(xdp, 0, xdp.length);
+    const mode = XDP_ATTACHED[x.get(IFLA_XDP_ATTACHED)?.readUInt8(0) ?? 0];
+    const id = x.get(IFLA_XDP_PROG_ID);
+    if (mode) link.xdp = { mode, progId: id && id.length >= 4 ? id.readUInt32LE(0) : 0 };
+  }
+  return link;
 }
 
 /** Every link of this network namespace. */

@@ -12,6 +12,7 @@ import { UsageError, command, duration, intString, parseFlags, pinDirFlag } from
 import { bindAddressFlag } from './bind-address.ts';
 import { buildIdentity } from './version.ts';
 import { SOCKET_LB_MODES } from '../agent/datapath/datapath.ts';
+import { ACCELERATION_MODES } from '../agent/datapath/xdp-devices.ts';
 
 /** Flags of earlier releases, with what replaced them: named in the error rather than "unknown option". */
 const REPLACED: Record<string, string> = {
@@ -105,6 +106,12 @@ export const agentCommand = command({
       schema: z.enum(['auto', 'tcx', 'tc'], { message: 'must be auto, tcx or tc' }),
       default: 'auto',
       help: 'auto: tcx links where the kernel has them, else clsact filters; tc: always clsact + cls_bpf',
+    },
+    acceleration: {
+      value: 'MODE',
+      schema: z.enum(ACCELERATION_MODES, { message: `must be one of ${ACCELERATION_MODES.join(', ')}` }),
+      default: 'disabled',
+      help: "XDP on the --devices in front of tc ingress, for NodePort/LoadBalancer/externalIP traffic from outside (what XDP cannot translate goes on to tc; egress is tc's). native: driver mode, a device whose driver refuses it runs tc only, with an error naming it; best-effort: driver mode, else generic mode, else tc only, per device, said in the log and by svcmap status; disabled: tc only",
     },
     'ct-gc-interval': {
       value: 'D',
@@ -242,6 +249,7 @@ export async function agent(argv: string[]): Promise<void> {
       ...(f['max-affinity'] ? { maxAffinity: f['max-affinity'] } : {}),
       ...(f.devices ? { devices: f.devices.split(',') } : {}),
       tcAttach: f['tc-attach'],
+      acceleration: f.acceleration,
       metrics: f['metrics-bind-address'],
       health: f['healthz-bind-address'],
       ...(f['healthz-timeout'] ? { healthTimeoutMs: f['healthz-timeout'] } : {}),

@@ -116,6 +116,8 @@ export interface Explanation {
   path: 'socket' | 'tc';
   /** --from, or null. */
   client: string | null;
+  /** tc path: each external device and what meets the packet there first (svcmap status's list; absent: not read). */
+  devices?: Array<{ device: string; runs: string }>;
   frontend: FrontendExplanation | null;
   /** tc with affinity: the client's own entry (null: it has none). */
   clientAffinity?: AffinityEntryView | null;
@@ -334,6 +336,16 @@ const REMEMBERED_COLUMNS: readonly Column[] = [
   { header: 'CURRENT' },
 ];
 
+/** Where a packet from outside is translated, by the device it comes in on. */
+export function hookText(devices: NonNullable<Explanation['devices']>): string {
+  if (!devices.length) return 'none: no external device has svcmap_tc_in (the agent has not attached, or found no device)';
+  return devices
+    .map(({ device, runs }) =>
+      runs === 'tc only' ? `${device}: tc ingress` : `${device}: ${runs.replace('xdp ', 'XDP in ')} mode (what XDP passes on: tc ingress)`,
+    )
+    .join('; ');
+}
+
 /**
  * `kubectl describe`-like text: one fact per line, then the verdict. The
  * backends and the remembered clients are tables: -o wide adds the
@@ -346,6 +358,7 @@ export function renderExplanation(e: Explanation, style: TableStyle = PLAIN): st
   const table = (columns: readonly Column[], rows: string[][]) => lines.push(...renderColumns(columns, rows, style, '  '));
   row('Frontend', e.frontend ? `${e.frontend.frontend}${e.frontend.matched ? ` (${e.query}: ${e.frontend.matched})` : ''}` : e.query);
   row('Path', e.path === 'socket' ? 'socket hooks (a connection made on this node)' : `tc (a packet from ${e.client}, outside the node)`);
+  if (e.devices) row('Hook', hookText(e.devices));
   const f = e.frontend;
   if (f) {
     row('Flags', f.flags.join(', ') || '-');

@@ -10,6 +10,7 @@ import { UsageError, command, noHeadersFlag, parseFlagsAndArg, pinDirFlag } from
 import { zoneNames } from './dump-view.ts';
 import { type ExplainQuery, type ExplainReaders, explain as explainView, queryText, renderExplanation } from './explain-view.ts';
 import { formatData, outputFlag, tableStyle } from './format.ts';
+import { attachedPrograms, externalDevices } from './status.ts';
 import { pinDirExists, withPinAccess } from './pin-access.ts';
 import { type Family, familyOf } from '../util/family.ts';
 
@@ -54,7 +55,7 @@ export const explainCommand = command({
         }
         return addr;
       }),
-      help: 'a packet from this client outside the node (tc), with its affinity entry and loadBalancerSourceRanges; an IPv6 client for an IPv6 VIP, an IPv4 one for an IPv4 VIP (tc translates a packet within its family)',
+      help: 'a packet from this client outside the node (XDP or tc: which one on each device is said), with its affinity entry and loadBalancerSourceRanges; an IPv6 client for an IPv6 VIP, an IPv4 one for an IPv4 VIP (tc translates a packet within its family)',
     },
     output: outputFlag(['table', 'wide', 'json']),
     'no-headers': noHeadersFlag,
@@ -116,6 +117,8 @@ export function explain(argv: string[], out: (s: string) => void): void {
     try {
       const family = familyOf(arg.addr);
       const e = explainView({ ...arg, ...(f.from ? { from: f.from } : {}) }, readersOf(maps, family, f['pin-dir']));
+      // From outside: which hook meets the packet on each device (XDP in front of tc, or tc only).
+      if (f.from) e.devices = externalDevices(attachedPrograms(f['pin-dir']));
       out(f.output === 'json' ? formatData(e, 'json') : renderExplanation(e, tableStyle(f)));
     } finally {
       maps.close();

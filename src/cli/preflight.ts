@@ -220,6 +220,16 @@ export const REQUIREMENTS: readonly Requirement[] = [
     probe: { kind: 'program', object: 'veth', program: 'svcmap_veth_out' },
   },
   {
+    id: 'program:xdp',
+    what: 'XDP program (bpf_xdp_load_bytes/store_bytes)',
+    since: '5.18',
+    level: 'optional',
+    usedBy: 'NodePort, LoadBalancer and externalIPs translated at the driver (--acceleration)',
+    without: 'external traffic is translated at tc only',
+    fix: NEWER_KERNEL,
+    probe: { kind: 'program', object: 'xdp', program: 'svcmap_xdp' },
+  },
+  {
     id: 'program:conns_adjust',
     what: 'syscall program',
     since: '5.14',

@@ -5,7 +5,9 @@ import { join } from 'node:path';
 import { z } from 'zod';
 import { cgroup2Mounts } from '../bpf/environment.ts';
 import { ATTACH_TYPE_NAMES, LINK_TYPE_CGROUP, LINK_TYPE_TCX, linkInfo, openPinned, progInfoById } from '../bpf/link.ts';
+import { listLinks } from '../bpf/links.ts';
 import { linkPinDir } from '../bpf/loader.ts';
+import { LINK_TYPE_XDP } from '../bpf/xdp.ts';
 import { classicTcProgram, ifIndex, interfaceNames } from '../bpf/tc.ts';
 import { BpfMap, MAP_TYPE_NAMES } from '../bpf/map.ts';
 import { readDatapathCounters } from '../maps/datapath-counters.ts';
@@ -22,7 +24,7 @@ export const statusCommand = command({
   name: 'status',
   summary: 'attached programs, map fill levels, SNAT addresses, datapath counters',
   description:
-    "Says what the running agent reports at /healthz (healthy, ready, the API server it uses and its failovers), then lists the attached programs and where they are attached (cgroup, tcx or tc), each map's fill level, the SNAT address of each device (svcmap_devaddr), and the datapath's counters that are not zero (svcmap_datapath_packets_total: per hook, what became of the packets).",
+    "Says what the running agent reports at /healthz (healthy, ready, the API server it uses and its failovers), then lists the external devices and what meets traffic from outside on each (XDP in driver or generic mode in front of tc, or tc only), the attached programs and where they are attached (cgroup, tcx, tc or xdp), each map's fill level, the SNAT address of each device (svcmap_devaddr), and the datapath's counters that are not zero (svcmap_datapath_packets_total: per hook, what became of the packets).",
   flags: {
     output: outputFlag(),
     'no-headers': noHeadersFlag,
@@ -35,6 +37,8 @@ export const statusCommand = command({
     },
   },
 });
+
+export type DeviceRuns = 'xdp native' | 'xdp generic' | 'tc only';
 
 export interface StatusReport {
   pinDir: string;
@@ -60,6 +64,8 @@ export interface StatusReport {
   socketLb: 'all' | 'host-only' | 'unknown';
   /** The pods' veths with svcmap_veth_in/out attached (by their pinned links). */
   veths: string[];
+  /** The external devices (svcmap_tc_in attached) and what meets traffic from outside there: XDP in driver or generic mode in front of tc, or tc only. */
+  devices: Array<{ device: string; runs: DeviceRuns }>;
   /** The Pods whose sockets the socket LB leaves alone (svcmap_sock_byp), by name; cgroupId as a decimal string. */
   socketLbBypass: Array<{ pod: string; cgroupId: string }>;
 }
@@ -118,17 +124,11 @@ function cgroupPathById(id: bigint): string | undefined {
   return undefined;
 }
 
-export function collectStatus(pinDir: string): StatusReport {
-  const report: StatusReport = {
-    pinDir,
-    programs: [],
-    maps: [],
-    counters: [],
-    snatAddresses: [],
-    socketLb: socketLbMode(pinDir),
-    veths: pinnedVeths(pinDir),
-    socketLbBypass: bypassedPods(pinDir),
-  };
+/** The programs attached through pins under pinDir, and svcmap's classic tc filters on this namespace's interfaces. */
+export function attachedPrograms(pinDir: string): StatusReport['programs'] {
+  const programs: StatusReport['programs'] = [];
+  // The mode an XDP program runs in is the device's to say (rtnetlink), not the link's.
+  const xdpModes = new Map(listLinks().flatMap((l) => (l.xdp ? [[l.name, l.xdp] as const] : [])));
   const linkDir = linkPinDir(pinDir);
   if (existsSync(linkDir)) {
     for (const name of readdirSync(linkDir).sort()) {
@@ -140,18 +140,26 @@ export function collectStatus(pinDir: string): StatusReport {
         const attachedTo =
           info.type === LINK_TYPE_CGROUP
             ? `cgroup ${cgroupPathById(info.target) ?? `id ${info.target}`}`
-            : info.type === LINK_TYPE_TCX
+            : info.type === LINK_TYPE_TCX || info.type === LINK_TYPE_XDP
               ? `device ${name.split('@')[1] ?? `ifindex ${info.target}`}`
               : '?';
-        report.programs.push({
+        const xdpMode = info.type === LINK_TYPE_XDP ? xdpModes.get(name.split('@')[1] ?? '') : undefined;
+        programs.push({
           link: name,
           pin: join(linkDir, name),
           program: prog?.name ?? '?',
           progId: info.progId,
           tag: prog?.tag ?? '',
-          attachType: ATTACH_TYPE_NAMES[info.attachType] ?? String(info.attachType),
+          attachType: info.type === LINK_TYPE_XDP ? 'xdp' : (ATTACH_TYPE_NAMES[info.attachType] ?? String(info.attachType)),
           attachedTo,
-          mode: info.type === LINK_TYPE_TCX ? 'tcx link' : info.type === LINK_TYPE_CGROUP ? 'cgroup link' : `link type ${info.type}`,
+          mode:
+            info.type === LINK_TYPE_TCX
+              ? 'tcx link'
+              : info.type === LINK_TYPE_CGROUP
+                ? 'cgroup link'
+                : info.type === LINK_TYPE_XDP
+                  ? `xdp link (${xdpMode?.progId === info.progId ? xdpMode.mode : 'not running'})`
+                  : `link type ${info.type}`,
         });
       } finally {
         closeSync(fd);
@@ -170,7 +178,7 @@ export function collectStatus(pinDir: string): StatusReport {
       const id = classicTcProgram(idx, dir);
       const prog = id === undefined ? undefined : progInfoById(id);
       if (!prog?.name.startsWith('svcmap_')) continue;
-      report.programs.push({
+      programs.push({
         link: `tc ${dir} ${name}`,
         program: prog.name,
         progId: id!,
@@ -181,6 +189,22 @@ export function collectStatus(pinDir: string): StatusReport {
       });
     }
   }
+  return programs;
+}
+
+export function collectStatus(pinDir: string): StatusReport {
+  const programs = attachedPrograms(pinDir);
+  const report: StatusReport = {
+    pinDir,
+    programs,
+    maps: [],
+    counters: [],
+    snatAddresses: [],
+    socketLb: socketLbMode(pinDir),
+    veths: pinnedVeths(pinDir),
+    socketLbBypass: bypassedPods(pinDir),
+    devices: externalDevices(programs),
+  };
   for (const spec of ALL_MAPS) {
     const path = join(pinDir, spec.name);
     if (spec.listable === false || !existsSync(path)) continue;
@@ -235,6 +259,18 @@ export function collectStatus(pinDir: string): StatusReport {
     }
   }
   return report;
+}
+
+/** Each device svcmap_tc_in is attached to, with what runs in front of it (from the programs listed). */
+export function externalDevices(programs: StatusReport['programs']): StatusReport['devices'] {
+  const device = (p: StatusReport['programs'][number]) => p.attachedTo.replace(/^device /, '');
+  const xdp = new Map(
+    programs.filter((p) => p.attachType === 'xdp').map((p) => [device(p), /\((native|generic)\)/.exec(p.mode)?.[1]] as const),
+  );
+  return [...new Set(programs.filter((p) => p.program === 'svcmap_tc_in').map(device))].sort().map((d) => {
+    const mode = xdp.get(d);
+    return { device: d, runs: mode ? (`xdp ${mode}` as DeviceRuns) : 'tc only' };
+  });
 }
 
 const PROGRAM_COLUMNS: readonly Column[] = [
@@ -305,6 +341,7 @@ export function renderStatus(r: StatusReport, style: TableStyle = PLAIN): string
         ...(r.socketLbBypass.length
           ? [`pods bypassing the socket LB: ${r.socketLbBypass.map((b) => `${b.pod} (cgroup ${b.cgroupId})`).join(', ')}`]
           : []),
+        `external devices: ${r.devices.length ? r.devices.map((d) => `${d.device} (${d.runs})`).join(', ') : '(none)'}`,
       ]
     : [];
   sections.forEach((s, i) => {

@@ -43,7 +43,7 @@ export function lbAlgorithmName(id: number): LbAlgorithmName | undefined {
 export interface DpHook {
   id: number;
   name: string;
-  kind: 'tc' | 'sock' | 'veth';
+  kind: 'tc' | 'sock' | 'veth' | 'xdp';
 }
 /** The hooks, with the label each is exported under. */
 export const DP_HOOKS: readonly DpHook[] = [
@@ -61,6 +61,7 @@ export const DP_HOOKS: readonly DpHook[] = [
   { id: c.DP_HOOK_BIND6, name: 'bind6', kind: 'sock' },
   { id: c.DP_HOOK_VETH_INGRESS, name: 'veth_ingress', kind: 'veth' },
   { id: c.DP_HOOK_VETH_EGRESS, name: 'veth_egress', kind: 'veth' },
+  { id: c.DP_HOOK_XDP, name: 'xdp', kind: 'xdp' },
 ];
 
 export interface DpReason {
@@ -77,6 +78,9 @@ export interface DpReason {
 const VETH_IN = ['veth_ingress'];
 const VETH = ['veth_ingress', 'veth_egress'];
 const TC_IN = ['tc_ingress'];
+const XDP = ['xdp'];
+/** Ingress of an external device: tc's, and XDP's before it (the same flows). */
+const EXT_IN = [...TC_IN, ...XDP];
 const TC = ['tc_ingress', 'tc_egress'];
 const SOCK_FWD = ['connect4', 'sendmsg4', 'connect6', 'sendmsg6'];
 const SOCK_REV = ['recvmsg4', 'getpeername4', 'recvmsg6', 'getpeername6'];
@@ -87,29 +91,29 @@ export const DP_REASONS: readonly DpReason[] = [
   {
     id: c.DP_R_PASSED,
     name: 'passed',
-    hooks: [...TC, ...VETH, ...SOCK_FWD, ...SOCK_REV, ...SOCK_BIND],
+    hooks: [...TC, ...VETH, ...XDP, ...SOCK_FWD, ...SOCK_REV, ...SOCK_BIND],
     drop: false,
     help: 'not for svcmap (no frontend, no tracked flow, a port no NodePort holds): untouched',
   },
   {
     id: c.DP_R_OTHER_PROTO,
     name: 'other_protocol',
-    hooks: [...TC, ...VETH],
+    hooks: [...TC, ...VETH, ...XDP],
     drop: false,
     help: 'not IP TCP/UDP or an ICMP error (ARP, ICMP echo, ICMPv6 neighbour discovery): untouched',
   },
   {
     id: c.DP_R_MALFORMED,
     name: 'malformed',
-    hooks: [...TC, ...VETH],
+    hooks: [...TC, ...VETH, ...XDP],
     drop: false,
     help: 'headers cut short or invalid: untouched, for the stack to judge',
   },
-  { id: c.DP_R_TRANSLATED, name: 'translated', hooks: [...TC_IN, ...VETH_IN, ...SOCK_FWD], drop: false, help: 'sent to a backend' },
+  { id: c.DP_R_TRANSLATED, name: 'translated', hooks: [...EXT_IN, ...VETH_IN, ...SOCK_FWD], drop: false, help: 'sent to a backend' },
   {
     id: c.DP_R_REPLY_TRANSLATED,
     name: 'reply_translated',
-    hooks: [...TC, ...VETH, ...SOCK_REV],
+    hooks: [...TC, ...VETH, ...XDP, ...SOCK_REV],
     drop: false,
     help: 'a reply shown as coming from the frontend',
   },
@@ -145,47 +149,53 @@ export const DP_REASONS: readonly DpReason[] = [
   {
     id: c.DP_R_NO_BACKEND,
     name: 'no_backend',
-    hooks: [...TC_IN, ...VETH_IN, ...SOCK_FWD],
+    hooks: [...EXT_IN, ...VETH_IN, ...SOCK_FWD],
     drop: true,
     help: 'the frontend has no backend',
   },
   {
     id: c.DP_R_NO_LOCAL_ENDPOINT,
     name: 'no_local_endpoint',
-    hooks: TC_IN,
+    hooks: EXT_IN,
     drop: true,
     help: 'externalTrafficPolicy Local, no endpoint on this node',
   },
-  { id: c.DP_R_SOURCE_DENIED, name: 'source_denied', hooks: TC_IN, drop: true, help: 'outside loadBalancerSourceRanges' },
+  { id: c.DP_R_SOURCE_DENIED, name: 'source_denied', hooks: EXT_IN, drop: true, help: 'outside loadBalancerSourceRanges' },
   {
     id: c.DP_R_NO_SNAT_ADDR,
     name: 'no_snat_address',
-    hooks: TC_IN,
+    hooks: EXT_IN,
     drop: true,
     help: "SNAT needed, the egress device has no address of the flow's family",
   },
-  { id: c.DP_R_SNAT_EXHAUSTED, name: 'snat_ports_exhausted', hooks: TC_IN, drop: true, help: 'no free SNAT port towards the backend' },
+  { id: c.DP_R_SNAT_EXHAUSTED, name: 'snat_ports_exhausted', hooks: EXT_IN, drop: true, help: 'no free SNAT port towards the backend' },
   {
     id: c.DP_R_CT_INSERT_FAILED,
     name: 'ct_insert_failed',
-    hooks: [...TC_IN, ...VETH_IN],
+    hooks: [...EXT_IN, ...VETH_IN],
     drop: true,
     help: 'the conntrack entry could not be stored',
   },
-  { id: c.DP_R_REWRITE_FAILED, name: 'rewrite_failed', hooks: [...TC, ...VETH], drop: true, help: 'a header or checksum write failed' },
-  { id: c.DP_R_FRAGMENT, name: 'fragment', hooks: [...TC, ...VETH], drop: false, help: 'an IP fragment: untouched' },
+  {
+    id: c.DP_R_REWRITE_FAILED,
+    name: 'rewrite_failed',
+    hooks: [...TC, ...VETH, ...XDP],
+    drop: true,
+    help: 'a header or checksum write failed',
+  },
+  { id: c.DP_R_FRAGMENT, name: 'fragment', hooks: [...TC, ...VETH, ...XDP], drop: false, help: 'an IP fragment: untouched' },
   {
     id: c.DP_R_IPV6_EXT_HDR,
     name: 'ipv6_ext_header',
-    hooks: [...TC, ...VETH],
+    hooks: [...TC, ...VETH, ...XDP],
     drop: false,
     help: 'IPv6 with extension headers (or a fragment): untouched',
   },
-  { id: c.DP_R_SNAT_NO_ROUTE, name: 'snat_no_route', hooks: TC_IN, drop: true, help: 'SNAT needed, no forwardable route to the backend' },
+  { id: c.DP_R_SNAT_NO_ROUTE, name: 'snat_no_route', hooks: EXT_IN, drop: true, help: 'SNAT needed, no forwardable route to the backend' },
   {
     id: c.DP_R_MIGRATION_HOLD,
     name: 'migration_hold',
-    hooks: [...TC_IN, ...VETH_IN],
+    hooks: [...EXT_IN, ...VETH_IN],
     drop: true,
     help: 'a new flow in the moment the agent moves the maps to new ones (a layout change or a resize): dropped, the retransmission is served',
   },
@@ -202,6 +212,13 @@ export const DP_REASONS: readonly DpReason[] = [
     hooks: SOCK_FWD,
     drop: false,
     help: "a pod's socket the socket LB leaves alone (--socket-lb=host-only, or svcmap.io/socket-lb: bypass): translated at the pod's veth",
+  },
+  {
+    id: c.DP_R_TO_TC,
+    name: 'passed_to_tc',
+    hooks: XDP,
+    drop: false,
+    help: 'left to tc, untouched: ICMP, fragments, a possibly partial checksum, or no route XDP can send by (unresolved neighbour, a device that takes no XDP frames, MTU, TTL)',
   },
   {
     id: c.DP_R_REVNAT_STALE,

@@ -7,7 +7,7 @@
 // it (bench/agent.ts settledRss), rssAtSyncMiB as the sync is logged (the
 // times are for reading by hand: the check asserts memory only).
 //   node test/agent/memory-probe.ts N E
-import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { memoryOf, settledRss, startAgent, stopAgent } from '../../bench/agent.ts';
@@ -64,13 +64,16 @@ try {
     },
   );
   const rssAtSyncMiB = memoryOf(started.pid).rss / 2 ** 20;
+  // What bin/svcmap gave the agent's environment (glibc reads it as the process starts).
+  const env = readFileSync(`/proc/${started.pid}/environ`, 'utf8').split('\0');
+  const mallocArenaMax = env.find((e) => e.startsWith('MALLOC_ARENA_MAX='))?.slice('MALLOC_ARENA_MAX='.length);
   const rssMiB = (await settledRss(started)) / 2 ** 20;
   const fullSyncMs = Number(started.firstSync.durationMs);
   // From the agent's "datapath up" (BPF loaded, the informers start) to the first full sync: the lists, validation, model and sync.
   const up = started.agent.lines.find((l) => typeof l.msg === 'string' && l.msg.startsWith('datapath up'));
   const datapathUpToSyncMs = up ? Number(started.firstSync.time) - Number(up.time) : undefined;
   process.stdout.write(
-    `${JSON.stringify({ frontends: Number(started.firstSync.frontends), rssMiB, rssAtSyncMiB, fullSyncMs, startToSyncMs: Math.round(started.startToSyncMs), datapathUpToSyncMs })}\n`,
+    `${JSON.stringify({ frontends: Number(started.firstSync.frontends), mallocArenaMax, rssMiB, rssAtSyncMiB, fullSyncMs, startToSyncMs: Math.round(started.startToSyncMs), datapathUpToSyncMs })}\n`,
   );
 } finally {
   await stopAgent(agent);

@@ -2,7 +2,7 @@
 // every code path: the C client and server, svcmap, kube-proxy's iptables
 // and nftables shapes, the sync engine, the agent with the Kubernetes source
 // and its latency metric, the rolling-update scenario, the SNAT rate beside
-// MASQUERADE, the report and the chart) into a temporary directory and checks the shape of what it wrote.
+// MASQUERADE, forwarded packets beside kube-proxy, the report and the chart) into a temporary directory and checks the shape of what it wrote.
 // Timings are never asserted: this is a shared 2-vCPU VM.
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -167,6 +167,42 @@ t.test('bench --smoke runs every part and writes results, chart and summary', { 
     'the SNAT target is reported, not judged at smoke durations',
   );
 
+  const fwd = res.forwarding;
+  t.ok(fwd, 'the forwarding part ran');
+  t.same(
+    fwd?.rows.map((x) => x.row),
+    ['routing', 'svcmap-tc', 'svcmap-xdp', 'kube-proxy-nftables', 'kube-proxy-iptables'],
+    'one forwarding row per datapath, the ceiling first',
+  );
+  for (const x of fwd?.rows ?? []) {
+    if ('skipped' in x) {
+      // Only what this checkout cannot run is skipped, and it says why.
+      t.ok(x.row === 'svcmap-xdp' || x.row.startsWith('kube-proxy'), `${x.row}: skipped only where a part is missing (${x.skipped})`);
+      t.match(x.skipped, /not built|binaries are missing/, `${x.row}: says why`);
+      continue;
+    }
+    t.equal(x.runs.length, 1, `${x.row}: one round`);
+    t.ok(
+      x.runs.every((run) => run.packets > 0 && run.nodeCpuNs > 0 && run.sent >= run.packets),
+      `${x.row}: packets reached the backend, counted there (no more than were sent), and the node CPU ran them`,
+    );
+    t.ok(x.nsPerPacket > 0 && x.perCorePps > 0, `${x.row}: CPU per packet and packets per core`);
+  }
+  const ran = (name: string) => fwd?.rows.some((x) => x.row === name && !('skipped' in x));
+  t.ok(ran('routing') && ran('svcmap-tc'), 'plain routing and svcmap tc always run');
+  if (ran('kube-proxy-nftables')) t.ok(fwd!.ratios.tcVsNftables! > 0, 'tc per core over kube-proxy nftables, paired');
+  t.ok(fwd!.ratios.tcCpuVsRouting! > 0, "tc's CPU per packet over routing's, paired");
+  for (const what of ['svcmap tc over kube-proxy nftables', 'svcmap XDP over kube-proxy nftables', 'svcmap XDP over plain routing']) {
+    t.ok(
+      res.targets.some((x) => x.what.includes(what) && x.met === undefined),
+      `forwarding target "${what}" reported, not judged at smoke durations`,
+    );
+  }
+  t.ok(
+    res.targets.some((x) => x.what.includes('over kube-proxy') && x.what.includes('MASQUERADE') && x.met === undefined),
+    'the SNAT ratio target is reported',
+  );
+
   t.ok(res.targets.length >= 4, 'targets evaluated');
   const svg = readFileSync(join(out, 'chart.svg'), 'utf8');
   t.match(svg, /^<svg [^>]*xmlns="http:\/\/www\.w3\.org\/2000\/svg"/);
@@ -179,6 +215,8 @@ t.test('bench --smoke runs every part and writes results, chart and summary', { 
   t.match(md, /### Where svcmap is behind/);
   t.match(md, /\| N services \| direct to pod \| svcmap \| kube-proxy iptables \| kube-proxy nftables \|/);
   t.match(md, /### SNAT rate beside MASQUERADE/);
+  t.match(md, /### Forwarding beside kube-proxy/);
+  t.match(md, /\| plain routing, no Service \(the ceiling\) \| [\d,]+ \|/);
   t.match(r.stdout, /## Datapath/);
 
   // --render rebuilds the same summary and chart from latest.json alone.

@@ -22,6 +22,7 @@ import {
   buildIpv6WithHopByHop,
   buildNeighborSolicit,
   buildRouterAdvert,
+  tcp6,
   l4Checksum6Valid,
   parseIcmpv6Error,
   parseIpv6,
@@ -68,18 +69,7 @@ h.addService({
   backends: [{ id: 11, addr: '10.244.2.5', port: 9999 }],
 });
 
-const tcp = (saddr: string, daddr: string, sport: number, dport: number, flags = TCP_SYN, payload?: Buffer) =>
-  buildIpv6({
-    saddr,
-    daddr,
-    proto: 'tcp',
-    sport,
-    dport,
-    tcpFlags: flags,
-    hopLimit: 61,
-    flowLabel: 0x12345,
-    ...(payload ? { payload } : {}),
-  });
+const tcp = tcp6;
 
 /** Runs one packet and checks it moved exactly one counter, by one; returns that counter. */
 const one = (t: Test, what: string, run: () => number, want: number | number[]) => h.countedOnce(t, what, run, want);

@@ -121,6 +121,8 @@ function expectedArgs(v: {
   socketLb?: string;
   vethLb?: boolean;
   devices?: string[];
+  /** acceleration (default disabled). */
+  acceleration?: string;
   compile?: boolean;
   /** --netns-dir (staleSockets.podNamespaces: netnsDir, the default); false: not passed. */
   netnsDir?: boolean;
@@ -148,6 +150,8 @@ function expectedArgs(v: {
     ]),
     '--lb-algorithm',
     v.lbAlgorithm ?? 'random',
+    '--acceleration',
+    v.acceleration ?? 'disabled',
     '--localhost-nodeports',
     String(v.localhostNodePorts ?? true),
     '--bind-protection',
@@ -491,6 +495,7 @@ t.test('edge values (custom ports, devices, resources, IPv6 API server, no init 
         socketLb: 'host-only',
         vethLb: true,
         devices: ['eth0', 'eth1', 'bond0.100'],
+        acceleration: 'best-effort',
         compile: true,
         extra: ['--example-flag=1'],
       }),

@@ -91,6 +91,10 @@ t.test('values.schema.json rejects wrong types with a message naming the value',
     schemaError,
     /\/lbAlgorithm.*value must be one of/,
   ]);
+  renderFails(t, 'acceleration not native/best-effort/disabled', { set: [...base, 'acceleration=xdp'] }, [
+    schemaError,
+    /\/acceleration.*value must be one of/,
+  ]);
   renderFails(t, 'nodePort.addresses holding something that is no CIDR', { set: [...base, 'nodePort.addresses={10.0.0.0}'] }, [
     schemaError,
     /\/nodePort\/addresses\/0/,

@@ -489,6 +489,21 @@ t.test(
       "the frontend's IPv6 tc entry only (not the twin's, not the IPv4 frontend's of the same id)",
     );
     t.match(renderExplanation(e), /^Path: {7}tc \(a packet from fd00:1:2:3:4:5:6:7, outside the node\)$/m);
+    t.notMatch(renderExplanation(e), /^Hook:/m, 'no Hook line when the devices were not read');
+    const hooks = renderExplanation({
+      ...e,
+      devices: [
+        { device: 'br0', runs: 'xdp generic' },
+        { device: 'eth0', runs: 'xdp native' },
+        { device: 'eth1', runs: 'tc only' },
+      ],
+    });
+    t.match(
+      hooks,
+      /^Path: .*\nHook: {7}br0: XDP in generic mode \(what XDP passes on: tc ingress\); eth0: XDP in native mode \(what XDP passes on: tc ingress\); eth1: tc ingress$/m,
+      'which hook meets the packet on each device',
+    );
+    t.match(renderExplanation({ ...e, devices: [] }), /^Hook: {7}none: no external device has svcmap_tc_in/m);
     t.match(renderExplanation(e), /^ {2}tc fd00:1:2:3::\/64 fold 00020002 {2}\[fd00:10:244::13\]:8080 {2}2 +3s ago +yes$/m);
 
     t.equal(

@@ -2,7 +2,7 @@
 // (the programs' tags and link pins, the maps' ids and pins, the devices'
 // ifindexes), --no-headers (the rows only, sections an empty line apart).
 import t from 'tap';
-import { type StatusReport, renderStatus } from '../../src/cli/status.ts';
+import { type StatusReport, externalDevices, renderStatus } from '../../src/cli/status.ts';
 import { cells, checkTableStyles } from './table-styles.ts';
 
 const report: StatusReport = {
@@ -10,6 +10,10 @@ const report: StatusReport = {
   socketLb: 'host-only',
   veths: ['veth1a2b', 'veth3c4d'],
   socketLbBypass: [],
+  devices: [
+    { device: 'eth0', runs: 'xdp native' },
+    { device: 'eth1', runs: 'tc only' },
+  ],
   programs: [
     {
       link: 'svcmap_connect4',
@@ -75,7 +79,7 @@ t.test('the plain table: each section a title, a header and its rows', async (t)
   const text = renderStatus(report);
   t.match(
     text,
-    /^pin directory: \/sys\/fs\/bpf\/svcmap-x\nsocket LB: host-only \(the node.s own sockets; pods. traffic is translated at their veths\)\npod veths with programs: veth1a2b, veth3c4d\n\nPROGRAMS\n {2}ATTACH TYPE +PROGRAM +ID +ATTACHED\n {2}cgroup\/connect4 +svcmap_connect4 +41 +cgroup link on cgroup \/sys\/fs\/cgroup\/x\n/,
+    /^pin directory: \/sys\/fs\/bpf\/svcmap-x\nsocket LB: host-only \(the node.s own sockets; pods. traffic is translated at their veths\)\npod veths with programs: veth1a2b, veth3c4d\nexternal devices: eth0 \(xdp native\), eth1 \(tc only\)\n\nPROGRAMS\n {2}ATTACH TYPE +PROGRAM +ID +ATTACHED\n {2}cgroup\/connect4 +svcmap_connect4 +41 +cgroup link on cgroup \/sys\/fs\/cgroup\/x\n/,
   );
   t.match(text, /^ {2}svcmap_svc +hash +2\/65536 +0\.0% +services: frontends/m);
   t.match(
@@ -126,10 +130,11 @@ t.test('empty sections: a placeholder in the table, nothing without headers', as
     socketLb: 'all',
     veths: [],
     socketLbBypass: [],
+    devices: [],
   };
   t.equal(
     renderStatus(empty),
-    'pin directory: /p\nsocket LB: all\npod veths with programs: (none)\n\nPROGRAMS\n  (none attached)\n\nMAPS\n  (none pinned)\n\n' +
+    'pin directory: /p\nsocket LB: all\npod veths with programs: (none)\nexternal devices: (none)\n\nPROGRAMS\n  (none attached)\n\nMAPS\n  (none pinned)\n\n' +
       "SNAT ADDRESSES (svcmap_devaddr, svcmap_devaddr6: a flow SNATed out of a device takes its address of the flow's family)\n  (none)\n\n" +
       'DATAPATH COUNTERS (not zero; svcmap_datapath_packets_total)\n  (all zero)\n',
   );
@@ -153,7 +158,37 @@ t.test('bypassed Pods: a line naming each with its cgroup id (none: no line)', a
   });
   t.match(
     text,
-    /^pod veths with programs: veth1a2b, veth3c4d\npods bypassing the socket LB: mesh\/a \(cgroup 4242\), mesh\/b \(cgroup 4343\)\n\nPROGRAMS/m,
+    /^pod veths with programs: veth1a2b, veth3c4d\npods bypassing the socket LB: mesh\/a \(cgroup 4242\), mesh\/b \(cgroup 4343\)\nexternal devices: eth0/m,
   );
   t.notMatch(renderStatus(report), /bypassing/);
+});
+
+t.test('external devices: XDP in front of tc where an xdp link runs, else tc only', async (t) => {
+  const program = (attachType: string, name: string, device: string, mode: string) => ({
+    link: `${name}@${device}`,
+    program: name,
+    progId: 1,
+    tag: '',
+    attachType,
+    attachedTo: `device ${device}`,
+    mode,
+  });
+  t.same(
+    externalDevices([
+      program('tcx/ingress', 'svcmap_tc_in', 'eth1', 'tcx link'),
+      program('tcx/egress', 'svcmap_tc_out', 'eth1', 'tcx link'),
+      program('tcx/ingress', 'svcmap_tc_in', 'eth0', 'tcx link'),
+      program('xdp', 'svcmap_xdp', 'eth0', 'xdp link (native)'),
+      program('tc/ingress', 'svcmap_tc_in', 'br0', 'tc filter (clsact)'),
+      program('xdp', 'svcmap_xdp', 'br0', 'xdp link (generic)'),
+      program('xdp', 'svcmap_xdp', 'eth2', 'xdp link (not running)'),
+      program('tcx/ingress', 'svcmap_tc_in', 'eth2', 'tcx link'),
+    ]),
+    [
+      { device: 'br0', runs: 'xdp generic' },
+      { device: 'eth0', runs: 'xdp native' },
+      { device: 'eth1', runs: 'tc only' },
+      { device: 'eth2', runs: 'tc only' },
+    ],
+  );
 });

@@ -16,13 +16,20 @@ import { SVCMAP } from '../../lab/agent-process.ts';
 import type { LabClient } from '../../lab/index.ts';
 import { hostPort } from '../../lab/protocol.ts';
 import { type ServiceSpec, serviceObject, sliceObject } from './fixtures/manifests.ts';
-import { CLIENT_IP, NODE_IPS, REMOTE_POD, type RemoteNodePort, V6_IPS, startRemoteNodePort, tcCounters } from './fixtures/tc-nodes.ts';
+import {
+  CLIENT2,
+  CLIENT_IP,
+  NODE_IPS,
+  REMOTE_POD,
+  type RemoteNodePort,
+  V6_IPS,
+  addClient2,
+  startRemoteNodePort,
+  tcCounters,
+} from './fixtures/tc-nodes.ts';
 
-/** The second client, on the same network, outside the first ranges. */
-const CLIENT2 = { 4: '192.168.100.200', 6: 'fd00:192:168:100::200' } as const;
 const CLIENT = { 4: CLIENT_IP, 6: V6_IPS.client } as const;
-/** The LoadBalancer IPs, announced by node1 (the clients route them there). */
-const LB_NET = { 4: '192.168.210.0/24', 6: 'fd00:192:168:210::/64' } as const;
+/** The LoadBalancer IPs (in LB_NET, which the clients route to node1). */
 const lbIp = (family: 4 | 6, n: number) => (family === 4 ? `192.168.210.${n}` : `fd00:192:168:210::${n}`);
 /**
  * Ranges holding the first client and not the second, written as a user may
@@ -75,13 +82,7 @@ let c: RemoteNodePort;
 let client2: LabClient;
 t.before(async () => {
   c = await startRemoteNodePort([], { ipv6: true });
-  const pod2 = await c.lab.pod(c.net, 'client2', `${CLIENT2[4]}/24`);
-  await c.lab.ipv6(pod2, CLIENT2[6], { dev: pod2.ifname });
-  client2 = await c.lab.client(pod2);
-  for (const pod of [c.clientPod, pod2]) {
-    await c.lab.route(pod, LB_NET[4], NODE_IPS.node1);
-    await c.lab.ip(pod, '-6', 'route', 'replace', LB_NET[6], 'via', V6_IPS.node1);
-  }
+  client2 = (await addClient2(c)).client; // outside the first ranges
   for (const s of [RANGED, ONLY6, ONLY4]) await c.writeManifest(`${s.name}.yaml`, lbYaml(s));
 });
 t.teardown(() => c?.destroy());

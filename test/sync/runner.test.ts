@@ -1,5 +1,6 @@
 // The bounded-frequency runner with a fake clock: coalescing, the minimum
 // interval between runs, the periodic resync, and retries with backoff.
+import { readFile } from 'node:fs';
 import t from 'tap';
 import { BoundedFrequencyRunner, type RunReason } from '../../src/sync/runner.ts';
 import { FakeClock } from './fake-clock.ts';
@@ -173,3 +174,25 @@ t.test('a run that throws does not reset the backoff', async (t) => {
   clock.advance(20_000);
   t.same(runs, [0, 1000, 3000, 7000]);
 });
+
+t.test(
+  'with the real timers, a run asked for while the loop handles I/O comes in the same turn, before the loop waits again',
+  async (t) => {
+    const runs: RunReason[] = [];
+    const r = new BoundedFrequencyRunner((why) => runs.push(why), { minIntervalMs: 0, maxIntervalMs: 3_600_000 });
+    r.start();
+    t.teardown(() => r.stop());
+    // From an I/O callback, setImmediate callbacks run in order before any timer: the probe,
+    // queued after the requests, sees the run done only if it was queued there too (a 0 ms
+    // timer, node's 1 ms, comes after the probe).
+    const seen = await new Promise<RunReason[]>((resolve, reject) => {
+      readFile(import.meta.filename, (err) => {
+        if (err) return reject(err);
+        r.run();
+        r.run();
+        setImmediate(() => resolve([...runs]));
+      });
+    });
+    t.same(seen, ['change'], 'two requests, one run, on this turn');
+  },
+);

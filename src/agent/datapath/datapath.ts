@@ -29,6 +29,7 @@ import type { Family } from '../../util/family.ts';
 import type { Component } from '../components.ts';
 import type { Logger } from '../log.ts';
 import { pinnedVeths } from './veth-datapath.ts';
+import { type Acceleration, pinnedXdpDevices } from './xdp-devices.ts';
 
 /** The socket hooks, by program name (the SEC names give the attach types). */
 export const SOCK_PROGRAMS = [
@@ -75,6 +76,8 @@ export interface DatapathOptions extends MapSizes {
   forceCompile?: boolean;
   /** Per-packet translation at the pods' veths (--veth-lb; always with --socket-lb=host-only). */
   vethLb?: boolean;
+  /** XDP in front of tc ingress on the external devices (--acceleration; default disabled). */
+  acceleration?: Acceleration;
 }
 
 /** The pods' veths get the veth programs: asked for, or implied by a socket LB that leaves pods alone. */
@@ -87,6 +90,8 @@ export interface Datapath {
   tc: BpfObject;
   /** The pods' veths' programs (bpf/veth.c); loaded only when they are used (vethLbOn) or an earlier run left veth links pinned (a migration swaps them too). */
   veth: BpfObject | undefined;
+  /** The external devices' XDP program (bpf/xdp.c); loaded only when --acceleration is on or an earlier run left XDP links pinned (to swap or detach them). */
+  xdp: BpfObject | undefined;
   maps: DatapathMaps;
   objectPaths: string[];
   reusedMaps: string[];
@@ -118,7 +123,9 @@ function loadAndAttach(opts: DatapathOptions, log: (msg: string, fields?: object
   // The veth object only when its programs are attached or already pinned: verifying them costs
   // as much CPU as the socket hooks' and a third of the start at 10k Services (~0.5 s here).
   const withVeth = vethLbOn(opts) || pinnedVeths(opts.pinDir).length > 0;
-  const paths = withVeth ? [build('sock'), build('tc'), build('veth')] : [build('sock'), build('tc')];
+  const withXdp = (opts.acceleration ?? 'disabled') !== 'disabled' || pinnedXdpDevices(opts.pinDir).length > 0;
+  const names: BpfProgramName[] = ['sock', 'tc', ...(withVeth ? (['veth'] as const) : []), ...(withXdp ? (['xdp'] as const) : [])];
+  const paths = names.map(build);
   const maxEntries = (name: string) => mapSize(opts, name);
   const began = performance.now();
   // Pinned maps of another layout or capacity move to new maps (src/maps/migration/).
@@ -147,7 +154,9 @@ function loadAndAttach(opts: DatapathOptions, log: (msg: string, fields?: object
     for (const r of migration.finish((name) => objectMap(objects(), name))) log('map migrated', { ...r });
     log('migration done', { ms: Math.round(performance.now() - began), holdMs: migration.holdMs });
   }
-  const [sock, tc, veth] = loaded as [(typeof loaded)[0], (typeof loaded)[0], (typeof loaded)[0] | undefined];
+  const loadedOf = (name: BpfProgramName) => loaded[names.indexOf(name)];
+  const sock = loadedOf('sock')!;
+  const tc = loadedOf('tc')!;
   const links = SOCK_PROGRAMS.map((program) => ({
     program,
     action: ensureCgroupLink(sock.object, program, opts.cgroup, join(linkPinDir(opts.pinDir), program)),
@@ -155,7 +164,8 @@ function loadAndAttach(opts: DatapathOptions, log: (msg: string, fields?: object
   return {
     sock: sock.object,
     tc: tc.object,
-    veth: veth?.object,
+    veth: loadedOf('veth')?.object,
+    xdp: loadedOf('xdp')?.object,
     maps,
     objectPaths: [...paths],
     reusedMaps: [...new Set(loaded.flatMap((l) => l.reusedMaps))],
@@ -250,6 +260,7 @@ export class DatapathPart implements Component {
     dp.sock.close(); // pins and links stay: the datapath keeps working
     dp.tc.close();
     dp.veth?.close();
+    dp.xdp?.close();
     dp.pinLock.release(); // from here svcmap cleanup no longer asks for --force
   }
 }

@@ -29,6 +29,7 @@ import type { NodeInfo } from '../../model/types.ts';
 import { TC_PROGRAMS } from './datapath.ts';
 import { syncDeviceAddresses } from './device-addresses.ts';
 import { type HostNet, defaultDevices, deviceAddresses, nodeLocalAddresses, readHostNet } from './host-net.ts';
+import { type XdpAttachment, type XdpDevices, XdpRefusedError } from './xdp-devices.ts';
 import type { Component } from '../components.ts';
 import type { Logger } from '../log.ts';
 
@@ -69,6 +70,8 @@ export interface TcDatapathOptions {
   node?: NodeInfo | undefined;
   /** Told when attaching fails (the agent runs on, without tc translation, and counts it). */
   onAttachFailed?: () => void;
+  /** XDP in front of tc ingress on the same devices (--acceleration); absent: tc only. */
+  xdp?: XdpDevices | undefined;
   /** Told every address the node's devices hold (host-net.ts nodeLocalAddresses()) whenever that list changes. */
   onNodeAddresses?: (addresses: string[]) => void;
 }
@@ -87,6 +90,7 @@ export class TcDatapath implements Component {
   readonly #explicit: string[] | undefined;
   readonly #mode: TcMode | 'auto';
   readonly #onAttachFailed: (() => void) | undefined;
+  readonly #xdp: XdpDevices | undefined;
   readonly #onNodeAddresses: ((addresses: string[]) => void) | undefined;
   #nodeAddresses = '';
   #node: NodeInfo | undefined;
@@ -96,6 +100,8 @@ export class TcDatapath implements Component {
   #interval: NodeJS.Timeout | undefined;
   #lastError: string | undefined;
   attachments: TcAttachment[] = [];
+  /** What runs in front of tc ingress on each device. */
+  xdp: XdpAttachment[] = [];
 
   constructor(object: BpfObject, maps: TcDatapathMaps, pinDir: string, log: Logger, opts: TcDatapathOptions = {}) {
     this.#mode = opts.mode ?? 'auto';
@@ -106,6 +112,7 @@ export class TcDatapath implements Component {
     this.#explicit = opts.devices?.length ? opts.devices : undefined;
     this.#node = opts.node;
     this.#onAttachFailed = opts.onAttachFailed;
+    this.#xdp = opts.xdp;
     this.#onNodeAddresses = opts.onNodeAddresses;
   }
 
@@ -121,7 +128,12 @@ export class TcDatapath implements Component {
       this.update(node);
     } catch (err) {
       this.#onAttachFailed?.();
-      this.#log.error({ err }, 'attaching the tc datapath failed; NodePort/LoadBalancer/externalIP traffic from outside is not translated');
+      this.#log.error(
+        { err },
+        err instanceof XdpRefusedError
+          ? 'XDP in driver mode refused; the devices named run tc only'
+          : 'attaching the tc datapath failed; NodePort/LoadBalancer/externalIP traffic from outside is not translated',
+      );
     }
   }
 
@@ -211,6 +223,8 @@ export class TcDatapath implements Component {
     this.attachments = attachments;
     this.#current = key;
     this.#log.info({ devices, nodeIp, mode: attachments[0]?.mode, trigger }, 'tc datapath attached');
+    // After tc: what XDP passes on finds tc ingress there. A refusal (--acceleration native) throws, tc stays.
+    if (this.#xdp) this.xdp = this.#xdp.attach(devices);
   }
 
   #tellNodeAddresses(addresses: string[]): void {

@@ -130,7 +130,9 @@ export const DP_HOOK_BIND6 = 11;
 export const DP_HOOK_VETH_INGRESS = 12;
 /** a pod's veth, host side: what the pod receives */
 export const DP_HOOK_VETH_EGRESS = 13;
-export const DP_HOOK_MAX = 14;
+/** an external device's XDP: NodePort/LoadBalancer/externalIP before the stack */
+export const DP_HOOK_XDP = 14;
+export const DP_HOOK_MAX = 15;
 /** not for svcmap: no frontend, no tracked flow (also for an ICMP error's quote) */
 export const DP_R_PASSED = 0;
 /** tc: not IP TCP, UDP or an ICMP error (ARP, ICMP echo, ICMPv6 neighbour discovery, ...) */
@@ -179,7 +181,9 @@ export const DP_R_BIND_DENIED = 21;
 export const DP_R_MIGRATION_HOLD = 22;
 /** socket: a pod's socket the socket LB leaves to its veth (host-only, or a bypassed pod) */
 export const DP_R_SOCK_BYPASSED = 23;
-export const DP_R_MAX = 24;
+/** xdp: what XDP leaves to tc (ICMP, fragments, a partial checksum, no route XDP can take): untouched */
+export const DP_R_TO_TC = 24;
+export const DP_R_MAX = 25;
 export const DP_REASON_STRIDE = 32;
 /** 16 hooks of DP_REASON_STRIDE reasons */
 export const SVCMAP_METRICS_MAX = 512;
