@@ -71,9 +71,10 @@ RUN ["/rootfs/usr/local/bin/node", "/tools/runtime-root-cli.ts", "/", "/rootfs"]
 FROM scratch AS runtime
 COPY --from=rootfs /rootfs /
 WORKDIR /app
-# NODE_OPTIONS: the flags bin/svcmap gives node (see there why).
+# NODE_OPTIONS and MALLOC_ARENA_MAX: what bin/svcmap gives node (see there why).
 ENV NODE_ENV=production \
     NODE_OPTIONS="--expose-gc --max-semi-space-size=16" \
+    MALLOC_ARENA_MAX=2 \
     PATH=/app/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 # Not root by default. The agent needs uid 0 with added capabilities
 # (BPF, NET_ADMIN, SYS_ADMIN, PERFMON; SYS_RESOURCE too on kernels < 5.11),

@@ -17,8 +17,9 @@
 // namespace (like the host in kind: it reaches the node addresses and their
 // NodePorts) with the admin kubeconfig. The selected specs are split over
 // --parallel e2e.test processes (each with its own --ginkgo.focus list, the
-// slow session-affinity specs spread first), which is what `ginkgo -p` would
-// do; each writes its JUnit report, which is read back and merged.
+// longer specs spread first), which is what `ginkgo -p` would do, plus one
+// more for the specs that mostly sleep (SLEEPERS); each writes its JUnit
+// report, which is read back and merged.
 //
 // Output: progress lines with the elapsed time (the specs' steps and results;
 // --verbose: all of e2e.test's output), then one line per spec and
@@ -127,28 +128,44 @@ export function quoteRegex(s: string): string {
 }
 
 /**
- * The relative cost of a spec, to balance the shards: the session-affinity
- * specs poll for two minutes each when affinity does not do what they expect
- * (and still take a minute when it does); NodePort specs reach every node.
+ * Specs that spend their time asleep: the session-affinity-timeout specs wait
+ * 130 s (their timeout and 5 s) per try, and try again while the backend has
+ * not changed, which with 3 backends happens 1 time in 3 (135 s at best, 526 s
+ * seen after four repeats). They run in an e2e.test of their own beside the
+ * others' processes, so that such a run no longer holds up a whole shard;
+ * asleep, they take little of the CPU the others use.
+ */
+export const SLEEPERS = /session affinity timeout/i;
+
+/**
+ * The relative cost of a spec, to balance the shards: about its usual
+ * seconds / 10 in the lab's runs (the per-spec table of make e2e-network).
+ * Granular checks and the terminating-endpoint specs start a pod per node
+ * and probe every one (35-115 s), DNS and conntrack specs poll (~25 s),
+ * session-affinity specs make dozens of requests (5-60 s), most others
+ * take a few seconds.
  */
 export function specWeight(name: string): number {
-  if (/session affinity/i.test(name)) return 6;
-  // Each probes for up to a minute or more, or starts a pod per node and waits.
-  if (/\[sig-network\] (DNS|Conntrack|Networking Granular Checks)/.test(name)) return 3;
-  if (/NodePort/.test(name)) return 2;
+  if (/Granular Checks|should be able to reach pod on ipv4 and ipv6/.test(name)) return 5;
+  if (/terminating|unready/.test(name)) return 5;
+  if (/\[sig-network\] (DNS|Conntrack)/.test(name)) return 3;
+  if (/session affinity/i.test(name)) return 2;
   return 1;
 }
 
-/** Longest first onto the least-loaded shard; no empty shards. */
+/** The sleepers (SLEEPERS) in a shard of their own, the rest longest
+ * first onto the least-loaded of n shards; no empty shards. */
 export function splitSpecs(names: readonly string[], n: number): string[][] {
-  const shards = Array.from({ length: Math.max(1, Math.min(n, names.length)) }, () => ({ load: 0, names: [] as string[] }));
-  const sorted = [...names].sort((a, b) => specWeight(b) - specWeight(a) || a.localeCompare(b));
+  const sleepers = names.filter((s) => SLEEPERS.test(s));
+  const rest = names.filter((s) => !SLEEPERS.test(s));
+  const shards = Array.from({ length: Math.max(1, Math.min(n, rest.length)) }, () => ({ load: 0, names: [] as string[] }));
+  const sorted = [...rest].sort((a, b) => specWeight(b) - specWeight(a) || a.localeCompare(b));
   for (const name of sorted) {
     const s = shards.reduce((best, x) => (x.load < best.load ? x : best));
     s.load += specWeight(name);
     s.names.push(name);
   }
-  return shards.map((s) => s.names);
+  return [...shards.map((s) => s.names).filter((s) => s.length > 0), ...(sleepers.length ? [sleepers] : [])];
 }
 
 // ---------------------------------------------------------------------------
@@ -469,7 +486,7 @@ const usage = (d: RunnerDefaults) => `usage: ${d.command} [--proxy svcmap|kube-p
   --focus      specs to run (e2e.test --ginkgo.focus); default '${d.focus}'
   --skip       specs to leave out (--ginkgo.skip)${d.skip ? `; default '${d.skip}'` : ''}
   --report     also write the summary (JSON) to FILE
-  --parallel   e2e.test processes the specs are split over (default ${d.parallel})
+  --parallel   e2e.test processes the specs are split over (default ${d.parallel}; one more for the sleeping affinity-timeout specs)
   --timeout    --ginkgo.timeout of each e2e.test (default ${d.timeout})
   --artifacts  where JUnit reports, logs and diagnostics go (default ${d.artifactsRoot}/<proxy>)
   --verbose    stream all of e2e.test's output, not only steps and results

@@ -245,6 +245,7 @@ t.test(
       t.equal((await c.run(['node', '-p', 'process.getuid()'])).trim(), '65532', 'runs as the image user');
       t.equal((await c.run(['node', '-p', 'require("node:os").userInfo().username'])).trim(), 'nonroot', 'named in /etc/passwd');
       t.equal((await c.run(['node', '-p', 'typeof gc'])).trim(), 'function', "bin/svcmap's node flags through NODE_OPTIONS (--expose-gc)");
+      t.equal((await c.run(['node', '-p', 'process.env.MALLOC_ARENA_MAX'])).trim(), '2', "bin/svcmap's malloc arena cap");
       // As root with the agent's capabilities, on this machine's kernel: every requirement met.
       const pre = JSON.parse(
         await c.run(['svcmap', 'preflight', '-o', 'json'], {

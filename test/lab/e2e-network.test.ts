@@ -1,12 +1,12 @@
 // make e2e-network's selection and its per-spec table (lab/cluster/e2e-network.ts):
 // the skip list as e2e.test and conformance.ts apply it, and the merge of
-// two runs' summary.json files.
+// two runs' summary.json files; how the specs are split over e2e.test processes.
 
 import { mkdtempSync, readFileSync, rmSync, mkdirSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import t from 'tap';
-import { type ConformanceSummary, parseListing } from '../../lab/cluster/conformance.ts';
+import { type ConformanceSummary, SLEEPERS, parseListing, specWeight, splitSpecs } from '../../lab/cluster/conformance.ts';
 import { mergeResults } from '../../lab/cluster/conformance-junit.ts';
 import { mergeTable, NETWORK_FOCUS, NETWORK_SKIP, SKIPS, tableMarkdown, writeTable } from '../../lab/cluster/e2e-network.ts';
 
@@ -122,4 +122,28 @@ t.test('a listed name with a trailing blank (a label taken out) is the spec its 
     names.map((n) => [n, 'passed']),
     'each counted once, as passed',
   );
+});
+
+t.test('the split: the sleeping affinity-timeout specs in a process of their own, the rest balanced by weight', async (t) => {
+  const sleepers = [
+    '[sig-network] Services should have session affinity timeout work for NodePort service [LinuxOnly]',
+    '[sig-network] Services should have session affinity timeout work for service with type clusterIP [LinuxOnly]',
+  ];
+  const heavy = Array.from({ length: 4 }, (_, i) => `[sig-network] Networking Granular Checks: Services should function for case ${i}`);
+  const light = Array.from({ length: 20 }, (_, i) => `[sig-network] Services should do thing ${i}`);
+  const names = [...light, ...sleepers, ...heavy];
+  const shards = splitSpecs(names, 4);
+  t.equal(shards.length, 5, 'four shards and the sleepers');
+  t.same(shards[4], sleepers, 'the last holds the sleepers, and only them');
+  t.ok(sleepers.every((s) => SLEEPERS.test(s)) && !heavy.some((s) => SLEEPERS.test(s)), 'SLEEPERS names them');
+  t.same(shards.flat().sort(), [...names].sort(), 'every spec in exactly one shard');
+  t.same(
+    shards.slice(0, 4).map((s) => s.filter((n) => heavy.includes(n)).length),
+    [1, 1, 1, 1],
+    'one granular check per shard',
+  );
+  const loads = shards.slice(0, 4).map((s) => s.reduce((n, x) => n + specWeight(x), 0));
+  t.ok(Math.max(...loads) - Math.min(...loads) <= 1, `balanced loads (${loads.join(', ')})`);
+  t.same(splitSpecs(sleepers, 4), [sleepers], 'only sleepers: one process');
+  t.same(splitSpecs(light.slice(0, 2), 4).length, 2, 'no empty shards');
 });

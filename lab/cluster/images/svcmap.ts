@@ -38,8 +38,13 @@ export const SVCMAP_LAYOUT = {
   ],
   // Where bin/svcmap.mjs's #! line and the node image have it.
   node: '/usr/local/bin/node',
-  // NODE_OPTIONS: the flags bin/svcmap gives node (see there why).
-  env: { NODE_ENV: 'production', NODE_OPTIONS: '--expose-gc --max-semi-space-size=16', PATH: `/app/bin:${DEFAULT_PATH}` },
+  // NODE_OPTIONS and MALLOC_ARENA_MAX: what bin/svcmap gives node (see there why).
+  env: {
+    NODE_ENV: 'production',
+    NODE_OPTIONS: '--expose-gc --max-semi-space-size=16',
+    MALLOC_ARENA_MAX: '2',
+    PATH: `/app/bin:${DEFAULT_PATH}`,
+  },
   user: '65532:65532',
   entrypoint: ['/app/bin/svcmap'],
   cmd: ['--help'],
