@@ -18,7 +18,7 @@ export const cleanupCommand = command({
   name: 'cleanup',
   summary: 'detaches every program svcmap attached and removes its pins',
   description:
-    'Detaches every program svcmap attached (cgroup links, tcx links, tc filters) and removes the pinned maps. Services stop being translated at once. Refuses while an agent runs on the pin directory (it holds a lock on it for its lifetime), unless --force.',
+    'Detaches every program svcmap attached (cgroup links, tcx links, XDP links, tc filters) and removes the pinned maps. Services stop being translated at once. Refuses while an agent runs on the pin directory (it holds a lock on it for its lifetime), unless --force.',
   flags: {
     'pin-dir': pinDirFlag,
     force: { help: `cleans up even while an agent runs on the pin directory: ${BREAKS}` },
