@@ -11,33 +11,14 @@
 // svcmap.io/socket-lb: bypass: its meshed pod's proxy sees the ClusterIP
 // again, while the same pod in a namespace outside still sees a pod IP.
 // Both families.
-import { join } from 'node:path';
 import t, { type Test } from 'tap';
-import { Cluster } from '../../lab/cluster/cluster.ts';
-import { CHART, Helm } from '../../lab/cluster/helm.ts';
-import { buildImages } from '../../lab/cluster/images/index.ts';
-import { REPO_ROOT } from '../../lab/cluster/paths.ts';
-import {
-  NAMESPACE,
-  PIN_DIR,
-  RELEASE,
-  helmFor,
-  installSvcmap,
-  splitRef,
-  svcmapDiagnostics,
-  waitAgentsReady,
-} from '../../lab/cluster/svcmap.ts';
 import { waitUntil } from '../../lab/cluster/component.ts';
+import { CHART, Helm } from '../../lab/cluster/helm.ts';
+import { NAMESPACE, RELEASE, helmFor, installSvcmap, splitRef, waitAgentsReady } from '../../lab/cluster/svcmap.ts';
+import { labClusterWithImages, svcmapStatus } from './fixtures/lab-svcmap.ts';
 import { MESH_NS, OUTSIDE_NS, WEB, meshWorkloads } from './fixtures/mesh.ts';
 
-const log = (l: string) => t.comment(l);
-const images = await buildImages({ only: ['pause', 'labtool', 'svcmap'], log });
-const ref = (name: 'labtool' | 'svcmap') => images.get(name)!.ref;
-const cluster = await Cluster.up({ images: [...images.values()].map((i) => i.archive), log });
-t.teardown(async () => {
-  if (!t.passing()) t.comment(await svcmapDiagnostics(cluster));
-  await cluster.down();
-});
+const { cluster, ref } = await labClusterWithImages(t);
 const k = cluster.kubectl;
 
 interface ProxyLine {
@@ -143,11 +124,7 @@ t.test('socketLB.mode=host-only: the proxy sees the ClusterIP and its onward con
     await proxySawClusterIP(t, ip);
   }
   for (const n of cluster.nodes) {
-    const status = JSON.parse(await n.exec(join(REPO_ROOT, 'bin', 'svcmap'), ['status', '--pin-dir', PIN_DIR, '-o', 'json'])) as {
-      socketLb: string;
-      veths: string[];
-      counters: Array<{ hook: string; reason: string; packets: number }>;
-    };
+    const status = await svcmapStatus<{ socketLb: string; veths: string[] }>(n);
     t.equal(status.socketLb, 'host-only', `${n.name}: svcmap status says host-only`);
     t.ok(status.veths.length > 0, `${n.name}: programs on the pods' veths (${status.veths.join(', ')})`);
   }
@@ -168,9 +145,7 @@ t.test("host-only: the node's own sockets (a host-network pod) keep the socket L
   }
   const node = (await k.json<{ spec: { nodeName: string } }>(['-n', MESH_NS, 'get', 'pod', 'hostnet'])).spec.nodeName;
   const n = cluster.nodes.find((x) => x.name === node)!;
-  const status = JSON.parse(await n.exec(join(REPO_ROOT, 'bin', 'svcmap'), ['status', '--pin-dir', PIN_DIR, '-o', 'json'])) as {
-    counters: Array<{ hook: string; reason: string; packets: number }>;
-  };
+  const status = await svcmapStatus<{ counters: Array<{ hook: string; reason: string; packets: number }> }>(n);
   const translated = status.counters.filter((c) => (c.hook === 'connect4' || c.hook === 'connect6') && c.reason === 'translated');
   t.ok(translated.length > 0, `${node}: the socket LB translated connect()s (${JSON.stringify(translated)})`);
 });
@@ -182,7 +157,7 @@ async function statusOfNodeOf(
 ): Promise<{ socketLb: string; socketLbBypass: Array<{ pod: string; cgroupId: string }> }> {
   const node = (await k.json<{ spec: { nodeName: string } }>(['-n', ns, 'get', 'pod', name])).spec.nodeName;
   const n = cluster.nodes.find((x) => x.name === node)!;
-  return JSON.parse(await n.exec(join(REPO_ROOT, 'bin', 'svcmap'), ['status', '--pin-dir', PIN_DIR, '-o', 'json']));
+  return svcmapStatus(n);
 }
 
 t.test('socket LB for all, the mesh namespace annotated bypass: its proxy sees the ClusterIP, a pod outside still a pod IP', async (t) => {
