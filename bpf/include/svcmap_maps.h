@@ -102,6 +102,10 @@
  * SOCK_CFG_LOCALHOST4/6 say (those are about NodePorts); it holds no port
  * against bind() (SOCK_CFG_BIND_PROTECT is about NodePorts too). */
 #define SVC_F_HOSTPORT 0x0800
+/* Direct server return (--lb-mode dsr, or hybrid on a TCP entry): a remote
+ * backend gets the client's packets with the client's address kept and the
+ * frontend carried alongside; its node answers the client directly. */
+#define SVC_F_DSR 0x1000
 
 /*
  * svc_value.algorithm: how a new connection picks one of the frontend's

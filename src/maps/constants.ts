@@ -251,6 +251,7 @@ export const SVC_FLAG_NAMES: Array<[number, string]> = [
   [c.SVC_F_TWO_SCOPES, 'two-scopes'],
   [c.SVC_F_SH_PORT, 'sh-port'],
   [c.SVC_F_HOSTPORT, 'HostPort'],
+  [c.SVC_F_DSR, 'dsr'],
 ];
 
 /** Conntrack entry flag names for display, in bit order. */

@@ -69,6 +69,7 @@ export const SVC_F_TWO_SCOPES = 0x0200;
 /** LB_ALG_SH at tc: hash the source port too */
 export const SVC_F_SH_PORT = 0x0400;
 export const SVC_F_HOSTPORT = 0x0800;
+export const SVC_F_DSR = 0x1000;
 export const LB_ALG_RANDOM = 0;
 export const LB_ALG_RR = 1;
 export const LB_ALG_SH = 2;
