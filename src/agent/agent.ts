@@ -4,7 +4,7 @@
 // the Kubernetes API) that drives the sync. On SIGTERM the agent stops them
 // in the reverse order and leaves the datapath pinned and working; svcmap
 // cleanup removes it.
-import type { LbAlgorithmName } from '../maps/constants.ts';
+import type { LbAlgorithmName, LbMode } from '../maps/constants.ts';
 import { readBackendConnections } from '../maps/backend-connections.ts';
 import { readDatapathCounters } from '../maps/datapath-counters.ts';
 import { EVERY_NODE_ADDRESS, type NodePortAddressSpec } from '../model/nodeport-addresses.ts';
@@ -39,6 +39,7 @@ import { HeapReclaimer } from './loops/heap.ts';
 import { countingProblemReporter } from './loops/problems-log.ts';
 import { fileSourcePart } from './loops/source-part.ts';
 import { SyncLoop } from './loops/sync-loop.ts';
+import { DEFAULT_LB_MODE } from './loops/targets.ts';
 import { SyncStatus } from './loops/sync-status.ts';
 
 /** stallMs: how long a watch may stay silent before its API server counts as stalled (default: server-bound.ts). */
@@ -65,6 +66,8 @@ export interface AgentConfig extends DatapathOptions {
   ctGc?: { intervalMs?: number; lifetimes?: Partial<CtLifetimes> };
   /** The load-balancing algorithm of a Service without svcmap.io/lb-algorithm (default random). */
   lbAlgorithm?: LbAlgorithmName;
+  /** How NodePort/LoadBalancer/externalIP traffic reaches a remote backend when its Service has no svcmap.io/lb-mode (default snat). */
+  lbMode?: LbMode;
   /** Also destroy connected TCP sockets sent to a removed backend (UDP ones always are, where the kernel can). */
   destroyTcpSockets?: boolean;
   /** Socket termination finds pods' network namespaces in this directory of pinned namespaces, not through the cgroup's processes. */
@@ -147,7 +150,7 @@ function buildParts(
   k8s: KubeKit | undefined,
 ): { parts: Component[]; servers: HttpServers; tc: TcDatapath } {
   const families: IpFamily[] = dp.maps.v6 ? ['IPv4', 'IPv6'] : ['IPv4'];
-  const metrics = new AgentMetrics({ families, ...(cfg.build ? { build: cfg.build } : {}) });
+  const metrics = new AgentMetrics({ families, lbMode: cfg.lbMode ?? DEFAULT_LB_MODE, ...(cfg.build ? { build: cfg.build } : {}) });
   const bpfBuild = { ...(cfg.objectDir ? { objectDir: cfg.objectDir } : {}), ...(cfg.forceCompile ? { forceCompile: true } : {}) };
   const terminator = new SocketTerminator(
     {
@@ -248,7 +251,12 @@ function buildParts(
   const healthChecks = new HealthCheckPorts(log, () => proxyHealthy(status.health, healthTimeoutMs));
   const servers = new HttpServers(
     metrics,
-    { metrics: cfg.metrics, health: cfg.health && { ...cfg.health, families }, state: () => status.health, timeoutMs: healthTimeoutMs },
+    {
+      metrics: cfg.metrics,
+      health: cfg.health && { ...cfg.health, families, lbMode: cfg.lbMode ?? DEFAULT_LB_MODE },
+      state: () => status.health,
+      timeoutMs: healthTimeoutMs,
+    },
     log,
   );
 
@@ -285,6 +293,7 @@ function buildParts(
     minIntervalMs: cfg.minSyncIntervalMs,
     syncPeriodMs: cfg.syncPeriodMs,
     ...(cfg.lbAlgorithm ? { lbAlgorithm: cfg.lbAlgorithm } : {}),
+    ...(cfg.lbMode ? { lbMode: cfg.lbMode } : {}),
     ...(dp.maps.zones ? { zones: new ZoneNames(dp.maps.zones, (msg, zone) => log.warn({ zone }, msg)) } : {}),
     onServices: (changed, full) => {
       // A full sync lists every Service: one that is gone (say, deleted while
