@@ -13,20 +13,11 @@
 // 1,000 connections without a failure in dsr mode, what svcmap status,
 // explain, dump and the metrics say; a held connection survives a restart
 // of both agents. Every address lives in namespaces this test made.
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { execFileSync } from 'node:child_process';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import t from 'tap';
 import { stringify } from 'yaml';
-import { AgentProcess, SVCMAP } from '../../lab/agent-process.ts';
-import { registerTeardown, unregisterTeardown } from '../../lab/index.ts';
-import { labPinDir } from '../../lab/pins.ts';
+import { SVCMAP } from '../../lab/agent-process.ts';
 import { hostPort } from '../../lab/protocol.ts';
 import { parseSamples } from '../../bench/prom.ts';
-import { cleanupPins } from '../../src/cli/cleanup.ts';
-import { writeManifestFile } from './fixtures/cluster.ts';
 import { type ServiceSpec, serviceObject, sliceObject } from './fixtures/manifests.ts';
 import {
   CLIENT_IP,
@@ -35,12 +26,15 @@ import {
   REMOTE_NODEPORT,
   REMOTE_POD,
   REMOTE_UDP_NODEPORT,
+  type NodeAgent,
   type RemoteNodePort,
   V6_IPS,
   addNode1Pod,
+  startNodeAgent,
   startRemoteNodePort,
   tcCounters,
 } from './fixtures/tc-nodes.ts';
+import { xdpPassObject } from './fixtures/xdp-pass.ts';
 
 const FAMILIES = [
   { family: 4, client: CLIENT_IP, node1: NODE_IPS.node1 },
@@ -116,104 +110,15 @@ const NODES_YAML = (['node1', 'node2'] as const)
   )
   .join('---\n');
 
-/** test/fixtures/bpf/xdp-pass.c, compiled into a directory removed at the end. */
-function passObject(): string {
-  const dir = mkdtempSync(join(tmpdir(), 'svcmap-xdp-pass-'));
-  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
-  const obj = join(dir, 'xdp-pass.o');
-  const src = fileURLToPath(new URL('../fixtures/bpf/xdp-pass.c', import.meta.url));
-  execFileSync('clang', ['-O2', '-g', '-target', 'bpf', '-I', '/usr/include/x86_64-linux-gnu', '-c', src, '-o', obj]);
-  return obj;
-}
-
-/** node2's agent: started, restarted on the same pins and manifests, stopped and cleaned up (also by the lab's emergency teardown). */
-class Node2Agent {
-  agent!: AgentProcess;
-  readonly pinDir: string;
-  readonly #c: RemoteNodePort;
-  readonly #args: string[];
-  readonly #manifests: string;
-  readonly #emergency = {
-    emergency: () => {
-      this.agent?.kill('SIGKILL');
-      this.#cleanup();
-    },
-  };
-
-  constructor(c: RemoteNodePort, cgroup: string, args: string[]) {
-    this.#c = c;
-    this.#manifests = mkdtempSync(join(tmpdir(), `svcmap-node2-${c.lab.id}-`));
-    writeFileSync(join(this.#manifests, 'nodes.yaml'), NODES_YAML);
-    this.pinDir = labPinDir(c.lab.id, 'node2');
-    this.#args = [
-      '--manifests',
-      this.#manifests,
-      '--cgroup',
-      cgroup,
-      '--pin-dir',
-      this.pinDir,
-      '--node-name',
-      'node2',
-      '--devices',
-      'eth0',
-      '--metrics-bind-address',
-      '127.0.0.1:0',
-      '--healthz-bind-address',
-      '127.0.0.1:0',
-      '--log-level',
-      'debug',
-      ...args,
-    ];
-    registerTeardown(this.#emergency);
-  }
-
-  #cleanup(): void {
-    try {
-      cleanupPins(this.pinDir);
-    } finally {
-      rmSync(this.#manifests, { recursive: true, force: true });
-    }
-  }
-
-  async start(): Promise<void> {
-    this.agent = new AgentProcess(this.#args, (cmd, a) => this.#c.lab.spawn(this.#c.node2, cmd, a, { stdio: ['ignore', 'pipe', 'pipe'] }));
-    await this.agent.waitFor((l) => l.msg === 'tc datapath attached', { timeoutMs: 30000, what: 'tc datapath attached' });
-    await this.agent.waitForSync(0, 30000);
-  }
-
-  /** SIGTERM, and the exit: the datapath stays pinned and serving. */
-  async stopAgent(): Promise<void> {
-    this.agent.kill('SIGTERM');
-    await this.agent.exited;
-  }
-
-  writeManifest(file: string, text: string): Promise<void> {
-    return writeManifestFile(this.agent, this.#manifests, file, text);
-  }
-
-  /** node2's datapath counters at one hook, by reason (its metrics, fetched inside node2). */
-  async counters(hook: string): Promise<Record<string, number>> {
-    const serving = await this.agent.waitFor((l) => l.msg === 'serving metrics and health', { what: 'metrics port' });
-    const text = await this.#c.lab.exec(this.#c.node2, process.execPath, [
-      '-e',
-      `fetch('http://127.0.0.1:${serving.metricsPort}/metrics').then(async (r) => console.log(await r.text()))`,
-    ]);
-    const samples = parseSamples(text).filter((x) => x.name === 'svcmap_datapath_packets_total' && x.labels.hook === hook);
-    return Object.fromEntries(samples.map((x) => [x.labels.reason ?? '?', x.value]));
-  }
-
-  async destroy(): Promise<void> {
-    try {
-      if (this.agent) {
-        this.agent.kill('SIGTERM');
-        await Promise.race([this.agent.exited, new Promise((r) => setTimeout(r, 3000))]);
-        this.agent.kill('SIGKILL');
-      }
-      this.#cleanup();
-    } finally {
-      unregisterTeardown(this.#emergency);
-    }
-  }
+/** node2's datapath counters at one hook, by reason (its agent's metrics, fetched inside node2). */
+async function node2Counters(c: RemoteNodePort, node2: NodeAgent, hook: string): Promise<Record<string, number>> {
+  const serving = await node2.agent.waitFor((l) => l.msg === 'serving metrics and health', { what: 'metrics port' });
+  const text = await c.lab.exec(c.node2, process.execPath, [
+    '-e',
+    `fetch('http://127.0.0.1:${serving.metricsPort}/metrics').then(async (r) => console.log(await r.text()))`,
+  ]);
+  const samples = parseSamples(text).filter((x) => x.name === 'svcmap_datapath_packets_total' && x.labels.hook === hook);
+  return Object.fromEntries(samples.map((x) => [x.labels.reason ?? '?', x.value]));
 }
 
 /** What `fn` added to each counter of `read`'s. */
@@ -228,7 +133,7 @@ for (const hook of ['tc', 'xdp'] as const) {
   t.test(`--lb-mode dsr on both nodes, ${hook === 'tc' ? 'translated at tc' : 'XDP in front of tc (--acceleration native)'}`, async (t) => {
     const args = ['--lb-mode', 'dsr', ...(hook === 'xdp' ? ['--acceleration', 'native'] : [])];
     let c!: RemoteNodePort;
-    let node2!: Node2Agent;
+    let node2!: NodeAgent;
     t.before(async () => {
       c = await startRemoteNodePort(args, { ipv6: true });
       await addNode1Pod(c);
@@ -237,11 +142,10 @@ for (const hook of ['tc', 'xdp'] as const) {
         // the network side of each node's eth0 takes the frames XDP_TX sends it only while it runs XDP itself.
         await c.lab.exec(c.clientPod, 'ethtool', ['-K', c.clientPod.ifname, 'tx', 'off']);
         await c.lab.exec(c.node2, 'ethtool', ['-K', 'eth0', 'tx', 'off']);
-        const obj = passObject();
+        const obj = xdpPassObject((fn) => t.teardown(fn));
         for (const peer of ['n1', 'n2']) await c.lab.ip(c.net, 'link', 'set', 'dev', peer, 'xdpdrv', 'obj', obj, 'program', 'xdp_pass_a');
       }
-      node2 = new Node2Agent(c, await c.lab.cgroup('node2'), args);
-      await node2.start();
+      node2 = await startNodeAgent(c.lab, c.node2, 'node2', { 'nodes.yaml': NODES_YAML }, args);
       for (const { mode, n } of MODES) {
         for (const s of servicesOf(mode, n)) {
           await c.writeManifest(`${s.name}.yaml`, yamlOf(s));
@@ -250,7 +154,7 @@ for (const hook of ['tc', 'xdp'] as const) {
       }
     });
     t.teardown(async () => {
-      await node2?.destroy();
+      await node2?.stop();
       await c?.destroy();
     });
 
@@ -274,7 +178,7 @@ for (const hook of ['tc', 'xdp'] as const) {
 
         t.test(`${v}, ${mode}: TCP and UDP to a backend on node2 only (externalTrafficPolicy Cluster)`, async (t) => {
           const dsrCounts = await added(
-            () => node2.counters('tc_ingress'),
+            () => node2Counters(c, node2, 'tc_ingress'),
             async () => {
               const r = await c.client.tcpConnect({ ip: f.node1, port: p.remoteTcp, count: 20, timeoutMs: 3000, concurrency: 4 });
               t.equal(r.ok, 20, JSON.stringify(r.errors));
@@ -382,7 +286,7 @@ for (const hook of ['tc', 'xdp'] as const) {
       await node2.stopAgent();
       await c.client.udpStreamReplies(held.stream!, 5); // answered while no agent runs
       await c.startAgent();
-      await node2.start();
+      await node2.startAgent();
       await c.client.udpStreamReplies(held.stream!, 5);
       const stream = await c.client.udpStreamStop(held.stream!);
       t.same(stream.errors, {}, 'the held connection never failed');
