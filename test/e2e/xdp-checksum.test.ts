@@ -5,9 +5,9 @@
 // driver mode to node1's eth0, listed in its svcmap_xdp_tx (the agent's
 // --acceleration does this for a user; here the datapath is the subject).
 // Every NodePort packet comes in on eth0 and leaves by it again, so XDP
-// sends what it translates with XDP_TX; the network side of that veth runs
-// an XDP program that passes everything, without which a veth leaves the
-// frames its peer sends back by XDP_TX in its ring (ctx_xdp.h).
+// redirects what it translates back out of it; the network side of that
+// veth runs an XDP program that passes everything, without which (or GRO) a
+// veth takes no redirected frames (ctx_xdp.h, test/e2e/xdp-peer.test.ts).
 //
 // The checksums, as real sockets leave them:
 //  - as sent: the client's and node2's veths checksum for the sender

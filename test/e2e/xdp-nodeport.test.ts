@@ -150,7 +150,7 @@ t.test('--acceleration native on a veth', async (t) => {
     // (bpf/lib/xdp_lb.h). The clients' and node2's (the remote pod's replies) transmit checksumming off.
     for (const pod of [c.clientPod, second.pod]) await c.lab.exec(pod, 'ethtool', ['-K', pod.ifname, 'tx', 'off']);
     await c.lab.exec(c.node2, 'ethtool', ['-K', 'eth0', 'tx', 'off']);
-    // The network side of node1's eth0 (a veth) takes the frames XDP_TX sends it only while it runs XDP itself, as a NIC's wire would.
+    // The network side of node1's eth0 (a veth) takes the frames XDP redirects to it only while it runs XDP (or GRO: xdp-peer.test.ts), as a NIC's wire would.
     await c.lab.ip(c.net, 'link', 'set', 'dev', 'n1', 'xdpdrv', 'obj', passObject(), 'program', 'xdp_pass_a');
     for (const s of [MIXED, LOCAL, AWAY, RANGED]) await c.writeManifest(`${s.name}.yaml`, yamlOf(s));
   });
@@ -192,7 +192,7 @@ t.test('--acceleration native on a veth', async (t) => {
       const after = await xdpCounters(c);
       const added = (reason: string) => (after[reason] ?? 0) - (before[reason] ?? 0);
       const remote = r.byPod['pod-b'] ?? 0;
-      // A remote backend's flow leaves by eth0 again (XDP_TX): XDP translates it both ways. A local one's
+      // A remote backend's flow leaves by eth0 again (redirected): XDP translates it both ways. A local one's
       // way is the pod bridge, which takes no XDP frames: XDP passes it to tc.
       t.ok(added('translated') >= remote, `XDP translated at least the ${remote} remote flows' SYNs (${added('translated')})`);
       t.ok(added('reply_translated') >= remote, `and their replies, each SYN-ACK at least (${added('reply_translated')})`);
