@@ -4,7 +4,7 @@
 // the Kubernetes API) that drives the sync. On SIGTERM the agent stops them
 // in the reverse order and leaves the datapath pinned and working; svcmap
 // cleanup removes it.
-import type { LbAlgorithmName } from '../maps/constants.ts';
+import type { LbAlgorithmName, LbMode } from '../maps/constants.ts';
 import { readBackendConnections } from '../maps/backend-connections.ts';
 import { readDatapathCounters } from '../maps/datapath-counters.ts';
 import { EVERY_NODE_ADDRESS, type NodePortAddressSpec } from '../model/nodeport-addresses.ts';
@@ -65,6 +65,8 @@ export interface AgentConfig extends DatapathOptions {
   ctGc?: { intervalMs?: number; lifetimes?: Partial<CtLifetimes> };
   /** The load-balancing algorithm of a Service without svcmap.io/lb-algorithm (default random). */
   lbAlgorithm?: LbAlgorithmName;
+  /** How NodePort/LoadBalancer/externalIP traffic reaches a remote backend when its Service has no svcmap.io/lb-mode (default snat). */
+  lbMode?: LbMode;
   /** Also destroy connected TCP sockets sent to a removed backend (UDP ones always are, where the kernel can). */
   destroyTcpSockets?: boolean;
   /** Socket termination finds pods' network namespaces in this directory of pinned namespaces, not through the cgroup's processes. */
@@ -285,6 +287,7 @@ function buildParts(
     minIntervalMs: cfg.minSyncIntervalMs,
     syncPeriodMs: cfg.syncPeriodMs,
     ...(cfg.lbAlgorithm ? { lbAlgorithm: cfg.lbAlgorithm } : {}),
+    ...(cfg.lbMode ? { lbMode: cfg.lbMode } : {}),
     ...(dp.maps.zones ? { zones: new ZoneNames(dp.maps.zones, (msg, zone) => log.warn({ zone }, msg)) } : {}),
     onServices: (changed, full) => {
       // A full sync lists every Service: one that is gone (say, deleted while

@@ -4,7 +4,14 @@ import { defaultCgroup } from '../bpf/environment.ts';
 import { type AgentSource, runAgent } from '../agent/agent.ts';
 import { DEFAULT_CT_GC_INTERVAL_MS, DEFAULT_CT_LIFETIMES } from '../agent/loops/ct-gc.ts';
 import { createLogger } from '../agent/log.ts';
-import { LB_ALGORITHM_NAMES, SVCMAP_AFFINITY_MAX, SVCMAP_BACKENDS_MAX, SVCMAP_CT_MAX, SVCMAP_SERVICES_MAX } from '../maps/constants.ts';
+import {
+  LB_ALGORITHM_NAMES,
+  LB_MODES,
+  SVCMAP_AFFINITY_MAX,
+  SVCMAP_BACKENDS_MAX,
+  SVCMAP_CT_MAX,
+  SVCMAP_SERVICES_MAX,
+} from '../maps/constants.ts';
 import { EVERY_NODE_ADDRESS, localhostNodePorts, parseNodePortAddresses } from '../model/nodeport-addresses.ts';
 import { parsePortRange } from '../model/host-ports.ts';
 import { DEFAULT_STALL_MS } from '../sources/kubernetes/server-failure.ts';
@@ -131,6 +138,12 @@ export const agentCommand = command({
       schema: z.enum(LB_ALGORITHM_NAMES, { message: `must be one of ${LB_ALGORITHM_NAMES.join(', ')}` }),
       default: 'random',
       help: 'how a frontend picks a backend when its Service has no svcmap.io/lb-algorithm annotation (see docs/architecture.md)',
+    },
+    'lb-mode': {
+      value: 'MODE',
+      schema: z.enum(LB_MODES, { message: `must be one of ${LB_MODES.join(', ')}` }),
+      default: 'snat',
+      help: "how NodePort, LoadBalancer and externalIP traffic from outside reaches a backend on another node when its Service has no svcmap.io/lb-mode annotation. snat: the node's address as source, replies return through this node; dsr: the client's address kept, the backend's node answers the client directly (the agent must run on every node); hybrid: dsr for TCP, snat for UDP",
     },
     'destroy-tcp-sockets': {
       help: 'when a backend leaves a Service, also destroys the connected TCP sockets the socket LB sent to it (connected UDP ones always are; needs Linux 6.5+)',
@@ -266,6 +279,7 @@ export async function agent(argv: string[]): Promise<void> {
       destroyTcpSockets: f['destroy-tcp-sockets'],
       ...(f['netns-dir'] ? { netnsDir: f['netns-dir'] } : {}),
       lbAlgorithm: f['lb-algorithm'],
+      lbMode: f['lb-mode'],
       nodePortAddresses: nodePorts,
       hostPorts: f['host-ports'],
       nodePortRange: f['node-port-range'],

@@ -24,6 +24,16 @@ export type LbAlgorithmName = keyof typeof LB_ALGORITHMS;
 export const LB_ALGORITHM_NAMES = Object.keys(LB_ALGORITHMS) as [LbAlgorithmName, ...LbAlgorithmName[]];
 
 /**
+ * How a frontend from outside reaches a remote backend (--lb-mode, the
+ * svcmap.io/lb-mode annotation): snat, the node's address as source and
+ * replies back through the node; dsr, the client's address kept and the
+ * backend's node answering the client directly (SVC_F_DSR); hybrid, dsr for
+ * TCP and snat for UDP.
+ */
+export const LB_MODES = ['snat', 'dsr', 'hybrid'] as const;
+export type LbMode = (typeof LB_MODES)[number];
+
+/**
  * The table sizes a Service may ask for: primes (Maglev's permutation needs
  * M prime), each about twice the one before, as Cilium offers. At most
  * 65521: a table's entry 0 holds M in a __u16. M should be well above 100x

@@ -161,7 +161,7 @@ function familyFrontends(
   clusterIPs: readonly string[],
   slices: readonly ModelSlice[],
   node: NodeInfo | undefined,
-  { algorithm, sourceHashPort, maglevTableSize }: ReturnType<typeof serviceOptions>,
+  { algorithm, sourceHashPort, maglevTableSize, lbMode }: ReturnType<typeof serviceOptions>,
   problems: Problem[],
   portsReported: Set<number>,
 ): SourcedFrontend[] {
@@ -224,6 +224,7 @@ function familyFrontends(
       };
       if (algorithm) frontend.algorithm = algorithm;
       if (maglevTableSize) frontend.maglevTableSize = maglevTableSize;
+      if (lbMode) frontend.lbMode = lbMode;
       if (extra.healthCheckNodePort !== undefined) frontend.healthCheckNodePort = extra.healthCheckNodePort;
       return { path, frontend };
     };

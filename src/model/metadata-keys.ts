@@ -2,7 +2,7 @@
 // once: the model and the sources take their names from here, and the
 // reference docs (docs/reference/annotations.md, `make docs`) are written
 // from this table. Pure data.
-import { LB_ALGORITHM_NAMES, MAGLEV_TABLE_SIZES, SVCMAP_MAGLEV_DEFAULT_M } from '../maps/constants.ts';
+import { LB_ALGORITHM_NAMES, LB_MODES, MAGLEV_TABLE_SIZES, SVCMAP_MAGLEV_DEFAULT_M } from '../maps/constants.ts';
 
 export interface MetadataKey {
   /** The annotation or label, as written in metadata. */
@@ -50,6 +50,17 @@ export const METADATA_KEYS = {
     otherwise: String(SVCMAP_MAGLEV_DEFAULT_M),
     meaning:
       'The Maglev lookup table size M of each frontend (lb-algorithm maglev only); keep it above ~100x the backends. Memory: 2 bytes per position per frontend.',
+  },
+  lbMode: {
+    key: 'svcmap.io/lb-mode',
+    kind: 'annotation',
+    on: ['Service'],
+    setBy: 'the user',
+    values: LB_MODES.join(', '),
+    otherwise:
+      "the node's default (svcmap agent --lb-mode, chart value lbMode); an unknown value is a warning on the Service (an UnknownAnnotationValue Event)",
+    meaning:
+      "How traffic from outside reaches a backend on another node through the Service's NodePort, LoadBalancer and externalIP frontends: snat, with the node's address as source (replies return through the node); dsr, with the client's address kept (the backend's node answers the client directly); hybrid, dsr for TCP ports and snat for UDP ports. ClusterIP traffic is not affected.",
   },
   serviceProxyName: {
     key: 'service.kubernetes.io/service-proxy-name',

@@ -42,6 +42,7 @@ export function sameFrontend(a: Frontend, b: Frontend): boolean {
     a.algorithm === b.algorithm &&
     a.sourceHashPort === b.sourceHashPort &&
     a.maglevTableSize === b.maglevTableSize &&
+    a.lbMode === b.lbMode &&
     a.affinityTimeoutSeconds === b.affinityTimeoutSeconds &&
     a.healthCheckNodePort === b.healthCheckNodePort &&
     sameList(a.sourceRanges, b.sourceRanges, Object.is) &&

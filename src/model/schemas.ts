@@ -270,6 +270,7 @@ export const SERVICE_ANNOTATIONS = [
   METADATA_KEYS.lbAlgorithm.key,
   METADATA_KEYS.sourceHashPort.key,
   METADATA_KEYS.maglevTableSize.key,
+  METADATA_KEYS.lbMode.key,
 ] as const;
 export type ServiceAnnotation = (typeof SERVICE_ANNOTATIONS)[number];
 

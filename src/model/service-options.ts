@@ -4,7 +4,14 @@
 // and the accepted values (field path metadata.annotations["..."], so the
 // agent reports it as an UnknownAnnotationValue Event); the Service is still
 // programmed, with the default.
-import { type LbAlgorithmName, LB_ALGORITHM_NAMES, SVCMAP_MAGLEV_DEFAULT_M, MAGLEV_TABLE_SIZES } from '../maps/constants.ts';
+import {
+  type LbAlgorithmName,
+  type LbMode,
+  LB_ALGORITHM_NAMES,
+  LB_MODES,
+  SVCMAP_MAGLEV_DEFAULT_M,
+  MAGLEV_TABLE_SIZES,
+} from '../maps/constants.ts';
 import { METADATA_KEYS } from './metadata-keys.ts';
 import { problemAbout } from './problems.ts';
 import type { Service } from './schemas.ts';
@@ -13,6 +20,7 @@ import type { Problem } from './types.ts';
 export const LB_ALGORITHM_ANNOTATION = METADATA_KEYS.lbAlgorithm.key;
 export const SOURCE_HASH_PORT_ANNOTATION = METADATA_KEYS.sourceHashPort.key;
 export const MAGLEV_TABLE_SIZE_ANNOTATION = METADATA_KEYS.maglevTableSize.key;
+export const LB_MODE_ANNOTATION = METADATA_KEYS.lbMode.key;
 
 /** Algorithms of issue 14 that a Service may name but that are not built yet: reported as such. */
 const NOT_YET = new Set<string>([]);
@@ -24,6 +32,8 @@ export interface ServiceOptions {
   sourceHashPort: boolean;
   /** svcmap.io/maglev-table-size, when valid; undefined: SVCMAP_MAGLEV_DEFAULT_M. Used by maglev only. */
   maglevTableSize?: number;
+  /** svcmap.io/lb-mode, when valid; undefined: the node's default (--lb-mode). */
+  lbMode?: LbMode;
 }
 
 function path(annotation: string): string {
@@ -77,6 +87,21 @@ export function serviceOptions(svc: Service, problems: Problem[]): ServiceOption
           'warning',
           path(MAGLEV_TABLE_SIZE_ANNOTATION),
           `unknown value ${JSON.stringify(size)}; accepted values (primes): ${MAGLEV_TABLE_SIZES.join(', ')}; using ${SVCMAP_MAGLEV_DEFAULT_M}`,
+        ),
+      );
+    }
+  }
+  const mode = a?.[LB_MODE_ANNOTATION];
+  if (mode !== undefined) {
+    const v = mode.trim();
+    if ((LB_MODES as readonly string[]).includes(v)) out.lbMode = v as LbMode;
+    else {
+      problems.push(
+        problemAbout(
+          svc,
+          'warning',
+          path(LB_MODE_ANNOTATION),
+          `unknown value ${JSON.stringify(mode)}; accepted values: ${LB_MODES.join(', ')}; using the node's default`,
         ),
       );
     }

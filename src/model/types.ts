@@ -3,7 +3,7 @@
 // maps hold; nothing here knows map layouts, files or the API server (of the
 // datapath it knows only the load-balancing algorithms' names).
 
-import type { LbAlgorithmName } from '../maps/constants.ts';
+import type { LbAlgorithmName, LbMode } from '../maps/constants.ts';
 
 export type Protocol = 'TCP' | 'UDP';
 
@@ -59,6 +59,8 @@ export interface Frontend {
   sourceHashPort: boolean;
   /** svcmap.io/maglev-table-size, when the Service gives a valid one (maglev's table size M). */
   maglevTableSize?: number;
+  /** svcmap.io/lb-mode; absent: the node's default (--lb-mode). */
+  lbMode?: LbMode;
   /** sessionAffinity: ClientIP timeout in seconds, or 0 for none. */
   affinityTimeoutSeconds: number;
   /** loadBalancerSourceRanges as CIDR strings (LoadBalancer frontends); empty = no restriction. */

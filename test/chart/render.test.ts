@@ -110,6 +110,8 @@ function expectedArgs(v: {
   /** maxServices, maxBackends, conntrackSize, maxAffinity (default: the C defaults). */
   capacities?: [number, number, number, number];
   lbAlgorithm?: string;
+  /** lbMode (default snat). */
+  lbMode?: string;
   /** nodePort.localhost, nodePort.bindProtection (default true) and nodePort.addresses. */
   localhostNodePorts?: boolean;
   bindProtection?: boolean;
@@ -150,6 +152,8 @@ function expectedArgs(v: {
     ]),
     '--lb-algorithm',
     v.lbAlgorithm ?? 'random',
+    '--lb-mode',
+    v.lbMode ?? 'snat',
     '--acceleration',
     v.acceleration ?? 'disabled',
     '--localhost-nodeports',
@@ -487,6 +491,7 @@ t.test('edge values (custom ports, devices, resources, IPv6 API server, no init 
         logLevel: 'debug',
         capacities: [131072, 262144, 524288, 1024],
         lbAlgorithm: 'rr',
+        lbMode: 'hybrid',
         localhostNodePorts: false,
         bindProtection: false,
         nodePortRange: '20000-22767',

@@ -91,6 +91,7 @@ t.test('values.schema.json rejects wrong types with a message naming the value',
     schemaError,
     /\/lbAlgorithm.*value must be one of/,
   ]);
+  renderFails(t, 'lbMode not snat/dsr/hybrid', { set: [...base, 'lbMode=direct'] }, [schemaError, /\/lbMode.*value must be one of/]);
   renderFails(t, 'acceleration not native/best-effort/disabled', { set: [...base, 'acceleration=xdp'] }, [
     schemaError,
     /\/acceleration.*value must be one of/,

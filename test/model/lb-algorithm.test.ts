@@ -5,7 +5,7 @@
 // and the node's default applies.
 import t from 'tap';
 import { eventForProblem } from '../../src/agent/events/agent-events.ts';
-import { toTarget } from '../../src/agent/loops/targets.ts';
+import { NODE_DEFAULTS, toTarget } from '../../src/agent/loops/targets.ts';
 import {
   LB_ALGORITHMS,
   LB_ALG_DH,
@@ -62,8 +62,12 @@ t.test('the annotation reaches every frontend and the map target; the default fi
   t.notOk(toTarget(fe('10.96.2.10:80/TCP')).flags & SVC_F_SH_PORT);
   t.equal(fe('10.96.2.12:80/TCP').algorithm, undefined, 'no annotation: the node decides');
   t.equal(toTarget(fe('10.96.2.12:80/TCP')).algorithm, LB_ALG_RANDOM, 'default random');
-  t.equal(toTarget(fe('10.96.2.12:80/TCP'), 'sh').algorithm, LB_ALG_SH, '--lb-algorithm sh');
-  t.equal(toTarget(fe('10.96.2.10:80/TCP'), 'sh').algorithm, LB_ALG_RR, 'the annotation wins over the default');
+  t.equal(toTarget(fe('10.96.2.12:80/TCP'), { ...NODE_DEFAULTS, algorithm: 'sh' }).algorithm, LB_ALG_SH, '--lb-algorithm sh');
+  t.equal(
+    toTarget(fe('10.96.2.10:80/TCP'), { ...NODE_DEFAULTS, algorithm: 'sh' }).algorithm,
+    LB_ALG_RR,
+    'the annotation wins over the default',
+  );
 });
 
 t.test('unknown values: a warning naming the annotation and the accepted values; the default applies', async (t) => {
@@ -102,11 +106,11 @@ t.test('maglev: the annotation, the table size (a listed prime) and the node def
   t.match(toTarget(fe('10.96.2.61')), { algorithm: LB_ALG_MAGLEV, maglevSize: 251 });
   t.equal(toTarget(fe('10.96.2.62')).maglevSize, undefined, 'a size alone does not make a frontend maglev');
   t.match(
-    toTarget(fe('10.96.2.62'), 'maglev'),
+    toTarget(fe('10.96.2.62'), { ...NODE_DEFAULTS, algorithm: 'maglev' }),
     { algorithm: LB_ALG_MAGLEV, maglevSize: 65521 },
     "--lb-algorithm maglev uses the Service's size",
   );
-  t.equal(toTarget(fe('10.96.2.61'), 'maglev').maglevSize, 251);
+  t.equal(toTarget(fe('10.96.2.61'), { ...NODE_DEFAULTS, algorithm: 'maglev' }).maglevSize, 251);
 });
 
 t.test('lc, sed, nq and dh: accepted from the annotation and as the node default, each its own id', async (t) => {
@@ -120,5 +124,5 @@ t.test('lc, sed, nq and dh: accepted from the annotation and as the node default
   t.same(ids, [LB_ALG_LC, LB_ALG_SED, LB_ALG_NQ, LB_ALG_DH], "the map target carries each one's id");
   t.equal(new Set(Object.values(LB_ALGORITHMS)).size, Object.keys(LB_ALGORITHMS).length, 'no two names share an id');
   const plain = buildDesiredState({ services: [svc('p', '10.96.2.50', {})], slices: [] }).state.frontends.get('10.96.2.50:80/TCP')!;
-  for (const n of names) t.equal(toTarget(plain, n).algorithm, LB_ALGORITHMS[n], `--lb-algorithm ${n}`);
+  for (const n of names) t.equal(toTarget(plain, { ...NODE_DEFAULTS, algorithm: n }).algorithm, LB_ALGORITHMS[n], `--lb-algorithm ${n}`);
 });

@@ -16,8 +16,8 @@ import type { SyncEngine } from '../../sync/families.ts';
 import type { ZoneNames } from '../../sync/zones.ts';
 import type { FrontendTarget } from '../../sync/targets.ts';
 import { TriggerTimes } from '../../sync/trigger-times.ts';
-import type { LbAlgorithmName } from '../../maps/constants.ts';
-import { DEFAULT_LB_ALGORITHM, toTarget } from './targets.ts';
+import type { LbAlgorithmName, LbMode } from '../../maps/constants.ts';
+import { NODE_DEFAULTS, type NodeDefaults, toTarget } from './targets.ts';
 import type { Component } from '../components.ts';
 import type { Logger } from '../log.ts';
 import type { AgentMetrics } from '../http/metrics.ts';
@@ -38,6 +38,8 @@ export interface LoopOptions {
   startedAt?: number;
   /** The algorithm of frontends whose Service names none (--lb-algorithm; default random). */
   lbAlgorithm?: LbAlgorithmName;
+  /** How frontends from outside whose Service names none reach remote backends (--lb-mode; default snat). */
+  lbMode?: LbMode;
   /** The names of the backends' zones (svcmap_zones); without it every backend's zone id is 0. */
   zones?: ZoneNames;
   /** After a successful sync: the Services whose frontends changed, with their frontends now; after a full sync (full = true), every Service. */
@@ -71,7 +73,7 @@ export class SyncLoop implements Component {
   /** When the last full sync succeeded (the runner's clock). */
   #lastFullAt: number;
   readonly #syncPeriodMs: number;
-  readonly #lbAlgorithm: LbAlgorithmName;
+  readonly #defaults: NodeDefaults;
   readonly #zones: ZoneNames | undefined;
 
   constructor(
@@ -91,7 +93,7 @@ export class SyncLoop implements Component {
     this.#log = log;
     this.#onServices = opts.onServices;
     this.#syncPeriodMs = opts.syncPeriodMs;
-    this.#lbAlgorithm = opts.lbAlgorithm ?? DEFAULT_LB_ALGORITHM;
+    this.#defaults = { algorithm: opts.lbAlgorithm ?? NODE_DEFAULTS.algorithm, lbMode: opts.lbMode ?? NODE_DEFAULTS.lbMode };
     this.#zones = opts.zones;
     this.#retry = new RetryState(opts.escalateAfter);
     this.#triggers = new TriggerTimes(opts.startedAt ?? Date.now());
@@ -164,7 +166,7 @@ export class SyncLoop implements Component {
       const zoneId = zones ? (z: string | undefined) => zones.id(z) : undefined;
       if (full) {
         const targets: FrontendTarget[] = [];
-        for (const list of model.allFrontends().values()) for (const f of list) targets.push(toTarget(f, this.#lbAlgorithm, zoneId));
+        for (const list of model.allFrontends().values()) for (const f of list) targets.push(toTarget(f, this.#defaults, zoneId));
         zones?.publish(); // a zone's name before the backends that name it
         report = this.#syncer.sync(targets);
         // After: names no backend holds any more (what the maps hold, deferred frontends' old entries included).
@@ -174,7 +176,7 @@ export class SyncLoop implements Component {
         for (const [svc, list] of work)
           byOwner.set(
             svc,
-            list.map((f: Frontend) => toTarget(f, this.#lbAlgorithm, zoneId)),
+            list.map((f: Frontend) => toTarget(f, this.#defaults, zoneId)),
           );
         zones?.publish();
         report = this.#syncer.syncOwners(byOwner);

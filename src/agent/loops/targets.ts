@@ -9,10 +9,12 @@ import {
   BACKEND_STATE_ACTIVE,
   BACKEND_STATE_TERMINATING,
   type LbAlgorithmName,
+  type LbMode,
   LB_ALGORITHMS,
   SVCMAP_MAGLEV_DEFAULT_M,
   SVC_F_AFFINITY,
   SVC_F_CLUSTERIP,
+  SVC_F_DSR,
   SVC_F_ETP_LOCAL,
   SVC_F_EXTERNALIP,
   SVC_F_HOSTPORT,
@@ -41,14 +43,38 @@ const TYPE_FLAGS: Record<Frontend['type'], number> = {
   HostPort: SVC_F_HOSTPORT,
 };
 
-/** The node-wide algorithm (--lb-algorithm) when a Service names none. */
-export const DEFAULT_LB_ALGORITHM: LbAlgorithmName = 'random';
-
-export function frontendAlgorithm(fe: Frontend, nodeDefault: LbAlgorithmName = DEFAULT_LB_ALGORITHM): LbAlgorithmName {
-  return fe.algorithm ?? nodeDefault;
+/** What applies to a frontend whose Service does not say: the node's --lb-algorithm and --lb-mode. */
+export interface NodeDefaults {
+  algorithm: LbAlgorithmName;
+  lbMode: LbMode;
 }
 
-export function frontendFlags(fe: Frontend, nodeDefault: LbAlgorithmName = DEFAULT_LB_ALGORITHM): number {
+export const DEFAULT_LB_ALGORITHM: LbAlgorithmName = 'random';
+export const DEFAULT_LB_MODE: LbMode = 'snat';
+export const NODE_DEFAULTS: NodeDefaults = { algorithm: DEFAULT_LB_ALGORITHM, lbMode: DEFAULT_LB_MODE };
+
+export function frontendAlgorithm(fe: Frontend, defaults: NodeDefaults = NODE_DEFAULTS): LbAlgorithmName {
+  return fe.algorithm ?? defaults.algorithm;
+}
+
+/** Frontend types that traffic from outside the node reaches, translated at tc/XDP. */
+const FROM_OUTSIDE: ReadonlySet<Frontend['type']> = new Set(['NodePort', 'LoadBalancer', 'ExternalIP']);
+
+/**
+ * Whether a frontend's entries carry SVC_F_DSR: dsr on NodePort, LoadBalancer
+ * and externalIP frontends of both protocols, hybrid on their TCP ones only
+ * (UDP keeps SNAT). ClusterIP and hostPort frontends never: the socket LB
+ * translates ClusterIP traffic before a packet exists, and a hostPort's
+ * backend is on this node. An ETP=Local frontend gets it too: it has no remote
+ * backend, so nothing changes, and its flags say the mode asked for.
+ */
+export function frontendDsr(fe: Frontend, defaults: NodeDefaults = NODE_DEFAULTS): boolean {
+  if (!FROM_OUTSIDE.has(fe.type)) return false;
+  const mode = fe.lbMode ?? defaults.lbMode;
+  return mode === 'dsr' || (mode === 'hybrid' && fe.protocol === 'TCP');
+}
+
+export function frontendFlags(fe: Frontend, defaults: NodeDefaults = NODE_DEFAULTS): number {
   let flags = TYPE_FLAGS[fe.type];
   if (fe.externalLocal) flags |= SVC_F_ETP_LOCAL;
   if (fe.internalLocal) flags |= SVC_F_ITP_LOCAL;
@@ -56,14 +82,15 @@ export function frontendFlags(fe: Frontend, nodeDefault: LbAlgorithmName = DEFAU
   if (fe.wildcard) flags |= SVC_F_WILDCARD;
   if (fe.sourceRanges.length > 0) flags |= SVC_F_SRC_RANGES;
   if (fe.twoScopes && fe.scope === 'external') flags |= SVC_F_TWO_SCOPES;
-  if (fe.sourceHashPort && frontendAlgorithm(fe, nodeDefault) === 'sh') flags |= SVC_F_SH_PORT;
+  if (fe.sourceHashPort && frontendAlgorithm(fe, defaults) === 'sh') flags |= SVC_F_SH_PORT;
+  if (frontendDsr(fe, defaults)) flags |= SVC_F_DSR;
   return flags;
 }
 
 /** A zone name's id in svcmap_zones (src/sync/zones.ts); without one every backend's zone is 0. */
 export type ZoneIdOf = (zone: string | undefined) => number;
 
-export function toTarget(fe: Frontend, nodeDefault: LbAlgorithmName = DEFAULT_LB_ALGORITHM, zoneId?: ZoneIdOf): FrontendTarget {
+export function toTarget(fe: Frontend, defaults: NodeDefaults = NODE_DEFAULTS, zoneId?: ZoneIdOf): FrontendTarget {
   const key: FrontendKey = {
     addr: fe.ip,
     port: fe.port,
@@ -73,11 +100,11 @@ export function toTarget(fe: Frontend, nodeDefault: LbAlgorithmName = DEFAULT_LB
   return {
     id: frontendId(key),
     key,
-    flags: frontendFlags(fe, nodeDefault),
-    algorithm: LB_ALGORITHMS[frontendAlgorithm(fe, nodeDefault)],
+    flags: frontendFlags(fe, defaults),
+    algorithm: LB_ALGORITHMS[frontendAlgorithm(fe, defaults)],
     affinityTimeout: fe.affinityTimeoutSeconds,
     // Each family's tables are keyed by its own reverse-NAT ids (svcmap_maglev, svcmap_maglev6).
-    ...(frontendAlgorithm(fe, nodeDefault) === 'maglev' ? { maglevSize: fe.maglevTableSize ?? SVCMAP_MAGLEV_DEFAULT_M } : {}),
+    ...(frontendAlgorithm(fe, defaults) === 'maglev' ? { maglevSize: fe.maglevTableSize ?? SVCMAP_MAGLEV_DEFAULT_M } : {}),
     backends: fe.backends.map((b) => ({
       addr: b.ip,
       port: b.port,
@@ -102,6 +129,6 @@ export function normalizeCidr(cidr: string): string {
   return familyOf(cidr) === 6 ? cidrv6Network(cidr) : cidrv4Network(cidr);
 }
 
-export function toTargets(state: DesiredState, nodeDefault: LbAlgorithmName = DEFAULT_LB_ALGORITHM): FrontendTarget[] {
-  return [...state.frontends.values()].map((fe) => toTarget(fe, nodeDefault)).sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
+export function toTargets(state: DesiredState, defaults: NodeDefaults = NODE_DEFAULTS): FrontendTarget[] {
+  return [...state.frontends.values()].map((fe) => toTarget(fe, defaults)).sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
 }
