@@ -9,7 +9,10 @@
 //   node --expose-gc bench/sync-cpu.ts [--n 10000] [--e 10] [--reps 5] [--other DIR] [--heap] [--prof FILE]
 // --prof writes a .cpuprofile of the reps (started after the maps are loaded:
 // the profiler's signals make the verifier give up with EAGAIN).
-// Prints one JSON line per variant and measure (median and min over the reps, ms of wall and of CPU).
+// Prints one JSON line per variant and measure (median and min over the reps, ms of wall and of CPU;
+// thread: the main thread's CPU alone, what the sync itself costs, GC and JIT threads left out;
+// coldThread: the same of the warm-up run, code not yet optimized, as in the agent's first sync).
+// encode: the plan's entries through the codecs without the syscalls (the writes' own user time).
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { Session } from 'node:inspector/promises';
 import { resolve } from 'node:path';
@@ -22,6 +25,7 @@ import type { EndpointSlice, Service } from '../src/model/schemas.ts';
 import { validateObject } from '../src/model/validate.ts';
 import { toTargets } from '../src/agent/loops/targets.ts';
 import type { FrontendTarget } from '../src/sync/targets.ts';
+import { slotEntries } from '../src/sync/maps-adapter.ts';
 import { newRunId } from '../lab/names.ts';
 import { ensureBpffs, labPinDir, removePinDir } from '../lab/pins.ts';
 import { serviceObject, sliceObject } from './manifests.ts';
@@ -64,34 +68,80 @@ interface Variant {
   apply: { applyPlan: Function };
   state: { emptyState: () => object };
   adapter: new (maps: unknown) => object;
+  /** The IPv4 maps' specs: their codecs encode the plan's entries (the `encode` measure). */
+  specs: Record<
+    'services' | 'backends' | 'revNat',
+    { key: { encode: Function; layout: { size: number } }; value: { encode: Function; layout: { size: number } } }
+  >;
   openPinned: (dir: string) => { family(f: 4): unknown; close(): void };
 }
 
 async function variant(name: string, root: string): Promise<Variant> {
   const at = (p: string) => import(resolve(root, p));
-  const [plan, apply, state, adapter, dm] = await Promise.all([
+  const [plan, apply, state, adapter, dm, registry] = await Promise.all([
     at('src/sync/plan.ts'),
     at('src/sync/apply.ts'),
     at('src/sync/state.ts'),
     at('src/sync/maps-adapter.ts'),
     at('src/maps/datapath-maps.ts'),
+    at('src/maps/registry.ts'),
   ]);
-  return { name, plan, apply, state, adapter: adapter.MapsAdapter, openPinned: (dir) => dm.DatapathMaps.openPinned(dir) };
+  return {
+    name,
+    plan,
+    apply,
+    state,
+    adapter: adapter.MapsAdapter,
+    specs: registry.FAMILY_MAPS[4],
+    openPinned: (dir) => dm.DatapathMaps.openPinned(dir),
+  };
+}
+
+/**
+ * The first full sync's entries encoded by the maps' codecs into one reused
+ * buffer, as the batched writes encode them, without the syscalls: the
+ * user-space share of the writes.
+ */
+function encodeAll(v: Variant, plan: any): void {
+  const { services, backends, revNat } = v.specs;
+  const buf = Buffer.alloc(64);
+  const each = (spec: Variant['specs']['services'], entries: Iterable<readonly [unknown, unknown]>) => {
+    for (const [k, val] of entries) {
+      spec.key.encode(k, buf, 0);
+      spec.value.encode(val, buf, spec.key.layout.size);
+    }
+  };
+  each(backends, plan.backendUpserts);
+  each(revNat, plan.revNatUpserts);
+  // The slots as MapsAdapter.putSlots hands them to the batch (this checkout's, for both variants).
+  const slot = slotEntries(plan.slotUpserts);
+  for (let i = 0; i < plan.slotUpserts.length; i++) {
+    const [k, val] = slot(i);
+    services.key.encode(k, buf, 0);
+    services.value.encode(val, buf, services.key.layout.size);
+  }
+  each(services, plan.masterUpserts);
 }
 
 const CAPACITY = { services: 1 << 22, backends: 1 << 22, revNat: 1 << 22, srcRanges: 0 };
 
-/** Wall, CPU (user + system) and system (the kernel: the map syscalls) ms of fn. */
-function timed(fn: () => void): { wall: number; cpu: number; sys: number } {
+/**
+ * Wall, CPU (user + system) and system (the kernel: the map syscalls) ms of
+ * fn, the process's and the main thread's alone (thread: without V8's
+ * helper threads, the figure least moved by a busy host).
+ */
+function timed(fn: () => void): { wall: number; cpu: number; sys: number; thread: number; threadSys: number } {
   const c = process.cpuUsage();
+  const tc = process.threadCpuUsage();
   const t = performance.now();
   fn();
   const wall = performance.now() - t;
+  const td = process.threadCpuUsage(tc);
   const d = process.cpuUsage(c);
-  return { wall, cpu: (d.user + d.system) / 1000, sys: d.system / 1000 };
+  return { wall, cpu: (d.user + d.system) / 1000, sys: d.system / 1000, thread: (td.user + td.system) / 1000, threadSys: td.system / 1000 };
 }
 
-type Sample = Record<string, { wall: number; cpu: number; sys: number }>;
+type Sample = Record<string, ReturnType<typeof timed>>;
 
 /** One first full sync from empty, step by step, then the unchanged plan, then removing it all (the maps end empty). */
 function runOnce(v: Variant, targets: readonly FrontendTarget[], writer: object | undefined): Sample {
@@ -102,6 +152,7 @@ function runOnce(v: Variant, targets: readonly FrontendTarget[], writer: object 
   out.plan = timed(() => {
     plan = v.plan.planSync(st, targets, CAPACITY);
   });
+  out.encode = timed(() => encodeAll(v, plan));
   if (writer) out.writes = timed(() => v.apply.applyPlan(plan, writer));
   out.commit = timed(() => v.plan.commitPlan(st, plan));
   out.unchanged = timed(() => {
@@ -183,7 +234,7 @@ if (args.heap) {
     }
     const samples = new Map<Variant, Sample[]>(variants.map((v) => [v, []]));
     // Warm-up (JIT), then the reps, the variants taking turns.
-    for (const v of variants) runOnce(v, targets, writers.get(v));
+    const cold = new Map(variants.map((v) => [v, runOnce(v, targets, writers.get(v))]));
     const session = args.prof ? new Session() : undefined;
     if (session) {
       session.connect();
@@ -194,16 +245,22 @@ if (args.heap) {
     for (let r = 0; r < reps; r++) for (const v of variants) samples.get(v)!.push(runOnce(v, targets, writers.get(v)));
     if (session) writeFileSync(args.prof!, JSON.stringify((await session.post('Profiler.stop')).profile));
     for (const [v, list] of samples) {
-      const summary: Record<string, unknown> = { variant: v.name, n, e, reps };
+      // cold: the warm-up run, the code not yet optimized, as in the agent's first full sync (main thread's ms).
+      const first = Object.fromEntries(Object.entries(cold.get(v)!).map(([k, x]) => [k, +x.thread.toFixed(1)]));
+      const summary: Record<string, unknown> = { variant: v.name, n, e, reps, coldThread: first };
       for (const k of Object.keys(list[0]!)) {
         const wall = list.map((s) => s[k]!.wall);
         const cpu = list.map((s) => s[k]!.cpu);
         const sys = list.map((s) => s[k]!.sys);
+        const thread = list.map((s) => s[k]!.thread);
+        const threadSys = list.map((s) => s[k]!.threadSys);
         summary[k] = {
           wallMedian: +median(wall).toFixed(1),
           wallMin: +Math.min(...wall).toFixed(1),
           cpuMedian: +median(cpu).toFixed(1),
           sysMedian: +median(sys).toFixed(1),
+          threadMedian: +median(thread).toFixed(1),
+          threadSysMedian: +median(threadSys).toFixed(1),
         };
       }
       process.stdout.write(`${JSON.stringify(summary)}\n`);

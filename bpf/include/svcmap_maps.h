@@ -354,6 +354,13 @@ struct sk_rev_nat6_value {
  * forward entry when a flow to a frontend whose algorithm reads the counts
  * is created open; only such a flow's close takes the count down. */
 #define CT_F_COUNTED 0x40
+/* Direct server return (SVC_F_DSR). On the ingress node, a forward entry:
+ * DNAT only, the backend's node answers the client itself, so no reply
+ * entry exists; the flow's first packets (TCP: the SYN; UDP: every one)
+ * carry the frontend to it (bpf/lib/dsr.h). On the backend's node, a lone
+ * CT_DIR_REPLY_OUT entry {backend -> client} written from that option: the
+ * backend's answers leave with the frontend as their source. */
+#define CT_F_DSR 0x80
 /* A closed flow's lone reply entry quiet for this long is left to the
  * agent's conntrack GC, not taken over by a new SNAT flow (the reasons are
  * at its use in bpf/lib/nat.h). The GC's closing lifetime must be longer:
@@ -712,7 +719,11 @@ enum dp_reason {
 	DP_R_MIGRATION_HOLD    = 22, /* tc: a new flow while the agent moves the maps (SVCMAP_CFG_MIGRATION_HOLD): dropped, retried */
 	DP_R_SOCK_BYPASSED     = 23, /* socket: a pod's socket the socket LB leaves to its veth (host-only, or a bypassed pod) */
 	DP_R_TO_TC             = 24, /* xdp: what XDP leaves to tc (ICMP, fragments, a partial checksum, no route XDP can take): untouched */
-	DP_R_MAX               = 25,
+	DP_R_DSR_ACCEPTED      = 25, /* tc: a DSR option naming a DSR frontend: recorded, removed, on to the local backend */
+	DP_R_DSR_BAD_FRONTEND  = 26, /* tc: a DSR option naming no DSR frontend of this node: dropped */
+	DP_R_DSR_MALFORMED     = 27, /* tc: a DSR option of the wrong length or protocol, or cut short: dropped */
+	DP_R_DSR_OPT_FAILED    = 28, /* tc: the DSR option could not be added (no room in the IPv4 header): dropped */
+	DP_R_MAX               = 29,
 };
 
 #define DP_REASON_STRIDE   32

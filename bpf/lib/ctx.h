@@ -9,6 +9,8 @@
  *   ctx_load_bytes/ctx_store_bytes copies out of and into the packet
  *   ctx_l3_csum_replace            the IPv4 header checksum after a field changed
  *   ctx_l4_csum_replace            the TCP/UDP/ICMP checksum (flags as bpf_l4_csum_replace's)
+ *   ctx_adjust_l3_room             bytes added or removed after the fixed IP header (tc only)
+ *   ctx_store_hdr                  a header rewritten whole, the skb's checksum state kept
  *   ctx_len, ctx_ifindex           the packet's length, the device it came in on
  *   ctx_mtu_ok                     whether it fits the MTU of a device it would leave by
  *   ctx_can_redirect, ctx_redirect whether it can leave by a device a FIB lookup named; out of it

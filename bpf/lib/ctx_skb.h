@@ -30,6 +30,20 @@ static __always_inline long ctx_store_bytes(struct __sk_buff *ctx, __u32 off, co
 	return bpf_skb_store_bytes(ctx, off, from, len, 0);
 }
 
+/* Room for len bytes right after the fixed IP header (20 bytes IPv4, 40
+ * IPv6), or -len bytes taken away there: DSR's option (dsr.h). */
+static __always_inline long ctx_adjust_l3_room(struct __sk_buff *ctx, __s32 len)
+{
+	return bpf_skb_adjust_room(ctx, len, BPF_ADJ_ROOM_NET, 0);
+}
+
+/* A header rewritten whole (its checksum computed by the caller): a
+ * CHECKSUM_COMPLETE skb's sum follows the bytes. */
+static __always_inline long ctx_store_hdr(struct __sk_buff *ctx, __u32 off, const void *from, __u32 len)
+{
+	return bpf_skb_store_bytes(ctx, off, from, len, BPF_F_RECOMPUTE_CSUM);
+}
+
 static __always_inline long ctx_l3_csum_replace(struct __sk_buff *ctx, __u32 off, __u64 from, __u64 to, __u64 size)
 {
 	return bpf_l3_csum_replace(ctx, off, from, to, size);

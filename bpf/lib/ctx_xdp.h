@@ -94,6 +94,20 @@ static __always_inline long ctx_csum_replace(struct xdp_md *ctx, __u32 off, __u6
 	return bpf_xdp_store_bytes(ctx, off, &c, sizeof(c));
 }
 
+/* XDP adds and removes no bytes: a packet whose DSR option would be added
+ * or removed passes to tc (xdp_lb.h), so nothing at XDP calls these. */
+static __always_inline long ctx_adjust_l3_room(struct xdp_md *ctx, __s32 len)
+{
+	(void)ctx;
+	(void)len;
+	return -EINVAL;
+}
+
+static __always_inline long ctx_store_hdr(struct xdp_md *ctx, __u32 off, const void *from, __u32 len)
+{
+	return bpf_xdp_store_bytes(ctx, off, (void *)from, len);
+}
+
 static __always_inline long ctx_l3_csum_replace(struct xdp_md *ctx, __u32 off, __u64 from, __u64 to, __u64 size)
 {
 	return ctx_csum_replace(ctx, off, from, to, size & BPF_F_HDR_FIELD_MASK);

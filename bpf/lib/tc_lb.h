@@ -51,6 +51,7 @@
 #include "icmp.h"
 #include "frag.h"
 #include "snat_addr.h"
+#include "dsr.h"
 
 /*
  * A new flow's two entries and their keys. IPv4 builds them on the stack;
@@ -169,7 +170,8 @@ static __always_inline int lb_flow_stale(const int family, const void *p, const 
 
 	if (r != LB_CHECK)
 		return r;
-	if (proto == IPPROTO_TCP && !ct_reply_of(family, p, v, &rep))
+	/* A DSR flow has no reply entry here: its answers leave the backend's node. */
+	if (proto == IPPROTO_TCP && !(ct_val_f(family, v, flags) & CT_F_DSR) && !ct_reply_of(family, p, v, &rep))
 		return 1;
 	return !ct_backend_current(family, v);
 }
@@ -268,7 +270,7 @@ static __always_inline enum dp_reason lb_tc_new_flow(const int family, struct ct
 	__u32 backend_id = 0;
 	__be16 snat_port;
 	__u64 now;
-	int snat, hairpin, insert_failed = 0;
+	int snat, dsr, hairpin, insert_failed = 0;
 
 	svc = lb_tc_service(family, &key, p);
 	if (!svc)
@@ -305,6 +307,9 @@ static __always_inline enum dp_reason lb_tc_new_flow(const int family, struct ct
 	/* A pod's flow is DNAT only: the backend answers the pod's address,
 	 * whose replies pass the pod's veth, where they are translated back. */
 	snat = !from_pod && !(be_f(family, be, flags) & BACKEND_F_LOCAL) && !(svc->flags & SVC_F_ETP_LOCAL);
+	/* Direct server return: no SNAT, and no reply entry here (dsr.h). */
+	dsr = snat && (svc->flags & SVC_F_DSR);
+	snat = snat && !dsr;
 	if (family == AF_INET6)
 		__builtin_memset(bufs, 0, sizeof(struct tc6_scratch));
 	else
@@ -314,7 +319,7 @@ static __always_inline enum dp_reason lb_tc_new_flow(const int family, struct ct
 	ct_val_f(family, fwd, new_dport) = be_f(family, be, port);
 	ct_val_f(family, fwd, backend_id) = backend_id;
 	ct_val_f(family, fwd, rev_nat_id) = svc->rev_nat_id;
-	ct_val_f(family, fwd, flags) = (be_f(family, be, flags) & BACKEND_F_LOCAL) ? CT_F_LOCAL : 0;
+	ct_val_f(family, fwd, flags) = (be_f(family, be, flags) & BACKEND_F_LOCAL) ? CT_F_LOCAL : dsr ? CT_F_DSR : 0;
 	/* A first packet with a FIN or RST (of a connection whose entries are
 	 * gone) puts that in the new flow's state, so the GC treats it so. */
 	ct_val_f(family, fwd, flags) =
@@ -364,7 +369,7 @@ static __always_inline enum dp_reason lb_tc_new_flow(const int family, struct ct
 			return DP_R_CT_INSERT_FAILED;
 		addr_copy(family, ct_val_addr(family, fwd, new_saddr), pkt_addr(family, p, daddr));
 		ct_val_f(family, fwd, flags) |= CT_F_SNAT;
-	} else {
+	} else if (!dsr) {
 		addr_copy(family, ct_key_addr(family, rkey, daddr), pkt_addr(family, p, saddr));
 		ct_key_f(family, rkey, dport) = pkt_f(family, p, sport);
 		ct_key_f(family, rkey, dir) = CT_DIR_REPLY_OUT;
@@ -385,9 +390,11 @@ static __always_inline enum dp_reason lb_tc_new_flow(const int family, struct ct
 	 * follow its choice, and give back what this one reserved unless the
 	 * winner shares it (same local backend, same reply entry). */
 	winner = bpf_map_lookup_elem(ct_map(family), fkey);
-	if (snat || !winner ||
-	    !addr_eq(family, ct_val_addr(family, winner, new_daddr), ct_val_addr(family, fwd, new_daddr)) ||
-	    ct_val_f(family, winner, new_dport) != ct_val_f(family, fwd, new_dport))
+	if (dsr) {
+		/* nothing reserved */
+	} else if (snat || !winner ||
+		   !addr_eq(family, ct_val_addr(family, winner, new_daddr), ct_val_addr(family, fwd, new_daddr)) ||
+		   ct_val_f(family, winner, new_dport) != ct_val_f(family, fwd, new_dport))
 		ct_delete(family, rkey);
 	if (!winner)
 		return DP_R_CT_INSERT_FAILED;
@@ -500,16 +507,20 @@ static __always_inline void *lb_ingress_flow(const int family, struct ctx_buff *
 		ct = ct_lookup(family, p, CT_DIR_REPLY_IN);
 		*reason = DP_R_REPLY_TRANSLATED;
 	}
-	if (ct)
+	if (ct) {
+		dsr_seen_reply(family, p, ct);
 		return ct;
+	}
 	bufs = tc_bufs(family, stack_bufs);
 	if (!bufs) {
 		*reason = DP_R_CT_INSERT_FAILED;
 		return NULL;
 	}
 	*reason = lb_tc_new_flow(family, ctx, p, bufs, 0);
-	if (*reason == DP_R_PASSED)
+	if (*reason == DP_R_PASSED) {
 		ct_forget_replaced(family, p);
+		dsr_note_close(family, p);
+	}
 	if (*reason != DP_R_TRANSLATED)
 		return NULL;
 	return tc_buf(family, bufs, fwd);
@@ -522,6 +533,8 @@ static __always_inline int tc_ingress(const int family, struct ctx_buff *ctx, vo
 	int verdict;
 
 	reason = pkt_parse(family, ctx, p);
+	if (family == AF_INET6 && reason == DP_R_IPV6_EXT_HDR && dsr6_opt_here(ctx))
+		return TC_DSR;
 	if (reason)
 		return tc_verdict(DP_HOOK_TC_INGRESS, reason, CTX_PASS);
 	if (pkt_f(family, p, proto) == (family == AF_INET6 ? IPPROTO_ICMPV6 : IPPROTO_ICMP))
@@ -530,17 +543,51 @@ static __always_inline int tc_ingress(const int family, struct ctx_buff *ctx, vo
 		return tc4_frag_later(ctx, p, DP_HOOK_TC_INGRESS);
 
 	ct = lb_ingress_flow(family, ctx, p, stack_bufs, &reason);
+	/* Not for a frontend here: to a local backend with svcmap's DSR option
+	 * (dsr.h), the backend's node's part. */
+	if (!ct && reason == DP_R_PASSED && family == AF_INET && dsr4_opt_here(ctx))
+		return TC_DSR;
 	if (!ct && reason == DP_R_PASSED)
 		return tc_verdict(DP_HOOK_TC_INGRESS, reason, CTX_PASS);
 	if (!ct)
 		return tc_verdict(DP_HOOK_TC_INGRESS, reason, CTX_DROP);
 
+	/* Direct server return: the frontend goes along (dsr.h), added while p
+	 * still holds it. */
+	if ((ct_val_f(family, ct, flags) & CT_F_DSR) && dsr_carries_opt(family, p) && dsr_add(family, ctx, p) < 0)
+		return tc_verdict(DP_HOOK_TC_INGRESS, DP_R_DSR_OPT_FAILED, CTX_DROP);
 	if (family == AF_INET)
 		frag4_remember(p, ct);
 	if (nat_rewrite(family, ctx, p, ct) < 0)
 		return tc_verdict(DP_HOOK_TC_INGRESS, DP_R_REWRITE_FAILED, CTX_DROP);
 	verdict = fib_redirect(family, ctx, p, &reason);
 	return tc_verdict(DP_HOOK_TC_INGRESS, reason, verdict);
+}
+
+/*
+ * The backend's node, ingress of an external device: a packet whose first
+ * option claims to be svcmap's DSR option (TC_DSR). A valid one, naming a
+ * DSR frontend, is removed and its flow recorded (dsr.h), and the packet,
+ * client -> backend as the ingress node DNATed it, goes on to the stack and
+ * the local backend; anything else is dropped, counted.
+ */
+static __always_inline int tc_dsr_in(const int family, struct ctx_buff *ctx, void *p)
+{
+	const enum dp_hook hook = DP_HOOK_TC_INGRESS;
+	struct svc_value *svc = NULL;
+	enum dp_reason reason;
+	__be32 addr[4] = {};
+	__be16 port = 0;
+
+	reason = dsr_strip(family, ctx, addr, &port, &svc);
+	if (reason)
+		return tc_verdict(hook, reason, CTX_DROP);
+	/* dsr_strip() checked what the parse needs: a failure here is the rewrite's. */
+	if (pkt_parse(family, ctx, p) || !svc)
+		return tc_verdict(hook, DP_R_REWRITE_FAILED, CTX_DROP);
+	if (dsr_record(family, p, addr, port, svc) < 0)
+		return tc_verdict(hook, DP_R_CT_INSERT_FAILED, CTX_DROP);
+	return tc_verdict(hook, DP_R_DSR_ACCEPTED, CTX_PASS);
 }
 
 /* Egress of an external device (hook DP_HOOK_TC_EGRESS) or of a pod's veth
@@ -654,6 +701,21 @@ static __noinline int tc6_egress(struct ctx_buff *ctx, enum dp_hook hook)
 	struct pkt6 p;
 
 	return tc_egress(AF_INET6, ctx, &p, hook);
+}
+
+/* A packet tc4_ingress()/tc6_ingress() returned as TC_DSR. */
+static __noinline int tc4_dsr_in(struct ctx_buff *ctx)
+{
+	struct pkt4 p;
+
+	return tc_dsr_in(AF_INET, ctx, &p);
+}
+
+static __noinline int tc6_dsr_in(struct ctx_buff *ctx)
+{
+	struct pkt6 p;
+
+	return tc_dsr_in(AF_INET6, ctx, &p);
 }
 
 /* The pod veth's ingress instances (veth.c). */

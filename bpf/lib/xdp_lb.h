@@ -125,6 +125,10 @@ static __always_inline int xdp_ingress(const int family, struct xdp_md *ctx, voi
 	ct = lb_ingress_flow(family, ctx, p, stack_bufs, &reason);
 	if (!ct)
 		return xdp_verdict(reason, reason == DP_R_PASSED ? XDP_PASS : XDP_DROP);
+	/* A DSR flow's packet that carries the frontend (dsr.h): tc adds it, by
+	 * the entry stored now. */
+	if ((ct_val_f(family, ct, flags) & CT_F_DSR) && dsr_carries_opt(family, p))
+		return xdp_verdict(DP_R_TO_TC, XDP_PASS);
 	if (xdp_csum_partial(family, ctx, p))
 		return xdp_verdict(DP_R_TO_TC, XDP_PASS);
 	rc = xdp_fib_lookup(family, ctx, p, ct, &fib);

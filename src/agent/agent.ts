@@ -39,6 +39,7 @@ import { HeapReclaimer } from './loops/heap.ts';
 import { countingProblemReporter } from './loops/problems-log.ts';
 import { fileSourcePart } from './loops/source-part.ts';
 import { SyncLoop } from './loops/sync-loop.ts';
+import { DEFAULT_LB_MODE } from './loops/targets.ts';
 import { SyncStatus } from './loops/sync-status.ts';
 
 /** stallMs: how long a watch may stay silent before its API server counts as stalled (default: server-bound.ts). */
@@ -149,7 +150,7 @@ function buildParts(
   k8s: KubeKit | undefined,
 ): { parts: Component[]; servers: HttpServers; tc: TcDatapath } {
   const families: IpFamily[] = dp.maps.v6 ? ['IPv4', 'IPv6'] : ['IPv4'];
-  const metrics = new AgentMetrics({ families, ...(cfg.build ? { build: cfg.build } : {}) });
+  const metrics = new AgentMetrics({ families, lbMode: cfg.lbMode ?? DEFAULT_LB_MODE, ...(cfg.build ? { build: cfg.build } : {}) });
   const bpfBuild = { ...(cfg.objectDir ? { objectDir: cfg.objectDir } : {}), ...(cfg.forceCompile ? { forceCompile: true } : {}) };
   const terminator = new SocketTerminator(
     {
@@ -250,7 +251,12 @@ function buildParts(
   const healthChecks = new HealthCheckPorts(log, () => proxyHealthy(status.health, healthTimeoutMs));
   const servers = new HttpServers(
     metrics,
-    { metrics: cfg.metrics, health: cfg.health && { ...cfg.health, families }, state: () => status.health, timeoutMs: healthTimeoutMs },
+    {
+      metrics: cfg.metrics,
+      health: cfg.health && { ...cfg.health, families, lbMode: cfg.lbMode ?? DEFAULT_LB_MODE },
+      state: () => status.health,
+      timeoutMs: healthTimeoutMs,
+    },
     log,
   );
 

@@ -25,6 +25,8 @@ import {
   type LbAlgorithmName,
   lbAlgorithmName,
   SVC_F_AFFINITY,
+  SVC_F_DSR,
+  SVC_F_ETP_LOCAL,
   SVC_F_SRC_RANGES,
   SVC_F_TWO_SCOPES,
   SVC_F_WILDCARD,
@@ -118,6 +120,8 @@ export interface Explanation {
   client: string | null;
   /** tc path: each external device and what meets the packet there first (svcmap status's list; absent: not read). */
   devices?: Array<{ device: string; runs: string }>;
+  /** tc path with a frontend: how a backend on another node is reached (the master entry's SVC_F_DSR), in words. */
+  mode?: { mode: 'snat' | 'dsr'; text: string };
   frontend: FrontendExplanation | null;
   /** tc with affinity: the client's own entry (null: it has none). */
   clientAffinity?: AffinityEntryView | null;
@@ -185,6 +189,22 @@ function entryView(k: AffinityKey, v: AffinityValue, key: SvcKey, svc: SvcValue,
     current: stale === undefined,
     ...(stale ? { stale } : {}),
   };
+}
+
+/**
+ * What a flow from outside gets on its way to a backend on another node
+ * with SVC_F_DSR the client's address is kept and the
+ * backend's node answers the client directly; else SNAT to this node. A
+ * backend on this node is only DNATed either way.
+ */
+export function modeOf(flags: number): NonNullable<Explanation['mode']> {
+  const local = (flags & SVC_F_ETP_LOCAL) !== 0 ? "; externalTrafficPolicy Local: only this node's backends, DNAT only" : '';
+  return (flags & SVC_F_DSR) !== 0
+    ? {
+        mode: 'dsr',
+        text: `dsr (a backend on another node sees the client's address; its node answers the client directly, from the frontend's address)${local}`,
+      }
+    : { mode: 'snat', text: `snat (a backend on another node sees this node's address; its replies return through this node)${local}` };
 }
 
 /** VIP:PORT/PROTO as asked ([::ffff:a.b.c.d]:PORT for an IPv4-mapped one). */
@@ -264,7 +284,7 @@ export function explain(q: ExplainQuery, r: ExplainReaders): Explanation {
           .map(([k, v]) => entryView(k, v, key, svc, r))
           .sort((a, b) => a.lastUsedSecondsAgo - b.lastUsedSecondsAgo || a.client.localeCompare(b.client))
       : [];
-  const out = { ...base, frontend, remembered };
+  const out = { ...base, frontend, remembered, ...(path === 'tc' ? { mode: modeOf(master.flags) } : {}) };
 
   if (path === 'tc' && (svc.flags & SVC_F_SRC_RANGES) !== 0 && r.sourceAllowed && !r.sourceAllowed(svc.rev_nat_id, q.from!)) {
     return { ...out, verdict: { kind: 'dropped', text: `dropped at tc: ${q.from} is not in the frontend's loadBalancerSourceRanges` } };
@@ -361,6 +381,7 @@ export function renderExplanation(e: Explanation, style: TableStyle = PLAIN): st
   row('Frontend', e.frontend ? `${e.frontend.frontend}${e.frontend.matched ? ` (${e.query}: ${e.frontend.matched})` : ''}` : e.query);
   row('Path', e.path === 'socket' ? 'socket hooks (a connection made on this node)' : `tc (a packet from ${e.client}, outside the node)`);
   if (e.devices) row('Hook', hookText(e.devices));
+  if (e.mode) row('Mode', e.mode.text);
   const f = e.frontend;
   if (f) {
     row('Flags', f.flags.join(', ') || '-');

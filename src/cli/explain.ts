@@ -55,7 +55,7 @@ export const explainCommand = command({
         }
         return addr;
       }),
-      help: 'a packet from this client outside the node (XDP or tc: which one on each device is said), with its affinity entry and loadBalancerSourceRanges; an IPv6 client for an IPv6 VIP, an IPv4 one for an IPv4 VIP (tc translates a packet within its family)',
+      help: 'a packet from this client outside the node (XDP or tc: which one on each device is said; the mode, snat or direct server return, a backend on another node is reached by), with its affinity entry and loadBalancerSourceRanges; an IPv6 client for an IPv6 VIP, an IPv4 one for an IPv4 VIP (tc translates a packet within its family)',
     },
     output: outputFlag(['table', 'wide', 'json']),
     'no-headers': noHeadersFlag,

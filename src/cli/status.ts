@@ -20,12 +20,13 @@ import { command, noHeadersFlag, parseFlags, pinDirFlag } from './args.ts';
 import { type Column, PLAIN, type TableStyle, formatData, isTable, outputFlag, printed, renderColumns, tableStyle } from './format.ts';
 import { pinDirExists, withPinAccess } from './pin-access.ts';
 import { type AgentAnswer, askAgent, describeAgent } from './agent-health.ts';
+import { type DsrCount, lbModeText, pinnedDsrCount } from './status-lb-mode.ts';
 
 export const statusCommand = command({
   name: 'status',
   summary: 'attached programs, map fill levels, SNAT addresses, datapath counters',
   description:
-    "Says what the running agent reports at /healthz (healthy, ready, the API server it uses and its failovers), then lists the external devices and what meets traffic from outside on each (XDP in driver or generic mode in front of tc, or tc only), the attached programs and where they are attached (cgroup, tcx, tc or xdp), each map's fill level, the SNAT address of each device (svcmap_devaddr), and the datapath's counters that are not zero (svcmap_datapath_packets_total: per hook, what became of the packets).",
+    "Says what the running agent reports at /healthz (healthy, ready, the API server it uses and its failovers), then lists the external devices and what meets traffic from outside on each (XDP in driver or generic mode in front of tc, or tc only), the node's lb mode (the agent's --lb-mode) and how many frontends from outside use direct server return, the attached programs and where they are attached (cgroup, tcx, tc or xdp), each map's fill level, the SNAT address of each device (svcmap_devaddr), and the datapath's counters that are not zero (svcmap_datapath_packets_total: per hook, what became of the packets).",
   flags: {
     output: outputFlag(),
     'no-headers': noHeadersFlag,
@@ -67,6 +68,8 @@ export interface StatusReport {
   devices: Array<{ device: string; runs: DeviceRuns }>;
   /** The Pods whose sockets the socket LB leaves alone (svcmap_sock_byp), by name; cgroupId as a decimal string. */
   socketLbBypass: Array<{ pod: string; cgroupId: string }>;
+  /** The frontends from outside (both families' master entries) and how many carry direct server return (SVC_F_DSR). */
+  dsr: DsrCount;
 }
 
 /** svcmap_sock_byp's Pods, sorted by name. */
@@ -203,6 +206,7 @@ export function collectStatus(pinDir: string): StatusReport {
     veths: pinnedVeths(pinDir),
     socketLbBypass: bypassedPods(pinDir),
     devices: externalDevices(programs),
+    dsr: pinnedDsrCount(pinDir),
   };
   for (const spec of ALL_MAPS) {
     const path = join(pinDir, spec.name);
@@ -350,6 +354,7 @@ export function renderStatus(r: StatusReport, style: TableStyle = PLAIN): string
           ? [`pods bypassing the socket LB: ${r.socketLbBypass.map((b) => `${b.pod} (cgroup ${b.cgroupId})`).join(', ')}`]
           : []),
         `external devices: ${r.devices.length ? r.devices.map((d) => `${d.device} (${d.runs})`).join(', ') : '(none)'}`,
+        lbModeText(r.agent && 'lbMode' in r.agent ? r.agent.lbMode : undefined, r.dsr),
       ]
     : [];
   sections.forEach((s, i) => {

@@ -231,6 +231,34 @@ export const DP_REASONS: readonly DpReason[] = [
     help: 'left to tc, untouched: ICMP, fragments, a possibly partial checksum, or no route XDP can send by (unresolved neighbour, a device that takes no XDP frames, MTU, TTL)',
   },
   {
+    id: c.DP_R_DSR_ACCEPTED,
+    name: 'dsr_accepted',
+    hooks: TC_IN,
+    drop: false,
+    help: "direct server return, the backend's node: the DSR option names a DSR frontend: recorded (the replies leave with it as source), removed, on to the local backend",
+  },
+  {
+    id: c.DP_R_DSR_BAD_FRONTEND,
+    name: 'dsr_bad_frontend',
+    hooks: TC_IN,
+    drop: true,
+    help: 'a DSR option naming no frontend of this node with direct server return: dropped (no client makes the node answer from an address of its choice)',
+  },
+  {
+    id: c.DP_R_DSR_MALFORMED,
+    name: 'dsr_malformed',
+    hooks: TC_IN,
+    drop: true,
+    help: 'a DSR option of the wrong length or for another protocol than TCP or UDP, or cut short: dropped',
+  },
+  {
+    id: c.DP_R_DSR_OPT_FAILED,
+    name: 'dsr_option_failed',
+    hooks: TC_IN,
+    drop: true,
+    help: 'direct server return, the ingress node: the option carrying the frontend could not be added (an IPv4 header with no room left): dropped',
+  },
+  {
     id: c.DP_R_REVNAT_STALE,
     name: 'revnat_stale',
     hooks: SOCK_REV,
@@ -273,6 +301,7 @@ export const CT_FLAG_NAMES: Array<[number, string]> = [
   [c.CT_F_FIN_FWD, 'fin-fwd'],
   [c.CT_F_FIN_REPLY, 'fin-reply'],
   [c.CT_F_COUNTED, 'counted'],
+  [c.CT_F_DSR, 'dsr'],
 ];
 
 export function flagNames(flags: number): string[] {

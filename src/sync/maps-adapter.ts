@@ -55,19 +55,7 @@ export class MapsAdapter implements MapSource, MapWriter {
     this.maps.services.putMany(entries);
   }
   putSlots(slots: readonly SlotWrite[]): void {
-    const k: SvcKey = { addr: '', port: 0, proto: 0, scope: 0, slot: 0 };
-    const v: SvcValue = { backend_id: 0, rev_nat_id: 0, count: 0, flags: 0, algorithm: 0, affinity_timeout: 0 };
-    const entry = [k, v] as const;
-    this.maps.services.putEach(slots.length, (i) => {
-      const s = slots[i]!;
-      k.addr = s.key.addr;
-      k.port = s.key.port;
-      k.proto = s.key.proto;
-      k.scope = s.key.scope;
-      k.slot = s.slot;
-      v.backend_id = s.backendId;
-      return entry;
-    });
+    this.maps.services.putEach(slots.length, slotEntries(slots));
   }
   deleteServices(keys: readonly SvcKey[]): void {
     this.maps.services.deleteMany(keys);
@@ -103,4 +91,25 @@ export class MapsAdapter implements MapSource, MapWriter {
       );
     return this.maps.maglev;
   }
+}
+
+/**
+ * The services-map entry of slots[i], as one key and value object filled
+ * anew for each i (the batch encodes it before asking for the next): no
+ * allocation per slot, 100k of them in a first full sync at 10k x 10.
+ */
+export function slotEntries(slots: readonly SlotWrite[]): (i: number) => readonly [SvcKey, SvcValue] {
+  const k: SvcKey = { addr: '', port: 0, proto: 0, scope: 0, slot: 0 };
+  const v: SvcValue = { backend_id: 0, rev_nat_id: 0, count: 0, flags: 0, algorithm: 0, affinity_timeout: 0 };
+  const entry = [k, v] as const;
+  return (i) => {
+    const s = slots[i]!;
+    k.addr = s.key.addr;
+    k.port = s.key.port;
+    k.proto = s.key.proto;
+    k.scope = s.key.scope;
+    k.slot = s.slot;
+    v.backend_id = s.backendId;
+    return entry;
+  };
 }

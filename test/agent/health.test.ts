@@ -1,11 +1,12 @@
 // The health endpoints fed by the real SyncStatus: /readyz says when the last
 // sync succeeded and, while syncs fail and are retried, how many failed in a
-// row; the failure counter is split by kind. Then what a healthCheckNodePort
+// row; the failure counter is split by kind; /healthz says the node's lb mode. Then what a healthCheckNodePort
 // counts and answers.
 import pino from 'pino';
 import t from 'tap';
 import { healthCheckBody, healthCheckOf } from '../../src/agent/http/health-check-ports.ts';
 import { serveHealth } from '../../src/agent/http/http-servers.ts';
+import { askAgent } from '../../src/cli/agent-health.ts';
 import { AgentMetrics } from '../../src/agent/http/metrics.ts';
 import { SyncStatus } from '../../src/agent/loops/sync-status.ts';
 import { buildDesiredState } from '../model/desired.ts';
@@ -72,6 +73,28 @@ t.test('/readyz: the last successful sync, and the failures since', async (t) =>
   r = await readyz();
   t.notOk('consecutiveSyncFailures' in r.body, 'a success ends the run of failures');
   t.equal(r.body['lastSuccessfulSync'], new Date(status.health.lastSyncAt).toISOString());
+});
+
+t.test("/healthz says the node's --lb-mode, svcmap status reads it, and svcmap_lb_mode_info carries it", async (t) => {
+  for (const lbMode of ['snat', 'dsr', 'hybrid'] as const) {
+    const metrics = new AgentMetrics({ lbMode });
+    const status = new SyncStatus(metrics, pino({ level: 'silent' }));
+    const { server, port } = await serveHealth(() => status.health, 60_000, { bindAddress: '127.0.0.1', port: 0, lbMode });
+    t.teardown(() => server.close());
+    const body = (await (await fetch(`http://127.0.0.1:${port}/healthz`)).json()) as Record<string, unknown>;
+    t.equal(body['lbMode'], lbMode, `/healthz: ${lbMode}`);
+    t.match(await askAgent(`127.0.0.1:${port}`), { healthy: true, lbMode }, 'as svcmap status reads it');
+    t.equal(
+      (await metrics.registry.getSingleMetricAsString('svcmap_lb_mode_info'))
+        .split('\n')
+        .filter((l) => !l.startsWith('#'))
+        .join('\n'),
+      `svcmap_lb_mode_info{mode="${lbMode}"} 1`,
+      'the metric: one sample, the mode',
+    );
+  }
+  const metrics = new AgentMetrics();
+  t.match(await metrics.registry.getSingleMetricAsString('svcmap_lb_mode_info'), /^svcmap_lb_mode_info\{mode="snat"\} 1$/m, 'default snat');
 });
 
 // healthCheckOf over what the model builds from a Service and its slices

@@ -5,6 +5,7 @@ import t from 'tap';
 import { buildDumpView, renderTable, zoneNames } from '../../src/cli/dump-view.ts';
 import { cells, checkTableStyles } from './table-styles.ts';
 import type { BackendConns, BackendValue, RevNatValue, SvcKey, SvcValue } from '../../src/maps/codecs.ts';
+import { SVC_F_DSR, SVC_F_NODEPORT } from '../../src/maps/constants.ts';
 
 const master = (count: number, revNat: number): SvcValue => ({
   backend_id: 0,
@@ -142,3 +143,28 @@ t.test(
     t.equal(renderTable([], { wide: false, headers: false }), '', 'no frontends, no headers: nothing at all');
   },
 );
+
+t.test("direct server return: the master entry's SVC_F_DSR shows as dsr among the flags", async (t) => {
+  const services: Array<[SvcKey, SvcValue]> = [
+    [key('192.0.2.10', 0), { ...master(1, 1), flags: SVC_F_NODEPORT | SVC_F_DSR }],
+    [key('192.0.2.10', 1), slot(1)],
+    [key('10.96.0.10', 0), master(1, 2)],
+    [key('10.96.0.10', 1), slot(1)],
+  ];
+  const view = buildDumpView(
+    services,
+    [[1, be('10.244.0.1')]],
+    [
+      [1, { addr: '192.0.2.10', port: 80 }],
+      [2, { addr: '10.96.0.10', port: 80 }],
+    ],
+  );
+  t.same(
+    view.map((v) => [v.frontend, v.flags]),
+    [
+      ['10.96.0.10:80/TCP', ['ClusterIP']],
+      ['192.0.2.10:80/TCP', ['NodePort', 'dsr']],
+    ],
+  );
+  t.match(renderTable(view), /^192\.0\.2\.10:80\/TCP\s+NodePort,dsr\s/m, 'the table');
+});

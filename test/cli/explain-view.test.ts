@@ -18,6 +18,7 @@ import {
   LB_ALG_RANDOM,
   SVC_F_AFFINITY,
   SVC_F_CLUSTERIP,
+  SVC_F_DSR,
   SVC_F_ETP_LOCAL,
   SVC_F_NODEPORT,
   SVC_F_SRC_RANGES,
@@ -574,5 +575,38 @@ t.test(
       ['1', '1', '10.244.0.11:8080', 'active', 'no', '3', 'zone-a'],
     ]);
     t.same(cells(tables(wide)[1]![1]!), ['socket netns 4097', '10.244.0.12:8080', '2', '2', '2s ago', 'yes']);
+  },
+);
+
+t.test(
+  "the Mode line: how a flow from outside reaches a backend on another node (the master entry's dsr flag), tc path only",
+  async (t) => {
+    const m = three()
+      .frontend({ addr: '192.0.2.10', port: 30080, flags: SVC_F_NODEPORT | SVC_F_DSR, revNat: 1, slots: [1, 3] })
+      .frontend({ addr: '192.0.2.10', port: 30080, proto: IPPROTO_UDP, flags: SVC_F_NODEPORT, revNat: 2, slots: [1, 3] })
+      .frontend({ addr: '192.0.2.10', port: 30081, flags: SVC_F_NODEPORT | SVC_F_DSR | SVC_F_ETP_LOCAL, revNat: 3, slots: [3] });
+    const devices = [{ device: 'eth0', runs: 'tc only' }];
+    const dsr = explain(tcp('192.0.2.10', 30080, '198.51.100.7'), m.readers());
+    t.match(dsr.mode, { mode: 'dsr' });
+    t.match(
+      renderExplanation({ ...dsr, devices }),
+      /^Hook: {7}eth0: tc ingress\nMode: {7}dsr \(a backend on another node sees the client's address; its node answers the client directly, from the frontend's address\)\nFlags: {6}NodePort, dsr$/m,
+      'next to the Hook line',
+    );
+    // hybrid: the UDP entry of the same Service has no dsr flag.
+    const udp = explain({ addr: '192.0.2.10', port: 30080, proto: IPPROTO_UDP, from: '198.51.100.7' }, m.readers());
+    t.match(udp.mode, { mode: 'snat' });
+    t.match(
+      renderExplanation(udp),
+      /^Mode: {7}snat \(a backend on another node sees this node's address; its replies return through this node\)$/m,
+    );
+    t.match(
+      renderExplanation(explain(tcp('192.0.2.10', 30081, '198.51.100.7'), m.readers())),
+      /^Mode: {7}dsr \(.*\); externalTrafficPolicy Local: only this node's backends, DNAT only$/m,
+    );
+    const socket = explain(tcp('192.0.2.10', 30080), m.readers());
+    t.equal(socket.mode, undefined, 'the socket path: no mode (connect() is translated, no packet is forwarded)');
+    t.notMatch(renderExplanation(socket), /^Mode:/m);
+    t.notMatch(renderExplanation(explain(tcp('192.0.2.99', 30080, '198.51.100.7'), m.readers())), /^Mode:/m, 'no frontend: no mode');
   },
 );

@@ -4,6 +4,18 @@
 import t from 'tap';
 import type { NoFrames } from '../../src/agent/datapath/xdp-devices.ts';
 import { type StatusReport, externalDevices, renderStatus } from '../../src/cli/status.ts';
+import { countDsr } from '../../src/cli/status-lb-mode.ts';
+import type { SvcKey, SvcValue } from '../../src/maps/codecs.ts';
+import {
+  SVC_F_CLUSTERIP,
+  SVC_F_DSR,
+  SVC_F_EXTERNALIP,
+  SVC_F_LOADBALANCER,
+  SVC_F_NODEPORT,
+  SVC_F_TWO_SCOPES,
+  SVC_SCOPE_EXT,
+  SVC_SCOPE_INT,
+} from '../../src/maps/constants.ts';
 import { cells, checkTableStyles } from './table-styles.ts';
 
 const report: StatusReport = {
@@ -11,6 +23,7 @@ const report: StatusReport = {
   socketLb: 'host-only',
   veths: ['veth1a2b', 'veth3c4d'],
   socketLbBypass: [],
+  dsr: { dsr: 0, fromOutside: 0 },
   devices: [
     { device: 'eth0', runs: 'xdp native' },
     { device: 'eth1', runs: 'tc only' },
@@ -80,7 +93,7 @@ t.test('the plain table: each section a title, a header and its rows', async (t)
   const text = renderStatus(report);
   t.match(
     text,
-    /^pin directory: \/sys\/fs\/bpf\/svcmap-x\nsocket LB: host-only \(the node.s own sockets; pods. traffic is translated at their veths\)\npod veths with programs: veth1a2b, veth3c4d\nexternal devices: eth0 \(xdp native\), eth1 \(tc only\)\n\nPROGRAMS\n {2}ATTACH TYPE +PROGRAM +ID +ATTACHED\n {2}cgroup\/connect4 +svcmap_connect4 +41 +cgroup link on cgroup \/sys\/fs\/cgroup\/x\n/,
+    /^pin directory: \/sys\/fs\/bpf\/svcmap-x\nsocket LB: host-only \(the node.s own sockets; pods. traffic is translated at their veths\)\npod veths with programs: veth1a2b, veth3c4d\nexternal devices: eth0 \(xdp native\), eth1 \(tc only\)\nlb mode: unknown \(the agent did not say\); direct server return on 0 of 0 frontends from outside\n\nPROGRAMS\n {2}ATTACH TYPE +PROGRAM +ID +ATTACHED\n {2}cgroup\/connect4 +svcmap_connect4 +41 +cgroup link on cgroup \/sys\/fs\/cgroup\/x\n/,
   );
   t.match(text, /^ {2}svcmap_svc +hash +2\/65536 +0\.0% +services: frontends/m);
   t.match(
@@ -132,10 +145,11 @@ t.test('empty sections: a placeholder in the table, nothing without headers', as
     veths: [],
     socketLbBypass: [],
     devices: [],
+    dsr: { dsr: 0, fromOutside: 0 },
   };
   t.equal(
     renderStatus(empty),
-    'pin directory: /p\nsocket LB: all\npod veths with programs: (none)\nexternal devices: (none)\n\nPROGRAMS\n  (none attached)\n\nMAPS\n  (none pinned)\n\n' +
+    'pin directory: /p\nsocket LB: all\npod veths with programs: (none)\nexternal devices: (none)\nlb mode: unknown (the agent did not say); direct server return on 0 of 0 frontends from outside\n\nPROGRAMS\n  (none attached)\n\nMAPS\n  (none pinned)\n\n' +
       "SNAT ADDRESSES (svcmap_devaddr, svcmap_devaddr6: a flow SNATed out of a device takes its address of the flow's family)\n  (none)\n\n" +
       'DATAPATH COUNTERS (not zero; svcmap_datapath_packets_total)\n  (all zero)\n',
   );
@@ -203,5 +217,32 @@ t.test('external devices: XDP in front of tc where an xdp link runs, else tc onl
       device: 'eth0',
       runs: 'xdp native; forwarding left to tc: the peer takes no XDP frames',
     },
+  );
+});
+
+t.test("the lb mode line: the agent's --lb-mode, and the frontends from outside that carry dsr in the pins", async (t) => {
+  const entry = (addr: string, flags: number, slot = 0, scope = SVC_SCOPE_EXT): [SvcKey, SvcValue] => [
+    { addr, port: 80, proto: 6, scope, slot },
+    { backend_id: 0, rev_nat_id: 1, count: 1, flags, algorithm: 0, affinity_timeout: 0 },
+  ];
+  const counted = countDsr([
+    entry('10.96.0.1', SVC_F_CLUSTERIP), // ClusterIP: not from outside
+    entry('192.0.2.1', SVC_F_NODEPORT | SVC_F_DSR),
+    entry('192.0.2.1', SVC_F_NODEPORT | SVC_F_DSR, 1), // a backend slot: not a frontend
+    entry('0.0.0.0', SVC_F_NODEPORT | SVC_F_DSR | SVC_F_TWO_SCOPES),
+    entry('0.0.0.0', SVC_F_NODEPORT | SVC_F_DSR, 0, SVC_SCOPE_INT), // the internal twin: the same frontend
+    entry('203.0.113.1', SVC_F_LOADBALANCER),
+    entry('198.51.100.1', SVC_F_EXTERNALIP | SVC_F_DSR),
+  ]);
+  t.same(counted, { dsr: 3, fromOutside: 4 });
+  const agent = { healthz: 'http://127.0.0.1:10256/healthz', healthy: true, ready: true };
+  t.match(
+    renderStatus({ ...report, dsr: counted, agent: { ...agent, lbMode: 'hybrid' } }),
+    /^external devices: .*\nlb mode: hybrid \(the agent's --lb-mode\); direct server return on 3 of 4 frontends from outside\n/m,
+  );
+  t.match(
+    renderStatus({ ...report, dsr: { dsr: 0, fromOutside: 1 }, agent: { healthz: 'http://x/healthz', error: 'ECONNREFUSED' } }),
+    /^lb mode: unknown \(the agent did not say\); direct server return on 0 of 1 frontend from outside$/m,
+    'an agent that does not answer: the pins still say what they hold',
   );
 });

@@ -8,6 +8,7 @@ import type { AgentMetrics } from './metrics.ts';
 import type { Component } from '../components.ts';
 import type { Logger } from '../log.ts';
 import { familyOf } from '../../util/family.ts';
+import type { LbMode } from '../../maps/constants.ts';
 
 export interface HealthState {
   /** Set after the first full sync: the maps reflect the cluster. */
@@ -25,6 +26,9 @@ export interface HealthState {
   /** The Kubernetes source's API server in use and its failovers so far (absent with the file source). */
   apiServer?: { url: string; failovers: number };
 }
+
+/** What the health endpoint says besides the state: the address families served and the node's --lb-mode. */
+export type HealthOptions = ServerOptions & { families?: readonly string[]; lbMode?: LbMode };
 
 /** kube-proxy's rule: healthy unless a change has waited `timeoutMs` or longer without reaching the maps. */
 export function proxyHealthy(s: Pick<HealthState, 'pendingSince'>, timeoutMs: number, now = Date.now()): boolean {
@@ -69,13 +73,13 @@ export async function serveMetrics(metrics: AgentMetrics, opts: ServerOptions): 
  * lastSuccessfulSync and, while syncs fail and are retried, how many failed
  * in a row and since when a change waits; with the Kubernetes source, the
  * API server in use (apiServer) and how often the agent moved to another
- * (apiServerFailovers). /readyz: 200 once the first full
- * sync is done.
+ * (apiServerFailovers); the node's --lb-mode (lbMode). /readyz: 200 once
+ * the first full sync is done.
  */
 export async function serveHealth(
   state: () => HealthState,
   timeoutMs: number,
-  opts: ServerOptions & { families?: readonly string[] },
+  opts: HealthOptions,
 ): Promise<{ server: Server; port: number }> {
   const families = opts.families ?? ['IPv4'];
   const iso = (ms: number) => new Date(ms).toISOString();
@@ -100,6 +104,7 @@ export async function serveHealth(
       ...(s.consecutiveFailures ? { consecutiveSyncFailures: s.consecutiveFailures } : {}),
       ...(s.pendingSince ? { pendingSince: iso(s.pendingSince) } : {}),
       ...(s.apiServer ? { apiServer: s.apiServer.url, apiServerFailovers: s.apiServer.failovers } : {}),
+      ...(opts.lbMode ? { lbMode: opts.lbMode } : {}),
     };
     const ok = path === '/readyz' ? s.ready : path === '/healthz' ? proxy && s.nodeEligible : proxy;
     res
@@ -113,7 +118,7 @@ export interface HttpServersOptions {
   /** null: no metrics endpoint. */
   metrics: ServerOptions | null;
   /** null: no health endpoint. */
-  health: (ServerOptions & { families?: readonly string[] }) | null;
+  health: HealthOptions | null;
   /** The health state the health endpoint reports, and how long a change may wait before it answers 503. */
   state: () => HealthState;
   timeoutMs: number;

@@ -7,6 +7,8 @@ import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom
 import type { BackendConnectionsRow } from '../../maps/backend-connections.ts';
 import type { DpCounterRow } from '../../maps/datapath-counters.ts';
 import { type IpFamily, KubeProxyMetrics } from './kube-proxy-metrics.ts';
+import { LB_MODES, type LbMode } from '../../maps/constants.ts';
+import { DEFAULT_LB_MODE } from '../loops/targets.ts';
 
 /** What svcmap_build_info says: the release and commit running, and the Node it runs on. */
 export interface BuildLabels {
@@ -19,6 +21,8 @@ export interface MetricsOptions {
   /** The address families whose maps the agent syncs (default IPv4). */
   families?: readonly IpFamily[];
   build?: BuildLabels;
+  /** The node's --lb-mode (svcmap_lb_mode_info; default snat). */
+  lbMode?: LbMode;
 }
 
 export const SYNC_ERROR_KINDS = ['invalid_object', 'map_full', 'write_failed', 'frontend_conflict', 'source', 'annotation_value'] as const;
@@ -103,6 +107,13 @@ export class AgentMetrics {
       labelNames: ['device', 'runs'],
       registers: [this.registry],
     });
+    const lbMode = new Gauge({
+      name: 'svcmap_lb_mode_info',
+      help: `Always 1, for the node's --lb-mode (mode: ${LB_MODES.join(', ')}): how NodePort, LoadBalancer and externalIP traffic reaches a backend on another node when its Service has no svcmap.io/lb-mode annotation.`,
+      labelNames: ['mode'],
+      registers: [this.registry],
+    });
+    lbMode.set({ mode: opts.lbMode ?? DEFAULT_LB_MODE }, 1);
     this.#apiServer = new Gauge({
       name: 'svcmap_k8s_api_server_info',
       help: 'Always 1, for the API server the agent lists and watches through now (url); another after a failover.',

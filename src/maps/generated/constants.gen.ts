@@ -100,6 +100,7 @@ export const CT_F_CLOSING = 0x08;
 export const CT_F_FIN_FWD = 0x10;
 export const CT_F_FIN_REPLY = 0x20;
 export const CT_F_COUNTED = 0x40;
+export const CT_F_DSR = 0x80;
 export const SNAT_TAKE_OVER_MAX_NS = 9000000000;
 export const AFFINITY_ORIGIN_SOCK = 1;
 export const AFFINITY_ORIGIN_TC = 2;
@@ -184,7 +185,15 @@ export const DP_R_MIGRATION_HOLD = 22;
 export const DP_R_SOCK_BYPASSED = 23;
 /** xdp: what XDP leaves to tc (ICMP, fragments, a partial checksum, no route XDP can take): untouched */
 export const DP_R_TO_TC = 24;
-export const DP_R_MAX = 25;
+/** tc: a DSR option naming a DSR frontend: recorded, removed, on to the local backend */
+export const DP_R_DSR_ACCEPTED = 25;
+/** tc: a DSR option naming no DSR frontend of this node: dropped */
+export const DP_R_DSR_BAD_FRONTEND = 26;
+/** tc: a DSR option of the wrong length or protocol, or cut short: dropped */
+export const DP_R_DSR_MALFORMED = 27;
+/** tc: the DSR option could not be added (no room in the IPv4 header): dropped */
+export const DP_R_DSR_OPT_FAILED = 28;
+export const DP_R_MAX = 29;
 export const DP_REASON_STRIDE = 32;
 /** 16 hooks of DP_REASON_STRIDE reasons */
 export const SVCMAP_METRICS_MAX = 512;
