@@ -143,7 +143,10 @@ for (const hook of ['tc', 'xdp'] as const) {
         await c.lab.exec(c.clientPod, 'ethtool', ['-K', c.clientPod.ifname, 'tx', 'off']);
         await c.lab.exec(c.node2, 'ethtool', ['-K', 'eth0', 'tx', 'off']);
         const obj = xdpPassObject((fn) => t.teardown(fn));
+        const from = c.agent.mark();
         for (const peer of ['n1', 'n2']) await c.lab.ip(c.net, 'link', 'set', 'dev', peer, 'xdpdrv', 'obj', obj, 'program', 'xdp_pass_a');
+        // node1's agent started before: it left forwarding to tc until now, and follows (node2's starts after).
+        await c.agent.waitFor((l) => l.msg === 'XDP on eth0 forwards: the device takes XDP frames now', { from, what: 'XDP forwards' });
       }
       node2 = await startNodeAgent(c.lab, c.node2, 'node2', { 'nodes.yaml': NODES_YAML }, args);
       for (const { mode, n } of MODES) {
