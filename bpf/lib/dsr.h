@@ -291,6 +291,17 @@ static __always_inline void dsr_note_close(const int family, const void *p)
 	ct_val_f(family, v, last_seen) = bpf_ktime_get_ns();
 }
 
+/* Whether the TCP or UDP header at l4_off (from the frame's start) is in
+ * the packet and inside the IP datagram's ip_len bytes (from the IP header's
+ * start): what pkt_parse() will demand once the option is gone, checked
+ * before, so that nothing is removed from a packet that is then dropped. */
+static __always_inline int dsr_l4_whole(struct ctx_buff *ctx, __u8 proto, __u32 l4_off, __u32 ip_len)
+{
+	__u32 min = proto == IPPROTO_TCP ? sizeof(struct tcphdr) : sizeof(struct udphdr);
+
+	return ctx_len(ctx) >= l4_off + min && ip_len >= l4_off - ETH_HLEN + min;
+}
+
 /*
  * Removes the option (the first after the fixed header, dsr*_opt_here())
  * from the packet once it names a DSR frontend (dsr_frontend(), into *svc),
@@ -316,8 +327,10 @@ static __always_inline enum dp_reason dsr_strip(const int family, struct ctx_buf
 		*port = opt.port;
 		proto = opt.nexthdr;
 		ip.nexthdr = opt.nexthdr;
-		ip.payload_len = bpf_htons(bpf_ntohs(ip.payload_len) - DSR_OPT6_LEN);
-		if (proto != IPPROTO_TCP && proto != IPPROTO_UDP)
+		ip.payload_len = bpf_htons(bpf_ntohs(ip.payload_len) - DSR_OPT6_LEN); /* the header as it will be */
+		if ((proto != IPPROTO_TCP && proto != IPPROTO_UDP) ||
+		    !dsr_l4_whole(ctx, proto, IP6_OFF + sizeof(ip) + DSR_OPT6_LEN,
+				  sizeof(ip) + DSR_OPT6_LEN + bpf_ntohs(ip.payload_len)))
 			return DP_R_DSR_MALFORMED;
 		*svc = dsr_frontend(family, addr, *port, proto);
 		if (!*svc)
@@ -341,7 +354,9 @@ static __always_inline enum dp_reason dsr_strip(const int family, struct ctx_buf
 		*addr = gone.opt.addr;
 		*port = gone.opt.port;
 		proto = ip.protocol;
-		if (proto != IPPROTO_TCP && proto != IPPROTO_UDP)
+		/* Not a later fragment (ours is not copied there: no ports to record). */
+		if ((proto != IPPROTO_TCP && proto != IPPROTO_UDP) || (ip.frag_off & bpf_htons(IP4_OFFSET)) ||
+		    !dsr_l4_whole(ctx, proto, IP4_OFF + ip.ihl * 4, bpf_ntohs(ip.tot_len)))
 			return DP_R_DSR_MALFORMED;
 		*svc = dsr_frontend(family, addr, *port, proto);
 		if (!*svc)

@@ -582,11 +582,9 @@ static __always_inline int tc_dsr_in(const int family, struct ctx_buff *ctx, voi
 	reason = dsr_strip(family, ctx, addr, &port, &svc);
 	if (reason)
 		return tc_verdict(hook, reason, CTX_DROP);
+	/* dsr_strip() checked what the parse needs: a failure here is the rewrite's. */
 	if (pkt_parse(family, ctx, p) || !svc)
-		return tc_verdict(hook, DP_R_DSR_MALFORMED, CTX_DROP);
-	/* An option on a later fragment (ours is not copied there): no ports to record. */
-	if (family == AF_INET && ((struct pkt4 *)p)->frag == PKT4_FRAG_LATER)
-		return tc_verdict(hook, DP_R_DSR_MALFORMED, CTX_DROP);
+		return tc_verdict(hook, DP_R_REWRITE_FAILED, CTX_DROP);
 	if (dsr_record(family, p, addr, port, svc) < 0)
 		return tc_verdict(hook, DP_R_CT_INSERT_FAILED, CTX_DROP);
 	return tc_verdict(hook, DP_R_DSR_ACCEPTED, CTX_PASS);

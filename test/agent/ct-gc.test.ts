@@ -25,6 +25,7 @@ import {
   CT_DIR_REPLY_IN,
   CT_DIR_REPLY_OUT,
   CT_F_CLOSING,
+  CT_F_DSR,
   CT_F_FIN_FWD,
   CT_F_FIN_REPLY,
   CT_F_LOCAL,
@@ -248,6 +249,50 @@ t.test('lone entries (the partner was evicted or replaced) go after the same lif
   const sel = selectExpiredCt([fwdOnly, repOnly, repYoung, udpRep], T0);
   t.same(ids(sel.keys), keysOf(fwdOnly, repOnly, udpRep), 'the closed and the UDP ones go; the established reply entry stays');
   t.same(sel.flows, { tcp_established: 0, tcp_syn: 0, tcp_closing: 2, other: 1 });
+});
+
+t.test("direct server return's entries, each alone on its node, go after their state's lifetime", async (t) => {
+  // The ingress node: a forward entry, DNAT only, no reply entry (the backend's node answers).
+  const ingress = (cport: number, proto: number, flags: number, seen: bigint): Entry => [
+    { saddr: '203.0.113.7', daddr: NODE, sport: cport, dport: 30080, proto, dir: CT_DIR_FWD },
+    {
+      new_saddr: '0.0.0.0',
+      new_daddr: '10.244.2.5',
+      new_sport: 0,
+      new_dport: 8080,
+      backend_id: 11,
+      rev_nat_id: 1,
+      flags: CT_F_DSR | flags,
+      last_seen: seen,
+    },
+  ];
+  // The backend's node: a reply entry {backend -> client} from the option, the frontend as the new source.
+  const backend = (cport: number, proto: number, flags: number, seen: bigint): Entry => [
+    { saddr: '10.244.1.5', daddr: '203.0.113.7', sport: 8080, dport: cport, proto, dir: CT_DIR_REPLY_OUT },
+    {
+      new_saddr: '198.51.100.2',
+      new_daddr: '0.0.0.0',
+      new_sport: 30090,
+      new_dport: 0,
+      backend_id: 0,
+      rev_nat_id: 5,
+      flags: CT_F_DSR | CT_F_LOCAL | flags,
+      last_seen: seen,
+    },
+  ];
+  const established = ingress(40030, IPPROTO_TCP, CT_F_SEEN_REPLY, ago(3600)); // the client's ACK marked it
+  const synOnly = ingress(40031, IPPROTO_TCP, 0, ago(61));
+  const udpIn = ingress(40032, IPPROTO_UDP, 0, ago(61));
+  const closed = backend(40033, IPPROTO_TCP, CT_F_SEEN_REPLY | CT_F_FIN_FWD | CT_F_FIN_REPLY | CT_F_CLOSING, ago(11)); // both FINs merged
+  const open = backend(40034, IPPROTO_TCP, CT_F_SEEN_REPLY, ago(3600));
+  const udpOut = backend(40035, IPPROTO_UDP, CT_F_SEEN_REPLY, ago(61));
+  const sel = selectExpiredCt([established, synOnly, udpIn, closed, open, udpOut], T0);
+  t.same(
+    ids(sel.keys),
+    keysOf(synOnly, udpIn, closed, udpOut),
+    'the unanswered SYN, the closed flow and the idle UDP ones go; established ones stay',
+  );
+  t.same(sel.flows, { tcp_established: 0, tcp_syn: 1, tcp_closing: 1, other: 2 });
 });
 
 t.test(

@@ -14,10 +14,20 @@
 //    the flag and a malformed option are dropped, counted.
 // Checksums are verified from scratch by the fixtures (packets.ts, packets6.ts).
 import t from 'tap';
-import { CT_F_DSR, CT_F_SEEN_REPLY, SVC_F_DSR, SVC_F_NODEPORT, SVC_F_WILDCARD } from '../../src/maps/constants.ts';
+import {
+  CT_F_CLOSING,
+  CT_F_DSR,
+  CT_F_FIN_FWD,
+  CT_F_FIN_REPLY,
+  CT_F_SEEN_REPLY,
+  SVC_F_DSR,
+  SVC_F_NODEPORT,
+  SVC_F_WILDCARD,
+} from '../../src/maps/constants.ts';
 import {
   ETH_HLEN,
   TCP_ACK,
+  TCP_FIN,
   TCP_SYN,
   buildIpv4,
   computeL4Checksum,
@@ -222,6 +232,23 @@ t.test("IPv4 backend's node: the option is checked, removed, recorded; the reply
     ),
     'tc_ingress/passed',
   );
+});
+
+t.test("the backend's node: both sides' FINs reach the flow's entry, so the GC can end it", async (t) => {
+  h.clearCt();
+  h.ingress(tcp4(CLIENT, LOCAL.addr, 40003, LOCAL.port, TCP_SYN, opt4(OTHER_NODE, 30090)));
+  h.egress(tcp4(LOCAL.addr, CLIENT, LOCAL.port, 40003, TCP_SYN | TCP_ACK));
+  const flags = () => h.ctEntries()[0]![1].flags;
+  t.equal(flags(), CT_F_DSR | CT_F_LOCAL | CT_F_SEEN_REPLY, 'answered');
+  t.equal(
+    h.countedOnce(t, "the client's FIN", () => h.ingress(tcp4(CLIENT, LOCAL.addr, 40003, LOCAL.port, TCP_FIN | TCP_ACK)).retval, TC_ACT_OK),
+    'tc_ingress/passed',
+  );
+  t.equal(flags() & CT_F_FIN_FWD, CT_F_FIN_FWD, "the client's FIN is in the entry");
+  h.egress(tcp4(LOCAL.addr, CLIENT, LOCAL.port, 40003, TCP_FIN | TCP_ACK));
+  t.equal(flags() & (CT_F_FIN_REPLY | CT_F_CLOSING), CT_F_FIN_REPLY | CT_F_CLOSING, "the backend's FIN too: closing");
+  h.ingress(tcp4(CLIENT, LOCAL.addr, 40003, LOCAL.port, TCP_SYN, opt4(OTHER_NODE, 30090)));
+  t.equal(flags(), CT_F_DSR | CT_F_LOCAL, 'a new SYN on the port starts the entry afresh');
 });
 
 t.test("the backend's node drops options naming no DSR frontend, and malformed ones", async (t) => {
