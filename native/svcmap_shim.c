@@ -35,7 +35,7 @@
 
 SHIM_API int svcmap_shim_abi_version(void)
 {
-	return 4;
+	return 5;
 }
 
 /* ---- libbpf's own messages, captured so errors can carry them ---------- */
@@ -488,12 +488,14 @@ static void *nl_watch_thread(void *arg)
 }
 
 /*
- * Subscribes to the rtnetlink multicast groups (RTMGRP_* bits) of the
- * caller's network namespace and returns the read end of a pipe that gets
- * a byte whenever messages arrive, for an event loop to watch; closing it
- * stops the watch. -errno on failure.
+ * A netlink socket of `protocol` in the caller's network namespace, bound
+ * to the multicast groups of the `groups` bitmask (rtnetlink's RTMGRP_*)
+ * and joined to group `group` (0: none; a generic netlink family's groups
+ * are numbered past the 32 bits of the mask), with a thread that writes a
+ * byte to a pipe whenever messages arrive. Returns the pipe's read end, for
+ * an event loop to watch; closing it stops the watch. -errno on failure.
  */
-SHIM_API int svcmap_nl_watch(uint32_t groups)
+static int nl_watch_open(int protocol, uint32_t groups, uint32_t group)
 {
 	struct sockaddr_nl addr = { .nl_family = AF_NETLINK, .nl_groups = groups };
 	struct nl_watch *w;
@@ -501,10 +503,11 @@ SHIM_API int svcmap_nl_watch(uint32_t groups)
 	pthread_t thread;
 	int fds[2], nl, err;
 
-	nl = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_ROUTE);
+	nl = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, protocol);
 	if (nl < 0)
 		return -errno;
-	if (bind(nl, (struct sockaddr *)&addr, sizeof(addr)) < 0) {
+	if (bind(nl, (struct sockaddr *)&addr, sizeof(addr)) < 0 ||
+	    (group && setsockopt(nl, SOL_NETLINK, NETLINK_ADD_MEMBERSHIP, &group, sizeof(group)) < 0)) {
 		err = -errno;
 		close(nl);
 		return err;
@@ -535,6 +538,19 @@ SHIM_API int svcmap_nl_watch(uint32_t groups)
 		return -err;
 	}
 	return fds[0];
+}
+
+/* The rtnetlink multicast groups of the RTMGRP_* bits. */
+SHIM_API int svcmap_nl_watch(uint32_t groups)
+{
+	return nl_watch_open(NETLINK_ROUTE, groups, 0);
+}
+
+/* One generic netlink multicast group, by the id its family's
+ * CTRL_CMD_GETFAMILY reply gives it. */
+SHIM_API int svcmap_genl_watch(uint32_t group)
+{
+	return nl_watch_open(NETLINK_GENERIC, 0, group);
 }
 
 /* ---- mounts, in this or another mount namespace ------------------------ */

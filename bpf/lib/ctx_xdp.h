@@ -9,16 +9,17 @@
  * apart before anything is rewritten (xdp_lb.h: xdp_csum_partial()).
  *
  * A redirect writes the L2 addresses the FIB lookup found and sends the
- * frame out: XDP_TX when that is the device it came in on, else
- * bpf_redirect_map(). Either only to a device in svcmap_xdp_tx, those the
- * agent knows to take XDP frames: a driver's own XDP_TX and ndo_xdp_xmit
- * work where it runs XDP natively, but a veth hands its XDP_TX frames to a
- * peer that takes them only when the peer runs an XDP program too (else
- * they wait in its ring until other traffic wakes it), and redirected ones
- * when the peer runs XDP or has GRO on. ctx_can_redirect() asks before
- * anything is rewritten: for a device not in the map the packet passes to
- * tc untouched. XDP cannot resolve a neighbour: CTX_RESOLVES_NEIGH is 0, and
- * such packets pass to tc too.
+ * frame out with bpf_redirect_map(), also back out of the device it came
+ * in on, and only to a device in svcmap_xdp_tx: those whose driver takes
+ * redirected frames now (ndo_xdp_xmit: the NDO_XMIT bit of the device's
+ * XDP features, which the agent follows). Not XDP_TX: a veth hands its
+ * XDP_TX frames to a peer that drains them only when the peer runs an XDP
+ * program itself (veth_xdp_flush()), which no feature bit says, while it
+ * takes redirected ones whenever the bit is set (the peer runs XDP or has
+ * GRO on). ctx_can_redirect() asks before anything is rewritten: for a
+ * device not in the map the packet passes to tc untouched. XDP cannot
+ * resolve a neighbour: CTX_RESOLVES_NEIGH is 0, and such packets pass to
+ * tc too.
  */
 #ifndef SVCMAP_LIB_CTX_XDP_H
 #define SVCMAP_LIB_CTX_XDP_H
@@ -41,8 +42,8 @@
 #define CTX_DROP           XDP_DROP
 #define CTX_RESOLVES_NEIGH 0
 
-/* The devices a translated frame may leave by (ifindex -> ifindex), with
- * XDP_TX or a redirect (see the top). Per object, not pinned: the agent
+/* The devices a translated frame may leave by (ifindex -> ifindex), by a
+ * redirect (see the top). Per object, not pinned: the agent
  * fills it after loading. Empty, every translated packet passes to tc. */
 struct {
 	__uint(type, BPF_MAP_TYPE_DEVMAP_HASH);
@@ -151,8 +152,6 @@ static __always_inline int ctx_redirect(struct xdp_md *ctx, const struct bpf_fib
 	if (ctx_store_bytes(ctx, offsetof(struct ethhdr, h_dest), fib->dmac, ETH_ALEN) < 0 ||
 	    ctx_store_bytes(ctx, offsetof(struct ethhdr, h_source), fib->smac, ETH_ALEN) < 0)
 		return XDP_DROP;
-	if (fib->ifindex == ctx->ingress_ifindex)
-		return XDP_TX;
 	return bpf_redirect_map(&svcmap_xdp_tx, fib->ifindex, XDP_PASS);
 }
 

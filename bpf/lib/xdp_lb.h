@@ -8,8 +8,8 @@
  * session affinity and algorithms, in the same maps, so a flow may go
  * through XDP and tc packet by packet and stays one flow.
  *
- * A packet XDP translates leaves by XDP_TX (back out of the device it came
- * in on) or a redirect (ctx_xdp.h). XDP_PASS hands a packet, untouched, to
+ * A packet XDP translates leaves by a redirect (ctx_xdp.h), also when it
+ * goes back out of the device it came in on. XDP_PASS hands a packet, untouched, to
  * the stack, where tc's ingress program (attached as without XDP) does
  * what it does today:
  *  - what is not for svcmap: counted as tc counts it (DP_R_PASSED,
@@ -45,8 +45,8 @@ static __always_inline int xdp_verdict(enum dp_reason reason, int verdict)
  * sent (veth_xdp_rcv_skb()) without resolving a CHECKSUM_PARTIAL checksum:
  * from a local socket the field holds only the pseudo-header's sum, the
  * rest left to the device. The skb keeps that state through XDP_PASS, and tc
- * rewrites it right (bpf_l4_csum_replace knows it); a frame sent with
- * XDP_TX or a redirect loses it, and would leave with the partial sum. XDP
+ * rewrites it right (bpf_l4_csum_replace knows it); a redirected frame
+ * loses it, and would leave with the partial sum. XDP
  * cannot see the state, so it compares: a field equal to the pseudo-header
  * sum passes to tc. A complete checksum that equals it by chance (1 in
  * 65536) passes too, and tc translates it as well.

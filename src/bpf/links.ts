@@ -4,9 +4,7 @@
 // namespace (IFLA_LINK_NETNSID) and which XDP program runs on it in which
 // mode (IFLA_XDP: a link's info does not say the mode). sysfs cannot say the kind, and may show
 // another namespace than this process's; the agent image has no `ip`.
-import koffi from 'koffi';
-import { errnoName } from './errors.ts';
-import { libc as bindLibc } from './libc.ts';
+import { NETLINK_ROUTE, NLM_F_DUMP, nlAttributes as attributes, nlRequest, nlString as cString } from './nlmsg.ts';
 
 export interface NetLink {
   name: string;
@@ -21,16 +19,8 @@ export interface NetLink {
 
 export type XdpAttachedMode = 'native' | 'generic' | 'offload' | 'multi';
 
-const AF_NETLINK = 16;
-const SOCK_RAW = 3;
-const SOCK_CLOEXEC = 0o2000000;
-const NETLINK_ROUTE = 0;
 const RTM_NEWLINK = 16;
 const RTM_GETLINK = 18;
-const NLMSG_ERROR = 2;
-const NLMSG_DONE = 3;
-const NLM_F_REQUEST = 0x1;
-const NLM_F_DUMP = 0x300;
 const IFLA_IFNAME = 3;
 const IFLA_LINKINFO = 18;
 const IFLA_INFO_KIND = 1;
@@ -40,24 +30,6 @@ const IFLA_XDP_ATTACHED = 2;
 const IFLA_XDP_PROG_ID = 4;
 /** XDP_ATTACHED_* (linux/if_link.h), by value; 0 is none. */
 const XDP_ATTACHED: Record<number, XdpAttachedMode> = { 1: 'native', 2: 'generic', 3: 'offload', 4: 'multi' };
-const NLA_TYPE_MASK = 0x3fff;
-
-const align4 = (n: number) => (n + 3) & ~3;
-
-/** The attributes (type -> value) in buf[start, end). */
-function attributes(buf: Buffer, start: number, end: number): Map<number, Buffer> {
-  const out = new Map<number, Buffer>();
-  let off = start;
-  while (off + 4 <= end) {
-    const len = buf.readUInt16LE(off);
-    if (len < 4 || off + len > end) break;
-    out.set(buf.readUInt16LE(off + 2) & NLA_TYPE_MASK, buf.subarray(off + 4, off + len));
-    off += align4(len);
-  }
-  return out;
-}
-
-const cString = (b: Buffer | undefined) => (b ? b.toString('utf8', 0, b.indexOf(0) < 0 ? b.length : b.indexOf(0)) : '');
 
 /** One RTM_NEWLINK message (its payload: struct ifinfomsg, then attributes). */
 export function parseLinkMessage(msg: Buffer): NetLink {
@@ -78,37 +50,6 @@ export function parseLinkMessage(msg: Buffer): NetLink {
 
 /** Every link of this network namespace. */
 export function listLinks(): NetLink[] {
-  const libc = bindLibc();
-  const fd = libc.socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_ROUTE);
-  if (fd < 0) throw new Error(`socket(AF_NETLINK): ${errnoName(koffi.errno())}`);
-  try {
-    const req = Buffer.alloc(32);
-    req.writeUInt32LE(32, 0);
-    req.writeUInt16LE(RTM_GETLINK, 4);
-    req.writeUInt16LE(NLM_F_REQUEST | NLM_F_DUMP, 6);
-    req.writeUInt32LE(1, 8);
-    if (libc.send(fd, req, req.length, 0) !== req.length) throw new Error(`send(RTM_GETLINK): ${errnoName(koffi.errno())}`);
-    const out: NetLink[] = [];
-    const buf = Buffer.alloc(65536);
-    for (;;) {
-      const n = Number(libc.recv(fd, buf, buf.length, 0));
-      if (n < 0) throw new Error(`recv(RTM_GETLINK): ${errnoName(koffi.errno())}`);
-      let off = 0;
-      while (off + 16 <= n) {
-        const len = buf.readUInt32LE(off);
-        const type = buf.readUInt16LE(off + 4);
-        if (len < 16 || off + len > n) break;
-        if (type === NLMSG_DONE) return out;
-        if (type === NLMSG_ERROR) {
-          const err = -buf.readInt32LE(off + 16);
-          if (err) throw new Error(`RTM_GETLINK: errno ${err}`);
-        } else if (type === RTM_NEWLINK) {
-          out.push(parseLinkMessage(Buffer.from(buf.subarray(off + 16, off + len))));
-        }
-        off += align4(len);
-      }
-    }
-  } finally {
-    libc.close(fd);
-  }
+  // struct ifinfomsg, all zero: every family, every link.
+  return nlRequest(NETLINK_ROUTE, 'RTM_GETLINK', RTM_GETLINK, NLM_F_DUMP, Buffer.alloc(16), RTM_NEWLINK).map(parseLinkMessage);
 }

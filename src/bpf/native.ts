@@ -125,6 +125,7 @@ function bind() {
     ),
     iterRunInNetns: shim.func('int64_t svcmap_iter_run_in_netns(int link_fd, int netns_fd)'),
     nlWatch: shim.func('int svcmap_nl_watch(uint32_t groups)'),
+    genlWatch: shim.func('int svcmap_genl_watch(uint32_t group)'),
     iterMapLinkCreate: shim.func('int svcmap_iter_map_link_create(int prog_fd, int map_fd)'),
     mount: shim.func(
       'int svcmap_mount(int mntns_fd, int cgroupns_fd, const char *source, const char *target, const char *fstype, unsigned long flags, const char *data, int make_dir)',
@@ -135,7 +136,7 @@ function bind() {
 export type Native = ReturnType<typeof bind>;
 
 /** svcmap_shim_abi_version() of the shim these bindings were written for (native/svcmap_shim.c). */
-const SHIM_ABI_VERSION = 4;
+const SHIM_ABI_VERSION = 5;
 
 let bound: Native | undefined;
 

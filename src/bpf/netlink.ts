@@ -1,5 +1,6 @@
-// Change notifications from rtnetlink (addresses, routes, links) of this
-// process's network namespace: the shim's thread waits on a netlink socket
+// Change notifications from rtnetlink (addresses, routes, links) or a
+// generic netlink family's group (xdp-features.ts) of this process's
+// network namespace: the shim's thread waits on a netlink socket
 // and writes a byte to a pipe per batch of messages, which the event loop
 // watches like any stream. What changed is not decoded: the caller re-reads
 // the state it keeps (a lost message, ENOBUFS, is covered the same way).
@@ -22,6 +23,17 @@ export interface NetlinkWatch {
 export function watchNetlink(groups: number, onChange: () => void): NetlinkWatch {
   const fd = native().nlWatch(groups) as number;
   if (fd < 0) throw new BpfError('subscribe to rtnetlink changes', fd, 'socket(AF_NETLINK, NETLINK_ROUTE)');
+  return watchPipe(fd, onChange);
+}
+
+/** watchNetlink() for one generic netlink multicast group (its id from the family's CTRL_CMD_GETFAMILY reply). */
+export function watchGenetlink(group: number, what: string, onChange: () => void): NetlinkWatch {
+  const fd = native().genlWatch(group) as number;
+  if (fd < 0) throw new BpfError(`subscribe to ${what}`, fd, 'socket(AF_NETLINK, NETLINK_GENERIC)');
+  return watchPipe(fd, onChange);
+}
+
+function watchPipe(fd: number, onChange: () => void): NetlinkWatch {
   const pipe = new Socket({ fd, readable: true, writable: false });
   pipe.on('data', () => onChange());
   pipe.on('error', () => {

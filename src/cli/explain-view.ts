@@ -361,7 +361,9 @@ export function hookText(devices: NonNullable<Explanation['devices']>): string {
   if (!devices.length) return 'none: no external device has svcmap_tc_in (the agent has not attached, or found no device)';
   return devices
     .map(({ device, runs }) =>
-      runs === 'tc only' ? `${device}: tc ingress` : `${device}: ${runs.replace('xdp ', 'XDP in ')} mode (what XDP passes on: tc ingress)`,
+      runs === 'tc only'
+        ? `${device}: tc ingress`
+        : `${device}: ${runs.split('; ')[0]!.replace('xdp ', 'XDP in ')} mode (what XDP passes on: tc ingress${runs.includes('; ') ? `; ${runs.split('; ')[1]}` : ''})`,
     )
     .join('; ');
 }

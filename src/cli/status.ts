@@ -14,7 +14,7 @@ import { readDatapathCounters } from '../maps/datapath-counters.ts';
 import { ALL_MAPS, devAddr6Map, devAddrMap, metricsMap, sockBypassMap, sockConfigMap } from '../maps/registry.ts';
 import { SOCK_CFG_HOST_ONLY } from '../maps/constants.ts';
 import { pinnedVeths } from '../agent/datapath/veth-datapath.ts';
-import { type DeviceRuns, deviceRuns } from '../agent/datapath/xdp-devices.ts';
+import { type DeviceRuns, type NoFrames, deviceRuns, devicesWithoutFrames } from '../agent/datapath/xdp-devices.ts';
 import { TypedMap } from '../maps/typed-map.ts';
 import { command, noHeadersFlag, parseFlags, pinDirFlag } from './args.ts';
 import { type Column, PLAIN, type TableStyle, formatData, isTable, outputFlag, printed, renderColumns, tableStyle } from './format.ts';
@@ -264,15 +264,24 @@ export function collectStatus(pinDir: string): StatusReport {
   return report;
 }
 
-/** Each device svcmap_tc_in is attached to, with what runs in front of it (from the programs listed). */
-export function externalDevices(programs: StatusReport['programs']): StatusReport['devices'] {
+/**
+ * Each device svcmap_tc_in is attached to, with what runs in front of it
+ * (from the programs listed) and, for XDP in driver mode, whether the
+ * device takes the frames XDP forwards (noFrames: the kernel's XDP features).
+ */
+export function externalDevices(
+  programs: StatusReport['programs'],
+  noFrames: (devices: string[]) => ReadonlyMap<string, NoFrames> = (devices) => devicesWithoutFrames(devices),
+): StatusReport['devices'] {
   const device = (p: StatusReport['programs'][number]) => p.attachedTo.replace(/^device /, '');
   const xdp = new Map(
     programs.filter((p) => p.attachType === 'xdp').map((p) => [device(p), /\((native|generic)\)/.exec(p.mode)?.[1]] as const),
   );
+  const native = [...xdp].filter(([, mode]) => mode === 'native').map(([d]) => d);
+  const without = native.length ? noFrames(native) : new Map<string, NoFrames>();
   return [...new Set(programs.filter((p) => p.program === 'svcmap_tc_in').map(device))].sort().map((d) => {
     const mode = xdp.get(d);
-    return { device: d, runs: deviceRuns(mode as XdpMode | undefined) };
+    return { device: d, runs: deviceRuns(mode as XdpMode | undefined, without.get(d)) };
   });
 }
 

@@ -1,6 +1,6 @@
 // svcmap_xdp on the tc tests' crafted packets (BPF_PROG_TEST_RUN, nothing
 // attached), IPv4 and IPv6: a NodePort with a remote backend is DNATed and
-// SNATed and sent back out (XDP_TX: the FIB sends everything out of lo here,
+// SNATed and redirected back out (the FIB sends everything out of lo here,
 // the device it came in on) with both checksums right and the neighbour's
 // MAC; the backend's reply is turned back into frontend -> client; source
 // ranges and externalTrafficPolicy Local drop what tc drops, under hook xdp;
@@ -25,7 +25,7 @@ import { ICMPV6_PKT_TOOBIG, buildIcmpv6Error, buildIpv6, buildIpv6WithHopByHop, 
 import { LO_IFINDEX, privateNetIp } from './fixtures/private-net.ts';
 import { CT_DIR_FWD, CT_DIR_REPLY_IN, CT_F_SNAT } from './fixtures/tc-codecs.ts';
 import { translated, translated6, untouched } from './fixtures/tc-expect.ts';
-import { TcHarness, XDP_DROP, XDP_PASS, XDP_REDIRECT, XDP_TX } from './fixtures/tc-harness.ts';
+import { TcHarness, XDP_DROP, XDP_PASS, XDP_REDIRECT } from './fixtures/tc-harness.ts';
 
 const NODE_IP = '198.51.100.1';
 const NODE6 = 'fd00:198:51:100::1';
@@ -77,7 +77,7 @@ const u32 = (n: number) => {
   b.writeUInt32LE(n);
   return b;
 };
-// The devices XDP may send by: lo (XDP_TX, everything here is routed out of
+// The devices XDP may send by: lo (everything here is routed out of
 // it) and xdpt1, as the agent lists the devices it runs XDP on.
 for (const d of [LO_IFINDEX, D1]) h.object.map('svcmap_xdp_tx').update(u32(d), u32(d));
 
@@ -114,7 +114,7 @@ function one(t: Test, what: string, input: Buffer, want: number): { reason: stri
 t.test('IPv4: a SYN to a NodePort with a remote backend is DNATed, SNATed and sent back out; its reply reversed', async (t) => {
   h.clearCt();
   const input = tcp4(CLIENT, NODE_IP, 40000, 30080, TCP_SYN, Buffer.from('hello'));
-  const first = one(t, 'SYN', input, XDP_TX);
+  const first = one(t, 'SYN', input, XDP_REDIRECT);
   t.equal(first.reason, 'translated');
   const out = translated(t, first.res, input, 'SYN', { dmac: LO_MAC });
   t.same([out.daddr, out.dport, out.saddr], [REMOTE.addr, REMOTE.port, NODE_IP], 'to the backend, from the node');
@@ -129,13 +129,13 @@ t.test('IPv4: a SYN to a NodePort with a remote backend is DNATed, SNATed and se
   t.match(ct.find(([k]) => k.dir === CT_DIR_REPLY_IN)?.[0], { saddr: REMOTE.addr, daddr: NODE_IP, dport: out.sport });
 
   const reply = tcp4(REMOTE.addr, NODE_IP, REMOTE.port, out.sport, TCP_SYN | TCP_ACK, Buffer.from('from the backend'));
-  const second = one(t, 'SYN-ACK', reply, XDP_TX);
+  const second = one(t, 'SYN-ACK', reply, XDP_REDIRECT);
   t.equal(second.reason, 'reply_translated');
   const back = translated(t, second.res, reply, 'SYN-ACK', { dmac: LO_MAC });
   t.same([back.saddr, back.sport, back.daddr, back.dport], [NODE_IP, 30080, CLIENT, 40000], 'from the frontend to the client');
 
   const next = tcp4(CLIENT, NODE_IP, 40000, 30080, TCP_ACK, Buffer.from('more'));
-  const again = translated(t, one(t, 'ACK', next, XDP_TX).res, next, 'ACK', { dmac: LO_MAC });
+  const again = translated(t, one(t, 'ACK', next, XDP_REDIRECT).res, next, 'ACK', { dmac: LO_MAC });
   t.same([again.saddr, again.sport, again.daddr], [out.saddr, out.sport, out.daddr], 'a later packet: the same translation');
   t.equal(h.ctEntries().length, 2, 'no entry per later packet');
 });
@@ -143,7 +143,7 @@ t.test('IPv4: a SYN to a NodePort with a remote backend is DNATed, SNATed and se
 t.test('IPv4 UDP: the checksum is right after DNAT and SNAT, and a zero ("none") checksum stays zero', async (t) => {
   h.clearCt();
   const input = buildIpv4({ saddr: CLIENT, daddr: NODE_IP, proto: 'udp', sport: 41000, dport: 30081, payload: Buffer.from('datagram') });
-  const out = translated(t, one(t, 'datagram', input, XDP_TX).res, input, 'datagram', { dmac: LO_MAC });
+  const out = translated(t, one(t, 'datagram', input, XDP_REDIRECT).res, input, 'datagram', { dmac: LO_MAC });
   t.same([out.daddr, out.dport, out.saddr], [REMOTE.addr, REMOTE.port, NODE_IP]);
   const bare = buildIpv4({
     saddr: CLIENT,
@@ -154,26 +154,26 @@ t.test('IPv4 UDP: the checksum is right after DNAT and SNAT, and a zero ("none")
     udpNoChecksum: true,
     payload: Buffer.from('x'),
   });
-  const nocsum = translated(t, one(t, 'datagram without checksum', bare, XDP_TX).res, bare, 'no checksum', { dmac: LO_MAC });
+  const nocsum = translated(t, one(t, 'datagram without checksum', bare, XDP_REDIRECT).res, bare, 'no checksum', { dmac: LO_MAC });
   t.equal(nocsum.l4Checksum, 0, 'the UDP checksum field stays 0');
 });
 
 t.test('IPv6: DNAT and SNAT to the device address, the reply reversed, UDP checksums right', async (t) => {
   h.clearCt();
   const input = tcp6(CLIENT6, NODE6, 40000, 30080, TCP_SYN, Buffer.from('hello'));
-  const first = one(t, 'SYN', input, XDP_TX);
+  const first = one(t, 'SYN', input, XDP_REDIRECT);
   t.equal(first.reason, 'translated');
   const out = translated6(t, first.res, input, 'SYN', { dmac: MAC(0x16) });
   t.same([out.daddr, out.dport, out.saddr], [REMOTE6.addr, REMOTE6.port, NODE6]);
   const reply = tcp6(REMOTE6.addr, NODE6, REMOTE6.port, out.sport, TCP_SYN | TCP_ACK);
-  const second = one(t, 'SYN-ACK', reply, XDP_TX);
+  const second = one(t, 'SYN-ACK', reply, XDP_REDIRECT);
   t.equal(second.reason, 'reply_translated');
   const back = translated6(t, second.res, reply, 'SYN-ACK', { dmac: MAC(0x17) });
   t.same([back.saddr, back.sport, back.daddr, back.dport], [NODE6, 30080, CLIENT6, 40000]);
   t.equal(h.ct6Entries().length, 2, 'one forward and one reply entry in svcmap_ct6');
 
   const dgram = buildIpv6({ saddr: CLIENT6, daddr: NODE6, proto: 'udp', sport: 41000, dport: 30081, payload: Buffer.from('datagram') });
-  const u = translated6(t, one(t, 'datagram', dgram, XDP_TX).res, dgram, 'datagram', { dmac: MAC(0x16) });
+  const u = translated6(t, one(t, 'datagram', dgram, XDP_REDIRECT).res, dgram, 'datagram', { dmac: MAC(0x16) });
   t.same([u.daddr, u.saddr], [REMOTE6.addr, NODE6]);
 });
 
@@ -204,7 +204,7 @@ t.test('a backend behind another device: redirected there when it takes XDP fram
 t.test('externalTrafficPolicy Local: the local backend keeps the client address; none local drops', async (t) => {
   h.clearCt();
   const input = tcp4(CLIENT, NODE_IP, 40010, 30082);
-  const out = translated(t, one(t, 'SYN to the local backend', input, XDP_TX).res, input, 'SYN', { dmac: LO_MAC });
+  const out = translated(t, one(t, 'SYN to the local backend', input, XDP_REDIRECT).res, input, 'SYN', { dmac: LO_MAC });
   t.same([out.saddr, out.sport, out.daddr, out.dport], [CLIENT, 40010, LOCAL.addr, LOCAL.port], 'DNAT only: the client keeps its address');
   const none = tcp4(CLIENT, NODE_IP, 40011, 30083);
   const dropped = one(t, 'SYN, no local endpoint', none, XDP_DROP);
@@ -216,7 +216,7 @@ t.test('loadBalancerSourceRanges: a client outside is dropped, one inside transl
   const outside = tcp4('192.0.2.9', '198.51.100.200', 40020, 80);
   t.equal(one(t, 'SYN from outside the ranges', outside, XDP_DROP).reason, 'source_denied');
   const inside = tcp4(CLIENT, '198.51.100.200', 40021, 80);
-  const out = translated(t, one(t, 'SYN from inside', inside, XDP_TX).res, inside, 'SYN from inside', { dmac: LO_MAC });
+  const out = translated(t, one(t, 'SYN from inside', inside, XDP_REDIRECT).res, inside, 'SYN from inside', { dmac: LO_MAC });
   t.equal(out.daddr, REMOTE.addr);
 });
 
@@ -255,7 +255,7 @@ t.test('what XDP leaves to tc passes byte for byte, counted as passed_to_tc (or 
 
   // ICMP errors about a translated flow: tc translates them back (icmp.h).
   const flow = tcp4(CLIENT, NODE_IP, 40035, 30080);
-  const fwd = parseIpv4(one(t, 'SYN', flow, XDP_TX).res.packetOut);
+  const fwd = parseIpv4(one(t, 'SYN', flow, XDP_REDIRECT).res.packetOut);
   const about = tcp4(fwd.saddr, fwd.daddr, fwd.sport, fwd.dport);
   const icmp = buildIcmpError({ saddr: '10.244.2.1', daddr: NODE_IP, type: ICMP_DEST_UNREACH, code: 4, mtu: 1400, about, quoteL4Bytes: 8 });
   const e = one(t, 'ICMP fragmentation needed about the flow', icmp, XDP_PASS);

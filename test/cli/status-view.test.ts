@@ -2,6 +2,7 @@
 // (the programs' tags and link pins, the maps' ids and pins, the devices'
 // ifindexes), --no-headers (the rows only, sections an empty line apart).
 import t from 'tap';
+import type { NoFrames } from '../../src/agent/datapath/xdp-devices.ts';
 import { type StatusReport, externalDevices, renderStatus } from '../../src/cli/status.ts';
 import { countDsr } from '../../src/cli/status-lb-mode.ts';
 import type { SvcKey, SvcValue } from '../../src/maps/codecs.ts';
@@ -187,23 +188,35 @@ t.test('external devices: XDP in front of tc where an xdp link runs, else tc onl
     attachedTo: `device ${device}`,
     mode,
   });
+  const programs = [
+    program('tcx/ingress', 'svcmap_tc_in', 'eth1', 'tcx link'),
+    program('tcx/egress', 'svcmap_tc_out', 'eth1', 'tcx link'),
+    program('tcx/ingress', 'svcmap_tc_in', 'eth0', 'tcx link'),
+    program('xdp', 'svcmap_xdp', 'eth0', 'xdp link (native)'),
+    program('tc/ingress', 'svcmap_tc_in', 'br0', 'tc filter (clsact)'),
+    program('xdp', 'svcmap_xdp', 'br0', 'xdp link (generic)'),
+    program('xdp', 'svcmap_xdp', 'eth2', 'xdp link (not running)'),
+    program('tcx/ingress', 'svcmap_tc_in', 'eth2', 'tcx link'),
+  ];
+  const asked: string[][] = [];
+  const none = (devices: string[]) => {
+    asked.push(devices);
+    return new Map<string, NoFrames>();
+  };
+  t.same(externalDevices(programs, none), [
+    { device: 'br0', runs: 'xdp generic' },
+    { device: 'eth0', runs: 'xdp native' },
+    { device: 'eth1', runs: 'tc only' },
+    { device: 'eth2', runs: 'tc only' },
+  ]);
+  t.same(asked, [['eth0']], 'only the devices running XDP natively are asked whether they take XDP frames');
+  const peerOff = () => new Map<string, NoFrames>([['eth0', 'peer']]);
   t.same(
-    externalDevices([
-      program('tcx/ingress', 'svcmap_tc_in', 'eth1', 'tcx link'),
-      program('tcx/egress', 'svcmap_tc_out', 'eth1', 'tcx link'),
-      program('tcx/ingress', 'svcmap_tc_in', 'eth0', 'tcx link'),
-      program('xdp', 'svcmap_xdp', 'eth0', 'xdp link (native)'),
-      program('tc/ingress', 'svcmap_tc_in', 'br0', 'tc filter (clsact)'),
-      program('xdp', 'svcmap_xdp', 'br0', 'xdp link (generic)'),
-      program('xdp', 'svcmap_xdp', 'eth2', 'xdp link (not running)'),
-      program('tcx/ingress', 'svcmap_tc_in', 'eth2', 'tcx link'),
-    ]),
-    [
-      { device: 'br0', runs: 'xdp generic' },
-      { device: 'eth0', runs: 'xdp native' },
-      { device: 'eth1', runs: 'tc only' },
-      { device: 'eth2', runs: 'tc only' },
-    ],
+    externalDevices(programs, peerOff).find((d) => d.device === 'eth0'),
+    {
+      device: 'eth0',
+      runs: 'xdp native; forwarding left to tc: the peer takes no XDP frames',
+    },
   );
 });
 

@@ -4,7 +4,10 @@
 // answering over both families, TCP and UDP, on both nodes (the backends one
 // on each node, so every node has a local and a remote one); `svcmap status`
 // says each node's external device runs XDP in driver mode (the nodes' eth0
-// are veths, which have native XDP) and, after the switch back, tc only; and
+// are veths, which have native XDP), with forwarding left to tc while the
+// switch side of each veth has neither GRO nor XDP (a veth's default, as a
+// kind node's host side), XDP forwarding once the switch ports get GRO (the
+// agents notice without a restart), and, after the switch back, tc only; and
 // the packets from outside were counted at the XDP hook. Which of them XDP
 // translated itself and which it passed on to tc depends on the senders'
 // checksums (a local socket's are partial, which XDP leaves to tc: see
@@ -135,10 +138,18 @@ t.test('svcmap installed, one backend on each node behind a dual-stack NodePort'
     );
 });
 
+/** What status says of a node's eth0 with XDP in driver mode while the switch side takes no XDP frames. */
+const LEFT_TO_TC = 'xdp native; forwarding left to tc: the peer takes no XDP frames';
+/** The switch side of each node's eth0 (lab/cluster/topology.ts). */
+const switchPort = (n: (typeof cluster.nodes)[number]) => `s-${n.name}`.slice(0, 15);
+const switchGro = async (on: boolean) => {
+  for (const n of cluster.nodes) await cluster.lab.exec(cluster.net.switch, 'ethtool', ['-K', switchPort(n), 'gro', on ? 'on' : 'off']);
+};
+
 t.test('acceleration: native on the live release: XDP in driver mode on each node, NodePort from outside answered', async (t) => {
   await setAcceleration('native');
   for (const n of cluster.nodes) {
-    await waitUntil(`${n.name}: XDP in driver mode`, async () => (await statusOf(n)).devices.some((d) => d.runs === 'xdp native'), {
+    await waitUntil(`${n.name}: XDP in driver mode`, async () => (await statusOf(n)).devices.some((d) => d.runs === LEFT_TO_TC), {
       timeoutMs: 60_000,
       intervalMs: 500,
     });
@@ -149,8 +160,8 @@ t.test('acceleration: native on the live release: XDP in driver mode on each nod
     const s = await statusOf(n);
     t.same(
       s.devices.map((d) => d.runs),
-      ['xdp native'],
-      `${n.name}: svcmap status says the external device runs XDP natively (${JSON.stringify(s.devices)})`,
+      [LEFT_TO_TC],
+      `${n.name}: svcmap status says the external device runs XDP natively, forwarding left to tc: the switch side has no GRO (${JSON.stringify(s.devices)})`,
     );
     const seen = xdpPackets(s) - xdpPackets(before[i]!);
     t.ok(
@@ -158,6 +169,18 @@ t.test('acceleration: native on the live release: XDP in driver mode on each nod
       `${n.name}: ${seen} packets from outside counted at the xdp hook (${JSON.stringify(s.counters.filter((c) => c.hook === 'xdp'))})`,
     );
   }
+});
+
+t.test("the switch side's GRO on: each agent notices, XDP forwards, NodePort from outside answered", async (t) => {
+  t.teardown(() => switchGro(false));
+  await switchGro(true);
+  for (const n of cluster.nodes) {
+    await waitUntil(`${n.name}: XDP forwards`, async () => (await statusOf(n)).devices.every((d) => d.runs === 'xdp native'), {
+      timeoutMs: 60_000,
+      intervalMs: 500,
+    });
+  }
+  await nodePortsAnswer(t);
 });
 
 t.test('acceleration: disabled again: tc only, XDP detached, NodePort still answered', async (t) => {

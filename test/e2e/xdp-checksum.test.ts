@@ -3,11 +3,12 @@
 // node1's eth0, the NodePort's only pod on node2), both families. The XDP
 // program is loaded by this test on the agent's pinned maps and attached in
 // driver mode to node1's eth0, listed in its svcmap_xdp_tx (the agent's
-// --acceleration does this for a user; here the datapath is the subject).
+// --acceleration does this for a user; here the datapath is the subject),
+// written from node1's namespace: a devmap takes the ifindex in the writer's.
 // Every NodePort packet comes in on eth0 and leaves by it again, so XDP
-// sends what it translates with XDP_TX; the network side of that veth runs
-// an XDP program that passes everything, without which a veth leaves the
-// frames its peer sends back by XDP_TX in its ring (ctx_xdp.h).
+// redirects what it translates back out of it; the network side of that
+// veth runs an XDP program that passes everything, without which (or GRO) a
+// veth takes no redirected frames (ctx_xdp.h, test/e2e/xdp-peer.test.ts).
 //
 // The checksums, as real sockets leave them:
 //  - as sent: the client's and node2's veths checksum for the sender
@@ -48,9 +49,10 @@ t.before(async () => {
   try {
     object.load();
     const eth0 = (JSON.parse(await c.lab.ip(c.node1, '-j', 'link', 'show', 'eth0')) as Array<{ ifindex: number }>)[0]!.ifindex;
-    const key = Buffer.alloc(4);
-    key.writeUInt32LE(eth0);
-    object.map('svcmap_xdp_tx').update(key, key);
+    // Written from node1's namespace: a devmap resolves the ifindex in the writer's (as the agent's is, in the node's).
+    const bytes = [0, 8, 16, 24].map((shift) => String((eth0 >> shift) & 0xff));
+    const tx = String(object.map('svcmap_xdp_tx').info.id);
+    await c.lab.exec(c.node1, 'bpftool', ['map', 'update', 'id', tx, 'key', ...bytes, 'value', ...bytes]);
     const fd = object.programFd('svcmap_xdp');
     const id = /prog_id:\s*(\d+)/.exec(readFileSync(`/proc/self/fdinfo/${fd}`, 'utf8'))?.[1];
     if (!id) throw new Error('no prog_id in the program fd info');

@@ -40,6 +40,13 @@ import {
   tcCounters,
 } from './fixtures/tc-nodes.ts';
 
+/**
+ * What status says of a native device whose veth peer runs neither XDP nor
+ * GRO (the topologies below but the first, which gives n1 an XDP program):
+ * XDP decides, tc forwards (xdp-peer.test.ts).
+ */
+const LEFT_TO_TC = 'xdp native; forwarding left to tc: the peer takes no XDP frames';
+
 /** The LoadBalancer IPs (in LB_NET): the clients route them to node1. */
 const LB_IP = { 4: '192.168.210.20', 6: 'fd00:192:168:210::20' } as const;
 
@@ -150,8 +157,11 @@ t.test('--acceleration native on a veth', async (t) => {
     // (bpf/lib/xdp_lb.h). The clients' and node2's (the remote pod's replies) transmit checksumming off.
     for (const pod of [c.clientPod, second.pod]) await c.lab.exec(pod, 'ethtool', ['-K', pod.ifname, 'tx', 'off']);
     await c.lab.exec(c.node2, 'ethtool', ['-K', 'eth0', 'tx', 'off']);
-    // The network side of node1's eth0 (a veth) takes the frames XDP_TX sends it only while it runs XDP itself, as a NIC's wire would.
+    // The network side of node1's eth0 (a veth) takes the frames XDP redirects to it only while it runs XDP (or GRO: xdp-peer.test.ts), as a NIC's wire would.
+    const from = c.agent.mark();
     await c.lab.ip(c.net, 'link', 'set', 'dev', 'n1', 'xdpdrv', 'obj', passObject(), 'program', 'xdp_pass_a');
+    // The agent started before it: it left forwarding to tc until now, and follows.
+    await c.agent.waitFor((l) => l.msg === 'XDP on eth0 forwards: the device takes XDP frames now', { from, what: 'XDP forwards' });
     for (const s of [MIXED, LOCAL, AWAY, RANGED]) await c.writeManifest(`${s.name}.yaml`, yamlOf(s));
   });
   t.teardown(() => c?.destroy());
@@ -192,7 +202,7 @@ t.test('--acceleration native on a veth', async (t) => {
       const after = await xdpCounters(c);
       const added = (reason: string) => (after[reason] ?? 0) - (before[reason] ?? 0);
       const remote = r.byPod['pod-b'] ?? 0;
-      // A remote backend's flow leaves by eth0 again (XDP_TX): XDP translates it both ways. A local one's
+      // A remote backend's flow leaves by eth0 again (redirected): XDP translates it both ways. A local one's
       // way is the pod bridge, which takes no XDP frames: XDP passes it to tc.
       t.ok(added('translated') >= remote, `XDP translated at least the ${remote} remote flows' SYNs (${added('translated')})`);
       t.ok(added('reply_translated') >= remote, `and their replies, each SYN-ACK at least (${added('reply_translated')})`);
@@ -266,15 +276,15 @@ t.test('--acceleration native follows the devices: a device that stops being one
   await attached(0, 'eth0');
   await attached(0, 'eth1');
   t.same((await status(d)).devices, [
-    { device: 'eth0', runs: 'xdp native' },
-    { device: 'eth1', runs: 'xdp native' },
+    { device: 'eth0', runs: LEFT_TO_TC },
+    { device: 'eth1', runs: LEFT_TO_TC },
   ]);
   let from = d.agent.mark();
   await d.lab.ip(d.node1, 'route', 'del', '10.244.2.0/24'); // eth1's only route out of the node
   const detached = await d.agent.waitFor((l) => l.msg === 'XDP detached from a device no longer used', { from, what: 'eth1 detached' });
   t.equal(detached.device, 'eth1');
   t.notMatch(await d.lab.exec(d.node1, 'ip', ['-d', 'link', 'show', 'eth1']), /prog\/xdp/, 'no XDP program on eth1');
-  t.same((await status(d)).devices, [{ device: 'eth0', runs: 'xdp native' }]);
+  t.same((await status(d)).devices, [{ device: 'eth0', runs: LEFT_TO_TC }]);
   from = d.agent.mark();
   await d.lab.route(d.node1, '10.244.2.0/24', LINK_IPS.node2);
   await attached(from, 'eth1');
@@ -295,13 +305,13 @@ function bridgeTest(t: Test, acceleration: 'best-effort' | 'native'): void {
       s.devices,
       [
         { device: 'br0', runs: br0 },
-        { device: 'eth0', runs: 'xdp native' },
+        { device: 'eth0', runs: LEFT_TO_TC },
       ],
       `br0: ${br0}, eth0: driver mode`,
     );
     t.same(
       deviceInfo(await d.metrics()),
-      [`svcmap_external_device_info{device="br0",runs="${br0}"} 1`, 'svcmap_external_device_info{device="eth0",runs="xdp native"} 1'],
+      [`svcmap_external_device_info{device="br0",runs="${br0}"} 1`, `svcmap_external_device_info{device="eth0",runs="${LEFT_TO_TC}"} 1`],
       'the metrics say the same',
     );
     if (acceleration === 'best-effort') {

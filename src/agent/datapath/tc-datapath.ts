@@ -98,6 +98,7 @@ export class TcDatapath implements Component {
   #nodeAddresses = '';
   #node: NodeInfo | undefined;
   #current = '';
+  #devices: string[] = [];
   #watch: NetlinkWatch | undefined;
   #debounce: NodeJS.Timeout | undefined;
   #interval: NodeJS.Timeout | undefined;
@@ -165,9 +166,12 @@ export class TcDatapath implements Component {
     }
     this.#interval = setInterval(() => this.#refreshLogged('interval'), opts.intervalMs ?? 30_000);
     this.#interval.unref();
+    // A veth's peer in another namespace turning GRO on or off: only the netdev family says it.
+    this.#xdp?.follow(() => this.#tellDevices(), debounceMs);
   }
 
   stop(): void {
+    this.#xdp?.stop();
     this.#watch?.close();
     this.#watch = undefined;
     clearTimeout(this.#debounce);
@@ -195,7 +199,11 @@ export class TcDatapath implements Component {
     const devices = this.#explicit ?? defaultDevices(net, own);
     const nodeIp = this.#node?.addresses[0] ?? net.devices.find((d) => d.name === devices[0])?.addr;
     const key = JSON.stringify({ devices, nodeIp });
-    if (key === this.#current) return;
+    if (key === this.#current) {
+      // The safety net for the devices' XDP features too (their own announcements: XdpDevices.follow()).
+      if (this.#xdp?.refreshForwarding()) this.#tellDevices();
+      return;
+    }
     if (!devices.length) {
       this.#current = key; // said once per state
       if (this.#node?.addresses.length)
@@ -231,10 +239,16 @@ export class TcDatapath implements Component {
     try {
       this.#xdp?.attach(devices);
     } finally {
-      this.xdp = this.#xdp?.attached ?? [];
-      const mode = new Map(this.xdp.map((x) => [x.device, x.mode]));
-      this.#onDevices?.(devices.map((device) => ({ device, runs: deviceRuns(mode.get(device)) })));
+      this.#devices = devices;
+      this.#tellDevices();
     }
+  }
+
+  /** Tells onDevices what runs on each device now. */
+  #tellDevices(): void {
+    this.xdp = this.#xdp?.attached ?? [];
+    const xdp = new Map(this.xdp.map((x) => [x.device, x]));
+    this.#onDevices?.(this.#devices.map((device) => ({ device, runs: deviceRuns(xdp.get(device)?.mode, xdp.get(device)?.noFrames) })));
   }
 
   #tellNodeAddresses(addresses: string[]): void {

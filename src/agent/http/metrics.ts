@@ -103,7 +103,7 @@ export class AgentMetrics {
     });
     this.#devices = new Gauge({
       name: 'svcmap_external_device_info',
-      help: "Always 1, for each external device (the tc datapath's) with what meets traffic from outside there (runs): xdp native, xdp generic (--acceleration) or tc only.",
+      help: "Always 1, for each external device (the tc datapath's) with what meets traffic from outside there (runs): xdp native, xdp generic (--acceleration) or tc only; xdp native with '; forwarding left to tc: the peer takes no XDP frames' (a veth whose peer has neither GRO nor XDP) or '... the driver takes no XDP frames' where XDP decides but tc forwards.",
       labelNames: ['device', 'runs'],
       registers: [this.registry],
     });
