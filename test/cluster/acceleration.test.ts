@@ -14,7 +14,7 @@
 // docs/architecture-datapath.md); the namespace test
 // test/e2e/xdp-nodeport.test.ts shows the translation at XDP itself.
 import t, { type Test } from 'tap';
-import { waitUntil } from '../../lab/cluster/component.ts';
+import { EVENT_TIMEOUT_MS, waitUntil } from '../../lab/cluster/component.ts';
 import { CHART, Helm } from '../../lab/cluster/helm.ts';
 import { NAMESPACE, RELEASE, helmFor, installSvcmap, splitRef, waitAgentsReady } from '../../lab/cluster/svcmap.ts';
 import { labClusterWithImages, svcmapStatus } from './fixtures/lab-svcmap.ts';
@@ -32,6 +32,8 @@ const NS = 'svcmap-accel';
 const APP = 'web';
 const TCP_PORT = 30181;
 const UDP_PORT = 30182;
+/** labtool's HTTP server: /clientip answers with the address the backend sees. */
+const HTTP_PORT = 30183;
 
 function workloads(image: string): string {
   const items = [
@@ -61,7 +63,7 @@ function workloads(image: string): string {
                 name: 'serve',
                 image,
                 imagePullPolicy: 'IfNotPresent',
-                args: ['serve', '--tcp', '8080', '--udp', '8081'],
+                args: ['serve', '--tcp', '8080', '--udp', '8081', '--http', '8082'],
                 env: [{ name: 'POD_NAME', valueFrom: { fieldRef: { fieldPath: 'metadata.name' } } }],
                 readinessProbe: { tcpSocket: { port: 8080 }, periodSeconds: 1 },
               },
@@ -82,6 +84,7 @@ function workloads(image: string): string {
         ports: [
           { name: 'tcp', port: 80, targetPort: 8080, protocol: 'TCP', nodePort: TCP_PORT },
           { name: 'udp', port: 81, targetPort: 8081, protocol: 'UDP', nodePort: UDP_PORT },
+          { name: 'http', port: 82, targetPort: 8082, protocol: 'TCP', nodePort: HTTP_PORT },
         ],
       },
     },
@@ -98,9 +101,24 @@ const xdpPackets = (s: Status) => s.counters.filter((c) => c.hook === 'xdp').red
 
 let backends: string[] = [];
 
-async function setAcceleration(value: 'native' | 'disabled'): Promise<void> {
-  await helmFor(cluster).run(['upgrade', RELEASE, CHART, '-n', NAMESPACE, '--reuse-values', ...Helm.sets({ acceleration: value })]);
+async function setValues(values: Record<string, string>): Promise<void> {
+  await helmFor(cluster).run(['upgrade', RELEASE, CHART, '-n', NAMESPACE, '--reuse-values', ...Helm.sets(values)]);
   await waitAgentsReady(cluster);
+}
+const setAcceleration = (value: 'native' | 'disabled') => setValues({ acceleration: value });
+
+/** The addresses the backends saw for `count` HTTP requests from the outside namespace to ip's NodePort (no port). */
+async function clientAddresses(ip: string, count: number): Promise<string[]> {
+  const url = `http://${ip.includes(':') ? `[${ip}]` : ip}:${HTTP_PORT}/clientip`;
+  const seen: string[] = [];
+  for (let i = 0; i < count; i++)
+    seen.push(
+      (await outsideTool(['http', url]))
+        .trim()
+        .replace(/:\d+$/, '')
+        .replace(/^\[|\]$/g, ''),
+    );
+  return seen;
 }
 
 /** NodePort from the outside namespace on every node address, both families, TCP and UDP. */
@@ -195,3 +213,38 @@ t.test('acceleration: disabled again: tc only, XDP detached, NodePort still answ
   }
   await nodePortsAnswer(t);
 });
+
+t.test(
+  'lbMode: dsr with acceleration native: every backend, remote ones too, sees the outside client; NodePort answered from the node address',
+  async (t) => {
+    // Before: with the default (snat) a remote backend sees the node that forwarded.
+    const node1 = cluster.nodes[0]!;
+    const snat = new Set(await clientAddresses(node1.opts.net.ip, 20));
+    t.ok(snat.has(node1.opts.net.ip), `snat: a remote backend saw node1's address (${[...snat].join(', ')})`);
+    await setValues({ acceleration: 'native', lbMode: 'dsr' });
+    for (const n of cluster.nodes) {
+      await waitUntil(
+        `${n.name}: XDP in driver mode`,
+        async () => (await statusOf(n)).devices.some((d) => d.runs.startsWith('xdp native')),
+        {
+          timeoutMs: EVENT_TIMEOUT_MS,
+          intervalMs: 500,
+        },
+      );
+    }
+    await nodePortsAnswer(t);
+    const outside = cluster.net.outside;
+    for (const n of cluster.nodes) {
+      for (const [ip, client] of [
+        [n.opts.net.ip, outside.ip],
+        [n.opts.net.ip6, outside.ip6],
+      ] as const) {
+        const seen = await clientAddresses(ip, 20);
+        t.same([...new Set(seen)], [client], `${n.name} ${ip}:${HTTP_PORT}: 20 requests, the backends saw only the client ${client}`);
+      }
+      const s = await svcmapStatus<{ counters: Array<{ hook: string; reason: string; packets: number }> }>(n);
+      const accepted = s.counters.filter((c) => c.reason === 'dsr_accepted').reduce((sum, c) => sum + c.packets, 0);
+      t.ok(accepted > 0, `${n.name}: ${accepted} packets from the other node accepted as direct server return (dsr_accepted)`);
+    }
+  },
+);
