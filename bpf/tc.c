@@ -13,7 +13,8 @@
  * that their stacks need not fit in one frame. An ICMPv6 packet comes back
  * from tc6_ingress()/tc6_egress() as TC6_ICMP and goes to tc6_icmp() from
  * here, so that its frame and theirs are never on the call chain together;
- * likewise a packet with svcmap's DSR option (TC_DSR: tc4/6_dsr_in()). */
+ * likewise a packet with svcmap's DSR option (TC_DSR: tc4/6_dsr_in()) and a
+ * DSR flow's packet that gets it (TC_DSR_ADD: tc4/6_dsr_fwd()). */
 SEC("tc")
 int svcmap_tc_in(struct __sk_buff *skb)
 {
@@ -21,9 +22,13 @@ int svcmap_tc_in(struct __sk_buff *skb)
 
 	if (skb->protocol != bpf_htons(ETH_P_IPV6)) {
 		verdict = tc4_ingress(skb);
+		if (verdict == TC_DSR_ADD)
+			return tc4_dsr_fwd(skb);
 		return verdict == TC_DSR ? tc4_dsr_in(skb) : verdict;
 	}
 	verdict = tc6_ingress(skb);
+	if (verdict == TC_DSR_ADD)
+		return tc6_dsr_fwd(skb);
 	if (verdict == TC_DSR)
 		return tc6_dsr_in(skb);
 	return verdict == TC6_ICMP ? tc6_icmp(skb, DP_HOOK_TC_INGRESS) : verdict;

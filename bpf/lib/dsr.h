@@ -74,6 +74,9 @@ struct dsr_opt6 {
  * claims to be svcmap's DSR option: the entry point hands it to
  * tc4_dsr_in()/tc6_dsr_in() (each a frame of its own). No verdict has it. */
 #define TC_DSR 0x7ffe
+/* ... and for a DSR flow's packet that carries the frontend, which the entry
+ * point hands to tc4_dsr_fwd()/tc6_dsr_fwd(). */
+#define TC_DSR_ADD 0x7ffd
 
 /* Whether a packet of DSR flow p carries the option: a TCP SYN without ACK, any UDP datagram. */
 static __always_inline int dsr_carries_opt(const int family, const void *p)

@@ -552,10 +552,10 @@ static __always_inline int tc_ingress(const int family, struct ctx_buff *ctx, vo
 	if (!ct)
 		return tc_verdict(DP_HOOK_TC_INGRESS, reason, CTX_DROP);
 
-	/* Direct server return: the frontend goes along (dsr.h), added while p
-	 * still holds it. */
-	if ((ct_val_f(family, ct, flags) & CT_F_DSR) && dsr_carries_opt(family, p) && dsr_add(family, ctx, p) < 0)
-		return tc_verdict(DP_HOOK_TC_INGRESS, DP_R_DSR_OPT_FAILED, CTX_DROP);
+	/* Direct server return: the frontend goes along (dsr.h), in a frame of
+	 * its own (TC_DSR_ADD: tc_dsr_fwd()). */
+	if ((ct_val_f(family, ct, flags) & CT_F_DSR) && dsr_carries_opt(family, p))
+		return TC_DSR_ADD;
 	if (family == AF_INET)
 		frag4_remember(p, ct);
 	if (nat_rewrite(family, ctx, p, ct) < 0)
@@ -588,6 +588,35 @@ static __always_inline int tc_dsr_in(const int family, struct ctx_buff *ctx, voi
 	if (dsr_record(family, p, addr, port, svc) < 0)
 		return tc_verdict(hook, DP_R_CT_INSERT_FAILED, CTX_DROP);
 	return tc_verdict(hook, DP_R_DSR_ACCEPTED, CTX_PASS);
+}
+
+/*
+ * The ingress node: a DSR flow's packet that carries the frontend
+ * (TC_DSR_ADD from tc_ingress(), which found or made its entry). Parsed and
+ * looked up again here, so that the option's insertion does not double the
+ * paths the verifier walks through tc_ingress(): only these packets (a TCP
+ * flow's SYN, UDP's datagrams) pay for it.
+ */
+static __always_inline int tc_dsr_fwd(const int family, struct ctx_buff *ctx, void *p)
+{
+	const enum dp_hook hook = DP_HOOK_TC_INGRESS;
+	enum dp_reason reason = DP_R_TRANSLATED;
+	void *ct;
+	int verdict;
+
+	if (pkt_parse(family, ctx, p))
+		return tc_verdict(hook, DP_R_REWRITE_FAILED, CTX_DROP);
+	ct = ct_lookup(family, p, CT_DIR_FWD);
+	if (!ct)
+		return tc_verdict(hook, DP_R_CT_INSERT_FAILED, CTX_DROP); /* evicted in between */
+	if (dsr_add(family, ctx, p) < 0)
+		return tc_verdict(hook, DP_R_DSR_OPT_FAILED, CTX_DROP);
+	if (family == AF_INET)
+		frag4_remember(p, ct);
+	if (nat_rewrite(family, ctx, p, ct) < 0)
+		return tc_verdict(hook, DP_R_REWRITE_FAILED, CTX_DROP);
+	verdict = fib_redirect(family, ctx, p, &reason);
+	return tc_verdict(hook, reason, verdict);
 }
 
 /* Egress of an external device (hook DP_HOOK_TC_EGRESS) or of a pod's veth
@@ -716,6 +745,21 @@ static __noinline int tc6_dsr_in(struct ctx_buff *ctx)
 	struct pkt6 p;
 
 	return tc_dsr_in(AF_INET6, ctx, &p);
+}
+
+/* A packet tc4_ingress()/tc6_ingress() returned as TC_DSR_ADD. */
+static __noinline int tc4_dsr_fwd(struct ctx_buff *ctx)
+{
+	struct pkt4 p;
+
+	return tc_dsr_fwd(AF_INET, ctx, &p);
+}
+
+static __noinline int tc6_dsr_fwd(struct ctx_buff *ctx)
+{
+	struct pkt6 p;
+
+	return tc_dsr_fwd(AF_INET6, ctx, &p);
 }
 
 /* The pod veth's ingress instances (veth.c). */

@@ -104,6 +104,14 @@ export class Component {
 }
 
 /**
+ * How long the cluster tests wait for an event that should come (a pod's
+ * phase, a reply, the maps agreeing with the API): a safety net only, since
+ * a wait ends when the event arrives. Generous, so a CI host busy with other
+ * work does not fail a check that would pass (30 s was seen to be tight).
+ */
+export const EVENT_TIMEOUT_MS = 180_000;
+
+/**
  * Polls probe() every intervalMs until it returns true; throws if it has not
  * within timeoutMs, or as soon as one of the components it depends on stops
  * (alive), or check() throws.

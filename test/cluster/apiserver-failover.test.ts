@@ -13,7 +13,7 @@
 import { join } from 'node:path';
 import t from 'tap';
 import { Cluster } from '../../lab/cluster/cluster.ts';
-import { waitUntil } from '../../lab/cluster/component.ts';
+import { EVENT_TIMEOUT_MS, waitUntil } from '../../lab/cluster/component.ts';
 import { API_PORT, SECOND_API_PORT } from '../../lab/cluster/control-plane.ts';
 import { buildImages } from '../../lab/cluster/images/index.ts';
 import { REPO_ROOT } from '../../lab/cluster/paths.ts';
@@ -104,7 +104,7 @@ t.test(
     await waitUntil(
       'the looping client to finish',
       async () => (await k.run(['-n', NS, 'get', 'pod', 'looper', '-o', 'jsonpath={.status.phase}'])).trim() === 'Succeeded',
-      { timeoutMs: 30_000 },
+      { timeoutMs: EVENT_TIMEOUT_MS },
     );
     const summary = JSON.parse(lines(await k.run(['-n', NS, 'logs', 'looper'])).at(-1)!) as { ok: number; failed: number };
     t.comment(`looper through the kill and the scaling: ${JSON.stringify(summary)}`);

@@ -33,7 +33,7 @@ import {
   waitAgentsReady,
 } from '../../lab/cluster/svcmap.ts';
 import { CHART } from '../../lab/cluster/helm.ts';
-import { waitUntil } from '../../lab/cluster/component.ts';
+import { EVENT_TIMEOUT_MS, waitUntil } from '../../lab/cluster/component.ts';
 import { REPO_ROOT, stateDir } from '../../lab/cluster/paths.ts';
 import { listNetns } from '../../lab/netns.ts';
 import {
@@ -233,7 +233,7 @@ const waitSlices = async (svc: string, want: Record<string, string[]>) => {
         );
       return byType(got) === byType(want);
     },
-    { timeoutMs: 30_000, intervalMs: 500 },
+    { timeoutMs: EVENT_TIMEOUT_MS, intervalMs: 500 },
   ).catch(() => {});
   return got;
 };
@@ -367,7 +367,7 @@ t.test(
       'the hostPort from outside',
       async () => (await outsideTool(['tcp', ip, tcp, '1', '--timeout', '2s']).catch(() => '')).trim() !== '',
       {
-        timeoutMs: 30_000,
+        timeoutMs: EVENT_TIMEOUT_MS,
         intervalMs: 500,
       },
     );
@@ -430,7 +430,7 @@ const waitNode1Ranges = async (want: Record<'IPv4' | 'IPv6', string[]>) => {
   await waitUntil(
     "node1's agent to write the source ranges",
     async () => JSON.stringify((got = await node1Ranges())) === JSON.stringify(want),
-    { timeoutMs: 30_000, intervalMs: 500 },
+    { timeoutMs: EVENT_TIMEOUT_MS, intervalMs: 500 },
   ).catch(() => {});
   return got;
 };
@@ -558,7 +558,7 @@ t.test('helm upgrade to a new image tag while a client loops: 0 failed connectio
   await waitUntil(
     'the looping client to finish',
     async () => (await k.run(['-n', NS, 'get', 'pod', 'looper', '-o', 'jsonpath={.status.phase}'])).trim() === 'Succeeded',
-    { timeoutMs: 30_000 },
+    { timeoutMs: EVENT_TIMEOUT_MS },
   );
   const summary = JSON.parse(lines(await k.run(['-n', NS, 'logs', 'looper'])).at(-1)!) as {
     ok: number;
@@ -704,7 +704,7 @@ async function staleRound(t: Test, round: string, from: string, to: string, tcpD
         );
         return JSON.stringify(got) === JSON.stringify(want);
       },
-      { timeoutMs: 30_000, intervalMs: 500 },
+      { timeoutMs: EVENT_TIMEOUT_MS, intervalMs: 500 },
     ).catch(() => {});
     t.same(got, want, `node1's agent maps ${vipOf(h.family)}:${h.port}/${h.proto} to ${from} only`);
   }
@@ -725,7 +725,7 @@ async function staleRound(t: Test, round: string, from: string, to: string, tcpD
     await k.run(['-n', NS, 'wait', '--for=condition=Ready', `pod/${h.name}`, '--timeout=60s'], { timeoutMs: 70_000 });
   for (const h of holders) {
     await waitUntil(`${h.name}'s first reply`, async () => (await holdEvents(h.name)).some((e) => e.event === 'reply'), {
-      timeoutMs: 30_000,
+      timeoutMs: EVENT_TIMEOUT_MS,
       intervalMs: 500,
     });
     const first = (await holdEvents(h.name)).find((e) => e.event === 'reply')!;
@@ -746,7 +746,7 @@ async function staleRound(t: Test, round: string, from: string, to: string, tcpD
     await waitUntil(
       `${h.name}'s socket to be replaced`,
       async () => (await holdEvents(h.name)).some((e) => e.event === 'reply' && e.socket! >= 2),
-      { timeoutMs: 30_000, intervalMs: 500 },
+      { timeoutMs: EVENT_TIMEOUT_MS, intervalMs: 500 },
     ).catch(() => {});
   }
   // The counter goes up within the run that destroyed the sockets (the clients saw it end first).
@@ -758,7 +758,7 @@ async function staleRound(t: Test, round: string, from: string, to: string, tcpD
       after = await destroyedTotal(node1);
       return after.udp - before.udp >= want.udp && after.tcp - before.tcp >= want.tcp && (await terminationRuns()).length > runsBefore;
     },
-    { timeoutMs: 30_000, intervalMs: 500 },
+    { timeoutMs: EVENT_TIMEOUT_MS, intervalMs: 500 },
   ).catch(() => {});
   // The TCP holders that must not be touched: stopped now, after the run.
   for (const h of holders) await k.run(['-n', NS, 'exec', h.name, '--', 'touch', '/tmp/stop']);
@@ -767,7 +767,7 @@ async function staleRound(t: Test, round: string, from: string, to: string, tcpD
     await waitUntil(
       `${h.name} to finish`,
       async () => (await k.run(['-n', NS, 'get', 'pod', h.name, '-o', 'jsonpath={.status.phase}'])).trim() === 'Succeeded',
-      { timeoutMs: 30_000 },
+      { timeoutMs: EVENT_TIMEOUT_MS },
     );
     events.set(h.name, await holdEvents(h.name));
     await k.run(['-n', NS, 'delete', 'pod', h.name, '--wait=false']);

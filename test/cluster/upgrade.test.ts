@@ -18,7 +18,7 @@ import { dirname, join } from 'node:path';
 import t, { type Test } from 'tap';
 import { parse } from 'yaml';
 import { Cluster } from '../../lab/cluster/cluster.ts';
-import { waitUntil } from '../../lab/cluster/component.ts';
+import { EVENT_TIMEOUT_MS, waitUntil } from '../../lab/cluster/component.ts';
 import { CHART, Helm } from '../../lab/cluster/helm.ts';
 import { buildImages } from '../../lab/cluster/images/index.ts';
 import { REPO_ROOT } from '../../lab/cluster/paths.ts';
@@ -152,7 +152,9 @@ async function checkDatapath(t: Test): Promise<void> {
       diffs = mapsVersusApi(dump.frontends, services, slices, { name: node.name, addresses: [node.ip, node.ip6] });
       return diffs.length === 0;
     };
-    await waitUntil(`${node.name}: the maps and the API to agree`, agree, { timeoutMs: 30_000, intervalMs: 1000 }).catch(() => {});
+    await waitUntil(`${node.name}: the maps and the API to agree`, agree, { timeoutMs: EVENT_TIMEOUT_MS, intervalMs: 1000 }).catch(
+      () => {},
+    );
     t.same(diffs, [], `${node.name}: the maps are what the API server says (${frontends} frontends)`);
     const n = nodes.find((x) => x.name === node.name)!;
     const migrating = join(PIN_DIR, 'migrating');
@@ -313,6 +315,6 @@ t.test('the held flows: one socket each, answered throughout, no error, no timeo
 });
 
 t.test('after it all: the maps are what the API server says on each node', async (t) => {
-  await waitUntil('the agents Ready', async () => (await agents()).length === 2, { timeoutMs: 30_000 });
+  await waitUntil('the agents Ready', async () => (await agents()).length === 2, { timeoutMs: EVENT_TIMEOUT_MS });
   await checkDatapath(t);
 });

@@ -13,11 +13,6 @@
 // back), and best-effort and native on a device whose driver refuses
 // driver mode (node1's pod bridge).
 // Every address lives in namespaces this test made.
-import { execFileSync } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import t, { type Test } from 'tap';
 import { stringify } from 'yaml';
 import { SVCMAP } from '../../lab/agent-process.ts';
@@ -39,6 +34,7 @@ import {
   startRemoteNodePort,
   tcCounters,
 } from './fixtures/tc-nodes.ts';
+import { xdpPassObject } from './fixtures/xdp-pass.ts';
 
 /**
  * What status says of a native device whose veth peer runs neither XDP nor
@@ -137,16 +133,6 @@ async function xdpLinkId(c: RemoteNodePort, device: string): Promise<number> {
 let c: RemoteNodePort;
 let client2: LabClient;
 
-/** test/fixtures/bpf/xdp-pass.c, compiled into a directory removed at the end. */
-function passObject(): string {
-  const dir = mkdtempSync(join(tmpdir(), 'svcmap-xdp-pass-'));
-  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
-  const obj = join(dir, 'xdp-pass.o');
-  const src = fileURLToPath(new URL('../fixtures/bpf/xdp-pass.c', import.meta.url));
-  execFileSync('clang', ['-O2', '-g', '-target', 'bpf', '-I', '/usr/include/x86_64-linux-gnu', '-c', src, '-o', obj]);
-  return obj;
-}
-
 t.test('--acceleration native on a veth', async (t) => {
   t.before(async () => {
     c = await startRemoteNodePort(['--acceleration', 'native'], { ipv6: true });
@@ -159,7 +145,18 @@ t.test('--acceleration native on a veth', async (t) => {
     await c.lab.exec(c.node2, 'ethtool', ['-K', 'eth0', 'tx', 'off']);
     // The network side of node1's eth0 (a veth) takes the frames XDP redirects to it only while it runs XDP (or GRO: xdp-peer.test.ts), as a NIC's wire would.
     const from = c.agent.mark();
-    await c.lab.ip(c.net, 'link', 'set', 'dev', 'n1', 'xdpdrv', 'obj', passObject(), 'program', 'xdp_pass_a');
+    await c.lab.ip(
+      c.net,
+      'link',
+      'set',
+      'dev',
+      'n1',
+      'xdpdrv',
+      'obj',
+      xdpPassObject((fn) => t.teardown(fn)),
+      'program',
+      'xdp_pass_a',
+    );
     // The agent started before it: it left forwarding to tc until now, and follows.
     await c.agent.waitFor((l) => l.msg === 'XDP on eth0 forwards: the device takes XDP frames now', { from, what: 'XDP forwards' });
     for (const s of [MIXED, LOCAL, AWAY, RANGED]) await c.writeManifest(`${s.name}.yaml`, yamlOf(s));

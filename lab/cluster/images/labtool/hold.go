@@ -4,7 +4,9 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/signal"
@@ -174,14 +176,12 @@ func holdOne(ctx context.Context, o holdOptions, s *holdSocket, n int, sum *hold
 			}
 			seq++
 			if _, err := fmt.Fprintf(s.conn, "hold %d\n", seq); err != nil {
-				// A destroyed UDP socket is also disconnected: the write
-				// fails (EDESTADDRREQ) while the reason waits for the reader.
+				var rerr error
 				select {
-				case rerr := <-s.failed:
-					err = rerr
+				case rerr = <-s.failed:
 				case <-time.After(o.timeout):
 				}
-				fail(n, err)
+				fail(n, failCause(err, rerr))
 				return
 			}
 			if sentAt.IsZero() {
@@ -189,6 +189,30 @@ func holdOne(ctx context.Context, o holdOptions, s *holdSocket, n int, sum *hold
 			}
 		}
 	}
+}
+
+// failCause: why a socket ended, from the error its write got and the one
+// its reader got (nil: none within the timeout). The kernel hands a socket's
+// pending error to whichever call comes first: when svcmap destroys a TCP
+// socket during a write, the write gets ECONNABORTED and the reader then
+// finds the socket closed (EOF). A destroyed UDP socket is also
+// disconnected, so its write fails (EDESTADDRREQ) while the cause waits for
+// the reader. The cause is the error that is not such a consequence.
+func failCause(writeErr, readErr error) error {
+	switch {
+	case readErr == nil:
+		return writeErr
+	case consequence(writeErr):
+		return readErr
+	case consequence(readErr):
+		return writeErr
+	}
+	return readErr
+}
+
+// consequence: an error that says the socket is gone, not why.
+func consequence(err error) bool {
+	return errors.Is(err, io.EOF) || errors.Is(err, syscall.EDESTADDRREQ) || errors.Is(err, syscall.EPIPE)
 }
 
 func cmdHold(argv []string) error {

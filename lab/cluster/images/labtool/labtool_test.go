@@ -211,6 +211,27 @@ func TestHoldTCP(t *testing.T) {
 	}
 }
 
+func TestHoldFailCause(t *testing.T) {
+	aborted := &net.OpError{Op: "write", Net: "tcp", Err: os.NewSyscallError("write", syscall.ECONNABORTED)}
+	readAborted := &net.OpError{Op: "read", Net: "tcp", Err: os.NewSyscallError("read", syscall.ECONNABORTED)}
+	noDest := &net.OpError{Op: "write", Net: "udp", Err: os.NewSyscallError("write", syscall.EDESTADDRREQ)}
+	for _, c := range []struct {
+		name        string
+		write, read error
+		want        string
+	}{
+		{"TCP destroyed during the write: the write has the cause, the reader EOF", aborted, io.EOF, "ECONNABORTED"},
+		{"TCP destroyed while the reader waited", syscall.EPIPE, readAborted, "ECONNABORTED"},
+		{"UDP destroyed: disconnected, the cause is the reader's", noDest, readAborted, "ECONNABORTED"},
+		{"the server's FIN, then a write on the closed socket", syscall.EPIPE, io.EOF, "EOF"},
+		{"nothing from the reader in time", aborted, nil, "ECONNABORTED"},
+	} {
+		if got := errorName(failCause(c.write, c.read)); got != c.want {
+			t.Errorf("%s: %s, want %s", c.name, got, c.want)
+		}
+	}
+}
+
 func TestHoldTimeoutKeepsTheSocket(t *testing.T) {
 	// A UDP socket that reads and never answers: timeouts, one socket.
 	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
