@@ -155,6 +155,8 @@ function runOnce(v: Variant, targets: readonly FrontendTarget[], writer: object 
   out.encode = timed(() => encodeAll(v, plan));
   if (writer) out.writes = timed(() => v.apply.applyPlan(plan, writer));
   out.commit = timed(() => v.plan.commitPlan(st, plan));
+  // What a restarted agent reads back from the pinned maps before its first sync (readState: every entry, decoded).
+  if (writer) out.readState = timed(() => (writer as { readState(): unknown }).readState());
   out.unchanged = timed(() => {
     plan = v.plan.planSync(st, targets, CAPACITY);
   });

@@ -70,8 +70,17 @@ export class TypedMap<K, V> {
     return this.raw.delete(this.encodeKey(k));
   }
 
+  /** Every entry, decoded straight from the batches the kernel fills (no Buffer per key and value). */
   entries(): Array<[K, V]> {
-    return this.raw.entries().map(([kb, vb]) => [this.spec.key.decode(kb, 0), this.spec.value.decode(vb, 0)]);
+    const out: Array<[K, V]> = [];
+    const ks = this.#keySize;
+    const vs = this.#valueSize;
+    const decKey = this.spec.key.decode;
+    const decValue = this.spec.value.decode;
+    this.raw.eachEntryChunk((keys, values, n) => {
+      for (let i = 0; i < n; i++) out.push([decKey(keys, i * ks), decValue(values, i * vs)]);
+    });
+    return out;
   }
 
   putMany(entries: ReadonlyArray<readonly [K, V]>): void {
