@@ -10,16 +10,23 @@
 // client's with dsr, under externalTrafficPolicy Cluster; node1's for a
 // remote backend with snat), UDP replies from the NodePort (dsr: straight
 // from node2, with the client's address at the backend; hybrid: SNATed),
-// 1,000 connections without a failure in dsr mode, what svcmap status,
-// explain, dump and the metrics say; a held connection survives a restart
-// of both agents. Every address lives in namespaces this test made.
+// 1,000 connections without a failure in dsr mode, externalTrafficPolicy
+// Local on a dsr Service (no endpoint on node1: dropped, counted; through
+// node2 or with a local endpoint: answered with the client's address),
+// loadBalancerSourceRanges on a LoadBalancer Service of each mode with its
+// backend on node2 (a second client outside the ranges dropped, counted; the
+// one inside answered, with its address kept by dsr and hybrid), what svcmap
+// status, explain, dump and the metrics say; a held connection survives a
+// restart of both agents. Every address lives in namespaces this test made.
 import t from 'tap';
+import type { LabClient } from '../../lab/index.ts';
 import { stringify } from 'yaml';
 import { SVCMAP } from '../../lab/agent-process.ts';
 import { hostPort } from '../../lab/protocol.ts';
 import { parseSamples } from '../../bench/prom.ts';
 import { type ServiceSpec, serviceObject, sliceObject } from './fixtures/manifests.ts';
 import {
+  CLIENT2,
   CLIENT_IP,
   NODE1_POD,
   NODE_IPS,
@@ -29,6 +36,7 @@ import {
   type NodeAgent,
   type RemoteNodePort,
   V6_IPS,
+  addClient2,
   addNode1Pod,
   startNodeAgent,
   startRemoteNodePort,
@@ -37,8 +45,8 @@ import {
 import { xdpPassObject } from './fixtures/xdp-pass.ts';
 
 const FAMILIES = [
-  { family: 4, client: CLIENT_IP, node1: NODE_IPS.node1 },
-  { family: 6, client: V6_IPS.client, node1: V6_IPS.node1 },
+  { family: 4, client: CLIENT_IP, client2: CLIENT2[4], node1: NODE_IPS.node1, node2: NODE_IPS.node2 },
+  { family: 6, client: V6_IPS.client, client2: CLIENT2[6], node1: V6_IPS.node1, node2: V6_IPS.node2 },
 ] as const;
 
 const POD_A = { ip: NODE1_POD.ip, nodeName: 'node1' };
@@ -90,6 +98,45 @@ function servicesOf(mode: Mode, n: number): ServiceSpec[] {
   ];
 }
 
+/** externalTrafficPolicy Local on dsr Services (the agents' default): only node2's endpoint, and one on each node. */
+const ETP_LOCAL = { remote: 90, mixed: 91 } as const;
+const etpLocalServices: ServiceSpec[] = [
+  { name: 'local-remote', n: ETP_LOCAL.remote, endpoints: [POD_B], endpoints6: [POD_B6] },
+  { name: 'local-mixed', n: ETP_LOCAL.mixed, endpoints: [POD_A, POD_B], endpoints6: [POD_A6, POD_B6] },
+].map(({ name, n, endpoints, endpoints6 }) => ({
+  name,
+  type: 'NodePort',
+  externalTrafficPolicy: 'Local',
+  clusterIP: `10.96.0.${n}`,
+  clusterIP6: `fd00:10:96::${n}`,
+  ports: [{ name: 'tcp', protocol: 'TCP', port: 80, targetPort: 8080, nodePort: 30000 + n }],
+  endpoints,
+  endpoints6,
+}));
+
+/** A LoadBalancer IP (in LB_NET, which both clients route to node1). */
+const lbIp = (family: 4 | 6, n: number) => (family === 4 ? `192.168.210.${n}` : `fd00:192:168:210::${n}`);
+/** The LoadBalancer Services with loadBalancerSourceRanges, one per mode, their backend on node2: n of each. */
+const RANGED: Record<Mode, number> = { dsr: 70, snat: 71, hybrid: 72 };
+/** The first client's /26 and /120, which leave the second client (…200) out. */
+const FIRST_CLIENT_RANGES = ['192.168.100.64/26', 'fd00:192:168:100::100/120'];
+const rangedServices: ServiceSpec[] = (Object.entries(RANGED) as Array<[Mode, number]>).map(([mode, n]) => ({
+  name: `${mode}-ranged`,
+  type: 'LoadBalancer',
+  externalTrafficPolicy: 'Cluster',
+  ...(mode === 'dsr' ? {} : { annotations: { 'svcmap.io/lb-mode': mode } }),
+  clusterIP: `10.96.0.${n}`,
+  clusterIP6: `fd00:10:96::${n}`,
+  ports: [{ name: 'tcp', protocol: 'TCP', port: 80, targetPort: 8080, nodePort: 30000 + n }],
+  endpoints: [POD_B],
+  endpoints6: [POD_B6],
+  loadBalancerIngress: [
+    { ip: lbIp(4, n), ipMode: 'VIP' },
+    { ip: lbIp(6, n), ipMode: 'VIP' },
+  ],
+  extraSpec: { loadBalancerSourceRanges: FIRST_CLIENT_RANGES },
+}));
+
 const yamlOf = (s: ServiceSpec) =>
   [serviceObject(s), sliceObject(s), sliceObject(s, 'v6abc', s.endpoints6 ?? [], 'IPv6')].map((o) => stringify(o)).join('---\n');
 
@@ -134,9 +181,13 @@ for (const hook of ['tc', 'xdp'] as const) {
     const args = ['--lb-mode', 'dsr', ...(hook === 'xdp' ? ['--acceleration', 'native'] : [])];
     let c!: RemoteNodePort;
     let node2!: NodeAgent;
+    let client2!: LabClient; // outside the ranged Services' loadBalancerSourceRanges
+    /** node1's drop counters: at XDP when it runs (it applies the policy itself), else at tc. */
+    const node1DropHook = hook === 'xdp' ? 'xdp' : 'tc_ingress';
     t.before(async () => {
       c = await startRemoteNodePort(args, { ipv6: true });
       await addNode1Pod(c);
+      client2 = (await addClient2(c)).client;
       if (hook === 'xdp') {
         // As in xdp-nodeport.test.ts: checksums complete, as from a NIC (XDP leaves a partial one to tc), and
         // the network side of each node's eth0 takes the frames XDP_TX sends it only while it runs XDP itself.
@@ -149,11 +200,9 @@ for (const hook of ['tc', 'xdp'] as const) {
         await c.agent.waitFor((l) => l.msg === 'XDP on eth0 forwards: the device takes XDP frames now', { from, what: 'XDP forwards' });
       }
       node2 = await startNodeAgent(c.lab, c.node2, 'node2', { 'nodes.yaml': NODES_YAML }, args);
-      for (const { mode, n } of MODES) {
-        for (const s of servicesOf(mode, n)) {
-          await c.writeManifest(`${s.name}.yaml`, yamlOf(s));
-          await node2.writeManifest(`${s.name}.yaml`, yamlOf(s));
-        }
+      for (const s of [...MODES.flatMap(({ mode, n }) => servicesOf(mode, n)), ...etpLocalServices, ...rangedServices]) {
+        await c.writeManifest(`${s.name}.yaml`, yamlOf(s));
+        await node2.writeManifest(`${s.name}.yaml`, yamlOf(s));
       }
     });
     t.teardown(async () => {
@@ -209,6 +258,70 @@ for (const hook of ['tc', 'xdp'] as const) {
         });
       }
 
+      t.test(
+        `${v}, dsr, externalTrafficPolicy Local: no endpoint on node1: dropped there, counted; through node2: answered with the client's address`,
+        async (t) => {
+          const port = 30000 + ETP_LOCAL.remote;
+          const dropped = await added(
+            () => tcCounters(c, node1DropHook),
+            async () => {
+              const r = await c.client.tcpConnect({ ip: f.node1, port, count: 3, timeoutMs: 700 });
+              t.equal(r.ok, 0, 'through node1: no connection');
+              t.same(Object.keys(r.errors), ['ETIMEDOUT'], 'a timeout: the SYNs dropped, nothing refused');
+            },
+          );
+          t.ok(
+            dropped('no_local_endpoint') >= 3,
+            `node1 counted each SYN as no_local_endpoint at ${node1DropHook} (${dropped('no_local_endpoint')})`,
+          );
+          const r = await c.client.tcpConnect({ ip: f.node2, port, count: 20, timeoutMs: 3000, concurrency: 4 });
+          t.equal(r.ok, 20, `through node2: ${JSON.stringify(r.errors)}`);
+          t.same(r.byPod, { 'pod-b': 20 }, "by node2's endpoint");
+          t.same(r.seenFrom, [f.client], "which saw the client's address");
+          t.same(r.peerNames, [hostPort(f.node2, port)], "the client talked to node2's NodePort");
+        },
+      );
+
+      t.test(`${v}, dsr, externalTrafficPolicy Local with an endpoint on each node: through node1 only node1's answers`, async (t) => {
+        const port = 30000 + ETP_LOCAL.mixed;
+        const r = await c.client.tcpConnect({ ip: f.node1, port, count: 50, timeoutMs: 3000, concurrency: 8 });
+        t.equal(r.failed, 0, JSON.stringify(r.errors));
+        t.same(r.byPod, { 'pod-a': 50 }, "only node1's endpoint");
+        t.same(r.seenFrom, [f.client], "which saw the client's address");
+        t.same(r.peerNames, [hostPort(f.node1, port)]);
+      });
+
+      for (const [mode, n] of Object.entries(RANGED) as Array<[Mode, number]>) {
+        const keeps = mode !== 'snat';
+        t.test(
+          `${v}, ${mode}: loadBalancerSourceRanges, backend on node2: the client inside is answered${keeps ? ' with its address' : ''}; the one outside is dropped at node1, counted`,
+          async (t) => {
+            const ip = lbIp(f.family, n);
+            const accepted = await added(
+              () => node2Counters(c, node2, 'tc_ingress'),
+              async () => {
+                const r = await c.client.tcpConnect({ ip, port: 80, count: 20, timeoutMs: 3000, concurrency: 4 });
+                t.equal(r.ok, 20, `${f.client} (inside): ${JSON.stringify(r.errors)}`);
+                t.same(r.byPod, { 'pod-b': 20 }, "by node2's backend");
+                t.same(r.seenFrom, [keeps ? f.client : f.node1], `which saw ${keeps ? "the client's address (DSR)" : "node1's (SNAT)"}`);
+                t.same(r.peerNames, [hostPort(ip, 80)], 'the client talked to the LoadBalancer IP');
+              },
+            );
+            if (keeps) t.ok(accepted('dsr_accepted') >= 20, `node2 took the frontend from each SYN (${accepted('dsr_accepted')})`);
+            else t.equal(accepted('dsr_accepted'), 0, 'snat: node2 took no DSR option');
+            const denied = await added(
+              () => tcCounters(c, node1DropHook),
+              async () => {
+                const r = await client2.tcpConnect({ ip, port: 80, count: 3, timeoutMs: 700 });
+                t.equal(r.ok, 0, `${f.client2} (outside): no connection`);
+                t.same(Object.keys(r.errors), ['ETIMEDOUT'], "a timeout, as with kube-proxy's drop");
+              },
+            );
+            t.ok(denied('source_denied') >= 3, `node1 counted each SYN as source_denied at ${node1DropHook} (${denied('source_denied')})`);
+          },
+        );
+      }
+
       t.test(`${v}, dsr: 1,000 connections to a backend on node2: 0 failures, each with the client's address`, async (t) => {
         const p = ports(40);
         const xdp = await added(
@@ -237,8 +350,9 @@ for (const hook of ['tc', 'xdp'] as const) {
         dsr: { dsr: number; fromOutside: number };
       };
       t.equal(status.agent.lbMode, 'dsr', "status: the agent's --lb-mode");
-      // Every NodePort entry in the maps (each node address and the wildcard, both families) carries dsr
-      // as its Service's mode says: the fixture's Service and dsr's by the default, hybrid's TCP ones.
+      // Every NodePort and LoadBalancer entry in the maps (NodePorts: each node address and the wildcard, both
+      // families) carries dsr as its Service's mode says: dsr's (the fixture's, the Local ones) by the default,
+      // hybrid's TCP ones.
       const { frontends } = JSON.parse(await node1('dump', '-o', 'json')) as {
         frontends: Array<{ frontend: string; port: number; protocol: string; scope: string; flags: string[] }>;
       };
@@ -246,20 +360,29 @@ for (const hook of ['tc', 'xdp'] as const) {
         [REMOTE_NODEPORT, 'dsr'],
         [REMOTE_UDP_NODEPORT, 'dsr'],
         ...MODES.flatMap(({ mode, n }) => Object.values(ports(n)).map((port) => [port, mode] as [number, Mode])),
+        ...Object.values(ETP_LOCAL).map((n) => [30000 + n, 'dsr'] as [number, Mode]),
+        ...(Object.entries(RANGED) as Array<[Mode, number]>).map(([mode, n]) => [30000 + n, mode] as [number, Mode]),
       ]);
-      const outside = frontends.filter((fe) => fe.scope === 'external' && fe.flags.includes('NodePort'));
-      t.equal(outside.length, frontends.filter((fe) => fe.scope === 'external' && !fe.flags.includes('ClusterIP')).length);
+      const modeOfLbIp = new Map<string, Mode>(
+        (Object.entries(RANGED) as Array<[Mode, number]>).flatMap(([mode, n]) =>
+          ([4, 6] as const).map((f) => [`${hostPort(lbIp(f, n), 80)}/TCP`, mode] as [string, Mode]),
+        ),
+      );
+      const outside = frontends.filter((fe) => fe.scope === 'external' && !fe.flags.includes('ClusterIP'));
+      const nodePorts = outside.filter((fe) => fe.flags.includes('NodePort'));
       let dsr = 0;
       for (const fe of outside) {
-        const mode = modeOfPort.get(fe.port);
+        const mode = fe.flags.includes('NodePort') ? modeOfPort.get(fe.port) : modeOfLbIp.get(fe.frontend);
         const want = mode === 'dsr' || (mode === 'hybrid' && fe.protocol === 'TCP');
-        if (fe.flags.includes('dsr') !== want) t.fail(`${fe.frontend}: ${mode} ${fe.protocol}, flags ${fe.flags.join(',')}`);
+        if (mode === undefined || fe.flags.includes('dsr') !== want)
+          t.fail(`${fe.frontend}: ${mode} ${fe.protocol}, flags ${fe.flags.join(',')}`);
         if (want) dsr++;
       }
       t.ok(
-        outside.length >= 2 * 2 * modeOfPort.size,
-        `every NodePort on a node address and the wildcard, both families (${outside.length})`,
+        nodePorts.length >= 2 * 2 * modeOfPort.size,
+        `every NodePort on a node address and the wildcard, both families (${nodePorts.length})`,
       );
+      t.equal(outside.length - nodePorts.length, modeOfLbIp.size, 'and each LoadBalancer IP');
       t.same(status.dsr, { dsr, fromOutside: outside.length }, 'status counts the dsr frontends the dump shows');
       t.notOk(
         frontends.some((fe) => fe.flags.includes('ClusterIP') && fe.flags.includes('dsr')),
