@@ -176,6 +176,10 @@ async function added(read: () => Promise<Record<string, number>>, fn: () => Prom
   return (reason) => (after[reason] ?? 0) - (before[reason] ?? 0);
 }
 
+// Two two-node clusters, one after the other: about two minutes on an idle machine, more than
+// .taprc's 240 s per file on a loaded one.
+t.setTimeout(10 * 60_000);
+
 for (const hook of ['tc', 'xdp'] as const) {
   t.test(`--lb-mode dsr on both nodes, ${hook === 'tc' ? 'translated at tc' : 'XDP in front of tc (--acceleration native)'}`, async (t) => {
     const args = ['--lb-mode', 'dsr', ...(hook === 'xdp' ? ['--acceleration', 'native'] : [])];
@@ -265,7 +269,7 @@ for (const hook of ['tc', 'xdp'] as const) {
           const dropped = await added(
             () => tcCounters(c, node1DropHook),
             async () => {
-              const r = await c.client.tcpConnect({ ip: f.node1, port, count: 3, timeoutMs: 700 });
+              const r = await c.client.tcpConnect({ ip: f.node1, port, count: 3, timeoutMs: 700, concurrency: 3 });
               t.equal(r.ok, 0, 'through node1: no connection');
               t.same(Object.keys(r.errors), ['ETIMEDOUT'], 'a timeout: the SYNs dropped, nothing refused');
             },
@@ -312,7 +316,7 @@ for (const hook of ['tc', 'xdp'] as const) {
             const denied = await added(
               () => tcCounters(c, node1DropHook),
               async () => {
-                const r = await client2.tcpConnect({ ip, port: 80, count: 3, timeoutMs: 700 });
+                const r = await client2.tcpConnect({ ip, port: 80, count: 3, timeoutMs: 700, concurrency: 3 });
                 t.equal(r.ok, 0, `${f.client2} (outside): no connection`);
                 t.same(Object.keys(r.errors), ['ETIMEDOUT'], "a timeout, as with kube-proxy's drop");
               },
